@@ -1,0 +1,1 @@
+//! Reading ELF files: symbols, sections, segments, build-ids and file offsets to pages.

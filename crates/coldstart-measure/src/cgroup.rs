@@ -1,0 +1,1 @@
+//! STATUS: implementation in progress.

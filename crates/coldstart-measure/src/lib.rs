@@ -1,0 +1,34 @@
+//! Honest start-up measurement.
+//!
+//! `coldstart-measure` starts a command many times, each run in a fresh cgroup and in a known,
+//! *verified* page-cache state, waits for a readiness signal (not just process exit), and
+//! reports wall time beside the figures that are stable from run to run: major and minor page
+//! faults, bytes read from storage and read requests issued to the block device.
+//!
+//! The modules, in the order a run uses them:
+//!
+//! - [`ready`]: readiness signals (`exit`, `stdout:REGEX`, `tcp:PORT`, `window:REGEX`, ...).
+//! - [`cache`]: cache states, eviction with `fadvise(DONTNEED)`, verification with
+//!   `cachestat(2)` / `mincore(2)`, and naming the process that keeps pages resident.
+//! - [`cgroup`]: one cgroup per run (v2 where its controllers are enabled, else v1), so the
+//!   whole process tree is counted and killed together.
+//! - [`launch`]: the [`launch::Executor`] trait and its Linux implementation.
+//! - [`stats`]: median, trimmed mean, bootstrap confidence intervals, MAD outliers,
+//!   Mann-Whitney U.
+//! - [`result`]: the one serialisable result type; [`export`] renders it as JSON, CSV and
+//!   Markdown.
+//! - [`measure`](mod@measure): the orchestration of warm-up, cache preparation and runs.
+
+pub mod cache;
+pub mod cgroup;
+pub mod export;
+pub mod launch;
+pub mod measure;
+pub mod ready;
+pub mod result;
+pub mod stats;
+
+pub use cache::CacheState;
+pub use measure::{measure, MeasureOptions};
+pub use ready::Ready;
+pub use result::{MeasureReport, RunRecord};

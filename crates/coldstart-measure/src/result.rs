@@ -1,0 +1,120 @@
+//! The result types. One serialisable report; every exporter renders this struct.
+//!
+//! The JSON form is the documented, versioned `coldstart-measure` format
+//! (docs/formats/measure.md). Bump [`FORMAT_VERSION`] on any incompatible change.
+
+use serde::{Deserialize, Serialize};
+
+use crate::cache::EvictionReport;
+use crate::stats::Summary;
+
+/// The `format` field of every exported report.
+pub const FORMAT_NAME: &str = "coldstart-measure";
+/// The `version` field of every exported report.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Figures for one run of one command. `None` means "not available on this system", never 0.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Wall time from just before `exec` to readiness, in seconds (monotonic clock).
+    pub wall_s: f64,
+    /// User CPU of the whole process tree, seconds.
+    pub user_s: Option<f64>,
+    /// System CPU of the whole process tree, seconds.
+    pub sys_s: Option<f64>,
+    /// Major page faults of the whole tree (pages that had to be read from storage).
+    pub major_faults: Option<u64>,
+    /// Minor page faults of the whole tree.
+    pub minor_faults: Option<u64>,
+    /// Bytes the tree caused to be read from storage.
+    pub read_bytes: Option<u64>,
+    /// Read requests completed by the block devices during the run.
+    pub read_requests: Option<u64>,
+    /// Peak memory of the tree, bytes.
+    pub peak_memory_bytes: Option<u64>,
+    /// Instructions retired (user space), where `perf_event_open` supports it.
+    pub instructions: Option<u64>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Outcome {
+    /// The readiness signal was seen.
+    Ready,
+    /// The run never became ready within the timeout; it was killed.
+    Timeout,
+    /// The process exited before the readiness signal (for non-`exit` signals).
+    ExitedBeforeReady { code: Option<i32>, signal: Option<i32> },
+    /// Readiness was `exit` and the process exited with a non-zero status or a signal.
+    Failed { code: Option<i32>, signal: Option<i32> },
+}
+
+/// One run of one command.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// 0-based index among the measured runs of this command (warm-up runs are not recorded).
+    pub index: usize,
+    pub outcome: Outcome,
+    pub counters: Counters,
+    /// What eviction did before this run, and the residency measured after it.
+    pub eviction: Option<EvictionReport>,
+    /// Why this run is kept out of the statistics, if it is (eviction did not hold, not ready,
+    /// failed). Such runs are reported, never silently counted.
+    pub excluded: Option<String>,
+}
+
+/// All runs of one command and their statistics.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandResult {
+    /// A short label (`A`, `B`, or the command line).
+    pub label: String,
+    pub command: Vec<String>,
+    pub runs: Vec<RunRecord>,
+    /// Statistics over the included runs, per metric (`wall_s`, `major_faults`, ...).
+    pub summaries: Vec<(String, Summary)>,
+}
+
+/// The comparison of two commands measured interleaved (A B A B ...).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// Which metric (normally `wall_s`).
+    pub metric: String,
+    /// median(B) / median(A).
+    pub ratio: f64,
+    /// 95% bootstrap confidence interval of the ratio.
+    pub ratio_ci95: (f64, f64),
+    /// Two-sided Mann-Whitney U p-value.
+    pub p_value: f64,
+}
+
+/// Facts about the machine and the measurement that a reader needs to trust the figures.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Environment {
+    pub kernel: String,
+    pub cpus: usize,
+    /// `v1` or `v2`: which cgroup hierarchy counted the runs.
+    pub cgroup: String,
+    /// Scaling governor of cpu0, if exposed.
+    pub cpu_governor: Option<String>,
+    pub is_root: bool,
+}
+
+/// A whole `coldstart measure` invocation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeasureReport {
+    /// Always [`FORMAT_NAME`].
+    pub format: String,
+    /// Always [`FORMAT_VERSION`] when written by this build.
+    pub version: u32,
+    /// The cache state, as given (`cold`, `selective`, `warm`, `hot`).
+    pub cache: String,
+    /// The readiness signal, as given.
+    pub ready: String,
+    pub warmup: usize,
+    pub environment: Environment,
+    pub commands: Vec<CommandResult>,
+    pub comparison: Option<Comparison>,
+    /// Warnings that name a remedy.
+    pub warnings: Vec<String>,
+}

@@ -1,0 +1,1 @@
+//! First-touch profiling of start-up without recompiling the program.

@@ -1,0 +1,26 @@
+//! The command line. Only this module (and the `Args` structs of each `cmd` module) knows
+//! about clap; each command converts its arguments into a library's options struct before
+//! any work starts.
+
+use clap::{Parser, Subcommand};
+
+use crate::cmd;
+
+#[derive(Debug, Parser)]
+#[command(name = "coldstart", version, about = "Measure, profile and fix program start-up", long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start a command many times in a known, verified cache state and report start-up latency and I/O.
+    Measure(cmd::measure::Args),
+    /// Record the first-touch order of functions and file pages during start-up.
+    Profile(cmd::profile::Args),
+    /// Generate and build the sample program (a test bed whose start-up behaves like a large program).
+    Sample(cmd::sample::Args),
+    /// Run the pipeline on the bundled sample program and print what it found.
+    Demo(cmd::demo::Args),
+}

@@ -1,0 +1,10 @@
+//! `coldstart profile`.
+
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    Err(crate::exit::usage("`coldstart profile` is not available in this build yet"))
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Install everything coldstart and its tests need on a Debian 12 (bookworm) machine, as root.
+# Idempotent: packages already installed are not fetched again.
+set -euo pipefail
+
+PACKAGES=(
+  clang-19 lld-19 bolt-19 llvm-19       # the sample program, linkers and BOLT
+  hyperfine                             # the peer measure is compared against (BENCHMARKS.md)
+  xvfb x11-utils xdotool                # window readiness tests (Xvfb, xmessage)
+  fuse3 libfuse3-dev pkg-config         # the lazy mount
+  nginx-light                           # network start served by a real web server
+  linux-perf                            # instruction counts where the CPU exposes them
+  python3 build-essential
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: missing Debian packages: ${missing[*]}; run this script as root (or: sudo apt-get install ${missing[*]})" >&2
+    exit 3
+  fi
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  if [ -x "$HOME/.cargo/bin/cargo" ]; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+  else
+    echo "setup: no Rust toolchain; install one with rustup (https://rustup.rs), then run this again" >&2
+    exit 3
+  fi
+fi
