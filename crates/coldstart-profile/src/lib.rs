@@ -272,6 +272,17 @@ pub fn profile(options: &ProfileOptions) -> Result<Profile, ProfileError> {
         }
     }
     warnings.extend(traced.warnings);
+    let mut page_profile = page_profile;
+    if let Some(pages) = page_profile.as_mut() {
+        let mut candidates: Vec<PathBuf> = traced.modules.iter().map(|m| m.path.clone()).collect();
+        candidates.push(path.clone());
+        let unnamed = pages::resolve_with(pages, &candidates);
+        if unnamed > 0 {
+            warnings.push(format!(
+                "{unnamed} files in the page trace were closed before readiness and are named by device and inode only"
+            ));
+        }
+    }
     Ok(Profile {
         format: format::FORMAT.into(),
         version: format::VERSION,

@@ -535,21 +535,18 @@ impl<'a> Tracer<'a> {
         }
         let sig = libc::WSTOPSIG(status);
         let event = status >> 16;
-        if !self.threads.contains_key(&tid) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.threads.entry(tid) {
             // A new thread or child whose creation event we have not seen yet: it is
             // reported with its first stop (SIGSTOP); the event assigns its space.
-            self.threads.insert(
-                tid,
-                Thread {
-                    space: usize::MAX,
-                    tgid: tid,
-                    seen: true,
-                    early: true,
-                    stepping: false,
-                    stop_pending: false,
-                    stopped: false,
-                },
-            );
+            slot.insert(Thread {
+                space: usize::MAX,
+                tgid: tid,
+                seen: true,
+                early: true,
+                stepping: false,
+                stop_pending: false,
+                stopped: false,
+            });
             return Ok(None);
         }
         if event != 0 {

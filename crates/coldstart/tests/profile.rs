@@ -461,3 +461,40 @@ fn merge_keeps_workloads_and_refuses_unknown_versions() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("version 9"));
 }
+
+#[test]
+fn stripped_binary_page_profile_names_its_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog =
+        cc(dir.path(), "stripped", "int main(void) { return 0; }\n", &["-s", "-Wl,--build-id"]);
+    let mounted_before = std::fs::read_to_string("/proc/mounts").unwrap().contains(" tracefs ");
+    let (code, stderr, p) = profile(dir.path(), &["--pages"], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    assert!(
+        stderr.contains("stripped.") || stderr.contains("stripped has no function symbols"),
+        "{stderr}"
+    );
+    let pages = &p["pages"];
+    assert_eq!(pages["source"], "tracefs");
+    assert_eq!(pages["sampled"], false);
+    let files = pages["files"].as_array().unwrap();
+    let index = files
+        .iter()
+        .position(|f| f["path"] == prog.to_str().unwrap())
+        .expect("the binary's pages are named");
+    assert!(files[index]["build_id"].as_str().is_some_and(|b| !b.is_empty()));
+    assert_eq!(files[index]["size"], std::fs::metadata(&prog).unwrap().len());
+    assert!(pages["accesses"].as_array().unwrap().iter().any(|a| a["file"] == index));
+    assert!(files.iter().any(|f| f["path"].as_str().unwrap().ends_with("libc.so.6")));
+    // Tracefs is left as it was found, with no instance of ours behind.
+    let mounted_after = std::fs::read_to_string("/proc/mounts").unwrap().contains(" tracefs ");
+    assert_eq!(mounted_before, mounted_after);
+    if mounted_after {
+        let left = std::fs::read_dir("/sys/kernel/tracing/instances")
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("coldstart-"));
+        assert!(!left);
+    }
+}
