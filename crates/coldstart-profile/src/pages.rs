@@ -368,6 +368,28 @@ fn describe(path: Option<PathBuf>, key: (u32, u32, u64)) -> PageFile {
     }
 }
 
+/// Name files the trace knew only by device and inode, from candidate paths (the program
+/// and the modules the function run saw): a short-lived program exits before its maps can be
+/// read. Returns how many files are still unnamed.
+pub(crate) fn resolve_with(pages: &mut PageProfile, candidates: &[PathBuf]) -> usize {
+    let mut by_key: HashMap<(String, u64), &PathBuf> = HashMap::new();
+    for c in candidates {
+        if let Ok(m) = std::fs::metadata(c) {
+            by_key
+                .insert((format!("{}:{}", libc::major(m.dev()), libc::minor(m.dev())), m.ino()), c);
+        }
+    }
+    for f in pages.files.iter_mut().filter(|f| f.path.as_os_str().is_empty()) {
+        if let Some(path) = by_key.get(&(f.dev.clone(), f.ino)) {
+            *f = describe(Some((*path).clone()), {
+                let (ma, mi) = f.dev.split_once(':').unwrap_or(("0", "0"));
+                (ma.parse().unwrap_or(0), mi.parse().unwrap_or(0), f.ino)
+            });
+        }
+    }
+    pages.files.iter().filter(|f| f.path.as_os_str().is_empty()).count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -393,26 +415,4 @@ mod tests {
         assert_eq!((read.kind, read.page, read.count, read.ts_ns), ("read", 1, 4, 2_500_000_000));
         assert!(parse_line("# tracer: nop").is_none());
     }
-}
-
-/// Name files the trace knew only by device and inode, from candidate paths (the program
-/// and the modules the function run saw): a short-lived program exits before its maps can be
-/// read. Returns how many files are still unnamed.
-pub(crate) fn resolve_with(pages: &mut PageProfile, candidates: &[PathBuf]) -> usize {
-    let mut by_key: HashMap<(String, u64), &PathBuf> = HashMap::new();
-    for c in candidates {
-        if let Ok(m) = std::fs::metadata(c) {
-            by_key
-                .insert((format!("{}:{}", libc::major(m.dev()), libc::minor(m.dev())), m.ino()), c);
-        }
-    }
-    for f in pages.files.iter_mut().filter(|f| f.path.as_os_str().is_empty()) {
-        if let Some(path) = by_key.get(&(f.dev.clone(), f.ino)) {
-            *f = describe(Some((*path).clone()), {
-                let (ma, mi) = f.dev.split_once(':').unwrap_or(("0", "0"));
-                (ma.parse().unwrap_or(0), mi.parse().unwrap_or(0), f.ino)
-            });
-        }
-    }
-    pages.files.iter().filter(|f| f.path.as_os_str().is_empty()).count()
 }
