@@ -18,7 +18,7 @@
 //!
 //! let mut options = ProfileOptions::new(vec!["python3".into(), "-c".into(), "pass".into()]);
 //! options.ready = Ready::Exit;
-//! let p = profile(&options)?;
+//! let p = profile(&options)?.profile;
 //! for m in &p.modules {
 //!     println!("{}: {} of {} functions", m.path.display(), m.functions.len(), m.functions_total);
 //! }
@@ -231,9 +231,31 @@ pub(crate) fn launch(
     Ok(Launched { stopped, flag, ready_read, readers })
 }
 
+/// A finished profile, and the program's output when it runs on.
+pub struct Recording {
+    pub profile: Profile,
+    forwarding: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Recording {
+    /// Whether the program was detached at an output readiness signal and runs on with its
+    /// output flowing through this process (its output was a pipe to find the signal).
+    pub fn forwarding_output(&self) -> bool {
+        !self.forwarding.is_empty()
+    }
+
+    /// Keep forwarding the program's output until it closes it, so a program that runs on
+    /// after profiling does not lose its output (or die of `SIGPIPE`).
+    pub fn wait_for_output(self) {
+        for r in self.forwarding {
+            let _ = r.join();
+        }
+    }
+}
+
 /// Profile one start-up of `options.command`: functions always, file pages with
 /// `options.pages` (in a separate run before the function run).
-pub fn profile(options: &ProfileOptions) -> Result<Profile, ProfileError> {
+pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
     use std::os::fd::AsRawFd;
     let path = check_program(options)?;
     block_sigchld();
@@ -283,7 +305,7 @@ pub fn profile(options: &ProfileOptions) -> Result<Profile, ProfileError> {
             ));
         }
     }
-    Ok(Profile {
+    let profile = Profile {
         format: format::FORMAT.into(),
         version: format::VERSION,
         workload: options.workload.clone(),
@@ -295,7 +317,8 @@ pub fn profile(options: &ProfileOptions) -> Result<Profile, ProfileError> {
         pages: page_profile,
         warnings,
         workloads: Vec::new(),
-    })
+    };
+    Ok(Recording { profile, forwarding: launched.readers })
 }
 
 /// Block `SIGCHLD` in the calling thread before any helper thread starts, so helper threads

@@ -650,6 +650,14 @@ impl<'a> Tracer<'a> {
                     self.spaces[space].alive = false;
                 }
                 if detach_at_exec || !self.opts.follow_exec {
+                    if !detach_at_exec {
+                        let exe =
+                            std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+                        self.warnings.push(format!(
+                            "process {pid} executed {}, which is not profiled: add --follow-exec to profile it",
+                            exe.display()
+                        ));
+                    }
                     self.threads.remove(&pid);
                     let _ = ptrace(libc::PTRACE_DETACH, pid, 0, 0);
                 } else {

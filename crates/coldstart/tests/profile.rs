@@ -498,3 +498,61 @@ fn stripped_binary_page_profile_names_its_pages() {
         assert!(!left);
     }
 }
+
+const PLAIN: &str = r#"
+volatile int sink;
+void step_one(void) { sink = 1; }
+void step_two(void) { sink = 2; }
+int main(void) { step_one(); step_two(); return 0; }
+"#;
+
+#[test]
+fn non_pie_and_static_executables() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, flags) in [("nopie", &["-no-pie"][..]), ("static", &["-static"][..])] {
+        let prog = cc(dir.path(), name, PLAIN, flags);
+        let (code, stderr, p) = profile(dir.path(), &[], &[prog.to_str().unwrap()]);
+        assert_eq!(code, 0, "{name}: {stderr}");
+        let p = p.unwrap();
+        let funcs = touched(&p, &format!("/{name}"));
+        let main = funcs.iter().position(|n| n == "main").expect("main recorded");
+        assert_eq!(funcs[main + 1..main + 3], ["step_one", "step_two"], "{name}: {funcs:?}");
+        let module = p["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["path"].as_str().unwrap().ends_with(name))
+            .unwrap();
+        assert_eq!(module["load_bias"], 0, "{name} is loaded where it was linked");
+        if name == "static" {
+            assert_eq!(
+                p["modules"].as_array().unwrap().len(),
+                1,
+                "a static program has no other module"
+            );
+        }
+    }
+}
+
+#[test]
+fn rust_program_keeps_mangled_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("hello.rs");
+    std::fs::write(&src, "#[inline(never)] fn greet() -> usize { std::hint::black_box(42) }\nfn main() { std::process::exit((greet() != 42) as i32) }\n").unwrap();
+    let out = dir.path().join("hello");
+    assert!(Command::new("rustc")
+        .args(["-C", "opt-level=1", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .unwrap()
+        .success());
+    let (code, stderr, p) = profile(dir.path(), &[], &[out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let names = touched(&p.unwrap(), "/hello");
+    let greet = names
+        .iter()
+        .find(|n| coldstart_elf::demangle(n) == "hello::greet")
+        .expect("greet recorded");
+    assert!(greet.starts_with("_ZN") || greet.starts_with("_R"), "raw mangled name kept: {greet}");
+}
