@@ -556,3 +556,36 @@ fn rust_program_keeps_mangled_names() {
         .expect("greet recorded");
     assert!(greet.starts_with("_ZN") || greet.starts_with("_R"), "raw mangled name kept: {greet}");
 }
+
+/// Run coldstart as user `nobody` (the tests run as root).
+fn as_nobody(args: &[&str]) -> std::process::Output {
+    let bin = assert_cmd::cargo::cargo_bin("coldstart");
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(bin)
+        .args(args)
+        .output()
+        .expect("setpriv (util-linux) is installed")
+}
+
+#[test]
+fn setuid_and_unreadable_programs_are_refused_without_root() {
+    let dir = tempfile::tempdir().unwrap();
+    std::process::Command::new("chmod").arg("755").arg(dir.path()).status().unwrap();
+    let out_path = dir.path().join("p.json");
+    let out = out_path.to_str().unwrap();
+
+    let o = as_nobody(&["profile", "-o", out, "--", "/usr/bin/passwd", "--help"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("setuid") && stderr.contains("root"), "{stderr}");
+
+    let secret = dir.path().join("secret");
+    std::fs::copy("/usr/bin/true", &secret).unwrap();
+    std::process::Command::new("chmod").arg("711").arg(&secret).status().unwrap();
+    let o = as_nobody(&["profile", "-o", out, "--", secret.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot read") && stderr.contains("secret"), "{stderr}");
+    assert!(!out_path.exists());
+}
