@@ -589,3 +589,47 @@ fn setuid_and_unreadable_programs_are_refused_without_root() {
     assert!(stderr.contains("cannot read") && stderr.contains("secret"), "{stderr}");
     assert!(!out_path.exists());
 }
+
+/// A seccomp filter that makes `ptrace` fail with EPERM, as some container runtimes do.
+const NO_PTRACE: &str = r#"
+#include <errno.h>
+#include <stddef.h>
+#include <unistd.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+int main(int argc, char **argv) {
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ptrace, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = { sizeof code / sizeof code[0], code };
+    if (argc < 2 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) return 99;
+    execv(argv[1], argv + 1);
+    return 98;
+}
+"#;
+
+#[test]
+fn a_program_that_cannot_be_traced_is_a_clear_error_and_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let jail = cc(dir.path(), "no_ptrace", NO_PTRACE, &[]);
+    let prog = cc(dir.path(), "victim", PLAIN, &[]);
+    let out = dir.path().join("p.json");
+    let o = Command::new(&jail)
+        .arg(assert_cmd::cargo::cargo_bin("coldstart"))
+        .args(["profile", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&prog)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("cannot trace") && stderr.contains("CAP_SYS_PTRACE"), "{stderr}");
+    assert!(!out.exists());
+    assert_no_process_runs(&prog);
+}
