@@ -27,6 +27,7 @@
 
 pub mod format;
 pub mod pages;
+mod perf;
 pub mod ready;
 mod spawn;
 mod trace;

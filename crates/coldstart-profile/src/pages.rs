@@ -11,6 +11,7 @@
 //! The page run is a run of its own, without breakpoints: the function profiler's `int3`
 //! writes make private copies of the text pages they patch, which would hide those pages
 //! from this trace. Its program is always killed at readiness (it is an extra run).
+//! Without root, the `perf` module samples page faults instead (labelled as sampled).
 //! Events carry a device and inode; they are mapped back to paths through the files the
 //! tree has mapped or open at readiness (`/proc/PID/maps`, `/proc/PID/fd`).
 
@@ -30,8 +31,8 @@ const EVENTS: [&str; 3] =
 /// Why the page trace could not be taken.
 #[derive(Debug, thiserror::Error)]
 pub enum PagesError {
-    #[error("--pages needs root (the kernel's tracefs); run coldstart as root, or profile without --pages")]
-    NotRoot,
+    #[error("page-fault sampling: {0}")]
+    Perf(String),
     #[error("tracefs at {path}: {message}")]
     Tracefs { path: PathBuf, message: String },
 }
@@ -97,7 +98,7 @@ impl Drop for Instance {
     }
 }
 
-fn monotonic_ns() -> u64 {
+pub(crate) fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime fills the timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
@@ -212,7 +213,7 @@ pub(crate) fn record_pages(
 ) -> Result<(PageProfile, Vec<String>), ProfileError> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        return Err(PagesError::NotRoot.into());
+        return crate::perf::record_pages_perf(options, path);
     }
     let instance = Instance::create()?;
     instance.write("buffer_size_kb", "32768")?;
@@ -335,7 +336,7 @@ pub(crate) fn record_pages(
     ))
 }
 
-fn describe(path: Option<PathBuf>, key: (u32, u32, u64)) -> PageFile {
+pub(crate) fn describe(path: Option<PathBuf>, key: (u32, u32, u64)) -> PageFile {
     let dev = format!("{}:{}", key.0, key.1);
     match path {
         Some(path) => {

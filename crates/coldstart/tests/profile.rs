@@ -633,3 +633,32 @@ fn a_program_that_cannot_be_traced_is_a_clear_error_and_leaves_nothing_behind() 
     assert!(!out.exists());
     assert_no_process_runs(&prog);
 }
+
+#[test]
+fn without_root_pages_come_from_page_fault_samples_labelled_sampled() {
+    let dir = tempfile::tempdir().unwrap();
+    std::process::Command::new("chmod").arg("777").arg(dir.path()).status().unwrap();
+    let prog = cc(dir.path(), "plain", PLAIN, &[]);
+    let out = dir.path().join("p.json");
+    let o = as_nobody(&[
+        "profile",
+        "--pages",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("page-fault samples"), "{stderr}");
+    let p: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(p["pages"]["source"], "perf");
+    assert_eq!(p["pages"]["sampled"], true);
+    let files = p["pages"]["files"].as_array().unwrap();
+    let index = files
+        .iter()
+        .position(|f| f["path"] == prog.to_str().unwrap())
+        .expect("the binary's pages are named");
+    assert!(p["pages"]["accesses"].as_array().unwrap().iter().any(|a| a["file"] == index));
+    assert_eq!(touched(&p, "/plain")[..], ["_start", "main", "step_one", "step_two"][..]);
+}

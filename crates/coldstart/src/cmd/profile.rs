@@ -83,7 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         coldstart_profile::ProfileError::Setuid { .. }
         | coldstart_profile::ProfileError::CannotTrace { .. }
-        | coldstart_profile::ProfileError::Pages(coldstart_profile::pages::PagesError::NotRoot) => {
+        | coldstart_profile::ProfileError::Pages(coldstart_profile::pages::PagesError::Perf(_)) => {
             crate::exit::privilege(e.to_string())
         }
         other => anyhow::Error::new(other),
