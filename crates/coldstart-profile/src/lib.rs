@@ -11,7 +11,7 @@
 //! - [`pages`] records every file page start-up faults in or reads, from the kernel's
 //!   `filemap` tracepoints, in a run of its own (breakpoints copy the text pages they patch,
 //!   which would hide those pages from the page trace).
-//! - [`format`] is the versioned profile file and the merge of several workloads.
+//! - [`format`](mod@format) is the versioned profile file and the merge of several workloads.
 //!
 //! ```no_run
 //! use coldstart_profile::{profile, ProfileOptions, Ready};

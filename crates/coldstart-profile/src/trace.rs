@@ -412,6 +412,22 @@ impl<'a> Tracer<'a> {
                 sp.mem
                     .write_all_at(&buf, start)
                     .map_err(|e| ProfileError::os("write breakpoints", e))?;
+            } else {
+                // The run crosses an unmapped gap: one byte at a time, skipping what is not
+                // mapped (a symbol outside the loaded segments).
+                for &(a, f) in &addrs[i..j] {
+                    let mut b = [0u8; 1];
+                    if Some(a) == rendezvous
+                        || sp.breakpoints.get(&a).is_some_and(|b| b.armed)
+                        || sp.mem.read_exact_at(&mut b, a).is_err()
+                    {
+                        continue;
+                    }
+                    if sp.mem.write_all_at(&[INT3], a).is_ok() {
+                        sp.breakpoints
+                            .insert(a, Breakpoint { module, function: f, orig: b[0], armed: true });
+                    }
+                }
             }
             i = j;
         }
@@ -578,6 +594,17 @@ impl<'a> Tracer<'a> {
             let ip = ptrace(libc::PTRACE_PEEKUSER, tid, RIP, 0).unwrap_or(0) as u64;
             let location = self.locate(self.threads[&tid].space, ip);
             self.last_fault = Some(Fault { tid, ip, location });
+        }
+        if matches!(sig, libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU) {
+            // A group-stop (the stop signal was already delivered) reports the same signal
+            // again; GETSIGINFO fails there. Injecting it again would loop, so resume.
+            let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::uninit();
+            // SAFETY: GETSIGINFO writes one siginfo_t.
+            let r = unsafe { libc::ptrace(libc::PTRACE_GETSIGINFO, tid, 0, info.as_mut_ptr()) };
+            if r < 0 {
+                cont(tid, 0);
+                return Ok(None);
+            }
         }
         // Not ours: pass the signal on unchanged.
         cont(tid, sig);
@@ -874,15 +901,19 @@ impl<'a> Tracer<'a> {
         let tids: Vec<i32> = self.threads.keys().copied().collect();
         for &tid in &tids {
             let t = self.threads.get_mut(&tid).unwrap();
+            if t.early {
+                // Stopped already, waiting for its creation event.
+                t.stopped = true;
+                continue;
+            }
             if t.space == usize::MAX || !t.seen {
                 // Its first SIGSTOP is still coming: that stop will do.
                 t.stop_pending = true;
                 continue;
             }
-            let pid = self.spaces[t.space].pid;
             t.stop_pending = true;
             // SAFETY: stopping one of our tracee threads.
-            unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, libc::SIGSTOP) };
+            unsafe { libc::syscall(libc::SYS_tgkill, t.tgid, tid, libc::SIGSTOP) };
         }
         let start = Instant::now();
         while self.threads.values().any(|t| !t.stopped) {
@@ -930,6 +961,15 @@ impl<'a> Tracer<'a> {
                 }
             }
             self.handle(tid, status)?;
+            // Handling may have resumed a thread that had not been asked to stop yet (a
+            // child whose creation event came late): ask it now.
+            for (&other, t) in self.threads.iter_mut() {
+                if !t.stopped && !t.stop_pending && t.seen && !t.early {
+                    t.stop_pending = true;
+                    // SAFETY: stopping one of our tracee threads.
+                    unsafe { libc::syscall(libc::SYS_tgkill, t.tgid, other, libc::SIGSTOP) };
+                }
+            }
         }
         for space in &mut self.spaces {
             if space.alive {

@@ -662,3 +662,51 @@ fn without_root_pages_come_from_page_fault_samples_labelled_sampled() {
     assert!(p["pages"]["accesses"].as_array().unwrap().iter().any(|a| a["file"] == index));
     assert_eq!(touched(&p, "/plain")[..], ["_start", "main", "step_one", "step_two"][..]);
 }
+
+#[test]
+fn busy_threads_are_stopped_restored_and_detached_at_readiness() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("done");
+    let source = format!(
+        r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+volatile long sink;
+void work_a(long i) {{ sink += i; }}
+void work_b(long i) {{ sink ^= i; }}
+void late_only(void) {{ sink = 0; }}
+void *spin(void *p) {{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 0;; i++) {{
+        if (p) work_a(i); else work_b(i);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > 400000000L) break;
+    }}
+    return 0;
+}}
+int main(void) {{
+    pthread_t th[4];
+    for (long i = 0; i < 4; i++) pthread_create(&th[i], 0, spin, (void *)(i & 1));
+    printf("ready\n"); fflush(stdout);
+    for (int i = 0; i < 4; i++) pthread_join(th[i], 0);
+    late_only();
+    FILE *f = fopen("{}", "w"); fputs("ok", f); fclose(f);
+    return 0;
+}}
+"#,
+        marker.display()
+    );
+    let prog = cc(dir.path(), "busy", &source, &["-pthread"]);
+    let (code, stderr, p) =
+        profile(dir.path(), &["--ready", "stdout:^ready"], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    assert_eq!(p["stop"]["kind"], "ready");
+    assert!(
+        !touched(&p, "/busy").contains(&"late_only".to_string()),
+        "nothing recorded after readiness"
+    );
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ok", "threads ran on after detach");
+}
