@@ -186,7 +186,7 @@ mod tests {
         mk("13", "other", "1000-2000 r--p 00000000 00:00 78 /usr/lib/other.so\n");
         fs::create_dir_all(proc_root.join("self")).unwrap();
 
-        let holders = find_holders_in(&proc_root, &[target.clone()], &[12]).unwrap();
+        let holders = find_holders_in(&proc_root, std::slice::from_ref(&target), &[12]).unwrap();
         assert_eq!(
             holders,
             vec![
@@ -209,10 +209,13 @@ mod tests {
         fs::write(p.join("comm"), "renamer\n").unwrap();
         fs::write(
             p.join("maps"),
-            format!("1000-2000 r--p 00000000 {maj:02x}:{min:02x} {} /old/name (deleted)\n", m.ino()),
+            format!(
+                "1000-2000 r--p 00000000 {maj:02x}:{min:02x} {} /old/name (deleted)\n",
+                m.ino()
+            ),
         )
         .unwrap();
-        let holders = find_holders_in(&proc_root, &[target.clone()], &[]).unwrap();
+        let holders = find_holders_in(&proc_root, std::slice::from_ref(&target), &[]).unwrap();
         assert_eq!(holders.len(), 1);
         assert_eq!(holders[0].pid, 20);
         assert!(holders[0].mapped);
