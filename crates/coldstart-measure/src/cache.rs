@@ -29,7 +29,11 @@
 //! - A file that no longer exists ([`EvictionReport::vanished`]) counts as evicted: a run that
 //!   opens the same path gets a new inode whose pages start uncached.
 //! - A file that cannot be opened or is not a regular file ([`EvictionReport::unreadable`]) cannot
-//!   be verified, so eviction does not hold; the reason is reported and nothing fails.
+//!   be verified, so eviction does not hold; the reason is reported and nothing fails. The same
+//!   goes for a file whose residency the kernel hides from this user: since Linux 6.x
+//!   `cachestat` refuses (`EPERM`) files the caller neither owns nor may write, unless it has
+//!   `CAP_SYS_ADMIN`, and `mincore` then reports every page resident. Without root, `warm`
+//!   (the user's own program files) verifies; system files in `selective` do not.
 
 mod holders;
 mod sets;
@@ -174,7 +178,8 @@ pub struct EvictionReport {
     /// Files that no longer exist; they count as evicted (see the module docs).
     #[serde(default)]
     pub vanished: Vec<PathBuf>,
-    /// Files that could not be opened or are not regular files; they make `held` false.
+    /// Files that could not be opened, are not regular files, or whose residency this user may
+    /// not read; they make `held` false.
     #[serde(default)]
     pub unreadable: Vec<Unreadable>,
 }
@@ -360,9 +365,16 @@ fn residency_file(path: &Path, file: &File, method: Method) -> io::Result<Reside
     }
 }
 
+/// The message for a file whose residency this user may not read.
+const NOT_VERIFIABLE: &str = "page-cache residency of a file is only visible to its owner, to \
+     a user who may write it, or with CAP_SYS_ADMIN (cachestat: EPERM; mincore would report every \
+     page resident); run as root to verify eviction";
+
 /// Residency of an open file with the best method available: `cachestat(2)`, or `mincore(2)`
-/// when the kernel lacks it (`ENOSYS`) or refuses it for this file (`EPERM`: newer kernels
-/// restrict `cachestat` on files the caller may not write, unless it has `CAP_SYS_ADMIN`).
+/// when the kernel lacks it (`ENOSYS`). Both hide residency from a caller that neither owns the
+/// file nor may write it (nor has `CAP_SYS_ADMIN`): `cachestat` fails with `EPERM` and
+/// `mincore` claims every page is resident. That case is an error of kind
+/// [`io::ErrorKind::PermissionDenied`] rather than a wrong answer.
 fn residency_auto(path: &Path, file: &File) -> io::Result<(Residency, Method)> {
     if CACHESTAT_SUPPORT.load(Ordering::Relaxed) != 2 {
         match residency_file(path, file, Method::Cachestat) {
@@ -373,7 +385,9 @@ fn residency_auto(path: &Path, file: &File) -> io::Result<(Residency, Method)> {
             Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
                 CACHESTAT_SUPPORT.store(2, Ordering::Relaxed);
             }
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                return Err(io::Error::new(io::ErrorKind::PermissionDenied, NOT_VERIFIABLE));
+            }
             Err(e) => return Err(e),
         }
     }
@@ -382,7 +396,8 @@ fn residency_auto(path: &Path, file: &File) -> io::Result<(Residency, Method)> {
 
 /// How much of `path` is in the page cache: `cachestat(2)` (with dirty pages), falling back
 /// to `mincore(2)` on a fresh mapping when `cachestat` is unavailable. An empty file has
-/// zero pages.
+/// zero pages. Fails with [`io::ErrorKind::PermissionDenied`] when this user may not see the
+/// file's residency (neither owner nor writer, without `CAP_SYS_ADMIN`).
 pub fn residency(path: &Path) -> io::Result<Residency> {
     let file = open_read(path)?;
     residency_auto(path, &file).map(|(r, _)| r)

@@ -224,3 +224,54 @@ fn page_size() -> u64 {
     // SAFETY: no preconditions.
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as u64 }
 }
+
+const UNPRIVILEGED_ENV: &str = "COLDSTART_TEST_UNPRIVILEGED_FILE";
+
+/// Not a test: run by [`residency_hidden_from_other_users_is_unverified_not_evicted`] as an
+/// unprivileged user.
+#[test]
+#[ignore = "helper process started by residency_hidden_from_other_users_is_unverified_not_evicted"]
+fn unprivileged_child() {
+    let Some(path) = std::env::var_os(UNPRIVILEGED_ENV) else { return };
+    let path = PathBuf::from(path);
+    let kind = cache::residency(&path).map(|_| ()).map_err(|e| e.kind());
+    let report = cache::verify_evicted(std::slice::from_ref(&path), &[]).unwrap();
+    println!("\nRESULT {kind:?} held={} unreadable={}", report.held, report.unreadable.len());
+}
+
+/// Kernels restrict `cachestat` to the file's owner, a writer or CAP_SYS_ADMIN, and `mincore`
+/// then claims every page is resident: neither may be taken as "evicted".
+#[test]
+fn residency_hidden_from_other_users_is_unverified_not_evicted() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return; // needs root to start a process as another user
+    }
+    let dir = disk_dir();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let path = cached_file(dir.path(), "root-owned", 64 * 1024);
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(cache::evict(std::slice::from_ref(&path), &[]).unwrap().held);
+
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "unprivileged_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(UNPRIVILEGED_ENV, &path)
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("RESULT"))
+        .unwrap_or_else(|| panic!("no result: {stdout} {}", String::from_utf8_lossy(&out.stderr)));
+    // Kernels without the restriction (6.5 up to its introduction) show residency to anyone
+    // who can open the file; then the eviction verifies.
+    assert!(
+        line == "RESULT Err(PermissionDenied) held=false unreadable=1"
+            || line == "RESULT Ok(()) held=true unreadable=0",
+        "{line}"
+    );
+}
