@@ -190,6 +190,7 @@ fn eviction_names_the_process_that_maps_the_file() {
     assert_eq!(holder.comm, comm);
     assert_eq!(holder.path, held_file);
     assert!(holder.mapped);
+    assert!(report.held_except_mapped(), "every remaining page is explained by a mapping");
     assert!(report.holders.iter().all(|h| h.path == held_file), "{report:?}");
     let reason = report.failure_reason().unwrap();
     assert!(reason.contains(&format!("pid {pid} ({comm})")), "{reason}");
