@@ -9,10 +9,19 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{RwLock, RwLockReadGuard};
 
 use coldstart_measure::cache::{self, Method};
 
 const HOLDER_ENV: &str = "COLDSTART_TEST_HOLD_FILE";
+
+/// Tests that expect pages to stay cached between two steps share this lock; the test that
+/// drops the whole page cache takes it exclusively, so that it cannot run in between.
+static PAGE_CACHE: RwLock<()> = RwLock::new(());
+
+fn shared() -> RwLockReadGuard<'static, ()> {
+    PAGE_CACHE.read().unwrap_or_else(|e| e.into_inner())
+}
 
 fn disk_dir() -> tempfile::TempDir {
     tempfile::Builder::new().prefix("coldstart-cache-test").tempdir_in("/var/tmp").unwrap()
@@ -37,6 +46,7 @@ fn read_all(path: &Path) {
 
 #[test]
 fn read_file_is_fully_resident_then_evicted() {
+    let _cache = shared();
     let dir = disk_dir();
     let path = cached_file(dir.path(), "data", 1024 * 1024 + 100);
     let before = cache::residency(&path).unwrap();
@@ -55,6 +65,7 @@ fn read_file_is_fully_resident_then_evicted() {
 
 #[test]
 fn dirty_pages_are_reported_and_written_back_by_eviction() {
+    let _cache = shared();
     let dir = disk_dir();
     let path = dir.path().join("dirty");
     fs::write(&path, vec![7u8; 64 * 1024]).unwrap(); // not synced: dirty pages
@@ -66,6 +77,7 @@ fn dirty_pages_are_reported_and_written_back_by_eviction() {
 
 #[test]
 fn empty_file_has_no_pages() {
+    let _cache = shared();
     let dir = disk_dir();
     let path = dir.path().join("empty");
     File::create(&path).unwrap();
@@ -78,6 +90,7 @@ fn empty_file_has_no_pages() {
 
 #[test]
 fn cachestat_and_mincore_agree() {
+    let _cache = shared();
     let dir = disk_dir();
     let len = 4 * 1024 * 1024;
     let path = cached_file(dir.path(), "partial", len);
@@ -173,6 +186,7 @@ fn holder_child() {
 
 #[test]
 fn eviction_names_the_process_that_maps_the_file() {
+    let _cache = shared();
     let dir = disk_dir();
     let held_file = cached_file(dir.path(), "mapped", 256 * 1024);
     let free_file = cached_file(dir.path(), "free", 64 * 1024);
@@ -208,6 +222,7 @@ fn eviction_names_the_process_that_maps_the_file() {
 
 #[test]
 fn drop_all_caches_empties_the_page_cache_as_root() {
+    let _cache = PAGE_CACHE.write().unwrap_or_else(|e| e.into_inner());
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         let err = cache::drop_all_caches().unwrap_err();
@@ -244,6 +259,7 @@ fn unprivileged_child() {
 /// then claims every page is resident: neither may be taken as "evicted".
 #[test]
 fn residency_hidden_from_other_users_is_unverified_not_evicted() {
+    let _cache = shared();
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
     // SAFETY: geteuid has no preconditions.
