@@ -3,7 +3,7 @@
 //! | state | what is evicted before each run |
 //! | --- | --- |
 //! | `hot` | nothing (a warm-up run first) |
-//! | `warm` | the program's own files: the executable, its non-system shared libraries, files under its directory (the paper's warm-local) |
+//! | `warm` | the program's own files: the executable and every file it read except shared objects in system library directories, which stay cached (the paper's warm-local; rule in [`warm_set`]) |
 //! | `selective` | every file the program read during start-up, found by a discovery run (Firefox's "selectively cold") |
 //! | `cold` | everything: `sync` and `drop_caches` (root only) |
 //!
@@ -412,7 +412,26 @@ fn residency_auto(path: &Path, file: &File) -> io::Result<(Residency, Method)> {
             Err(e) => return Err(e),
         }
     }
+    if !mincore_sees_cache(path, file) {
+        return Err(io::Error::new(io::ErrorKind::PermissionDenied, NOT_VERIFIABLE));
+    }
     Ok((residency_file(path, file, Method::Mincore)?, Method::Mincore))
+}
+
+/// Whether `mincore` reports page-cache residency of this file to us rather than claiming
+/// every page resident: the kernel's `can_do_mincore` (owner, write permission, or
+/// `CAP_FOWNER`, which we approximate by root).
+fn mincore_sees_cache(path: &Path, file: &File) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if euid == 0 || file.metadata().is_ok_and(|m| m.uid() == euid) {
+        return true;
+    }
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
+    // SAFETY: `c` is a valid C string; faccessat only reads it.
+    unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
 }
 
 /// How much of `path` is in the page cache: `cachestat(2)` (with dirty pages), falling back
