@@ -156,6 +156,62 @@ fn bootstrap_ci(
     Some((quantile_sorted(&stats, 0.025), quantile_sorted(&stats, 0.975)))
 }
 
+/// Summaries of every metric of [`crate::export::METRICS`] over the *included* runs (those
+/// without an `excluded` reason), in that order. A metric no included run measured is left out
+/// (it was not available, which is not the same as 0). The outlier indices are mapped to the
+/// runs' own [`RunRecord::index`](crate::result::RunRecord::index).
+pub fn summarize_runs(runs: &[crate::result::RunRecord]) -> Vec<(String, Summary)> {
+    let included: Vec<&crate::result::RunRecord> =
+        runs.iter().filter(|r| r.excluded.is_none()).collect();
+    let mut out = Vec::new();
+    for metric in crate::export::METRICS {
+        let values: Vec<(usize, f64)> = included
+            .iter()
+            .filter_map(|r| crate::export::metric_value(&r.counters, metric).map(|v| (r.index, v)))
+            .collect();
+        if values.is_empty() {
+            continue;
+        }
+        let samples: Vec<f64> = values.iter().map(|&(_, v)| v).collect();
+        let mut summary = Summary::from_samples(&samples);
+        summary.outliers = summary.outliers.iter().map(|&i| values[i].0).collect();
+        out.push((metric.to_string(), summary));
+    }
+    out
+}
+
+/// Compare `metric` of two commands over their included runs: ratio of medians (B over A)
+/// with its bootstrap interval and the Mann-Whitney U p-value. `None` when either side has no
+/// included run with the metric, or when the ratio is undefined (median of A is 0, as for the
+/// major faults of hot runs); a report therefore never holds a NaN, which JSON cannot carry.
+pub fn compare(
+    a: &crate::result::CommandResult,
+    b: &crate::result::CommandResult,
+    metric: &str,
+) -> Option<crate::result::Comparison> {
+    let values = |c: &crate::result::CommandResult| -> Vec<f64> {
+        c.runs
+            .iter()
+            .filter(|r| r.excluded.is_none())
+            .filter_map(|r| crate::export::metric_value(&r.counters, metric))
+            .collect()
+    };
+    let (va, vb) = (values(a), values(b));
+    if va.is_empty() || vb.is_empty() {
+        return None;
+    }
+    let (ratio, ratio_ci95) = ratio_ci95(&va, &vb);
+    if !ratio.is_finite() || !ratio_ci95.0.is_finite() || !ratio_ci95.1.is_finite() {
+        return None;
+    }
+    Some(crate::result::Comparison {
+        metric: metric.to_string(),
+        ratio,
+        ratio_ci95,
+        p_value: mann_whitney_p(&va, &vb),
+    })
+}
+
 /// `median(b) / median(a)` with a 95% bootstrap interval (percentile method; `a` and `b` are
 /// resampled independently, [`DEFAULT_RESAMPLES`] times). A ratio above 1 means B is slower.
 /// Non-finite samples are ignored. When either side is empty or `median(a)` is not positive
@@ -349,6 +405,7 @@ impl Xoshiro256 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::result::{CommandResult, Counters, Outcome, RunRecord};
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol * b.abs().max(1e-300)
@@ -513,6 +570,58 @@ mod tests {
         assert_eq!(mann_whitney_p(&[2.0; 5], &[2.0; 30]), 1.0);
         // U = 3 of 4 for 2 and 2 values: p = 2 * P(U >= 3) = 2 * 2/6 (scipy: 0.6666666666666666).
         assert!(close(mann_whitney_p(&[1.0, 2.0], &[1.5, 2.5]), 2.0 / 3.0, 1e-12));
+    }
+
+    fn run(index: usize, wall_s: f64, major: Option<u64>, excluded: bool) -> RunRecord {
+        RunRecord {
+            index,
+            outcome: Outcome::Ready,
+            counters: Counters { wall_s, major_faults: major, ..Counters::default() },
+            eviction: None,
+            excluded: excluded.then(|| "eviction did not hold".to_string()),
+        }
+    }
+
+    #[test]
+    fn summarize_runs_skips_excluded_runs_and_unmeasured_metrics() {
+        let runs = vec![
+            run(0, 1.0, Some(10), false),
+            run(1, 100.0, Some(999), true),
+            run(2, 1.2, None, false),
+            run(3, 1.1, Some(12), false),
+            run(4, 1.05, Some(11), false),
+            run(5, 9.0, Some(11), false),
+        ];
+        let summaries = summarize_runs(&runs);
+        let names: Vec<&str> = summaries.iter().map(|(m, _)| m.as_str()).collect();
+        assert_eq!(names, vec!["wall_s", "major_faults"]);
+        let wall = &summaries[0].1;
+        assert_eq!(wall.n, 5);
+        assert_eq!(wall.median, 1.1);
+        assert_eq!(wall.outliers, vec![5], "index of the run, not of the sample");
+        let faults = &summaries[1].1;
+        assert_eq!((faults.n, faults.median), (4, 11.0));
+    }
+
+    #[test]
+    fn compare_uses_included_runs() {
+        let a = CommandResult {
+            label: "A".into(),
+            command: vec!["a".into()],
+            runs: (0..5).map(|i| run(i, 1.0 + i as f64 * 0.01, None, false)).collect(),
+            summaries: vec![],
+        };
+        let mut b = a.clone();
+        b.runs = (0..5).map(|i| run(i, 2.0 + i as f64 * 0.01, None, false)).collect();
+        b.runs.push(run(5, 0.001, None, true));
+        let c = compare(&a, &b, "wall_s").unwrap();
+        assert!(close(c.ratio, 2.02 / 1.02, 1e-12));
+        assert!(close(c.p_value, 2.0 / 252.0, 1e-12));
+        assert!(c.ratio_ci95.0 <= c.ratio && c.ratio <= c.ratio_ci95.1);
+        assert_eq!(compare(&a, &b, "major_faults"), None);
+        let zero =
+            CommandResult { runs: (0..3).map(|i| run(i, 0.0, None, false)).collect(), ..a.clone() };
+        assert_eq!(compare(&zero, &b, "wall_s"), None);
     }
 
     #[test]
