@@ -68,6 +68,14 @@ pub fn generate_sources(config: &Config) -> Result<Vec<(String, String)>, Error>
     Ok(files)
 }
 
+/// What each workload runs at start-up, computed from the config alone (no build): the
+/// same [`Workload`]s that [`build`] writes to the manifest.
+pub fn workloads(config: &Config) -> Result<Vec<crate::Workload>, Error> {
+    config.validate()?;
+    let plan = Plan::new(config);
+    Ok(plan.workloads.iter().map(|w| plan.workload_truth(w)).collect())
+}
+
 struct TempDir(PathBuf);
 
 impl Drop for TempDir {
