@@ -62,9 +62,10 @@ pub fn check_tools() -> Result<(), Error> {
 pub fn generate_sources(config: &Config) -> Result<Vec<(String, String)>, Error> {
     config.validate()?;
     let plan = Plan::new(config);
-    let mut files: Vec<(String, String)> =
-        emit::sources(&plan).into_iter().map(|f| (f.name, f.text)).collect();
-    files.push(("Makefile".into(), makefile(&emit::sources(&plan))));
+    let sources = emit::sources(&plan);
+    let mk = makefile(&sources);
+    let mut files: Vec<(String, String)> = sources.into_iter().map(|f| (f.name, f.text)).collect();
+    files.push(("Makefile".into(), mk));
     Ok(files)
 }
 

@@ -365,3 +365,47 @@ fn with_repeats(rng: &mut Rng, ids: &[usize]) -> Vec<usize> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pick_two_sizes_and_overlap() {
+        let pool: Vec<usize> = (0..1000).collect();
+        let mut rng = Rng::new(5);
+        let [a, b] = pick_two(&mut rng, &pool, 0.2, 0.75);
+        assert_eq!(a.len(), 200);
+        assert_eq!(b.len(), 200);
+        let shared = a.iter().filter(|x| b.contains(x)).count();
+        assert_eq!(shared, 150);
+        // b keeps a's order for the shared members.
+        let in_b: Vec<usize> = b.iter().filter(|x| a.contains(x)).copied().collect();
+        let in_a: Vec<usize> = a.iter().filter(|x| b.contains(x)).copied().collect();
+        assert_eq!(in_a, in_b);
+    }
+
+    #[test]
+    fn repeats_keep_first_touch_order() {
+        let ids: Vec<usize> = (100..400).collect();
+        let calls = with_repeats(&mut Rng::new(3), &ids);
+        assert!(calls.len() > ids.len(), "some repeats");
+        let mut seen = std::collections::HashSet::new();
+        let first: Vec<usize> = calls.into_iter().filter(|c| seen.insert(*c)).collect();
+        assert_eq!(first, ids);
+    }
+
+    #[test]
+    fn every_function_of_a_workload_is_called_and_sets_are_disjoint_per_thread() {
+        let plan = Plan::new(&Config::default());
+        for w in &plan.workloads {
+            let truth = plan.workload_truth(w);
+            let main: std::collections::HashSet<&String> = truth.main_thread.iter().collect();
+            for g in &truth.thread_groups {
+                assert!(g.iter().all(|f| !main.contains(f)));
+            }
+            assert_eq!(truth.startup[0], "main");
+            assert_eq!(truth.startup[1], format!("cs_startup_{}", w.name));
+        }
+    }
+}
