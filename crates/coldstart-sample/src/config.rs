@@ -43,6 +43,10 @@ pub struct Config {
     pub hot_fraction: f64,
     /// Share of one workload's start-up work functions that the other workload also runs.
     pub overlap: f64,
+    /// Work functions only one workload runs come in runs of up to this many neighbours in
+    /// source order (a feature one workload uses lives in one place); 1 scatters them like
+    /// the shared ones.
+    pub unique_run: usize,
     /// Groups of start-up functions that `--threads N` runs on worker threads; also the
     /// largest N the program accepts.
     pub thread_groups: usize,
@@ -64,6 +68,7 @@ impl Config {
             body_statements: 6,
             hot_fraction: 0.15,
             overlap: 0.8,
+            unique_run: 16,
             thread_groups: 4,
             thread_share: 0.25,
             mapped_pages: 32,
@@ -81,6 +86,7 @@ impl Config {
             Size::Bench => Config {
                 functions: 20_000,
                 body_statements: 84,
+                hot_fraction: 0.10,
                 mapped_pages: 4096,
                 functions_per_file: 500,
                 ..base
@@ -105,6 +111,9 @@ impl Config {
         }
         if !(0.0..=1.0).contains(&self.overlap) {
             return bad(format!("overlap = {}: use a value in [0, 1] (e.g. 0.8)", self.overlap));
+        }
+        if self.unique_run == 0 {
+            return bad("unique run = 0: use at least 1".to_string());
         }
         if self.thread_groups == 0 || self.thread_groups > 64 {
             return bad(format!("thread groups = {}: use 1 to 64", self.thread_groups));

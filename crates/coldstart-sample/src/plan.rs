@@ -165,10 +165,16 @@ impl Plan {
         let mut hot_rng = root.fork(3);
         let mut per_module: Vec<[Vec<usize>; 2]> = Vec::new();
         for (_, ids) in &work {
-            per_module.push(pick_two(&mut hot_rng, ids, config.hot_fraction, config.overlap));
+            per_module.push(pick_two(
+                &mut hot_rng,
+                ids,
+                config.hot_fraction,
+                config.overlap,
+                config.unique_run,
+            ));
         }
         let pages: Vec<u64> = (0..config.mapped_pages as u64).collect();
-        let page_sets = pick_two(&mut hot_rng, &pages, 0.25, config.overlap);
+        let page_sets = pick_two(&mut hot_rng, &pages, 0.25, config.overlap, 1);
 
         let mut workloads = Vec::new();
         for (w, name) in WORKLOADS.iter().enumerate() {
@@ -327,30 +333,66 @@ fn random_bytes(rng: &mut Rng, len: usize) -> Vec<u8> {
 }
 
 /// Two subsets of `pool` of equal size (`fraction` of it) sharing `overlap` of their members.
-/// The first is in random order; the second keeps the first's order for the shared members
-/// and has its own members inserted at random places.
-fn pick_two<T: Copy + PartialEq>(
+///
+/// The shared members are scattered over the pool at random. The members of each workload's
+/// own are taken in runs of up to `run` neighbours in pool (source) order, the way a feature
+/// only one workload uses sits together in its own source file. The first set is in random
+/// order; the second keeps the first's order for the shared members and has its own members
+/// inserted at random places.
+fn pick_two<T: Copy>(
     rng: &mut Rng,
     pool: &[T],
     fraction: f64,
     overlap: f64,
+    run: usize,
 ) -> [Vec<T>; 2] {
     let size = ((pool.len() as f64) * fraction).round().max(1.0) as usize;
     let shared = ((size as f64) * overlap).round() as usize;
     let own = size - shared;
-    let mut order: Vec<T> = pool.to_vec();
+    let mut order: Vec<usize> = (0..pool.len()).collect();
     rng.shuffle(&mut order);
-    let common = &order[..shared];
-    let a_own = &order[shared..shared + own];
-    let b_own = &order[shared + own..shared + 2 * own];
-    let mut a: Vec<T> = common.iter().chain(a_own).copied().collect();
+    let mut taken = vec![false; pool.len()];
+    for &i in &order[..shared] {
+        taken[i] = true;
+    }
+    // The rest, in pool order: runs are neighbours here.
+    let rest: Vec<usize> = (0..pool.len()).filter(|&i| !taken[i]).collect();
+    let mut used = vec![false; rest.len()];
+    let mut take_runs = |rng: &mut Rng| -> Vec<usize> {
+        let mut got = Vec::with_capacity(own);
+        let mut tries = 0;
+        while got.len() < own {
+            tries += 1;
+            let start = if tries < 64 * (own + 1) {
+                rng.below(rest.len())
+            } else {
+                // Nearly full: take the first free one.
+                used.iter().position(|u| !u).expect("pool holds both sets")
+            };
+            if used[start] {
+                continue;
+            }
+            for k in start..(start + run.max(1)).min(rest.len()) {
+                if used[k] || got.len() == own {
+                    break;
+                }
+                used[k] = true;
+                got.push(rest[k]);
+            }
+        }
+        got
+    };
+    let a_own = take_runs(rng);
+    let b_own = take_runs(rng);
+    let mut a: Vec<usize> = order[..shared].iter().chain(&a_own).copied().collect();
     rng.shuffle(&mut a);
-    let mut b: Vec<T> = a.iter().filter(|x| !a_own.contains(x)).copied().collect();
+    let a_own_set: std::collections::HashSet<usize> = a_own.iter().copied().collect();
+    let mut b: Vec<usize> = a.iter().filter(|x| !a_own_set.contains(x)).copied().collect();
     for x in b_own {
         let at = rng.below(b.len() + 1);
-        b.insert(at, *x);
+        b.insert(at, x);
     }
-    [a, b]
+    [a.into_iter().map(|i| pool[i]).collect(), b.into_iter().map(|i| pool[i]).collect()]
 }
 
 /// The call list: each function once in order, plus about one repeat call in ten of a
@@ -374,7 +416,7 @@ mod tests {
     fn pick_two_sizes_and_overlap() {
         let pool: Vec<usize> = (0..1000).collect();
         let mut rng = Rng::new(5);
-        let [a, b] = pick_two(&mut rng, &pool, 0.2, 0.75);
+        let [a, b] = pick_two(&mut rng, &pool, 0.2, 0.75, 4);
         assert_eq!(a.len(), 200);
         assert_eq!(b.len(), 200);
         let shared = a.iter().filter(|x| b.contains(x)).count();
@@ -383,6 +425,19 @@ mod tests {
         let in_b: Vec<usize> = b.iter().filter(|x| a.contains(x)).copied().collect();
         let in_a: Vec<usize> = a.iter().filter(|x| b.contains(x)).copied().collect();
         assert_eq!(in_a, in_b);
+        // Each workload's own members come in runs of neighbours; shared ones are scattered.
+        let own_a: Vec<usize> = {
+            let mut v: Vec<usize> = a.iter().filter(|x| !b.contains(x)).copied().collect();
+            v.sort();
+            v
+        };
+        let neighbours = own_a.windows(2).filter(|w| w[1] - w[0] <= 2).count();
+        assert!(neighbours >= own_a.len() / 2, "own members not in runs: {own_a:?}");
+        let [s1, _] = pick_two(&mut Rng::new(9), &pool, 0.2, 0.75, 1);
+        let mut s1 = s1;
+        s1.sort();
+        let adjacent = s1.windows(2).filter(|w| w[1] == w[0] + 1).count();
+        assert!(adjacent < s1.len() / 3, "run 1 should scatter: {adjacent} adjacent");
     }
 
     #[test]

@@ -28,6 +28,9 @@ pub struct Args {
     /// Share of each module's functions a workload runs at start-up.
     #[arg(long)]
     hot_fraction: Option<f64>,
+    /// Functions only one workload runs come in runs of this many neighbours (1 = scattered).
+    #[arg(long)]
+    unique_run: Option<usize>,
     /// Output directory (created; replaced if it holds an earlier sample).
     #[arg(short, long)]
     output: PathBuf,
@@ -48,6 +51,9 @@ impl Args {
         }
         if let Some(x) = self.hot_fraction {
             c.hot_fraction = x;
+        }
+        if let Some(n) = self.unique_run {
+            c.unique_run = n;
         }
         c.validate().map_err(|e| crate::exit::usage(e.to_string()))?;
         Ok(c)
