@@ -70,7 +70,7 @@ pub fn generate_sources(config: &Config) -> Result<Vec<(String, String)>, Error>
 }
 
 /// What each workload runs at start-up, computed from the config alone (no build): the
-/// same [`Workload`]s that [`build`] writes to the manifest.
+/// same [`Workload`](crate::Workload)s that [`build`] writes to the manifest.
 pub fn workloads(config: &Config) -> Result<Vec<crate::Workload>, Error> {
     config.validate()?;
     let plan = Plan::new(config);
