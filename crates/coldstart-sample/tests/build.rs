@@ -392,14 +392,13 @@ fn makefile_rebuilds_with_extra_ldflags() {
     let order = ["cs_exe_f00030", "cs_exe_f00002", "cs_exe_f00017"];
     let order_file = scratch.0.join("order.txt");
     std::fs::write(&order_file, order.join("\n") + "\n").unwrap();
+    // As `coldstart link` runs a build: flags in the environment.
     let status = Command::new("make")
         .args(["-s", "-C"])
         .arg(scratch.0.join("src"))
         .arg("-B")
-        .arg(format!(
-            "LDFLAGS=-Wl,--symbol-ordering-file={} -Wl,--no-warn-symbol-ordering",
-            order_file.display()
-        ))
+        .env("LDFLAGS_EXE", format!("-Wl,--symbol-ordering-file={}", order_file.display()))
+        .env("CFLAGS", "-DCS_EXTRA_FLAG_SEEN=1")
         .status()
         .expect("run make");
     assert!(status.success());
@@ -409,4 +408,14 @@ fn makefile_rebuilds_with_extra_ldflags() {
         file.symbols().map(|s| (s.name().unwrap().to_string(), s.address())).collect();
     assert!(addr[order[0]] < addr[order[1]] && addr[order[1]] < addr[order[2]]);
     assert_eq!(run_ok(&sample, &["--workload", "a"]), "ready\n");
+    let dry = Command::new("make")
+        .args(["-n", "-B", "-C"])
+        .arg(scratch.0.join("src"))
+        .env("CFLAGS", "-DCS_EXTRA_FLAG_SEEN=1")
+        .env("CC", "my-cc-wrapper")
+        .output()
+        .unwrap();
+    let dry = String::from_utf8_lossy(&dry.stdout);
+    assert!(dry.contains("my-cc-wrapper -O1"), "CC from the environment: {dry}");
+    assert!(dry.contains("-fPIE -DCS_EXTRA_FLAG_SEEN=1 -c exe_000.c"), "{dry}");
 }
