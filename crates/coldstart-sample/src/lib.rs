@@ -40,7 +40,9 @@ mod rng;
 
 use std::path::PathBuf;
 
-pub use builder::{build, cflags, check_tools, generate_sources, ldflags, workloads, CC, LLD};
+pub use builder::{
+    build, build_cached, cflags, check_tools, generate_sources, ldflags, workloads, CC, LLD,
+};
 pub use config::{Config, Size};
 pub use manifest::{
     Access, BuildInfo, DataFileInfo, DataRead, Function, Module, ModuleInfo, Role, Sample,

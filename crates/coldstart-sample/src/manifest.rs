@@ -220,6 +220,8 @@ pub struct BuildInfo {
     pub cflags: Vec<String>,
     /// Flags of every link.
     pub ldflags: Vec<String>,
+    /// Digest (FNV-1a 64, hex) of the generated sources and Makefile.
+    pub sources_digest: String,
 }
 
 impl Sample {

@@ -16,7 +16,7 @@ fn small() -> &'static Sample {
     static SAMPLE: OnceLock<Sample> = OnceLock::new();
     SAMPLE.get_or_init(|| {
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("coldstart-sample-small");
-        build(&Config::default(), &dir).expect("build the small sample")
+        coldstart_sample::build_cached(&Config::default(), &dir).expect("build the small sample")
     })
 }
 
@@ -372,6 +372,21 @@ fn more_functions_more_text_and_rebuild_replaces() {
         .filter(|e| e.file_name().to_string_lossy().starts_with(".cs-build-"))
         .collect();
     assert!(leftovers.is_empty(), "temporary build directory left behind");
+}
+
+#[test]
+fn build_cached_reuses_a_matching_build_only() {
+    let scratch = Scratch::new("cached");
+    let config = Config { functions: 60, ..Config::default() };
+    let first = coldstart_sample::build_cached(&config, &scratch.0).unwrap();
+    let built_at = std::fs::metadata(first.exe()).unwrap().modified().unwrap();
+    let again = coldstart_sample::build_cached(&config, &scratch.0).unwrap();
+    assert_eq!(again, first);
+    assert_eq!(std::fs::metadata(again.exe()).unwrap().modified().unwrap(), built_at, "rebuilt");
+    let other = Config { seed: 99, ..config };
+    let rebuilt = coldstart_sample::build_cached(&other, &scratch.0).unwrap();
+    assert_eq!(rebuilt.config.seed, 99);
+    assert_ne!(rebuilt.build.sources_digest, first.build.sources_digest);
 }
 
 #[test]
