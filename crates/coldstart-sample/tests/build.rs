@@ -434,3 +434,106 @@ fn makefile_rebuilds_with_extra_ldflags() {
     assert!(dry.contains("my-cc-wrapper -O1"), "CC from the environment: {dry}");
     assert!(dry.contains("-fPIE -DCS_EXTRA_FLAG_SEEN=1 -c exe_000.c"), "{dry}");
 }
+
+/// Hooks for `-finstrument-functions`: record the first entry of every function, per thread,
+/// and write `THREAD NAME` lines to `$CS_TRACE` at exit.
+const TRACE_HOOK: &str = r#"
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#define NI __attribute__((no_instrument_function))
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static void *seen[1 << 16];
+static long tids[1 << 16];
+static int n;
+NI void __cyg_profile_func_enter(void *fn, void *site) {
+    (void)site;
+    pthread_mutex_lock(&lock);
+    int known = 0;
+    for (int i = 0; i < n; i++)
+        if (seen[i] == fn) { known = 1; break; }
+    if (!known && n < (1 << 16)) { seen[n] = fn; tids[n] = syscall(SYS_gettid); n++; }
+    pthread_mutex_unlock(&lock);
+}
+NI void __cyg_profile_func_exit(void *fn, void *site) { (void)fn; (void)site; }
+NI __attribute__((destructor)) static void dump(void) {
+    FILE *f = fopen(getenv("CS_TRACE"), "w");
+    if (!f) return;
+    for (int i = 0; i < n; i++) {
+        Dl_info info;
+        if (dladdr(seen[i], &info) && info.dli_sname)
+            fprintf(f, "%ld %s\n", tids[i], info.dli_sname);
+    }
+    fclose(f);
+}
+"#;
+
+/// First-touch order per thread (in order of each thread's first function), generated
+/// functions only.
+fn traced(sample: &Sample, trace_file: &Path, args: &[&str]) -> Vec<Vec<String>> {
+    let out = Command::new(sample.exe()).args(args).env("CS_TRACE", trace_file).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let generated = sample.function_modules();
+    let mut threads: Vec<(String, Vec<String>)> = Vec::new();
+    for line in std::fs::read_to_string(trace_file).unwrap().lines() {
+        let (tid, name) = line.split_once(' ').unwrap();
+        if !generated.contains_key(name) {
+            continue;
+        }
+        match threads.iter_mut().find(|(t, _)| t == tid) {
+            Some((_, names)) => names.push(name.to_string()),
+            None => threads.push((tid.to_string(), vec![name.to_string()])),
+        }
+    }
+    threads.into_iter().map(|(_, names)| names).collect()
+}
+
+#[test]
+fn the_running_program_enters_exactly_the_truth() {
+    // Rebuild a sample with -finstrument-functions (the calls among generated functions stay
+    // the same) and record which functions really run, per thread, including the plugin.
+    let scratch = Scratch::new("trace");
+    let sample = build(&Config { functions: 120, ..Config::default() }, &scratch.0).unwrap();
+    let src = scratch.0.join("src");
+    std::fs::write(src.join("trace_hook.c"), TRACE_HOOK).unwrap();
+    let hook = Command::new("clang-19")
+        .args(["-O1", "-fPIC", "-shared", "-o", "../libtrace_hook.so", "trace_hook.c", "-ldl"])
+        .current_dir(&src)
+        .status()
+        .unwrap();
+    assert!(hook.success());
+    let status = Command::new("make")
+        .args(["-s", "-B", "-j2", "-C"])
+        .arg(&src)
+        .env("CFLAGS", "-finstrument-functions")
+        .env(
+            "LDFLAGS",
+            format!("-L{} -ltrace_hook -Wl,-rpath,{}", scratch.0.display(), scratch.0.display()),
+        )
+        .env("LDFLAGS_EXE", "-rdynamic")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let trace = scratch.0.join("trace.txt");
+    for w in &sample.workloads {
+        let args: Vec<&str> = w.args.iter().map(String::as_str).collect();
+        let seen = traced(&sample, &trace, &args);
+        assert_eq!(seen.len(), 1, "one thread without --threads");
+        assert_eq!(seen[0], w.startup, "workload {}", w.name);
+
+        let mut threaded_args = args.clone();
+        threaded_args.extend(["--threads", "2"]);
+        let seen = traced(&sample, &trace, &threaded_args);
+        let expect = w.threads(&sample.threads, 2).unwrap();
+        assert_eq!(seen[0], expect[0], "main thread of workload {}", w.name);
+        let mut workers: Vec<Vec<String>> = seen[1..].to_vec();
+        workers.sort();
+        let mut expect_workers = expect[1..].to_vec();
+        expect_workers.sort();
+        assert_eq!(workers, expect_workers, "worker threads of workload {}", w.name);
+    }
+}
