@@ -37,7 +37,7 @@ pub struct Config {
     pub seed: u64,
     /// Generated work functions in all modules together (exe 40%, each library 25%, plugin 10%).
     pub functions: usize,
-    /// Arithmetic statements in each function body (about 25 bytes of x86-64 code each).
+    /// Arithmetic statements in each function body (about 35 bytes of x86-64 code each).
     pub body_statements: usize,
     /// Share of each module's work functions that one workload runs at start-up.
     pub hot_fraction: f64,
@@ -85,7 +85,7 @@ impl Config {
             },
             Size::Bench => Config {
                 functions: 20_000,
-                body_statements: 84,
+                body_statements: 66,
                 hot_fraction: 0.10,
                 mapped_pages: 4096,
                 functions_per_file: 500,

@@ -114,9 +114,9 @@ fn work_c(plan: &Plan, module: Module, defines_state: bool, ids: &[usize]) -> St
         let _ = writeln!(s, "CS_NOINLINE void {}(void)\n{{", f.name);
         for &(d, src, mul, add, sh) in &f.body {
             let _ = match sh % 3 {
-                0 => writeln!(s, "    S[{d}] = S[{src}] * 0x{mul:08x}u + 0x{add:08x}u;"),
-                1 => writeln!(s, "    S[{d}] ^= (S[{src}] >> {sh}) + 0x{add:08x}u;"),
-                _ => writeln!(s, "    S[{d}] += (S[{src}] * 0x{mul:08x}u) ^ 0x{add:08x}u;"),
+                0 => writeln!(s, "    S[{d}] = S[{src}] * 0x{mul:016x}ull + 0x{add:016x}ull;"),
+                1 => writeln!(s, "    S[{d}] ^= (S[{src}] >> {sh}) + 0x{add:016x}ull;"),
+                _ => writeln!(s, "    S[{d}] += (S[{src}] * 0x{mul:016x}ull) ^ 0x{add:016x}ull;"),
             };
         }
         s.push_str("}\n\n");

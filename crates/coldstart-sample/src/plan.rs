@@ -20,7 +20,7 @@ pub(crate) struct PlannedFn {
     pub module: Module,
     pub role: Role,
     /// For work functions: (destination slot, source slot, multiplier, addend, shift) per statement.
-    pub body: Vec<(u8, u8, u32, u32, u8)>,
+    pub body: Vec<(u8, u8, u64, u64, u8)>,
 }
 
 /// A data file the generator writes.
@@ -105,8 +105,8 @@ impl Plan {
                         (
                             (r & 63) as u8,
                             ((r >> 6) & 63) as u8,
-                            body_rng.next_u32() | 1,
-                            body_rng.next_u32(),
+                            body_rng.next_u64() | 1,
+                            body_rng.next_u64(),
                             ((r >> 12) % 29 + 1) as u8,
                         )
                     })

@@ -29,10 +29,6 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    pub(crate) fn next_u32(&mut self) -> u32 {
-        (self.next_u64() >> 32) as u32
-    }
-
     /// A value in `0..n` (`n > 0`).
     pub(crate) fn below(&mut self, n: usize) -> usize {
         debug_assert!(n > 0);
