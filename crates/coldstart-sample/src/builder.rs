@@ -220,7 +220,7 @@ pub fn build(config: &Config, out: &Path) -> Result<Sample, Error> {
         fs::rename(&from, &to).map_err(io("move a build output into place", &to))?;
     }
     fs::rename(&tmp_manifest, &manifest).map_err(io("move the manifest into place", &manifest))?;
-    sample.dir = out.to_path_buf();
+    sample.dir = out.canonicalize().unwrap_or_else(|_| out.to_path_buf());
     Ok(sample)
 }
 

@@ -102,3 +102,28 @@ pub enum Error {
         detail: String,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_tool_names_the_debian_package() {
+        let e = Error::ToolMissing { tool: CC, package: "clang-19" };
+        assert!(e.to_string().contains("apt-get install clang-19"), "{e}");
+    }
+
+    #[test]
+    fn load_rejects_other_formats_and_versions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(MANIFEST);
+        std::fs::write(&path, r#"{"format": "coldstart-sample", "version": 99}"#).unwrap();
+        let e = Sample::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("version 99") && e.contains("regenerate"), "{e}");
+        std::fs::write(&path, r#"{"format": "coldstart-profile", "version": 1}"#).unwrap();
+        let e = Sample::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("coldstart-profile"), "{e}");
+        let e = Sample::load(dir.path().join("none")).unwrap_err().to_string();
+        assert!(e.contains("coldstart sample -o DIR"), "{e}");
+    }
+}

@@ -186,7 +186,8 @@ impl Workload {
 /// A built sample program and the truth about it, as read from `sample.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
-    /// The directory the sample lives in (not stored; set by [`Sample::load`]).
+    /// The directory the sample lives in, absolute (not stored; set by [`Sample::load`] and
+    /// [`build`](crate::build)).
     #[serde(skip)]
     pub dir: PathBuf,
     /// Always [`FORMAT`].
@@ -258,11 +259,11 @@ impl Sample {
         }
         let mut sample: Sample =
             serde_json::from_str(&text).map_err(|source| Error::Manifest { path, source })?;
-        sample.dir = dir.to_path_buf();
+        sample.dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
         Ok(sample)
     }
 
-    /// Absolute (or `dir`-relative) path of a module's file.
+    /// Absolute path of a module's file.
     pub fn module_path(&self, module: Module) -> PathBuf {
         self.dir.join(module.file())
     }
