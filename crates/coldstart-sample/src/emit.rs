@@ -360,6 +360,9 @@ int main(int argc, char **argv)
                 fprintf(stderr, "sample: --listen takes a port 1 to 65535\n");
                 return 2;
             }
+        } else if (strcmp(argv[i], "--help") == 0) {
+            printf("usage: %s [--workload @WORKLOADS@|all] [--threads N] [--stay] [--listen PORT]\n", argv[0]);
+            return 0;
         } else {
             fprintf(stderr, "usage: %s [--workload @WORKLOADS@|all] [--threads N] [--stay] [--listen PORT]\n", argv[0]);
             return 2;
