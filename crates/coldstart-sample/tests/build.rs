@@ -232,6 +232,7 @@ fn each_workload_runs_and_prints_ready() {
         assert_eq!(out, "ready\n", "workload {}", w.name);
     }
     assert_eq!(run_ok(sample, &["--workload", "all"]), "ready\n");
+    assert!(run_ok(sample, &["--help"]).contains("--workload a|b|all"));
     let bad = Command::new(sample.exe()).args(["--workload", "zzz"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown workload"));
