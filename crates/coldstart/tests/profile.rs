@@ -471,8 +471,9 @@ fn stripped_binary_page_profile_names_its_pages() {
     let (code, stderr, p) = profile(dir.path(), &["--pages"], &[prog.to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");
     let p = p.unwrap();
+    let warning = format!("{} has no function symbols", prog.display());
     assert!(
-        stderr.contains("stripped.") || stderr.contains("stripped has no function symbols"),
+        stderr.contains(&warning) && stderr.contains("-dbgsym") && stderr.contains("debuginfod"),
         "{stderr}"
     );
     let pages = &p["pages"];
@@ -709,4 +710,33 @@ int main(void) {{
         "nothing recorded after readiness"
     );
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ok", "threads ran on after detach");
+}
+
+#[test]
+fn follow_exec_profiles_the_next_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let second = cc(dir.path(), "second_image", PLAIN, &[]);
+    let source = format!(
+        r#"
+#include <unistd.h>
+volatile int sink;
+void before_exec(void) {{ sink = 1; }}
+int main(void) {{ before_exec(); execl("{0}", "{0}", (char *)0); return 1; }}
+"#,
+        second.display()
+    );
+    let first = cc(dir.path(), "first_image", &source, &[]);
+
+    let (code, stderr, p) = profile(dir.path(), &[], &[first.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    assert!(touched(&p, "/first_image").contains(&"before_exec".to_string()));
+    assert!(touched(&p, "/second_image").is_empty());
+    assert!(stderr.contains("--follow-exec"), "says how to follow: {stderr}");
+
+    let (code, stderr, p) = profile(dir.path(), &["--follow-exec"], &[first.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    assert!(touched(&p, "/first_image").contains(&"before_exec".to_string()));
+    assert_eq!(touched(&p, "/second_image"), ["_start", "main", "step_one", "step_two"]);
 }

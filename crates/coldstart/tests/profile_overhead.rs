@@ -1,4 +1,5 @@
-//! Profiling overhead on a program with 20,000 functions and on Debian's python3.
+//! Profiling overhead on a program with 20,000 functions, on the benchmark-size sample
+//! program, and on Debian's python3.
 //!
 //! A benchmark, not a test of correctness: it is ignored by default. Run it with a release
 //! build for meaningful figures:
@@ -108,4 +109,22 @@ fn overhead_of_20000_functions_and_python3() {
     let functions = report("20,000 functions", dir.path(), &[many.to_str().unwrap()]);
     assert!(functions >= FUNCTIONS, "every generated function is recorded");
     report("python3 -c pass", dir.path(), &["/usr/bin/python3", "-c", "pass"]);
+}
+
+#[test]
+#[ignore = "benchmark (builds the benchmark-size sample, minutes); run with --ignored --nocapture"]
+fn overhead_on_the_bench_sample() {
+    let dir = std::env::var_os("COLDSTART_BENCH_SAMPLE_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("coldstart-bench-sample"));
+    let config = coldstart_sample::Config::for_size(coldstart_sample::Size::Bench, 1);
+    let sample = coldstart_sample::build_cached(&config, &dir).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    for w in &sample.workloads {
+        let exe = sample.exe();
+        let mut cmd = vec![exe.to_str().unwrap()];
+        cmd.extend(w.args.iter().map(String::as_str));
+        let functions = report(&format!("bench sample, workload {}", w.name), work.path(), &cmd);
+        assert!(functions >= w.startup.len());
+    }
 }
