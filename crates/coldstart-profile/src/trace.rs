@@ -39,6 +39,10 @@ const INT3: u8 = 0xCC;
 const RIP: usize = 16 * 8;
 const RSP: usize = 19 * 8;
 const RT_CONSISTENT: u64 = 0;
+/// Breakpoints closer than this are written with one system call (the bytes between are
+/// written back unchanged); farther apart, each gets its own write, so pages without
+/// function entries are neither read nor copied.
+const MERGE_GAP: u64 = 512;
 
 /// What the tracer returns.
 pub(crate) struct Traced {
@@ -61,6 +65,10 @@ pub(crate) struct TraceOptions<'a> {
 /// A module as loaded somewhere in the tree (one per file and build).
 struct ModuleRec {
     info: Arc<ElfInfo>,
+    /// The file, mapped: original bytes come from here (the loader has not relocated the
+    /// text when a module is armed, so file and memory agree), which spares reading the
+    /// program's text back through `/proc/PID/mem`.
+    file: Option<Arc<coldstart_elf::Mmap>>,
     mtime: i64,
     load_bias: u64,
     touched: Vec<bool>,
@@ -366,6 +374,7 @@ impl<'a> Tracer<'a> {
                     ));
                 }
                 self.modules.push(ModuleRec {
+                    file: coldstart_elf::Mmap::open(path).ok().map(Arc::new),
                     touched: vec![false; info.functions.len()],
                     mtime: mtime_of(path),
                     info: info.clone(),
@@ -387,34 +396,51 @@ impl<'a> Tracer<'a> {
             .map(|(i, f)| (f.address.wrapping_add(bias), i as u32))
             .collect();
         addrs.sort_unstable();
+        let file = rec.file.clone();
         let sp = &mut self.spaces[space];
         let rendezvous = sp.rendezvous.map(|r| r.address);
+        let file_offset = |a: u64| {
+            let bytes = file.as_ref()?.bytes();
+            let off = info.vaddr_to_offset(a.wrapping_sub(bias))? as usize;
+            (off < bytes.len()).then_some(off)
+        };
         let mut i = 0;
         while i < addrs.len() {
-            // A run of breakpoints whose pages are contiguous (gap under one page).
+            // A group of close breakpoints in one segment: one write of the file's bytes
+            // from the first to the last, with `int3` at each entry.
             let start = addrs[i].0;
             let mut j = i + 1;
-            while j < addrs.len() && addrs[j].0 - addrs[j - 1].0 <= coldstart_elf::PAGE_SIZE {
+            while j < addrs.len() && addrs[j].0 - addrs[j - 1].0 <= MERGE_GAP {
                 j += 1;
             }
-            let end = addrs[j - 1].0 + 1;
-            let mut buf = vec![0u8; (end - start) as usize];
-            if sp.mem.read_exact_at(&mut buf, start).is_ok() {
+            let end = addrs[j - 1].0;
+            let span = match (file_offset(start), file_offset(end)) {
+                (Some(a), Some(b)) if b >= a && (b - a) as u64 == end - start => Some(a..b + 1),
+                _ => None,
+            };
+            if let Some(range) = span {
+                let mut buf = file.as_ref().expect("offsets imply a file").bytes()[range].to_vec();
                 for &(a, f) in &addrs[i..j] {
                     let off = (a - start) as usize;
-                    if Some(a) == rendezvous || sp.breakpoints.get(&a).is_some_and(|b| b.armed) {
-                        continue;
+                    if Some(a) != rendezvous && !sp.breakpoints.get(&a).is_some_and(|b| b.armed) {
+                        sp.breakpoints.insert(
+                            a,
+                            Breakpoint { module, function: f, orig: buf[off], armed: true },
+                        );
                     }
-                    sp.breakpoints
-                        .insert(a, Breakpoint { module, function: f, orig: buf[off], armed: true });
                     buf[off] = INT3;
+                }
+                if Some(start) <= rendezvous && rendezvous <= Some(end) {
+                    if let Some(r) = rendezvous {
+                        buf[(r - start) as usize] = INT3;
+                    }
                 }
                 sp.mem
                     .write_all_at(&buf, start)
                     .map_err(|e| ProfileError::os("write breakpoints", e))?;
             } else {
-                // The run crosses an unmapped gap: one byte at a time, skipping what is not
-                // mapped (a symbol outside the loaded segments).
+                // No file bytes (or the group crosses segments): one byte at a time from
+                // memory, skipping what is not mapped.
                 for &(a, f) in &addrs[i..j] {
                     let mut b = [0u8; 1];
                     if Some(a) == rendezvous
