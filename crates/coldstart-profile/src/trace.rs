@@ -404,15 +404,11 @@ impl<'a> Tracer<'a> {
             let off = info.vaddr_to_offset(a.wrapping_sub(bias))? as usize;
             (off < bytes.len()).then_some(off)
         };
-        let mut i = 0;
-        while i < addrs.len() {
+        let sorted: Vec<u64> = addrs.iter().map(|a| a.0).collect();
+        for (i, j) in groups(&sorted, MERGE_GAP) {
             // A group of close breakpoints in one segment: one write of the file's bytes
             // from the first to the last, with `int3` at each entry.
             let start = addrs[i].0;
-            let mut j = i + 1;
-            while j < addrs.len() && addrs[j].0 - addrs[j - 1].0 <= MERGE_GAP {
-                j += 1;
-            }
             let end = addrs[j - 1].0;
             let span = match (file_offset(start), file_offset(end)) {
                 (Some(a), Some(b)) if b >= a && (b - a) as u64 == end - start => Some(a..b + 1),
@@ -455,7 +451,6 @@ impl<'a> Tracer<'a> {
                     }
                 }
             }
-            i = j;
         }
         Ok(())
     }
@@ -1020,13 +1015,9 @@ fn restore_all(space: &mut Space) {
         writes.push((r.address, r.orig));
     }
     writes.sort_unstable();
-    let mut i = 0;
-    while i < writes.len() {
+    let sorted: Vec<u64> = writes.iter().map(|w| w.0).collect();
+    for (i, j) in groups(&sorted, MERGE_GAP) {
         let start = writes[i].0;
-        let mut j = i + 1;
-        while j < writes.len() && writes[j].0 - writes[j - 1].0 <= coldstart_elf::PAGE_SIZE {
-            j += 1;
-        }
         let end = writes[j - 1].0 + 1;
         let mut buf = vec![0u8; (end - start) as usize];
         if space.mem.read_exact_at(&mut buf, start).is_ok() {
@@ -1035,11 +1026,26 @@ fn restore_all(space: &mut Space) {
             }
             let _ = space.mem.write_all_at(&buf, start);
         }
-        i = j;
     }
     for bp in space.breakpoints.values_mut() {
         bp.armed = false;
     }
+}
+
+/// Split sorted addresses into groups `(first, end)` (index ranges) whose neighbours are at
+/// most `gap` bytes apart: each group becomes one write.
+fn groups(sorted: &[u64], gap: u64) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i + 1;
+        while j < sorted.len() && sorted[j] - sorted[j - 1] <= gap {
+            j += 1;
+        }
+        out.push((i, j));
+        i = j;
+    }
+    out
 }
 
 /// Wakes the tracer when a tracee stops: `SIGCHLD` is blocked in the tracing thread and read
@@ -1087,5 +1093,27 @@ impl Drop for ChildWake {
             // SAFETY: closing our signalfd.
             unsafe { libc::close(self.fd) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::groups;
+
+    #[test]
+    fn close_entries_share_a_write_far_ones_do_not() {
+        assert_eq!(groups(&[], 512), vec![]);
+        assert_eq!(groups(&[100], 512), vec![(0, 1)]);
+        assert_eq!(groups(&[100, 600, 1200, 5000, 5001], 512), vec![(0, 2), (2, 3), (3, 5)]);
+    }
+
+    #[test]
+    fn twenty_thousand_small_functions_need_few_writes() {
+        // 20,000 functions of 16 bytes each, back to back: one write.
+        let dense: Vec<u64> = (0..20_000u64).map(|i| 0x1000 + i * 16).collect();
+        assert_eq!(groups(&dense, 512).len(), 1);
+        // Large functions (2 KiB apart): one write each, never a read of the text between.
+        let sparse: Vec<u64> = (0..100u64).map(|i| 0x1000 + i * 2048).collect();
+        assert_eq!(groups(&sparse, 512).len(), 100);
     }
 }
