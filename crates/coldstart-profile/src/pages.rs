@@ -71,6 +71,7 @@ impl Instance {
             }
             mounted = true;
         }
+        remove_stale_instances(&root.join("instances"));
         let dir = root.join("instances").join(format!("coldstart-{}", std::process::id()));
         let instance = Instance { dir: dir.clone(), mounted };
         std::fs::create_dir(&dir).map_err(|e| tracefs_err(&dir, e))?;
@@ -80,6 +81,19 @@ impl Instance {
     fn write(&self, file: &str, value: &str) -> Result<(), PagesError> {
         let path = self.dir.join(file);
         std::fs::write(&path, value).map_err(|e| tracefs_err(&path, e))
+    }
+}
+
+/// Remove instances left by a coldstart that was killed before it could clean up.
+fn remove_stale_instances(instances: &Path) {
+    let Ok(dir) = std::fs::read_dir(instances) else { return };
+    for entry in dir.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(pid) = name.strip_prefix("coldstart-").and_then(|p| p.parse::<u32>().ok()) {
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = std::fs::remove_dir(entry.path());
+            }
+        }
     }
 }
 

@@ -498,6 +498,35 @@ fn stripped_binary_page_profile_names_its_pages() {
             .any(|e| e.file_name().to_string_lossy().starts_with("coldstart-"));
         assert!(!left);
     }
+
+    // A tracefs mounted by someone else stays mounted, and an instance left by a coldstart
+    // that was killed is removed.
+    struct Unmount(bool);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir("/sys/kernel/tracing/instances/coldstart-999999999");
+            if self.0 {
+                let _ = Command::new("umount").arg("/sys/kernel/tracing").status();
+            }
+        }
+    }
+    let _unmount = Unmount(!mounted_after);
+    if !mounted_after {
+        assert!(Command::new("mount")
+            .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+            .status()
+            .unwrap()
+            .success());
+    }
+    let stale = Path::new("/sys/kernel/tracing/instances/coldstart-999999999");
+    std::fs::create_dir(stale).unwrap();
+    let (code, stderr, _) = profile(dir.path(), &["--pages"], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stale.exists(), "stale instance removed");
+    assert!(
+        std::fs::read_to_string("/proc/mounts").unwrap().contains(" tracefs "),
+        "not unmounted"
+    );
 }
 
 const PLAIN: &str = r#"
