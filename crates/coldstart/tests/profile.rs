@@ -769,3 +769,48 @@ int main(void) {{ before_exec(); execl("{0}", "{0}", (char *)0); return 1; }}
     assert!(touched(&p, "/first_image").contains(&"before_exec".to_string()));
     assert_eq!(touched(&p, "/second_image"), ["_start", "main", "step_one", "step_two"]);
 }
+
+#[test]
+fn posix_spawn_helpers_run_and_the_parent_is_profiled_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(
+        dir.path(),
+        "spawner",
+        r#"
+#include <spawn.h>
+#include <sys/wait.h>
+extern char **environ;
+volatile int sink;
+void after_spawn(void) { sink = 1; }
+int main(void) {
+    char *argv[] = {"true", 0};
+    pid_t pid;
+    if (posix_spawn(&pid, "/bin/true", 0, 0, argv, environ) != 0) return 2;
+    int status = 1;
+    waitpid(pid, &status, 0);
+    after_spawn();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
+}
+"#,
+        &[],
+    );
+    for flags in [&[][..], &["--follow-forks"][..], &["--follow-forks", "--follow-exec"][..]] {
+        let (code, stderr, p) = profile(dir.path(), flags, &[prog.to_str().unwrap()]);
+        assert_eq!(code, 0, "{flags:?}: {stderr}");
+        let p = p.unwrap();
+        assert_eq!(p["stop"]["code"], 0, "{flags:?}: the helper ran and exited 0");
+        assert!(touched(&p, "/spawner").contains(&"after_spawn".to_string()), "{flags:?}");
+        if flags.contains(&"--follow-exec") {
+            let paths: Vec<&str> = p["modules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["path"].as_str().unwrap())
+                .collect();
+            assert!(
+                paths.iter().any(|m| m.ends_with("/true")),
+                "the helper's image is profiled: {paths:?}"
+            );
+        }
+    }
+}
