@@ -148,6 +148,20 @@ fn summarize(profile: &Profile, output: &std::path::Path) {
             m.symbols
         );
     }
+    let order = profile.first_touch_order();
+    if !order.is_empty() {
+        let last: Vec<String> = order
+            .iter()
+            .filter(|(m, _)| m.symbols != "none")
+            .rev()
+            .take(3)
+            .map(|(_, t)| coldstart_elf::demangle(&t.names[0]))
+            .collect();
+        println!(
+            "  last functions before the end: {}",
+            last.into_iter().rev().collect::<Vec<_>>().join(", ")
+        );
+    }
     if let Some(p) = &profile.pages {
         let pages: u64 = p.accesses.iter().map(|a| a.count).sum();
         println!(
