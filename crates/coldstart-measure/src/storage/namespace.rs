@@ -22,7 +22,8 @@ struct Bind {
 }
 
 /// The `pre_exec` hook. Every string is made before `fork`; the hook itself only makes the
-/// system calls `unshare` and `mount`, which are async-signal-safe, and allocates nothing.
+/// system calls `unshare`, `mount`, `getcwd` and `chdir` (re-entering the working directory
+/// through the new mounts), and allocates nothing.
 #[derive(Debug, Clone)]
 pub struct EnterHook {
     binds: Vec<Bind>,
@@ -78,6 +79,12 @@ impl EnterHook {
                 if rc != 0 {
                     return Err(io::Error::last_os_error());
                 }
+            }
+            // `Command` changes directory before its hooks run, so the working directory may
+            // be an original that is now covered: look it up again through the new mounts.
+            let mut cwd = [0 as libc::c_char; 4096];
+            if !libc::getcwd(cwd.as_mut_ptr(), cwd.len()).is_null() && libc::chdir(cwd.as_ptr()) != 0 {
+                return Err(io::Error::last_os_error());
             }
         }
         Ok(())

@@ -53,9 +53,10 @@ pub(crate) fn owner_of(path: &Path) -> Option<(u32, PathBuf)> {
     let mut dir = PathBuf::new();
     for comp in path.components() {
         dir.push(comp);
-        let name = comp.as_os_str().to_str()?;
-        if let Some(rest) = name.strip_prefix(NAME_PREFIX) {
-            let pid = rest.split('-').next()?.parse().ok()?;
+        let Some(rest) = comp.as_os_str().to_str().and_then(|n| n.strip_prefix(NAME_PREFIX)) else {
+            continue;
+        };
+        if let Some(pid) = rest.split('-').next().and_then(|p| p.parse().ok()) {
             return Some((pid, dir));
         }
     }
@@ -252,6 +253,10 @@ mod tests {
             Some((17, PathBuf::from("/sys/fs/cgroup/blkio/coldstart-storage-17-cg0")))
         );
         assert_eq!(owner_of(Path::new("/var/tmp/coldstart-storage-x/backing.img")), None);
+        assert_eq!(
+            owner_of(Path::new("/var/tmp/coldstart-storage-tmp/coldstart-storage-5-0/mnt")),
+            Some((5, PathBuf::from("/var/tmp/coldstart-storage-tmp/coldstart-storage-5-0")))
+        );
         assert_eq!(owner_of(Path::new("/srv/disk.img")), None);
     }
 

@@ -1,0 +1,380 @@
+//! The storage emulation on the real kernel (root): the throttle is real (random 4 KiB reads
+//! cost 1/IOPS each, sequential reads run at the profile's bandwidth), the read-ahead is the
+//! profile's, the program sees its files at their original paths while the host does not, and
+//! nothing is left behind, not even by a killed process.
+//!
+//! Child processes are this test binary run again with `COLDSTART_STORAGE_HELPER` set (see
+//! [`helper`]), so every read happens in a process inside the throttled cgroup and the mount
+//! namespace, and is timed there, without the cost of starting a process.
+//!
+//! The tests take a global lock: they time I/O, and each checks at its end that the process
+//! owns no loop device, mount, session directory or cgroup any more (the [`Fixture`] guard).
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use coldstart_measure::storage::{
+    cleanup_stale, find_leftovers, EmulatedStorage, ScratchCgroup, StorageError, StorageProfile,
+};
+
+const HELPER_ENV: &str = "COLDSTART_STORAGE_HELPER";
+const PAGE: usize = 4096;
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// A work directory and an originals directory, and the check that nothing is left behind.
+struct Fixture {
+    _serial: MutexGuard<'static, ()>,
+    work: tempfile::TempDir,
+    originals: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let mk = |p| tempfile::Builder::new().prefix(p).tempdir_in("/var/tmp").unwrap();
+        Self { _serial: serial, work: mk("cs-storage-work"), originals: mk("cs-storage-orig") }
+    }
+
+    fn work(&self) -> &Path {
+        self.work.path()
+    }
+
+    /// A file of `len` pseudo-random bytes at `originals/rel`.
+    fn data_file(&self, rel: &str, len: usize) -> PathBuf {
+        let path = self.originals.path().join(rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let mut f = fs::File::create(&path).unwrap();
+        let mut x = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut buf = vec![0u8; 1 << 20];
+        for _ in 0..len / buf.len() {
+            for chunk in buf.chunks_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                chunk.copy_from_slice(&x.to_le_bytes());
+            }
+            f.write_all(&buf).unwrap();
+        }
+        path
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let me = std::process::id();
+        let left: Vec<_> = find_leftovers(Some(self.work.path()))
+            .into_iter()
+            .filter(|l| l.owner_pid == me || l.stale)
+            .collect();
+        assert!(left.is_empty(), "storage emulation left behind: {left:#?}");
+    }
+}
+
+/// Run this test binary as a helper child: `mode args...`, with `hooks` run before exec.
+fn helper_command(mode: &[&str]) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "helper", "--ignored", "--nocapture", "--test-threads=1", "-q"]);
+    cmd.env(HELPER_ENV, mode.join(" "));
+    cmd
+}
+
+/// Start a helper inside `cgroup` (if any) and the emulation's mount namespace; return the
+/// `RESULT ...` line it prints.
+fn run_helper(storage: &EmulatedStorage, cgroup: Option<&ScratchCgroup>, mode: &[&str]) -> String {
+    let mut cmd = helper_command(mode);
+    let enter = storage.enter().unwrap();
+    let join = cgroup.map(|c| c.paths().join_hook().unwrap());
+    // SAFETY: the hooks only make async-signal-safe system calls.
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some(join) = &join {
+                join()?;
+            }
+            enter()
+        });
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "helper {mode:?} failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("RESULT "))
+        .unwrap_or_else(|| panic!("helper {mode:?} printed no result: {stdout}"))
+        .to_owned()
+}
+
+/// The helper children. Without `COLDSTART_STORAGE_HELPER` this does nothing.
+#[test]
+#[ignore = "helper child of the other tests, started by them"]
+fn helper() {
+    let Ok(spec) = std::env::var(HELPER_ENV) else { return };
+    let args: Vec<&str> = spec.split(' ').collect();
+    match args.as_slice() {
+        // N distinct random 4 KiB pages with O_DIRECT: each is one read request.
+        ["random", path, n] => {
+            let n: usize = n.parse().unwrap();
+            let f = fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path).unwrap();
+            let pages = f.metadata().unwrap().len() as usize / PAGE;
+            let mut order: Vec<usize> = (0..pages).collect();
+            let mut x = 0x2545_F491_4F6C_DD1D_u64;
+            for i in (1..order.len()).rev() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                order.swap(i, (x % (i as u64 + 1)) as usize);
+            }
+            let layout = std::alloc::Layout::from_size_align(PAGE, PAGE).unwrap();
+            // SAFETY: an aligned buffer for O_DIRECT, freed below.
+            let buf = unsafe { std::alloc::alloc(layout) };
+            let start = Instant::now();
+            for &page in &order[..n] {
+                // SAFETY: reading into our own aligned buffer of PAGE bytes.
+                let got = unsafe { libc::pread(f.as_raw_fd(), buf.cast(), PAGE, (page * PAGE) as libc::off_t) };
+                assert_eq!(got, PAGE as isize, "{}", std::io::Error::last_os_error());
+            }
+            let secs = start.elapsed().as_secs_f64();
+            // SAFETY: allocated above with this layout.
+            unsafe { std::alloc::dealloc(buf, layout) };
+            println!("RESULT {secs}");
+        }
+        // The whole file, buffered, in 1 MiB reads.
+        ["seq", path] => {
+            let mut f = fs::File::open(path).unwrap();
+            let mut buf = vec![0u8; 1 << 20];
+            let (start, mut total) = (Instant::now(), 0usize);
+            loop {
+                let n = f.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                total += n;
+            }
+            println!("RESULT {} {}", total, start.elapsed().as_secs_f64());
+        }
+        // Fault one page of the file through a mapping.
+        ["touch", path, page] => {
+            let page: usize = page.parse().unwrap();
+            let f = fs::File::open(path).unwrap();
+            let len = f.metadata().unwrap().len() as usize;
+            // SAFETY: a private read-only mapping of the file, read once, unmapped.
+            unsafe {
+                let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, f.as_raw_fd(), 0);
+                assert_ne!(p, libc::MAP_FAILED);
+                let byte = std::ptr::read_volatile(p.cast::<u8>().add(page * PAGE));
+                libc::munmap(p, len);
+                println!("RESULT {byte}");
+            }
+        }
+        // Create an emulation, throttle a scratch cgroup, say READY and wait to be killed.
+        ["hold", work, file] => {
+            let storage = EmulatedStorage::create(&StorageProfile::hdd(), &[PathBuf::from(file)], Path::new(work)).unwrap();
+            let cgroup = ScratchCgroup::create_v1().unwrap();
+            storage.throttle(cgroup.paths()).unwrap();
+            println!("READY {}", storage.device().path.display());
+            std::io::stdout().flush().unwrap();
+            std::thread::sleep(Duration::from_secs(60));
+        }
+        // Try to create an emulation (run as an unprivileged user).
+        ["create", work, file] => {
+            let e = EmulatedStorage::create(&StorageProfile::hdd(), &[PathBuf::from(file)], Path::new(work)).unwrap_err();
+            println!("RESULT {}", matches!(e, StorageError::NotRoot));
+            println!("MESSAGE {e}");
+        }
+        other => panic!("unknown helper mode {other:?}"),
+    }
+}
+
+fn relative_error(measured: f64, expected: f64) -> f64 {
+    (measured - expected).abs() / expected
+}
+
+#[test]
+fn random_reads_on_hdd_cost_one_over_iops_each() {
+    let fx = Fixture::new();
+    let file = fx.data_file("app/data.bin", 64 << 20);
+    let hdd = StorageProfile::hdd();
+    let storage = EmulatedStorage::create(&hdd, &[file.clone()], fx.work()).unwrap();
+    let cgroup = ScratchCgroup::create_v1().unwrap();
+    storage.throttle(cgroup.paths()).unwrap();
+    let iops_file = cgroup.paths().dir.join("blkio.throttle.read_iops_device");
+    let (maj, min) = storage.device().dev;
+    assert!(fs::read_to_string(&iops_file).unwrap().contains(&format!("{maj}:{min} 100")));
+
+    let n = 250;
+    let secs: f64 = run_helper(&storage, Some(&cgroup), &["random", file.to_str().unwrap(), &n.to_string()]).parse().unwrap();
+    let expected = n as f64 / hdd.read_iops.unwrap() as f64;
+    eprintln!("hdd: {n} random 4 KiB reads in {secs:.3} s (expected {expected:.2} s)");
+    assert!(relative_error(secs, expected) <= 0.25, "{n} reads took {secs:.3} s, expected {expected:.2} s ±25%");
+
+    // Outside the cgroup the same reads are not throttled.
+    let fast: f64 = run_helper(&storage, None, &["random", file.to_str().unwrap(), &n.to_string()]).parse().unwrap();
+    assert!(fast < expected / 4.0, "unthrottled reads took {fast:.3} s");
+
+    storage.close().unwrap();
+    // The limit was lifted from the cgroup, which outlives the emulation.
+    assert!(!fs::read_to_string(&iops_file).unwrap().contains(&format!("{maj}:{min} ")));
+    cgroup.remove().unwrap();
+}
+
+#[test]
+fn sequential_reads_run_at_the_profile_bandwidth() {
+    let fx = Fixture::new();
+    let file = fx.data_file("app/big.bin", 32 << 20);
+    let profile: StorageProfile = "custom:iops=100000,bps=16m,readahead=128k".parse().unwrap();
+    let storage = EmulatedStorage::create(&profile, &[file.clone()], fx.work()).unwrap();
+    let cgroup = ScratchCgroup::create_v1().unwrap();
+    storage.throttle(cgroup.paths()).unwrap();
+
+    let result = run_helper(&storage, Some(&cgroup), &["seq", file.to_str().unwrap()]);
+    let (bytes, secs) = result.split_once(' ').unwrap();
+    let (bytes, secs): (f64, f64) = (bytes.parse().unwrap(), secs.parse().unwrap());
+    assert_eq!(bytes, (32 << 20) as f64);
+    let rate = bytes / secs;
+    let wanted = profile.read_bps.unwrap() as f64;
+    eprintln!("sequential: {:.2} MiB/s (profile {:.2} MiB/s)", rate / 1048576.0, wanted / 1048576.0);
+    assert!(relative_error(rate, wanted) <= 0.25, "read at {rate:.0} B/s, profile says {wanted:.0} B/s");
+
+    storage.close().unwrap();
+    cgroup.remove().unwrap();
+}
+
+/// Pages of `path` in the page cache (`mincore` over a mapping that faults nothing).
+fn resident_pages(path: &Path) -> usize {
+    let f = fs::File::open(path).unwrap();
+    let len = f.metadata().unwrap().len() as usize;
+    let mut vec = vec![0u8; len.div_ceil(PAGE)];
+    // SAFETY: map, query residency into a buffer of one byte per page, unmap.
+    unsafe {
+        let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0);
+        assert_ne!(p, libc::MAP_FAILED);
+        assert_eq!(libc::mincore(p, len, vec.as_mut_ptr()), 0);
+        libc::munmap(p, len);
+    }
+    vec.iter().filter(|b| **b & 1 == 1).count()
+}
+
+#[test]
+fn read_ahead_is_the_profiles() {
+    let fx = Fixture::new();
+    let file = fx.data_file("app/lib.so", 16 << 20);
+    let profile: StorageProfile = "custom:readahead=256k".parse().unwrap();
+    let storage = EmulatedStorage::create(&profile, &[file.clone()], fx.work()).unwrap();
+    let dev = storage.device();
+    let sysfs = fs::read_to_string(format!("/sys/block/{}/queue/read_ahead_kb", dev.name)).unwrap();
+    assert_eq!(sysfs.trim(), "256");
+    assert_eq!(dev.read_ahead_sectors().unwrap(), 512, "blockdev --getra");
+
+    // The copy starts cold; one faulted page brings in one read-ahead window around it.
+    let copy = storage.emulated_path(&file);
+    assert_eq!(resident_pages(&copy), 0, "the copy's page cache was not dropped");
+    run_helper(&storage, None, &["touch", file.to_str().unwrap(), "2048"]);
+    let cached = resident_pages(&copy);
+    let window = 256 * 1024 / PAGE;
+    eprintln!("read-ahead 256 KiB: {cached} pages cached after touching one");
+    assert!(cached * 4 >= window * 3 && cached * 4 <= window * 5, "{cached} pages cached, read-ahead window is {window}");
+    storage.close().unwrap();
+}
+
+#[test]
+fn the_program_sees_the_copy_at_the_original_path_and_the_host_does_not() {
+    let fx = Fixture::new();
+    let app = fx.originals.path().join("app");
+    fs::create_dir_all(app.join("bin")).unwrap();
+    fs::write(app.join("hello.txt"), "original\n").unwrap();
+    let script = app.join("bin/run.sh");
+    fs::write(&script, "#!/bin/sh\ncat \"$(dirname \"$0\")/../hello.txt\"\n").unwrap();
+    fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+
+    let storage = EmulatedStorage::create_for_dir(&StorageProfile::nvme(), &app, fx.work()).unwrap();
+    let app = fs::canonicalize(&app).unwrap();
+    fs::write(storage.emulated_path(&app.join("hello.txt")), "emulated\n").unwrap();
+
+    let enter = storage.enter().unwrap();
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg("cat /proc/self/mountinfo | grep -c \" $1 \" ; ./bin/run.sh; stat -c %d hello.txt")
+        .arg("sh")
+        .arg(&app)
+        .current_dir(&app);
+    // SAFETY: the hook only makes async-signal-safe system calls.
+    unsafe { cmd.pre_exec(enter) };
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let (maj, min) = storage.device().dev;
+    let dev = libc::makedev(maj, min);
+    assert_eq!(lines, ["1", "emulated", &dev.to_string()], "inside the namespace");
+
+    // The host still sees the original, on its own device, and no bind mount.
+    assert_eq!(fs::read_to_string(app.join("hello.txt")).unwrap(), "original\n");
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mountinfo.contains(&format!(" {} ", app.display())), "bind mount leaked to the host");
+    storage.close().unwrap();
+}
+
+#[test]
+fn a_killed_owner_is_cleaned_up_by_cleanup_stale() {
+    let fx = Fixture::new();
+    let file = fx.data_file("app/data.bin", 1 << 20);
+    let mut child = helper_command(&["hold", fx.work().to_str().unwrap(), file.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Keep the pipe open until the child is killed: a closed stdout would make it exit cleanly.
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("READY ") {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 {
+            child.kill().unwrap();
+            panic!("helper exited before it was ready: {:?}", child.wait());
+        }
+    }
+    let pid = child.id();
+    let theirs = || find_leftovers(Some(fx.work())).into_iter().filter(|l| l.owner_pid == pid).collect::<Vec<_>>();
+    let live = theirs();
+    assert!(live.len() >= 4, "expected a mount, a loop device, a directory and a cgroup: {live:#?}");
+    assert!(live.iter().all(|l| !l.stale), "a live owner's emulation counted as stale");
+    // A live emulation of another process is left alone.
+    cleanup_stale(fx.work()).unwrap();
+    assert_eq!(theirs().len(), live.len());
+
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(out);
+    assert!(theirs().iter().all(|l| l.stale));
+    let report = cleanup_stale(fx.work()).unwrap();
+    assert!(report.removed.len() >= 4, "{report:#?}");
+    assert!(theirs().is_empty(), "left after cleanup: {:#?}", theirs());
+}
+
+#[test]
+fn without_root_the_error_says_so_and_what_to_run() {
+    let fx = Fixture::new();
+    let file = fx.data_file("app/data.bin", 1 << 20);
+    let mut cmd = helper_command(&["create", fx.work().to_str().unwrap(), file.to_str().unwrap()]);
+    // SAFETY: setgid/setuid are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("RESULT true"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("needs root") && stdout.contains("sudo"), "{stdout}");
+}
