@@ -83,7 +83,9 @@ impl EnterHook {
             // `Command` changes directory before its hooks run, so the working directory may
             // be an original that is now covered: look it up again through the new mounts.
             let mut cwd = [0 as libc::c_char; 4096];
-            if !libc::getcwd(cwd.as_mut_ptr(), cwd.len()).is_null() && libc::chdir(cwd.as_ptr()) != 0 {
+            if !libc::getcwd(cwd.as_mut_ptr(), cwd.len()).is_null()
+                && libc::chdir(cwd.as_ptr()) != 0
+            {
                 return Err(io::Error::last_os_error());
             }
         }

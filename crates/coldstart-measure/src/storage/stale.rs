@@ -77,8 +77,7 @@ fn session_stale(pid: u32, dir: &Path) -> bool {
         return false;
     };
     // SAFETY: flock on a file we own; a free lock means nobody holds the session.
-    let got = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
-    got
+    unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
 }
 
 /// `(mount id, dev, mount point)` of every line of a mountinfo text.
