@@ -62,6 +62,7 @@ use std::fs;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
@@ -441,6 +442,57 @@ impl EmulatedStorage {
         cgroup.apply(&ThrottleRule::unlimited(self.device().dev))
     }
 
+    /// Random 4 KiB reads per second this machine serves through the emulated device without
+    /// a throttle: `reads` `O_DIRECT` reads of distinct random pages of the largest copied file,
+    /// from the calling process (which must not be in a throttled cgroup). `None` when no copied
+    /// file has 16 pages. The emulation can only slow a device down: compare the result with
+    /// the profile with [`fidelity_warning`].
+    pub fn host_random_read_iops(&self, reads: usize) -> Result<Option<f64>, StorageError> {
+        let mut largest: Option<(u64, PathBuf)> = None;
+        for e in &self.entries {
+            copy::walk_files(&self.emulated_path(e), &mut |p, len| {
+                if largest.as_ref().is_none_or(|(l, _)| len > *l) {
+                    largest = Some((len, p.to_owned()));
+                }
+            })?;
+        }
+        let Some((len, path)) = largest.filter(|(l, _)| *l >= 16 * 4096) else { return Ok(None) };
+        let f = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&path)
+            .map_err(|e| StorageError::io(&path, "open with O_DIRECT", e))?;
+        let pages = (len / 4096) as usize;
+        let reads = reads.clamp(1, pages);
+        let layout = std::alloc::Layout::from_size_align(4096, 4096).expect("page layout");
+        // SAFETY: an aligned page for O_DIRECT, freed below.
+        let buf = unsafe { std::alloc::alloc(layout) };
+        let mut x = 0x9E37_79B9_7F4A_7C15_u64 ^ len;
+        let stride = (pages / reads).max(1);
+        let start = std::time::Instant::now();
+        let mut result = Ok(());
+        for i in 0..reads {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // One page from each of `reads` equal slices: distinct, and spread over the file.
+            let page = (i * stride + (x as usize % stride)).min(pages - 1);
+            // SAFETY: reading one page into our aligned buffer.
+            let n = unsafe {
+                libc::pread(f.as_raw_fd(), buf.cast(), 4096, (page * 4096) as libc::off_t)
+            };
+            if n != 4096 {
+                result = Err(StorageError::io(&path, "read", io::Error::last_os_error()));
+                break;
+            }
+        }
+        let secs = start.elapsed().as_secs_f64();
+        // SAFETY: allocated above with this layout.
+        unsafe { std::alloc::dealloc(buf, layout) };
+        result?;
+        Ok(Some(reads as f64 / secs.max(1e-9)))
+    }
+
     /// Tear down: lift the limits, unmount, detach the loop device, delete the session
     /// directory. The first error is returned after every step has been tried.
     pub fn close(mut self) -> Result<(), StorageError> {
@@ -485,6 +537,21 @@ impl Drop for EmulatedStorage {
     }
 }
 
+/// A warning when this machine cannot emulate `profile`: its disk serves `host_iops` random
+/// reads per second through the loop device (see
+/// [`EmulatedStorage::host_random_read_iops`]), less than twice what the profile allows, so runs
+/// would be slower than the device they stand for.
+pub fn fidelity_warning(profile: &StorageProfile, host_iops: f64) -> Option<String> {
+    let wanted = profile.read_iops? as f64;
+    (host_iops < 2.0 * wanted).then(|| {
+        format!(
+            "this machine's disk serves only {host_iops:.0} random reads/s through the loop device, \
+             and the `{profile}` profile allows {wanted:.0}: start-up will be slower than on that \
+             device; put the work directory on a faster disk or on tmpfs (e.g. /dev/shm)"
+        )
+    })
+}
+
 /// A new `coldstart-storage-PID-N` directory in `work_dir`.
 fn new_session_dir(work_dir: &Path) -> Result<PathBuf, StorageError> {
     static SEQ: AtomicU32 = AtomicU32::new(0);
@@ -521,6 +588,15 @@ mod tests {
         let s = backing_size(100 << 20, 1000);
         assert!(s >= (100 << 20) + (100 << 20) / 4 + (64 << 20));
         assert_eq!(s % (1 << 20), 0);
+    }
+
+    #[test]
+    fn fidelity_warning_only_when_the_host_is_too_slow() {
+        let emmc = StorageProfile::emmc();
+        let w = fidelity_warning(&emmc, 900.0).unwrap();
+        assert!(w.contains("900") && w.contains("emmc") && w.contains("/dev/shm"), "{w}");
+        assert_eq!(fidelity_warning(&emmc, 50_000.0), None);
+        assert_eq!(fidelity_warning(&StorageProfile::nvme(), 10.0), None);
     }
 
     #[test]

@@ -154,12 +154,13 @@ fn helper() {
             unsafe { std::alloc::dealloc(buf, layout) };
             println!("RESULT {secs}");
         }
-        // The whole file, buffered, in 1 MiB reads.
-        ["seq", path] => {
+        // The whole file (or its first LIMIT bytes), buffered, in 1 MiB reads.
+        ["seq", path, rest @ ..] => {
+            let limit: usize = rest.first().map_or(usize::MAX, |l| l.parse().unwrap());
             let mut f = fs::File::open(path).unwrap();
             let mut buf = vec![0u8; 1 << 20];
             let (start, mut total) = (Instant::now(), 0usize);
-            loop {
+            while total < limit {
                 let n = f.read(&mut buf).unwrap();
                 if n == 0 {
                     break;
@@ -449,4 +450,127 @@ fn without_root_the_error_says_so_and_what_to_run() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("RESULT true"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("needs root") && stdout.contains("sudo"), "{stdout}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Benchmarks (not part of the default run):
+//   cargo test -p coldstart-measure --test storage -- --ignored --nocapture bench_
+// COLDSTART_STORAGE_WORK chooses the work directory (default /var/tmp; /dev/shm puts the backing
+// file in memory, so only the throttle is slow).
+
+fn bench_work_dir() -> PathBuf {
+    PathBuf::from(std::env::var("COLDSTART_STORAGE_WORK").unwrap_or_else(|_| "/var/tmp".into()))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+/// Achieved random IOPS and sequential bandwidth of every built-in profile.
+#[test]
+#[ignore = "benchmark: about a minute; run with --ignored bench_fidelity"]
+fn bench_fidelity() {
+    let fx = Fixture::new();
+    let file = fx.data_file("app/data.bin", 128 << 20);
+    let work = bench_work_dir();
+    println!("work directory: {}", work.display());
+    println!("| profile | host 4 KiB IOPS (unthrottled) | random 4 KiB reads | achieved IOPS | profile IOPS | sequential MB/s | profile MB/s |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for name in coldstart_measure::storage::BUILTIN_PROFILES {
+        let profile: StorageProfile = name.parse().unwrap();
+        let mut storage =
+            EmulatedStorage::create(&profile, std::slice::from_ref(&file), &work).unwrap();
+        let cgroup = ScratchCgroup::create_v1().unwrap();
+        storage.throttle(cgroup.paths()).unwrap();
+        let host = storage.host_random_read_iops(1000).unwrap().unwrap();
+        let n = profile.read_iops.map_or(4000, |i| (i * 2).min(4000));
+        let secs: f64 = run_helper(
+            &storage,
+            Some(&cgroup),
+            &["random", file.to_str().unwrap(), &n.to_string()],
+        )
+        .parse()
+        .unwrap();
+        storage.drop_caches().unwrap();
+        // About two seconds of reading at 128 KiB per request, at most the whole file.
+        let seq_limit = match (profile.read_iops, profile.read_bps) {
+            (Some(i), Some(b)) => (2 * (i * 128 * 1024).min(b)).min(128 << 20),
+            _ => 128 << 20,
+        };
+        let r = run_helper(
+            &storage,
+            Some(&cgroup),
+            &["seq", file.to_str().unwrap(), &seq_limit.to_string()],
+        );
+        let (bytes, ssecs) = r.split_once(' ').unwrap();
+        let mbps = bytes.parse::<f64>().unwrap() / ssecs.parse::<f64>().unwrap() / 1e6;
+        println!(
+            "| {name} | {host:.0} | {n} in {secs:.2} s | {:.0} | {} | {mbps:.1} | {} |",
+            n as f64 / secs,
+            profile.read_iops.map_or("-".into(), |i| i.to_string()),
+            profile.read_bps.map_or("-".into(), |b| format!("{:.0}", b as f64 / 1e6)),
+        );
+        storage.close().unwrap();
+        cgroup.remove().unwrap();
+    }
+}
+
+/// Cold and hot start-up of a real program on every profile. COLDSTART_STORAGE_CMD is the
+/// command (default `/usr/lib/llvm-19/bin/clang --version`), COLDSTART_STORAGE_FILES the
+/// colon-separated files or directories to put on the emulated device (default clang and its
+/// two LLVM libraries). Cold: the emulated device's caches dropped before the run (system
+/// libraries stay cached); hot: after a warm-up run.
+#[test]
+#[ignore = "benchmark: a few minutes; run with --ignored bench_program_start"]
+fn bench_program_start() {
+    let _fx = Fixture::new();
+    let cmd_line = std::env::var("COLDSTART_STORAGE_CMD")
+        .unwrap_or_else(|_| "/usr/lib/llvm-19/bin/clang --version".into());
+    let files: Vec<PathBuf> = std::env::var("COLDSTART_STORAGE_FILES")
+        .unwrap_or_else(|_| {
+            "/usr/lib/llvm-19/bin/clang:/usr/lib/llvm-19/lib/libLLVM.so.19.1:/usr/lib/llvm-19/lib/libclang-cpp.so.19.1"
+                .into()
+        })
+        .split(':')
+        .map(PathBuf::from)
+        .collect();
+    let runs: usize =
+        std::env::var("COLDSTART_STORAGE_RUNS").ok().and_then(|r| r.parse().ok()).unwrap_or(3);
+    let argv: Vec<&str> = cmd_line.split_whitespace().collect();
+    let work = bench_work_dir();
+    println!(
+        "command: {cmd_line}; files: {files:?}; work directory: {}; median of {runs}",
+        work.display()
+    );
+    println!("| profile | cold (s) | hot (s) | cold / hot |");
+    println!("| --- | --- | --- | --- |");
+    for name in coldstart_measure::storage::BUILTIN_PROFILES {
+        let profile: StorageProfile = name.parse().unwrap();
+        let mut storage = EmulatedStorage::create(&profile, &files, &work).unwrap();
+        let cgroup = ScratchCgroup::create_v1().unwrap();
+        storage.throttle(cgroup.paths()).unwrap();
+        let run = |storage: &EmulatedStorage| {
+            let mut cmd = Command::new(argv[0]);
+            cmd.args(&argv[1..]).stdout(Stdio::null()).stderr(Stdio::null());
+            let (join, enter) = (cgroup.paths().join_hook().unwrap(), storage.enter().unwrap());
+            // SAFETY: the hooks only make async-signal-safe system calls.
+            unsafe { cmd.pre_exec(move || join().and_then(|_| enter())) };
+            let start = Instant::now();
+            let status = cmd.status().unwrap();
+            assert!(status.success(), "{cmd_line}: {status}");
+            start.elapsed().as_secs_f64()
+        };
+        let mut cold = Vec::new();
+        for _ in 0..runs {
+            storage.drop_caches().unwrap();
+            cold.push(run(&storage));
+        }
+        run(&storage);
+        let hot: Vec<f64> = (0..runs).map(|_| run(&storage)).collect();
+        let (c, h) = (median(cold), median(hot));
+        println!("| {name} | {c:.3} | {h:.3} | {:.1} |", c / h);
+        storage.close().unwrap();
+        cgroup.remove().unwrap();
+    }
 }

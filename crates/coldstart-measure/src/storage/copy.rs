@@ -64,6 +64,16 @@ pub fn footprint(entries: &[PathBuf]) -> Result<(u64, u64), StorageError> {
     Ok((bytes, inodes))
 }
 
+/// Call `f` with every regular file below `path` (or `path` itself) and its length.
+pub(crate) fn walk_files(path: &Path, f: &mut dyn FnMut(&Path, u64)) -> Result<(), StorageError> {
+    walk(path, &mut |p, meta| {
+        if meta.is_file() {
+            f(p, meta.len());
+        }
+        Ok(())
+    })
+}
+
 fn walk(
     path: &Path,
     f: &mut dyn FnMut(&Path, &fs::Metadata) -> Result<(), StorageError>,
