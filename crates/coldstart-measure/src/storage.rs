@@ -189,8 +189,9 @@ pub fn require_root() -> Result<(), StorageError> {
     Ok(())
 }
 
-/// Unmount `path`: retry while busy, then detach lazily. Not mounted is not an error.
-pub(crate) fn unmount(path: &Path) -> Result<(), StorageError> {
+/// Unmount `path`, retrying for a second while it is busy; then, if `lazy`, detach it lazily
+/// (it goes once its last user does). Not mounted is not an error.
+pub(crate) fn unmount(path: &Path, lazy: bool) -> Result<(), StorageError> {
     let c = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| StorageError::io(path, "unmount", io::ErrorKind::InvalidInput.into()))?;
     for attempt in 0..50 {
@@ -203,6 +204,13 @@ pub(crate) fn unmount(path: &Path) -> Result<(), StorageError> {
             Some(libc::EINVAL) | Some(libc::ENOENT) => return Ok(()),
             Some(libc::EBUSY) if attempt < 49 => {
                 std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            Some(libc::EBUSY) if !lazy => {
+                return Err(StorageError::io(
+                    path,
+                    "unmount (busy: a process still uses the emulated files; end the run first)",
+                    e,
+                ))
             }
             Some(libc::EBUSY) => {
                 // SAFETY: as above; a lazy detach frees the mount once its last user goes.
@@ -353,7 +361,7 @@ impl EmulatedStorage {
             // SAFETY: syncfs on an open descriptor.
             unsafe { libc::syncfs(dir.as_raw_fd()) };
             drop(dir);
-            unmount(&self.mount)?;
+            unmount(&self.mount, false)?;
             self.mounted = false;
         }
         device.flush_buffers()?;
@@ -451,7 +459,7 @@ impl EmulatedStorage {
         let mut largest: Option<(u64, PathBuf)> = None;
         for e in &self.entries {
             copy::walk_files(&self.emulated_path(e), &mut |p, len| {
-                if largest.as_ref().is_none_or(|(l, _)| len > *l) {
+                if largest.as_ref().map_or(true, |(l, _)| len > *l) {
                     largest = Some((len, p.to_owned()));
                 }
             })?;
@@ -514,7 +522,7 @@ impl EmulatedStorage {
             }
         }
         if self.mounted {
-            note(unmount(&self.mount));
+            note(unmount(&self.mount, true));
             self.mounted = false;
         }
         if let Some(dev) = self.device.take() {

@@ -192,7 +192,7 @@ pub fn cleanup_stale(work_dir: &Path) -> Result<StaleReport, StorageError> {
         stale.iter().filter(|l| l.kind == LeftoverKind::Mount).collect();
     mounts.sort_by_key(|l| std::cmp::Reverse(l.path.components().count()));
     for m in mounts {
-        super::unmount(&m.path)?;
+        super::unmount(&m.path, true)?;
         report.removed.push(m.clone());
     }
     let mut dirs: Vec<PathBuf> = Vec::new();
