@@ -39,7 +39,7 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let profile: StorageProfile = "hdd".parse()?;
 //! let storage = EmulatedStorage::create(&profile, &[PathBuf::from("/opt/app")], Path::new("/var/tmp"))?;
-//! let cgroup = ScratchCgroup::create_v1()?;
+//! let cgroup = ScratchCgroup::create()?;
 //! storage.throttle(cgroup.paths())?;
 //! let (join, enter) = (cgroup.paths().join_hook()?, storage.enter()?);
 //! let mut cmd = std::process::Command::new("/opt/app/bin/app");

@@ -21,7 +21,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use coldstart_measure::storage::{
-    cleanup_stale, find_leftovers, EmulatedStorage, ScratchCgroup, StorageError, StorageProfile,
+    cleanup_stale, find_leftovers, CgroupVersion, EmulatedStorage, ScratchCgroup, StorageError,
+    StorageProfile,
 };
 
 const HELPER_ENV: &str = "COLDSTART_STORAGE_HELPER";
@@ -198,7 +199,7 @@ fn helper() {
                 Path::new(work),
             )
             .unwrap();
-            let cgroup = ScratchCgroup::create_v1().unwrap();
+            let cgroup = ScratchCgroup::create().unwrap();
             storage.throttle(cgroup.paths()).unwrap();
             println!("READY {}", storage.device().path.display());
             std::io::stdout().flush().unwrap();
@@ -223,17 +224,44 @@ fn relative_error(measured: f64, expected: f64) -> f64 {
     (measured - expected).abs() / expected
 }
 
+/// The cgroup's read-IOPS rule for `dev`: the v1 `read_iops_device` line or the v2 `io.max` line.
+fn read_limit(cgroup: &ScratchCgroup, (maj, min): (u32, u32)) -> Option<String> {
+    let file = match cgroup.paths().version {
+        CgroupVersion::V1Blkio => "blkio.throttle.read_iops_device",
+        CgroupVersion::V2 => "io.max",
+    };
+    let text = fs::read_to_string(cgroup.paths().dir.join(file)).unwrap();
+    text.lines().find(|l| l.starts_with(&format!("{maj}:{min} "))).map(str::to_owned)
+}
+
+/// Read requests the cgroup issued to `dev`: v1 `blkio.throttle.io_serviced`, v2 `io.stat`.
+fn reads_serviced(cgroup: &ScratchCgroup, (maj, min): (u32, u32)) -> u64 {
+    let dev = format!("{maj}:{min} ");
+    let (file, key) = match cgroup.paths().version {
+        CgroupVersion::V1Blkio => ("blkio.throttle.io_serviced", "Read "),
+        CgroupVersion::V2 => ("io.stat", "rios="),
+    };
+    let text = fs::read_to_string(cgroup.paths().dir.join(file)).unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix(&dev))
+        .find_map(|rest| {
+            let at = rest.find(key)? + key.len();
+            rest[at..].split_whitespace().next()?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
 #[test]
 fn random_reads_on_hdd_cost_one_over_iops_each() {
     let fx = Fixture::new();
     let file = fx.data_file("app/data.bin", 64 << 20);
     let hdd = StorageProfile::hdd();
     let storage = EmulatedStorage::create(&hdd, std::slice::from_ref(&file), fx.work()).unwrap();
-    let cgroup = ScratchCgroup::create_v1().unwrap();
+    let cgroup = ScratchCgroup::create().unwrap();
     storage.throttle(cgroup.paths()).unwrap();
-    let iops_file = cgroup.paths().dir.join("blkio.throttle.read_iops_device");
     let (maj, min) = storage.device().dev;
-    assert!(fs::read_to_string(&iops_file).unwrap().contains(&format!("{maj}:{min} 100")));
+    let rule = read_limit(&cgroup, (maj, min)).expect("a read limit on the loop device");
+    assert!(rule.ends_with(" 100") || rule.contains("riops=100"), "{rule}");
 
     let n = 250;
     let secs: f64 =
@@ -248,16 +276,10 @@ fn random_reads_on_hdd_cost_one_over_iops_each() {
     );
 
     // The cgroup's own accounting: the reads reached the loop device as at least N requests.
-    let serviced =
-        fs::read_to_string(cgroup.paths().dir.join("blkio.throttle.io_serviced")).unwrap();
-    let reads: u64 = serviced
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{maj}:{min} Read ")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
+    let reads = reads_serviced(&cgroup, (maj, min));
     assert!(
         reads >= n as u64,
-        "the cgroup saw {reads} reads of {maj}:{min}, expected at least {n}: {serviced}"
+        "the cgroup saw {reads} reads of {maj}:{min}, expected at least {n}"
     );
     // Outside the cgroup the same reads pay only the host disk (not asserted: it varies).
     let fast: f64 = run_helper(&storage, None, &["random", file.to_str().unwrap(), &n.to_string()])
@@ -267,7 +289,7 @@ fn random_reads_on_hdd_cost_one_over_iops_each() {
 
     storage.close().unwrap();
     // The limit was lifted from the cgroup, which outlives the emulation.
-    assert!(!fs::read_to_string(&iops_file).unwrap().contains(&format!("{maj}:{min} ")));
+    assert_eq!(read_limit(&cgroup, (maj, min)), None);
     cgroup.remove().unwrap();
 }
 
@@ -278,7 +300,7 @@ fn sequential_reads_run_at_the_profile_bandwidth() {
     let profile: StorageProfile = "custom:iops=100000,bps=16m,readahead=128k".parse().unwrap();
     let storage =
         EmulatedStorage::create(&profile, std::slice::from_ref(&file), fx.work()).unwrap();
-    let cgroup = ScratchCgroup::create_v1().unwrap();
+    let cgroup = ScratchCgroup::create().unwrap();
     storage.throttle(cgroup.paths()).unwrap();
 
     let result = run_helper(&storage, Some(&cgroup), &["seq", file.to_str().unwrap()]);
@@ -481,7 +503,7 @@ fn bench_fidelity() {
         let profile: StorageProfile = name.parse().unwrap();
         let mut storage =
             EmulatedStorage::create(&profile, std::slice::from_ref(&file), &work).unwrap();
-        let cgroup = ScratchCgroup::create_v1().unwrap();
+        let cgroup = ScratchCgroup::create().unwrap();
         storage.throttle(cgroup.paths()).unwrap();
         let host = storage.host_random_read_iops(1000).unwrap().unwrap();
         let n = profile.read_iops.map_or(4000, |i| (i * 2).min(4000));
@@ -548,7 +570,7 @@ fn bench_program_start() {
     for name in coldstart_measure::storage::BUILTIN_PROFILES {
         let profile: StorageProfile = name.parse().unwrap();
         let mut storage = EmulatedStorage::create(&profile, &files, &work).unwrap();
-        let cgroup = ScratchCgroup::create_v1().unwrap();
+        let cgroup = ScratchCgroup::create().unwrap();
         storage.throttle(cgroup.paths()).unwrap();
         let run = |storage: &EmulatedStorage| {
             let mut cmd = Command::new(argv[0]);

@@ -190,12 +190,32 @@ pub struct ScratchCgroup {
 }
 
 impl ScratchCgroup {
-    /// Create `coldstart-storage-PID-N` under the v1 `blkio` hierarchy.
+    /// Create `coldstart-storage-PID-cgN` where this machine throttles I/O: under the v1
+    /// `blkio` hierarchy if it is mounted, else under the v2 root (enabling `io` in its
+    /// `cgroup.subtree_control` if needed).
+    pub fn create() -> Result<Self, StorageError> {
+        if Path::new(V1_BLKIO_ROOT).join("blkio.throttle.read_iops_device").exists() {
+            return Self::create_v1();
+        }
+        let root = Path::new("/sys/fs/cgroup");
+        let controllers = fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
+        if !controllers.split_whitespace().any(|c| c == "io") {
+            return Err(StorageError::NoIoController { dir: root.to_owned() });
+        }
+        let control = root.join("cgroup.subtree_control");
+        let enabled = fs::read_to_string(&control).unwrap_or_default();
+        if !enabled.split_whitespace().any(|c| c == "io") {
+            write_control(&control, "+io")?;
+        }
+        Self::create_under(CgroupPaths::v2(root))
+    }
+
+    /// Create `coldstart-storage-PID-cgN` under the v1 `blkio` hierarchy.
     pub fn create_v1() -> Result<Self, StorageError> {
         Self::create_under(CgroupPaths::v1_blkio(V1_BLKIO_ROOT))
     }
 
-    /// Create `coldstart-storage-PID-N` under `parent` (a v1 `blkio` directory, or a v2
+    /// Create `coldstart-storage-PID-cgN` under `parent` (a v1 `blkio` directory, or a v2
     /// directory whose `cgroup.subtree_control` has `io`).
     pub fn create_under(parent: CgroupPaths) -> Result<Self, StorageError> {
         static SEQ: AtomicU32 = AtomicU32::new(0);
