@@ -170,7 +170,7 @@ fn helper() {
             }
             println!("RESULT {} {}", total, start.elapsed().as_secs_f64());
         }
-        // Fault one page of the file through a mapping.
+        // Fault one page of the file through a mapping; print the pages then cached.
         ["touch", path, page] => {
             let page: usize = page.parse().unwrap();
             let f = fs::File::open(path).unwrap();
@@ -188,8 +188,10 @@ fn helper() {
                 assert_ne!(p, libc::MAP_FAILED);
                 let byte = std::ptr::read_volatile(p.cast::<u8>().add(page * PAGE));
                 libc::munmap(p, len);
-                println!("RESULT {byte}");
+                std::hint::black_box(byte);
             }
+            // Right away, so that nothing else gets to drop the cache in between.
+            println!("RESULT {}", resident_pages(Path::new(path)));
         }
         // Create an emulation, throttle a scratch cgroup, say READY and wait to be killed.
         ["hold", work, file] => {
@@ -360,8 +362,8 @@ fn read_ahead_is_the_profiles() {
     // The copy starts cold; one faulted page brings in one read-ahead window around it.
     let copy = storage.emulated_path(&file);
     assert_eq!(resident_pages(&copy), 0, "the copy's page cache was not dropped");
-    run_helper(&storage, None, &["touch", file.to_str().unwrap(), "2048"]);
-    let cached = resident_pages(&copy);
+    let cached: usize =
+        run_helper(&storage, None, &["touch", file.to_str().unwrap(), "2048"]).parse().unwrap();
     let window = 256 * 1024 / PAGE;
     eprintln!("read-ahead 256 KiB: {cached} pages cached after touching one");
     assert!(
