@@ -517,9 +517,9 @@ fn bench_fidelity() {
         .parse()
         .unwrap();
         storage.drop_caches().unwrap();
-        // About two seconds of reading at 128 KiB per request, at most the whole file.
+        // About two seconds of 1 MiB requests, at most the whole file.
         let seq_limit = match (profile.read_iops, profile.read_bps) {
-            (Some(i), Some(b)) => (2 * (i * 128 * 1024).min(b)).min(128 << 20),
+            (Some(i), Some(b)) => (2 * (i << 20).min(b)).min(128 << 20),
             _ => 128 << 20,
         };
         let r = run_helper(
