@@ -207,6 +207,33 @@ fn helper() {
             std::io::stdout().flush().unwrap();
             std::thread::sleep(Duration::from_secs(60));
         }
+        // Route SIGINT as docs/storage.md asks: a handler that only sets a flag; the main
+        // loop sees it and returns, so the emulation is dropped.
+        ["interruptible", work, file] => {
+            static INTERRUPTED: std::sync::atomic::AtomicBool =
+                std::sync::atomic::AtomicBool::new(false);
+            extern "C" fn on_signal(_: libc::c_int) {
+                INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            // SAFETY: installing a handler that only stores to an atomic.
+            unsafe { libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t) };
+            let storage = EmulatedStorage::create(
+                &StorageProfile::hdd(),
+                &[PathBuf::from(file)],
+                Path::new(work),
+            )
+            .unwrap();
+            let cgroup = ScratchCgroup::create().unwrap();
+            storage.throttle(cgroup.paths()).unwrap();
+            println!("READY");
+            std::io::stdout().flush().unwrap();
+            while !INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            drop(storage);
+            drop(cgroup);
+            println!("RESULT interrupted");
+        }
         // Try to create an emulation (run as an unprivileged user).
         ["create", work, file] => {
             let e = EmulatedStorage::create(
@@ -454,6 +481,76 @@ fn a_killed_owner_is_cleaned_up_by_cleanup_stale() {
     let report = cleanup_stale(fx.work()).unwrap();
     assert!(report.removed.len() >= 4, "{report:#?}");
     assert!(theirs().is_empty(), "left after cleanup: {:#?}", theirs());
+}
+
+/// Read lines of a child's stdout until one starts with `prefix`.
+fn wait_for_line(out: &mut BufReader<std::process::ChildStdout>, prefix: &str) -> String {
+    let mut line = String::new();
+    while !line.starts_with(prefix) {
+        line.clear();
+        assert_ne!(out.read_line(&mut line).unwrap(), 0, "helper exited before printing {prefix}");
+    }
+    line
+}
+
+#[test]
+fn ctrl_c_routed_to_the_run_loop_leaves_nothing_behind() {
+    let fx = Fixture::new();
+    let file = fx.data_file("app/data.bin", 1 << 20);
+    let mut child =
+        helper_command(&["interruptible", fx.work().to_str().unwrap(), file.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    wait_for_line(&mut out, "READY");
+    let pid = child.id();
+    let theirs =
+        || find_leftovers(Some(fx.work())).into_iter().filter(|l| l.owner_pid == pid).count();
+    assert!(theirs() >= 4);
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGINT) }, 0);
+    assert!(wait_for_line(&mut out, "RESULT ").contains("interrupted"));
+    assert!(child.wait().unwrap().success());
+    assert_eq!(theirs(), 0, "left behind after SIGINT: {:#?}", find_leftovers(Some(fx.work())));
+}
+
+#[test]
+fn closing_while_a_run_still_holds_the_files_cleans_up_once_it_exits() {
+    let fx = Fixture::new();
+    let file = fx.data_file("app/data.bin", 1 << 20);
+    let storage =
+        EmulatedStorage::create(&StorageProfile::nvme(), std::slice::from_ref(&file), fx.work())
+            .unwrap();
+    let device = storage.device().clone();
+    let enter = storage.enter().unwrap();
+    // A run that keeps the emulated file open in its namespace.
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c").arg("exec 3<\"$1\"; echo open; read _ || true").arg("sh").arg(&file);
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+    // SAFETY: the hook only makes async-signal-safe system calls.
+    unsafe { cmd.pre_exec(enter) };
+    let mut run = cmd.spawn().unwrap();
+    let mut out = BufReader::new(run.stdout.take().unwrap());
+    wait_for_line(&mut out, "open");
+
+    storage.close().unwrap();
+    // The host's mount and directory are gone at once; the device goes with the run.
+    let me = std::process::id();
+    let left: Vec<_> = find_leftovers(Some(fx.work()))
+        .into_iter()
+        .filter(|l| {
+            l.owner_pid == me && l.kind != coldstart_measure::storage::LeftoverKind::LoopDevice
+        })
+        .collect();
+    assert!(left.is_empty(), "{left:#?}");
+    drop(run.stdin.take());
+    assert!(run.wait().unwrap().success());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while device.backing_file().is_some() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(device.backing_file(), None, "{} still attached after the run ended", device.name);
 }
 
 #[test]
