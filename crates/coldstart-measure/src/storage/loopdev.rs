@@ -19,6 +19,9 @@ pub struct LoopDevice {
     pub path: PathBuf,
     /// Major and minor number (`/sys/block/loop3/dev`), as throttle rules name the device.
     pub dev: (u32, u32),
+    /// The backing file it was attached to; [`detach`](Self::detach) leaves the device alone
+    /// once it is backed by anything else.
+    pub backing: PathBuf,
 }
 
 /// Where sysfs is, so the scanning code can be tested on a fake tree.
@@ -60,7 +63,11 @@ impl LoopDevice {
         let dev = parse_dev(&text).ok_or_else(|| {
             StorageError::io(&dev_file, "parse", io::ErrorKind::InvalidData.into())
         })?;
-        Ok(Self { name, path: path.to_owned(), dev })
+        let backing =
+            fs::read_to_string(Path::new(SYSFS_BLOCK).join(&name).join("loop/backing_file"))
+                .map(|b| PathBuf::from(strip_deleted(b.trim_end())))
+                .unwrap_or_default();
+        Ok(Self { name, path: path.to_owned(), dev, backing })
     }
 
     fn sys(&self) -> PathBuf {
@@ -126,11 +133,19 @@ impl LoopDevice {
     /// Detach the device (`losetup -d`). A device in use is detached by the kernel when its
     /// last user closes it.
     pub fn detach(&self) -> Result<(), StorageError> {
-        if self.backing_file().is_none() {
-            return Ok(());
+        match self.backing_file() {
+            Some(now) if Path::new(strip_deleted(&now)) == self.backing => {
+                run(Command::new("losetup").arg("-d").arg(&self.path)).map(drop)
+            }
+            // Already detached, or detached and taken by someone else since.
+            _ => Ok(()),
         }
-        run(Command::new("losetup").arg("-d").arg(&self.path)).map(drop)
     }
+}
+
+/// A sysfs backing-file name without the ` (deleted)` the kernel appends once it is unlinked.
+pub(crate) fn strip_deleted(name: &str) -> &str {
+    name.strip_suffix(" (deleted)").unwrap_or(name)
 }
 
 // From <linux/fs.h>: _IO(0x12, 99) and _IO(0x12, 97).
@@ -186,6 +201,12 @@ mod tests {
         assert_eq!(parse_dev("259:0"), Some((259, 0)));
         assert_eq!(parse_dev("7"), None);
         assert_eq!(parse_dev("a:b"), None);
+    }
+
+    #[test]
+    fn strip_deleted_gives_the_path_the_device_was_attached_to() {
+        assert_eq!(strip_deleted("/var/tmp/s/backing.img (deleted)"), "/var/tmp/s/backing.img");
+        assert_eq!(strip_deleted("/var/tmp/s/backing.img"), "/var/tmp/s/backing.img");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::fs;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use super::loopdev::{attached_loops, parse_dev, LoopDevice, SYSFS_BLOCK};
+use super::loopdev::{attached_loops, parse_dev, strip_deleted, LoopDevice, SYSFS_BLOCK};
 use super::throttle::{remove_cgroup_dir, NAME_PREFIX, V1_BLKIO_ROOT};
 use super::StorageError;
 
@@ -199,7 +199,7 @@ pub fn cleanup_stale(work_dir: &Path) -> Result<StaleReport, StorageError> {
     for l in stale.iter().filter(|l| l.kind == LeftoverKind::LoopDevice) {
         let dev = LoopDevice::from_path(&l.path)?;
         if let Some(backing) = dev.backing_file() {
-            if let Some((_, dir)) = owner_of(Path::new(backing.trim_end_matches(" (deleted)"))) {
+            if let Some((_, dir)) = owner_of(Path::new(strip_deleted(&backing))) {
                 dirs.push(dir);
             }
         }
