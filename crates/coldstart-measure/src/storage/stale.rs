@@ -40,6 +40,20 @@ pub struct Leftover {
     pub stale: bool,
 }
 
+impl std::fmt::Display for Leftover {
+    /// `stale loop device /dev/loop3 of pid 4242`, for a line in the terminal.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.kind {
+            LeftoverKind::Mount => "mount",
+            LeftoverKind::LoopDevice => "loop device",
+            LeftoverKind::Directory => "session directory",
+            LeftoverKind::Cgroup => "cgroup",
+        };
+        let state = if self.stale { "stale" } else { "live" };
+        write!(f, "{state} {kind} {} of pid {}", self.path.display(), self.owner_pid)
+    }
+}
+
 /// What [`cleanup_stale`] removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StaleReport {
@@ -271,6 +285,17 @@ mod tests {
                 ((7, 3), PathBuf::from("/opt/my app")),
             ]
         );
+    }
+
+    #[test]
+    fn leftovers_read_well() {
+        let l = Leftover {
+            kind: LeftoverKind::LoopDevice,
+            path: PathBuf::from("/dev/loop3"),
+            owner_pid: 4242,
+            stale: true,
+        };
+        assert_eq!(l.to_string(), "stale loop device /dev/loop3 of pid 4242");
     }
 
     #[test]
