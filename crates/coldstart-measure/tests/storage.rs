@@ -264,12 +264,26 @@ fn read_limit(cgroup: &ScratchCgroup, (maj, min): (u32, u32)) -> Option<String> 
 }
 
 /// Read requests the cgroup issued to `dev`: v1 `blkio.throttle.io_serviced`, v2 `io.stat`.
-fn reads_serviced(cgroup: &ScratchCgroup, (maj, min): (u32, u32)) -> u64 {
+fn reads_serviced(cgroup: &ScratchCgroup, dev: (u32, u32)) -> u64 {
+    match cgroup.paths().version {
+        CgroupVersion::V1Blkio => io_counter(cgroup, dev, "blkio.throttle.io_serviced", "Read "),
+        CgroupVersion::V2 => io_counter(cgroup, dev, "io.stat", "rios="),
+    }
+}
+
+/// Bytes the cgroup read from `dev`: v1 `blkio.throttle.io_service_bytes`, v2 `io.stat`.
+fn bytes_read(cgroup: &ScratchCgroup, dev: (u32, u32)) -> u64 {
+    match cgroup.paths().version {
+        CgroupVersion::V1Blkio => {
+            io_counter(cgroup, dev, "blkio.throttle.io_service_bytes", "Read ")
+        }
+        CgroupVersion::V2 => io_counter(cgroup, dev, "io.stat", "rbytes="),
+    }
+}
+
+/// The number after `key` on `dev`'s line of a cgroup statistics file.
+fn io_counter(cgroup: &ScratchCgroup, (maj, min): (u32, u32), file: &str, key: &str) -> u64 {
     let dev = format!("{maj}:{min} ");
-    let (file, key) = match cgroup.paths().version {
-        CgroupVersion::V1Blkio => ("blkio.throttle.io_serviced", "Read "),
-        CgroupVersion::V2 => ("io.stat", "rios="),
-    };
     let text = fs::read_to_string(cgroup.paths().dir.join(file)).unwrap();
     text.lines()
         .filter_map(|l| l.strip_prefix(&dev))
@@ -664,8 +678,10 @@ fn bench_program_start() {
         "command: {cmd_line}; files: {files:?}; work directory: {}; median of {runs}",
         work.display()
     );
-    println!("| profile | cold (s) | hot (s) | cold / hot |");
-    println!("| --- | --- | --- | --- |");
+    println!(
+        "| profile | cold (s) | hot (s) | cold / hot | read requests (cold) | MiB read (cold) |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- |");
     for name in coldstart_measure::storage::BUILTIN_PROFILES {
         let profile: StorageProfile = name.parse().unwrap();
         let mut storage = EmulatedStorage::create(&profile, &files, &work).unwrap();
@@ -682,15 +698,21 @@ fn bench_program_start() {
             assert!(status.success(), "{cmd_line}: {status}");
             start.elapsed().as_secs_f64()
         };
+        let dev = storage.device().dev;
         let mut cold = Vec::new();
+        let (mut requests, mut bytes) = (0, 0);
         for _ in 0..runs {
             storage.drop_caches().unwrap();
+            let before = (reads_serviced(&cgroup, dev), bytes_read(&cgroup, dev));
             cold.push(run(&storage));
+            requests = reads_serviced(&cgroup, dev) - before.0;
+            bytes = bytes_read(&cgroup, dev) - before.1;
         }
         run(&storage);
         let hot: Vec<f64> = (0..runs).map(|_| run(&storage)).collect();
         let (c, h) = (median(cold), median(hot));
-        println!("| {name} | {c:.3} | {h:.3} | {:.1} |", c / h);
+        let mib = bytes as f64 / 1048576.0;
+        println!("| {name} | {c:.3} | {h:.3} | {:.1} | {requests} | {mib:.1} |", c / h);
         storage.close().unwrap();
         cgroup.remove().unwrap();
     }
