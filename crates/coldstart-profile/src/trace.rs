@@ -364,7 +364,9 @@ impl<'a> Tracer<'a> {
         let module = match self.module_by_key.get(&key) {
             Some(&m) => m,
             None => {
-                if info.symbol_source == SymbolSource::None {
+                // A data-only library (a few bytes of crt code) has nothing to profile.
+                let code: u64 = info.sections.iter().filter(|s| s.executable).map(|s| s.size).sum();
+                if info.symbol_source == SymbolSource::None && code >= coldstart_elf::PAGE_SIZE {
                     self.warnings.push(format!(
                         "{} has no function symbols (stripped, no debug file): profiled at page level only (use --pages); \
                          to get symbols install its -dbgsym package (apt-get install PACKAGE-dbgsym from the debian-debug archive) \

@@ -465,8 +465,15 @@ fn merge_keeps_workloads_and_refuses_unknown_versions() {
 #[test]
 fn stripped_binary_page_profile_names_its_pages() {
     let dir = tempfile::tempdir().unwrap();
-    let prog =
-        cc(dir.path(), "stripped", "int main(void) { return 0; }\n", &["-s", "-Wl,--build-id"]);
+    // More than a page of code, so that it is worth a warning when stripped.
+    let mut source = String::from("volatile int sink;\n");
+    for i in 0..200 {
+        source.push_str(&format!(
+            "void f{i}(int x) {{ for (int k = 0; k < x; k++) sink += k * {i}; }}\n"
+        ));
+    }
+    source.push_str("int main(void) { f0(3); f1(4); return 0; }\n");
+    let prog = cc(dir.path(), "stripped", &source, &["-s", "-Wl,--build-id"]);
     let mounted_before = std::fs::read_to_string("/proc/mounts").unwrap().contains(" tracefs ");
     let (code, stderr, p) = profile(dir.path(), &["--pages"], &[prog.to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");
