@@ -135,6 +135,20 @@ pub struct PageFile {
     /// Device (`major:minor`) and inode the trace named it by.
     pub dev: String,
     pub ino: u64,
+    /// For ELF files: pages touched per loaded section (`.text`, `.rodata`, `.rela.dyn`,
+    /// `.data.rel.ro`, ...), so relocation and data reads show beside code.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sections: Vec<SectionPages>,
+}
+
+/// Pages of one ELF section that start-up touched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SectionPages {
+    pub name: String,
+    /// Pages the section spans in the file.
+    pub pages: u64,
+    /// Of those, pages touched.
+    pub touched: u64,
 }
 
 /// One page access.

@@ -369,6 +369,7 @@ pub(crate) fn describe(path: Option<PathBuf>, key: (u32, u32, u64)) -> PageFile 
                 })
                 .flatten();
             PageFile {
+                sections: Vec::new(),
                 size: meta.as_ref().map(|m| m.len()).unwrap_or(0),
                 mtime: meta.as_ref().map(|m| m.mtime()).unwrap_or(0),
                 path,
@@ -377,9 +378,15 @@ pub(crate) fn describe(path: Option<PathBuf>, key: (u32, u32, u64)) -> PageFile 
                 ino: key.2,
             }
         }
-        None => {
-            PageFile { path: PathBuf::new(), size: 0, mtime: 0, build_id: None, dev, ino: key.2 }
-        }
+        None => PageFile {
+            path: PathBuf::new(),
+            size: 0,
+            mtime: 0,
+            build_id: None,
+            dev,
+            ino: key.2,
+            sections: Vec::new(),
+        },
     }
 }
 
@@ -405,9 +412,67 @@ pub(crate) fn resolve_with(pages: &mut PageProfile, candidates: &[PathBuf]) -> u
     pages.files.iter().filter(|f| f.path.as_os_str().is_empty()).count()
 }
 
+/// Fill in, for each ELF file, the pages touched per loaded section.
+pub(crate) fn attribute_sections(pages: &mut PageProfile) {
+    use std::collections::HashSet;
+    let mut touched: Vec<HashSet<u64>> = vec![HashSet::new(); pages.files.len()];
+    for a in &pages.accesses {
+        for p in a.page..a.page + a.count.max(1) {
+            touched[a.file].insert(p);
+        }
+    }
+    for (file, set) in pages.files.iter_mut().zip(&touched) {
+        if file.build_id.is_none() || !coldstart_elf::is_elf(&file.path) {
+            continue;
+        }
+        let options = coldstart_elf::SymbolOptions { use_debug_files: false, ..Default::default() };
+        let Ok(info) = coldstart_elf::ElfInfo::open(&file.path, &options) else { continue };
+        file.sections = info
+            .sections
+            .iter()
+            .filter(|s| s.address != 0 && s.size > 0)
+            .filter_map(|s| {
+                let offset = s.offset?;
+                let (first, last) = (offset / 4096, (offset + s.size - 1) / 4096);
+                Some(crate::format::SectionPages {
+                    name: s.name.clone(),
+                    pages: last - first + 1,
+                    touched: (first..=last).filter(|p| set.contains(p)).count() as u64,
+                })
+            })
+            .collect();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sections_count_the_pages_touched_in_them() {
+        let exe = std::fs::canonicalize("/proc/self/exe").unwrap();
+        let info = coldstart_elf::ElfInfo::open(&exe, &Default::default()).unwrap();
+        let text = info.section(".text").unwrap();
+        let first = text.offset.unwrap() / 4096;
+        let mut pages = PageProfile {
+            source: "tracefs".into(),
+            sampled: false,
+            files: vec![describe(Some(exe), (0, 0, 0))],
+            accesses: vec![PageAccess {
+                file: 0,
+                page: first,
+                count: 2,
+                t_ns: 0,
+                event: "map".into(),
+                pid: 1,
+            }],
+            lost_events: 0,
+        };
+        attribute_sections(&mut pages);
+        let t = pages.files[0].sections.iter().find(|s| s.name == ".text").unwrap();
+        assert_eq!(t.touched, 2.min(t.pages));
+        assert!(t.pages >= t.touched);
+    }
 
     #[test]
     fn parses_the_three_filemap_events() {
