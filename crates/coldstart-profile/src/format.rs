@@ -288,7 +288,8 @@ impl Profile {
 /// ordinal k has rank k / n (0 = first, towards 1 = last). A function's merged rank is the
 /// smallest rank it has in any workload; ties go to the function more workloads touched,
 /// then to the earlier workload in argument order. So what any workload needs first comes
-/// first, and workloads of different length weigh alike. Pages are merged by the same rule.
+/// first, and workloads of different length weigh alike. Pages are merged by the same rule
+/// (the rank of the access that brought the page; equal ranks by file, then page).
 pub fn merge(inputs: Vec<Profile>) -> Result<Profile, FormatError> {
     if inputs.is_empty() {
         return Err(FormatError::Merge("no profiles given".into()));
@@ -542,6 +543,66 @@ mod tests {
         let h = &m.modules[0].functions[0];
         assert_eq!(h.workloads, ["a", "b"]);
         assert_eq!(m.stop, Stop::Merged);
+    }
+
+    fn pages(files: &[&str], accesses: &[(usize, u64, u64)]) -> PageProfile {
+        PageProfile {
+            source: "tracefs".into(),
+            sampled: false,
+            files: files
+                .iter()
+                .map(|p| PageFile {
+                    path: p.into(),
+                    size: 8192,
+                    mtime: 0,
+                    build_id: None,
+                    dev: "8:1".into(),
+                    ino: 1,
+                    sections: vec![],
+                })
+                .collect(),
+            accesses: accesses
+                .iter()
+                .map(|&(file, page, count)| PageAccess {
+                    file,
+                    page,
+                    count,
+                    t_ns: 0,
+                    event: "fault".into(),
+                    pid: 1,
+                })
+                .collect(),
+            lost_events: 0,
+        }
+    }
+
+    #[test]
+    fn merged_pages_follow_the_same_rule_page_by_page() {
+        let mut a = profile("a", vec![]);
+        a.pages = Some(pages(&["/x", "/data"], &[(0, 0, 2), (1, 5, 1)]));
+        let mut b = profile("b", vec![]);
+        // Different file order in b: files are matched by path.
+        b.pages = Some(pages(&["/data", "/x"], &[(0, 7, 1), (1, 9, 1)]));
+        let m = merge(vec![a, b]).unwrap().pages.unwrap();
+        let order: Vec<(String, u64)> = m
+            .accesses
+            .iter()
+            .map(|x| (m.files[x.file].path.display().to_string(), x.page))
+            .collect();
+        // ranks: a: x0,x1 = 0 (one access of 2 pages), data5 = 1/2; b: data7 = 0, x9 = 1/2.
+        // Equal ranks: by file (in first-seen order), then page.
+        assert_eq!(
+            order,
+            [
+                ("/x".into(), 0),
+                ("/x".into(), 1),
+                ("/data".into(), 7),
+                ("/x".into(), 9),
+                ("/data".into(), 5)
+            ]
+        );
+        assert_eq!(m.files.len(), 2);
+        assert_eq!(m.source, "merged");
     }
 
     #[test]
