@@ -91,6 +91,9 @@ struct Space {
     breakpoints: HashMap<u64, Breakpoint>,
     /// Load bias -> module index, for the modules armed here.
     loaded: HashMap<u64, usize>,
+    /// Biases of the executable and the loader, which the link map does not list as
+    /// libraries (the executable has no name there) and which are never unloaded.
+    fixed: Vec<u64>,
     r_debug: Option<u64>,
     rendezvous: Option<Rendezvous>,
     /// A fork child that is not followed: cleaned and detached at its first stop.
@@ -308,6 +311,7 @@ impl<'a> Tracer<'a> {
             mem,
             breakpoints: HashMap::new(),
             loaded: HashMap::new(),
+            fixed: vec![exe_bias],
             r_debug: None,
             rendezvous: None,
             detach_at_first_stop: false,
@@ -320,6 +324,7 @@ impl<'a> Tracer<'a> {
             let base = auxv.get(&libc::AT_BASE).copied().unwrap_or(0);
             let interp_path =
                 std::fs::canonicalize(&interp).unwrap_or_else(|_| PathBuf::from(&interp));
+            self.spaces[space].fixed.push(base);
             self.arm_module(space, &interp_path, base)?;
             let r_debug = coldstart_elf::find_symbol(&interp_path, "_r_debug")?;
             let state = coldstart_elf::find_symbol(&interp_path, "_dl_debug_state")?;
@@ -741,6 +746,7 @@ impl<'a> Tracer<'a> {
             mem,
             breakpoints: p.breakpoints.clone(),
             loaded: p.loaded.clone(),
+            fixed: p.fixed.clone(),
             r_debug: p.r_debug,
             rendezvous: p.rendezvous,
             detach_at_first_stop: detach,
@@ -863,33 +869,16 @@ impl<'a> Tracer<'a> {
         }
         let live: std::collections::HashSet<u64> = libraries.iter().map(|(b, _)| *b).collect();
         // Unloaded (dlclose): forget their breakpoints, the memory is gone.
-        let gone: Vec<(u64, usize)> = self.spaces[space]
+        let sp = &mut self.spaces[space];
+        let gone: Vec<(u64, usize)> = sp
             .loaded
             .iter()
-            .filter(|(b, m)| {
-                !live.contains(b)
-                    && self.modules[**m].info.position_independent
-                    && self.spaces[space].loaded.len() > 2
-                    && **b != 0
-            })
+            .filter(|(b, _)| !live.contains(b) && !sp.fixed.contains(b))
             .map(|(b, m)| (*b, *m))
             .collect();
         for (bias, m) in gone {
-            if self.modules[m].info.interpreter.is_some() {
-                continue; // the executable itself
-            }
-            let is_loader = self.spaces[space].rendezvous.is_some_and(|r| {
-                self.modules[m]
-                    .info
-                    .functions
-                    .iter()
-                    .any(|f| f.address.wrapping_add(bias) == r.address)
-            });
-            if is_loader {
-                continue;
-            }
-            self.spaces[space].loaded.remove(&bias);
-            self.spaces[space].breakpoints.retain(|_, bp| bp.module != m);
+            sp.loaded.remove(&bias);
+            sp.breakpoints.retain(|_, bp| bp.module != m);
         }
         for (bias, path) in libraries {
             if self.spaces[space].loaded.contains_key(&bias) {

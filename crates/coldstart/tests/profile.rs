@@ -824,3 +824,48 @@ int main(void) {
         }
     }
 }
+
+#[test]
+fn library_closed_and_opened_again_is_armed_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let plug = dir.path().join("libagain.so");
+    std::fs::write(
+        dir.path().join("again.c"),
+        "volatile int sink;\nvoid first_visit(void) { sink = 1; }\nvoid second_visit(void) { sink = 2; }\n",
+    )
+    .unwrap();
+    assert!(Command::new("clang-19")
+        .args(["-O1", "-shared", "-fPIC", "-fuse-ld=lld"])
+        .arg(dir.path().join("again.c"))
+        .arg("-o")
+        .arg(&plug)
+        .status()
+        .unwrap()
+        .success());
+    let source = format!(
+        r#"
+#include <dlfcn.h>
+static int call(const char *name) {{
+    void *h = dlopen("{}", RTLD_NOW);
+    if (!h) return 1;
+    void (*f)(void) = (void (*)(void))dlsym(h, name);
+    if (!f) return 1;
+    f();
+    return dlclose(h);
+}}
+int main(void) {{ return call("first_visit") || call("second_visit"); }}
+"#,
+        plug.display()
+    );
+    let prog = cc(dir.path(), "again", &source, &["-ldl"]);
+    let (code, stderr, p) = profile(dir.path(), &[], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    assert_eq!(p["stop"]["code"], 0);
+    let recorded = touched(&p, "/libagain.so");
+    assert!(
+        recorded.contains(&"first_visit".to_string())
+            && recorded.contains(&"second_visit".to_string()),
+        "{recorded:?}"
+    );
+}
