@@ -87,7 +87,7 @@ struct Breakpoint {
 /// One address space (a process image); threads and `vfork` children share it.
 struct Space {
     pid: i32,
-    mem: File,
+    mem: Box<dyn Memory>,
     breakpoints: HashMap<u64, Breakpoint>,
     /// Load bias -> module index, for the modules armed here.
     loaded: HashMap<u64, usize>,
@@ -308,7 +308,7 @@ impl<'a> Tracer<'a> {
         let exe_bias = entry.wrapping_sub(info.entry);
         self.spaces.push(Space {
             pid,
-            mem,
+            mem: Box::new(mem),
             breakpoints: HashMap::new(),
             loaded: HashMap::new(),
             fixed: vec![exe_bias],
@@ -405,61 +405,19 @@ impl<'a> Tracer<'a> {
         addrs.sort_unstable();
         let file = rec.file.clone();
         let sp = &mut self.spaces[space];
+        let file_offset = |a: u64| info.vaddr_to_offset(a.wrapping_sub(bias)).map(|o| o as usize);
+        let bytes = file.as_ref().map(|f| f.bytes());
         let rendezvous = sp.rendezvous.map(|r| r.address);
-        let file_offset = |a: u64| {
-            let bytes = file.as_ref()?.bytes();
-            let off = info.vaddr_to_offset(a.wrapping_sub(bias))? as usize;
-            (off < bytes.len()).then_some(off)
-        };
-        let sorted: Vec<u64> = addrs.iter().map(|a| a.0).collect();
-        for (i, j) in groups(&sorted, MERGE_GAP) {
-            // A group of close breakpoints in one segment: one write of the file's bytes
-            // from the first to the last, with `int3` at each entry.
-            let start = addrs[i].0;
-            let end = addrs[j - 1].0;
-            let span = match (file_offset(start), file_offset(end)) {
-                (Some(a), Some(b)) if b >= a && (b - a) as u64 == end - start => Some(a..b + 1),
-                _ => None,
-            };
-            if let Some(range) = span {
-                let mut buf = file.as_ref().expect("offsets imply a file").bytes()[range].to_vec();
-                for &(a, f) in &addrs[i..j] {
-                    let off = (a - start) as usize;
-                    if Some(a) != rendezvous && !sp.breakpoints.get(&a).is_some_and(|b| b.armed) {
-                        sp.breakpoints.insert(
-                            a,
-                            Breakpoint { module, function: f, orig: buf[off], armed: true },
-                        );
-                    }
-                    buf[off] = INT3;
-                }
-                if Some(start) <= rendezvous && rendezvous <= Some(end) {
-                    if let Some(r) = rendezvous {
-                        buf[(r - start) as usize] = INT3;
-                    }
-                }
-                sp.mem
-                    .write_all_at(&buf, start)
-                    .map_err(|e| ProfileError::os("write breakpoints", e))?;
-            } else {
-                // No file bytes (or the group crosses segments): one byte at a time from
-                // memory, skipping what is not mapped.
-                for &(a, f) in &addrs[i..j] {
-                    let mut b = [0u8; 1];
-                    if Some(a) == rendezvous
-                        || sp.breakpoints.get(&a).is_some_and(|b| b.armed)
-                        || sp.mem.read_exact_at(&mut b, a).is_err()
-                    {
-                        continue;
-                    }
-                    if sp.mem.write_all_at(&[INT3], a).is_ok() {
-                        sp.breakpoints
-                            .insert(a, Breakpoint { module, function: f, orig: b[0], armed: true });
-                    }
-                }
-            }
-        }
-        Ok(())
+        write_breakpoints(
+            &*sp.mem,
+            &mut sp.breakpoints,
+            module,
+            &addrs,
+            bytes,
+            file_offset,
+            rendezvous,
+        )
+        .map_err(|e| ProfileError::os("write breakpoints", e))
     }
 
     fn record(&mut self, module: usize, function: u32, pid: i32, tid: i32) {
@@ -743,7 +701,7 @@ impl<'a> Tracer<'a> {
         let p = &self.spaces[parent];
         let space = Space {
             pid: child,
-            mem,
+            mem: Box::new(mem),
             breakpoints: p.breakpoints.clone(),
             loaded: p.loaded.clone(),
             fixed: p.fixed.clone(),
@@ -998,27 +956,116 @@ impl<'a> Tracer<'a> {
     }
 }
 
+/// Read and write the memory of a traced process (`/proc/PID/mem`); a fake in unit tests.
+trait Memory {
+    fn read_exact_at(&self, buf: &mut [u8], addr: u64) -> std::io::Result<()>;
+    fn read_at(&self, buf: &mut [u8], addr: u64) -> std::io::Result<usize>;
+    fn write_all_at(&self, buf: &[u8], addr: u64) -> std::io::Result<()>;
+    fn write_at(&self, buf: &[u8], addr: u64) -> std::io::Result<usize> {
+        self.write_all_at(buf, addr).map(|()| buf.len())
+    }
+}
+
+impl Memory for File {
+    fn read_exact_at(&self, buf: &mut [u8], addr: u64) -> std::io::Result<()> {
+        FileExt::read_exact_at(self, buf, addr)
+    }
+    fn read_at(&self, buf: &mut [u8], addr: u64) -> std::io::Result<usize> {
+        FileExt::read_at(self, buf, addr)
+    }
+    fn write_all_at(&self, buf: &[u8], addr: u64) -> std::io::Result<()> {
+        FileExt::write_all_at(self, buf, addr)
+    }
+}
+
+/// Arm `addrs` (run-time address, function index; sorted): close entries are written with one
+/// write of the file's bytes (`file`, at `file_offset(address)`) with `int3` at each entry;
+/// without file bytes, one byte at a time from memory. Entries already armed, and the
+/// rendezvous, keep their `int3` and their recorded original byte.
+fn write_breakpoints(
+    mem: &dyn Memory,
+    breakpoints: &mut HashMap<u64, Breakpoint>,
+    module: usize,
+    addrs: &[(u64, u32)],
+    file: Option<&[u8]>,
+    file_offset: impl Fn(u64) -> Option<usize>,
+    rendezvous: Option<u64>,
+) -> std::io::Result<()> {
+    let offset = |a: u64| file_offset(a).filter(|&o| file.is_some_and(|f| o < f.len()));
+    let sorted: Vec<u64> = addrs.iter().map(|a| a.0).collect();
+    for (i, j) in groups(&sorted, MERGE_GAP) {
+        let (start, end) = (addrs[i].0, addrs[j - 1].0);
+        let span = match (offset(start), offset(end), file) {
+            (Some(a), Some(b), Some(bytes)) if b >= a && (b - a) as u64 == end - start => {
+                Some(&bytes[a..b + 1])
+            }
+            _ => None,
+        };
+        if let Some(span) = span {
+            let mut buf = span.to_vec();
+            for &(a, f) in &addrs[i..j] {
+                let off = (a - start) as usize;
+                if Some(a) != rendezvous && !breakpoints.get(&a).is_some_and(|b| b.armed) {
+                    breakpoints
+                        .insert(a, Breakpoint { module, function: f, orig: buf[off], armed: true });
+                }
+                buf[off] = INT3;
+            }
+            if let Some(r) = rendezvous.filter(|&r| r >= start && r <= end) {
+                buf[(r - start) as usize] = INT3;
+            }
+            mem.write_all_at(&buf, start)?;
+        } else {
+            for &(a, f) in &addrs[i..j] {
+                let mut b = [0u8; 1];
+                if Some(a) == rendezvous
+                    || breakpoints.get(&a).is_some_and(|b| b.armed)
+                    || mem.read_exact_at(&mut b, a).is_err()
+                {
+                    continue;
+                }
+                if mem.write_all_at(&[INT3], a).is_ok() {
+                    breakpoints
+                        .insert(a, Breakpoint { module, function: f, orig: b[0], armed: true });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Put every original byte back (the rendezvous breakpoint included).
 fn restore_all(space: &mut Space) {
+    let rendezvous = space.rendezvous.take();
+    restore_breakpoints(
+        &*space.mem,
+        &mut space.breakpoints,
+        rendezvous.map(|r| (r.address, r.orig)),
+    );
+}
+
+fn restore_breakpoints(
+    mem: &dyn Memory,
+    breakpoints: &mut HashMap<u64, Breakpoint>,
+    extra: Option<(u64, u8)>,
+) {
     let mut writes: Vec<(u64, u8)> =
-        space.breakpoints.iter().filter(|(_, b)| b.armed).map(|(&a, b)| (a, b.orig)).collect();
-    if let Some(r) = space.rendezvous.take() {
-        writes.push((r.address, r.orig));
-    }
+        breakpoints.iter().filter(|(_, b)| b.armed).map(|(&a, b)| (a, b.orig)).collect();
+    writes.extend(extra);
     writes.sort_unstable();
     let sorted: Vec<u64> = writes.iter().map(|w| w.0).collect();
     for (i, j) in groups(&sorted, MERGE_GAP) {
         let start = writes[i].0;
         let end = writes[j - 1].0 + 1;
         let mut buf = vec![0u8; (end - start) as usize];
-        if space.mem.read_exact_at(&mut buf, start).is_ok() {
+        if mem.read_exact_at(&mut buf, start).is_ok() {
             for &(a, b) in &writes[i..j] {
                 buf[(a - start) as usize] = b;
             }
-            let _ = space.mem.write_all_at(&buf, start);
+            let _ = mem.write_all_at(&buf, start);
         }
     }
-    for bp in space.breakpoints.values_mut() {
+    for bp in breakpoints.values_mut() {
         bp.armed = false;
     }
 }
@@ -1089,7 +1136,91 @@ impl Drop for ChildWake {
 
 #[cfg(test)]
 mod tests {
-    use super::groups;
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+
+    use super::{groups, restore_breakpoints, write_breakpoints, Memory, INT3};
+
+    /// Process memory as a byte vector at `base`; counts writes.
+    struct FakeMemory {
+        base: u64,
+        bytes: RefCell<Vec<u8>>,
+        writes: RefCell<usize>,
+    }
+
+    impl Memory for FakeMemory {
+        fn read_exact_at(&self, buf: &mut [u8], addr: u64) -> std::io::Result<()> {
+            let off = addr.checked_sub(self.base).ok_or(std::io::ErrorKind::InvalidInput)? as usize;
+            let mem = self.bytes.borrow();
+            let src = mem.get(off..off + buf.len()).ok_or(std::io::ErrorKind::UnexpectedEof)?;
+            buf.copy_from_slice(src);
+            Ok(())
+        }
+        fn read_at(&self, buf: &mut [u8], addr: u64) -> std::io::Result<usize> {
+            self.read_exact_at(buf, addr).map(|()| buf.len())
+        }
+        fn write_all_at(&self, buf: &[u8], addr: u64) -> std::io::Result<()> {
+            let off = addr.checked_sub(self.base).ok_or(std::io::ErrorKind::InvalidInput)? as usize;
+            let mut mem = self.bytes.borrow_mut();
+            mem.get_mut(off..off + buf.len())
+                .ok_or(std::io::ErrorKind::UnexpectedEof)?
+                .copy_from_slice(buf);
+            *self.writes.borrow_mut() += 1;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn arming_puts_int3_at_every_entry_and_restoring_gives_the_text_back() {
+        let text: Vec<u8> = (0..16384u32).map(|i| (i * 7 % 251) as u8 + 1).collect();
+        let base = 0x40_0000;
+        let mem = FakeMemory { base, bytes: RefCell::new(text.clone()), writes: RefCell::new(0) };
+        // Entries: a dense cluster, then sparse ones; file offset = address - base.
+        let mut addrs: Vec<(u64, u32)> = (0..50).map(|i| (base + 16 * i, i as u32)).collect();
+        addrs.extend((0..5).map(|i| (base + 4096 + 2048 * i, 50 + i as u32)));
+        let mut bps = HashMap::new();
+        let rendezvous = Some(base + 32);
+        write_breakpoints(
+            &mem,
+            &mut bps,
+            0,
+            &addrs,
+            Some(&text),
+            |a| Some((a - base) as usize),
+            rendezvous,
+        )
+        .unwrap();
+
+        let now = mem.bytes.borrow().clone();
+        for &(a, _) in &addrs {
+            assert_eq!(now[(a - base) as usize], INT3, "{a:#x}");
+        }
+        assert_eq!(bps.len(), addrs.len() - 1, "the rendezvous is not a one-shot breakpoint");
+        for (a, b) in &bps {
+            assert_eq!(b.orig, text[(*a - base) as usize]);
+        }
+        let changed = now.iter().zip(&text).filter(|(x, y)| x != y).count();
+        assert_eq!(changed, addrs.len(), "nothing but the entries changed");
+        assert_eq!(*mem.writes.borrow(), 1 + 5, "one write for the cluster, one per far entry");
+
+        restore_breakpoints(&mem, &mut bps, rendezvous.map(|r| (r, text[32])));
+        assert_eq!(*mem.bytes.borrow(), text);
+        assert!(bps.values().all(|b| !b.armed));
+    }
+
+    #[test]
+    fn without_file_bytes_entries_are_armed_one_by_one_and_unmapped_ones_skipped() {
+        let text = vec![0x55u8; 8192];
+        let base = 0x1000;
+        let mem = FakeMemory { base, bytes: RefCell::new(text.clone()), writes: RefCell::new(0) };
+        let addrs = vec![(base + 8, 0), (base + 100, 1), (base + 100_000, 2)];
+        let mut bps = HashMap::new();
+        write_breakpoints(&mem, &mut bps, 3, &addrs, None, |_| None, None).unwrap();
+        assert_eq!(bps.len(), 2, "the unmapped entry is skipped");
+        assert_eq!(mem.bytes.borrow()[8], INT3);
+        assert_eq!(mem.bytes.borrow()[100], INT3);
+        assert!(bps.values().all(|b| b.orig == 0x55 && b.module == 3));
+    }
 
     #[test]
     fn close_entries_share_a_write_far_ones_do_not() {
