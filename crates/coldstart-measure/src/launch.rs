@@ -43,7 +43,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -284,6 +284,8 @@ struct PerfEventAttr {
     bp_addr: u64,
 }
 
+const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
+
 /// An instruction counter on `pid` and its future descendants, user space only, enabled on exec.
 fn perf_instructions(pid: libc::pid_t) -> Option<OwnedFd> {
     let attr = PerfEventAttr {
@@ -296,7 +298,7 @@ fn perf_instructions(pid: libc::pid_t) -> Option<OwnedFd> {
     };
     // SAFETY: perf_event_open with a valid attr; a returned fd is ours.
     let fd = unsafe {
-        libc::syscall(libc::SYS_perf_event_open, &attr as *const PerfEventAttr, pid, -1, -1, libc::PERF_FLAG_FD_CLOEXEC)
+        libc::syscall(libc::SYS_perf_event_open, &attr as *const PerfEventAttr, pid, -1, -1, PERF_FLAG_FD_CLOEXEC)
     };
     if fd < 0 {
         return None;
@@ -615,7 +617,7 @@ fn run_one(
     }
     counters.instructions = perf.as_ref().and_then(read_u64);
     let mut files = Vec::new();
-    if let Some(d) = &discovery {
+    if discovery.is_some() {
         let members = match cgroup {
             Some(cg) => cg.pids(),
             None if !guard.reaped => vec![pid as u32],
