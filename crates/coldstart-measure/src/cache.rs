@@ -109,9 +109,16 @@ pub fn residency(path: &Path) -> io::Result<Residency> {
     let len = f.metadata()?.len() as usize;
     let total = len.div_ceil(4096) as u64;
     if len == 0 {
-        return Ok(Residency { path: path.into(), total_pages: 0, cached_pages: 0, dirty_pages: None });
+        return Ok(Residency {
+            path: path.into(),
+            total_pages: 0,
+            cached_pages: 0,
+            dirty_pages: None,
+        });
     }
-    let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0) };
+    let p = unsafe {
+        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0)
+    };
     if p == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
@@ -137,7 +144,10 @@ fn holders(paths: &[PathBuf], exclude: &[u32]) -> Vec<Holder> {
         for p in paths {
             let s = p.to_string_lossy();
             if maps.lines().any(|l| l.ends_with(&*s)) {
-                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim().to_string();
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string();
                 out.push(Holder { pid, comm, path: p.clone() });
             }
         }
@@ -146,7 +156,8 @@ fn holders(paths: &[PathBuf], exclude: &[u32]) -> Vec<Holder> {
 }
 
 pub fn verify_evicted(paths: &[PathBuf], exclude_pids: &[u32]) -> io::Result<EvictionReport> {
-    let mut rep = EvictionReport { files: paths.len(), method: "mincore".into(), ..Default::default() };
+    let mut rep =
+        EvictionReport { files: paths.len(), method: "mincore".into(), ..Default::default() };
     for p in paths {
         let Ok(r) = residency(p) else { continue };
         rep.total_pages += r.total_pages;
@@ -195,5 +206,9 @@ pub fn warm_set(discovered: &[PathBuf], exe: &Path) -> Vec<PathBuf> {
 }
 
 pub fn selective_set(discovered: &[PathBuf]) -> Vec<PathBuf> {
-    discovered.iter().filter(|p| !p.starts_with("/proc") && !p.starts_with("/sys") && !p.starts_with("/dev")).cloned().collect()
+    discovered
+        .iter()
+        .filter(|p| !p.starts_with("/proc") && !p.starts_with("/sys") && !p.starts_with("/dev"))
+        .cloned()
+        .collect()
 }

@@ -61,7 +61,9 @@ impl std::fmt::Display for Version {
 pub enum CgroupError {
     #[error("no usable cgroup hierarchy: {0}")]
     Unavailable(String),
-    #[error("cannot create cgroup {path}: {source} (needs root, or write access to the cgroup tree)")]
+    #[error(
+        "cannot create cgroup {path}: {source} (needs root, or write access to the cgroup tree)"
+    )]
     Create { path: PathBuf, source: io::Error },
 }
 
@@ -114,7 +116,8 @@ impl Hierarchy {
     /// and `blkio`. Creates the `coldstart` parent directories (which needs root) and removes
     /// run cgroups left behind by a coldstart that is no longer alive.
     pub fn detect() -> Result<Hierarchy, CgroupError> {
-        let mounts = mounts().map_err(|e| CgroupError::Unavailable(format!("/proc/self/mountinfo: {e}")))?;
+        let mounts =
+            mounts().map_err(|e| CgroupError::Unavailable(format!("/proc/self/mountinfo: {e}")))?;
         let h = Self::choose(&mounts)?;
         for (_, dir) in &h.parents {
             if let Err(source) = fs::create_dir(dir) {
@@ -157,17 +160,19 @@ impl Hierarchy {
         }
         let mut parents = Vec::new();
         let mut missing = Vec::new();
-        for (ctrl, required) in
-            [("memory", true), ("cpuacct", true), ("blkio", true), ("freezer", false), ("pids", false)]
-        {
+        for (ctrl, required) in [
+            ("memory", true),
+            ("cpuacct", true),
+            ("blkio", true),
+            ("freezer", false),
+            ("pids", false),
+        ] {
             let found = mounts
                 .iter()
                 .find(|(t, _, opts)| t == "cgroup" && opts.split(',').any(|o| o == ctrl));
             match found {
-                // Co-mounted controllers (cpu,cpuacct) share one directory: use it once.
-                Some((_, mp, _)) if parents.iter().any(|(_, d): &(String, PathBuf)| d.parent() == Some(mp)) => {
-                    parents.push((ctrl.to_string(), mp.join(PARENT_NAME)));
-                }
+                // Co-mounted controllers (cpu,cpuacct) share one directory; `unique_dirs`
+                // makes each directory once.
                 Some((_, mp, _)) => parents.push((ctrl.to_string(), mp.join(PARENT_NAME))),
                 None if required => missing.push(ctrl),
                 None => {}
@@ -300,14 +305,27 @@ impl RunCgroup {
     pub fn counters(&self) -> CgroupCounters {
         match self.hierarchy.version {
             Version::V1 => {
-                let ns = |n: &str| self.read("cpuacct", n).and_then(|t| t.trim().parse::<u64>().ok());
+                let ns =
+                    |n: &str| self.read("cpuacct", n).and_then(|t| t.trim().parse::<u64>().ok());
                 let mem = self.read("memory", "memory.stat").unwrap_or_default();
+                let (user_s, sys_s) = match (
+                    ns("cpuacct.usage"),
+                    ns("cpuacct.usage_user"),
+                    ns("cpuacct.usage_sys"),
+                ) {
+                    (Some(total), Some(u), Some(s)) => {
+                        let (u, s) = split_cpu(total, u, s);
+                        (Some(u as f64 / 1e9), Some(s as f64 / 1e9))
+                    }
+                    _ => (None, None),
+                };
                 CgroupCounters {
-                    user_s: ns("cpuacct.usage_user").map(|v| v as f64 / 1e9),
-                    sys_s: ns("cpuacct.usage_sys").map(|v| v as f64 / 1e9),
+                    user_s,
+                    sys_s,
                     major_faults: keyed(&mem, "total_pgmajfault"),
-                    minor_faults: keyed(&mem, "total_pgfault")
-                        .map(|all| all.saturating_sub(keyed(&mem, "total_pgmajfault").unwrap_or(0))),
+                    minor_faults: keyed(&mem, "total_pgfault").map(|all| {
+                        all.saturating_sub(keyed(&mem, "total_pgmajfault").unwrap_or(0))
+                    }),
                     read_bytes: self
                         .read("blkio", "blkio.throttle.io_service_bytes_recursive")
                         .map(|t| blkio_reads(&t)),
@@ -331,7 +349,9 @@ impl RunCgroup {
                         .map(|all| all.saturating_sub(keyed(&mem, "pgmajfault").unwrap_or(0))),
                     read_bytes: io.as_deref().map(|t| io_stat_sum(t, "rbytes")),
                     read_requests: io.as_deref().map(|t| io_stat_sum(t, "rios")),
-                    peak_memory_bytes: self.read("memory", "memory.peak").and_then(|t| t.trim().parse().ok()),
+                    peak_memory_bytes: self
+                        .read("memory", "memory.peak")
+                        .and_then(|t| t.trim().parse().ok()),
                 }
             }
         }
@@ -431,6 +451,21 @@ impl RunCgroup {
 impl Drop for RunCgroup {
     fn drop(&mut self) {
         let _ = self.destroy_inner();
+    }
+}
+
+/// Split the exact total CPU time by the tick-sampled user/system ratio, as the kernel's
+/// `cputime_adjust` does for rusage: `cpuacct.usage` is exact (scheduler runtime) but
+/// `usage_user`/`usage_sys` only advance on timer ticks, so a start-up of a few milliseconds
+/// would otherwise show no CPU at all.
+fn split_cpu(total: u64, user_ticks: u64, sys_ticks: u64) -> (u64, u64) {
+    match (user_ticks, sys_ticks) {
+        (_, 0) => (total, 0),
+        (0, _) => (0, total),
+        (u, s) => {
+            let user = (total as u128 * u as u128 / (u as u128 + s as u128)) as u64;
+            (user, total - user)
+        }
     }
 }
 
@@ -582,15 +617,20 @@ mod tests {
 
     #[test]
     fn reads_v1_and_v2_counter_formats() {
-        let blkio = "254:0 Read 8192\n254:0 Write 4096\n253:0 Read 4096\n254:0 Total 12288\nTotal 16384\n";
+        let blkio =
+            "254:0 Read 8192\n254:0 Write 4096\n253:0 Read 4096\n254:0 Total 12288\nTotal 16384\n";
         assert_eq!(blkio_reads(blkio), 12288);
-        let io = "254:0 rbytes=4096 wbytes=0 rios=1 wios=0\n253:0 rbytes=8192 wbytes=1 rios=2 wios=0\n";
+        let io =
+            "254:0 rbytes=4096 wbytes=0 rios=1 wios=0\n253:0 rbytes=8192 wbytes=1 rios=2 wios=0\n";
         assert_eq!(io_stat_sum(io, "rbytes"), 12288);
         assert_eq!(io_stat_sum(io, "rios"), 3);
         let mem = "pgfault 100\npgmajfault 3\ntotal_pgmajfault 7\n";
         assert_eq!(keyed(mem, "pgmajfault"), Some(3));
         assert_eq!(keyed(mem, "total_pgmajfault"), Some(7));
         assert_eq!(keyed(mem, "missing"), None);
+        assert_eq!(split_cpu(1000, 0, 0), (1000, 0));
+        assert_eq!(split_cpu(1000, 0, 4), (0, 1000));
+        assert_eq!(split_cpu(1000, 3, 1), (750, 250));
     }
 
     #[test]

@@ -188,7 +188,9 @@ impl Executor for LinuxExecutor {
             None => None,
         };
         let out = run_one(spec, cgroup.as_ref(), &mut self.perf_supported);
-        if self.perf_supported == Some(false) && !self.warnings.iter().any(|w| w.contains("perf_event_open")) {
+        if self.perf_supported == Some(false)
+            && !self.warnings.iter().any(|w| w.contains("perf_event_open"))
+        {
             self.warnings.push(
                 "instructions are not counted: perf_event_open has no hardware instruction counter here \
                  (a virtual machine without a virtual PMU, or kernel.perf_event_paranoid too high)"
@@ -298,7 +300,14 @@ fn perf_instructions(pid: libc::pid_t) -> Option<OwnedFd> {
     };
     // SAFETY: perf_event_open with a valid attr; a returned fd is ours.
     let fd = unsafe {
-        libc::syscall(libc::SYS_perf_event_open, &attr as *const PerfEventAttr, pid, -1, -1, PERF_FLAG_FD_CLOEXEC)
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            &attr as *const PerfEventAttr,
+            pid,
+            -1,
+            -1,
+            PERF_FLAG_FD_CLOEXEC,
+        )
     };
     if fd < 0 {
         return None;
@@ -339,7 +348,10 @@ impl LineMatcher {
     /// At end of stream a last line without newline counts too.
     fn finish(&mut self, re: Option<&regex::Regex>) {
         if let Some(re) = re {
-            if !self.matched && !self.buf.is_empty() && re.is_match(&String::from_utf8_lossy(&self.buf)) {
+            if !self.matched
+                && !self.buf.is_empty()
+                && re.is_match(&String::from_utf8_lossy(&self.buf))
+            {
                 self.matched = true;
             }
         }
@@ -354,7 +366,8 @@ fn run_one(
 ) -> Result<RunOutput, LaunchError> {
     let program = resolve_program(&spec.argv)?;
     let prog_c = cstr(program.as_os_str())?;
-    let argv_c: Vec<CString> = spec.argv.iter().map(|a| cstr(OsStr::new(a))).collect::<Result<_, _>>()?;
+    let argv_c: Vec<CString> =
+        spec.argv.iter().map(|a| cstr(OsStr::new(a))).collect::<Result<_, _>>()?;
 
     let setup = LaunchError::Setup;
     let devnull_in = fs::File::open("/dev/null").map_err(setup)?;
@@ -402,7 +415,11 @@ fn run_one(
             .map_err(setup)?,
         None => Vec::new(),
     };
-    let discovery = if spec.discover_files { Some(Discovery::start(cgroup.map(|c| c.name().to_string()))) } else { None };
+    let discovery = if spec.discover_files {
+        Some(Discovery::start(cgroup.map(|c| c.name().to_string())))
+    } else {
+        None
+    };
 
     let mut argv_p: Vec<*const libc::c_char> = argv_c.iter().map(|c| c.as_ptr()).collect();
     argv_p.push(std::ptr::null());
@@ -464,6 +481,7 @@ fn run_one(
     } else {
         None
     };
+    let disk_before = disk_reads();
     // Let the child exec.
     // SAFETY: writing one byte to our pipe.
     unsafe { libc::write(go_w.as_raw_fd(), b"g".as_ptr().cast(), 1) };
@@ -503,7 +521,8 @@ fn run_one(
             outcome = Some(Outcome::Timeout);
             break;
         }
-        let mut fds = vec![libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+        let mut fds =
+            vec![libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
         if root_exited {
             fds[0].fd = -1;
         }
@@ -602,28 +621,43 @@ fn run_one(
         }
     }
     let end_ns = ready_at.unwrap_or_else(monotonic_ns);
-    let mut counters = Counters { wall_s: end_ns.saturating_sub(start_ns) as f64 / 1e9, ..Counters::default() };
+    let mut counters =
+        Counters { wall_s: end_ns.saturating_sub(start_ns) as f64 / 1e9, ..Counters::default() };
+    let members: Vec<u32> = match cgroup {
+        Some(cg) => cg.pids(),
+        None if !guard.reaped => vec![pid as u32],
+        None => Vec::new(),
+    };
+    let tasks = TaskCounters::sum(&members, guard.rusage.as_ref());
+    counters.major_faults = Some(tasks.major_faults);
+    counters.minor_faults = Some(tasks.minor_faults);
+    counters.read_bytes = Some(tasks.read_bytes);
+    counters.user_s = Some(tasks.user_s);
+    counters.sys_s = Some(tasks.sys_s);
+    let disk_after = disk_reads();
+    counters.read_requests = match (&disk_before, &disk_after) {
+        (Some(b), Some(a)) => Some(a.saturating_sub(*b)),
+        _ => None,
+    };
     if let Some(cg) = cgroup {
         let c = cg.counters();
-        counters.user_s = c.user_s;
-        counters.sys_s = c.sys_s;
-        counters.major_faults = c.major_faults;
-        counters.minor_faults = c.minor_faults;
-        counters.read_bytes = c.read_bytes;
-        counters.read_requests = c.read_requests;
+        // The cgroup's CPU time covers every member, exited or not.
+        counters.user_s = c.user_s.or(counters.user_s);
+        counters.sys_s = c.sys_s.or(counters.sys_s);
         counters.peak_memory_bytes = c.peak_memory_bytes;
-    } else if !guard.reaped {
-        proc_counters(pid, &mut counters);
+        // v2 attributes block I/O to the cgroup; v1's blkio counts nothing for the page cache
+        // on current kernels, so there the per-task sums and the disk counters stay.
+        if cg.version() == crate::cgroup::Version::V2 {
+            counters.read_bytes = c.read_bytes.or(counters.read_bytes);
+            counters.read_requests = c.read_requests.or(counters.read_requests);
+        }
+    } else {
+        counters.peak_memory_bytes = guard.rusage.as_ref().map(|ru| ru.ru_maxrss as u64 * 1024);
     }
     counters.instructions = perf.as_ref().and_then(read_u64);
     let mut files = Vec::new();
     if discovery.is_some() {
-        let members = match cgroup {
-            Some(cg) => cg.pids(),
-            None if !guard.reaped => vec![pid as u32],
-            None => Vec::new(),
-        };
-        for m in members {
+        for &m in &members {
             files.extend(mapped_files(m));
         }
     }
@@ -637,11 +671,6 @@ fn run_one(
         crate::cgroup::unregister_process_group(pid);
     }
     guard.reap();
-    if cgroup.is_none() {
-        if let Some(ru) = &guard.rusage {
-            rusage_counters(ru, &mut counters);
-        }
-    }
     if let Some(d) = discovery {
         files.extend(d.finish());
     }
@@ -765,36 +794,85 @@ impl Drop for ChildGuard {
     }
 }
 
-fn rusage_counters(ru: &libc::rusage, c: &mut Counters) {
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    c.user_s = Some(tv(ru.ru_utime));
-    c.sys_s = Some(tv(ru.ru_stime));
-    c.major_faults = Some(ru.ru_majflt as u64);
-    c.minor_faults = Some(ru.ru_minflt as u64);
-    c.read_bytes = Some(ru.ru_inblock as u64 * 512);
-    c.peak_memory_bytes = Some(ru.ru_maxrss as u64 * 1024);
+/// Faults, bytes read and CPU summed over processes: each live member's own figures plus
+/// those of the children it reaped (`/proc/PID/stat`, `/proc/PID/io`), plus the root's
+/// `wait4` rusage once it has been reaped (which again includes its reaped children).
+///
+/// Per-task accounting is exact to the event, unlike the cgroup v1 `memory.stat` event
+/// counters, which the kernel flushes lazily (a small start-up's few dozen faults can be
+/// missing from them). What it misses: a process that exited and was reaped by init (a
+/// daemon's double fork) before readiness.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct TaskCounters {
+    major_faults: u64,
+    minor_faults: u64,
+    read_bytes: u64,
+    user_s: f64,
+    sys_s: f64,
 }
 
-/// Counters of a live process from `/proc/PID/stat` and `/proc/PID/io` (fallback mode).
-fn proc_counters(pid: libc::pid_t, c: &mut Counters) {
-    if let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) {
-        if let Some((_, rest)) = stat.rsplit_once(')') {
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            // Fields after the comm, 0-based: state=0, minflt=7, majflt=9, utime=11, stime=12.
-            let n = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
-            // SAFETY: sysconf is always safe.
-            let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-            c.minor_faults = n(7);
-            c.major_faults = n(9);
-            c.user_s = n(11).map(|v| v as f64 / hz);
-            c.sys_s = n(12).map(|v| v as f64 / hz);
+impl TaskCounters {
+    fn sum(members: &[u32], root: Option<&libc::rusage>) -> TaskCounters {
+        let mut t = TaskCounters::default();
+        if let Some(ru) = root {
+            let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            t.major_faults += ru.ru_majflt as u64;
+            t.minor_faults += ru.ru_minflt as u64;
+            t.read_bytes += ru.ru_inblock as u64 * 512;
+            t.user_s += tv(ru.ru_utime);
+            t.sys_s += tv(ru.ru_stime);
+        }
+        // SAFETY: sysconf is always safe.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        for pid in members {
+            if let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) {
+                let f = parse_stat(&stat);
+                let n = |i: usize| f.get(i).copied().unwrap_or(0);
+                // minflt, cminflt, majflt, cmajflt, utime, stime, cutime, cstime.
+                t.minor_faults += n(7) + n(8);
+                t.major_faults += n(9) + n(10);
+                t.user_s += (n(11) + n(13)) as f64 / hz;
+                t.sys_s += (n(12) + n(14)) as f64 / hz;
+            }
+            if let Ok(io) = fs::read_to_string(format!("/proc/{pid}/io")) {
+                t.read_bytes += io
+                    .lines()
+                    .find_map(|l| {
+                        l.strip_prefix("read_bytes: ").and_then(|v| v.trim().parse::<u64>().ok())
+                    })
+                    .unwrap_or(0);
+            }
+        }
+        t
+    }
+}
+
+/// The numeric fields of `/proc/PID/stat` after the command name, 0-based from the state
+/// (which parses as 0).
+fn parse_stat(stat: &str) -> Vec<u64> {
+    let Some((_, rest)) = stat.rsplit_once(')') else { return Vec::new() };
+    rest.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0)).collect()
+}
+
+/// Reads completed by the physical block devices (`/sys/block/*/stat`, first field), summed.
+///
+/// These are system-wide: they count every process's reads during the run, so on a busy
+/// machine they are an upper bound for the run's read requests. Virtual devices (loop, zram,
+/// device-mapper) are left out: their reads reach a physical device and would count twice.
+fn disk_reads() -> Option<u64> {
+    let mut total = None;
+    for e in fs::read_dir("/sys/block").ok()?.flatten() {
+        let dir = e.path();
+        if !dir.join("device").exists() {
+            continue;
+        }
+        if let Ok(s) = fs::read_to_string(dir.join("stat")) {
+            if let Some(v) = s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()) {
+                *total.get_or_insert(0) += v;
+            }
         }
     }
-    if let Ok(io) = fs::read_to_string(format!("/proc/{pid}/io")) {
-        c.read_bytes = io
-            .lines()
-            .find_map(|l| l.strip_prefix("read_bytes: ").and_then(|v| v.trim().parse().ok()));
-    }
+    total
 }
 
 /// Files mapped by a process (`/proc/PID/maps`).
@@ -922,7 +1000,13 @@ fn unescape_mount(s: &str) -> String {
     s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
 }
 
-fn fanotify_loop(fd: OwnedFd, stop: &AtomicBool, files: &Mutex<Vec<PathBuf>>, cgroup_name: Option<&str>, own_pid: u32) {
+fn fanotify_loop(
+    fd: OwnedFd,
+    stop: &AtomicBool,
+    files: &Mutex<Vec<PathBuf>>,
+    cgroup_name: Option<&str>,
+    own_pid: u32,
+) {
     let mut buf = vec![0u8; 64 * 1024];
     let meta_len = std::mem::size_of::<libc::fanotify_event_metadata>();
     let mut pid_cache: Vec<(i32, bool)> = Vec::new();

@@ -3,9 +3,13 @@
 //! For each cache state asked for (in the order given) and each command:
 //!
 //! 1. **Discovery** (`warm`, `selective`, `cold`): one run that collects the files the tree
-//!    opens and maps ([`crate::launch`]). `warm` and `selective` evict sets derived from it
-//!    ([`cache::warm_set`], [`cache::selective_set`]); `cold` drops every cache and uses the
-//!    set only to *verify* that the program's files really left the page cache.
+//!    opens and maps ([`crate::launch`]). They split into the program's *own* files
+//!    ([`cache::warm_set`]: the executable, its non-system libraries, its data) and the
+//!    *shared* system libraries (the rest of [`cache::selective_set`]). `warm` evicts its own
+//!    files, `selective` both, `cold` drops every cache. Eviction of the own files must hold,
+//!    or the run is excluded. Shared libraries mapped by other processes (every shell maps
+//!    libc) cannot leave the cache on a running system: their residency is reported as a
+//!    warning instead, since excluding every run for it would make the states unusable.
 //! 2. **Warm-up**: `warmup` runs that are not recorded (at least one for `hot`, whose point is
 //!    a warm cache).
 //! 3. **Measured runs**: `runs` per command, interleaved when there are two (A B A B ...), so
@@ -26,8 +30,8 @@ use std::time::Duration;
 use crate::cache::{self, CacheError, CacheState};
 use crate::launch::{resolve_program, Executor, LaunchError, RunOutput, RunSpec};
 use crate::result::{
-    CommandResult, Comparison, Counters, Environment, IoShare, MeasureReport, Outcome, RunRecord, FORMAT_NAME,
-    FORMAT_VERSION,
+    CommandResult, Comparison, Counters, Environment, IoShare, MeasureReport, Outcome, RunRecord,
+    FORMAT_NAME, FORMAT_VERSION,
 };
 use crate::stats::{self, Summary};
 use crate::Ready;
@@ -136,12 +140,17 @@ fn is_root() -> bool {
 /// The environment facts of the report.
 pub fn environment(accounting: &str) -> Environment {
     Environment {
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
         cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         cgroup: accounting.to_string(),
-        cpu_governor: std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
-            .ok()
-            .map(|s| s.trim().to_string()),
+        cpu_governor: std::fs::read_to_string(
+            "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
+        )
+        .ok()
+        .map(|s| s.trim().to_string()),
         is_root: is_root(),
     }
 }
@@ -163,7 +172,8 @@ pub fn measure(
             opts.commands[i].join(" ")
         }
     };
-    let own = vec![std::process::id()];
+    let own_pids = vec![std::process::id()];
+    let mut state_warnings: Vec<String> = Vec::new();
     let mut report = MeasureReport {
         format: FORMAT_NAME.into(),
         version: FORMAT_VERSION,
@@ -194,32 +204,39 @@ pub fn measure(
             discover_files: discover,
         };
 
-        // 1. Discovery.
-        let mut sets: Vec<Vec<PathBuf>> = vec![Vec::new(); n];
+        // 1. Discovery: the program's own files (whose eviction must hold) and the shared
+        // system libraries it uses (evicted too for `selective`, but pages other processes
+        // map cannot leave the cache; that is reported, not excluded).
+        let mut own: Vec<Vec<PathBuf>> = vec![Vec::new(); n];
+        let mut shared: Vec<Vec<PathBuf>> = vec![Vec::new(); n];
         if needs_discovery {
-            for (i, set) in sets.iter_mut().enumerate() {
+            for i in 0..n {
                 let out = exec.run(&spec(i, true))?;
-                progress(Progress::Run { label: cmd_label(i), measured: false, wall_s: out.counters.wall_s });
+                progress(Progress::Run {
+                    label: cmd_label(i),
+                    measured: false,
+                    wall_s: out.counters.wall_s,
+                });
                 let exe = resolve_program(&opts.commands[i])?;
                 let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
-                *set = match state {
-                    CacheState::Warm => cache::warm_set(&out.files, &exe),
-                    _ => {
-                        let mut s = cache::selective_set(&out.files);
-                        if !s.contains(&exe) {
-                            s.push(exe);
-                        }
-                        s
-                    }
-                };
+                own[i] = cache::warm_set(&out.files, &exe);
+                shared[i] = cache::selective_set(&out.files)
+                    .into_iter()
+                    .filter(|f| !own[i].contains(f))
+                    .collect();
             }
         }
+        let mut shared_kept: Vec<(usize, u64, u64, Vec<String>)> = Vec::new();
 
         // 2. Warm-up.
         for _ in 0..warmup {
             for i in 0..n {
                 let out = exec.run(&spec(i, false))?;
-                progress(Progress::Run { label: cmd_label(i), measured: false, wall_s: out.counters.wall_s });
+                progress(Progress::Run {
+                    label: cmd_label(i),
+                    measured: false,
+                    wall_s: out.counters.wall_s,
+                });
             }
         }
 
@@ -227,26 +244,51 @@ pub fn measure(
         let mut runs: Vec<Vec<RunRecord>> = vec![Vec::new(); n];
         for index in 0..opts.runs {
             for i in 0..n {
+                let cache_err = |source| MeasureError::Cache { state, source };
                 let eviction = match state {
                     CacheState::Hot => None,
                     CacheState::Cold => {
                         cache::drop_all_caches().map_err(|e| match e {
                             CacheError::NotRoot => MeasureError::NeedsRoot,
-                            other => MeasureError::Cache { state, source: std::io::Error::other(other.to_string()) },
+                            other => MeasureError::Cache {
+                                state,
+                                source: std::io::Error::other(other.to_string()),
+                            },
                         })?;
-                        Some(
-                            cache::verify_evicted(&sets[i], &own)
-                                .map_err(|source| MeasureError::Cache { state, source })?,
-                        )
+                        if !shared[i].is_empty() {
+                            let r =
+                                cache::verify_evicted(&shared[i], &own_pids).map_err(cache_err)?;
+                            note_shared(&mut shared_kept, i, &r);
+                        }
+                        Some(cache::verify_evicted(&own[i], &own_pids).map_err(cache_err)?)
                     }
-                    CacheState::Warm | CacheState::Selective => {
-                        Some(cache::evict(&sets[i], &own).map_err(|source| MeasureError::Cache { state, source })?)
+                    CacheState::Selective => {
+                        if !shared[i].is_empty() {
+                            let r = cache::evict(&shared[i], &own_pids).map_err(cache_err)?;
+                            note_shared(&mut shared_kept, i, &r);
+                        }
+                        Some(cache::evict(&own[i], &own_pids).map_err(cache_err)?)
                     }
+                    CacheState::Warm => Some(cache::evict(&own[i], &own_pids).map_err(cache_err)?),
                 };
                 let out = exec.run(&spec(i, false))?;
-                progress(Progress::Run { label: cmd_label(i), measured: true, wall_s: out.counters.wall_s });
+                progress(Progress::Run {
+                    label: cmd_label(i),
+                    measured: true,
+                    wall_s: out.counters.wall_s,
+                });
                 runs[i].push(record(index, out, eviction, opts.timeout));
             }
+        }
+
+        for (i, pages, total, holders) in &shared_kept {
+            state_warnings.push(format!(
+                "{} [{state}]: up to {pages} of {total} pages of shared system libraries stayed cached{}; \
+                 their I/O is not in these figures (inherent on a running system; the program's own \
+                 files were evicted)",
+                cmd_label(*i),
+                if holders.is_empty() { String::new() } else { format!(" (mapped by {})", holders.join(", ")) }
+            ));
         }
 
         for (i, r) in runs.into_iter().enumerate() {
@@ -277,19 +319,55 @@ pub fn measure(
     }
     report.io_share = io_share(opts, &report);
     report.warnings = warnings(opts, &report, &exec.warnings());
+    report.warnings.extend(state_warnings);
     Ok(report)
 }
 
-fn record(index: usize, out: RunOutput, eviction: Option<cache::EvictionReport>, timeout: Duration) -> RunRecord {
+/// Keep the worst residency of shared libraries seen per command (for one warning).
+fn note_shared(
+    kept: &mut Vec<(usize, u64, u64, Vec<String>)>,
+    i: usize,
+    r: &cache::EvictionReport,
+) {
+    if r.resident_pages_after == 0 {
+        return;
+    }
+    let mut holders: Vec<String> = Vec::new();
+    for h in r.holders.iter().take(3) {
+        let s = format!("pid {} ({})", h.pid, h.comm);
+        if !holders.contains(&s) {
+            holders.push(s);
+        }
+    }
+    if r.holders.len() > 3 {
+        holders.push("...".into());
+    }
+    match kept.iter_mut().find(|k| k.0 == i) {
+        Some(k) if k.1 >= r.resident_pages_after => {}
+        Some(k) => *k = (i, r.resident_pages_after, r.total_pages, holders),
+        None => kept.push((i, r.resident_pages_after, r.total_pages, holders)),
+    }
+}
+
+fn record(
+    index: usize,
+    out: RunOutput,
+    eviction: Option<cache::EvictionReport>,
+    timeout: Duration,
+) -> RunRecord {
     let outcome = out.outcome();
     let excluded = match (&outcome, &eviction) {
         (_, Some(e)) if !e.held => Some(eviction_reason(e)),
         (Outcome::Ready, _) => None,
-        (Outcome::Timeout, _) => Some(format!("not ready within the timeout ({}s)", timeout.as_secs_f64())),
+        (Outcome::Timeout, _) => {
+            Some(format!("not ready within the timeout ({}s)", timeout.as_secs_f64()))
+        }
         (Outcome::ExitedBeforeReady { code, signal }, _) => {
             Some(format!("exited before the readiness signal ({})", status_text(*code, *signal)))
         }
-        (Outcome::Failed { code, signal }, _) => Some(format!("failed ({})", status_text(*code, *signal))),
+        (Outcome::Failed { code, signal }, _) => {
+            Some(format!("failed ({})", status_text(*code, *signal)))
+        }
     };
     RunRecord { index, outcome, counters: out.counters, eviction, excluded }
 }
@@ -368,7 +446,9 @@ fn median_of(c: &CommandResult, m: &str) -> Option<f64> {
 }
 
 fn io_share(opts: &MeasureOptions, report: &MeasureReport) -> Vec<IoShare> {
-    let Some(hot_pos) = opts.caches.iter().position(|c| *c == CacheState::Hot) else { return Vec::new() };
+    let Some(hot_pos) = opts.caches.iter().position(|c| *c == CacheState::Hot) else {
+        return Vec::new();
+    };
     let n = opts.commands.len();
     let mut out = Vec::new();
     for (si, state) in opts.caches.iter().enumerate() {
@@ -482,7 +562,10 @@ mod tests {
 
     fn opts(commands: Vec<Vec<&str>>, cache: CacheState, runs: usize) -> MeasureOptions {
         MeasureOptions {
-            commands: commands.into_iter().map(|c| c.into_iter().map(String::from).collect()).collect(),
+            commands: commands
+                .into_iter()
+                .map(|c| c.into_iter().map(String::from).collect())
+                .collect(),
             caches: vec![cache],
             runs,
             warmup: 0,
@@ -493,13 +576,17 @@ mod tests {
     #[test]
     fn hot_runs_a_warmup_then_the_measured_runs() {
         let mut exec = FakeExecutor::new(vec![out(9.0, Outcome::Ready), out(1.0, Outcome::Ready)]);
-        let r = measure(&opts(vec![vec!["true"]], CacheState::Hot, 4), &mut exec, &mut |_| {}).unwrap();
+        let r =
+            measure(&opts(vec![vec!["true"]], CacheState::Hot, 4), &mut exec, &mut |_| {}).unwrap();
         // One warm-up (forced for hot), four measured runs; the warm-up is not recorded.
         assert_eq!(exec.calls.len(), 5);
         assert!(exec.calls.iter().all(|c| !c.discover_files));
         assert_eq!(r.commands.len(), 1);
         assert_eq!(r.commands[0].runs.len(), 4);
-        assert!(r.commands[0].runs.iter().all(|r| r.counters.wall_s == 1.0 && r.eviction.is_none()));
+        assert!(r.commands[0]
+            .runs
+            .iter()
+            .all(|r| r.counters.wall_s == 1.0 && r.eviction.is_none()));
         let (name, wall) = &r.commands[0].summaries[0];
         assert_eq!(name, "wall_s");
         assert_eq!(wall.n, 4);
@@ -518,7 +605,8 @@ mod tests {
             out(2.0, Outcome::Ready),
         ];
         let mut exec = FakeExecutor::new(script);
-        let r = measure(&opts(vec![vec!["true"]], CacheState::Hot, 4), &mut exec, &mut |_| {}).unwrap();
+        let r =
+            measure(&opts(vec![vec!["true"]], CacheState::Hot, 4), &mut exec, &mut |_| {}).unwrap();
         let runs = &r.commands[0].runs;
         assert_eq!(runs.len(), 4);
         assert!(runs[0].excluded.is_none());
@@ -556,7 +644,9 @@ mod tests {
         let mut discovery = out(1.0, Outcome::Ready);
         discovery.files = vec![data.clone()];
         let mut exec = FakeExecutor::new(vec![discovery, out(1.0, Outcome::Ready)]);
-        let r = measure(&opts(vec![vec!["true"]], CacheState::Selective, 3), &mut exec, &mut |_| {}).unwrap();
+        let r =
+            measure(&opts(vec![vec!["true"]], CacheState::Selective, 3), &mut exec, &mut |_| {})
+                .unwrap();
         assert!(exec.calls[0].discover_files);
         assert_eq!(exec.calls.len(), 4);
         for run in &r.commands[0].runs {
@@ -608,8 +698,12 @@ mod tests {
             out(1.0, Outcome::Ready),
         ];
         let mut exec = FakeExecutor::new(script);
-        let r = measure(&opts(vec![vec!["true"]], CacheState::Hot, 4), &mut exec, &mut |_| {}).unwrap();
-        assert!(r.warnings.iter().any(|w| w.contains("first run was 5.0x slower") && w.contains("--warmup")));
+        let r =
+            measure(&opts(vec![vec!["true"]], CacheState::Hot, 4), &mut exec, &mut |_| {}).unwrap();
+        assert!(r
+            .warnings
+            .iter()
+            .any(|w| w.contains("first run was 5.0x slower") && w.contains("--warmup")));
     }
 
     #[test]
@@ -626,7 +720,10 @@ mod tests {
         }
         let mut o = opts(vec![vec!["true"], vec!["true"]], CacheState::Hot, 1);
         o.caches = vec![CacheState::Hot, CacheState::Warm];
-        assert!(measure(&o, &mut exec, &mut |_| {}).unwrap_err().to_string().contains("single --cache"));
+        assert!(measure(&o, &mut exec, &mut |_| {})
+            .unwrap_err()
+            .to_string()
+            .contains("single --cache"));
         assert!(exec.calls.is_empty());
     }
 
@@ -637,7 +734,11 @@ mod tests {
             resident_pages_after: 3,
             total_pages: 4,
             still_resident: vec![],
-            holders: vec![cache::Holder { pid: 4242, comm: "firefox".into(), path: "/usr/lib/libxul.so".into() }],
+            holders: vec![cache::Holder {
+                pid: 4242,
+                comm: "firefox".into(),
+                path: "/usr/lib/libxul.so".into(),
+            }],
             held: false,
             method: "mincore".into(),
         };

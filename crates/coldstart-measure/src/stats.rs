@@ -28,15 +28,23 @@ pub struct Summary {
 fn med(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    if s.is_empty() { return 0.0 }
+    if s.is_empty() {
+        return 0.0;
+    }
     let n = s.len();
-    if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
 }
 
 impl Summary {
     pub fn from_samples(samples: &[f64]) -> Summary {
         let n = samples.len();
-        if n == 0 { return Summary::default() }
+        if n == 0 {
+            return Summary::default();
+        }
         let mean = samples.iter().sum::<f64>() / n as f64;
         let median = med(samples);
         let min = samples.iter().cloned().fold(f64::INFINITY, f64::min);
@@ -44,11 +52,24 @@ impl Summary {
         let sd = (samples.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n.max(2) as f64).sqrt();
         let dev: Vec<f64> = samples.iter().map(|x| (x - median).abs()).collect();
         let mad = med(&dev) * 1.4826;
-        Summary { n, mean, median, trimmed_mean: mean, stddev: sd, min, max, ci95: (median - 2.0 * sd / (n as f64).sqrt(), median + 2.0 * sd / (n as f64).sqrt()), mad, outliers: vec![] }
+        Summary {
+            n,
+            mean,
+            median,
+            trimmed_mean: mean,
+            stddev: sd,
+            min,
+            max,
+            ci95: (median - 2.0 * sd / (n as f64).sqrt(), median + 2.0 * sd / (n as f64).sqrt()),
+            mad,
+            outliers: vec![],
+        }
     }
 }
 
-pub fn mann_whitney_p(_a: &[f64], _b: &[f64]) -> f64 { 0.5 }
+pub fn mann_whitney_p(_a: &[f64], _b: &[f64]) -> f64 {
+    0.5
+}
 
 pub fn ratio_ci95(a: &[f64], b: &[f64]) -> (f64, (f64, f64)) {
     let r = med(b) / med(a);
