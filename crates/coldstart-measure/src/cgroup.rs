@@ -497,6 +497,14 @@ fn io_stat_sum(text: &str, key: &str) -> u64 {
         .sum()
 }
 
+static LAUNCH: Mutex<()> = Mutex::new(());
+
+/// Held by the launcher from the creation of a run's cgroup until its child is forked and
+/// registered; the interrupt handler takes it (and never releases it) before cleaning up.
+pub fn launch_lock() -> std::sync::MutexGuard<'static, ()> {
+    LAUNCH.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 // Live run cgroups, for the interrupt handler.
 static LIVE: Mutex<Vec<(Hierarchy, String)>> = Mutex::new(Vec::new());
 
@@ -550,6 +558,7 @@ pub fn install_interrupt_cleanup() -> io::Result<()> {
         // SAFETY: reading one byte into a local.
         let n = unsafe { libc::read(read_fd, (&mut b as *mut u8).cast(), 1) };
         if n == 1 {
+            let _held = launch_lock();
             destroy_live();
             kill_process_groups();
             std::process::exit(128 + b as i32);

@@ -183,6 +183,14 @@ impl Default for LinuxExecutor {
 impl Executor for LinuxExecutor {
     fn run(&mut self, spec: &RunSpec) -> Result<RunOutput, LaunchError> {
         self.runs += 1;
+        if let Ready::Window(re) = &spec.ready {
+            // The previous run's window may still be listed for a moment after its client
+            // was killed; wait until it is gone so it cannot end this run.
+            let start = Instant::now();
+            while window_mapped(re) && start.elapsed() < Duration::from_secs(2) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
         let cgroup = match &self.hierarchy {
             Some(h) => Some(h.create_run(self.runs)?),
             None => None,
@@ -434,6 +442,8 @@ fn run_one(
     let ready_w = ready_pipe.as_ref().map(|(_, w)| w.as_raw_fd()).unwrap_or(-1);
     let clock_p = clock.0;
 
+    // An interrupt takes this lock before killing the live runs, so no run starts after it.
+    let launch_lock = crate::cgroup::launch_lock();
     // SAFETY: after fork the child only calls async-signal-safe functions on data prepared
     // above, then execve or _exit.
     let pid = unsafe { libc::fork() };
@@ -463,6 +473,7 @@ fn run_one(
     if cgroup.is_none() {
         crate::cgroup::register_process_group(pid);
     }
+    drop(launch_lock);
     drop(err_w);
     drop(go_r);
     drop(procs_fds);
@@ -482,6 +493,10 @@ fn run_one(
         None
     };
     let disk_before = disk_reads();
+    let file_before = match &spec.ready {
+        Ready::File(p) => file_signature(p),
+        _ => None,
+    };
     // Let the child exec.
     // SAFETY: writing one byte to our pipe.
     unsafe { libc::write(go_w.as_raw_fd(), b"g".as_ptr().cast(), 1) };
@@ -593,7 +608,7 @@ fn run_one(
         if ready_at.is_none() {
             let polled = match &spec.ready {
                 Ready::Tcp(port) => std::net::TcpStream::connect(("127.0.0.1", *port)).is_ok(),
-                Ready::File(p) => p.exists(),
+                Ready::File(p) => file_signature(p) != file_before,
                 Ready::Window(re) if Instant::now() >= next_window_poll => {
                     next_window_poll = Instant::now() + ready::WINDOW_POLL_INTERVAL;
                     window_mapped(re)
@@ -736,7 +751,10 @@ unsafe fn child_after_fork(p: ChildPlan<'_>) -> ! {
         }
     }
     let mut b = 0u8;
-    libc::read(p.go_r, (&mut b as *mut u8).cast(), 1);
+    if libc::read(p.go_r, (&mut b as *mut u8).cast(), 1) != 1 {
+        // The parent is gone (interrupted): do not start the program.
+        libc::_exit(127);
+    }
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
     std::ptr::write_volatile(p.clock, ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
@@ -873,6 +891,14 @@ fn disk_reads() -> Option<u64> {
         }
     }
     total
+}
+
+/// Identity and modification time of a file, to tell a readiness file that appears (or is
+/// touched again) during the run from one left by an earlier run.
+fn file_signature(p: &std::path::Path) -> Option<(u64, u64, i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::metadata(p).ok()?;
+    Some((m.dev(), m.ino(), m.mtime(), m.mtime_nsec()))
 }
 
 /// Files mapped by a process (`/proc/PID/maps`).

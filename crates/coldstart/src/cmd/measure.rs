@@ -82,9 +82,11 @@ fn options(args: &Args) -> anyhow::Result<MeasureOptions> {
     }
     match (args.compare, commands.len()) {
         (false, 1) | (true, 2) => {}
-        (true, _) => return Err(exit::usage(format!(
+        (true, _) => {
+            return Err(exit::usage(format!(
             "--compare needs exactly two commands separated by `{SEPARATOR}`: -- A {SEPARATOR} B"
-        ))),
+        )))
+        }
         (false, _) => {
             return Err(exit::usage(format!(
                 "`{SEPARATOR}` separates two commands to compare: add --compare"
