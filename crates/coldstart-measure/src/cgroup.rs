@@ -221,8 +221,11 @@ impl Hierarchy {
         }
     }
 
-    /// Create the cgroup of run `n` of this coldstart process.
-    pub fn create_run(&self, n: u64) -> Result<RunCgroup, CgroupError> {
+    /// Create the cgroup of the next run of this process (numbered across all executors of
+    /// the process, so two never share one).
+    pub fn create_run(&self) -> Result<RunCgroup, CgroupError> {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
         let name = format!("run-{}-{n}", std::process::id());
         let cg = RunCgroup { hierarchy: self.clone(), name, removed: false };
         for dir in cg.dirs() {

@@ -151,7 +151,6 @@ pub struct LinuxExecutor {
     hierarchy: Option<Hierarchy>,
     warnings: Vec<String>,
     perf_supported: Option<bool>,
-    runs: u64,
 }
 
 impl LinuxExecutor {
@@ -170,7 +169,7 @@ impl LinuxExecutor {
                 None
             }
         };
-        LinuxExecutor { hierarchy, warnings, perf_supported: None, runs: 0 }
+        LinuxExecutor { hierarchy, warnings, perf_supported: None }
     }
 }
 
@@ -182,7 +181,6 @@ impl Default for LinuxExecutor {
 
 impl Executor for LinuxExecutor {
     fn run(&mut self, spec: &RunSpec) -> Result<RunOutput, LaunchError> {
-        self.runs += 1;
         if let Ready::Window(re) = &spec.ready {
             // The previous run's window may still be listed for a moment after its client
             // was killed; wait until it is gone so it cannot end this run.
@@ -192,7 +190,7 @@ impl Executor for LinuxExecutor {
             }
         }
         let cgroup = match &self.hierarchy {
-            Some(h) => Some(h.create_run(self.runs)?),
+            Some(h) => Some(h.create_run()?),
             None => None,
         };
         let out = run_one(spec, cgroup.as_ref(), &mut self.perf_supported);
