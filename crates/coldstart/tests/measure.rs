@@ -611,3 +611,54 @@ fn comparison_runs_both_commands() {
     let c = &m.json["comparison"];
     assert!(c["ratio"].as_f64().unwrap() > 1.0, "{c}");
 }
+
+#[test]
+fn cold_and_hot_together_report_the_io_share_and_every_export() {
+    require_root!();
+    let _lock = cache_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), "touch", TOUCH_C);
+    let data = data_file(dir.path(), 2);
+    let (csv, md) = (dir.path().join("r.csv"), dir.path().join("r.md"));
+    let m = measure(
+        &[
+            "--cache",
+            "cold,hot",
+            "--runs",
+            "2",
+            "--export-csv",
+            csv.to_str().unwrap(),
+            "--export-markdown",
+            md.to_str().unwrap(),
+        ],
+        &[exe.to_str().unwrap(), data.to_str().unwrap()],
+        dir.path(),
+    );
+    assert_eq!(m.code, 0, "{}", m.stderr);
+    assert_eq!(m.json["cache"], "cold,hot");
+    let labels: Vec<&str> = m.json["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["label"].as_str().unwrap())
+        .collect();
+    assert!(labels[0].ends_with("[cold]") && labels[1].ends_with("[hot]"), "{labels:?}");
+    assert!(counter(&runs(&m, 0)[0], "read_bytes") >= 2 << 20);
+    assert_eq!(counter(&runs(&m, 1)[0], "read_bytes"), 0);
+    let share = &m.json["io_share"][0];
+    assert_eq!(share["cache"], "cold");
+    let (cold, hot, io) = (
+        share["cold_median_s"].as_f64().unwrap(),
+        share["hot_median_s"].as_f64().unwrap(),
+        share["io_s"].as_f64().unwrap(),
+    );
+    assert!((cold - hot - io).abs() < 1e-12);
+    assert!(fs::metadata(&csv).unwrap().len() > 0 && fs::metadata(&md).unwrap().len() > 0);
+    // Written atomically: no temporary file left beside them.
+    assert_eq!(
+        fs::read_dir(dir.path()).unwrap().count(),
+        6,
+        "{:?}",
+        fs::read_dir(dir.path()).unwrap().collect::<Vec<_>>()
+    );
+}

@@ -215,6 +215,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let mut out = std::io::stdout().lock();
     out.write_all(export::to_table(&report).as_bytes())?;
+    for share in &report.io_share {
+        writeln!(
+            out,
+            "I/O share of {} ({} - hot): {:.1} ms of {:.1} ms ({:.0}%)",
+            share.label,
+            share.cache,
+            share.io_s * 1e3,
+            share.cold_median_s * 1e3,
+            share.fraction * 100.0
+        )?;
+    }
     out.flush()?;
     for w in &report.warnings {
         eprintln!("coldstart: warning: {w}");
