@@ -728,6 +728,48 @@ mod tests {
     }
 
     #[test]
+    fn warns_about_frequency_scaling_and_high_variance_with_remedies() {
+        let script = vec![
+            out(1.0, Outcome::Ready), // warm-up
+            out(1.0, Outcome::Ready),
+            out(3.0, Outcome::Ready),
+            out(1.5, Outcome::Ready),
+            out(4.0, Outcome::Ready),
+            out(2.0, Outcome::Ready),
+        ];
+        let mut exec = FakeExecutor::new(script);
+        exec.warnings = vec!["instructions are not counted: ...".into()];
+        let o = opts(vec![vec!["true"]], CacheState::Hot, 5);
+        let mut r = measure(&o, &mut exec, &mut |_| {}).unwrap();
+        assert!(
+            r.warnings.iter().any(|w| w.contains("high variance") && w.contains("--runs")),
+            "{:?}",
+            r.warnings
+        );
+        assert!(r.warnings.iter().any(|w| w.starts_with("instructions are not counted")));
+        r.environment.cpu_governor = Some("powersave".into());
+        let w = warnings(&o, &r, &[]);
+        assert!(w.iter().any(|w| w.contains("`powersave`") && w.contains("performance")), "{w:?}");
+        r.environment.cpu_governor = Some("performance".into());
+        assert!(!warnings(&o, &r, &[]).iter().any(|w| w.contains("frequency")));
+    }
+
+    #[test]
+    fn progress_reports_phases_runs_and_a_snapshot() {
+        let mut exec = FakeExecutor::new(vec![out(1.0, Outcome::Ready)]);
+        let mut seen = Vec::new();
+        measure(&opts(vec![vec!["true"]], CacheState::Hot, 2), &mut exec, &mut |p| seen.push(p))
+            .unwrap();
+        assert!(matches!(seen[0], Progress::Phase { cache: CacheState::Hot, total: 3 }));
+        let measured =
+            seen.iter().filter(|p| matches!(p, Progress::Run { measured: true, .. })).count();
+        assert_eq!(measured, 2);
+        assert!(
+            matches!(seen.last(), Some(Progress::Snapshot(r)) if r.commands[0].runs.len() == 2)
+        );
+    }
+
+    #[test]
     fn eviction_reasons_name_the_holder() {
         let e = cache::EvictionReport {
             files: 1,
