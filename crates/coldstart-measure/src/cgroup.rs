@@ -230,6 +230,8 @@ impl Hierarchy {
     /// the process, so two never share one).
     pub fn create_run(&self) -> Result<RunCgroup, CgroupError> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
+        // After an interrupt no new cgroup may appear: the handler holds this lock for good.
+        let _launch = launch_lock();
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
         let name = format!("run-{}-{n}", std::process::id());
         let cg = RunCgroup { hierarchy: self.clone(), name, removed: false };
