@@ -4,8 +4,9 @@
 //!
 //! 1. **Discovery** (`warm`, `selective`, `cold`): one run that collects the files the tree
 //!    opens and maps ([`crate::launch`]). They split into the program's *own* files
-//!    ([`cache::warm_set`]: the executable, its non-system libraries, its data) and the
-//!    *shared* system libraries (the rest of [`cache::selective_set`]). `warm` evicts its own
+//!    ([`cache::warm_set`]: the executable, its non-system libraries, its data; minus the
+//!    system-wide data under [`SYSTEM_SHARED_DIRS`]) and the *shared* system files (the rest
+//!    of [`cache::selective_set`]: system libraries, `/etc/ld.so.cache`, locales). `warm` evicts its own
 //!    files, `selective` both, `cold` drops every cache. Eviction of the own files must hold,
 //!    or the run is excluded. Shared libraries mapped by other processes (every shell maps
 //!    libc) cannot leave the cache on a running system: their residency is reported as a
@@ -219,7 +220,7 @@ pub fn measure(
                 });
                 let exe = resolve_program(&opts.commands[i])?;
                 let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
-                own[i] = cache::warm_set(&out.files, &exe);
+                own[i] = own_files(cache::warm_set(&out.files, &exe), &exe);
                 shared[i] = cache::selective_set(&out.files)
                     .into_iter()
                     .filter(|f| !own[i].contains(f))
@@ -282,11 +283,11 @@ pub fn measure(
         }
 
         for (i, pages, total, holders) in &shared_kept {
+            let label = if multi { format!("{} [{state}]", cmd_label(*i)) } else { cmd_label(*i) };
             state_warnings.push(format!(
-                "{} [{state}]: up to {pages} of {total} pages of shared system libraries stayed cached{}; \
+                "{label}: up to {pages} of {total} pages of shared system files stayed cached{}; \
                  their I/O is not in these figures (inherent on a running system; the program's own \
                  files were evicted)",
-                cmd_label(*i),
                 if holders.is_empty() { String::new() } else { format!(" (mapped by {})", holders.join(", ")) }
             ));
         }
@@ -321,6 +322,22 @@ pub fn measure(
     report.warnings = warnings(opts, &report, &exec.warnings());
     report.warnings.extend(state_warnings);
     Ok(report)
+}
+
+/// Directories of configuration and data that every program on the system reads
+/// (`/etc/ld.so.cache`, the locale archive, gconv modules, fonts, time zones).
+pub const SYSTEM_SHARED_DIRS: [&str; 6] =
+    ["/etc", "/usr/share", "/usr/lib/locale", "/var/cache", "/var/lib", "/run"];
+
+/// The files whose eviction must hold for a run to count: the program's own files, without
+/// the system-wide data every process reads. Any exec on the machine maps `/etc/ld.so.cache`
+/// again a moment after it was evicted, so requiring it to stay out of the cache would
+/// exclude runs at random on a busy machine; such files are evicted with the shared
+/// libraries (for `selective`) and their residency is reported instead.
+fn own_files(warm: Vec<PathBuf>, exe: &std::path::Path) -> Vec<PathBuf> {
+    warm.into_iter()
+        .filter(|f| f == exe || !SYSTEM_SHARED_DIRS.iter().any(|d| f.starts_with(d)))
+        .collect()
 }
 
 /// Keep the worst residency of shared libraries seen per command (for one warning).
@@ -381,22 +398,8 @@ fn status_text(code: Option<i32>, signal: Option<i32>) -> String {
 }
 
 fn eviction_reason(e: &cache::EvictionReport) -> String {
-    let mut s = format!(
-        "eviction did not hold: {} of {} pages still cached",
-        e.resident_pages_after, e.total_pages
-    );
-    if let Some(r) = e.still_resident.first() {
-        s += &format!(" (e.g. {})", r.path.display());
-    }
-    if !e.holders.is_empty() {
-        let hs: Vec<String> = e
-            .holders
-            .iter()
-            .map(|h| format!("pid {} ({}) maps {}", h.pid, h.comm, h.path.display()))
-            .collect();
-        s += &format!("; {}", hs.join(", "));
-    }
-    s
+    let why = e.failure_reason().unwrap_or_else(|| "pages stayed cached".into());
+    format!("eviction did not hold: {why}")
 }
 
 /// The metrics summarised for every command, in table order.
@@ -497,7 +500,11 @@ fn warnings(opts: &MeasureOptions, report: &MeasureReport, executor: &[String]) 
                 }
             }
             let by = if holders.is_empty() {
-                "pages stayed cached (dirty, or mapped by an unnamed process)".to_string()
+                failed[0]
+                    .eviction
+                    .as_ref()
+                    .and_then(|e| e.failure_reason())
+                    .unwrap_or_else(|| "pages stayed cached".into())
             } else {
                 format!("pages are held by {}", holders.join(", "))
             };
@@ -775,14 +782,21 @@ mod tests {
             files: 1,
             resident_pages_after: 3,
             total_pages: 4,
-            still_resident: vec![],
+            still_resident: vec![cache::Residency {
+                path: "/usr/lib/libxul.so".into(),
+                total_pages: 4,
+                cached_pages: 3,
+                dirty_pages: None,
+            }],
             holders: vec![cache::Holder {
                 pid: 4242,
                 comm: "firefox".into(),
                 path: "/usr/lib/libxul.so".into(),
+                mapped: true,
             }],
             held: false,
             method: "mincore".into(),
+            ..Default::default()
         };
         let r = record(0, out(1.0, Outcome::Ready), Some(e), Duration::from_secs(1));
         let why = r.excluded.unwrap();
