@@ -21,8 +21,8 @@
 //! A run is *excluded* from the statistics, with the reason, when its eviction did not hold,
 //! when it did not become ready in time, or when it failed. Comparisons use `wall_s`.
 //!
-//! Several states at once (`--cache cold,hot`) give each (state, command) its own
-//! [`CommandResult`]; when `hot` is among them, [`MeasureReport::io_share`] holds each colder
+//! Each (state, command) gets its own [`CommandResult`], labelled with the cache state (or
+//! `A`/`B` when comparing). Several states at once (`--cache cold,hot`) give several; when `hot` is among them, [`MeasureReport::io_share`] holds each colder
 //! state's median minus the hot median: the time start-up waits for storage.
 
 use std::path::PathBuf;
@@ -165,7 +165,8 @@ pub fn measure(
 ) -> Result<MeasureReport, MeasureError> {
     opts.validate()?;
     let compare = opts.commands.len() == 2;
-    let multi = opts.caches.len() > 1;
+    // Labels: `A`/`B` when comparing (one state), else the cache state; the command line is
+    // in `CommandResult::command` beside it.
     let cmd_label = |i: usize| -> String {
         if compare {
             ["A", "B"][i].to_string()
@@ -283,7 +284,7 @@ pub fn measure(
         }
 
         for (i, pages, total, holders) in &shared_kept {
-            let label = if multi { format!("{} [{state}]", cmd_label(*i)) } else { cmd_label(*i) };
+            let label = if compare { cmd_label(*i) } else { state.to_string() };
             state_warnings.push(format!(
                 "{label}: up to {pages} of {total} pages of shared system files stayed cached{}; \
                  their I/O is not in these figures (inherent on a running system; the program's own \
@@ -293,8 +294,7 @@ pub fn measure(
         }
 
         for (i, r) in runs.into_iter().enumerate() {
-            let base = cmd_label(i);
-            let label = if multi { format!("{base} [{state}]") } else { base };
+            let label = if compare { cmd_label(i) } else { state.to_string() };
             report.commands.push(CommandResult {
                 label,
                 command: opts.commands[i].clone(),
@@ -686,8 +686,9 @@ mod tests {
         o.caches = vec![CacheState::Selective, CacheState::Hot];
         let r = measure(&o, &mut exec, &mut |_| {}).unwrap();
         assert_eq!(r.commands.len(), 2);
-        assert_eq!(r.commands[0].label, "true [selective]");
-        assert_eq!(r.commands[1].label, "true [hot]");
+        assert_eq!(r.commands[0].label, "selective");
+        assert_eq!(r.commands[1].label, "hot");
+        assert_eq!(r.commands[1].command, ["true"]);
         assert_eq!(r.cache, "selective,hot");
         let s = &r.io_share[0];
         assert_eq!(s.cache, "selective");

@@ -113,15 +113,16 @@ impl Drop for Background {
 
 struct Measured {
     code: i32,
+    /// The table, which ends with the warnings.
+    stdout: String,
     stderr: String,
     json: Value,
 }
 
 fn measure(args: &[&str], cmd: &[&str], dir: &Path) -> Measured {
-    let json = dir.join(format!(
-        "report-{}.json",
-        std::process::id() as u128 + Instant::now().elapsed().as_nanos()
-    ));
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let json = dir.join(format!("report-{n}.json"));
     let out = Command::cargo_bin("coldstart")
         .unwrap()
         .arg("measure")
@@ -133,9 +134,10 @@ fn measure(args: &[&str], cmd: &[&str], dir: &Path) -> Measured {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let json =
         fs::read_to_string(&json).map(|t| serde_json::from_str(&t).unwrap()).unwrap_or(Value::Null);
-    Measured { code: out.status.code().unwrap_or(-1), stderr, json }
+    Measured { code: out.status.code().unwrap_or(-1), stdout, stderr, json }
 }
 
 fn runs(m: &Measured, command: usize) -> Vec<Value> {
@@ -261,9 +263,9 @@ fn eviction_verification_names_the_process_that_keeps_a_file_mapped() {
         assert!(!r["eviction"]["held"].as_bool().unwrap());
     }
     assert!(
-        m.stderr.contains(&format!("pid {pid} (touch)")) && m.stderr.contains("--cache hot"),
+        m.stdout.contains(&format!("pid {pid} (touch)")) && m.stdout.contains("--cache hot"),
         "{}",
-        m.stderr
+        m.stdout
     );
 }
 
@@ -593,7 +595,8 @@ fn hot_works_without_root_with_a_warning() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    assert!(err.contains("rusage"), "{err}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("Warning:") && table.contains("rusage"), "{table}");
 }
 
 #[test]
@@ -642,7 +645,7 @@ fn cold_and_hot_together_report_the_io_share_and_every_export() {
         .iter()
         .map(|c| c["label"].as_str().unwrap())
         .collect();
-    assert!(labels[0].ends_with("[cold]") && labels[1].ends_with("[hot]"), "{labels:?}");
+    assert_eq!(labels, ["cold", "hot"]);
     assert!(counter(&runs(&m, 0)[0], "read_bytes") >= 2 << 20);
     assert_eq!(counter(&runs(&m, 1)[0], "read_bytes"), 0);
     let share = &m.json["io_share"][0];

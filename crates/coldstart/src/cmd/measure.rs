@@ -227,9 +227,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )?;
     }
     out.flush()?;
-    for w in &report.warnings {
-        eprintln!("coldstart: warning: {w}");
-    }
+    // The table ends with the warnings.
     let empty: Vec<&str> = report
         .commands
         .iter()
