@@ -33,9 +33,9 @@
 //!   the marks are placed before `fork`), files on file systems without a block device (tmpfs,
 //!   FUSE, NFS: not evictable by `fadvise` anyway) and files another process reads on the
 //!   program's behalf (a daemon, a D-Bus service).
-//! - **`/proc/PID/maps`** of every live member at readiness: catches mapped files without
-//!   root, but misses files that were read and closed, and everything a process that exited
-//!   before readiness mapped.
+//! - **`/proc/PID/maps` and `/proc/PID/fd`** of every live member, sampled every 0.2 ms
+//!   (plus the time a sample takes) during the run and once more at readiness: works without root, but misses a
+//!   file that was opened, read and closed (or a process that lived) between two samples.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::fs;
@@ -528,6 +528,7 @@ fn run_one(
     let mut ready_at: Option<u64> = None;
     let mut outcome = None;
     let mut buf = vec![0u8; 65536];
+    let mut sampled = std::collections::BTreeSet::new();
     loop {
         let now = Instant::now();
         if now >= deadline {
@@ -555,9 +556,20 @@ fn run_one(
             // Still waiting for a non-exit signal from the rest of the tree.
             wait = wait.min(Duration::from_millis(1));
         }
-        let ms = wait.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
-        // SAFETY: polling our fds.
-        let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        if discovery.is_some() {
+            wait = wait.min(DISCOVERY_SAMPLE_INTERVAL);
+        }
+        let ts = libc::timespec {
+            tv_sec: wait.as_secs() as libc::time_t,
+            tv_nsec: wait.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: polling our fds (ppoll: sub-millisecond timeouts).
+        let rc = unsafe {
+            libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null())
+        };
+        if discovery.is_some() && !root_exited {
+            sample_files(&tree_members(cgroup, pid), &mut sampled);
+        }
         let t = monotonic_ns();
         if rc < 0 {
             let e = io::Error::last_os_error();
@@ -668,12 +680,10 @@ fn run_one(
         counters.peak_memory_bytes = guard.rusage.as_ref().map(|ru| ru.ru_maxrss as u64 * 1024);
     }
     counters.instructions = perf.as_ref().and_then(read_u64);
-    let mut files = Vec::new();
     if discovery.is_some() {
-        for &m in &members {
-            files.extend(mapped_files(m));
-        }
+        sample_files(&members, &mut sampled);
     }
+    let mut files: Vec<PathBuf> = sampled.into_iter().collect();
 
     // Kill the tree and reap the root.
     if let Some(cg) = cgroup {
@@ -897,6 +907,47 @@ fn file_signature(p: &std::path::Path) -> Option<(u64, u64, i64, i64)> {
     use std::os::unix::fs::MetadataExt;
     let m = fs::metadata(p).ok()?;
     Some((m.dev(), m.ino(), m.mtime(), m.mtime_nsec()))
+}
+
+/// How often a discovery run samples the maps and open files of the tree.
+const DISCOVERY_SAMPLE_INTERVAL: Duration = Duration::from_micros(200);
+
+/// The live members of the run's tree: the cgroup's, or without one the root and its
+/// descendants (`/proc/PID/task/TID/children`).
+fn tree_members(cgroup: Option<&RunCgroup>, root: libc::pid_t) -> Vec<u32> {
+    if let Some(cg) = cgroup {
+        return cg.pids();
+    }
+    let mut out = vec![root as u32];
+    let mut i = 0;
+    while i < out.len() {
+        let pid = out[i];
+        if let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) {
+            for t in tasks.flatten() {
+                if let Ok(c) = fs::read_to_string(t.path().join("children")) {
+                    out.extend(c.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Add the files the processes map (`/proc/PID/maps`) or hold open (`/proc/PID/fd`).
+fn sample_files(pids: &[u32], into: &mut std::collections::BTreeSet<PathBuf>) {
+    for &pid in pids {
+        into.extend(mapped_files(pid));
+        if let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) {
+            for fd in fds.flatten() {
+                if let Ok(target) = fs::read_link(fd.path()) {
+                    if target.is_absolute() {
+                        into.insert(target);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Files mapped by a process (`/proc/PID/maps`).

@@ -133,6 +133,15 @@ pub enum Progress {
     Snapshot(Box<MeasureReport>),
 }
 
+/// Discovery runs per command: one with root (fanotify sees every open), three without.
+fn discovery_runs() -> usize {
+    if is_root() {
+        1
+    } else {
+        3
+    }
+}
+
 fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() == 0 }
@@ -191,11 +200,14 @@ pub fn measure(
 
     for &state in &opts.caches {
         let needs_discovery = state != CacheState::Hot;
+        // Without root discovery samples /proc, which a short program can slip through:
+        // several runs, united, make that less likely.
+        let discovery_runs = if needs_discovery { discovery_runs() } else { 0 };
         let warmup = if state == CacheState::Hot { opts.warmup.max(1) } else { opts.warmup };
         let n = opts.commands.len();
         progress(Progress::Phase {
             cache: state,
-            total: n * (warmup + opts.runs + usize::from(needs_discovery)),
+            total: n * (warmup + opts.runs + discovery_runs),
         });
         let spec = |i: usize, discover: bool| RunSpec {
             argv: opts.commands[i].clone(),
@@ -213,19 +225,38 @@ pub fn measure(
         let mut shared: Vec<Vec<PathBuf>> = vec![Vec::new(); n];
         if needs_discovery {
             for i in 0..n {
-                let out = exec.run(&spec(i, true))?;
-                progress(Progress::Run {
-                    label: cmd_label(i),
-                    measured: false,
-                    wall_s: out.counters.wall_s,
-                });
+                let mut files: Vec<PathBuf> = Vec::new();
+                for _ in 0..discovery_runs {
+                    let out = exec.run(&spec(i, true))?;
+                    progress(Progress::Run {
+                        label: cmd_label(i),
+                        measured: false,
+                        wall_s: out.counters.wall_s,
+                    });
+                    files.extend(out.files);
+                }
+                files.sort();
+                files.dedup();
                 let exe = resolve_program(&opts.commands[i])?;
                 let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
-                own[i] = own_files(cache::warm_set(&out.files, &exe), &exe);
-                shared[i] = cache::selective_set(&out.files)
+                own[i] = own_files(cache::warm_set(&files, &exe), &exe);
+                shared[i] = cache::selective_set(&files)
                     .into_iter()
                     .filter(|f| !own[i].contains(f))
                     .collect();
+                if !files.iter().any(|f| f != &exe) {
+                    state_warnings.push(format!(
+                        "{}: the discovery run found no file but the executable{}; {state} evicts only it",
+                        cmd_label(i),
+                        if is_root() {
+                            String::new()
+                        } else {
+                            " (without root, files are sampled from /proc and a program that exits \
+                             within milliseconds escapes it: run as root, where fanotify sees every open)"
+                                .to_string()
+                        }
+                    ));
+                }
             }
         }
         let mut shared_kept: Vec<(usize, u64, u64, Vec<String>)> = Vec::new();
@@ -508,9 +539,13 @@ fn warnings(opts: &MeasureOptions, report: &MeasureReport, executor: &[String]) 
             } else {
                 format!("pages are held by {}", holders.join(", "))
             };
+            let remedy = if holders.is_empty() {
+                "those runs are excluded"
+            } else {
+                "those runs are excluded: stop the holding process or use --cache hot"
+            };
             w.push(format!(
-                "{}: eviction failed before {} of {} runs ({by}); those runs are excluded: stop the \
-                 holding process or use --cache hot",
+                "{}: eviction failed before {} of {} runs ({by}); {remedy}",
                 c.label,
                 failed.len(),
                 c.runs.len()
@@ -654,8 +689,10 @@ mod tests {
         let r =
             measure(&opts(vec![vec!["true"]], CacheState::Selective, 3), &mut exec, &mut |_| {})
                 .unwrap();
-        assert!(exec.calls[0].discover_files);
-        assert_eq!(exec.calls.len(), 4);
+        let d = discovery_runs();
+        assert!(exec.calls[..d].iter().all(|c| c.discover_files));
+        assert!(!exec.calls[d].discover_files);
+        assert_eq!(exec.calls.len(), d + 3);
         for run in &r.commands[0].runs {
             let e = run.eviction.as_ref().expect("eviction recorded per run");
             // The data file and the executable itself.
@@ -671,8 +708,8 @@ mod tests {
         let mut discovery = out(1.0, Outcome::Ready);
         discovery.files = vec![data];
         // selective: discovery, 3 runs of 0.5 s; hot: warm-up, 3 runs of 0.1 s.
-        let script = vec![
-            discovery,
+        let mut script = vec![discovery; discovery_runs()];
+        script.extend([
             out(0.5, Outcome::Ready),
             out(0.5, Outcome::Ready),
             out(0.5, Outcome::Ready),
@@ -680,7 +717,7 @@ mod tests {
             out(0.1, Outcome::Ready),
             out(0.1, Outcome::Ready),
             out(0.1, Outcome::Ready),
-        ];
+        ]);
         let mut exec = FakeExecutor::new(script);
         let mut o = opts(vec![vec!["true"]], CacheState::Selective, 3);
         o.caches = vec![CacheState::Selective, CacheState::Hot];

@@ -97,6 +97,11 @@ int main(int argc, char **argv) {
     write(1, "held\n", 5);
     for (;;) pause();
   }
+  if (argc > 2 && strcmp(argv[2], "linger") == 0) {
+    touch(argv[1]);
+    usleep(20000);
+    return 0;
+  }
   return touch(argv[1]) == 12345 ? 1 : 0;
 }
 "#;
@@ -664,4 +669,37 @@ fn cold_and_hot_together_report_the_io_share_and_every_export() {
         "{:?}",
         fs::read_dir(dir.path()).unwrap().collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn selective_without_root_discovers_and_evicts_the_program_files() {
+    require_root!(); // to become another user
+    let _lock = cache_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), "touch", TOUCH_C);
+    let data = data_file(dir.path(), 2);
+    // Another user's files: theirs to evict and verify.
+    for p in [dir.path(), exe.as_path(), data.as_path()] {
+        std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
+    }
+    let json = dir.path().join("r.json");
+    let out = Command::cargo_bin("coldstart")
+        .unwrap()
+        .args(["measure", "--cache", "selective", "--runs", "2", "--export-json"])
+        .arg(&json)
+        .arg("--")
+        .args([exe.to_str().unwrap(), data.to_str().unwrap(), "linger"])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let report: Value = serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["environment"]["cgroup"], "rusage");
+    for r in report["commands"][0]["runs"].as_array().unwrap() {
+        assert!(r["excluded"].is_null(), "{r}");
+        // The executable and the data file, found by sampling /proc.
+        assert_eq!(r["eviction"]["files"], 2, "{r}");
+        assert!(counter(r, "read_bytes") >= 2 << 20, "{r}");
+    }
 }

@@ -174,7 +174,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut exec = LinuxExecutor::new();
 
     let bar = std::io::stderr().is_terminal().then(|| {
-        let b = indicatif::ProgressBar::new(0);
+        // Hidden until the first phase gives it a length.
+        let b = indicatif::ProgressBar::with_draw_target(
+            Some(0),
+            indicatif::ProgressDrawTarget::hidden(),
+        );
         b.set_style(
             indicatif::ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} {msg}")
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
@@ -189,6 +193,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 b.set_prefix(cache.to_string());
                 b.set_length(total as u64);
                 b.set_position(0);
+                b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
             }
         }
         Progress::Run { label, measured, wall_s } => {
