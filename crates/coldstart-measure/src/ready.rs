@@ -11,7 +11,7 @@
 //! | `stdout:REGEX` / `stderr:REGEX` | a line of that stream matches REGEX | exact (the pipe is read as data arrives, and drained to the end so the program never blocks on a full pipe) |
 //! | `tcp:PORT` | a TCP connection to 127.0.0.1:PORT is accepted | polled every [`POLL_INTERVAL`] |
 //! | `file:PATH` | PATH appears, or is replaced or touched if it existed before the run (an earlier run's marker does not count) | polled every [`POLL_INTERVAL`] |
-//! | `window:REGEX` | an X11 window whose name matches REGEX is mapped (viewable) on `$DISPLAY` | polled with `xwininfo -root -tree` every [`WINDOW_POLL_INTERVAL`]; each poll costs a few milliseconds, so the figure is late by up to one interval plus one poll |
+//! | `window:REGEX` | an X11 window whose name matches REGEX is mapped (viewable) on `$DISPLAY` | polled with `xwininfo -root -tree` (then `xwininfo -id` on a match) every [`WINDOW_POLL_INTERVAL`]; one poll took about 8 ms on a loaded 2-core machine under Xvfb, so the figure is late by up to one interval plus one poll (about 20 ms): compare window figures with each other, not with `exit` figures |
 //! | `fd` | the program writes anything to the file descriptor named in `COLDSTART_READY_FD` | exact (a pipe) |
 
 use std::fmt;

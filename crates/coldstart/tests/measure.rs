@@ -431,7 +431,8 @@ fn ready_on_an_x11_window_under_xvfb() {
     let xvfb = Background(
         Command::new("Xvfb")
             .arg(format!(":{display}"))
-            .args(["-nolisten", "tcp"])
+            // No server reset when the last client (an xwininfo poll) disconnects.
+            .args(["-noreset", "-nolisten", "tcp"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
