@@ -646,10 +646,26 @@ fn run_one(
         }
     }
     let end_ns = ready_at.unwrap_or_else(monotonic_ns);
+    // A root that exited right after signalling readiness is a zombie now: its /proc figures
+    // read as zero, so reap it and count its rusage instead.
+    guard.try_reap();
     let mut counters =
         Counters { wall_s: end_ns.saturating_sub(start_ns) as f64 / 1e9, ..Counters::default() };
     let members: Vec<u32> = match cgroup {
-        Some(cg) => cg.pids(),
+        Some(cg) => {
+            let members = cg.pids();
+            if !guard.reaped && !members.contains(&(pid as u32)) {
+                // Left the cgroup: exiting, a moment from being a zombie. Wait for that (briefly:
+                // a program that moved itself to another cgroup is not waited for).
+                let mut p =
+                    libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+                // SAFETY: polling our pidfd.
+                if unsafe { libc::poll(&mut p, 1, 100) } == 1 {
+                    guard.reap();
+                }
+            }
+            members
+        }
         None if !guard.reaped => vec![pid as u32],
         None => Vec::new(),
     };
@@ -792,6 +808,22 @@ impl ChildGuard {
             self.status = status;
         }
         self.reaped = true;
+    }
+
+    /// Reap the root if it has exited, without waiting.
+    fn try_reap(&mut self) {
+        if self.reaped {
+            return;
+        }
+        // SAFETY: wait4 on our own child, not blocking.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        let mut status = 0;
+        let r = unsafe { libc::wait4(self.pid, &mut status, libc::WNOHANG, &mut ru) };
+        if r == self.pid {
+            self.rusage = Some(ru);
+            self.status = status;
+            self.reaped = true;
+        }
     }
 
     fn code_signal(&self) -> (Option<i32>, Option<i32>) {
