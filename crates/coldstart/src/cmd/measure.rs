@@ -23,7 +23,8 @@ use crate::exit;
 const SEPARATOR: &str = ":::";
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  coldstart measure --cache cold,hot -- ./myprog --version\n  \
+#[command(after_help = "The program runs with standard input and output on /dev/null (except the stream a \
+    stdout:/stderr: signal reads), in its own process group and cgroup.\n\nExamples:\n  coldstart measure --cache cold,hot -- ./myprog --version\n  \
     coldstart measure --ready 'stdout:listening' -- ./server\n  \
     coldstart measure --compare --cache selective -- ./old ::: ./new")]
 pub struct Args {
