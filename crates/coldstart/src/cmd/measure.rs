@@ -23,10 +23,12 @@ use crate::exit;
 const SEPARATOR: &str = ":::";
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "The program runs with standard input and output on /dev/null (except the stream a \
+#[command(
+    after_help = "The program runs with standard input and output on /dev/null (except the stream a \
     stdout:/stderr: signal reads), in its own process group and cgroup.\n\nExamples:\n  coldstart measure --cache cold,hot -- ./myprog --version\n  \
     coldstart measure --ready 'stdout:listening' -- ./server\n  \
-    coldstart measure --compare --cache selective -- ./old ::: ./new")]
+    coldstart measure --compare --cache selective -- ./old ::: ./new"
+)]
 pub struct Args {
     /// Cache state before each run: hot, warm, selective or cold; several separated by commas
     /// (`cold,hot` also reports the I/O share: cold median minus hot median).
