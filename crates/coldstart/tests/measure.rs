@@ -514,36 +514,31 @@ fn a_hanging_program_is_killed_on_timeout_and_nothing_remains() {
 #[test]
 fn interrupting_coldstart_kills_the_current_run() {
     require_root!();
-    let mut child = Command::cargo_bin("coldstart")
-        .unwrap()
-        .args([
-            "measure",
-            "--ready",
-            "file:/nonexistent/x",
-            "--runs",
-            "1",
-            "--timeout",
-            "60",
-            "--",
-            "sh",
-            "-c",
-            "sleep 919 & sleep 920",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while processes(&["sleep", "920"]).is_empty() {
-        assert!(start.elapsed() < Duration::from_secs(10), "the run did not start");
-        std::thread::sleep(Duration::from_millis(10));
+    for (signal, code, marker) in [(libc::SIGINT, 130, "919"), (libc::SIGTERM, 143, "921")] {
+        let script = format!("sleep {marker} & sleep 9{marker}");
+        let mut child = Command::cargo_bin("coldstart")
+            .unwrap()
+            .args(["measure", "--ready", "file:/nonexistent/x", "--runs", "1", "--timeout", "60"])
+            .args(["--", "sh", "-c", &script])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let inner = format!("9{marker}");
+        let start = Instant::now();
+        while processes(&["sleep", &inner]).is_empty() {
+            assert!(start.elapsed() < Duration::from_secs(10), "the run did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(code));
+        assert!(
+            processes(&["sleep", marker]).is_empty() && processes(&["sleep", &inner]).is_empty()
+        );
+        assert!(stale_run_cgroups().is_empty(), "{:?}", stale_run_cgroups());
     }
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130));
-    assert!(processes(&["sleep", "919"]).is_empty() && processes(&["sleep", "920"]).is_empty());
-    assert!(stale_run_cgroups().is_empty(), "{:?}", stale_run_cgroups());
 }
 
 #[test]
