@@ -106,6 +106,28 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// Stops an Xvfb on drop: SIGTERM so it removes its socket and lock file, and removes them
+/// itself if the server had to be killed.
+struct Xvfb(u32, Child);
+
+impl Drop for Xvfb {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.1.id() as i32, libc::SIGTERM) };
+        let start = Instant::now();
+        while self.1.try_wait().ok().flatten().is_none() {
+            if start.elapsed() > Duration::from_secs(3) {
+                let _ = self.1.kill();
+                let _ = self.1.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = fs::remove_file(format!("/tmp/.X11-unix/X{}", self.0));
+        let _ = fs::remove_file(format!("/tmp/.X{}-lock", self.0));
+    }
+}
+
 /// Kills a background process on drop.
 struct Background(Child);
 
@@ -428,7 +450,8 @@ fn ready_on_an_x11_window_under_xvfb() {
                 && !Path::new(&format!("/tmp/.X{n}-lock")).exists()
         })
         .expect("a free X display");
-    let xvfb = Background(
+    let xvfb = Xvfb(
+        display,
         Command::new("Xvfb")
             .arg(format!(":{display}"))
             // No server reset when the last client (an xwininfo poll) disconnects.
