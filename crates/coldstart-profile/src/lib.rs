@@ -33,10 +33,8 @@ mod spawn;
 mod trace;
 
 use std::ffi::OsString;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 pub use coldstart_elf::SymbolOptions;
@@ -140,62 +138,26 @@ fn check_program(options: &ProfileOptions) -> Result<PathBuf, ProfileError> {
     Ok(path)
 }
 
-/// Forwards the program's output and raises readiness on the first matching line.
-fn watch_output(
-    mut from: std::fs::File,
-    to_stderr: bool,
-    regex: Option<regex::Regex>,
-    flag: Arc<AtomicBool>,
-    wake: Option<std::fs::File>,
-) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 65536];
-        let mut line = Vec::new();
-        let mut wake = wake;
-        loop {
-            let n = match from.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            let chunk = &buf[..n];
-            let _ = if to_stderr {
-                std::io::stderr().write_all(chunk)
-            } else {
-                std::io::stdout().write_all(chunk).and_then(|()| std::io::stdout().flush())
-            };
-            if let (Some(re), Some(_)) = (&regex, &wake) {
-                for &b in chunk {
-                    if b == b'\n' {
-                        if re.is_match(&String::from_utf8_lossy(&line)) {
-                            flag.store(true, Ordering::SeqCst);
-                        }
-                        line.clear();
-                    } else {
-                        line.push(b);
-                    }
-                }
-                if !flag.load(Ordering::SeqCst)
-                    && !line.is_empty()
-                    && re.is_match(&String::from_utf8_lossy(&line))
-                {
-                    flag.store(true, Ordering::SeqCst);
-                }
-                if flag.load(Ordering::SeqCst) {
-                    if let Some(mut w) = wake.take() {
-                        let _ = w.write_all(b"r");
-                    }
-                }
-            }
-        }
-    })
-}
-
 /// A run of the program with readiness wired up.
 pub(crate) struct Launched {
     pub stopped: spawn::Stopped,
-    pub flag: Arc<AtomicBool>,
-    pub ready_read: Option<std::fs::File>,
+    pub signal: ready::Signal,
+    /// Readable when readiness fires (the tracer polls it).
+    pub ready_read: std::fs::File,
+    /// Threads forwarding the program's output (they end when the program closes it).
     pub readers: Vec<std::thread::JoinHandle<()>>,
+    /// Threads polling `tcp:`, `file:` or `window:` (they end when `signal.done` is set).
+    pub pollers: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Launched {
+    /// Stop the polling watchers.
+    pub(crate) fn stop_pollers(&mut self) {
+        self.signal.done.store(true, std::sync::atomic::Ordering::SeqCst);
+        for p in self.pollers.drain(..) {
+            let _ = p.join();
+        }
+    }
 }
 
 pub(crate) fn launch(
@@ -204,32 +166,34 @@ pub(crate) fn launch(
     traced: bool,
 ) -> Result<Launched, ProfileError> {
     let (pipe_out, pipe_err) = match options.ready {
-        Ready::Exit => (false, false),
         Ready::Stdout(_) => (true, false),
         Ready::Stderr(_) => (false, true),
+        _ => (false, false),
     };
-    let mut stopped = spawn::spawn_stopped(path, &options.command, traced, pipe_out, pipe_err)?;
-    let flag = Arc::new(AtomicBool::new(false));
-    let mut ready_read = None;
+    let (signal, ready_read) = ready::Signal::new().map_err(|e| ProfileError::os("pipe2", e))?;
+    let fd_pipe = match options.ready {
+        Ready::Fd => Some(ready::pipe(libc::O_CLOEXEC).map_err(|e| ProfileError::os("pipe2", e))?),
+        _ => None,
+    };
+    let child_fd = fd_pipe.as_ref().map(|(_, w)| std::os::fd::AsRawFd::as_raw_fd(w));
+    let mut stopped =
+        spawn::spawn_stopped(path, &options.command, traced, pipe_out, pipe_err, child_fd)?;
     let mut readers = Vec::new();
-    let regex = match &options.ready {
-        Ready::Stdout(r) | Ready::Stderr(r) => Some(r.clone()),
-        Ready::Exit => None,
-    };
-    if let Some(from) = stopped.stdout.take().or_else(|| stopped.stderr.take()) {
-        let mut fds = [0; 2];
-        // SAFETY: pipe2 fills two descriptors we then own.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
-            return Err(ProfileError::os("pipe2", std::io::Error::last_os_error()));
+    let mut pollers = Vec::new();
+    match &options.ready {
+        Ready::Stdout(r) | Ready::Stderr(r) => {
+            let from =
+                stopped.stdout.take().or_else(|| stopped.stderr.take()).expect("piped output");
+            readers.push(ready::watch_output(from, pipe_err, Some(r.clone()), signal.clone()));
         }
-        use std::os::fd::FromRawFd;
-        // SAFETY: fresh descriptors.
-        let (r, w) =
-            unsafe { (std::fs::File::from_raw_fd(fds[0]), std::fs::File::from_raw_fd(fds[1])) };
-        ready_read = Some(r);
-        readers.push(watch_output(from, pipe_err, regex, flag.clone(), Some(w)));
+        Ready::Fd => {
+            let (r, w) = fd_pipe.expect("fd pipe");
+            drop(w);
+            readers.push(ready::watch_fd(std::fs::File::from(r), signal.clone()));
+        }
+        other => pollers.extend(ready::watch_polled(other, signal.clone())),
     }
-    Ok(Launched { stopped, flag, ready_read, readers })
+    Ok(Launched { stopped, signal, ready_read, readers, pollers })
 }
 
 /// A finished profile, and the program's output when it runs on.
@@ -285,7 +249,9 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
         timeout: options.timeout,
     };
     let tracer = trace::Tracer::start(trace_options, pid, &mut launched.stopped.errors, &path)?;
-    let traced = tracer.run(&launched.flag, launched.ready_read.as_ref().map(|f| f.as_raw_fd()))?;
+    let traced = tracer.run(launched.signal.flag(), Some(launched.ready_read.as_raw_fd()));
+    launched.stop_pollers();
+    let traced = traced?;
     guard.armed = false;
     // The program may run on; its output keeps flowing while coldstart lives. When it was
     // killed or has exited, wait for the forwarding threads to drain.

@@ -18,7 +18,6 @@
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::format::{PageAccess, PageFile, PageProfile};
@@ -250,7 +249,7 @@ pub(crate) fn record_pages(
     let mut warnings = Vec::new();
     let mut exited = false;
     loop {
-        if launched.flag.load(Ordering::Relaxed) {
+        if launched.signal.is_raised() {
             break;
         }
         let mut status = 0;
@@ -274,6 +273,7 @@ pub(crate) fn record_pages(
     if !exited {
         snapshot_files(pid, &mut files);
     }
+    launched.stop_pollers();
     // The page run is an extra run: kill its tree now and reap it.
     drop(guard);
     for r in launched.readers.drain(..) {

@@ -196,7 +196,7 @@ pub(crate) fn record_pages_perf(
     let mut warnings = Vec::new();
     loop {
         rings.iter().for_each(|r| r.drain(&mut records));
-        if launched.flag.load(Ordering::Relaxed) {
+        if launched.signal.is_raised() {
             break;
         }
         let mut status = 0;
@@ -213,6 +213,7 @@ pub(crate) fn record_pages_perf(
     }
     rings.iter().for_each(|r| r.drain(&mut records));
     drop(rings);
+    launched.stop_pollers();
     drop(guard);
     for r in launched.readers.drain(..) {
         let _ = r.join();

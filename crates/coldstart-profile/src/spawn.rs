@@ -58,6 +58,7 @@ pub(crate) fn spawn_stopped(
     traced: bool,
     pipe_stdout: bool,
     pipe_stderr: bool,
+    ready_fd: Option<i32>,
 ) -> Result<Stopped, ProfileError> {
     use std::os::fd::AsRawFd;
     let c_path = cstring(path.as_os_str().as_bytes())?;
@@ -65,6 +66,21 @@ pub(crate) fn spawn_stopped(
         command.iter().map(|a| cstring(a.as_bytes())).collect::<Result<_, _>>()?;
     let mut argv: Vec<*const libc::c_char> = c_args.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
+    // The environment, plus COLDSTART_READY_FD for the `fd` readiness signal.
+    let mut env: Vec<CString> = std::env::vars_os()
+        .filter(|(k, _)| k != crate::ready::READY_FD_ENV)
+        .filter_map(|(k, v)| {
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            CString::new(kv).ok()
+        })
+        .collect();
+    if let Some(fd) = ready_fd {
+        env.push(cstring(format!("{}={fd}", crate::ready::READY_FD_ENV).as_bytes())?);
+    }
+    let mut envp: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
+    envp.push(std::ptr::null());
     let (err_r, err_w) = pipe()?;
     let out = if pipe_stdout { Some(pipe()?) } else { None };
     let errp = if pipe_stderr { Some(pipe()?) } else { None };
@@ -101,8 +117,12 @@ pub(crate) fn spawn_stopped(
             if let Some(fd) = errp_w {
                 libc::dup2(fd, 2);
             }
+            if let Some(fd) = ready_fd {
+                // Inherited across exec: the program writes its readiness here.
+                libc::fcntl(fd, libc::F_SETFD, 0);
+            }
             libc::raise(libc::SIGSTOP);
-            libc::execv(c_path.as_ptr(), argv.as_ptr());
+            libc::execve(c_path.as_ptr(), argv.as_ptr(), envp.as_ptr());
             fail(2);
         }
     }

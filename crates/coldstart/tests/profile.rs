@@ -869,3 +869,55 @@ int main(void) {{ return call("first_visit") || call("second_visit"); }}
         "{recorded:?}"
     );
 }
+
+#[test]
+fn readiness_signals_of_measure_fd_file_and_tcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ready-marker");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let source = format!(
+        r#"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+volatile int sink;
+void before_ready(void) {{ sink = 1; }}
+int main(int argc, char **argv) {{
+    before_ready();
+    if (!strcmp(argv[1], "fd")) write(atoi(getenv("COLDSTART_READY_FD")), "r", 1);
+    if (!strcmp(argv[1], "file")) fclose(fopen("{}", "w"));
+    if (!strcmp(argv[1], "tcp")) {{
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {{ .sin_family = AF_INET, .sin_port = htons({port}), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) }};
+        int one = 1;
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(s, (struct sockaddr *)&a, sizeof a) || listen(s, 4)) return 5;
+    }}
+    for (;;) pause();
+}}
+"#,
+        marker.display()
+    );
+    let prog = cc(dir.path(), "signals", &source, &[]);
+    let file_signal = format!("file:{}", marker.display());
+    let tcp_signal = format!("tcp:{port}");
+    for (mode, signal) in
+        [("fd", "fd"), ("file", file_signal.as_str()), ("tcp", tcp_signal.as_str())]
+    {
+        let (code, stderr, p) = profile(
+            dir.path(),
+            &["--ready", signal, "--kill-at-ready", "--timeout", "20"],
+            &[prog.to_str().unwrap(), mode],
+        );
+        assert_eq!(code, 0, "{mode}: {stderr}");
+        let p = p.unwrap();
+        assert_eq!(p["stop"]["kind"], "ready", "{mode}");
+        assert_eq!(p["stop"]["signal"], signal);
+        assert!(touched(&p, "/signals").contains(&"before_ready".to_string()), "{mode}");
+        assert_no_process_runs(&prog);
+    }
+}

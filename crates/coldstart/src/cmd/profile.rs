@@ -14,7 +14,8 @@ use coldstart_profile::{format, Profile, ProfileOptions, Ready, Stop};
 pub struct Args {
     #[command(subcommand)]
     pub action: Option<Action>,
-    /// When start-up is over: `exit`, `stdout:REGEX` or `stderr:REGEX`.
+    /// When start-up is over, as for `measure --ready`: exit, stdout:REGEX, stderr:REGEX,
+    /// tcp:PORT, file:PATH, window:REGEX or fd.
     #[arg(long, default_value = "exit", value_name = "SIGNAL")]
     pub ready: String,
     /// Also record every file page start-up touches (tracefs; root), in a run of its own.
@@ -64,8 +65,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return merge(m);
     }
     let output = args.output.ok_or_else(|| crate::exit::usage("give -o P.json"))?;
-    let ready =
-        Ready::parse(&args.ready).map_err(|e| crate::exit::usage(format!("--ready: {e}")))?;
+    let ready: Ready =
+        args.ready.parse().map_err(|e| crate::exit::usage(format!("--ready: {e}")))?;
     let mut options = ProfileOptions::new(args.command);
     options.ready = ready;
     options.pages = args.pages;
