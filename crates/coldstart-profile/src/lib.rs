@@ -150,6 +150,13 @@ pub(crate) struct Launched {
     pub pollers: Vec<std::thread::JoinHandle<()>>,
 }
 
+impl Drop for Launched {
+    /// Polling watchers never outlive the run, even when it ends with an error.
+    fn drop(&mut self) {
+        self.signal.done.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 impl Launched {
     /// Stop the polling watchers.
     pub(crate) fn stop_pollers(&mut self) {
@@ -286,7 +293,7 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
         warnings,
         workloads: Vec::new(),
     };
-    Ok(Recording { profile, forwarding: launched.readers })
+    Ok(Recording { profile, forwarding: std::mem::take(&mut launched.readers) })
 }
 
 /// Block `SIGCHLD` in the calling thread before any helper thread starts, so helper threads
