@@ -48,8 +48,8 @@ fn demo_builds_the_sample_and_measures_every_cache_state() {
             .map(|r| r["counters"]["major_faults"].as_u64().unwrap())
             .collect()
     };
-    assert!(faults(&hot).iter().all(|&f| f == 0), "hot runs fault: {:?}", faults(&hot));
-    assert!(faults(&cold).iter().all(|&f| f > 0), "cold runs do not fault: {:?}", faults(&cold));
+    assert!(faults(hot).iter().all(|&f| f == 0), "hot runs fault: {:?}", faults(hot));
+    assert!(faults(cold).iter().all(|&f| f > 0), "cold runs do not fault: {:?}", faults(cold));
 }
 
 #[test]
