@@ -1,0 +1,313 @@
+//! The input of every layout step: per workload, the functions start-up touched in each
+//! module, in first-touch order, and (when recorded) the file pages it touched.
+//!
+//! This is deliberately smaller than the profile file: the ordering algorithms, the
+//! evaluation and the verification only need names, sizes and order, so they can be fed
+//! from a recorded profile ([`Workload::read_profile`]) or built by hand in tests.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::LayoutError;
+
+/// One workload: what one start-up touched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Workload {
+    /// A label (`a`, `open-file`, ...).
+    pub name: String,
+    /// Weight when several workloads are merged (1.0 unless told otherwise).
+    pub weight: f64,
+    pub modules: Vec<ModuleTouches>,
+    /// File pages start-up touched, per file, in first-touch order (empty when the profile
+    /// has no page data).
+    #[serde(default)]
+    pub pages: Vec<FilePages>,
+}
+
+/// The touched functions of one module (the executable or a library).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModuleTouches {
+    pub path: PathBuf,
+    pub build_id: Option<String>,
+    /// Touched functions in first-touch order.
+    pub functions: Vec<Touched>,
+}
+
+/// One touched function.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Touched {
+    /// Raw (mangled) names of the symbols at its entry, the preferred one first.
+    pub names: Vec<String>,
+    /// Entry address as linked.
+    pub address: u64,
+    pub size: u64,
+    /// Nanoseconds from exec to the first call.
+    pub first_touch_ns: u64,
+}
+
+impl Touched {
+    /// The name the function is known by in orders (its preferred symbol).
+    pub fn name(&self) -> &str {
+        self.names.first().map(String::as_str).unwrap_or("")
+    }
+}
+
+/// Pages of one file start-up touched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilePages {
+    pub path: PathBuf,
+    /// Page indexes (file offset / 4096), first touch order, no repeats.
+    pub pages: Vec<u64>,
+}
+
+impl Workload {
+    /// The module matching `binary`: same path, else same file name; `module` (a path or a
+    /// file name) overrides the choice. Without either match, an error lists the modules.
+    pub fn module(
+        &self,
+        binary: Option<&Path>,
+        module: Option<&str>,
+    ) -> Result<&ModuleTouches, LayoutError> {
+        find_module(&self.modules, binary, module)
+    }
+
+    /// The touched pages of the file `path` (matched by path, else file name).
+    pub fn pages_of(&self, path: &Path) -> Option<&FilePages> {
+        self.pages
+            .iter()
+            .find(|p| p.path == path)
+            .or_else(|| self.pages.iter().find(|p| p.path.file_name() == path.file_name()))
+    }
+
+    /// Read a `coldstart-profile` file. A merged profile with its input workloads kept
+    /// yields one workload per input; any other profile yields one.
+    pub fn read_profile(path: &Path) -> Result<Vec<Workload>, LayoutError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| LayoutError::io("read profile", path, e))?;
+        Workload::from_profile_json(path, &text)
+    }
+
+    /// Parse a profile's JSON text; `path` names it in errors.
+    pub fn from_profile_json(path: &Path, text: &str) -> Result<Vec<Workload>, LayoutError> {
+        let bad = |message: String| LayoutError::Profile { path: path.to_owned(), message };
+        let profile: profile_v1::Profile =
+            serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+        if profile.format != "coldstart-profile" {
+            return Err(bad(format!(
+                "its format is `{}`, not `coldstart-profile`",
+                profile.format
+            )));
+        }
+        if profile.version != 1 {
+            return Err(LayoutError::ProfileVersion {
+                path: path.to_owned(),
+                found: profile.version,
+            });
+        }
+        if !profile.workloads.is_empty() {
+            return Ok(profile
+                .workloads
+                .into_iter()
+                .map(profile_v1::Profile::into_workload)
+                .collect());
+        }
+        Ok(vec![profile.into_workload()])
+    }
+}
+
+/// Find a module by `--module` (path or file name), else by the binary's path or file
+/// name, else the only module or the first (the executable) when no binary is given.
+pub fn find_module<'a>(
+    modules: &'a [ModuleTouches],
+    binary: Option<&Path>,
+    module: Option<&str>,
+) -> Result<&'a ModuleTouches, LayoutError> {
+    let names =
+        || modules.iter().map(|m| m.path.display().to_string()).collect::<Vec<_>>().join(", ");
+    if let Some(wanted) = module {
+        return modules
+            .iter()
+            .find(|m| m.path == Path::new(wanted))
+            .or_else(|| modules.iter().find(|m| m.path.file_name().is_some_and(|f| f == wanted)))
+            .ok_or_else(|| LayoutError::NoSuchModule {
+                wanted: wanted.to_owned(),
+                available: names(),
+            });
+    }
+    if let Some(binary) = binary {
+        let canonical = std::fs::canonicalize(binary).unwrap_or_else(|_| binary.to_owned());
+        return modules
+            .iter()
+            .find(|m| m.path == canonical || m.path == binary)
+            .or_else(|| modules.iter().find(|m| m.path.file_name() == binary.file_name()))
+            .ok_or_else(|| LayoutError::NoSuchModule {
+                wanted: binary.display().to_string(),
+                available: names(),
+            });
+    }
+    modules
+        .first()
+        .ok_or_else(|| LayoutError::NoSuchModule { wanted: "(any)".into(), available: names() })
+}
+
+/// A mirror of the fields of the `coldstart-profile` v1 format (docs/formats/profile.md)
+/// that layout reads; unknown fields are ignored.
+mod profile_v1 {
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+
+    use serde::Deserialize;
+
+    #[derive(Deserialize)]
+    pub struct Profile {
+        pub format: String,
+        pub version: u32,
+        #[serde(default)]
+        pub workload: String,
+        #[serde(default)]
+        pub modules: Vec<Module>,
+        #[serde(default)]
+        pub pages: Option<Pages>,
+        #[serde(default)]
+        pub workloads: Vec<Profile>,
+        /// Not in the format: a weight a user may add by hand for `order --algorithm merged`.
+        #[serde(default)]
+        pub weight: Option<f64>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Module {
+        pub path: PathBuf,
+        #[serde(default)]
+        pub build_id: Option<String>,
+        #[serde(default)]
+        pub functions: Vec<Touch>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Touch {
+        pub address: u64,
+        #[serde(default)]
+        pub size: u64,
+        pub names: Vec<String>,
+        #[serde(default)]
+        pub first_touch_ns: u64,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Pages {
+        #[serde(default)]
+        pub files: Vec<PageFile>,
+        #[serde(default)]
+        pub accesses: Vec<Access>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct PageFile {
+        pub path: PathBuf,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Access {
+        pub file: usize,
+        pub page: u64,
+        #[serde(default = "one")]
+        pub count: u64,
+    }
+
+    fn one() -> u64 {
+        1
+    }
+
+    impl Profile {
+        pub fn into_workload(self) -> super::Workload {
+            let modules = self
+                .modules
+                .into_iter()
+                .map(|m| super::ModuleTouches {
+                    path: m.path,
+                    build_id: m.build_id,
+                    functions: m
+                        .functions
+                        .into_iter()
+                        .filter(|t| !t.names.is_empty())
+                        .map(|t| super::Touched {
+                            names: t.names,
+                            address: t.address,
+                            size: t.size,
+                            first_touch_ns: t.first_touch_ns,
+                        })
+                        .collect(),
+                })
+                .collect();
+            let mut pages = Vec::new();
+            if let Some(p) = self.pages {
+                let mut per_file: BTreeMap<usize, (Vec<u64>, std::collections::HashSet<u64>)> =
+                    BTreeMap::new();
+                for a in &p.accesses {
+                    let entry = per_file.entry(a.file).or_default();
+                    for page in a.page..a.page + a.count.max(1) {
+                        if entry.1.insert(page) {
+                            entry.0.push(page);
+                        }
+                    }
+                }
+                for (file, (list, _)) in per_file {
+                    if let Some(f) = p.files.get(file) {
+                        pages.push(super::FilePages { path: f.path.clone(), pages: list });
+                    }
+                }
+            }
+            super::Workload {
+                name: if self.workload.is_empty() { "workload".into() } else { self.workload },
+                weight: self.weight.unwrap_or(1.0),
+                modules,
+                pages,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROFILE: &str = r#"{
+      "format": "coldstart-profile", "version": 1, "workload": "a",
+      "modules": [
+        {"path": "/tmp/prog", "build_id": "ab", "load_bias": 0, "functions": [
+          {"address": 4096, "size": 10, "names": ["main"], "first_touch_ns": 5, "pid": 1, "tid": 1, "ordinal": 0},
+          {"address": 8192, "size": 20, "names": ["helper", "helper_alias"], "first_touch_ns": 9, "pid": 1, "tid": 1, "ordinal": 1}
+        ]}
+      ],
+      "pages": {"source": "tracefs", "sampled": false,
+        "files": [{"path": "/tmp/prog", "size": 1, "mtime": 0, "build_id": null, "dev": "0:1", "ino": 1}],
+        "accesses": [{"file": 0, "page": 3, "count": 2, "t_ns": 1, "event": "fault", "pid": 1},
+                     {"file": 0, "page": 4, "t_ns": 2, "event": "fault", "pid": 1}]}
+    }"#;
+
+    #[test]
+    fn a_profile_becomes_one_workload_with_pages_deduplicated() {
+        let w = Workload::from_profile_json(Path::new("p.json"), PROFILE).unwrap();
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].name, "a");
+        let m = w[0].module(Some(Path::new("/elsewhere/prog")), None).unwrap();
+        assert_eq!(m.functions.iter().map(Touched::name).collect::<Vec<_>>(), ["main", "helper"]);
+        assert_eq!(w[0].pages[0].pages, [3, 4]);
+    }
+
+    #[test]
+    fn an_unknown_version_is_refused_by_name() {
+        let text = PROFILE.replace("\"version\": 1", "\"version\": 7");
+        let err = Workload::from_profile_json(Path::new("p.json"), &text).unwrap_err();
+        assert!(err.to_string().contains("version 7"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_module_lists_the_ones_there() {
+        let w = Workload::from_profile_json(Path::new("p.json"), PROFILE).unwrap();
+        let err = w[0].module(None, Some("libfoo.so")).unwrap_err();
+        assert!(err.to_string().contains("/tmp/prog"), "{err}");
+    }
+}
