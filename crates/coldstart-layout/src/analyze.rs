@@ -167,7 +167,7 @@ fn static_picture(binary: &Binary, model: PageModel) -> StaticPicture {
     if !info.has_emitted_relocations {
         missing.push("no static relocations kept: `coldstart bolt` cannot rewrite this binary; link with -Wl,--emit-relocs or relink with `coldstart link`".to_owned());
     }
-    if relative > 0 && !relr {
+    if relative > 0 && !relr && rela_dyn_bytes >= 4096 {
         missing.push(format!(
             "{relative} relative relocations in .rela.dyn ({} KiB) are read whole at every start: link with -z pack-relative-relocs (DT_RELR)",
             rela_dyn_bytes / 1024

@@ -137,3 +137,25 @@ impl Binary {
         Some((sec.size / 24, rel))
     }
 }
+
+impl Binary {
+    /// Fill in the sizes the profiles lack (0) for this binary's module from its symbols,
+    /// so orders and cluster caps count real bytes.
+    pub fn fill_sizes(&self, workloads: &mut [crate::input::Workload]) {
+        let sizes: std::collections::HashMap<&str, u64> = self
+            .functions
+            .iter()
+            .flat_map(|f| f.names.iter().map(move |n| (n.as_str(), f.size)))
+            .collect();
+        let file = self.info.path.file_name();
+        for w in workloads {
+            for m in w.modules.iter_mut().filter(|m| m.path.file_name() == file) {
+                for t in m.functions.iter_mut().filter(|t| t.size == 0) {
+                    if let Some(s) = t.names.iter().find_map(|n| sizes.get(n.as_str())) {
+                        t.size = *s;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! `coldstart link`: run the user's own build with function sections and lld with the
+//! order file injected, then verify the result.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use coldstart_layout::drivers::prepare_build;
+
+use super::order::coded;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The order file (lld format: `coldstart order --format lld`).
+    #[arg(long)]
+    pub order: PathBuf,
+    /// The binary the build produces, to verify after it (skipped without it).
+    #[arg(long)]
+    pub binary: Option<PathBuf>,
+    /// Verify against this profile instead of the order file.
+    #[arg(long)]
+    pub profile: Option<PathBuf>,
+    /// The build command: make, cmake --build, a compiler line, cargo build, ...
+    #[arg(last = true, required = true)]
+    pub build: Vec<String>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let mut prepared = prepare_build(&args.build, &args.order).map_err(coded)?;
+    eprintln!(
+        "coldstart: building with {} and {}",
+        prepared.flags.compile.join(" "),
+        prepared.flags.link.join(" ")
+    );
+    let status = prepared
+        .command
+        .status()
+        .map_err(|e| crate::exit::usage(format!("cannot run `{}`: {e}", args.build[0])))?;
+    if !status.success() {
+        anyhow::bail!(
+            "the build `{}` failed ({status}); its output is above",
+            args.build.join(" ")
+        );
+    }
+    let Some(binary) = &args.binary else {
+        eprintln!("coldstart: built; pass --binary OUT to verify the layout (or run `coldstart verify OUT --order {}`)", args.order.display());
+        return Ok(crate::exit::SUCCESS);
+    };
+    let expected = super::verify::expected_names(
+        args.profile.as_deref(),
+        Some(&args.order).filter(|_| args.profile.is_none()).map(|p| p.as_path()),
+        binary,
+        None,
+    )?;
+    super::verify::check(binary, &expected, 4096, false)
+}
