@@ -49,3 +49,21 @@ pub fn is_elf(path: &std::path::Path) -> bool {
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// The linked address of the first symbol (any kind) named `name`, from `.symtab` or
+/// `.dynsym`. The profiler uses it for the loader's `_r_debug` and `_dl_debug_state`.
+pub fn find_symbol(path: &std::path::Path, name: &str) -> Result<Option<u64>, ElfError> {
+    use object::{Object, ObjectSymbol};
+    let map = Mmap::open(path)?;
+    let data = map.bytes();
+    if data.len() < 5 || &data[..4] != b"\x7fELF" {
+        return Err(ElfError::NotElf { path: path.to_owned() });
+    }
+    let file = object::File::parse(data).map_err(|e| ElfError::malformed(path, e))?;
+    let found = file
+        .symbols()
+        .chain(file.dynamic_symbols())
+        .find(|s| s.name_bytes().is_ok_and(|n| n == name.as_bytes()) && !s.is_undefined())
+        .map(|s| s.address());
+    Ok(found)
+}
