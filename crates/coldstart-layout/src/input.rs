@@ -83,36 +83,79 @@ impl Workload {
     /// Read a `coldstart-profile` file. A merged profile with its input workloads kept
     /// yields one workload per input; any other profile yields one.
     pub fn read_profile(path: &Path) -> Result<Vec<Workload>, LayoutError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| LayoutError::io("read profile", path, e))?;
-        Workload::from_profile_json(path, &text)
+        let profile = coldstart_profile::Profile::read(path).map_err(|e| profile_error(path, e))?;
+        Ok(Workload::from_profile(profile))
     }
 
     /// Parse a profile's JSON text; `path` names it in errors.
     pub fn from_profile_json(path: &Path, text: &str) -> Result<Vec<Workload>, LayoutError> {
-        let bad = |message: String| LayoutError::Profile { path: path.to_owned(), message };
-        let profile: profile_v1::Profile =
-            serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
-        if profile.format != "coldstart-profile" {
-            return Err(bad(format!(
-                "its format is `{}`, not `coldstart-profile`",
-                profile.format
-            )));
-        }
-        if profile.version != 1 {
-            return Err(LayoutError::ProfileVersion {
-                path: path.to_owned(),
-                found: profile.version,
-            });
-        }
+        let profile = coldstart_profile::Profile::from_json(path, text)
+            .map_err(|e| profile_error(path, e))?;
+        Ok(Workload::from_profile(profile))
+    }
+
+    /// The adapter from the profile format: the one place that knows its fields.
+    pub fn from_profile(profile: coldstart_profile::Profile) -> Vec<Workload> {
         if !profile.workloads.is_empty() {
-            return Ok(profile
-                .workloads
-                .into_iter()
-                .map(profile_v1::Profile::into_workload)
-                .collect());
+            return profile.workloads.into_iter().flat_map(Workload::from_profile).collect();
         }
-        Ok(vec![profile.into_workload()])
+        let modules = profile
+            .modules
+            .into_iter()
+            .map(|m| ModuleTouches {
+                path: m.path,
+                build_id: m.build_id,
+                functions: m
+                    .functions
+                    .into_iter()
+                    .filter(|t| !t.names.is_empty())
+                    .map(|t| Touched {
+                        names: t.names,
+                        address: t.address,
+                        size: t.size,
+                        first_touch_ns: t.first_touch_ns,
+                    })
+                    .collect(),
+            })
+            .collect();
+        let mut pages = Vec::new();
+        if let Some(p) = profile.pages {
+            let mut per_file: std::collections::BTreeMap<
+                usize,
+                (Vec<u64>, std::collections::HashSet<u64>),
+            > = std::collections::BTreeMap::new();
+            for a in &p.accesses {
+                let entry = per_file.entry(a.file).or_default();
+                for page in a.page..a.page + a.count.max(1) {
+                    if entry.1.insert(page) {
+                        entry.0.push(page);
+                    }
+                }
+            }
+            for (file, (list, _)) in per_file {
+                if let Some(f) = p.files.get(file) {
+                    pages.push(FilePages { path: f.path.clone(), pages: list });
+                }
+            }
+        }
+        vec![Workload {
+            name: if profile.workload.is_empty() { "workload".into() } else { profile.workload },
+            weight: 1.0,
+            modules,
+            pages,
+        }]
+    }
+}
+
+fn profile_error(path: &Path, e: coldstart_profile::FormatError) -> LayoutError {
+    match e {
+        coldstart_profile::FormatError::UnknownVersion { found, .. } => {
+            LayoutError::ProfileVersion { path: path.to_owned(), found }
+        }
+        coldstart_profile::FormatError::Read { source, .. } => {
+            LayoutError::io("read profile", path, source)
+        }
+        other => LayoutError::Profile { path: path.to_owned(), message: other.to_string() },
     }
 }
 
@@ -151,132 +194,16 @@ pub fn find_module<'a>(
         .ok_or_else(|| LayoutError::NoSuchModule { wanted: "(any)".into(), available: names() })
 }
 
-/// A mirror of the fields of the `coldstart-profile` v1 format (docs/formats/profile.md)
-/// that layout reads; unknown fields are ignored.
-mod profile_v1 {
-    use std::collections::BTreeMap;
-    use std::path::PathBuf;
-
-    use serde::Deserialize;
-
-    #[derive(Deserialize)]
-    pub struct Profile {
-        pub format: String,
-        pub version: u32,
-        #[serde(default)]
-        pub workload: String,
-        #[serde(default)]
-        pub modules: Vec<Module>,
-        #[serde(default)]
-        pub pages: Option<Pages>,
-        #[serde(default)]
-        pub workloads: Vec<Profile>,
-        /// Not in the format: a weight a user may add by hand for `order --algorithm merged`.
-        #[serde(default)]
-        pub weight: Option<f64>,
-    }
-
-    #[derive(Deserialize)]
-    pub struct Module {
-        pub path: PathBuf,
-        #[serde(default)]
-        pub build_id: Option<String>,
-        #[serde(default)]
-        pub functions: Vec<Touch>,
-    }
-
-    #[derive(Deserialize)]
-    pub struct Touch {
-        pub address: u64,
-        #[serde(default)]
-        pub size: u64,
-        pub names: Vec<String>,
-        #[serde(default)]
-        pub first_touch_ns: u64,
-    }
-
-    #[derive(Deserialize)]
-    pub struct Pages {
-        #[serde(default)]
-        pub files: Vec<PageFile>,
-        #[serde(default)]
-        pub accesses: Vec<Access>,
-    }
-
-    #[derive(Deserialize)]
-    pub struct PageFile {
-        pub path: PathBuf,
-    }
-
-    #[derive(Deserialize)]
-    pub struct Access {
-        pub file: usize,
-        pub page: u64,
-        #[serde(default = "one")]
-        pub count: u64,
-    }
-
-    fn one() -> u64 {
-        1
-    }
-
-    impl Profile {
-        pub fn into_workload(self) -> super::Workload {
-            let modules = self
-                .modules
-                .into_iter()
-                .map(|m| super::ModuleTouches {
-                    path: m.path,
-                    build_id: m.build_id,
-                    functions: m
-                        .functions
-                        .into_iter()
-                        .filter(|t| !t.names.is_empty())
-                        .map(|t| super::Touched {
-                            names: t.names,
-                            address: t.address,
-                            size: t.size,
-                            first_touch_ns: t.first_touch_ns,
-                        })
-                        .collect(),
-                })
-                .collect();
-            let mut pages = Vec::new();
-            if let Some(p) = self.pages {
-                let mut per_file: BTreeMap<usize, (Vec<u64>, std::collections::HashSet<u64>)> =
-                    BTreeMap::new();
-                for a in &p.accesses {
-                    let entry = per_file.entry(a.file).or_default();
-                    for page in a.page..a.page + a.count.max(1) {
-                        if entry.1.insert(page) {
-                            entry.0.push(page);
-                        }
-                    }
-                }
-                for (file, (list, _)) in per_file {
-                    if let Some(f) = p.files.get(file) {
-                        pages.push(super::FilePages { path: f.path.clone(), pages: list });
-                    }
-                }
-            }
-            super::Workload {
-                name: if self.workload.is_empty() { "workload".into() } else { self.workload },
-                weight: self.weight.unwrap_or(1.0),
-                modules,
-                pages,
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const PROFILE: &str = r#"{
       "format": "coldstart-profile", "version": 1, "workload": "a",
+      "created_unix": 0, "duration_ns": 1, "stop": {"kind": "exit", "code": 0},
       "modules": [
-        {"path": "/tmp/prog", "build_id": "ab", "load_bias": 0, "functions": [
+        {"path": "/tmp/prog", "build_id": "ab", "size": 1, "mtime": 0, "load_bias": 0,
+         "symbols": "symtab", "functions_total": 2, "functions": [
           {"address": 4096, "size": 10, "names": ["main"], "first_touch_ns": 5, "pid": 1, "tid": 1, "ordinal": 0},
           {"address": 8192, "size": 20, "names": ["helper", "helper_alias"], "first_touch_ns": 9, "pid": 1, "tid": 1, "ordinal": 1}
         ]}
