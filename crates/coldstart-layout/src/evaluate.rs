@@ -60,7 +60,7 @@ pub fn evaluate(
         let names: Vec<String> = order.functions.iter().map(|f| f.name().to_owned()).collect();
         let cost = cost_of(&Placement::ordered(&binary.functions, &names, 16, model));
         let key = (cost.faults, cost.pages_touched);
-        if best.is_none_or(|(_, k)| key < k) {
+        if best.map_or(true, |(_, k)| key < k) {
             best = Some((algorithm, key));
         }
         rows.push(Row { layout: algorithm.name().into(), cost });

@@ -75,7 +75,7 @@ pub fn coded(err: LayoutError) -> anyhow::Error {
         | LayoutError::ProfileVersion { .. }
         | LayoutError::EmptyOrder { .. }
         | LayoutError::Elf(_) => crate::exit::usage(err.to_string()),
-        LayoutError::Io { ref action, .. } if action.starts_with("read") => {
+        LayoutError::Io { action, .. } if action.starts_with("read") => {
             crate::exit::usage(err.to_string())
         }
         other => anyhow::Error::new(other),

@@ -1,0 +1,472 @@
+//! Layout end to end on small C programs compiled here with clang-19 and linked with lld
+//! (and gold, and llvm-bolt when it works): order files, verify, analyze and evaluate.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use assert_cmd::Command as Cli;
+use coldstart_profile::{Module, Profile, Stop, Touch};
+use predicates::prelude::*;
+
+const CLANG: &str = "clang-19";
+
+fn coldstart() -> Cli {
+    Cli::cargo_bin("coldstart").unwrap()
+}
+
+/// A C program of `n` functions of about 450 bytes of real instructions each (BOLT keeps
+/// them, unlike nop padding); `main` calls the hot ones, in `hot` order, then a static one.
+fn program(n: usize, hot: &[usize]) -> String {
+    let mut s = String::from("#include <stdio.h>\n");
+    for i in 0..n {
+        s.push_str(&format!(
+            "__attribute__((noinline)) int f{i}(int x) {{ __asm__ volatile(\".rept 150\\n\\taddl $1, %%eax\\n\\t.endr\" ::: \"eax\"); return x + {i}; }}\n"
+        ));
+    }
+    s.push_str("static __attribute__((noinline)) int local_helper(int x) { __asm__ volatile(\"nop\"); return x * 3; }\n");
+    s.push_str("int main(int argc, char **argv) { int s = 0; (void)argv;\n");
+    for i in hot {
+        s.push_str(&format!("  s += f{i}(argc);\n"));
+    }
+    s.push_str("  s += local_helper(s); printf(\"%d\\n\", s); return 0; }\n");
+    s
+}
+
+fn hot_names(hot: &[usize]) -> Vec<String> {
+    let mut v = vec!["main".to_owned()];
+    v.extend(hot.iter().map(|i| format!("f{i}")));
+    v.push("local_helper".into());
+    v
+}
+
+fn compile(dir: &Path, src: &str, out: &str, extra: &[&str]) -> PathBuf {
+    let c = dir.join(format!("{out}.c"));
+    std::fs::write(&c, src).unwrap();
+    let exe = dir.join(out);
+    let status = Command::new(CLANG)
+        .args(["-O1", "-ffunction-sections", "-fuse-ld=lld"])
+        .args(extra)
+        .arg(&c)
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .expect("clang-19 runs");
+    assert!(status.success(), "clang-19 failed for {out}");
+    exe
+}
+
+/// A profile of `module` whose start-up touched `names` in this order.
+fn profile(path: &Path, workload: &str, module: &Path, names: &[String]) -> PathBuf {
+    let functions = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| Touch {
+            address: 0,
+            size: 0,
+            names: vec![n.clone()],
+            first_touch_ns: 1000 * i as u64,
+            pid: 1,
+            tid: 1,
+            ordinal: i as u64,
+            workloads: vec![],
+        })
+        .collect();
+    let p = Profile {
+        format: "coldstart-profile".into(),
+        version: 1,
+        workload: workload.into(),
+        command: vec![],
+        created_unix: 0,
+        duration_ns: 1,
+        stop: Stop::Exit { code: 0 },
+        modules: vec![Module {
+            path: module.to_owned(),
+            build_id: None,
+            size: 0,
+            mtime: 0,
+            load_bias: 0,
+            symbols: "symtab".into(),
+            functions_total: names.len(),
+            functions,
+        }],
+        pages: None,
+        warnings: vec![],
+        workloads: vec![],
+    };
+    p.write(path).unwrap();
+    path.to_owned()
+}
+
+/// Addresses of `names` in `binary`, through coldstart-elf.
+fn addresses(binary: &Path, names: &[String]) -> Vec<u64> {
+    let info = coldstart_elf::ElfInfo::open(binary, &Default::default()).unwrap();
+    names
+        .iter()
+        .map(|n| {
+            info.functions
+                .iter()
+                .find(|f| f.names.contains(n))
+                .unwrap_or_else(|| panic!("{n} missing"))
+                .address
+        })
+        .collect()
+}
+
+fn is_rising(v: &[u64]) -> bool {
+    v.windows(2).all(|w| w[0] < w[1])
+}
+
+const HOT: [usize; 8] = [45, 39, 33, 27, 21, 15, 9, 3];
+
+#[test]
+fn lld_with_the_order_file_puts_functions_in_that_order_and_verify_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = program(48, &HOT);
+    let plain = compile(dir.path(), &src, "prog", &[]);
+    let names = hot_names(&HOT);
+    let p = profile(&dir.path().join("a.json"), "a", &plain, &names);
+    let order = dir.path().join("order.txt");
+    coldstart()
+        .args(["order"])
+        .arg(&p)
+        .arg("-o")
+        .arg(&order)
+        .arg("--binary")
+        .arg(&plain)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&order).unwrap();
+    let listed: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(listed, names.iter().map(String::as_str).collect::<Vec<_>>());
+
+    // Without the order: scattered, verify fails with exit 1.
+    assert!(!is_rising(&addresses(&plain, &names)));
+    coldstart()
+        .arg("verify")
+        .arg(&plain)
+        .arg("--profile")
+        .arg(&p)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("did NOT take effect"));
+
+    // With it: in that order, packed, verify passes.
+    let flag = format!("-Wl,--symbol-ordering-file={}", order.display());
+    let ordered = compile(dir.path(), &src, "prog", &[&flag]);
+    assert!(is_rising(&addresses(&ordered, &names)), "static local_helper and globals in order");
+    coldstart().arg("verify").arg(&ordered).arg("--profile").arg(&p).assert().success();
+    coldstart().arg("verify").arg(&ordered).arg("--order").arg(&order).assert().success();
+}
+
+#[test]
+fn gold_takes_the_gold_order_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = program(32, &HOT[4..]);
+    let plain = compile(dir.path(), &src, "prog", &[]);
+    let names = hot_names(&HOT[4..]);
+    let p = profile(&dir.path().join("a.json"), "a", &plain, &names);
+    let order = dir.path().join("order.gold");
+    coldstart()
+        .arg("order")
+        .arg(&p)
+        .args(["--format", "gold", "-o"])
+        .arg(&order)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&order).unwrap();
+    assert!(text.starts_with(".text.main\n.text.*.main\n.text.f21\n.text.*.f21\n"), "{text}");
+    let flag = format!("-Wl,--section-ordering-file={}", order.display());
+    let c = dir.path().join("g.c");
+    std::fs::write(&c, &src).unwrap();
+    let exe = dir.path().join("gold-prog");
+    let status = Command::new(CLANG)
+        .args(["-O1", "-ffunction-sections", "-fuse-ld=gold", &flag])
+        .arg(&c)
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(is_rising(&addresses(&exe, &names)));
+    coldstart().arg("verify").arg(&exe).arg("--order").arg(&order).assert().success();
+}
+
+#[test]
+fn gnu_ld_order_is_a_script_fragment_and_ld64_names_carry_an_underscore() {
+    let dir = tempfile::tempdir().unwrap();
+    let names: Vec<String> =
+        ["main", "_ZN3foo3barEv", "_RNvCs1234_7mycrate4main"].map(String::from).to_vec();
+    let p = profile(&dir.path().join("a.json"), "a", Path::new("/usr/bin/prog"), &names);
+    coldstart().arg("order").arg(&p).args(["--format", "gnu-ld"]).assert().success().stdout(
+        predicate::eq(
+            "/* coldstart first-touch order of /usr/bin/prog (3 functions, 0 bytes) */\n\
+             .text : {\n\
+             \x20 *(.text.main .text.*.main)\n\
+             \x20 *(.text._ZN3foo3barEv .text.*._ZN3foo3barEv)\n\
+             \x20 *(.text._RNvCs1234_7mycrate4main .text.*._RNvCs1234_7mycrate4main)\n\
+             }\n",
+        ),
+    );
+    coldstart()
+        .arg("order")
+        .arg(&p)
+        .args(["--format", "ld64"])
+        .assert()
+        .success()
+        .stdout(predicate::eq("_main\n__ZN3foo3barEv\n__RNvCs1234_7mycrate4main\n"));
+}
+
+#[test]
+fn mold_is_refused_with_the_reason_and_an_alternative() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(&dir.path().join("a.json"), "a", Path::new("/usr/bin/prog"), &["main".into()]);
+    coldstart().arg("order").arg(&p).args(["--format", "mold"]).assert().code(2).stderr(
+        predicate::str::contains("no symbol or input-section ordering")
+            .and(predicate::str::contains("lld")),
+    );
+}
+
+#[test]
+fn ambiguous_static_names_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.c");
+    let b = dir.path().join("b.c");
+    std::fs::write(&a, "static __attribute__((noinline)) int dup(int x){return x+1;}\nint use_a(int x){return dup(x);}\nint use_b(int);\nint main(int c, char**v){(void)v; return use_a(c)+use_b(c);}\n").unwrap();
+    std::fs::write(&b, "static __attribute__((noinline)) int dup(int x){return x+2;}\nint use_b(int x){return dup(x);}\n").unwrap();
+    let exe = dir.path().join("dup");
+    assert!(Command::new(CLANG)
+        .args(["-O1", "-ffunction-sections", "-fuse-ld=lld"])
+        .arg(&a)
+        .arg(&b)
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .unwrap()
+        .success());
+    let p = profile(
+        &dir.path().join("p.json"),
+        "a",
+        &exe,
+        &["main".into(), "dup".into(), "use_a".into()],
+    );
+    coldstart().arg("order").arg(&p).arg("--binary").arg(&exe).assert().success().stderr(
+        predicate::str::contains("defined more than once").and(predicate::str::contains("dup")),
+    );
+}
+
+fn bolt_works() -> bool {
+    ["/usr/bin/llvm-bolt-19", "/usr/lib/llvm-19/bin/llvm-bolt"]
+        .iter()
+        .any(|p| Command::new(p).arg("--version").output().is_ok_and(|o| o.status.success()))
+}
+
+#[test]
+fn bolt_rewrites_an_emit_relocs_binary_in_the_order_and_refuses_one_without() {
+    if !bolt_works() {
+        eprintln!("skipped: llvm-bolt-19 does not run here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = program(48, &HOT);
+    let names = hot_names(&HOT);
+    let relocs = compile(dir.path(), &src, "relocs", &["-Wl,--emit-relocs"]);
+    let p = profile(&dir.path().join("a.json"), "a", &relocs, &names);
+    let order = dir.path().join("order.bolt");
+    coldstart()
+        .arg("order")
+        .arg(&p)
+        .args(["--format", "bolt", "-o"])
+        .arg(&order)
+        .assert()
+        .success();
+    let out = dir.path().join("relocs.bolt");
+    coldstart()
+        .arg("bolt")
+        .arg(&relocs)
+        .arg("--order")
+        .arg(&order)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success();
+    assert!(is_rising(&addresses(&out, &names)));
+    let run = Command::new(&out).output().unwrap();
+    assert!(run.status.success(), "the rewritten program runs");
+
+    let plain = compile(dir.path(), &src, "plain", &[]);
+    coldstart()
+        .arg("bolt")
+        .arg(&plain)
+        .arg("--order")
+        .arg(&order)
+        .arg("-o")
+        .arg(dir.path().join("never"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--emit-relocs"));
+    assert!(!dir.path().join("never").exists());
+}
+
+/// Functions each alone on a page (aligned to 4096): the hot ones are every fourth, so
+/// start-up touches exactly one page per hot function and one for main.
+fn paged_program(n: usize, hot: &[usize]) -> String {
+    let mut s = String::new();
+    for i in 0..n {
+        s.push_str(&format!(
+            "__attribute__((noinline, aligned(4096))) int f{i}(int x) {{ __asm__ volatile(\".rept 100\\n\\taddl $1, %%eax\\n\\t.endr\" ::: \"eax\"); return x + {i}; }}\n"
+        ));
+    }
+    s.push_str(
+        "__attribute__((aligned(4096))) int main(int argc, char **argv) { int s = 0; (void)argv;\n",
+    );
+    for i in hot {
+        s.push_str(&format!("  s += f{i}(argc);\n"));
+    }
+    s.push_str("  return s & 1; }\n");
+    s
+}
+
+#[test]
+fn analyze_counts_touched_pages_utilization_and_ideal_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let hot: Vec<usize> = (0..32).filter(|i| i % 4 == 3).collect();
+    let exe = compile(dir.path(), &paged_program(32, &hot), "paged", &[]);
+    let mut names = vec!["main".to_owned()];
+    names.extend(hot.iter().map(|i| format!("f{i}")));
+    let p = profile(&dir.path().join("a.json"), "a", &exe, &names);
+    let info = coldstart_elf::ElfInfo::open(&exe, &Default::default()).unwrap();
+    let used: u64 = names
+        .iter()
+        .map(|n| info.functions.iter().find(|f| f.names.contains(n)).unwrap().size)
+        .sum();
+    let out = coldstart()
+        .arg("analyze")
+        .arg(&exe)
+        .arg("--profile")
+        .arg(&p)
+        .args(["--readahead", "0", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let u = &json["utilization"];
+    assert_eq!(u["code_pages_touched"], 9);
+    assert_eq!(u["used_code_bytes"], used);
+    let total = u["code_pages_total"].as_u64().unwrap();
+    assert!(total >= 33, "33 aligned functions need 33 pages at least, got {total}");
+    let util = u["utilization"].as_f64().unwrap();
+    assert!((util - used as f64 / (9.0 * 4096.0)).abs() < 1e-9);
+    // No read-ahead: every touched page is a fault; packed, the hot bytes need few pages.
+    assert_eq!(u["current"]["faults"], 9);
+    assert_eq!(u["ideal"]["pages_touched"], used.div_ceil(4096));
+    assert_eq!(u["ideal"]["faults"], used.div_ceil(4096));
+
+    // A 64 KiB window (16 pages around each fault) covers the next hot page, 4 pages on:
+    // fewer faults than touched pages; the table shows the same figures.
+    let out = coldstart()
+        .arg("analyze")
+        .arg(&exe)
+        .arg("--profile")
+        .arg(&p)
+        .args(["--readahead", "64k", "--json"])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let faults = json["utilization"]["current"]["faults"].as_u64().unwrap();
+    assert!((1..9).contains(&faults), "{faults}");
+    let out = coldstart().arg("analyze").arg(&exe).arg("--profile").arg(&p).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("{total} ")) && text.contains("9 ("), "{text}");
+}
+
+#[test]
+fn analyze_without_a_profile_shows_the_static_picture_and_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), &program(4, &[1]), "small", &[]);
+    coldstart().arg("analyze").arg(&exe).assert().success().stdout(
+        predicate::str::contains("static relocations kept     no")
+            .and(predicate::str::contains("functions in own sections"))
+            .and(predicate::str::contains("a profile: run `coldstart profile")),
+    );
+}
+
+#[test]
+fn evaluate_scores_every_layout_on_a_held_out_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let hot_a: Vec<usize> = (0..32).filter(|i| i % 4 == 3).collect();
+    let exe = compile(dir.path(), &paged_program(32, &hot_a), "paged", &[]);
+    let mut a = vec!["main".to_owned()];
+    a.extend(hot_a.iter().map(|i| format!("f{i}")));
+    // Workload b shares most of a's functions, adds one and drops one.
+    let mut b = a.clone();
+    b.retain(|n| n != "f31");
+    b.push("f8".into());
+    let pa = profile(&dir.path().join("a.json"), "a", &exe, &a);
+    let pb = profile(&dir.path().join("b.json"), "b", &exe, &b);
+    let out = coldstart()
+        .arg("order")
+        .arg(&pa)
+        .arg("--binary")
+        .arg(&exe)
+        .arg("--evaluate")
+        .arg(&pb)
+        .args(["--readahead", "0", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let e: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = e["rows"].as_array().unwrap();
+    let pages = |name: &str| {
+        rows.iter().find(|r| r["layout"] == name).unwrap()["cost"]["pages_touched"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(pages("default"), 9);
+    assert!(pages("first-touch") < pages("default"));
+    assert!(pages("ideal") <= pages("first-touch"));
+    assert!(["first-touch", "merged", "cluster"].contains(&e["best"].as_str().unwrap()));
+}
+
+#[test]
+fn link_injects_the_flags_into_a_make_build_that_sets_its_own_cflags() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = program(48, &HOT);
+    std::fs::write(dir.path().join("prog.c"), &src).unwrap();
+    // A Makefile that overrides CFLAGS and LDFLAGS from the environment.
+    std::fs::write(
+        dir.path().join("Makefile"),
+        "CFLAGS = -O1\nLDFLAGS =\nprog: prog.c\n\t$(CC) $(CFLAGS) -o $@ prog.c $(LDFLAGS)\n",
+    )
+    .unwrap();
+    let names = hot_names(&HOT);
+    let p = profile(&dir.path().join("a.json"), "a", &dir.path().join("prog"), &names);
+    let order = dir.path().join("order.txt");
+    coldstart().arg("order").arg(&p).arg("-o").arg(&order).assert().success();
+    coldstart()
+        .current_dir(dir.path())
+        .arg("link")
+        .arg("--order")
+        .arg(&order)
+        .arg("--binary")
+        .arg(dir.path().join("prog"))
+        .args(["--", "make", "-s"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("the order took effect"));
+    assert!(is_rising(&addresses(&dir.path().join("prog"), &names)));
+}
+
+#[test]
+fn link_of_a_failing_build_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let order = dir.path().join("order.txt");
+    std::fs::write(&order, "main\n").unwrap();
+    coldstart()
+        .arg("link")
+        .arg("--order")
+        .arg(&order)
+        .args(["--", "false"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("the build `false` failed"));
+}
