@@ -134,11 +134,7 @@ fn static_picture(binary: &Binary, model: PageModel) -> StaticPicture {
         .filter(|s| s.1 == SectionClass::Code)
         .flat_map(|s| model.pages_of(s.2, s.3))
         .collect();
-    let rust = info.functions.iter().any(|f| {
-        f.names.iter().any(|n| {
-            n.starts_with("_R") || (n.starts_with("_ZN") && n.contains("17h") && n.ends_with('E'))
-        })
-    });
+    let rust = info.functions.iter().any(|f| f.names.iter().any(|n| is_rust_symbol(n)));
     let function_sections = if info.functions.iter().any(|f| f.own_section) {
         "yes".to_owned()
     } else if rust {
@@ -230,6 +226,20 @@ pub fn table3(
     }
 }
 
+/// Whether a symbol is a Rust one: v0 (`_RN...`, `_RI...`, `_RC...`) or legacy, which ends
+/// in `17h` + 16 hex digits + `E`.
+pub fn is_rust_symbol(n: &str) -> bool {
+    if n.starts_with("_RN") || n.starts_with("_RI") || n.starts_with("_RC") {
+        return true;
+    }
+    let b = n.as_bytes();
+    n.starts_with("_ZN")
+        && b.len() > 23
+        && b[b.len() - 1] == b'E'
+        && &b[b.len() - 20..b.len() - 17] == b"17h"
+        && b[b.len() - 17..b.len() - 1].iter().all(u8::is_ascii_hexdigit)
+}
+
 fn static_code_pages(binary: &Binary, model: PageModel) -> u64 {
     let pages: std::collections::BTreeSet<u64> = binary
         .loaded_sections()
@@ -287,7 +297,7 @@ fn breakdown(
             let pages_read = read.get(&class).copied().unwrap_or(0);
             let (saving, remedy) = match class {
                 SectionClass::Code => (
-                    pages_read.saturating_sub(u.ideal.pages_touched * scale),
+                    pages_read.saturating_sub(u.ideal.pages_read * scale),
                     "order functions by first touch: `coldstart order` then `coldstart link` (lld) or `coldstart bolt`".to_owned(),
                 ),
                 SectionClass::Rodata => (
@@ -318,4 +328,17 @@ fn breakdown(
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_rust_symbol;
+
+    #[test]
+    fn rust_symbols_are_told_from_cpp_ones() {
+        assert!(is_rust_symbol("_ZN4core3fmt5write17h0123456789abcdefE"));
+        assert!(is_rust_symbol("_RNvCs1234_7mycrate4main"));
+        assert!(!is_rust_symbol("_ZN4llvm17hashing_functionEv"));
+        assert!(!is_rust_symbol("_ZN3foo3barEv"));
+    }
 }
