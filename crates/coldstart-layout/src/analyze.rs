@@ -66,6 +66,9 @@ pub struct Utilization {
 pub struct SectionRow {
     pub class: SectionClass,
     pub pages_in_file: u64,
+    /// Pages start-up faulted on.
+    pub pages_faulted: u64,
+    /// Pages in memory for start-up (faulted, mapped around a fault, or read ahead).
     pub pages_read: u64,
     /// Pages the remedy is predicted to save.
     pub predicted_saving: u64,
@@ -119,7 +122,7 @@ pub fn analyze(
             ));
         }
         if let Some(pages) = w.pages_of(&binary.info.path) {
-            sections = breakdown(binary, &pages.pages, &u, &static_picture, model);
+            sections = breakdown(binary, pages, &u, &static_picture, model);
         }
         utilization = Some(u);
     }
@@ -261,7 +264,7 @@ fn ratio(a: u64, b: u64) -> f64 {
 /// Pages start-up read (from the profile's page data, 4 KiB file pages) by section class.
 fn breakdown(
     binary: &Binary,
-    pages: &[u64],
+    file_pages: &crate::input::FilePages,
     u: &Utilization,
     s: &StaticPicture,
     model: PageModel,
@@ -287,8 +290,12 @@ fn breakdown(
         *in_file.entry(class_of(page)).or_default() += 1;
     }
     let mut read: BTreeMap<SectionClass, u64> = BTreeMap::new();
-    for &p in pages {
+    for &p in &file_pages.pages {
         *read.entry(class_of(p)).or_default() += 1;
+    }
+    let mut faulted: BTreeMap<SectionClass, u64> = BTreeMap::new();
+    for &p in &file_pages.faulted {
+        *faulted.entry(class_of(p)).or_default() += 1;
     }
     let scale = model.page_size / FILE_PAGE.min(model.page_size);
     SectionClass::ALL
@@ -322,6 +329,7 @@ fn breakdown(
             SectionRow {
                 class,
                 pages_in_file: in_file.get(&class).copied().unwrap_or(0),
+                pages_faulted: faulted.get(&class).copied().unwrap_or(0),
                 pages_read,
                 predicted_saving: saving,
                 remedy,

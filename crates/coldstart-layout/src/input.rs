@@ -57,8 +57,12 @@ impl Touched {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FilePages {
     pub path: PathBuf,
-    /// Page indexes (file offset / 4096), first touch order, no repeats.
+    /// Page indexes (file offset / 4096) in memory for start-up: faulted, mapped around a
+    /// fault, or read; first-touch order, no repeats.
     pub pages: Vec<u64>,
+    /// The pages start-up itself faulted on (a subset of `pages`), first-touch order.
+    #[serde(default)]
+    pub faulted: Vec<u64>,
 }
 
 impl Workload {
@@ -120,21 +124,24 @@ impl Workload {
             .collect();
         let mut pages = Vec::new();
         if let Some(p) = profile.pages {
-            let mut per_file: std::collections::BTreeMap<
-                usize,
-                (Vec<u64>, std::collections::HashSet<u64>),
-            > = std::collections::BTreeMap::new();
+            // Per file: every page in memory, and the pages start-up faulted on.
+            type Seen = (Vec<u64>, std::collections::HashSet<u64>);
+            let mut per_file: std::collections::BTreeMap<usize, (Seen, Seen)> =
+                std::collections::BTreeMap::new();
             for a in &p.accesses {
-                let entry = per_file.entry(a.file).or_default();
+                let (all, faulted) = per_file.entry(a.file).or_default();
                 for page in a.page..a.page + a.count.max(1) {
-                    if entry.1.insert(page) {
-                        entry.0.push(page);
+                    if all.1.insert(page) {
+                        all.0.push(page);
+                    }
+                    if a.event == "fault" && faulted.1.insert(page) {
+                        faulted.0.push(page);
                     }
                 }
             }
-            for (file, (list, _)) in per_file {
+            for (file, ((list, _), (faulted, _))) in per_file {
                 if let Some(f) = p.files.get(file) {
-                    pages.push(FilePages { path: f.path.clone(), pages: list });
+                    pages.push(FilePages { path: f.path.clone(), pages: list, faulted });
                 }
             }
         }
@@ -222,6 +229,7 @@ mod tests {
         let m = w[0].module(Some(Path::new("/elsewhere/prog")), None).unwrap();
         assert_eq!(m.functions.iter().map(Touched::name).collect::<Vec<_>>(), ["main", "helper"]);
         assert_eq!(w[0].pages[0].pages, [3, 4]);
+        assert_eq!(w[0].pages[0].faulted, [3, 4]);
     }
 
     #[test]

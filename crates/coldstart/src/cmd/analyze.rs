@@ -136,16 +136,17 @@ pub fn render(a: &Analysis) -> String {
         }
     }
     if !a.sections.is_empty() {
-        out.push_str("\npages start-up read, by section (4 KiB file pages)\n");
+        out.push_str("\npages of the file start-up faulted on and had in memory, by section (4 KiB file pages)\n");
         out.push_str(&format!(
-            "  {:<12} {:>8} {:>8} {:>9}  remedy\n",
-            "section", "in file", "read", "saving"
+            "  {:<12} {:>8} {:>8} {:>9} {:>9}  remedy\n",
+            "section", "in file", "faulted", "in memory", "saving"
         ));
         for r in &a.sections {
             out.push_str(&format!(
-                "  {:<12} {:>8} {:>8} {:>9}  {}\n",
+                "  {:<12} {:>8} {:>8} {:>9} {:>9}  {}\n",
                 r.class.name(),
                 r.pages_in_file,
+                r.pages_faulted,
                 r.pages_read,
                 r.predicted_saving,
                 r.remedy
