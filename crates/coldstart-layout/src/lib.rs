@@ -7,6 +7,7 @@
 //!
 //! - [`input`]: the per-workload first-touch sequences (read from a `coldstart-profile`).
 //! - [`order`]: the ordering algorithms (first-touch, weighted merge, temporal clustering).
+//! - [`data`]: hot data objects in the order start-up touched their pages.
 //! - [`writers`]: order files for lld, gold, GNU ld 2.43+, ld64 and BOLT, and clear
 //!   refusals for linkers that cannot take one (mold, older GNU ld).
 //! - [`model`]: the page and read-ahead model used to predict pages and faults.
@@ -29,6 +30,7 @@
 
 pub mod analyze;
 pub mod binary;
+pub mod data;
 pub mod drivers;
 mod error;
 pub mod evaluate;

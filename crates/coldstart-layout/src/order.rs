@@ -90,6 +90,9 @@ pub struct Order {
     pub module: PathBuf,
     pub algorithm: Algorithm,
     pub functions: Vec<OrderedFunction>,
+    /// Hot data objects in first-touch order (empty unless asked for with page data).
+    #[serde(default)]
+    pub data: Vec<crate::data::DataSymbol>,
 }
 
 impl Order {
@@ -134,7 +137,7 @@ pub fn compute(
     if functions.is_empty() {
         return Err(LayoutError::EmptyOrder { module: module_path.display().to_string() });
     }
-    Ok(Order { module: module_path, algorithm, functions })
+    Ok(Order { module: module_path, algorithm, functions, data: Vec::new() })
 }
 
 fn first_touch(sequences: &[(f64, Vec<OrderedFunction>)]) -> Vec<OrderedFunction> {

@@ -106,8 +106,22 @@ pub fn verify(binary: &Binary, expected: &[String], model: PageModel) -> Verific
 pub fn parse_order_file(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
+    let mut in_text_block = false;
     for line in text.lines() {
         let line = line.trim();
+        if line == crate::writers::DATA_MARKER {
+            break;
+        }
+        if line.ends_with('{') {
+            in_text_block = line.starts_with(".text");
+            continue;
+        }
+        if line.starts_with("*(") && !in_text_block {
+            continue;
+        }
+        if line.starts_with('.') && !line.starts_with(".text.") {
+            continue;
+        }
         if line.is_empty()
             || line.starts_with('#')
             || line.starts_with("/*")

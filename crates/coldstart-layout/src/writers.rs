@@ -117,7 +117,15 @@ pub struct WriteReport {
     pub not_in_binary: Vec<String>,
     /// Names the format cannot express (glob characters for gold / GNU ld).
     pub skipped: Vec<String>,
+    /// Data objects written.
+    pub data_written: usize,
+    /// Data objects the format cannot order (BOLT moves code only).
+    pub data_not_written: usize,
 }
+
+/// The line that separates functions from data in lld and ld64 files (a comment to the
+/// linker; `verify` stops reading function names there).
+pub const DATA_MARKER: &str = "# data objects";
 
 /// Write `order` in `format`. With `bindings` (the binary's symbols), ambiguous local names
 /// and names missing from the binary are reported.
@@ -193,7 +201,54 @@ pub fn write(order: &Order, format: Format, bindings: Option<&Bindings>) -> (Str
     if format == Format::GnuLd {
         out.push_str("}\n");
     }
+    write_data(order, format, &mut out, &mut report);
     (out, report)
+}
+
+fn write_data(order: &Order, format: Format, out: &mut String, report: &mut WriteReport) {
+    use crate::data::DataKind;
+    if order.data.is_empty() {
+        return;
+    }
+    let plain = |n: &str| !n.contains(char::is_whitespace);
+    let safe = |n: &str| plain(n) && !n.contains(['*', '?', '[', ']', '(', ')', '{', '}', '"']);
+    match format {
+        Format::Bolt => report.data_not_written = order.data.len(),
+        Format::Lld | Format::Ld64 => {
+            out.push_str(DATA_MARKER);
+            out.push('\n');
+            for d in order.data.iter().filter(|d| plain(&d.name)) {
+                if format == Format::Ld64 {
+                    out.push('_');
+                }
+                out.push_str(&d.name);
+                out.push('\n');
+                report.data_written += 1;
+            }
+        }
+        Format::Gold => {
+            for d in order.data.iter().filter(|d| safe(&d.name)) {
+                for prefix in d.kind.section_prefixes() {
+                    out.push_str(&format!("{prefix}{}\n", d.name));
+                }
+                report.data_written += 1;
+            }
+        }
+        Format::GnuLd => {
+            for kind in [DataKind::Rodata, DataKind::RelRo, DataKind::Data] {
+                let mut block = String::new();
+                for d in order.data.iter().filter(|d| d.kind == kind && safe(&d.name)) {
+                    let patterns: Vec<String> =
+                        kind.section_prefixes().iter().map(|p| format!("{p}{}", d.name)).collect();
+                    block.push_str(&format!("  *({})\n", patterns.join(" ")));
+                    report.data_written += 1;
+                }
+                if !block.is_empty() {
+                    out.push_str(&format!("{} : {{\n{block}}}\n", kind.output_section()));
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -214,7 +269,41 @@ mod tests {
             .iter()
             .map(|n| OrderedFunction { names: vec![(*n).into()], size: 16 })
             .collect(),
+            data: vec![],
         }
+    }
+
+    fn with_data() -> Order {
+        use crate::data::{DataKind, DataSymbol};
+        let mut o = order();
+        o.functions.truncate(1);
+        o.data = vec![
+            DataSymbol { name: "table".into(), kind: DataKind::Rodata, size: 8, offset: 0 },
+            DataSymbol { name: "vtable".into(), kind: DataKind::RelRo, size: 8, offset: 8 },
+        ];
+        o
+    }
+
+    #[test]
+    fn data_objects_follow_the_functions_in_each_format() {
+        let (lld, r) = write(&with_data(), Format::Lld, None);
+        assert!(lld.ends_with("main\n# data objects\ntable\nvtable\n"), "{lld}");
+        assert_eq!(r.data_written, 2);
+        let (gold, _) = write(&with_data(), Format::Gold, None);
+        assert!(
+            gold.ends_with(".rodata.table\n.data.rel.ro.vtable\n.data.rel.ro.local.vtable\n"),
+            "{gold}"
+        );
+        let (gnu, _) = write(&with_data(), Format::GnuLd, None);
+        assert!(
+            gnu.ends_with(
+                "}\n.rodata : {\n  *(.rodata.table)\n}\n.data.rel.ro : {\n  *(.data.rel.ro.vtable .data.rel.ro.local.vtable)\n}\n"
+            ),
+            "{gnu}"
+        );
+        let (bolt, r) = write(&with_data(), Format::Bolt, None);
+        assert_eq!(bolt, "main\n");
+        assert_eq!(r.data_not_written, 2);
     }
 
     #[test]

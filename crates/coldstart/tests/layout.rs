@@ -470,3 +470,79 @@ fn link_of_a_failing_build_says_so() {
         .failure()
         .stderr(predicate::str::contains("the build `false` failed"));
 }
+
+#[test]
+fn data_objects_are_ordered_by_the_first_touch_of_their_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let hot_tables = [13usize, 2, 9, 5];
+    let mut src = String::new();
+    for i in 0..16 {
+        src.push_str(&format!("const int t{i}[1100] = {{ {} }};\n", i + 1));
+    }
+    src.push_str("int main(int argc, char **argv) { (void)argv; volatile int s = 0;\n");
+    for i in hot_tables {
+        src.push_str(&format!("  s += t{i}[argc * 7];\n"));
+    }
+    src.push_str("  return s & 1; }\n");
+    let exe = compile(dir.path(), &src, "tables", &["-fdata-sections"]);
+    // A profile whose page data says start-up touched the hot tables' pages, in order.
+    let symbols = coldstart_layout::data::data_symbols(&exe).unwrap();
+    let table_names: Vec<String> = hot_tables.iter().map(|i| format!("t{i}")).collect();
+    let mut accesses = Vec::new();
+    for (k, name) in table_names.iter().enumerate() {
+        let d = symbols.iter().find(|d| &d.name == name).unwrap();
+        accesses.push(coldstart_profile::format::PageAccess {
+            file: 0,
+            page: (d.offset + 8) / 4096,
+            count: 1,
+            t_ns: k as u64,
+            event: "fault".into(),
+            pid: 1,
+        });
+    }
+    let p = dir.path().join("a.json");
+    profile(&p, "a", &exe, &["main".into()]);
+    let mut prof = Profile::read(&p).unwrap();
+    prof.pages = Some(coldstart_profile::PageProfile {
+        source: "tracefs".into(),
+        sampled: false,
+        files: vec![coldstart_profile::format::PageFile {
+            path: exe.clone(),
+            size: 0,
+            mtime: 0,
+            build_id: None,
+            dev: "0:0".into(),
+            ino: 0,
+        }],
+        accesses,
+        lost_events: 0,
+    });
+    prof.write(&p).unwrap();
+    let order = dir.path().join("order.txt");
+    coldstart()
+        .arg("order")
+        .arg(&p)
+        .arg("--data")
+        .arg("--binary")
+        .arg(&exe)
+        .arg("-o")
+        .arg(&order)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&order).unwrap();
+    let data: Vec<&str> = text.split("# data objects\n").nth(1).unwrap().lines().collect();
+    // Each hot table comes first in its page's turn (a page may also hold a neighbour).
+    let pos = |n: &str| {
+        data.iter().position(|d| *d == n).unwrap_or_else(|| panic!("{n} not in {data:?}"))
+    };
+    assert!(table_names.windows(2).all(|w| pos(&w[0]) < pos(&w[1])), "{data:?}");
+
+    let flag = format!("-Wl,--symbol-ordering-file={}", order.display());
+    let relinked = compile(dir.path(), &src, "tables", &["-fdata-sections", &flag]);
+    let after = coldstart_layout::data::data_symbols(&relinked).unwrap();
+    let addr = |n: &str| after.iter().find(|d| d.name == n).unwrap().offset;
+    let offsets: Vec<u64> = table_names.iter().map(|n| addr(n)).collect();
+    assert!(is_rising(&offsets), "{offsets:?}");
+    // Packed: the first hot tables sit at the start of .rodata, one after the other.
+    assert!(offsets[3] - offsets[0] < 4 * 4400 * 2, "{offsets:?}");
+}

@@ -36,6 +36,10 @@ pub struct Args {
     /// needed by --evaluate.
     #[arg(long)]
     pub binary: Option<PathBuf>,
+    /// Also order data objects (.rodata, .data.rel.ro, .data) by the first touch of their
+    /// pages; needs --binary and a profile recorded with --pages; build with -fdata-sections.
+    #[arg(long)]
+    pub data: bool,
     /// A held-out profile: score the default layout, every algorithm and the ideal on it.
     #[arg(long, value_name = "HOLDOUT")]
     pub evaluate: Option<PathBuf>,
@@ -168,8 +172,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             chosen = e.best;
         }
     }
-    let order =
+    let mut order =
         compute(&workloads, module.as_deref(), chosen, ClusterOptions::default()).map_err(coded)?;
+    if args.data {
+        let Some(b) = &args.binary else {
+            return Err(crate::exit::usage(
+                "--data needs --binary: data objects are found in the binary's symbols",
+            ));
+        };
+        let pages = workloads.iter().find_map(|w| w.pages_of(b)).ok_or_else(|| {
+            crate::exit::usage(format!(
+                "the profile has no page data for {}: record it with `coldstart profile --pages`",
+                b.display()
+            ))
+        })?;
+        let symbols = coldstart_layout::data::data_symbols(b).map_err(coded)?;
+        order.data = coldstart_layout::data::order_data(&symbols, &pages.pages);
+    }
     let bindings = match &args.binary {
         Some(b) => Some(Bindings::read(b).map_err(coded)?),
         None => None,
@@ -191,6 +210,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         None if args.evaluate.is_none() => print!("{text}"),
         None => {}
+    }
+    if args.data {
+        eprintln!(
+            "coldstart: {} hot data objects written after the functions",
+            report.data_written
+        );
+    }
+    if report.data_not_written > 0 {
+        eprintln!(
+            "coldstart: note: {} data objects left out: BOLT moves code only; relink with lld (--format lld) to order data",
+            report.data_not_written
+        );
     }
     if !report.ambiguous.is_empty() {
         eprintln!(
