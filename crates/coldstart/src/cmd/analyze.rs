@@ -13,8 +13,10 @@ use super::order::{coded, parse_size};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The executable or shared library to analyse.
-    pub binary: PathBuf,
+    /// The executable or shared library to analyse (without: every module of the profile,
+    /// the executable and each of its libraries).
+    #[arg(required_unless_present = "profile")]
+    pub binary: Option<PathBuf>,
     /// A profile of a start-up of it (without: the static picture only).
     #[arg(long)]
     pub profile: Option<PathBuf>,
@@ -37,7 +39,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Err(crate::exit::usage("--page-size must be more than 0"));
     }
     let model = PageModel { page_size: args.page_size, readahead: args.readahead };
-    let binary = Binary::open(&args.binary).map_err(coded)?;
     let workload =
         match &args.profile {
             Some(p) => {
@@ -48,11 +49,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             None => None,
         };
-    let a = analyze(&binary, workload.as_ref(), args.module.as_deref(), model).map_err(coded)?;
+    let targets: Vec<(PathBuf, Option<String>)> = match (&args.binary, &workload) {
+        (Some(b), _) => vec![(b.clone(), args.module.clone())],
+        (None, Some(w)) => w
+            .modules
+            .iter()
+            .filter(|m| m.path.is_file())
+            .map(|m| (m.path.clone(), Some(m.path.display().to_string())))
+            .collect(),
+        (None, None) => return Err(crate::exit::usage("give a BINARY or --profile")),
+    };
+    let mut analyses = Vec::new();
+    for (path, module) in targets {
+        let binary = Binary::open(&path).map_err(coded)?;
+        analyses
+            .push(analyze(&binary, workload.as_ref(), module.as_deref(), model).map_err(coded)?);
+    }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&a)?);
+        if args.binary.is_some() {
+            println!("{}", serde_json::to_string_pretty(&analyses[0])?);
+        } else {
+            println!("{}", serde_json::to_string_pretty(&analyses)?);
+        }
     } else {
-        print!("{}", render(&a));
+        let text: Vec<String> = analyses.iter().map(render).collect();
+        print!("{}", text.join("\n"));
     }
     Ok(crate::exit::SUCCESS)
 }
