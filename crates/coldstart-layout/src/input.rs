@@ -167,7 +167,8 @@ fn profile_error(path: &Path, e: coldstart_profile::FormatError) -> LayoutError 
 }
 
 /// Find a module by `--module` (path or file name), else by the binary's path or file
-/// name, else the only module or the first (the executable) when no binary is given.
+/// name, else (no binary given) the executable: the first module not named like a shared
+/// object (`*.so*`), or the first module.
 pub fn find_module<'a>(
     modules: &'a [ModuleTouches],
     binary: Option<&Path>,
@@ -196,8 +197,15 @@ pub fn find_module<'a>(
                 available: names(),
             });
     }
+    // The executable: modules are listed in first-touch order, so the dynamic loader often
+    // comes first; the executable is the first module not named like a shared object.
+    let is_shared = |m: &&ModuleTouches| {
+        m.path.file_name().is_some_and(|f| f.to_string_lossy().contains(".so"))
+    };
     modules
-        .first()
+        .iter()
+        .find(|m| !is_shared(m))
+        .or_else(|| modules.first())
         .ok_or_else(|| LayoutError::NoSuchModule { wanted: "(any)".into(), available: names() })
 }
 
@@ -230,6 +238,13 @@ mod tests {
         assert_eq!(m.functions.iter().map(Touched::name).collect::<Vec<_>>(), ["main", "helper"]);
         assert_eq!(w[0].pages[0].pages, [3, 4]);
         assert_eq!(w[0].pages[0].faulted, [3, 4]);
+    }
+
+    #[test]
+    fn without_a_binary_the_executable_is_chosen_over_the_loader() {
+        let m = |p: &str| ModuleTouches { path: p.into(), build_id: None, functions: vec![] };
+        let modules = [m("/lib/ld-linux-x86-64.so.2"), m("/lib/libc.so.6"), m("/usr/bin/prog")];
+        assert_eq!(find_module(&modules, None, None).unwrap().path, Path::new("/usr/bin/prog"));
     }
 
     #[test]
