@@ -77,14 +77,23 @@ pub struct PreparedBuild {
     _wrappers: tempfile::TempDir,
 }
 
-/// Prepare `build` (program and arguments) to run with `order` applied.
-pub fn prepare_build(build: &[String], order: &Path) -> Result<PreparedBuild, LayoutError> {
+/// Prepare `build` (program and arguments) to run with `order` applied, and with
+/// `extra_link` flags added to every link (for example `-Wl,-z,pack-relative-relocs`).
+pub fn prepare_build(
+    build: &[String],
+    order: &Path,
+    extra_link: &[String],
+) -> Result<PreparedBuild, LayoutError> {
     let (program, args) = build
         .split_first()
         .ok_or_else(|| LayoutError::Invalid("no build command given after --".into()))?;
     let order =
         std::fs::canonicalize(order).map_err(|e| LayoutError::io("read order file", order, e))?;
-    let flags = InjectedFlags::new(&order, lld_dir()?.as_deref());
+    let mut flags = InjectedFlags::new(&order, lld_dir()?.as_deref());
+    for f in extra_link {
+        flags.link.push(f.clone());
+        flags.rust.extend(["-C".to_owned(), format!("link-arg={f}")]);
+    }
     let wrappers = tempfile::Builder::new()
         .prefix("coldstart-link-")
         .tempdir()

@@ -546,3 +546,40 @@ fn data_objects_are_ordered_by_the_first_touch_of_their_pages() {
     // Packed: the first hot tables sit at the start of .rodata, one after the other.
     assert!(offsets[3] - offsets[0] < 4 * 4400 * 2, "{offsets:?}");
 }
+
+#[test]
+fn link_of_a_plain_compiler_line_can_pack_relative_relocations() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut src = String::from("#include <stdio.h>\nstatic int v[600];\nint *ptrs[600] = {\n");
+    for i in 0..600 {
+        src.push_str(&format!("  &v[{i}],\n"));
+    }
+    src.push_str(
+        "};\nint main(int c, char **a) { (void)a; printf(\"%d\\n\", *ptrs[c]); return 0; }\n",
+    );
+    std::fs::write(dir.path().join("p.c"), &src).unwrap();
+    let order = dir.path().join("order.txt");
+    std::fs::write(&order, "main\n").unwrap();
+    let static_of = |exe: &Path| -> serde_json::Value {
+        let out = coldstart().arg("analyze").arg(exe).arg("--json").output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["static"].clone()
+    };
+    for (name, pack) in [("plain", false), ("packed", true)] {
+        let mut cmd = coldstart();
+        cmd.current_dir(dir.path()).arg("link").arg("--order").arg(&order);
+        if pack {
+            cmd.arg("--pack-relocs");
+        }
+        cmd.args(["--", CLANG, "-O1", "-fPIE", "-pie", "p.c", "-o", name]).assert().success();
+    }
+    let plain = static_of(&dir.path().join("plain"));
+    let packed = static_of(&dir.path().join("packed"));
+    assert!(plain["rela_dyn_relative"].as_u64().unwrap() >= 600, "{plain}");
+    assert_eq!(plain["relr"], false);
+    assert_eq!(packed["relr"], true);
+    assert_eq!(packed["rela_dyn_relative"], 0);
+    assert!(
+        packed["rela_dyn_bytes"].as_u64().unwrap() < plain["rela_dyn_bytes"].as_u64().unwrap() / 10
+    );
+}
