@@ -140,6 +140,44 @@ pub fn compute(
     Ok(Order { module: module_path, algorithm, functions, data: Vec::new() })
 }
 
+/// Whether a module lives in the system's library directories (not rebuilt by the user).
+pub fn is_system_module(path: &std::path::Path) -> bool {
+    ["/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/", "/usr/libexec/"]
+        .iter()
+        .any(|p| path.starts_with(p))
+}
+
+/// One order for every module of the first workload outside the system directories (the
+/// executable and the program's own libraries), module by module in first-touch order.
+/// Each link of a build takes the names it defines from it and ignores the others.
+pub fn compute_all(
+    workloads: &[Workload],
+    algorithm: Algorithm,
+    cluster: ClusterOptions,
+) -> Result<Order, LayoutError> {
+    let first = workloads.first().ok_or_else(|| LayoutError::Invalid("no profile given".into()))?;
+    let mut all: Option<Order> = None;
+    let mut seen = std::collections::HashSet::new();
+    for m in first.modules.iter().filter(|m| !is_system_module(&m.path)) {
+        let name = m.path.display().to_string();
+        let Ok(o) = compute(workloads, Some(&name), algorithm, cluster) else { continue };
+        let acc = all.get_or_insert_with(|| Order {
+            module: o.module.clone(),
+            algorithm,
+            functions: Vec::new(),
+            data: Vec::new(),
+        });
+        for f in o.functions {
+            if seen.insert(f.name().to_owned()) {
+                acc.functions.push(f);
+            }
+        }
+    }
+    all.ok_or_else(|| LayoutError::EmptyOrder {
+        module: "every module outside the system directories".into(),
+    })
+}
+
 fn first_touch(sequences: &[(f64, Vec<OrderedFunction>)]) -> Vec<OrderedFunction> {
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
@@ -331,6 +369,21 @@ mod tests {
         assert_eq!(sorted.len(), 50);
         // Neighbours in time stay neighbours: f0's cluster comes first.
         assert!(names(&o)[..5].contains(&"f0"), "{:?}", names(&o));
+    }
+
+    #[test]
+    fn all_modules_concatenates_the_program_modules_and_leaves_system_ones_out() {
+        let mut w = workload("a", 1.0, &["main", "init"]);
+        let mut lib = w.modules[0].clone();
+        lib.path = "/opt/prog/libprog.so".into();
+        lib.functions[0].names = vec!["lib_init".into()];
+        lib.functions[1].names = vec!["init".into()];
+        let mut libc = w.modules[0].clone();
+        libc.path = "/usr/lib/x86_64-linux-gnu/libc.so.6".into();
+        libc.functions[0].names = vec!["malloc".into()];
+        w.modules = vec![libc, w.modules[0].clone(), lib];
+        let o = compute_all(&[w], Algorithm::FirstTouch, ClusterOptions::default()).unwrap();
+        assert_eq!(names(&o), ["main", "init", "lib_init"]);
     }
 
     #[test]

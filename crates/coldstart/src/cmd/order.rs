@@ -30,8 +30,12 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     pub weights: Vec<f64>,
     /// The module to order (path or file name; default: the executable).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "all_modules")]
     pub module: Option<String>,
+    /// Order every module outside the system library directories (the executable and the
+    /// program's own libraries) in one file; each link takes the names it defines.
+    #[arg(long)]
+    pub all_modules: bool,
     /// The binary the order is for: reports ambiguous static names and names it lacks;
     /// needed by --evaluate.
     #[arg(long)]
@@ -172,8 +176,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             chosen = e.best;
         }
     }
-    let mut order =
-        compute(&workloads, module.as_deref(), chosen, ClusterOptions::default()).map_err(coded)?;
+    let mut order = if args.all_modules {
+        coldstart_layout::order::compute_all(&workloads, chosen, ClusterOptions::default())
+    } else {
+        compute(&workloads, module.as_deref(), chosen, ClusterOptions::default())
+    }
+    .map_err(coded)?;
     if args.data {
         let Some(b) = &args.binary else {
             return Err(crate::exit::usage(
