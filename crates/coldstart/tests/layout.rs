@@ -583,3 +583,79 @@ fn link_of_a_plain_compiler_line_can_pack_relative_relocations() {
         packed["rela_dyn_bytes"].as_u64().unwrap() < plain["rela_dyn_bytes"].as_u64().unwrap() / 10
     );
 }
+
+#[test]
+fn analyze_breaks_the_pages_start_up_read_down_by_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let hot: Vec<usize> = vec![3, 7];
+    let mut src = paged_program(8, &hot);
+    src.push_str("static int v[1000];\nint *ptrs[1000] = {\n");
+    for i in 0..1000 {
+        src.push_str(&format!("  &v[{i}],\n"));
+    }
+    src.push_str("};\nint use_ptrs(int i) { return *ptrs[i]; }\n");
+    let exe = compile(dir.path(), &src, "sections", &["-fPIE", "-pie"]);
+    let info = coldstart_elf::ElfInfo::open(&exe, &Default::default()).unwrap();
+    let page_of = |name: &str| {
+        let f = info.functions.iter().find(|f| f.names.iter().any(|n| n == name)).unwrap();
+        info.vaddr_to_offset(f.address).unwrap() / 4096
+    };
+    let rela = info.section(".rela.dyn").unwrap();
+    assert!(rela.size > 3 * 4096, "1000 relative relocations: {}", rela.size);
+    let rela_page = (rela.offset.unwrap() + rela.size / 2) / 4096;
+    // Pages wholly of code (main's page is shared with the start of .data: lld packs the
+    // segments into shared file pages, and a page counts for the class with most bytes).
+    let code_pages = [page_of("f1"), page_of("f3"), page_of("f5")];
+    let p = dir.path().join("a.json");
+    profile(&p, "a", &exe, &["main".into(), "f3".into(), "f7".into()]);
+    let mut prof = Profile::read(&p).unwrap();
+    let access = |page: u64, event: &str| coldstart_profile::format::PageAccess {
+        file: 0,
+        page,
+        count: 1,
+        t_ns: 0,
+        event: event.into(),
+        pid: 1,
+    };
+    let mut accesses = vec![access(rela_page, "fault")];
+    accesses.extend(code_pages.iter().map(|&pg| access(pg, "fault")));
+    accesses.push(access(code_pages[0] + 1, "map"));
+    prof.pages = Some(coldstart_profile::PageProfile {
+        source: "tracefs".into(),
+        sampled: false,
+        files: vec![coldstart_profile::format::PageFile {
+            path: exe.clone(),
+            size: 0,
+            mtime: 0,
+            build_id: None,
+            dev: "0:0".into(),
+            ino: 0,
+        }],
+        accesses,
+        lost_events: 0,
+    });
+    prof.write(&p).unwrap();
+    let out = coldstart()
+        .arg("analyze")
+        .arg(&exe)
+        .arg("--profile")
+        .arg(&p)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = |class: &str| {
+        json["sections"].as_array().unwrap().iter().find(|r| r["class"] == class).unwrap().clone()
+    };
+    assert_eq!(row("code")["pages_faulted"], 3);
+    assert_eq!(row("code")["pages_read"], 4);
+    assert_eq!(row("relocations")["pages_faulted"], 1);
+    assert!(row("relocations")["remedy"].as_str().unwrap().contains("pack-relative-relocs"));
+    assert_eq!(row("rodata")["pages_read"], 0);
+    let text = String::from_utf8(
+        coldstart().arg("analyze").arg(&exe).arg("--profile").arg(&p).output().unwrap().stdout,
+    )
+    .unwrap();
+    assert!(text.contains("by section") && text.contains("relocations"), "{text}");
+}
