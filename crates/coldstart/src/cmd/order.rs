@@ -195,7 +195,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ))
         })?;
         let symbols = coldstart_layout::data::data_symbols(b).map_err(coded)?;
-        order.data = coldstart_layout::data::order_data(&symbols, &pages.pages);
+        // Pages start-up faulted on, when the trace has them: pages merely read ahead or
+        // mapped around a fault were not touched.
+        let touched = if pages.faulted.is_empty() { &pages.pages } else { &pages.faulted };
+        order.data = coldstart_layout::data::order_data(&symbols, touched);
     }
     let bindings = match &args.binary {
         Some(b) => Some(Bindings::read(b).map_err(coded)?),
