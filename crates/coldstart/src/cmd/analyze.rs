@@ -13,8 +13,8 @@ use super::order::{coded, parse_size};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The executable or shared library to analyse (without: every module of the profile,
-    /// the executable and each of its libraries).
+    /// The executable or shared library to analyse (without: every module of the profile
+    /// that start-up called into, the executable and each of its libraries).
     #[arg(required_unless_present = "profile")]
     pub binary: Option<PathBuf>,
     /// A profile of a start-up of it (without: the static picture only).
@@ -54,7 +54,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         (None, Some(w)) => w
             .modules
             .iter()
-            .filter(|m| m.path.is_file())
+            .filter(|m| m.path.is_file() && !m.functions.is_empty())
             .map(|m| (m.path.clone(), Some(m.path.display().to_string())))
             .collect(),
         (None, None) => return Err(crate::exit::usage("give a BINARY or --profile")),
