@@ -52,6 +52,9 @@ pub struct Utilization {
     pub utilization: f64,
     pub used_code_bytes: u64,
     pub unused_code_bytes: u64,
+    /// Bytes of the file that are not code (data, relocations, symbols, headers): Table 2's
+    /// "Data" column.
+    pub non_code_bytes: u64,
     pub touched_functions: usize,
     /// Touched functions the binary does not define (different build, or no symbols).
     pub unknown_functions: usize,
@@ -222,6 +225,7 @@ pub fn table3(
         utilization: ratio(used_code_bytes, touched * model.page_size),
         used_code_bytes,
         unused_code_bytes: code_bytes - used_code_bytes,
+        non_code_bytes: binary.info.size.saturating_sub(code_bytes),
         touched_functions: sequence.len(),
         unknown_functions,
         current,

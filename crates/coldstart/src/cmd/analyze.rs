@@ -145,6 +145,19 @@ pub fn render(a: &Analysis) -> String {
             kib(u.used_code_bytes),
             kib(u.unused_code_bytes)
         ));
+        let file = (u.non_code_bytes + u.used_code_bytes + u.unused_code_bytes).max(1) as f64;
+        let share = |b: u64| format!("{} ({})", kib(b), pct(b as f64 / file));
+        out.push_str(&format!(
+            "  {:<12} {:>16} {:>16} {:>16}\n",
+            "file bytes", "non-code", "used code", "unused code"
+        ));
+        out.push_str(&format!(
+            "  {:<12} {:>16} {:>16} {:>16}\n",
+            "",
+            share(u.non_code_bytes),
+            share(u.used_code_bytes),
+            share(u.unused_code_bytes)
+        ));
         out.push_str(&format!(
             "  {:<12} {:>8} {:>8} {:>11}\n",
             "layout", "pages", "faults", "pages read"
