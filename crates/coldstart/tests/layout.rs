@@ -659,3 +659,26 @@ fn analyze_breaks_the_pages_start_up_read_down_by_section() {
     .unwrap();
     assert!(text.contains("by section") && text.contains("relocations"), "{text}");
 }
+
+#[test]
+fn verify_names_functions_folded_into_one_and_functions_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = "__attribute__((noinline)) int g1(int x) { return x * 7 + 1; }\n\
+               __attribute__((noinline)) int g2(int x) { return x * 7 + 1; }\n\
+               int main(int c, char **v) { (void)v; return g1(c) + g2(c); }\n";
+    let exe = compile(dir.path(), src, "icf", &["-Wl,--icf=all"]);
+    let order = dir.path().join("order.txt");
+    std::fs::write(&order, "main\ng1\ng2\ngone_inlined\n").unwrap();
+    let out = coldstart()
+        .arg("verify")
+        .arg(&exe)
+        .arg("--order")
+        .arg(&order)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["folded"], serde_json::json!([["g1", "g2"]]), "{v}");
+    assert_eq!(v["missing"], serde_json::json!(["gone_inlined"]));
+    assert_eq!(v["placed"], 2);
+}
