@@ -218,9 +218,10 @@ impl Profile {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
         let result = (|| {
-            let mut f = std::fs::File::create(&tmp)?;
+            let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
             serde_json::to_writer_pretty(&mut f, self).map_err(std::io::Error::other)?;
             f.write_all(b"\n")?;
+            let f = f.into_inner().map_err(|e| e.into_error())?;
             f.sync_all()?;
             std::fs::rename(&tmp, path)
         })();

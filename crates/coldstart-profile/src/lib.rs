@@ -11,14 +11,14 @@
 //! - [`pages`] records every file page start-up faults in or reads, from the kernel's
 //!   `filemap` tracepoints, in a run of its own (breakpoints copy the text pages they patch,
 //!   which would hide those pages from the page trace).
-//! - [`format`] is the versioned profile file and the merge of several workloads.
+//! - [`format`](mod@format) is the versioned profile file and the merge of several workloads.
 //!
 //! ```no_run
 //! use coldstart_profile::{profile, ProfileOptions, Ready};
 //!
 //! let mut options = ProfileOptions::new(vec!["python3".into(), "-c".into(), "pass".into()]);
 //! options.ready = Ready::Exit;
-//! let p = profile(&options)?;
+//! let p = profile(&options)?.profile;
 //! for m in &p.modules {
 //!     println!("{}: {} of {} functions", m.path.display(), m.functions.len(), m.functions_total);
 //! }
@@ -27,6 +27,7 @@
 
 pub mod format;
 pub mod pages;
+mod perf;
 pub mod ready;
 mod spawn;
 mod trace;
@@ -231,9 +232,31 @@ pub(crate) fn launch(
     Ok(Launched { stopped, flag, ready_read, readers })
 }
 
+/// A finished profile, and the program's output when it runs on.
+pub struct Recording {
+    pub profile: Profile,
+    forwarding: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Recording {
+    /// Whether the program was detached at an output readiness signal and runs on with its
+    /// output flowing through this process (its output was a pipe to find the signal).
+    pub fn forwarding_output(&self) -> bool {
+        !self.forwarding.is_empty()
+    }
+
+    /// Keep forwarding the program's output until it closes it, so a program that runs on
+    /// after profiling does not lose its output (or die of `SIGPIPE`).
+    pub fn wait_for_output(self) {
+        for r in self.forwarding {
+            let _ = r.join();
+        }
+    }
+}
+
 /// Profile one start-up of `options.command`: functions always, file pages with
 /// `options.pages` (in a separate run before the function run).
-pub fn profile(options: &ProfileOptions) -> Result<Profile, ProfileError> {
+pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
     use std::os::fd::AsRawFd;
     let path = check_program(options)?;
     block_sigchld();
@@ -283,7 +306,7 @@ pub fn profile(options: &ProfileOptions) -> Result<Profile, ProfileError> {
             ));
         }
     }
-    Ok(Profile {
+    let profile = Profile {
         format: format::FORMAT.into(),
         version: format::VERSION,
         workload: options.workload.clone(),
@@ -295,7 +318,8 @@ pub fn profile(options: &ProfileOptions) -> Result<Profile, ProfileError> {
         pages: page_profile,
         warnings,
         workloads: Vec::new(),
-    })
+    };
+    Ok(Recording { profile, forwarding: launched.readers })
 }
 
 /// Block `SIGCHLD` in the calling thread before any helper thread starts, so helper threads

@@ -11,6 +11,7 @@
 //! The page run is a run of its own, without breakpoints: the function profiler's `int3`
 //! writes make private copies of the text pages they patch, which would hide those pages
 //! from this trace. Its program is always killed at readiness (it is an extra run).
+//! Without root, the `perf` module samples page faults instead (labelled as sampled).
 //! Events carry a device and inode; they are mapped back to paths through the files the
 //! tree has mapped or open at readiness (`/proc/PID/maps`, `/proc/PID/fd`).
 
@@ -30,8 +31,8 @@ const EVENTS: [&str; 3] =
 /// Why the page trace could not be taken.
 #[derive(Debug, thiserror::Error)]
 pub enum PagesError {
-    #[error("--pages needs root (the kernel's tracefs); run coldstart as root, or profile without --pages")]
-    NotRoot,
+    #[error("page-fault sampling: {0}")]
+    Perf(String),
     #[error("tracefs at {path}: {message}")]
     Tracefs { path: PathBuf, message: String },
 }
@@ -70,6 +71,7 @@ impl Instance {
             }
             mounted = true;
         }
+        remove_stale_instances(&root.join("instances"));
         let dir = root.join("instances").join(format!("coldstart-{}", std::process::id()));
         let instance = Instance { dir: dir.clone(), mounted };
         std::fs::create_dir(&dir).map_err(|e| tracefs_err(&dir, e))?;
@@ -79,6 +81,19 @@ impl Instance {
     fn write(&self, file: &str, value: &str) -> Result<(), PagesError> {
         let path = self.dir.join(file);
         std::fs::write(&path, value).map_err(|e| tracefs_err(&path, e))
+    }
+}
+
+/// Remove instances left by a coldstart that was killed before it could clean up.
+fn remove_stale_instances(instances: &Path) {
+    let Ok(dir) = std::fs::read_dir(instances) else { return };
+    for entry in dir.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(pid) = name.strip_prefix("coldstart-").and_then(|p| p.parse::<u32>().ok()) {
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = std::fs::remove_dir(entry.path());
+            }
+        }
     }
 }
 
@@ -97,7 +112,7 @@ impl Drop for Instance {
     }
 }
 
-fn monotonic_ns() -> u64 {
+pub(crate) fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime fills the timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
@@ -212,7 +227,7 @@ pub(crate) fn record_pages(
 ) -> Result<(PageProfile, Vec<String>), ProfileError> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        return Err(PagesError::NotRoot.into());
+        return crate::perf::record_pages_perf(options, path);
     }
     let instance = Instance::create()?;
     instance.write("buffer_size_kb", "32768")?;
@@ -335,7 +350,7 @@ pub(crate) fn record_pages(
     ))
 }
 
-fn describe(path: Option<PathBuf>, key: (u32, u32, u64)) -> PageFile {
+pub(crate) fn describe(path: Option<PathBuf>, key: (u32, u32, u64)) -> PageFile {
     let dev = format!("{}:{}", key.0, key.1);
     match path {
         Some(path) => {

@@ -91,6 +91,10 @@ pub(crate) fn spawn_stopped(
             if traced && libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) != 0 {
                 fail(1);
             }
+            if !traced {
+                // An untraced run is not covered by PTRACE_O_EXITKILL: die with coldstart.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            }
             if let Some(fd) = out_w {
                 libc::dup2(fd, 1);
             }

@@ -39,6 +39,10 @@ const INT3: u8 = 0xCC;
 const RIP: usize = 16 * 8;
 const RSP: usize = 19 * 8;
 const RT_CONSISTENT: u64 = 0;
+/// Breakpoints closer than this are written with one system call (the bytes between are
+/// written back unchanged); farther apart, each gets its own write, so pages without
+/// function entries are neither read nor copied.
+const MERGE_GAP: u64 = 512;
 
 /// What the tracer returns.
 pub(crate) struct Traced {
@@ -61,6 +65,10 @@ pub(crate) struct TraceOptions<'a> {
 /// A module as loaded somewhere in the tree (one per file and build).
 struct ModuleRec {
     info: Arc<ElfInfo>,
+    /// The file, mapped: original bytes come from here (the loader has not relocated the
+    /// text when a module is armed, so file and memory agree), which spares reading the
+    /// program's text back through `/proc/PID/mem`.
+    file: Option<Arc<coldstart_elf::Mmap>>,
     mtime: i64,
     load_bias: u64,
     touched: Vec<bool>,
@@ -366,6 +374,7 @@ impl<'a> Tracer<'a> {
                     ));
                 }
                 self.modules.push(ModuleRec {
+                    file: coldstart_elf::Mmap::open(path).ok().map(Arc::new),
                     touched: vec![false; info.functions.len()],
                     mtime: mtime_of(path),
                     info: info.clone(),
@@ -387,33 +396,61 @@ impl<'a> Tracer<'a> {
             .map(|(i, f)| (f.address.wrapping_add(bias), i as u32))
             .collect();
         addrs.sort_unstable();
+        let file = rec.file.clone();
         let sp = &mut self.spaces[space];
         let rendezvous = sp.rendezvous.map(|r| r.address);
-        let mut i = 0;
-        while i < addrs.len() {
-            // A run of breakpoints whose pages are contiguous (gap under one page).
+        let file_offset = |a: u64| {
+            let bytes = file.as_ref()?.bytes();
+            let off = info.vaddr_to_offset(a.wrapping_sub(bias))? as usize;
+            (off < bytes.len()).then_some(off)
+        };
+        let sorted: Vec<u64> = addrs.iter().map(|a| a.0).collect();
+        for (i, j) in groups(&sorted, MERGE_GAP) {
+            // A group of close breakpoints in one segment: one write of the file's bytes
+            // from the first to the last, with `int3` at each entry.
             let start = addrs[i].0;
-            let mut j = i + 1;
-            while j < addrs.len() && addrs[j].0 - addrs[j - 1].0 <= coldstart_elf::PAGE_SIZE {
-                j += 1;
-            }
-            let end = addrs[j - 1].0 + 1;
-            let mut buf = vec![0u8; (end - start) as usize];
-            if sp.mem.read_exact_at(&mut buf, start).is_ok() {
+            let end = addrs[j - 1].0;
+            let span = match (file_offset(start), file_offset(end)) {
+                (Some(a), Some(b)) if b >= a && (b - a) as u64 == end - start => Some(a..b + 1),
+                _ => None,
+            };
+            if let Some(range) = span {
+                let mut buf = file.as_ref().expect("offsets imply a file").bytes()[range].to_vec();
                 for &(a, f) in &addrs[i..j] {
                     let off = (a - start) as usize;
-                    if Some(a) == rendezvous || sp.breakpoints.get(&a).is_some_and(|b| b.armed) {
-                        continue;
+                    if Some(a) != rendezvous && !sp.breakpoints.get(&a).is_some_and(|b| b.armed) {
+                        sp.breakpoints.insert(
+                            a,
+                            Breakpoint { module, function: f, orig: buf[off], armed: true },
+                        );
                     }
-                    sp.breakpoints
-                        .insert(a, Breakpoint { module, function: f, orig: buf[off], armed: true });
                     buf[off] = INT3;
+                }
+                if Some(start) <= rendezvous && rendezvous <= Some(end) {
+                    if let Some(r) = rendezvous {
+                        buf[(r - start) as usize] = INT3;
+                    }
                 }
                 sp.mem
                     .write_all_at(&buf, start)
                     .map_err(|e| ProfileError::os("write breakpoints", e))?;
+            } else {
+                // No file bytes (or the group crosses segments): one byte at a time from
+                // memory, skipping what is not mapped.
+                for &(a, f) in &addrs[i..j] {
+                    let mut b = [0u8; 1];
+                    if Some(a) == rendezvous
+                        || sp.breakpoints.get(&a).is_some_and(|b| b.armed)
+                        || sp.mem.read_exact_at(&mut b, a).is_err()
+                    {
+                        continue;
+                    }
+                    if sp.mem.write_all_at(&[INT3], a).is_ok() {
+                        sp.breakpoints
+                            .insert(a, Breakpoint { module, function: f, orig: b[0], armed: true });
+                    }
+                }
             }
-            i = j;
         }
         Ok(())
     }
@@ -579,6 +616,17 @@ impl<'a> Tracer<'a> {
             let location = self.locate(self.threads[&tid].space, ip);
             self.last_fault = Some(Fault { tid, ip, location });
         }
+        if matches!(sig, libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU) {
+            // A group-stop (the stop signal was already delivered) reports the same signal
+            // again; GETSIGINFO fails there. Injecting it again would loop, so resume.
+            let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::uninit();
+            // SAFETY: GETSIGINFO writes one siginfo_t.
+            let r = unsafe { libc::ptrace(libc::PTRACE_GETSIGINFO, tid, 0, info.as_mut_ptr()) };
+            if r < 0 {
+                cont(tid, 0);
+                return Ok(None);
+            }
+        }
         // Not ours: pass the signal on unchanged.
         cont(tid, sig);
         Ok(None)
@@ -650,6 +698,14 @@ impl<'a> Tracer<'a> {
                     self.spaces[space].alive = false;
                 }
                 if detach_at_exec || !self.opts.follow_exec {
+                    if !detach_at_exec {
+                        let exe =
+                            std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+                        self.warnings.push(format!(
+                            "process {pid} executed {}, which is not profiled: add --follow-exec to profile it",
+                            exe.display()
+                        ));
+                    }
                     self.threads.remove(&pid);
                     let _ = ptrace(libc::PTRACE_DETACH, pid, 0, 0);
                 } else {
@@ -866,15 +922,19 @@ impl<'a> Tracer<'a> {
         let tids: Vec<i32> = self.threads.keys().copied().collect();
         for &tid in &tids {
             let t = self.threads.get_mut(&tid).unwrap();
+            if t.early {
+                // Stopped already, waiting for its creation event.
+                t.stopped = true;
+                continue;
+            }
             if t.space == usize::MAX || !t.seen {
                 // Its first SIGSTOP is still coming: that stop will do.
                 t.stop_pending = true;
                 continue;
             }
-            let pid = self.spaces[t.space].pid;
             t.stop_pending = true;
             // SAFETY: stopping one of our tracee threads.
-            unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, libc::SIGSTOP) };
+            unsafe { libc::syscall(libc::SYS_tgkill, t.tgid, tid, libc::SIGSTOP) };
         }
         let start = Instant::now();
         while self.threads.values().any(|t| !t.stopped) {
@@ -922,6 +982,15 @@ impl<'a> Tracer<'a> {
                 }
             }
             self.handle(tid, status)?;
+            // Handling may have resumed a thread that had not been asked to stop yet (a
+            // child whose creation event came late): ask it now.
+            for (&other, t) in self.threads.iter_mut() {
+                if !t.stopped && !t.stop_pending && t.seen && !t.early {
+                    t.stop_pending = true;
+                    // SAFETY: stopping one of our tracee threads.
+                    unsafe { libc::syscall(libc::SYS_tgkill, t.tgid, other, libc::SIGSTOP) };
+                }
+            }
         }
         for space in &mut self.spaces {
             if space.alive {
@@ -946,13 +1015,9 @@ fn restore_all(space: &mut Space) {
         writes.push((r.address, r.orig));
     }
     writes.sort_unstable();
-    let mut i = 0;
-    while i < writes.len() {
+    let sorted: Vec<u64> = writes.iter().map(|w| w.0).collect();
+    for (i, j) in groups(&sorted, MERGE_GAP) {
         let start = writes[i].0;
-        let mut j = i + 1;
-        while j < writes.len() && writes[j].0 - writes[j - 1].0 <= coldstart_elf::PAGE_SIZE {
-            j += 1;
-        }
         let end = writes[j - 1].0 + 1;
         let mut buf = vec![0u8; (end - start) as usize];
         if space.mem.read_exact_at(&mut buf, start).is_ok() {
@@ -961,11 +1026,26 @@ fn restore_all(space: &mut Space) {
             }
             let _ = space.mem.write_all_at(&buf, start);
         }
-        i = j;
     }
     for bp in space.breakpoints.values_mut() {
         bp.armed = false;
     }
+}
+
+/// Split sorted addresses into groups `(first, end)` (index ranges) whose neighbours are at
+/// most `gap` bytes apart: each group becomes one write.
+fn groups(sorted: &[u64], gap: u64) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i + 1;
+        while j < sorted.len() && sorted[j] - sorted[j - 1] <= gap {
+            j += 1;
+        }
+        out.push((i, j));
+        i = j;
+    }
+    out
 }
 
 /// Wakes the tracer when a tracee stops: `SIGCHLD` is blocked in the tracing thread and read
@@ -1013,5 +1093,27 @@ impl Drop for ChildWake {
             // SAFETY: closing our signalfd.
             unsafe { libc::close(self.fd) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::groups;
+
+    #[test]
+    fn close_entries_share_a_write_far_ones_do_not() {
+        assert_eq!(groups(&[], 512), vec![]);
+        assert_eq!(groups(&[100], 512), vec![(0, 1)]);
+        assert_eq!(groups(&[100, 600, 1200, 5000, 5001], 512), vec![(0, 2), (2, 3), (3, 5)]);
+    }
+
+    #[test]
+    fn twenty_thousand_small_functions_need_few_writes() {
+        // 20,000 functions of 16 bytes each, back to back: one write.
+        let dense: Vec<u64> = (0..20_000u64).map(|i| 0x1000 + i * 16).collect();
+        assert_eq!(groups(&dense, 512).len(), 1);
+        // Large functions (2 KiB apart): one write each, never a read of the text between.
+        let sparse: Vec<u64> = (0..100u64).map(|i| 0x1000 + i * 2048).collect();
+        assert_eq!(groups(&sparse, 512).len(), 100);
     }
 }

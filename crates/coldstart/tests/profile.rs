@@ -471,8 +471,9 @@ fn stripped_binary_page_profile_names_its_pages() {
     let (code, stderr, p) = profile(dir.path(), &["--pages"], &[prog.to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");
     let p = p.unwrap();
+    let warning = format!("{} has no function symbols", prog.display());
     assert!(
-        stderr.contains("stripped.") || stderr.contains("stripped has no function symbols"),
+        stderr.contains(&warning) && stderr.contains("-dbgsym") && stderr.contains("debuginfod"),
         "{stderr}"
     );
     let pages = &p["pages"];
@@ -496,5 +497,320 @@ fn stripped_binary_page_profile_names_its_pages() {
             .flatten()
             .any(|e| e.file_name().to_string_lossy().starts_with("coldstart-"));
         assert!(!left);
+    }
+
+    // A tracefs mounted by someone else stays mounted, and an instance left by a coldstart
+    // that was killed is removed.
+    struct Unmount(bool);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir("/sys/kernel/tracing/instances/coldstart-999999999");
+            if self.0 {
+                let _ = Command::new("umount").arg("/sys/kernel/tracing").status();
+            }
+        }
+    }
+    let _unmount = Unmount(!mounted_after);
+    if !mounted_after {
+        assert!(Command::new("mount")
+            .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+            .status()
+            .unwrap()
+            .success());
+    }
+    let stale = Path::new("/sys/kernel/tracing/instances/coldstart-999999999");
+    std::fs::create_dir(stale).unwrap();
+    let (code, stderr, _) = profile(dir.path(), &["--pages"], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stale.exists(), "stale instance removed");
+    assert!(
+        std::fs::read_to_string("/proc/mounts").unwrap().contains(" tracefs "),
+        "not unmounted"
+    );
+}
+
+const PLAIN: &str = r#"
+volatile int sink;
+void step_one(void) { sink = 1; }
+void step_two(void) { sink = 2; }
+int main(void) { step_one(); step_two(); return 0; }
+"#;
+
+#[test]
+fn non_pie_and_static_executables() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, flags) in [("nopie", &["-no-pie"][..]), ("static", &["-static"][..])] {
+        let prog = cc(dir.path(), name, PLAIN, flags);
+        let (code, stderr, p) = profile(dir.path(), &[], &[prog.to_str().unwrap()]);
+        assert_eq!(code, 0, "{name}: {stderr}");
+        let p = p.unwrap();
+        let funcs = touched(&p, &format!("/{name}"));
+        let main = funcs.iter().position(|n| n == "main").expect("main recorded");
+        assert_eq!(funcs[main + 1..main + 3], ["step_one", "step_two"], "{name}: {funcs:?}");
+        let module = p["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["path"].as_str().unwrap().ends_with(name))
+            .unwrap();
+        assert_eq!(module["load_bias"], 0, "{name} is loaded where it was linked");
+        if name == "static" {
+            assert_eq!(
+                p["modules"].as_array().unwrap().len(),
+                1,
+                "a static program has no other module"
+            );
+        }
+    }
+}
+
+#[test]
+fn rust_program_keeps_mangled_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("hello.rs");
+    std::fs::write(&src, "#[inline(never)] fn greet() -> usize { std::hint::black_box(42) }\nfn main() { std::process::exit((greet() != 42) as i32) }\n").unwrap();
+    let out = dir.path().join("hello");
+    assert!(Command::new("rustc")
+        .args(["-C", "opt-level=1", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .unwrap()
+        .success());
+    let (code, stderr, p) = profile(dir.path(), &[], &[out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let names = touched(&p.unwrap(), "/hello");
+    let greet = names
+        .iter()
+        .find(|n| coldstart_elf::demangle(n) == "hello::greet")
+        .expect("greet recorded");
+    assert!(greet.starts_with("_ZN") || greet.starts_with("_R"), "raw mangled name kept: {greet}");
+}
+
+/// Run coldstart as user `nobody` (the tests run as root).
+fn as_nobody(args: &[&str]) -> std::process::Output {
+    let bin = assert_cmd::cargo::cargo_bin("coldstart");
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(bin)
+        .args(args)
+        .output()
+        .expect("setpriv (util-linux) is installed")
+}
+
+#[test]
+fn setuid_and_unreadable_programs_are_refused_without_root() {
+    let dir = tempfile::tempdir().unwrap();
+    std::process::Command::new("chmod").arg("755").arg(dir.path()).status().unwrap();
+    let out_path = dir.path().join("p.json");
+    let out = out_path.to_str().unwrap();
+
+    let o = as_nobody(&["profile", "-o", out, "--", "/usr/bin/passwd", "--help"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("setuid") && stderr.contains("root"), "{stderr}");
+
+    let secret = dir.path().join("secret");
+    std::fs::copy("/usr/bin/true", &secret).unwrap();
+    std::process::Command::new("chmod").arg("711").arg(&secret).status().unwrap();
+    let o = as_nobody(&["profile", "-o", out, "--", secret.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot read") && stderr.contains("secret"), "{stderr}");
+    assert!(!out_path.exists());
+}
+
+/// A seccomp filter that makes `ptrace` fail with EPERM, as some container runtimes do.
+const NO_PTRACE: &str = r#"
+#include <errno.h>
+#include <stddef.h>
+#include <unistd.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+int main(int argc, char **argv) {
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ptrace, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = { sizeof code / sizeof code[0], code };
+    if (argc < 2 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) return 99;
+    execv(argv[1], argv + 1);
+    return 98;
+}
+"#;
+
+#[test]
+fn a_program_that_cannot_be_traced_is_a_clear_error_and_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let jail = cc(dir.path(), "no_ptrace", NO_PTRACE, &[]);
+    let prog = cc(dir.path(), "victim", PLAIN, &[]);
+    let out = dir.path().join("p.json");
+    let o = Command::new(&jail)
+        .arg(assert_cmd::cargo::cargo_bin("coldstart"))
+        .args(["profile", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&prog)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("cannot trace") && stderr.contains("CAP_SYS_PTRACE"), "{stderr}");
+    assert!(!out.exists());
+    assert_no_process_runs(&prog);
+}
+
+#[test]
+fn without_root_pages_come_from_page_fault_samples_labelled_sampled() {
+    let dir = tempfile::tempdir().unwrap();
+    std::process::Command::new("chmod").arg("777").arg(dir.path()).status().unwrap();
+    let prog = cc(dir.path(), "plain", PLAIN, &[]);
+    let out = dir.path().join("p.json");
+    let o = as_nobody(&[
+        "profile",
+        "--pages",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("page-fault samples"), "{stderr}");
+    let p: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(p["pages"]["source"], "perf");
+    assert_eq!(p["pages"]["sampled"], true);
+    let files = p["pages"]["files"].as_array().unwrap();
+    let index = files
+        .iter()
+        .position(|f| f["path"] == prog.to_str().unwrap())
+        .expect("the binary's pages are named");
+    assert!(p["pages"]["accesses"].as_array().unwrap().iter().any(|a| a["file"] == index));
+    assert_eq!(touched(&p, "/plain")[..], ["_start", "main", "step_one", "step_two"][..]);
+}
+
+#[test]
+fn busy_threads_are_stopped_restored_and_detached_at_readiness() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("done");
+    let source = format!(
+        r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+volatile long sink;
+void work_a(long i) {{ sink += i; }}
+void work_b(long i) {{ sink ^= i; }}
+void late_only(void) {{ sink = 0; }}
+void *spin(void *p) {{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 0;; i++) {{
+        if (p) work_a(i); else work_b(i);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > 400000000L) break;
+    }}
+    return 0;
+}}
+int main(void) {{
+    pthread_t th[4];
+    for (long i = 0; i < 4; i++) pthread_create(&th[i], 0, spin, (void *)(i & 1));
+    printf("ready\n"); fflush(stdout);
+    for (int i = 0; i < 4; i++) pthread_join(th[i], 0);
+    late_only();
+    FILE *f = fopen("{}", "w"); fputs("ok", f); fclose(f);
+    return 0;
+}}
+"#,
+        marker.display()
+    );
+    let prog = cc(dir.path(), "busy", &source, &["-pthread"]);
+    let (code, stderr, p) =
+        profile(dir.path(), &["--ready", "stdout:^ready"], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    assert_eq!(p["stop"]["kind"], "ready");
+    assert!(
+        !touched(&p, "/busy").contains(&"late_only".to_string()),
+        "nothing recorded after readiness"
+    );
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ok", "threads ran on after detach");
+}
+
+#[test]
+fn follow_exec_profiles_the_next_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let second = cc(dir.path(), "second_image", PLAIN, &[]);
+    let source = format!(
+        r#"
+#include <unistd.h>
+volatile int sink;
+void before_exec(void) {{ sink = 1; }}
+int main(void) {{ before_exec(); execl("{0}", "{0}", (char *)0); return 1; }}
+"#,
+        second.display()
+    );
+    let first = cc(dir.path(), "first_image", &source, &[]);
+
+    let (code, stderr, p) = profile(dir.path(), &[], &[first.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    assert!(touched(&p, "/first_image").contains(&"before_exec".to_string()));
+    assert!(touched(&p, "/second_image").is_empty());
+    assert!(stderr.contains("--follow-exec"), "says how to follow: {stderr}");
+
+    let (code, stderr, p) = profile(dir.path(), &["--follow-exec"], &[first.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    assert!(touched(&p, "/first_image").contains(&"before_exec".to_string()));
+    assert_eq!(touched(&p, "/second_image"), ["_start", "main", "step_one", "step_two"]);
+}
+
+#[test]
+fn posix_spawn_helpers_run_and_the_parent_is_profiled_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(
+        dir.path(),
+        "spawner",
+        r#"
+#include <spawn.h>
+#include <sys/wait.h>
+extern char **environ;
+volatile int sink;
+void after_spawn(void) { sink = 1; }
+int main(void) {
+    char *argv[] = {"true", 0};
+    pid_t pid;
+    if (posix_spawn(&pid, "/bin/true", 0, 0, argv, environ) != 0) return 2;
+    int status = 1;
+    waitpid(pid, &status, 0);
+    after_spawn();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
+}
+"#,
+        &[],
+    );
+    for flags in [&[][..], &["--follow-forks"][..], &["--follow-forks", "--follow-exec"][..]] {
+        let (code, stderr, p) = profile(dir.path(), flags, &[prog.to_str().unwrap()]);
+        assert_eq!(code, 0, "{flags:?}: {stderr}");
+        let p = p.unwrap();
+        assert_eq!(p["stop"]["code"], 0, "{flags:?}: the helper ran and exited 0");
+        assert!(touched(&p, "/spawner").contains(&"after_spawn".to_string()), "{flags:?}");
+        if flags.contains(&"--follow-exec") {
+            let paths: Vec<&str> = p["modules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["path"].as_str().unwrap())
+                .collect();
+            assert!(
+                paths.iter().any(|m| m.ends_with("/true")),
+                "the helper's image is profiled: {paths:?}"
+            );
+        }
     }
 }

@@ -74,7 +74,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     options.kill_at_ready = args.kill_at_ready;
     options.workload = args.workload;
     options.timeout = (args.timeout > 0.0).then(|| Duration::from_secs_f64(args.timeout));
-    let profile = coldstart_profile::profile(&options).map_err(|e| match e {
+    let recording = coldstart_profile::profile(&options).map_err(|e| match e {
         coldstart_profile::ProfileError::NoCommand
         | coldstart_profile::ProfileError::CommandNotFound { .. }
         | coldstart_profile::ProfileError::Elf(_)
@@ -83,17 +83,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         coldstart_profile::ProfileError::Setuid { .. }
         | coldstart_profile::ProfileError::CannotTrace { .. }
-        | coldstart_profile::ProfileError::Pages(coldstart_profile::pages::PagesError::NotRoot) => {
+        | coldstart_profile::ProfileError::Pages(coldstart_profile::pages::PagesError::Perf(_)) => {
             crate::exit::privilege(e.to_string())
         }
         other => anyhow::Error::new(other),
     })?;
+    let profile = &recording.profile;
     profile.write(&output).with_context(|| format!("writing {}", output.display()))?;
-    summarize(&profile, &output);
-    Ok(match profile.stop {
+    summarize(profile, &output);
+    let code = match profile.stop {
         Stop::Crash { .. } | Stop::Timeout { .. } => ExitCode::from(crate::exit::FAILURE_FOUND),
         _ => crate::exit::SUCCESS,
-    })
+    };
+    if recording.forwarding_output() {
+        eprintln!(
+            "coldstart: the program runs on; forwarding its output until it closes it (use --kill-at-ready to stop it at readiness)"
+        );
+        recording.wait_for_output();
+    }
+    Ok(code)
 }
 
 fn summarize(profile: &Profile, output: &std::path::Path) {
