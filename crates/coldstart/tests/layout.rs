@@ -682,3 +682,68 @@ fn verify_names_functions_folded_into_one_and_functions_missing() {
     assert_eq!(v["missing"], serde_json::json!(["gone_inlined"]));
     assert_eq!(v["placed"], 2);
 }
+
+#[test]
+fn link_orders_a_cargo_build_through_rustflags() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(
+        root.join("Cargo.toml"),
+        "[package]\nname = \"ordered\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    let mut main = String::new();
+    for i in 0..24 {
+        main.push_str(&format!(
+            "#[inline(never)] fn work{i}(x: u64) -> u64 {{ let mut s = x; for k in 0..{i} + 3 {{ s = s.wrapping_mul(31).wrapping_add(k); }} std::hint::black_box(s) }}\n"
+        ));
+    }
+    main.push_str("fn main() { let n = std::env::args().count() as u64; let mut t = 0;\n");
+    for i in [20, 5, 13, 1] {
+        main.push_str(&format!("  t += work{i}(n);\n"));
+    }
+    main.push_str("  println!(\"{t}\"); }\n");
+    std::fs::write(root.join("src/main.rs"), main).unwrap();
+    let build = |extra_env: Option<&Path>| {
+        let mut cmd = coldstart();
+        match extra_env {
+            Some(order) => {
+                cmd.arg("link")
+                    .arg("--order")
+                    .arg(order)
+                    .arg("--binary")
+                    .arg(root.join("target/debug/ordered"));
+            }
+            None => {
+                cmd.arg("link").arg("--order").arg(root.join("empty.txt"));
+            }
+        }
+        cmd.current_dir(root)
+            .env("CARGO_TARGET_DIR", root.join("target"))
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .args(["--", "cargo", "build", "--offline", "--quiet"])
+            .assert()
+            .success();
+    };
+    // A first build with an empty order: the mangled names to order.
+    std::fs::write(root.join("empty.txt"), "").unwrap();
+    build(None);
+    let info = coldstart_elf::ElfInfo::open(root.join("target/debug/ordered"), &Default::default())
+        .unwrap();
+    let mangled = |i: usize| -> String {
+        let short = format!("ordered::work{i}");
+        info.functions
+            .iter()
+            .flat_map(|f| f.names.iter())
+            .find(|n| coldstart_elf::demangle(n) == short)
+            .unwrap_or_else(|| panic!("{short} not in the binary"))
+            .clone()
+    };
+    let names: Vec<String> = [20, 5, 13, 1].into_iter().map(mangled).collect();
+    assert!(!is_rising(&addresses(&root.join("target/debug/ordered"), &names)));
+    let order = root.join("order.txt");
+    std::fs::write(&order, names.join("\n") + "\n").unwrap();
+    build(Some(&order));
+    assert!(is_rising(&addresses(&root.join("target/debug/ordered"), &names)));
+}
