@@ -120,8 +120,8 @@ impl Binary {
     pub fn rela_dyn_counts(&self) -> Option<(u64, u64)> {
         let sec = self.info.section(".rela.dyn")?;
         let off = sec.offset? as usize;
-        let data = std::fs::read(&self.info.path).ok()?;
-        let bytes = data.get(off..off + sec.size as usize)?;
+        let map = coldstart_elf::Mmap::open(&self.info.path).ok()?;
+        let bytes = map.bytes().get(off..off + sec.size as usize)?;
         let relative = match self.info.machine {
             coldstart_elf::Machine::X86_64 => 8u32,
             coldstart_elf::Machine::Aarch64 => 1027,

@@ -71,8 +71,9 @@ pub struct DataSymbol {
 
 /// The data objects of `binary` (with file bytes) in data sections, by file offset.
 pub fn data_symbols(binary: &Path) -> Result<Vec<DataSymbol>, LayoutError> {
-    let bytes = std::fs::read(binary).map_err(|e| LayoutError::io("read", binary, e))?;
-    let file = object::File::parse(&*bytes).map_err(|e| {
+    let map = coldstart_elf::Mmap::open(binary)?;
+    let bytes = map.bytes();
+    let file = object::File::parse(bytes).map_err(|e| {
         LayoutError::Elf(coldstart_elf::ElfError::Malformed {
             path: binary.to_owned(),
             message: e.to_string(),

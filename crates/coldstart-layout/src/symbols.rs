@@ -20,8 +20,9 @@ pub struct Bindings {
 impl Bindings {
     /// Read the function symbols of `path` (`.symtab`, else `.dynsym`).
     pub fn read(path: &Path) -> Result<Bindings, LayoutError> {
-        let data = std::fs::read(path).map_err(|e| LayoutError::io("read", path, e))?;
-        let file = object::File::parse(&*data).map_err(|e| {
+        let map = coldstart_elf::Mmap::open(path)?;
+        let data = map.bytes();
+        let file = object::File::parse(data).map_err(|e| {
             LayoutError::Elf(coldstart_elf::ElfError::Malformed {
                 path: path.to_owned(),
                 message: e.to_string(),
