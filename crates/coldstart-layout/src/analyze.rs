@@ -143,6 +143,10 @@ fn static_picture(binary: &Binary, model: PageModel) -> StaticPicture {
     let rust = info.functions.iter().any(|f| f.names.iter().any(|n| is_rust_symbol(n)));
     let function_sections = if info.functions.iter().any(|f| f.own_section) {
         "yes".to_owned()
+    } else if let Some(n) =
+        crate::binary::cross_section_code_relocations(&info.path).filter(|n| *n >= 8)
+    {
+        format!("likely ({n} relocations from code to code sections kept by --emit-relocs: calls between sections)")
     } else if rust {
         "likely (Rust code: rustc puts each function in its own section by default)".to_owned()
     } else {
@@ -163,7 +167,7 @@ fn static_picture(binary: &Binary, model: PageModel) -> StaticPicture {
         ),
         _ => {}
     }
-    if !function_sections.starts_with("yes") && !rust {
+    if function_sections.starts_with("unknown") {
         missing.push("function sections unknown: relink from source with `coldstart link` (it adds -ffunction-sections)".to_owned());
     }
     if !info.has_emitted_relocations {

@@ -159,3 +159,32 @@ impl Binary {
         }
     }
 }
+
+/// Evidence of `-ffunction-sections` in a binary linked with `--emit-relocs`: relocations in
+/// code against the section symbol of a code section. Without function sections the assembler
+/// resolves a call to a `static` function of the same section itself and leaves no
+/// relocation; with them every such call crosses sections and keeps one (lld keeps it,
+/// against the output section, with `--emit-relocs`). GCC's `.text.unlikely` splits can
+/// leave a few such relocations too, so a handful is not enough: `None` when the binary has
+/// no static relocations, else the count found.
+pub fn cross_section_code_relocations(path: &Path) -> Option<usize> {
+    use object::{Object, ObjectSection, ObjectSymbol, RelocationTarget, SectionKind, SymbolKind};
+    let map = coldstart_elf::Mmap::open(path).ok()?;
+    let file = object::File::parse(map.bytes()).ok()?;
+    let mut found = None;
+    for section in file.sections().filter(|s| s.kind() == SectionKind::Text) {
+        for (_, reloc) in section.relocations() {
+            let count = found.get_or_insert(0usize);
+            let RelocationTarget::Symbol(index) = reloc.target() else { continue };
+            let Ok(sym) = file.symbol_by_index(index) else { continue };
+            if sym.kind() != SymbolKind::Section {
+                continue;
+            }
+            let target = sym.section_index().and_then(|i| file.section_by_index(i).ok());
+            if target.is_some_and(|t| t.kind() == SectionKind::Text) {
+                *count += 1;
+            }
+        }
+    }
+    found
+}

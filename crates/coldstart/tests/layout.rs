@@ -747,3 +747,42 @@ fn link_orders_a_cargo_build_through_rustflags() {
     build(Some(&order));
     assert!(is_rising(&addresses(&root.join("target/debug/ordered"), &names)));
 }
+
+#[test]
+fn analyze_tells_function_sections_from_emitted_relocations() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut src = String::from(
+        "static __attribute__((noinline)) int a(int x) { return x + 1; }\n\
+         static __attribute__((noinline)) int b(int x) { return a(x) * 2; }\n",
+    );
+    for i in 1..=12 {
+        src.push_str(&format!(
+            "static __attribute__((noinline)) int s{i}(int x) {{ return b(x) + {i}; }}\n"
+        ));
+    }
+    src.push_str("int main(int c, char **v) { (void)v; return 0");
+    for i in 1..=12 {
+        src.push_str(&format!(" + s{i}(c)"));
+    }
+    src.push_str("; }\n");
+    let c = dir.path().join("fs.c");
+    std::fs::write(&c, &src).unwrap();
+    let own_sections = |extra: &[&str], out: &str| -> String {
+        let exe = dir.path().join(out);
+        let ok = Command::new(CLANG)
+            .args(["-O1", "-fuse-ld=lld", "-Wl,--emit-relocs"])
+            .args(extra)
+            .arg(&c)
+            .arg("-o")
+            .arg(&exe)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        let out = coldstart().arg("analyze").arg(&exe).arg("--json").output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["static"]["function_sections"].as_str().unwrap().to_owned()
+    };
+    assert!(own_sections(&["-ffunction-sections"], "with").starts_with("likely"));
+    assert!(own_sections(&[], "without").starts_with("unknown"));
+}
