@@ -21,6 +21,16 @@ pub enum Command {
     Profile(cmd::profile::Args),
     /// Generate and build the sample program (a test bed whose start-up behaves like a large program).
     Sample(cmd::sample::Args),
+    /// How much of each code page start-up uses; the pages and faults an ideal layout needs.
+    Analyze(cmd::analyze::Args),
+    /// Turn profiles into a function order for lld, gold, GNU ld, ld64 or BOLT.
+    Order(cmd::order::Args),
+    /// Run a build with function sections and lld with the order file, then verify.
+    Link(cmd::link::Args),
+    /// Rewrite a binary linked with --emit-relocs in the order through llvm-bolt, then verify.
+    Bolt(cmd::bolt::Args),
+    /// Check where the ordered functions ended up; exit 1 if the order did not take effect.
+    Verify(cmd::verify::Args),
     /// Run the pipeline on the bundled sample program and print what it found.
     Demo(cmd::demo::Args),
 }

@@ -1,9 +1,14 @@
 //! One module per subcommand: its clap `Args`, the conversion to library options, and printing.
 
+pub mod analyze;
+pub mod bolt;
 pub mod demo;
+pub mod link;
 pub mod measure;
+pub mod order;
 pub mod profile;
 pub mod sample;
+pub mod verify;
 
 use std::process::ExitCode;
 
@@ -15,5 +20,10 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Profile(args) => profile::run(args),
         Command::Sample(args) => sample::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Analyze(args) => analyze::run(args),
+        Command::Order(args) => order::run(args),
+        Command::Link(args) => link::run(args),
+        Command::Bolt(args) => bolt::run(args),
+        Command::Verify(args) => verify::run(args),
     }
 }
