@@ -135,13 +135,10 @@ pub struct PageFile {
     /// Device (`major:minor`) and inode the trace named it by.
     pub dev: String,
     pub ino: u64,
-    /// For ELF files: pages touched per loaded section (`.text`, `.rodata`, `.rela.dyn`,
-    /// `.data.rel.ro`, ...), so relocation and data reads show beside code.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sections: Vec<SectionPages>,
 }
 
-/// Pages of one ELF section that start-up touched.
+/// Pages of one ELF section that start-up touched (computed from a page profile and the
+/// file, see [`crate::pages::section_pages`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SectionPages {
     pub name: String,
@@ -558,7 +555,6 @@ mod tests {
                     build_id: None,
                     dev: "8:1".into(),
                     ino: 1,
-                    sections: vec![],
                 })
                 .collect(),
             accesses: accesses

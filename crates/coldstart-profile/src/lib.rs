@@ -273,7 +273,6 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
         let mut candidates: Vec<PathBuf> = traced.modules.iter().map(|m| m.path.clone()).collect();
         candidates.push(path.clone());
         let unnamed = pages::resolve_with(pages, &candidates);
-        pages::attribute_sections(pages);
         if unnamed > 0 {
             warnings.push(format!(
                 "{unnamed} files in the page trace were closed before readiness and are named by device and inode only"

@@ -369,7 +369,6 @@ pub(crate) fn describe(path: Option<PathBuf>, key: (u32, u32, u64)) -> PageFile 
                 })
                 .flatten();
             PageFile {
-                sections: Vec::new(),
                 size: meta.as_ref().map(|m| m.len()).unwrap_or(0),
                 mtime: meta.as_ref().map(|m| m.mtime()).unwrap_or(0),
                 path,
@@ -378,15 +377,9 @@ pub(crate) fn describe(path: Option<PathBuf>, key: (u32, u32, u64)) -> PageFile 
                 ino: key.2,
             }
         }
-        None => PageFile {
-            path: PathBuf::new(),
-            size: 0,
-            mtime: 0,
-            build_id: None,
-            dev,
-            ino: key.2,
-            sections: Vec::new(),
-        },
+        None => {
+            PageFile { path: PathBuf::new(), size: 0, mtime: 0, build_id: None, dev, ino: key.2 }
+        }
     }
 }
 
@@ -412,36 +405,45 @@ pub(crate) fn resolve_with(pages: &mut PageProfile, candidates: &[PathBuf]) -> u
     pages.files.iter().filter(|f| f.path.as_os_str().is_empty()).count()
 }
 
-/// Fill in, for each ELF file, the pages touched per loaded section.
-pub(crate) fn attribute_sections(pages: &mut PageProfile) {
+/// Pages touched per loaded section of each ELF file of a page profile (`.text`, `.rodata`,
+/// `.rela.dyn`, `.data.rel.ro`, ...), so relocation and data reads show beside code; empty for
+/// files that are not ELF or no longer readable. One list per entry of `pages.files`.
+pub fn section_pages(pages: &PageProfile) -> Vec<Vec<crate::format::SectionPages>> {
     use std::collections::HashSet;
     let mut touched: Vec<HashSet<u64>> = vec![HashSet::new(); pages.files.len()];
     for a in &pages.accesses {
-        for p in a.page..a.page + a.count.max(1) {
-            touched[a.file].insert(p);
+        if let Some(set) = touched.get_mut(a.file) {
+            set.extend(a.page..a.page + a.count.max(1));
         }
     }
-    for (file, set) in pages.files.iter_mut().zip(&touched) {
-        if file.build_id.is_none() || !coldstart_elf::is_elf(&file.path) {
-            continue;
-        }
-        let options = coldstart_elf::SymbolOptions { use_debug_files: false, ..Default::default() };
-        let Ok(info) = coldstart_elf::ElfInfo::open(&file.path, &options) else { continue };
-        file.sections = info
-            .sections
-            .iter()
-            .filter(|s| s.address != 0 && s.size > 0)
-            .filter_map(|s| {
-                let offset = s.offset?;
-                let (first, last) = (offset / 4096, (offset + s.size - 1) / 4096);
-                Some(crate::format::SectionPages {
-                    name: s.name.clone(),
-                    pages: last - first + 1,
-                    touched: (first..=last).filter(|p| set.contains(p)).count() as u64,
+    pages
+        .files
+        .iter()
+        .zip(&touched)
+        .map(|(file, set)| {
+            if file.path.as_os_str().is_empty() || !coldstart_elf::is_elf(&file.path) {
+                return Vec::new();
+            }
+            let options =
+                coldstart_elf::SymbolOptions { use_debug_files: false, ..Default::default() };
+            let Ok(info) = coldstart_elf::ElfInfo::open(&file.path, &options) else {
+                return Vec::new();
+            };
+            info.sections
+                .iter()
+                .filter(|s| s.address != 0 && s.size > 0)
+                .filter_map(|s| {
+                    let offset = s.offset?;
+                    let (first, last) = (offset / 4096, (offset + s.size - 1) / 4096);
+                    Some(crate::format::SectionPages {
+                        name: s.name.clone(),
+                        pages: last - first + 1,
+                        touched: (first..=last).filter(|p| set.contains(p)).count() as u64,
+                    })
                 })
-            })
-            .collect();
-    }
+                .collect()
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -454,7 +456,7 @@ mod tests {
         let info = coldstart_elf::ElfInfo::open(&exe, &Default::default()).unwrap();
         let text = info.section(".text").unwrap();
         let first = text.offset.unwrap() / 4096;
-        let mut pages = PageProfile {
+        let pages = PageProfile {
             source: "tracefs".into(),
             sampled: false,
             files: vec![describe(Some(exe), (0, 0, 0))],
@@ -468,8 +470,8 @@ mod tests {
             }],
             lost_events: 0,
         };
-        attribute_sections(&mut pages);
-        let t = pages.files[0].sections.iter().find(|s| s.name == ".text").unwrap();
+        let sections = section_pages(&pages);
+        let t = sections[0].iter().find(|s| s.name == ".text").unwrap();
         assert_eq!(t.touched, 2.min(t.pages));
         assert!(t.pages >= t.touched);
     }

@@ -173,6 +173,25 @@ fn summarize(profile: &Profile, output: &std::path::Path) {
             if p.sampled { " (sampled)" } else { "" }
         );
     }
+    if let Some(p) = &profile.pages {
+        // Code, relocations and data read per section, for the files start-up touched most.
+        let sections = coldstart_profile::pages::section_pages(p);
+        let mut by_use: Vec<(usize, u64)> = sections
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, s.iter().map(|x| x.touched).sum::<u64>()))
+            .filter(|&(_, n)| n > 0)
+            .collect();
+        by_use.sort_by_key(|&(i, n)| (std::cmp::Reverse(n), i));
+        for &(i, _) in by_use.iter().take(3) {
+            let list: Vec<String> = sections[i]
+                .iter()
+                .filter(|s| s.touched > 0)
+                .map(|s| format!("{} {}/{}", s.name, s.touched, s.pages))
+                .collect();
+            println!("  pages by section in {}: {}", p.files[i].path.display(), list.join(", "));
+        }
+    }
     println!("written to {}", output.display());
 }
 
