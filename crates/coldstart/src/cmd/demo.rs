@@ -8,9 +8,17 @@
 //! 1. `coldstart sample`: generate and build (reused when an identical build is there).
 //! 2. `coldstart measure --cache cold,selective,warm,hot`: start-up in every verified cache
 //!    state, and the I/O share (cold minus hot).
+//! 3. `coldstart profile`: the first-touch order of functions for workload `a` (training)
+//!    and `b` (held out).
+//! 4. `coldstart analyze`: how much of each code page start-up uses (the paper's Tables 2, 3).
+//! 5. `coldstart order --evaluate`: an order from `a`, judged on `b` before any linking.
+//! 6. `coldstart link`: a copy of the program relinked with lld in that order, verified.
+//! 7. `coldstart measure --compare --cache cold`: held-out workload `b`, default layout
+//!    against the ordered one, interleaved.
 //!
-//! Everything it writes lands in one directory (`--dir`), so a user can open the JSON and
-//! rerun any step by hand with the commands it prints.
+//! Steps 3 to 7 run the `coldstart` binary itself with the arguments printed before each
+//! step, so what the demo shows is exactly what a user would get by typing them. Everything
+//! lands in one directory (`--dir`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -93,8 +101,97 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         compare: false,
         command,
     })?;
-    println!("\nResults: {}", json.display());
-    Ok(code)
+    if code != exit::SUCCESS {
+        return Ok(code);
+    }
+
+    // The layout pipeline: profile on a, order, relink a copy, measure on held-out b.
+    let workload_b = sample.workload("b").context("the sample program has no workload `b`")?;
+    let ordered_dir = args.dir.join(format!("sample-{}-ordered", args.size));
+    let ordered = coldstart_sample::build_cached(&config, &ordered_dir).with_context(|| {
+        format!("cannot build the copy to relink in {}", ordered_dir.display())
+    })?;
+    let exe = sample.exe();
+    let (a_json, b_json) = (args.dir.join("profile-a.json"), args.dir.join("profile-b.json"));
+    let order = args.dir.join("order.txt");
+    let exe_s = exe.to_string_lossy().into_owned();
+    let os = |p: &Path| p.to_string_lossy().into_owned();
+
+    println!("\n== 3. first-touch profile of workload a (training) and b (held out)");
+    for (name, w, out) in [("a", workload, &a_json), ("b", workload_b, &b_json)] {
+        let mut argv = vec!["profile".into(), "--workload".into(), name.into(), "-o".into()];
+        argv.push(os(out));
+        argv.push("--".into());
+        argv.push(exe_s.clone());
+        argv.extend(w.args.iter().cloned());
+        step(&argv)?;
+    }
+    println!("\n== 4. how start-up uses the code pages (default layout)");
+    step(&["analyze".into(), exe_s.clone(), "--profile".into(), os(&a_json)])?;
+    println!("\n== 5. an order from workload a, judged on workload b before linking");
+    step(&[
+        "order".into(),
+        os(&a_json),
+        "--binary".into(),
+        exe_s.clone(),
+        "--evaluate".into(),
+        os(&b_json),
+        "-o".into(),
+        os(&order),
+    ])?;
+    println!("\n== 6. relink a copy with lld in that order, and verify it took effect");
+    step(&[
+        "link".into(),
+        "--order".into(),
+        os(&order),
+        "--binary".into(),
+        os(&ordered.exe()),
+        "--profile".into(),
+        os(&a_json),
+        "--".into(),
+        "make".into(),
+        "-s".into(),
+        "-B".into(),
+        "-j2".into(),
+        "-C".into(),
+        os(&ordered.dir.join("src")),
+    ])?;
+    if root {
+        println!("\n== 7. held-out workload b, cold: default layout (A) against ordered (B)");
+        let mut argv: Vec<String> = vec![
+            "measure".into(),
+            "--compare".into(),
+            "--cache".into(),
+            "cold".into(),
+            "--runs".into(),
+            args.runs.to_string(),
+            "--export-json".into(),
+            os(&args.dir.join("compare-b.json")),
+            "--".into(),
+            exe_s.clone(),
+        ];
+        argv.extend(workload_b.args.iter().cloned());
+        argv.push(":::".into());
+        argv.push(os(&ordered.exe()));
+        argv.extend(workload_b.args.iter().cloned());
+        step(&argv)?;
+    }
+    println!("\nResults in {}", args.dir.display());
+    Ok(exit::SUCCESS)
+}
+
+/// Run one step of the pipeline as `coldstart ARGS`, printed first so it can be rerun by hand.
+fn step(argv: &[String]) -> anyhow::Result<()> {
+    println!("   $ coldstart {}", argv.join(" "));
+    let me = std::env::current_exe().context("cannot find the coldstart executable")?;
+    let status = std::process::Command::new(&me)
+        .args(argv)
+        .status()
+        .with_context(|| format!("cannot run {}", me.display()))?;
+    if !status.success() {
+        anyhow::bail!("step `coldstart {}` failed ({status})", argv.join(" "));
+    }
+    Ok(())
 }
 
 /// Whether `dir` lives on tmpfs or ramfs (whose pages can never be evicted).
