@@ -366,3 +366,37 @@ fn a_timed_out_run_and_an_interrupt_leave_nothing_behind() {
     assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
     assert_nothing_left(pid, app.work.path());
 }
+
+#[test]
+fn without_root_storage_is_refused_with_exit_code_3_naming_the_privilege() {
+    require_root!();
+    // Drop to `nobody` for the one command (setpriv is part of util-linux).
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(assert_cmd::cargo::cargo_bin("coldstart"))
+        .args(["measure", "--storage", "hdd", "--", "/bin/true"])
+        .current_dir("/")
+        .output()
+        .expect("setpriv");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("needs root") && err.contains("sudo") && err.contains("--storage"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_bad_profile_is_a_usage_error() {
+    let out = Command::cargo_bin("coldstart")
+        .unwrap()
+        .args(["measure", "--storage", "floppy", "--", "/bin/true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--storage") && err.contains("floppy") && err.contains("custom:"),
+        "{err}"
+    );
+}
