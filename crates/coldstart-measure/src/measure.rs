@@ -840,6 +840,24 @@ mod tests {
     }
 
     #[test]
+    fn storage_options_are_checked_before_anything_runs() {
+        let mut o = opts(vec![vec!["/bin/true"]], CacheState::Hot, 1);
+        o.storage = Some(StorageOptions {
+            profile: StorageProfile::hdd(),
+            app_dir: Some(PathBuf::from("/nonexistent/app")),
+            work_dir: PathBuf::from("/var/tmp"),
+        });
+        let mut exec = FakeExecutor::new(vec![out(1.0, Outcome::Ready)]);
+        let err = measure(&o, &mut exec, &mut |_| {}).unwrap_err();
+        if is_root() {
+            assert!(err.to_string().contains("--app-dir /nonexistent/app"), "{err}");
+        } else {
+            assert!(matches!(err, MeasureError::Storage(StorageError::NotRoot)), "{err}");
+        }
+        assert!(exec.calls.is_empty() && exec.storage_calls.is_empty());
+    }
+
+    #[test]
     fn hot_runs_a_warmup_then_the_measured_runs() {
         let mut exec = FakeExecutor::new(vec![out(9.0, Outcome::Ready), out(1.0, Outcome::Ready)]);
         let r =
