@@ -400,3 +400,32 @@ fn a_bad_profile_is_a_usage_error() {
         "{err}"
     );
 }
+
+#[test]
+fn warm_evicts_the_copy_so_the_run_reads_the_emulated_device_again() {
+    require_root!();
+    let _lock = cache_lock();
+    let app = App::new();
+    let work = app.work.path().to_str().unwrap();
+    // The warm-up run brings the copy into the cache; warm must evict the copy's pages (not
+    // only the originals') for the measured run to wait for the throttled device again.
+    let (out, report) = app.measure(&[
+        "--storage",
+        "hdd",
+        "--storage-dir",
+        work,
+        "--cache",
+        "warm",
+        "--runs",
+        "1",
+        "--warmup",
+        "1",
+    ]);
+    ok(&out);
+    let run = runs(&report)[0];
+    assert!(run["excluded"].is_null(), "{run}");
+    assert_eq!(run["eviction"]["held"], true, "{run}");
+    let lower_bound = (DATA_BYTES / (128 * 1024) + MAP_TOUCHES) as f64 / 100.0;
+    let wall = run["counters"]["wall_s"].as_f64().unwrap();
+    assert!(wall >= 0.8 * lower_bound, "warm run took {wall} s: the copy stayed cached");
+}
