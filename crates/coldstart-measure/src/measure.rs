@@ -106,6 +106,8 @@ pub enum MeasureError {
     Cache { state: CacheState, source: std::io::Error },
     #[error("emulated storage: {0}")]
     Storage(#[from] StorageError),
+    #[error("interrupted: the emulated storage was torn down")]
+    Interrupted,
 }
 
 impl MeasureOptions {
@@ -217,26 +219,47 @@ struct Emulation {
 }
 
 impl Emulation {
-    fn new(storage: EmulatedStorage) -> Emulation {
-        let storage = Arc::new(Mutex::new(Some(storage)));
+    /// Create the emulation with the interrupt hook already registered: an interrupt during
+    /// the creation (mkfs, the copy) waits for it to end, successfully or not, and then tears
+    /// down what was made.
+    fn create(so: &StorageOptions, paths: &[PathBuf]) -> Result<Emulation, StorageError> {
+        let storage = Arc::new(Mutex::new(None));
         let shared = Arc::clone(&storage);
+        let mut slot = storage.lock().unwrap_or_else(|e| e.into_inner());
         let hook = crate::cgroup::register_interrupt_hook(move || {
             drop(shared.lock().unwrap_or_else(|e| e.into_inner()).take());
         });
-        Emulation { storage, hook }
+        match EmulatedStorage::create(&so.profile, paths, &so.work_dir) {
+            Ok(created) => *slot = Some(created),
+            Err(e) => {
+                drop(slot);
+                crate::cgroup::unregister_interrupt_hook(hook);
+                return Err(e);
+            }
+        }
+        drop(slot);
+        Ok(Emulation { storage, hook })
     }
 
-    fn with<R>(&self, f: impl FnOnce(&mut EmulatedStorage) -> R) -> R {
+    /// Work with the emulation; an error once an interrupt has torn it down (the process is
+    /// about to exit then).
+    fn with<R>(
+        &self,
+        f: impl FnOnce(&mut EmulatedStorage) -> Result<R, StorageError>,
+    ) -> Result<R, MeasureError> {
         let mut guard = self.storage.lock().unwrap_or_else(|e| e.into_inner());
-        f(guard.as_mut().expect("the emulation lives until close"))
+        match guard.as_mut() {
+            Some(s) => Ok(f(s)?),
+            None => Err(MeasureError::Interrupted),
+        }
     }
 
     /// `files` as the host sees the copies: a file under a copied entry is evicted and
     /// checked at its place under the mount point (the same inode the run sees through the
     /// bind mount), any other file where it is.
-    fn on_copy(&self, files: &[PathBuf]) -> Vec<PathBuf> {
+    fn on_copy(&self, files: &[PathBuf]) -> Result<Vec<PathBuf>, MeasureError> {
         self.with(|s| {
-            files
+            Ok(files
                 .iter()
                 .map(|f| {
                     if s.entries().iter().any(|e| f.starts_with(e)) {
@@ -245,7 +268,7 @@ impl Emulation {
                         f.clone()
                     }
                 })
-                .collect()
+                .collect())
         })
     }
 
@@ -344,7 +367,7 @@ fn start_emulation(
             all
         }
     };
-    let emulation = Emulation::new(EmulatedStorage::create(&so.profile, &paths, &so.work_dir)?);
+    let emulation = Emulation::create(so, &paths)?;
     let (host_read_iops, run_storage, entries) = emulation.with(|s| {
         Ok::<_, StorageError>((
             s.host_random_read_iops(200)?,
@@ -460,8 +483,8 @@ fn measure_with(
                     .collect();
                 if let Some(e) = emulation {
                     // Evict and verify the pages the runs read: those of the copy.
-                    own[i] = e.on_copy(&own[i]);
-                    shared[i] = e.on_copy(&shared[i]);
+                    own[i] = e.on_copy(&own[i])?;
+                    shared[i] = e.on_copy(&shared[i])?;
                 }
                 if !files.iter().any(|f| f != &exe) {
                     state_warnings.push(format!(
