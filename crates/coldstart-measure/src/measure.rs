@@ -21,6 +21,13 @@
 //! A run is *excluded* from the statistics, with the reason, when its eviction did not hold,
 //! when it did not become ready in time, or when it failed. Comparisons use `wall_s`.
 //!
+//! With [`MeasureOptions::storage`] (`--storage`) the program's files are first copied onto an
+//! emulated slow device ([`crate::storage`]): one discovery run on the host finds them (or
+//! `--app-dir` names them), every later run executes in the emulation (mount namespace,
+//! throttled run cgroup), `cold` also drops the device's caches, and `warm`/`selective` evict the
+//! copies, where the host sees them under the mount point. The device is torn down at the end,
+//! on an error, and on an interrupt (through [`crate::cgroup::register_interrupt_hook`]).
+//!
 //! Each (state, command) gets its own [`CommandResult`], labelled with the cache state (or
 //! `A`/`B` when comparing). Several states at once (`--cache cold,hot`) give several; when `hot` is among them, [`MeasureReport::io_share`] holds each colder
 //! state's median minus the hot median: the time start-up waits for storage.

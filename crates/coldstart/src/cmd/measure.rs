@@ -28,7 +28,8 @@ const SEPARATOR: &str = ":::";
     after_help = "The program runs with standard input and output on /dev/null (except the stream a \
     stdout:/stderr: signal reads), in its own process group and cgroup.\n\nExamples:\n  coldstart measure --cache cold,hot -- ./myprog --version\n  \
     coldstart measure --ready 'stdout:listening' -- ./server\n  \
-    coldstart measure --compare --cache selective -- ./old ::: ./new"
+    coldstart measure --compare --cache selective -- ./old ::: ./new\n  \
+    sudo coldstart measure --storage hdd --cache cold,hot -- ./myprog"
 )]
 pub struct Args {
     /// Cache state before each run: hot, warm, selective or cold; several separated by commas
