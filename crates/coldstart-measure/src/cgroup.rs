@@ -284,6 +284,18 @@ impl RunCgroup {
         self.dirs().into_iter().map(|d| d.join("cgroup.procs")).collect()
     }
 
+    /// The directory whose I/O limits apply to the run, for emulated storage
+    /// ([`crate::storage::CgroupPaths`]): the `blkio` directory on v1, the unified one on v2.
+    pub fn io_paths(&self) -> Option<crate::storage::CgroupPaths> {
+        use crate::storage::CgroupPaths;
+        match self.hierarchy.version {
+            Version::V2 => Some(CgroupPaths::v2(self.hierarchy.parents[0].1.join(&self.name))),
+            Version::V1 => {
+                Some(CgroupPaths::v1_blkio(self.hierarchy.dir_of("blkio")?.join(&self.name)))
+            }
+        }
+    }
+
     fn file(&self, ctrl: &str, name: &str) -> Option<PathBuf> {
         let dir = match self.hierarchy.version {
             Version::V2 => self.hierarchy.parents[0].1.as_path(),
@@ -553,7 +565,8 @@ extern "C" fn on_signal(sig: libc::c_int) {
 }
 
 /// On `SIGINT` or `SIGTERM`, kill and remove the current run's cgroup (and the launcher's
-/// process groups registered with [`register_process_group`]), then exit with 128 + signal.
+/// process groups registered with [`register_process_group`]), run the hooks of
+/// [`register_interrupt_hook`], then exit with 128 + signal.
 /// Call once, early, from the binary.
 pub fn install_interrupt_cleanup() -> io::Result<()> {
     let mut fds = [0; 2];
@@ -571,6 +584,7 @@ pub fn install_interrupt_cleanup() -> io::Result<()> {
             let _held = launch_lock();
             destroy_live();
             kill_process_groups();
+            run_interrupt_hooks();
             std::process::exit(128 + b as i32);
         }
     })?;
@@ -587,6 +601,34 @@ pub fn install_interrupt_cleanup() -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+type InterruptHook = Box<dyn FnOnce() + Send>;
+
+// Teardown of other resources (emulated storage) on interrupt, after the runs are killed.
+static HOOKS: Mutex<Vec<(u64, InterruptHook)>> = Mutex::new(Vec::new());
+
+/// Run `hook` on `SIGINT`/`SIGTERM` (see [`install_interrupt_cleanup`]), after every live run
+/// was killed and before the process exits: the way to tear down what `Drop` would have (the
+/// interrupt ends the process with `exit`, which runs no destructor). Returns an id for
+/// [`unregister_interrupt_hook`].
+pub fn register_interrupt_hook(hook: impl FnOnce() + Send + 'static) -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let id = NEXT.fetch_add(1, Ordering::SeqCst);
+    HOOKS.lock().unwrap_or_else(|e| e.into_inner()).push((id, Box::new(hook)));
+    id
+}
+
+/// Forget a hook of [`register_interrupt_hook`] (its resource was released normally).
+pub fn unregister_interrupt_hook(id: u64) {
+    HOOKS.lock().unwrap_or_else(|e| e.into_inner()).retain(|(i, _)| *i != id);
+}
+
+fn run_interrupt_hooks() {
+    let hooks = std::mem::take(&mut *HOOKS.lock().unwrap_or_else(|e| e.into_inner()));
+    for (_, hook) in hooks {
+        hook();
+    }
 }
 
 static GROUPS: Mutex<Vec<i32>> = Mutex::new(Vec::new());

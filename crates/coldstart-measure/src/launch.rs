@@ -102,6 +102,39 @@ pub enum LaunchError {
     Setup(#[source] io::Error),
     #[error("{0}")]
     Cgroup(#[from] crate::cgroup::CgroupError),
+    #[error(transparent)]
+    Storage(#[from] crate::storage::StorageError),
+    #[error(
+        "emulated storage needs a cgroup to throttle the runs' reads, and none is usable: {0}"
+    )]
+    StorageWithoutCgroup(String),
+}
+
+/// What a run on emulated storage ([`crate::storage`]) needs from the executor: the hook that
+/// puts the child in a mount namespace with the copies bind-mounted over the originals, and
+/// the read limit for the run's cgroup on the emulated device.
+#[derive(Debug, Clone)]
+pub struct RunStorage {
+    /// Run in the child between `fork` and `exec`.
+    pub enter: crate::storage::EnterHook,
+    /// Applied to each run's cgroup before the child joins it; `None` for an unthrottled
+    /// profile.
+    pub throttle: Option<crate::storage::ThrottleRule>,
+}
+
+impl RunStorage {
+    /// The hook and the limit of `storage`.
+    pub fn of(
+        storage: &crate::storage::EmulatedStorage,
+    ) -> Result<Self, crate::storage::StorageError> {
+        let profile = storage.profile();
+        Ok(RunStorage {
+            enter: storage.enter_hook()?,
+            throttle: profile
+                .is_throttled()
+                .then(|| crate::storage::ThrottleRule::for_profile(profile, storage.device().dev)),
+        })
+    }
 }
 
 /// Starts runs. The Linux implementation is [`LinuxExecutor`]; [`FakeExecutor`] replays
@@ -113,6 +146,8 @@ pub trait Executor {
     fn accounting(&self) -> String;
     /// Limits of this executor on this machine, each naming a remedy.
     fn warnings(&self) -> Vec<String>;
+    /// Run the following runs on emulated storage (`Some`) or on the host's files (`None`).
+    fn set_storage(&mut self, storage: Option<RunStorage>) -> Result<(), LaunchError>;
 }
 
 /// Resolve `argv[0]` the way `execvp` would, and reject what cannot run.
@@ -151,6 +186,8 @@ pub struct LinuxExecutor {
     hierarchy: Option<Hierarchy>,
     warnings: Vec<String>,
     perf_supported: Option<bool>,
+    storage: Option<RunStorage>,
+    hierarchy_error: Option<String>,
 }
 
 impl LinuxExecutor {
@@ -158,9 +195,11 @@ impl LinuxExecutor {
     /// runs are counted by rusage and a warning says so.
     pub fn new() -> LinuxExecutor {
         let mut warnings = Vec::new();
+        let mut hierarchy_error = None;
         let hierarchy = match Hierarchy::detect() {
             Ok(h) => Some(h),
             Err(e) => {
+                hierarchy_error = Some(e.to_string());
                 warnings.push(format!(
                     "{e}; counting with wait4 rusage instead: only the root process and the \
                      children it waited for are counted, read requests and peak memory of the \
@@ -169,7 +208,7 @@ impl LinuxExecutor {
                 None
             }
         };
-        LinuxExecutor { hierarchy, warnings, perf_supported: None }
+        LinuxExecutor { hierarchy, warnings, perf_supported: None, storage: None, hierarchy_error }
     }
 }
 
@@ -193,7 +232,16 @@ impl Executor for LinuxExecutor {
             Some(h) => Some(h.create_run()?),
             None => None,
         };
-        let out = run_one(spec, cgroup.as_ref(), &mut self.perf_supported);
+        if let (Some(rule), Some(cg)) =
+            (self.storage.as_ref().and_then(|s| s.throttle.as_ref()), cgroup.as_ref())
+        {
+            let paths = cg.io_paths().ok_or_else(|| {
+                LaunchError::StorageWithoutCgroup("the blkio hierarchy is not mounted".into())
+            })?;
+            paths.apply(rule)?;
+        }
+        let enter = self.storage.as_ref().map(|s| &s.enter);
+        let out = run_one(spec, cgroup.as_ref(), enter, &mut self.perf_supported);
         if self.perf_supported == Some(false)
             && !self.warnings.iter().any(|w| w.contains("perf_event_open"))
         {
@@ -218,6 +266,16 @@ impl Executor for LinuxExecutor {
 
     fn warnings(&self) -> Vec<String> {
         self.warnings.clone()
+    }
+
+    fn set_storage(&mut self, storage: Option<RunStorage>) -> Result<(), LaunchError> {
+        if storage.is_some() && self.hierarchy.is_none() {
+            return Err(LaunchError::StorageWithoutCgroup(
+                self.hierarchy_error.clone().unwrap_or_default(),
+            ));
+        }
+        self.storage = storage;
+        Ok(())
     }
 }
 
@@ -368,6 +426,7 @@ impl LineMatcher {
 fn run_one(
     spec: &RunSpec,
     cgroup: Option<&RunCgroup>,
+    enter: Option<&crate::storage::EnterHook>,
     perf_supported: &mut Option<bool>,
 ) -> Result<RunOutput, LaunchError> {
     let program = resolve_program(&spec.argv)?;
@@ -459,6 +518,7 @@ fn run_one(
                 go_r: go_r.as_raw_fd(),
                 err_w: err_w.as_raw_fd(),
                 cwd: cwd_c.as_ref().map(|c| c.as_ptr()),
+                enter,
                 clock: clock_p,
                 prog: prog_c.as_ptr(),
                 argv: argv_p.as_ptr(),
@@ -735,6 +795,7 @@ struct ChildPlan<'a> {
     go_r: RawFd,
     err_w: RawFd,
     cwd: Option<*const libc::c_char>,
+    enter: Option<&'a crate::storage::EnterHook>,
     clock: *mut u64,
     prog: *const libc::c_char,
     argv: *const *const libc::c_char,
@@ -771,6 +832,13 @@ unsafe fn child_after_fork(p: ChildPlan<'_>) -> ! {
     }
     if let Some(cwd) = p.cwd {
         if libc::chdir(cwd) != 0 {
+            fail(p.err_w);
+        }
+    }
+    // Emulated storage: a private mount namespace with the copies over the originals; the
+    // hook enters the working directory again through the new mounts.
+    if let Some(enter) = p.enter {
+        if enter.run().is_err() {
             fail(p.err_w);
         }
     }
@@ -1195,11 +1263,19 @@ pub struct FakeExecutor {
     pub calls: Vec<RunSpec>,
     pub accounting: String,
     pub warnings: Vec<String>,
+    /// Every [`Executor::set_storage`], `true` for `Some`.
+    pub storage_calls: Vec<bool>,
 }
 
 impl FakeExecutor {
     pub fn new(script: Vec<RunOutput>) -> FakeExecutor {
-        FakeExecutor { script, calls: Vec::new(), accounting: "fake".into(), warnings: Vec::new() }
+        FakeExecutor {
+            script,
+            calls: Vec::new(),
+            accounting: "fake".into(),
+            warnings: Vec::new(),
+            storage_calls: Vec::new(),
+        }
     }
 }
 
@@ -1219,6 +1295,10 @@ impl Executor for FakeExecutor {
     }
     fn warnings(&self) -> Vec<String> {
         self.warnings.clone()
+    }
+    fn set_storage(&mut self, storage: Option<RunStorage>) -> Result<(), LaunchError> {
+        self.storage_calls.push(storage.is_some());
+        Ok(())
     }
 }
 

@@ -18,6 +18,8 @@
 //! - [`result`]: the one serialisable result type; [`export`] renders it as JSON, CSV and
 //!   Markdown.
 //! - [`measure`](mod@measure): the orchestration of warm-up, cache preparation and runs.
+//! - [`storage`]: slow storage emulation (`--storage`): the program's files on a throttled loop
+//!   device, seen by each run at their original paths.
 
 pub mod cache;
 pub mod cgroup;

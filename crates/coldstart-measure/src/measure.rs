@@ -21,20 +21,29 @@
 //! A run is *excluded* from the statistics, with the reason, when its eviction did not hold,
 //! when it did not become ready in time, or when it failed. Comparisons use `wall_s`.
 //!
+//! With [`MeasureOptions::storage`] (`--storage`) the program's files are first copied onto an
+//! emulated slow device ([`crate::storage`]): one discovery run on the host finds them (or
+//! `--app-dir` names them), every later run executes in the emulation (mount namespace,
+//! throttled run cgroup), `cold` also drops the device's caches, and `warm`/`selective` evict the
+//! copies, where the host sees them under the mount point. The device is torn down at the end,
+//! on an error, and on an interrupt (through [`crate::cgroup::register_interrupt_hook`]).
+//!
 //! Each (state, command) gets its own [`CommandResult`], labelled with the cache state (or
 //! `A`/`B` when comparing). Several states at once (`--cache cold,hot`) give several; when `hot` is among them, [`MeasureReport::io_share`] holds each colder
 //! state's median minus the hot median: the time start-up waits for storage.
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::cache::{self, CacheError, CacheState};
-use crate::launch::{resolve_program, Executor, LaunchError, RunOutput, RunSpec};
+use crate::launch::{resolve_program, Executor, LaunchError, RunOutput, RunSpec, RunStorage};
 use crate::result::{
     CommandResult, Comparison, Counters, Environment, IoShare, MeasureReport, Outcome, RunRecord,
-    FORMAT_NAME, FORMAT_VERSION,
+    StorageInfo, FORMAT_NAME, FORMAT_VERSION,
 };
 use crate::stats::{self, Summary};
+use crate::storage::{EmulatedStorage, StorageError, StorageProfile};
 use crate::Ready;
 
 /// Everything a measurement needs, validated by [`MeasureOptions::validate`].
@@ -52,6 +61,26 @@ pub struct MeasureOptions {
     pub warmup: usize,
     /// Bound of each run.
     pub timeout: Duration,
+    /// Run every run on emulated slow storage ([`crate::storage`]); `None`: on this machine's
+    /// own disk.
+    pub storage: Option<StorageOptions>,
+}
+
+/// Where and how to emulate slow storage for a measurement (`--storage`).
+///
+/// The program's files are copied onto one emulated device per measurement: the directory
+/// `app_dir` when given, else the program's own files found by a discovery run on the host
+/// (the executable, its non-system libraries, its data: [`cache::warm_set`]). Every run (the
+/// warm-up runs too) then executes in a mount namespace where the copies are bind-mounted over
+/// the originals, in a cgroup whose reads of the device are throttled to the profile.
+#[derive(Debug, Clone)]
+pub struct StorageOptions {
+    pub profile: StorageProfile,
+    /// Copy this directory instead of the discovered files.
+    pub app_dir: Option<PathBuf>,
+    /// Where the session directory with the backing file goes
+    /// ([`crate::storage::DEFAULT_WORK_DIR`] by default).
+    pub work_dir: PathBuf,
 }
 
 impl Default for MeasureOptions {
@@ -63,6 +92,7 @@ impl Default for MeasureOptions {
             runs: 10,
             warmup: 1,
             timeout: Duration::from_secs(60),
+            storage: None,
         }
     }
 }
@@ -81,6 +111,10 @@ pub enum MeasureError {
     NeedsRoot,
     #[error("cannot prepare the {state} cache state: {source}")]
     Cache { state: CacheState, source: std::io::Error },
+    #[error("emulated storage: {0}")]
+    Storage(#[from] StorageError),
+    #[error("interrupted: the emulated storage was torn down")]
+    Interrupted,
 }
 
 impl MeasureOptions {
@@ -116,6 +150,24 @@ impl MeasureOptions {
         }
         if self.caches.contains(&CacheState::Cold) && !is_root() {
             return Err(MeasureError::NeedsRoot);
+        }
+        if let Some(s) = &self.storage {
+            crate::storage::require_root()?;
+            if let Some(d) = &s.app_dir {
+                if !d.is_dir() {
+                    return Err(MeasureError::Invalid(format!(
+                        "--app-dir {}: not a directory; give the directory holding the program's files",
+                        d.display()
+                    )));
+                }
+            }
+            if !s.work_dir.is_dir() {
+                return Err(MeasureError::Invalid(format!(
+                    "--storage-dir {}: not a directory; give an existing directory on a disk file \
+                     system (the emulated device's backing file goes there)",
+                    s.work_dir.display()
+                )));
+            }
         }
         Ok(())
     }
@@ -165,14 +217,192 @@ pub fn environment(accounting: &str) -> Environment {
     }
 }
 
+/// The emulated storage of a measurement, shared with the interrupt handler: an interrupt
+/// ends the process with `exit`, so the handler takes the emulation out and drops it (which
+/// unmounts, detaches the loop device and deletes the backing file) after killing the runs.
+struct Emulation {
+    storage: Arc<Mutex<Option<EmulatedStorage>>>,
+    hook: u64,
+}
+
+impl Emulation {
+    /// Create the emulation with the interrupt hook already registered: an interrupt during
+    /// the creation (mkfs, the copy) waits for it to end, successfully or not, and then tears
+    /// down what was made.
+    fn create(so: &StorageOptions, paths: &[PathBuf]) -> Result<Emulation, StorageError> {
+        let storage = Arc::new(Mutex::new(None));
+        let shared = Arc::clone(&storage);
+        let mut slot = storage.lock().unwrap_or_else(|e| e.into_inner());
+        let hook = crate::cgroup::register_interrupt_hook(move || {
+            drop(shared.lock().unwrap_or_else(|e| e.into_inner()).take());
+        });
+        match EmulatedStorage::create(&so.profile, paths, &so.work_dir) {
+            Ok(created) => *slot = Some(created),
+            Err(e) => {
+                drop(slot);
+                crate::cgroup::unregister_interrupt_hook(hook);
+                return Err(e);
+            }
+        }
+        drop(slot);
+        Ok(Emulation { storage, hook })
+    }
+
+    /// Work with the emulation; an error once an interrupt has torn it down (the process is
+    /// about to exit then).
+    fn with<R>(
+        &self,
+        f: impl FnOnce(&mut EmulatedStorage) -> Result<R, StorageError>,
+    ) -> Result<R, MeasureError> {
+        let mut guard = self.storage.lock().unwrap_or_else(|e| e.into_inner());
+        match guard.as_mut() {
+            Some(s) => Ok(f(s)?),
+            None => Err(MeasureError::Interrupted),
+        }
+    }
+
+    /// `files` as the host sees the copies: a file under a copied entry is evicted and
+    /// checked at its place under the mount point (the same inode the run sees through the
+    /// bind mount), any other file where it is.
+    fn on_copy(&self, files: &[PathBuf]) -> Result<Vec<PathBuf>, MeasureError> {
+        self.with(|s| {
+            Ok(files
+                .iter()
+                .map(|f| {
+                    if s.entries().iter().any(|e| f.starts_with(e)) {
+                        s.emulated_path(f)
+                    } else {
+                        f.clone()
+                    }
+                })
+                .collect())
+        })
+    }
+
+    fn close(self) -> Result<(), StorageError> {
+        crate::cgroup::unregister_interrupt_hook(self.hook);
+        let taken = self.storage.lock().unwrap_or_else(|e| e.into_inner()).take();
+        taken.map_or(Ok(()), EmulatedStorage::close)
+    }
+}
+
+impl Drop for Emulation {
+    fn drop(&mut self) {
+        crate::cgroup::unregister_interrupt_hook(self.hook);
+        drop(self.storage.lock().unwrap_or_else(|e| e.into_inner()).take());
+    }
+}
+
 /// Run a measurement. Only errors that prevent measuring at all are returned; runs that fail
 /// or time out are recorded and excluded.
+///
+/// With [`MeasureOptions::storage`] the emulated device is created first and torn down at the
+/// end, on an error too (and on an interrupt, through [`crate::cgroup::install_interrupt_cleanup`]).
 pub fn measure(
     opts: &MeasureOptions,
     exec: &mut dyn Executor,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<MeasureReport, MeasureError> {
     opts.validate()?;
+    let mut emulation = None;
+    let result = measure_with(opts, exec, progress, &mut emulation);
+    let closed = match emulation {
+        Some(e) => {
+            let unset = exec.set_storage(None);
+            let closed = e.close();
+            unset.map_err(MeasureError::from).and(closed.map_err(MeasureError::from))
+        }
+        None => Ok(()),
+    };
+    let report = result?;
+    closed?;
+    Ok(report)
+}
+
+/// The program's own files of each command, from discovery runs on the host.
+fn discover(
+    opts: &MeasureOptions,
+    exec: &mut dyn Executor,
+    progress: &mut dyn FnMut(Progress),
+    i: usize,
+    label: &str,
+) -> Result<Vec<PathBuf>, MeasureError> {
+    let mut files: Vec<PathBuf> = Vec::new();
+    for _ in 0..discovery_runs() {
+        let out = exec.run(&RunSpec {
+            argv: opts.commands[i].clone(),
+            env: Vec::new(),
+            cwd: None,
+            ready: opts.ready.clone(),
+            timeout: opts.timeout,
+            discover_files: true,
+        })?;
+        progress(Progress::Run {
+            label: label.to_string(),
+            measured: false,
+            wall_s: out.counters.wall_s,
+        });
+        files.extend(out.files);
+    }
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+/// Create the emulated device with the program's files and hand it to the executor.
+fn start_emulation(
+    opts: &MeasureOptions,
+    so: &StorageOptions,
+    discovered: &[Vec<PathBuf>],
+    exec: &mut dyn Executor,
+) -> Result<(Emulation, StorageInfo, Option<String>), MeasureError> {
+    let paths: Vec<PathBuf> = match &so.app_dir {
+        Some(d) => vec![d.clone()],
+        None => {
+            let mut all = Vec::new();
+            for (i, files) in discovered.iter().enumerate() {
+                let exe = resolve_program(&opts.commands[i])?;
+                let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
+                let mut own = own_files(cache::warm_set(files, &exe), &exe);
+                if !own.contains(&exe) {
+                    own.push(exe);
+                }
+                all.extend(own);
+            }
+            all.sort();
+            all.dedup();
+            all
+        }
+    };
+    let emulation = Emulation::create(so, &paths)?;
+    let (host_read_iops, run_storage, entries) = emulation.with(|s| {
+        Ok::<_, StorageError>((
+            s.host_random_read_iops(200)?,
+            RunStorage::of(s)?,
+            s.entries().to_vec(),
+        ))
+    })?;
+    exec.set_storage(Some(run_storage))?;
+    let fidelity =
+        host_read_iops.and_then(|iops| crate::storage::fidelity_warning(&so.profile, iops));
+    let info = StorageInfo {
+        profile: so.profile.name.clone(),
+        read_iops: so.profile.read_iops,
+        read_bps: so.profile.read_bps,
+        readahead_kb: so.profile.readahead_kb,
+        paths: entries,
+        host_read_iops,
+        fidelity_warning: fidelity.clone(),
+    };
+    Ok((emulation, info, fidelity))
+}
+
+fn measure_with(
+    opts: &MeasureOptions,
+    exec: &mut dyn Executor,
+    progress: &mut dyn FnMut(Progress),
+    emulation_slot: &mut Option<Emulation>,
+) -> Result<MeasureReport, MeasureError> {
     let compare = opts.commands.len() == 2;
     // Labels: `A`/`B` when comparing (one state), else the cache state; the command line is
     // in `CommandResult::command` beside it.
@@ -196,13 +426,35 @@ pub fn measure(
         comparison: None,
         io_share: Vec::new(),
         warnings: Vec::new(),
+        storage: None,
     };
+
+    // Emulated storage: discover the program's files once, on the host, before they are
+    // copied; every cache state reuses this discovery (inside the mount namespace the files
+    // would be reported by their paths on the copy).
+    let mut upfront: Option<Vec<Vec<PathBuf>>> = None;
+    if let Some(so) = &opts.storage {
+        let needed = so.app_dir.is_none() || opts.caches.iter().any(|c| *c != CacheState::Hot);
+        let mut files = vec![Vec::new(); opts.commands.len()];
+        if needed {
+            for (i, f) in files.iter_mut().enumerate() {
+                *f = discover(opts, exec, progress, i, &cmd_label(i))?;
+            }
+        }
+        let (emulation, info, fidelity) = start_emulation(opts, so, &files, exec)?;
+        *emulation_slot = Some(emulation);
+        report.storage = Some(info);
+        state_warnings.extend(fidelity);
+        upfront = Some(files);
+    }
+    let emulation = emulation_slot.as_ref();
 
     for &state in &opts.caches {
         let needs_discovery = state != CacheState::Hot;
         // Without root discovery samples /proc, which a short program can slip through:
         // several runs, united, make that less likely.
-        let discovery_runs = if needs_discovery { discovery_runs() } else { 0 };
+        let discovery_runs =
+            if needs_discovery && upfront.is_none() { discovery_runs() } else { 0 };
         let warmup = if state == CacheState::Hot { opts.warmup.max(1) } else { opts.warmup };
         let n = opts.commands.len();
         progress(Progress::Phase {
@@ -225,18 +477,10 @@ pub fn measure(
         let mut shared: Vec<Vec<PathBuf>> = vec![Vec::new(); n];
         if needs_discovery {
             for i in 0..n {
-                let mut files: Vec<PathBuf> = Vec::new();
-                for _ in 0..discovery_runs {
-                    let out = exec.run(&spec(i, true))?;
-                    progress(Progress::Run {
-                        label: cmd_label(i),
-                        measured: false,
-                        wall_s: out.counters.wall_s,
-                    });
-                    files.extend(out.files);
-                }
-                files.sort();
-                files.dedup();
+                let files = match &upfront {
+                    Some(found) => found[i].clone(),
+                    None => discover(opts, exec, progress, i, &cmd_label(i))?,
+                };
                 let exe = resolve_program(&opts.commands[i])?;
                 let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
                 own[i] = own_files(cache::warm_set(&files, &exe), &exe);
@@ -244,6 +488,11 @@ pub fn measure(
                     .into_iter()
                     .filter(|f| !own[i].contains(f))
                     .collect();
+                if let Some(e) = emulation {
+                    // Evict and verify the pages the runs read: those of the copy.
+                    own[i] = e.on_copy(&own[i])?;
+                    shared[i] = e.on_copy(&shared[i])?;
+                }
                 if !files.iter().any(|f| f != &exe) {
                     state_warnings.push(format!(
                         "{}: the discovery run found no file but the executable{}; {state} evicts only it",
@@ -281,6 +530,11 @@ pub fn measure(
                 let eviction = match state {
                     CacheState::Hot => None,
                     CacheState::Cold => {
+                        if let Some(e) = emulation {
+                            // The copy's pages, inodes and directories, and the device's
+                            // buffers.
+                            e.with(|s| s.drop_caches())?;
+                        }
                         cache::drop_all_caches().map_err(|e| match e {
                             CacheError::NotRoot => MeasureError::NeedsRoot,
                             other => MeasureError::Cache {
@@ -613,6 +867,24 @@ mod tests {
             warmup: 0,
             ..MeasureOptions::default()
         }
+    }
+
+    #[test]
+    fn storage_options_are_checked_before_anything_runs() {
+        let mut o = opts(vec![vec!["/bin/true"]], CacheState::Hot, 1);
+        o.storage = Some(StorageOptions {
+            profile: StorageProfile::hdd(),
+            app_dir: Some(PathBuf::from("/nonexistent/app")),
+            work_dir: PathBuf::from("/var/tmp"),
+        });
+        let mut exec = FakeExecutor::new(vec![out(1.0, Outcome::Ready)]);
+        let err = measure(&o, &mut exec, &mut |_| {}).unwrap_err();
+        if is_root() {
+            assert!(err.to_string().contains("--app-dir /nonexistent/app"), "{err}");
+        } else {
+            assert!(matches!(err, MeasureError::Storage(StorageError::NotRoot)), "{err}");
+        }
+        assert!(exec.calls.is_empty() && exec.storage_calls.is_empty());
     }
 
     #[test]

@@ -138,4 +138,28 @@ pub struct MeasureReport {
     pub io_share: Vec<IoShare>,
     /// Warnings that name a remedy.
     pub warnings: Vec<String>,
+    /// The emulated storage the runs read the program's files from (`--storage`); `None`
+    /// when they ran on this machine's own disk.
+    #[serde(default)]
+    pub storage: Option<StorageInfo>,
+}
+
+/// The emulated storage of a measurement: the profile, what was put on it, and how fast this
+/// machine's disk is through it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StorageInfo {
+    /// Profile name: `hdd`, `emmc`, `sata-ssd`, `nvme` or `custom`.
+    pub profile: String,
+    /// Read requests per second allowed; `None`: not limited.
+    pub read_iops: Option<u64>,
+    /// Read bytes per second allowed; `None`: not limited.
+    pub read_bps: Option<u64>,
+    /// Read-ahead of the emulated device, KiB.
+    pub readahead_kb: u64,
+    /// The files and directories copied onto the device (bind-mounted at these paths).
+    pub paths: Vec<std::path::PathBuf>,
+    /// Random 4 KiB reads per second this machine served through the unthrottled device.
+    pub host_read_iops: Option<f64>,
+    /// Set when that is too slow to emulate the profile faithfully (also in `warnings`).
+    pub fidelity_warning: Option<String>,
 }

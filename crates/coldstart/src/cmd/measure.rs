@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use coldstart_measure::launch::LinuxExecutor;
-use coldstart_measure::measure::{MeasureError, Progress};
+use coldstart_measure::measure::{MeasureError, Progress, StorageOptions};
+use coldstart_measure::storage::{StorageError, StorageProfile};
 use coldstart_measure::{export, CacheState, MeasureOptions, MeasureReport, Ready};
 
 use crate::exit;
@@ -27,7 +28,8 @@ const SEPARATOR: &str = ":::";
     after_help = "The program runs with standard input and output on /dev/null (except the stream a \
     stdout:/stderr: signal reads), in its own process group and cgroup.\n\nExamples:\n  coldstart measure --cache cold,hot -- ./myprog --version\n  \
     coldstart measure --ready 'stdout:listening' -- ./server\n  \
-    coldstart measure --compare --cache selective -- ./old ::: ./new"
+    coldstart measure --compare --cache selective -- ./old ::: ./new\n  \
+    sudo coldstart measure --storage hdd --cache cold,hot -- ./myprog"
 )]
 pub struct Args {
     /// Cache state before each run: hot, warm, selective or cold; several separated by commas
@@ -59,6 +61,19 @@ pub struct Args {
     /// Compare two commands separated by `:::`, run interleaved (A B A B ...).
     #[arg(long)]
     pub compare: bool,
+    /// Run on emulated slow storage (needs root): hdd, emmc, sata-ssd, nvme or
+    /// custom:iops=N,bps=N[k|m|g],readahead=N[k|m]. The program's files are copied onto a
+    /// throttled loop device and every run sees the copy at the original paths
+    /// (docs/storage.md).
+    #[arg(long, value_name = "PROFILE")]
+    pub storage: Option<String>,
+    /// With --storage: copy this directory onto the emulated device, instead of the files a
+    /// discovery run finds (the executable, its non-system libraries, its data).
+    #[arg(long, value_name = "DIR", requires = "storage")]
+    pub app_dir: Option<PathBuf>,
+    /// With --storage: where the emulated device's backing file goes (a disk file system).
+    #[arg(long, value_name = "WORK", requires = "storage", default_value = coldstart_measure::storage::DEFAULT_WORK_DIR)]
+    pub storage_dir: PathBuf,
     /// The command to measure (after `--`), and with --compare a second one after `:::`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -111,6 +126,21 @@ fn options(args: &Args) -> anyhow::Result<MeasureOptions> {
             }
         }
     }
+    let storage = match &args.storage {
+        Some(p) => {
+            let profile: StorageProfile =
+                p.parse().map_err(|e| exit::usage(format!("--storage: {e}")))?;
+            let app_dir = match &args.app_dir {
+                Some(d) => Some(
+                    std::path::absolute(d)
+                        .map_err(|e| exit::usage(format!("--app-dir {}: {e}", d.display())))?,
+                ),
+                None => None,
+            };
+            Some(StorageOptions { profile, app_dir, work_dir: args.storage_dir.clone() })
+        }
+        None => None,
+    };
     let opts = MeasureOptions {
         commands,
         caches,
@@ -118,6 +148,7 @@ fn options(args: &Args) -> anyhow::Result<MeasureOptions> {
         runs: args.runs,
         warmup: args.warmup,
         timeout: Duration::from_secs_f64(args.timeout),
+        storage,
     };
     opts.validate().map_err(coded)?;
     Ok(opts)
@@ -125,7 +156,9 @@ fn options(args: &Args) -> anyhow::Result<MeasureOptions> {
 
 fn coded(e: MeasureError) -> anyhow::Error {
     match e {
-        MeasureError::NeedsRoot => exit::privilege(e.to_string()),
+        MeasureError::NeedsRoot | MeasureError::Storage(StorageError::NotRoot) => {
+            exit::privilege(e.to_string())
+        }
         MeasureError::Invalid(_) | MeasureError::Launch(_) => exit::usage(e.to_string()),
         other => anyhow::Error::new(other),
     }
@@ -223,6 +256,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let mut out = std::io::stdout().lock();
     out.write_all(export::to_table(&report).as_bytes())?;
+    if let Some(st) = &report.storage {
+        let limit = |v: Option<u64>, unit: &str| match v {
+            Some(v) => format!("{v} {unit}"),
+            None => format!("unlimited {unit}"),
+        };
+        writeln!(
+            out,
+            "Storage: emulated {} ({}, {}, read-ahead {} KiB)",
+            st.profile,
+            limit(st.read_iops, "reads/s"),
+            limit(st.read_bps, "bytes/s"),
+            st.readahead_kb
+        )?;
+    }
     for share in &report.io_share {
         writeln!(
             out,
