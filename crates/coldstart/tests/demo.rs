@@ -50,6 +50,17 @@ fn demo_builds_the_sample_and_measures_every_cache_state() {
     };
     assert!(faults(hot).iter().all(|&f| f == 0), "hot runs fault: {:?}", faults(hot));
     assert!(faults(cold).iter().all(|&f| f > 0), "cold runs do not fault: {:?}", faults(cold));
+
+    // The layout half: profiles, an order, a relinked copy that verifies, a comparison.
+    assert!(stdout.contains("the order took effect"), "no verified relink in:\n{stdout}");
+    for f in ["profile-a.json", "profile-b.json", "order.txt", "compare-b.json"] {
+        assert!(dir.path().join(f).is_file(), "the demo did not write {f}");
+    }
+    let compare: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("compare-b.json")).unwrap())
+            .unwrap();
+    assert_eq!(compare["storage"]["profile"], "hdd", "{}", compare["storage"]);
+    assert!(compare["comparison"]["ratio"].as_f64().is_some());
 }
 
 #[test]

@@ -13,8 +13,9 @@
 //! 4. `coldstart analyze`: how much of each code page start-up uses (the paper's Tables 2, 3).
 //! 5. `coldstart order --evaluate`: an order from `a`, judged on `b` before any linking.
 //! 6. `coldstart link`: a copy of the program relinked with lld in that order, verified.
-//! 7. `coldstart measure --compare --cache cold`: held-out workload `b`, default layout
-//!    against the ordered one, interleaved.
+//! 7. `coldstart measure --compare --cache cold --storage hdd`: held-out workload `b`,
+//!    default layout against the ordered one, interleaved, from an emulated hard disk with
+//!    the common 128 KiB read-ahead (a fast disk with a large read-ahead hides the layout).
 //!
 //! Steps 3 to 7 run the `coldstart` binary itself with the arguments printed before each
 //! step, so what the demo shows is exactly what a user would get by typing them. Everything
@@ -26,7 +27,6 @@ use std::process::ExitCode;
 use anyhow::Context;
 use coldstart_sample::{Config, Size};
 
-use crate::cmd::measure;
 use crate::exit;
 
 #[derive(Debug, clap::Args)]
@@ -79,38 +79,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let caches = if root { "cold,selective,warm,hot" } else { "selective,warm,hot" };
     let json = args.dir.join("measure.json");
     println!("\n== 2. start-up in each cache state");
-    println!(
-        "   coldstart measure --cache {caches} --runs {} --export-json {} -- {}",
-        args.runs,
-        json.display(),
-        command.join(" ")
-    );
     if !root {
         println!("   (not root: `cold` needs root to drop the page cache; skipped)");
     }
-    println!();
-    let code = measure::run(measure::Args {
-        cache: caches.to_string(),
-        ready: "exit".to_string(),
-        runs: args.runs,
-        warmup: 1,
-        timeout: 60.0,
-        export_json: Some(json.clone()),
-        export_csv: None,
-        export_markdown: None,
-        compare: false,
-        command,
-    })?;
-    if code != exit::SUCCESS {
-        return Ok(code);
-    }
+    let mut argv: Vec<String> = vec![
+        "measure".into(),
+        "--cache".into(),
+        caches.into(),
+        "--runs".into(),
+        args.runs.to_string(),
+        "--export-json".into(),
+        json.to_string_lossy().into_owned(),
+        "--".into(),
+    ];
+    argv.extend(command);
+    step(&argv)?;
 
     // The layout pipeline: profile on a, order, relink a copy, measure on held-out b.
     let workload_b = sample.workload("b").context("the sample program has no workload `b`")?;
     let ordered_dir = args.dir.join(format!("sample-{}-ordered", args.size));
-    let ordered = coldstart_sample::build_cached(&config, &ordered_dir).with_context(|| {
-        format!("cannot build the copy to relink in {}", ordered_dir.display())
-    })?;
+    let ordered = coldstart_sample::build_cached(&config, &ordered_dir)
+        .with_context(|| format!("cannot build the copy to relink in {}", ordered_dir.display()))?;
     let exe = sample.exe();
     let (a_json, b_json) = (args.dir.join("profile-a.json"), args.dir.join("profile-b.json"));
     let order = args.dir.join("order.txt");
@@ -157,10 +146,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         os(&ordered.dir.join("src")),
     ])?;
     if root {
-        println!("\n== 7. held-out workload b, cold: default layout (A) against ordered (B)");
+        println!(
+            "\n== 7. held-out workload b, cold, from an emulated hard disk (128 KiB read-ahead): \
+             default layout (A) against ordered (B)"
+        );
         let mut argv: Vec<String> = vec![
             "measure".into(),
             "--compare".into(),
+            "--storage".into(),
+            "hdd".into(),
             "--cache".into(),
             "cold".into(),
             "--runs".into(),
