@@ -24,7 +24,7 @@ now() { date +%s.%N; }
 printf '%-6s %14s %14s %14s %14s %8s %8s\n' round hf-reported cs-reported hf-per-run cs-per-run r-rep r-run
 for r in $(seq 1 "$rounds"); do
   t0=$(now)
-  hyperfine -N --style none --runs "$runs" --warmup 5 --export-json "$tmp/hf.json" -- "${cmd[*]}" >/dev/null
+  hyperfine -N --style none --runs "$runs" --warmup 5 --export-json "$tmp/hf.json" -- "${cmd[*]}" >/dev/null 2>&1
   t1=$(now)
   "$cs" measure --runs "$runs" --warmup 5 --export-json "$tmp/cs.json" -- "${cmd[@]}" >/dev/null
   t2=$(now)
