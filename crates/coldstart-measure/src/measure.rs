@@ -39,8 +39,8 @@ use std::time::Duration;
 use crate::cache::{self, CacheError, CacheState};
 use crate::launch::{resolve_program, Executor, LaunchError, RunOutput, RunSpec, RunStorage};
 use crate::result::{
-    CommandResult, Comparison, Counters, Environment, IoShare, MeasureReport, Outcome, RunRecord,
-    StorageInfo, FORMAT_NAME, FORMAT_VERSION,
+    CommandResult, Environment, IoShare, MeasureReport, Outcome, RunRecord, StorageInfo,
+    FORMAT_NAME, FORMAT_VERSION,
 };
 use crate::stats::{self, Summary};
 use crate::storage::{EmulatedStorage, StorageError, StorageProfile};
@@ -583,7 +583,7 @@ fn measure_with(
             report.commands.push(CommandResult {
                 label,
                 command: opts.commands[i].clone(),
-                summaries: summarize(&r),
+                summaries: stats::summarize_runs(&r),
                 runs: r,
             });
         }
@@ -591,17 +591,7 @@ fn measure_with(
     }
 
     if compare {
-        let a = samples(&report.commands[0].runs, |c| Some(c.wall_s));
-        let b = samples(&report.commands[1].runs, |c| Some(c.wall_s));
-        if !a.is_empty() && !b.is_empty() {
-            let (ratio, ci) = stats::ratio_ci95(&a, &b);
-            report.comparison = Some(Comparison {
-                metric: "wall_s".into(),
-                ratio,
-                ratio_ci95: ci,
-                p_value: stats::mann_whitney_p(&a, &b),
-            });
-        }
+        report.comparison = stats::compare(&report.commands[0], &report.commands[1], "wall_s");
     }
     report.io_share = io_share(opts, &report);
     report.warnings = warnings(opts, &report, &exec.warnings());
@@ -685,48 +675,6 @@ fn status_text(code: Option<i32>, signal: Option<i32>) -> String {
 fn eviction_reason(e: &cache::EvictionReport) -> String {
     let why = e.failure_reason().unwrap_or_else(|| "pages stayed cached".into());
     format!("eviction did not hold: {why}")
-}
-
-/// The metrics summarised for every command, in table order.
-pub const METRICS: [&str; 9] = [
-    "wall_s",
-    "user_s",
-    "sys_s",
-    "major_faults",
-    "minor_faults",
-    "read_bytes",
-    "read_requests",
-    "peak_memory_bytes",
-    "instructions",
-];
-
-fn metric(c: &Counters, name: &str) -> Option<f64> {
-    match name {
-        "wall_s" => Some(c.wall_s),
-        "user_s" => c.user_s,
-        "sys_s" => c.sys_s,
-        "major_faults" => c.major_faults.map(|v| v as f64),
-        "minor_faults" => c.minor_faults.map(|v| v as f64),
-        "read_bytes" => c.read_bytes.map(|v| v as f64),
-        "read_requests" => c.read_requests.map(|v| v as f64),
-        "peak_memory_bytes" => c.peak_memory_bytes.map(|v| v as f64),
-        "instructions" => c.instructions.map(|v| v as f64),
-        _ => None,
-    }
-}
-
-fn samples(runs: &[RunRecord], f: impl Fn(&Counters) -> Option<f64>) -> Vec<f64> {
-    runs.iter().filter(|r| r.excluded.is_none()).filter_map(|r| f(&r.counters)).collect()
-}
-
-fn summarize(runs: &[RunRecord]) -> Vec<(String, Summary)> {
-    METRICS
-        .iter()
-        .filter_map(|m| {
-            let s = samples(runs, |c| metric(c, m));
-            (!s.is_empty()).then(|| (m.to_string(), Summary::from_samples(&s)))
-        })
-        .collect()
 }
 
 fn median_of(c: &CommandResult, m: &str) -> Option<f64> {
@@ -847,6 +795,7 @@ fn warnings(opts: &MeasureOptions, report: &MeasureReport, executor: &[String]) 
 mod tests {
     use super::*;
     use crate::launch::FakeExecutor;
+    use crate::result::Counters;
 
     fn out(wall: f64, outcome: Outcome) -> RunOutput {
         RunOutput {
