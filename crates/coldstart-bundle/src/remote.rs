@@ -73,6 +73,8 @@ pub enum FetchError {
     Corrupt { url: String },
     #[error("{what}: gave up after {attempts} attempts: {last}")]
     GaveUp { what: String, attempts: u32, last: Box<FetchError> },
+    #[error("{url}: the transfer was stopped by its reader")]
+    Aborted { url: String },
     #[error("manifest: {0}")]
     Manifest(#[from] ManifestError),
 }
@@ -98,7 +100,7 @@ pub trait Remote: Send + Sync {
         &self,
         path: &str,
         range: Option<(u64, u64)>,
-        sink: &mut dyn FnMut(&[u8]),
+        sink: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<u64, FetchError>;
     /// The options this remote was made with.
     fn options(&self) -> &FetchOptions;
@@ -145,7 +147,10 @@ pub fn get(
 ) -> Result<Vec<u8>, FetchError> {
     with_retries(remote.options(), remote.stats(), &remote.describe(path), || {
         let mut body = Vec::new();
-        remote.fetch(path, range, &mut |b| body.extend_from_slice(b))?;
+        remote.fetch(path, range, &mut |b| {
+            body.extend_from_slice(b);
+            true
+        })?;
         Ok(body)
     })
 }
@@ -162,7 +167,10 @@ pub fn get_chunk(remote: &dyn Remote, chunk: &Chunk) -> Result<Vec<u8>, FetchErr
     let url = remote.describe(&path);
     with_retries(remote.options(), remote.stats(), &url, || {
         let mut body = Vec::with_capacity(chunk.length as usize);
-        remote.fetch(&path, None, &mut |b| body.extend_from_slice(b))?;
+        remote.fetch(&path, None, &mut |b| {
+            body.extend_from_slice(b);
+            true
+        })?;
         if verify_chunk(chunk, &body) {
             Ok(body)
         } else {
@@ -203,7 +211,7 @@ impl Remote for DirRemote {
         &self,
         path: &str,
         range: Option<(u64, u64)>,
-        sink: &mut dyn FnMut(&[u8]),
+        sink: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<u64, FetchError> {
         use std::io::{Seek, SeekFrom};
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
@@ -233,7 +241,9 @@ impl Remote for DirRemote {
                 return Err(FetchError::Protocol { url, detail: "file shrank".into() });
             }
             self.stats.bytes.fetch_add(n as u64, Ordering::Relaxed);
-            sink(&buf[..n]);
+            if !sink(&buf[..n]) {
+                return Err(FetchError::Aborted { url });
+            }
             left -= n as u64;
         }
         Ok(end - start)
@@ -342,7 +352,7 @@ impl HttpRemote {
         url: &str,
         target: &str,
         range: Option<(u64, u64)>,
-        sink: &mut dyn FnMut(&[u8]),
+        sink: &mut dyn FnMut(&[u8]) -> bool,
         started: &mut bool,
     ) -> Result<(u64, bool), FetchError> {
         let io = |source| FetchError::Io { url: url.to_owned(), source };
@@ -435,19 +445,22 @@ impl HttpRemote {
         // Stream the body: skip `skip` bytes, hand over `want`, read to `total`.
         let mut pos = 0u64;
         let mut given = 0u64;
-        let mut deliver = |chunk: &[u8], pos: &mut u64| {
+        let mut deliver = |chunk: &[u8], pos: &mut u64| -> Result<(), FetchError> {
             let from = skip.saturating_sub(*pos).min(chunk.len() as u64) as usize;
             let until =
                 (skip.saturating_add(want).saturating_sub(*pos)).min(chunk.len() as u64) as usize;
-            if from < until {
-                sink(&chunk[from..until]);
-                given += (until - from) as u64;
-            }
             *pos += chunk.len() as u64;
+            if from < until {
+                given += (until - from) as u64;
+                if !sink(&chunk[from..until]) {
+                    return Err(FetchError::Aborted { url: url.to_owned() });
+                }
+            }
+            Ok(())
         };
         let first = &body_start[..body_start.len().min(total as usize)];
         self.stats.bytes.fetch_add(first.len() as u64, Ordering::Relaxed);
-        deliver(first, &mut pos);
+        deliver(first, &mut pos)?;
         while pos < total {
             let cap = (total - pos).min(tmp.len() as u64) as usize;
             let n = stream.read(&mut tmp[..cap]).map_err(io)?;
@@ -461,7 +474,7 @@ impl HttpRemote {
                 )));
             }
             self.stats.bytes.fetch_add(n as u64, Ordering::Relaxed);
-            deliver(&tmp[..n], &mut pos);
+            deliver(&tmp[..n], &mut pos)?;
         }
         if let Some((s, e)) = range {
             if given != e - s {
@@ -481,7 +494,7 @@ impl Remote for HttpRemote {
         &self,
         path: &str,
         range: Option<(u64, u64)>,
-        sink: &mut dyn FnMut(&[u8]),
+        sink: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<u64, FetchError> {
         let url = self.describe(path);
         let target = format!("{}{}", self.prefix, path);
