@@ -187,25 +187,18 @@ impl Mount {
 
     fn teardown(&mut self) -> Result<(), MountError> {
         let Some(mut unmounter) = self.unmounter.take() else { return Ok(()) };
+        // Closing fusermount3's auto-unmount socket unmounts eventually; unmount now instead:
+        // directly when we may (root), else through fusermount3. Lazily if a process still
+        // has files open, so that nothing is left mounted.
+        if is_mount_point(&self.mountpoint) {
+            detach(&self.mountpoint);
+        }
         let _ = unmounter.unmount();
         let session = self.session.take();
         let ended = |s: &Option<JoinHandle<_>>| s.as_ref().map_or(true, |h| h.is_finished());
-        let wait = |s: &Option<JoinHandle<_>>, bound: Duration| {
-            let t = Instant::now();
-            while !ended(s) && t.elapsed() < bound {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        };
-        wait(&session, Duration::from_secs(2));
-        if !ended(&session) || is_mount_point(&self.mountpoint) {
-            // Still held (a process has files open): detach it lazily.
-            let _ = Command::new("fusermount3")
-                .arg("-u")
-                .arg("-z")
-                .arg(&self.mountpoint)
-                .stderr(std::process::Stdio::null())
-                .status();
-            wait(&session, Duration::from_secs(5));
+        let t = Instant::now();
+        while !ended(&session) && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
         }
         self.engine.shutdown();
         if let Some(h) = session.filter(|h| h.is_finished()) {
@@ -216,6 +209,26 @@ impl Mount {
         }
         Ok(())
     }
+}
+
+/// Unmounts `dir`: `umount2` (lazily if busy) when privileged, else `fusermount3 -u -z`.
+fn detach(dir: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return };
+    // SAFETY: a valid NUL-terminated path.
+    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+        return;
+    }
+    // SAFETY: as above.
+    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+        return;
+    }
+    let _ = Command::new("fusermount3")
+        .arg("-u")
+        .arg("-z")
+        .arg(dir)
+        .stderr(std::process::Stdio::null())
+        .status();
 }
 
 impl Drop for Mount {
