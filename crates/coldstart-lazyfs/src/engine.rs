@@ -125,6 +125,9 @@ pub struct Report {
     /// Chunks fetched by the hot-set stream and by background work.
     pub hot_chunks: u64,
     pub background_chunks: u64,
+    /// The last error of a read, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
     /// The last error of background work, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub background_error: Option<String>,
@@ -158,6 +161,7 @@ struct Counters {
     waits: Mutex<Vec<Duration>>,
     prefetch: Mutex<Duration>,
     background_error: Mutex<Option<String>>,
+    last_error: Mutex<Option<String>>,
 }
 
 #[derive(Default)]
@@ -278,8 +282,9 @@ impl Engine {
         self.counters.misses.fetch_add(1, Ordering::Relaxed);
         let result = self.wait_for_hot(chunk).map_or_else(|| self.demand_fetch(chunk), Ok);
         self.counters.waits.lock().unwrap().push(t.elapsed());
-        if result.is_err() {
+        if let Err(e) = &result {
             self.counters.errors.fetch_add(1, Ordering::Relaxed);
+            *self.counters.last_error.lock().unwrap() = Some(format!("{}: {e}", entry.path));
         }
         result
     }
@@ -513,6 +518,7 @@ impl Engine {
             hot_chunks: self.counters.hot_chunks.load(Ordering::Relaxed),
             background_chunks: self.counters.background_chunks.load(Ordering::Relaxed),
             background_error: self.counters.background_error.lock().unwrap().clone(),
+            last_error: self.counters.last_error.lock().unwrap().clone(),
         }
     }
 
