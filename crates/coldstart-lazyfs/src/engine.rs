@@ -280,7 +280,7 @@ impl Engine {
         }
         let t = Instant::now();
         self.counters.misses.fetch_add(1, Ordering::Relaxed);
-        let result = self.wait_for_hot(chunk).map_or_else(|| self.demand_fetch(chunk), Ok);
+        let result = self.wait_for_hot(chunk).map_or_else(|| self.shared_fetch(chunk, true), Ok);
         self.counters.waits.lock().unwrap().push(t.elapsed());
         if let Err(e) = &result {
             self.counters.errors.fetch_add(1, Ordering::Relaxed);
@@ -304,8 +304,9 @@ impl Engine {
         self.cache.get(chunk).map(Arc::new)
     }
 
-    /// Fetches a chunk on demand; concurrent readers of the same chunk share one fetch.
-    fn demand_fetch(&self, chunk: &Chunk) -> Result<Arc<Vec<u8>>, EngineError> {
+    /// Fetches a chunk; concurrent readers of the same chunk (and background work) share one
+    /// fetch. `demand`: a program is waiting, so background work pauses meanwhile.
+    fn shared_fetch(&self, chunk: &Chunk, demand: bool) -> Result<Arc<Vec<u8>>, EngineError> {
         let (flight, leader) = {
             let mut map = self.inflight.lock().unwrap();
             match map.get(&chunk.sha256) {
@@ -318,15 +319,24 @@ impl Engine {
             }
         };
         if leader {
-            self.demand.fetch_add(1, Ordering::SeqCst);
-            let result = get_chunk(self.remote.as_ref(), chunk)
+            if demand {
+                self.demand.fetch_add(1, Ordering::SeqCst);
+            }
+            // Another fetch may have stored it between our cache miss and now.
+            let result = match self.cache.get(chunk) {
+                Some(data) => Ok(data),
+                None => get_chunk(self.remote.as_ref(), chunk),
+            };
+            let result = result
                 .map(|data| {
                     let _ = self.cache.put(&chunk.sha256, &data);
                     Arc::new(data)
                 })
                 .map_err(|e| EngineError::Fetch(e.to_string()));
-            self.demand.fetch_sub(1, Ordering::SeqCst);
-            self.demand_cv.1.notify_all();
+            if demand {
+                self.demand.fetch_sub(1, Ordering::SeqCst);
+                self.demand_cv.1.notify_all();
+            }
             *flight.done.lock().unwrap() = Some(result.clone());
             flight.cv.notify_all();
             self.inflight.lock().unwrap().remove(&chunk.sha256);
@@ -484,9 +494,8 @@ impl Engine {
             if self.stop.load(Ordering::SeqCst) {
                 return;
             }
-            match get_chunk(self.remote.as_ref(), c) {
-                Ok(data) => {
-                    let _ = self.cache.put(&c.sha256, &data);
+            match self.shared_fetch(c, false) {
+                Ok(_) => {
                     self.counters.background_chunks.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(e) => {
@@ -511,7 +520,7 @@ impl Engine {
             cache_hits: self.counters.cache_hits.load(Ordering::Relaxed),
             misses: self.counters.misses.load(Ordering::Relaxed),
             errors: self.counters.errors.load(Ordering::Relaxed),
-            miss_wait_total_ms: waits.iter().sum(),
+            miss_wait_total_ms: waits.iter().fold(0.0, |a, b| a + b),
             miss_wait_max_ms: waits.last().copied().unwrap_or(0.0),
             miss_wait_median_ms: waits.get(waits.len() / 2).copied().unwrap_or(0.0),
             prefetch_ms: self.counters.prefetch.lock().unwrap().as_secs_f64() * 1e3,
