@@ -1,3 +1,483 @@
-//! Exporters: every format renders the same [`MeasureReport`](crate::result::MeasureReport).
+//! Exporters: every format renders the same [`MeasureReport`].
 //!
-//! STATUS: interface fixed by the workspace skeleton; implementation in progress.
+//! - [`to_json`] / [`from_json`]: the documented, versioned `coldstart-measure` format, with
+//!   every run's raw figures; reading checks the format name and version first, so an old or
+//!   foreign file gets a message that says what it is instead of a serde error.
+//! - [`to_csv`]: one row per run, for spreadsheets and plotting.
+//! - [`to_markdown`]: the summaries as tables, for pasting into a report or a pull request.
+//! - [`to_table`]: the compact terminal view, in human units, in the manner of hyperfine.
+//!
+//! Files are written with [`write_atomic`], so an interrupted export never leaves a half-written
+//! file behind.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write as _};
+use std::path::{Path, PathBuf};
+
+use crate::result::{
+    CommandResult, Comparison, Counters, MeasureReport, Outcome, RunRecord, FORMAT_NAME,
+    FORMAT_VERSION,
+};
+use crate::stats::Summary;
+
+/// Why a JSON report could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// The `format` field is missing or is not `coldstart-measure`.
+    #[error(
+        "not a {FORMAT_NAME} report: its format is {found} (version {version}); this build reads \
+         format \"{FORMAT_NAME}\" version {FORMAT_VERSION}"
+    )]
+    WrongFormat { found: String, version: String },
+    /// The format is right but the version is not one this build reads.
+    #[error(
+        "unsupported {FORMAT_NAME} report version {found}: this build reads format \
+         \"{FORMAT_NAME}\" version {FORMAT_VERSION}; re-export it with a matching coldstart"
+    )]
+    UnsupportedVersion { found: String },
+    /// The JSON is malformed or does not match the format.
+    #[error("invalid {FORMAT_NAME} report: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// The per-run metrics, in the order of the CSV columns, as named in
+/// [`CommandResult::summaries`].
+pub const METRICS: [&str; 9] = [
+    "wall_s",
+    "user_s",
+    "sys_s",
+    "major_faults",
+    "minor_faults",
+    "read_bytes",
+    "read_requests",
+    "peak_memory_bytes",
+    "instructions",
+];
+
+/// The value of one of [`METRICS`] in `counters` (`None` when not measured or unknown).
+pub fn metric_value(counters: &Counters, metric: &str) -> Option<f64> {
+    let c = counters;
+    match metric {
+        "wall_s" => Some(c.wall_s),
+        "user_s" => c.user_s,
+        "sys_s" => c.sys_s,
+        "major_faults" => c.major_faults.map(|v| v as f64),
+        "minor_faults" => c.minor_faults.map(|v| v as f64),
+        "read_bytes" => c.read_bytes.map(|v| v as f64),
+        "read_requests" => c.read_requests.map(|v| v as f64),
+        "peak_memory_bytes" => c.peak_memory_bytes.map(|v| v as f64),
+        "instructions" => c.instructions.map(|v| v as f64),
+        _ => None,
+    }
+}
+
+/// The report as pretty-printed JSON.
+pub fn to_json(r: &MeasureReport) -> String {
+    // The report has no maps with non-string keys, the only way serde_json can fail here.
+    serde_json::to_string_pretty(r).expect("a MeasureReport always serialises to JSON")
+}
+
+/// Read a report written by [`to_json`], rejecting other formats and versions by name.
+pub fn from_json(s: &str) -> Result<MeasureReport, ExportError> {
+    let value: serde_json::Value = serde_json::from_str(s)?;
+    let shown = |v: Option<&serde_json::Value>| match v {
+        None => "missing".to_string(),
+        Some(v) => v.to_string(),
+    };
+    let format = value.get("format");
+    if format.and_then(|f| f.as_str()) != Some(FORMAT_NAME) {
+        return Err(ExportError::WrongFormat {
+            found: shown(format),
+            version: shown(value.get("version")),
+        });
+    }
+    let version = value.get("version");
+    if version.and_then(|v| v.as_u64()) != Some(u64::from(FORMAT_VERSION)) {
+        return Err(ExportError::UnsupportedVersion { found: shown(version) });
+    }
+    Ok(serde_json::from_value(value)?)
+}
+
+/// One CSV row per run of every command, after a header row. Columns: `label`, `index`,
+/// `outcome` (`ready`, `timeout`, `exited_before_ready`, `failed`), `exit_code`, `signal`,
+/// `excluded` (the reason, empty when included), every counter of [`METRICS`], then
+/// `eviction_held` and `resident_pages_after`. A figure that was not measured is an empty
+/// cell, never 0.
+pub fn to_csv(r: &MeasureReport) -> String {
+    let mut out = String::new();
+    let mut header = vec!["label", "index", "outcome", "exit_code", "signal", "excluded"];
+    header.extend(METRICS);
+    header.extend(["eviction_held", "resident_pages_after"]);
+    out.push_str(&header.join(","));
+    out.push('\n');
+    for cmd in &r.commands {
+        for run in &cmd.runs {
+            let (outcome, code, signal) = outcome_parts(&run.outcome);
+            let mut row = vec![
+                csv_field(&cmd.label),
+                run.index.to_string(),
+                outcome.to_string(),
+                opt(code),
+                opt(signal),
+                csv_field(run.excluded.as_deref().unwrap_or("")),
+            ];
+            let c = &run.counters;
+            row.push(c.wall_s.to_string());
+            row.extend([opt(c.user_s), opt(c.sys_s)]);
+            row.extend(
+                [
+                    c.major_faults,
+                    c.minor_faults,
+                    c.read_bytes,
+                    c.read_requests,
+                    c.peak_memory_bytes,
+                    c.instructions,
+                ]
+                .map(opt),
+            );
+            row.push(opt(run.eviction.as_ref().map(|e| e.held)));
+            row.push(opt(run.eviction.as_ref().map(|e| e.resident_pages_after)));
+            out.push_str(&row.join(","));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn outcome_parts(o: &Outcome) -> (&'static str, Option<i32>, Option<i32>) {
+    match *o {
+        Outcome::Ready => ("ready", None, None),
+        Outcome::Timeout => ("timeout", None, None),
+        Outcome::ExitedBeforeReady { code, signal } => ("exited_before_ready", code, signal),
+        Outcome::Failed { code, signal } => ("failed", code, signal),
+    }
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+/// Quote a CSV field when it holds a comma, a quote or a line break (RFC 4180).
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// How a metric's values read: seconds, bytes or plain counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    Seconds,
+    Bytes,
+    Count,
+}
+
+fn unit_of(metric: &str) -> Unit {
+    if metric.ends_with("_s") {
+        Unit::Seconds
+    } else if metric.ends_with("_bytes") {
+        Unit::Bytes
+    } else {
+        Unit::Count
+    }
+}
+
+/// A value in human units: `12.3 ms`, `4.2 MiB`, `153`.
+fn human(metric: &str, v: f64) -> String {
+    match unit_of(metric) {
+        Unit::Seconds => {
+            let a = v.abs();
+            if a < 1e-3 {
+                format!("{:.1} µs", v * 1e6)
+            } else if a < 1.0 {
+                format!("{:.1} ms", v * 1e3)
+            } else {
+                format!("{v:.3} s")
+            }
+        }
+        Unit::Bytes => {
+            const KIB: f64 = 1024.0;
+            let a = v.abs();
+            if a < KIB {
+                format!("{} B", count(v))
+            } else if a < KIB * KIB {
+                format!("{:.1} KiB", v / KIB)
+            } else if a < KIB * KIB * KIB {
+                format!("{:.1} MiB", v / (KIB * KIB))
+            } else {
+                format!("{:.2} GiB", v / (KIB * KIB * KIB))
+            }
+        }
+        Unit::Count => count(v),
+    }
+}
+
+/// Whole numbers without decimals (a median of counts can end in .5).
+fn count(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// What a metric is called in tables.
+fn metric_title(metric: &str) -> &str {
+    match metric {
+        "wall_s" => "wall time",
+        "user_s" => "user CPU",
+        "sys_s" => "system CPU",
+        "major_faults" => "major faults",
+        "minor_faults" => "minor faults",
+        "read_bytes" => "read from storage",
+        "read_requests" => "read requests",
+        "peak_memory_bytes" => "peak memory",
+        "instructions" => "instructions",
+        other => other,
+    }
+}
+
+fn summary<'a>(cmd: &'a CommandResult, metric: &str) -> Option<&'a Summary> {
+    cmd.summaries.iter().find(|(m, _)| m == metric).map(|(_, s)| s)
+}
+
+fn excluded_runs(cmd: &CommandResult) -> Vec<&RunRecord> {
+    cmd.runs.iter().filter(|r| r.excluded.is_some()).collect()
+}
+
+/// "1 excluded (eviction did not hold: 1)": reasons grouped by their text before the first
+/// colon, so that per-run details do not split the count.
+fn excluded_summary(cmd: &CommandResult) -> String {
+    let excluded = excluded_runs(cmd);
+    let included = cmd.runs.len() - excluded.len();
+    if excluded.is_empty() {
+        return format!("{included} included, 0 excluded");
+    }
+    let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
+    for run in &excluded {
+        let reason = run.excluded.as_deref().unwrap_or("");
+        *reasons.entry(reason.split(':').next().unwrap_or(reason).trim()).or_default() += 1;
+    }
+    let reasons: Vec<String> = reasons.iter().map(|(r, n)| format!("{r}: {n}")).collect();
+    format!("{included} included, {} excluded ({})", excluded.len(), reasons.join(", "))
+}
+
+fn command_line(cmd: &CommandResult) -> String {
+    cmd.command.join(" ")
+}
+
+fn p_value(p: f64) -> String {
+    if p < 0.001 {
+        "p < 0.001".to_string()
+    } else {
+        format!("p = {p:.3}")
+    }
+}
+
+/// "B is 1.23x slower than A [1.10, 1.35], p = 0.002" (or faster, with the interval inverted).
+pub fn comparison_sentence(r: &MeasureReport, c: &Comparison) -> String {
+    let label = |i: usize, default: &str| {
+        r.commands.get(i).map(|c| c.label.clone()).unwrap_or_else(|| default.to_string())
+    };
+    let (a, b) = (label(0, "A"), label(1, "B"));
+    let (lo, hi) = c.ratio_ci95;
+    if !c.ratio.is_finite() || c.ratio <= 0.0 {
+        return format!("{b} and {a} cannot be compared on {}", metric_title(&c.metric));
+    }
+    let p = p_value(c.p_value);
+    if unit_of(&c.metric) != Unit::Seconds {
+        return format!(
+            "{b} has {:.2}x the {} of {a} [{lo:.2}, {hi:.2}], {p}",
+            c.ratio,
+            metric_title(&c.metric)
+        );
+    }
+    let what = if c.metric == "wall_s" { String::new() } else { format!(" in {}", c.metric) };
+    if c.ratio >= 1.0 {
+        format!("{b} is {:.2}x slower than {a}{what} [{lo:.2}, {hi:.2}], {p}", c.ratio)
+    } else {
+        format!(
+            "{b} is {:.2}x faster than {a}{what} [{:.2}, {:.2}], {p}",
+            1.0 / c.ratio,
+            1.0 / hi,
+            1.0 / lo
+        )
+    }
+}
+
+/// The metrics of the terminal table, in order, with their row titles.
+const TABLE_ROWS: [(&str, &str); 4] = [
+    ("wall_s", "Time (median):"),
+    ("major_faults", "Major faults:"),
+    ("read_bytes", "Read from storage:"),
+    ("read_requests", "Read requests:"),
+];
+
+/// The compact terminal view: per command the median wall time with its 95% interval, the
+/// median major faults, bytes read and read requests, and how many runs were excluded; then the
+/// comparison and the warnings.
+pub fn to_table(r: &MeasureReport) -> String {
+    let mut out = String::new();
+    for cmd in &r.commands {
+        let _ = writeln!(out, "{}: {}", cmd.label, command_line(cmd));
+        for (metric, title) in TABLE_ROWS {
+            let value = match summary(cmd, metric) {
+                None => "n/a".to_string(),
+                Some(s) if s.n == 0 => "n/a (no included run)".to_string(),
+                Some(s) if metric == "wall_s" => format!(
+                    "{}   95% CI [{}, {}]   trimmed mean {}",
+                    human(metric, s.median),
+                    human(metric, s.ci95.0),
+                    human(metric, s.ci95.1),
+                    human(metric, s.trimmed_mean)
+                ),
+                Some(s) => human(metric, s.median),
+            };
+            let _ = writeln!(out, "  {title:<20}{value}");
+        }
+        let _ = writeln!(out, "  {:<20}{}", "Runs:", excluded_summary(cmd));
+        if let Some(s) = summary(cmd, "wall_s").filter(|s| !s.outliers.is_empty()) {
+            let _ = writeln!(out, "  {:<20}{} of wall time", "Outliers:", s.outliers.len());
+        }
+        out.push('\n');
+    }
+    if let Some(c) = &r.comparison {
+        let _ = writeln!(out, "{}\n", comparison_sentence(r, c));
+    }
+    for w in &r.warnings {
+        let _ = writeln!(out, "Warning: {w}");
+    }
+    while out.ends_with("\n\n") {
+        out.pop();
+    }
+    out
+}
+
+/// Escape what would break a Markdown table cell.
+fn md_cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// A code span that survives backticks in the text.
+fn md_code(s: &str) -> String {
+    let fence = if s.contains('`') { "``" } else { "`" };
+    format!("{fence}{}{fence}", md_cell(s))
+}
+
+/// The report as Markdown: the set-up line, then per command a table with one row per metric
+/// (median, trimmed mean, 95% interval, n, outliers) and the excluded runs, then the comparison
+/// and the warnings.
+pub fn to_markdown(r: &MeasureReport) -> String {
+    let mut out = String::from("# Start-up measurement\n\n");
+    let env = &r.environment;
+    let _ = writeln!(
+        out,
+        "Cache state {}, readiness {}, {} warm-up run(s). Linux {}, {} CPU(s), cgroup {}{}.\n",
+        md_code(&r.cache),
+        md_code(&r.ready),
+        r.warmup,
+        env.kernel,
+        env.cpus,
+        env.cgroup,
+        env.cpu_governor.as_ref().map(|g| format!(", governor {g}")).unwrap_or_default()
+    );
+    for cmd in &r.commands {
+        let _ = writeln!(out, "## {}: {}\n", md_cell(&cmd.label), md_code(&command_line(cmd)));
+        let _ = writeln!(out, "Runs: {}.\n", excluded_summary(cmd));
+        out.push_str("| metric | median | trimmed mean | 95% CI of the median | n | outliers |\n");
+        out.push_str("| --- | ---: | ---: | ---: | ---: | ---: |\n");
+        for (metric, s) in &cmd.summaries {
+            let m = metric.as_str();
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} – {} | {} | {} |",
+                md_cell(metric_title(m)),
+                human(m, s.median),
+                human(m, s.trimmed_mean),
+                human(m, s.ci95.0),
+                human(m, s.ci95.1),
+                s.n,
+                s.outliers.len()
+            );
+        }
+        let excluded = excluded_runs(cmd);
+        if !excluded.is_empty() {
+            out.push_str("\nExcluded runs:\n\n");
+            for run in excluded {
+                let _ = writeln!(
+                    out,
+                    "- run {}: {}",
+                    run.index,
+                    md_cell(run.excluded.as_deref().unwrap_or(""))
+                );
+            }
+        }
+        out.push('\n');
+    }
+    if let Some(c) = &r.comparison {
+        let _ = writeln!(
+            out,
+            "## Comparison\n\n{} (ratio of median {}, 95% bootstrap interval, two-sided \
+             Mann-Whitney U).\n",
+            comparison_sentence(r, c),
+            metric_title(&c.metric)
+        );
+    }
+    if !r.warnings.is_empty() {
+        out.push_str("## Warnings\n\n");
+        for w in &r.warnings {
+            let _ = writeln!(out, "- {}", md_cell(w));
+        }
+        out.push('\n');
+    }
+    out.pop();
+    out
+}
+
+/// Write `contents` to `path` atomically: a temporary file in the same directory, `fsync`,
+/// `rename` over `path`, then `fsync` of the directory. Readers see the old file or the new
+/// one, never a partial write; the temporary file is removed on failure.
+pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path.file_name().ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidInput, format!("{}: not a file name", path.display()))
+    })?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let tmp = dir.join(format!(".{}.{}.{nanos}.tmp", name.to_string_lossy(), std::process::id()));
+
+    /// Removes the temporary file unless it was renamed into place.
+    struct TmpGuard<'a>(&'a Path, bool);
+    impl Drop for TmpGuard<'_> {
+        fn drop(&mut self) {
+            if !self.1 {
+                let _ = fs::remove_file(self.0);
+            }
+        }
+    }
+
+    let mut file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+    let mut guard = TmpGuard(&tmp, false);
+    file.write_all(contents)?;
+    file.sync_all()?;
+    drop(file);
+    fs::rename(&tmp, path)?;
+    guard.1 = true;
+    // Make the rename itself durable; not every file system allows syncing a directory.
+    if let Ok(d) = fs::File::open(&dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,8 +1,25 @@
 //! Robust statistics for start-up samples.
 //!
-//! STATUS: interface fixed by the workspace skeleton; implementation in progress.
+//! Start-up times are skewed (a slow run is far slower than a fast run is fast) and a few runs
+//! are disturbed by the rest of the machine, so the headline figure is the **median** with a
+//! **bootstrap confidence interval**, beside the paper's trimmed mean (highest and lowest
+//! dropped). Outliers are flagged with the median absolute deviation, which a single wild run
+//! cannot inflate. Two commands are compared with the ratio of medians (bootstrap interval) and
+//! the Mann-Whitney U test, which assumes no distribution.
+//!
+//! Everything here is pure and deterministic: the bootstrap draws from a fixed-seed
+//! xoshiro256** generator, so the same samples always give the same interval.
 
 use serde::{Deserialize, Serialize};
+
+/// Resamples drawn by the bootstrap unless told otherwise.
+pub const DEFAULT_RESAMPLES: usize = 2000;
+/// The seed of the bootstrap's generator.
+pub const DEFAULT_SEED: u64 = 0x636f_6c64_7374_6172; // "coldstar"
+/// Scale of the MAD that makes it estimate the standard deviation of a normal distribution.
+pub const MAD_SCALE: f64 = 1.4826;
+/// Samples farther than this many (scaled) MADs from the median are outliers.
+pub const OUTLIER_MADS: f64 = 3.0;
 
 /// Statistics of one metric over the included runs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -22,4 +39,602 @@ pub struct Summary {
     pub mad: f64,
     /// Indices (into the samples given) of outliers: |x - median| > 3 MAD.
     pub outliers: Vec<usize>,
+}
+
+impl Summary {
+    /// Summarise `samples` with [`DEFAULT_RESAMPLES`] bootstrap resamples.
+    ///
+    /// - Non-finite samples (NaN, infinities) are ignored; `n` counts the finite ones and
+    ///   outlier indices still refer to positions in `samples`.
+    /// - No finite sample: every field is zero and there are no outliers (never NaN, so the
+    ///   JSON form stays valid).
+    /// - One sample: it is the mean, median, min, max and both ends of the interval;
+    ///   standard deviation and MAD are 0.
+    /// - `stddev` is the sample standard deviation (n - 1 in the denominator).
+    /// - When MAD is 0 (more than half the samples are equal) every sample that differs from
+    ///   the median is an outlier.
+    pub fn from_samples(samples: &[f64]) -> Summary {
+        Summary::from_samples_with(samples, DEFAULT_RESAMPLES, DEFAULT_SEED)
+    }
+
+    /// [`Summary::from_samples`] with a chosen number of resamples and seed.
+    pub fn from_samples_with(samples: &[f64], resamples: usize, seed: u64) -> Summary {
+        let finite: Vec<f64> = samples.iter().copied().filter(|x| x.is_finite()).collect();
+        let n = finite.len();
+        if n == 0 {
+            return Summary::default();
+        }
+        let mut sorted = finite.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median = median_sorted(&sorted);
+        let mean = mean(&sorted);
+        let trimmed_mean = if n < 3 { mean } else { self::mean(&sorted[1..n - 1]) };
+        let stddev = if n < 2 {
+            0.0
+        } else {
+            (sorted.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+        };
+        let mut deviations: Vec<f64> = sorted.iter().map(|x| (x - median).abs()).collect();
+        deviations.sort_by(f64::total_cmp);
+        let mad = MAD_SCALE * median_sorted(&deviations);
+        let outliers = samples
+            .iter()
+            .enumerate()
+            .filter(|(_, x)| x.is_finite() && (*x - median).abs() > OUTLIER_MADS * mad)
+            .map(|(i, _)| i)
+            .collect();
+        let mut rng = Xoshiro256::new(seed);
+        let ci95 = bootstrap_ci(&mut rng, resamples, |rng, buf| resample_median(rng, &sorted, buf));
+        Summary {
+            n,
+            mean,
+            median,
+            trimmed_mean,
+            stddev,
+            min: sorted[0],
+            max: sorted[n - 1],
+            ci95: ci95.unwrap_or((median, median)),
+            mad,
+            outliers,
+        }
+    }
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    xs.iter().sum::<f64>() / xs.len() as f64
+}
+
+/// Median of sorted, non-empty samples (the mean of the middle two for an even count).
+fn median_sorted(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
+}
+
+/// The median of `samples` (NaN-free input expected; 0 for none).
+pub fn median(samples: &[f64]) -> f64 {
+    if samples.is_empty() {
+        return 0.0;
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    median_sorted(&sorted)
+}
+
+/// The `q` quantile (0..=1) of sorted samples, linearly interpolated between order
+/// statistics (type 7, the default of R and NumPy).
+fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
+    let h = (sorted.len() - 1) as f64 * q;
+    let lo = h.floor() as usize;
+    let hi = h.ceil() as usize;
+    sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
+}
+
+/// The median of a resample (with replacement) of `sorted`, using `buf` as scratch.
+fn resample_median(rng: &mut Xoshiro256, sorted: &[f64], buf: &mut Vec<f64>) -> f64 {
+    buf.clear();
+    buf.extend((0..sorted.len()).map(|_| sorted[rng.below(sorted.len())]));
+    buf.sort_by(f64::total_cmp);
+    median_sorted(buf)
+}
+
+/// Percentile-method 95% interval of a bootstrapped statistic; `None` with no resamples.
+fn bootstrap_ci(
+    rng: &mut Xoshiro256,
+    resamples: usize,
+    mut statistic: impl FnMut(&mut Xoshiro256, &mut Vec<f64>) -> f64,
+) -> Option<(f64, f64)> {
+    if resamples == 0 {
+        return None;
+    }
+    let mut buf = Vec::new();
+    let mut stats: Vec<f64> = (0..resamples).map(|_| statistic(rng, &mut buf)).collect();
+    stats.sort_by(f64::total_cmp);
+    Some((quantile_sorted(&stats, 0.025), quantile_sorted(&stats, 0.975)))
+}
+
+/// Summaries of every metric of [`crate::export::METRICS`] over the *included* runs (those
+/// without an `excluded` reason), in that order. A metric no included run measured is left out
+/// (it was not available, which is not the same as 0). The outlier indices are mapped to the
+/// runs' own [`RunRecord::index`](crate::result::RunRecord::index).
+pub fn summarize_runs(runs: &[crate::result::RunRecord]) -> Vec<(String, Summary)> {
+    let included: Vec<&crate::result::RunRecord> =
+        runs.iter().filter(|r| r.excluded.is_none()).collect();
+    let mut out = Vec::new();
+    for metric in crate::export::METRICS {
+        let values: Vec<(usize, f64)> = included
+            .iter()
+            .filter_map(|r| crate::export::metric_value(&r.counters, metric).map(|v| (r.index, v)))
+            .collect();
+        if values.is_empty() {
+            continue;
+        }
+        let samples: Vec<f64> = values.iter().map(|&(_, v)| v).collect();
+        let mut summary = Summary::from_samples(&samples);
+        summary.outliers = summary.outliers.iter().map(|&i| values[i].0).collect();
+        out.push((metric.to_string(), summary));
+    }
+    out
+}
+
+/// Compare `metric` of two commands over their included runs: ratio of medians (B over A)
+/// with its bootstrap interval and the Mann-Whitney U p-value. `None` when either side has no
+/// included run with the metric, or when the ratio is undefined (median of A is 0, as for the
+/// major faults of hot runs); a report therefore never holds a NaN, which JSON cannot carry.
+pub fn compare(
+    a: &crate::result::CommandResult,
+    b: &crate::result::CommandResult,
+    metric: &str,
+) -> Option<crate::result::Comparison> {
+    let values = |c: &crate::result::CommandResult| -> Vec<f64> {
+        c.runs
+            .iter()
+            .filter(|r| r.excluded.is_none())
+            .filter_map(|r| crate::export::metric_value(&r.counters, metric))
+            .collect()
+    };
+    let (va, vb) = (values(a), values(b));
+    if va.is_empty() || vb.is_empty() {
+        return None;
+    }
+    let (ratio, ratio_ci95) = ratio_ci95(&va, &vb);
+    if !ratio.is_finite() || !ratio_ci95.0.is_finite() || !ratio_ci95.1.is_finite() {
+        return None;
+    }
+    Some(crate::result::Comparison {
+        metric: metric.to_string(),
+        ratio,
+        ratio_ci95,
+        p_value: mann_whitney_p(&va, &vb),
+    })
+}
+
+/// `median(b) / median(a)` with a 95% bootstrap interval (percentile method; `a` and `b` are
+/// resampled independently, [`DEFAULT_RESAMPLES`] times). A ratio above 1 means B is slower.
+/// Non-finite samples are ignored. When either side is empty or `median(a)` is not positive
+/// the ratio is undefined and all three numbers are NaN.
+pub fn ratio_ci95(a: &[f64], b: &[f64]) -> (f64, (f64, f64)) {
+    ratio_ci95_with(a, b, DEFAULT_RESAMPLES, DEFAULT_SEED)
+}
+
+/// [`ratio_ci95`] with a chosen number of resamples and seed.
+pub fn ratio_ci95_with(a: &[f64], b: &[f64], resamples: usize, seed: u64) -> (f64, (f64, f64)) {
+    let sorted = |xs: &[f64]| {
+        let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let (a, b) = (sorted(a), sorted(b));
+    if a.is_empty() || b.is_empty() || median_sorted(&a) <= 0.0 {
+        return (f64::NAN, (f64::NAN, f64::NAN));
+    }
+    let ratio = median_sorted(&b) / median_sorted(&a);
+    let mut rng = Xoshiro256::new(seed);
+    let mut buf_b = Vec::new();
+    let ci = bootstrap_ci(&mut rng, resamples, |rng, buf_a| {
+        let ma = resample_median(rng, &a, buf_a);
+        let mb = resample_median(rng, &b, &mut buf_b);
+        mb / ma
+    });
+    (ratio, ci.unwrap_or((ratio, ratio)))
+}
+
+/// Two-sided p-value of the Mann-Whitney U test that `a` and `b` come from the same
+/// distribution.
+///
+/// - Exact null distribution of U when both samples have at most [`EXACT_MAX`] values and
+///   there are no ties (as `scipy.stats.mannwhitneyu(method="auto")`).
+/// - Otherwise the normal approximation with the tie correction of the variance and a
+///   continuity correction of 0.5.
+///
+/// Non-finite samples are ignored. With an empty side, or when every value is tied, there is
+/// no evidence of a difference and the result is 1.
+pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> f64 {
+    let a: Vec<f64> = a.iter().copied().filter(|x| x.is_finite()).collect();
+    let b: Vec<f64> = b.iter().copied().filter(|x| x.is_finite()).collect();
+    let (n1, n2) = (a.len(), b.len());
+    if n1 == 0 || n2 == 0 {
+        return 1.0;
+    }
+    // Rank the pooled samples, ties getting their average rank.
+    let mut pooled: Vec<(f64, bool)> =
+        a.iter().map(|&x| (x, true)).chain(b.iter().map(|&x| (x, false))).collect();
+    pooled.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let n = pooled.len();
+    let mut rank_sum_a = 0.0;
+    let mut tie_term = 0.0; // sum of t^3 - t over groups of ties
+    let mut i = 0;
+    while i < n {
+        let mut j = i;
+        while j + 1 < n && pooled[j + 1].0 == pooled[i].0 {
+            j += 1;
+        }
+        let t = (j - i + 1) as f64;
+        let rank = (i + j) as f64 / 2.0 + 1.0;
+        rank_sum_a += rank * pooled[i..=j].iter().filter(|p| p.1).count() as f64;
+        tie_term += t * t * t - t;
+        i = j + 1;
+    }
+    let u1 = rank_sum_a - (n1 * (n1 + 1)) as f64 / 2.0;
+    let (n1f, n2f) = (n1 as f64, n2 as f64);
+    let u = u1.max(n1f * n2f - u1);
+    if n1 <= EXACT_MAX && n2 <= EXACT_MAX && tie_term == 0.0 {
+        return (2.0 * exact_u_sf(n1, n2, u.round() as usize)).min(1.0);
+    }
+    let mu = n1f * n2f / 2.0;
+    let nf = n as f64;
+    let var = n1f * n2f / 12.0 * ((nf + 1.0) - tie_term / (nf * (nf - 1.0)));
+    if var <= 0.0 {
+        return 1.0;
+    }
+    let z = (u - mu - 0.5) / var.sqrt();
+    (2.0 * normal_sf(z)).min(1.0)
+}
+
+/// The largest sample size for which [`mann_whitney_p`] uses the exact distribution.
+pub const EXACT_MAX: usize = 20;
+
+/// P(U >= u) under the null hypothesis for sample sizes `n1`, `n2`, by counting the
+/// arrangements with each U: f(i, j, k) = f(i - 1, j, k - j) + f(i, j - 1, k).
+fn exact_u_sf(n1: usize, n2: usize, u: usize) -> f64 {
+    let max_u = n1 * n2;
+    // counts[j] holds f(i, j, .) for the current i.
+    let mut counts: Vec<Vec<f64>> = (0..=n2).map(|_| vec![1.0]).collect(); // i = 0
+    for i in 1..=n1 {
+        let mut next: Vec<Vec<f64>> = Vec::with_capacity(n2 + 1);
+        next.push(vec![1.0]); // j = 0
+        for j in 1..=n2 {
+            let mut f = vec![0.0; i * j + 1];
+            for (k, c) in counts[j].iter().enumerate() {
+                f[k + j] += c; // the largest value belongs to the first sample
+            }
+            for (k, c) in next[j - 1].iter().enumerate() {
+                f[k] += c; // it belongs to the second
+            }
+            next.push(f);
+        }
+        counts = next;
+    }
+    let dist = &counts[n2];
+    let total: f64 = dist.iter().sum();
+    dist[u.min(max_u)..].iter().sum::<f64>() / total
+}
+
+/// Upper tail of the standard normal distribution, P(Z > z).
+pub fn normal_sf(z: f64) -> f64 {
+    0.5 * erfc(z / std::f64::consts::SQRT_2)
+}
+
+/// The complementary error function, to about 1e-13 relative: the Taylor series of erf for
+/// |x| < 2, the continued fraction of erfc (Laplace) beyond.
+pub fn erfc(x: f64) -> f64 {
+    if x.is_nan() {
+        return f64::NAN;
+    }
+    if x < 0.0 {
+        return 2.0 - erfc(-x);
+    }
+    if x < 2.0 {
+        // erf(x) = 2/sqrt(pi) * sum_k (-1)^k x^(2k+1) / (k! (2k+1))
+        let mut term = x; // (-1)^k x^(2k+1) / k!
+        let mut sum = x;
+        for k in 1..200 {
+            term *= -x * x / k as f64;
+            let add = term / (2 * k + 1) as f64;
+            sum += add;
+            if add.abs() < 1e-17 * sum.abs() {
+                break;
+            }
+        }
+        return 1.0 - 2.0 / std::f64::consts::PI.sqrt() * sum;
+    }
+    if x > 27.0 {
+        return 0.0;
+    }
+    // erfc(x) = exp(-x^2)/sqrt(pi) * 1/(x + (1/2)/(x + 1/(x + (3/2)/(x + 2/(x + ...))))),
+    // evaluated from the tail.
+    let mut t = x;
+    for k in (1..=120).rev() {
+        t = x + (k as f64 / 2.0) / t;
+    }
+    (-x * x).exp() / (std::f64::consts::PI.sqrt() * t)
+}
+
+/// xoshiro256** (Blackman and Vigna), seeded through SplitMix64: small, fast and good enough
+/// for resampling indices.
+#[derive(Debug, Clone)]
+pub struct Xoshiro256 {
+    s: [u64; 4],
+}
+
+impl Xoshiro256 {
+    pub fn new(seed: u64) -> Xoshiro256 {
+        let mut sm = seed;
+        let mut splitmix = || {
+            sm = sm.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = sm;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        Xoshiro256 { s: [splitmix(), splitmix(), splitmix(), splitmix()] }
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let result = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
+        let t = self.s[1] << 17;
+        self.s[2] ^= self.s[0];
+        self.s[3] ^= self.s[1];
+        self.s[1] ^= self.s[2];
+        self.s[0] ^= self.s[3];
+        self.s[2] ^= t;
+        self.s[3] = self.s[3].rotate_left(45);
+        result
+    }
+
+    /// A uniform integer in `0..n` (`n > 0`), by multiply-shift (bias below 2^-50 for the
+    /// sample counts used here).
+    pub fn below(&mut self, n: usize) -> usize {
+        ((self.next_u64() as u128 * n as u128) >> 64) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::{CommandResult, Counters, Outcome, RunRecord};
+
+    fn close(a: f64, b: f64, tol: f64) -> bool {
+        (a - b).abs() <= tol * b.abs().max(1e-300)
+    }
+
+    #[test]
+    fn summary_of_known_values() {
+        let s = Summary::from_samples(&[5.0, 1.0, 4.0, 2.0, 3.0, 100.0]);
+        assert_eq!(s.n, 6);
+        assert_eq!(s.median, 3.5);
+        assert_eq!(s.mean, 115.0 / 6.0);
+        assert_eq!(s.trimmed_mean, (2.0 + 3.0 + 4.0 + 5.0) / 4.0);
+        assert_eq!((s.min, s.max), (1.0, 100.0));
+        // numpy.std([5,1,4,2,3,100], ddof=1) = 39.62532860010963
+        assert!(close(s.stddev, 39.62532860010963, 1e-12), "{}", s.stddev);
+        // |x - 3.5| = 1.5 2.5 .5 1.5 .5 96.5 -> median 1.5, scaled 2.2239
+        assert!(close(s.mad, 1.5 * 1.4826, 1e-12));
+        assert_eq!(s.outliers, vec![5]);
+        assert!(s.ci95.0 <= s.median && s.median <= s.ci95.1, "{:?}", s.ci95);
+        assert!(s.ci95.0 >= 1.0 && s.ci95.1 <= 100.0);
+    }
+
+    #[test]
+    fn empty_samples_give_zeros_not_nan() {
+        let s = Summary::from_samples(&[]);
+        assert_eq!(s, Summary::default());
+        let s = Summary::from_samples(&[f64::NAN]);
+        assert_eq!(s, Summary::default());
+    }
+
+    #[test]
+    fn one_and_two_samples() {
+        let s = Summary::from_samples(&[2.5]);
+        assert_eq!((s.n, s.median, s.trimmed_mean, s.stddev, s.mad), (1, 2.5, 2.5, 0.0, 0.0));
+        assert_eq!(s.ci95, (2.5, 2.5));
+        assert!(s.outliers.is_empty());
+        let s = Summary::from_samples(&[1.0, 3.0]);
+        assert_eq!((s.median, s.trimmed_mean), (2.0, 2.0));
+        assert!(close(s.stddev, 2f64.sqrt(), 1e-12));
+    }
+
+    #[test]
+    fn zero_mad_flags_every_differing_sample() {
+        let s = Summary::from_samples(&[0.0, 0.0, 0.0, 0.0, 7.0]);
+        assert_eq!(s.mad, 0.0);
+        assert_eq!(s.outliers, vec![4]);
+        assert_eq!(s.ci95.0, 0.0);
+    }
+
+    #[test]
+    fn outlier_indices_refer_to_the_given_samples() {
+        let s = Summary::from_samples(&[f64::NAN, 10.0, 10.1, 9.9, 10.0, 50.0]);
+        assert_eq!(s.n, 5);
+        assert_eq!(s.outliers, vec![5]);
+    }
+
+    #[test]
+    fn bootstrap_is_deterministic_and_covers_the_median() {
+        let xs: Vec<f64> = (0..30).map(|i| 10.0 + ((i * 7919) % 13) as f64 * 0.1).collect();
+        let a = Summary::from_samples(&xs);
+        let b = Summary::from_samples(&xs);
+        assert_eq!(a.ci95, b.ci95);
+        assert!(a.ci95.0 < a.median && a.median < a.ci95.1, "{:?} {}", a.ci95, a.median);
+        let other_seed = Summary::from_samples_with(&xs, DEFAULT_RESAMPLES, 1);
+        assert!(other_seed.ci95.0 <= a.median && a.median <= other_seed.ci95.1);
+    }
+
+    #[test]
+    fn quantiles_interpolate_like_numpy() {
+        let xs = [1.0, 2.0, 3.0, 4.0];
+        // numpy.quantile([1,2,3,4], [0.025, 0.5, 0.975]) = [1.075, 2.5, 3.925]
+        assert!(close(quantile_sorted(&xs, 0.025), 1.075, 1e-12));
+        assert_eq!(quantile_sorted(&xs, 0.5), 2.5);
+        assert!(close(quantile_sorted(&xs, 0.975), 3.925, 1e-12));
+    }
+
+    #[test]
+    fn xoshiro_matches_the_reference_sequence() {
+        // Reference: a line-by-line Python port of xoshiro256starstar.c, state {1, 2, 3, 4},
+        // gives 11520, 0, 1509978240, 1215971899390074240.
+        let mut rng = Xoshiro256 { s: [1, 2, 3, 4] };
+        let got: Vec<u64> = (0..4).map(|_| rng.next_u64()).collect();
+        assert_eq!(got, vec![11520, 0, 1509978240, 1215971899390074240]);
+        let mut rng = Xoshiro256::new(7);
+        assert!((0..1000).all(|_| rng.below(3) < 3));
+    }
+
+    #[test]
+    fn erfc_known_values() {
+        // math.erfc in Python (correctly rounded libm).
+        for (x, want) in [
+            (0.0, 1.0),
+            (0.5, 0.4795001221869535),
+            (1.0, 0.15729920705028513),
+            (1.9, 0.0072095707647425325),
+            (2.0, 0.004677734981047265),
+            (3.0, 2.2090496998585438e-05),
+            (5.0, 1.5374597944280351e-12),
+            (-1.0, 1.842700792949715),
+        ] {
+            assert!(close(erfc(x), want, 1e-11), "erfc({x}) = {} != {want}", erfc(x));
+        }
+    }
+
+    // Reference p-values below: scipy 1.17.1, scipy.stats.mannwhitneyu(a, b,
+    // alternative="two-sided"), with method="exact" for the tie-free cases of at most 20
+    // values (scipy's "auto" switches to the normal approximation earlier than we do) and
+    // method="asymptotic", use_continuity=True for the others.
+
+    #[test]
+    fn mann_whitney_exact_small_samples() {
+        let a = [1.1, 2.2, 3.3, 4.4, 5.5];
+        let b = [6.6, 7.7, 8.8, 9.9, 10.0];
+        // Complete separation of 5 and 5: 2 / C(10, 5) = 2/252.
+        assert!(close(mann_whitney_p(&a, &b), 2.0 / 252.0, 1e-12));
+        assert!(close(mann_whitney_p(&b, &a), 2.0 / 252.0, 1e-12));
+        let a = [19.0, 22.0, 16.0, 29.0, 24.0];
+        let b = [20.0, 11.0, 17.0, 12.0];
+        // scipy, method="exact": 0.1111111111111111
+        assert!(close(mann_whitney_p(&a, &b), 0.1111111111111111, 1e-12));
+    }
+
+    #[test]
+    fn mann_whitney_exact_up_to_twenty() {
+        let a: Vec<f64> = (0..12).map(|i| 10.0 + i as f64 * 0.37).collect();
+        let b: Vec<f64> = (0..15).map(|i| 11.1 + i as f64 * 0.41 + 0.001).collect();
+        // scipy, method="exact": 0.008709688182026316
+        assert!(
+            close(mann_whitney_p(&a, &b), 0.008709688182026316, 1e-9),
+            "{}",
+            mann_whitney_p(&a, &b)
+        );
+    }
+
+    #[test]
+    fn mann_whitney_normal_with_ties() {
+        let a = [1.0, 2.0, 2.0, 3.0, 3.0, 3.0, 4.0, 5.0];
+        let b = [3.0, 4.0, 4.0, 5.0, 5.0, 6.0, 6.0, 7.0];
+        // scipy, method="asymptotic", use_continuity=True: 0.010515245935858907
+        assert!(
+            close(mann_whitney_p(&a, &b), 0.010515245935858907, 1e-9),
+            "{}",
+            mann_whitney_p(&a, &b)
+        );
+    }
+
+    #[test]
+    fn mann_whitney_normal_large_samples() {
+        let a: Vec<f64> = (0..30).map(|i| ((i * 37) % 101) as f64).collect();
+        let b: Vec<f64> = (0..25).map(|i| ((i * 53) % 103) as f64 + 20.5).collect();
+        // scipy, method="asymptotic", use_continuity=True: 0.07183244767003341
+        assert!(
+            close(mann_whitney_p(&a, &b), 0.07183244767003341, 1e-9),
+            "{}",
+            mann_whitney_p(&a, &b)
+        );
+    }
+
+    #[test]
+    fn mann_whitney_degenerate_cases() {
+        assert_eq!(mann_whitney_p(&[], &[1.0]), 1.0);
+        assert_eq!(mann_whitney_p(&[2.0; 5], &[2.0; 30]), 1.0);
+        // U = 3 of 4 for 2 and 2 values: p = 2 * P(U >= 3) = 2 * 2/6 (scipy: 0.6666666666666666).
+        assert!(close(mann_whitney_p(&[1.0, 2.0], &[1.5, 2.5]), 2.0 / 3.0, 1e-12));
+    }
+
+    fn run(index: usize, wall_s: f64, major: Option<u64>, excluded: bool) -> RunRecord {
+        RunRecord {
+            index,
+            outcome: Outcome::Ready,
+            counters: Counters { wall_s, major_faults: major, ..Counters::default() },
+            eviction: None,
+            excluded: excluded.then(|| "eviction did not hold".to_string()),
+        }
+    }
+
+    #[test]
+    fn summarize_runs_skips_excluded_runs_and_unmeasured_metrics() {
+        let runs = vec![
+            run(0, 1.0, Some(10), false),
+            run(1, 100.0, Some(999), true),
+            run(2, 1.2, None, false),
+            run(3, 1.1, Some(12), false),
+            run(4, 1.05, Some(11), false),
+            run(5, 9.0, Some(11), false),
+        ];
+        let summaries = summarize_runs(&runs);
+        let names: Vec<&str> = summaries.iter().map(|(m, _)| m.as_str()).collect();
+        assert_eq!(names, vec!["wall_s", "major_faults"]);
+        let wall = &summaries[0].1;
+        assert_eq!(wall.n, 5);
+        assert_eq!(wall.median, 1.1);
+        assert_eq!(wall.outliers, vec![5], "index of the run, not of the sample");
+        let faults = &summaries[1].1;
+        assert_eq!((faults.n, faults.median), (4, 11.0));
+    }
+
+    #[test]
+    fn compare_uses_included_runs() {
+        let a = CommandResult {
+            label: "A".into(),
+            command: vec!["a".into()],
+            runs: (0..5).map(|i| run(i, 1.0 + i as f64 * 0.01, None, false)).collect(),
+            summaries: vec![],
+        };
+        let mut b = a.clone();
+        b.runs = (0..5).map(|i| run(i, 2.0 + i as f64 * 0.01, None, false)).collect();
+        b.runs.push(run(5, 0.001, None, true));
+        let c = compare(&a, &b, "wall_s").unwrap();
+        assert!(close(c.ratio, 2.02 / 1.02, 1e-12));
+        assert!(close(c.p_value, 2.0 / 252.0, 1e-12));
+        assert!(c.ratio_ci95.0 <= c.ratio && c.ratio <= c.ratio_ci95.1);
+        assert_eq!(compare(&a, &b, "major_faults"), None);
+        let zero =
+            CommandResult { runs: (0..3).map(|i| run(i, 0.0, None, false)).collect(), ..a.clone() };
+        assert_eq!(compare(&zero, &b, "wall_s"), None);
+    }
+
+    #[test]
+    fn ratio_of_medians_with_interval() {
+        let a = [10.0, 11.0, 9.0, 10.5, 9.5];
+        let b = [20.0, 22.0, 18.0, 21.0, 19.0];
+        let (ratio, (lo, hi)) = ratio_ci95(&a, &b);
+        assert_eq!(ratio, 2.0);
+        assert!(lo <= ratio && ratio <= hi, "{lo} {hi}");
+        // The interval's ends are ratios of resampled medians: within max(b)/min(a), min(b)/max(a).
+        assert!(lo >= 18.0 / 11.0 && hi <= 22.0 / 9.0, "{lo} {hi}");
+        assert_eq!(ratio_ci95(&a, &b), ratio_ci95(&a, &b));
+        assert!(ratio_ci95(&[], &b).0.is_nan());
+        assert!(ratio_ci95(&[0.0, 0.0], &b).0.is_nan());
+    }
 }
