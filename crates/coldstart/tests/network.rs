@@ -40,21 +40,20 @@ impl Drop for KillOnDrop {
 /// Asserts on drop that nothing is left mounted under the directory, and cleans up if it is.
 struct NoStaleMounts(PathBuf);
 
-impl NoStaleMounts {
-    fn mounts(&self) -> Vec<String> {
-        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-        let prefix = self.0.canonicalize().unwrap().display().to_string();
-        info.lines()
-            .filter_map(|l| l.split(' ').nth(4))
-            .filter(|m| m.starts_with(&prefix))
-            .map(str::to_owned)
-            .collect()
-    }
+/// Mount points under `dir`.
+fn mounts_under(dir: &Path) -> Vec<String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let prefix = dir.canonicalize().unwrap().display().to_string();
+    info.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|m| m.starts_with(&prefix))
+        .map(str::to_owned)
+        .collect()
 }
 
 impl Drop for NoStaleMounts {
     fn drop(&mut self) {
-        let stale = self.mounts();
+        let stale = mounts_under(&self.0);
         for m in &stale {
             let _ = Command::new("fusermount3").args(["-u", "-z", m]).status();
         }
@@ -416,4 +415,35 @@ fn mount_unmounts_on_ctrl_c_and_reports() {
     std::io::Read::read_to_string(&mut child.0.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(stderr.contains("coldstart: stream: fetched"), "{stderr}");
     assert!(std::fs::read_dir(&mnt).unwrap().next().is_none(), "unmounted");
+}
+
+#[test]
+fn a_killed_mount_leaves_no_mount_behind() {
+    let d = tempfile::tempdir().unwrap();
+    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    std::fs::create_dir(d.path().join("app")).unwrap();
+    std::fs::write(d.path().join("app/x"), b"content").unwrap();
+    let bundle = pack(d.path(), "bundle", None);
+    let mnt = d.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let child = coldstart()
+        .args(["mount", bundle.to_str().unwrap(), mnt.to_str().unwrap(), "--cache-dir"])
+        .arg(d.path().join("cache"))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    let t = Instant::now();
+    while std::fs::read(mnt.join("x")).is_err() {
+        assert!(t.elapsed() < Duration::from_secs(10), "the mount did not appear");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    // fusermount3's auto-unmount notices the death and unmounts.
+    let t = Instant::now();
+    while !mounts_under(d.path()).is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(5), "still mounted after the owner died");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
