@@ -111,7 +111,14 @@ impl Pacer {
             let done = {
                 let mut next = self.next_free.lock().unwrap();
                 let now = Instant::now();
-                let start = next.filter(|t| *t > now).unwrap_or(now);
+                // The link is busy until `next`; if it has been idle, it starts now. A little
+                // credit (one slice's worth of time, at most 10 ms) makes up for sleeping
+                // longer than asked, without letting an idle link burst.
+                let credit = Duration::from_secs_f64((slice as f64 / bytes_per_sec).min(0.010));
+                let start = match *next {
+                    Some(t) if t + credit > now => t,
+                    _ => now,
+                };
                 let done = start + Duration::from_secs_f64(part.len() as f64 / bytes_per_sec);
                 *next = Some(done);
                 done

@@ -447,3 +447,150 @@ fn a_killed_mount_leaves_no_mount_behind() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A program about the size of the paper's applications (about 1 MB): `bin/app` linked to
+/// `lib/libbig.so`, whose 1 MB table is read sparsely. Workload `a` and `b` touch overlapping
+/// but different pages, so a hot set profiled on one is measured on the other.
+fn build_bench_program(root: &Path) {
+    let src = root.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::create_dir_all(root.join("app/bin")).unwrap();
+    std::fs::create_dir_all(root.join("app/lib")).unwrap();
+    let mut table = String::from("const unsigned char big_table[1048576] = {");
+    for i in 0..1_048_576u32 {
+        table.push_str(&format!("{},", (i.wrapping_mul(2654435761) >> 24) & 0xff));
+    }
+    table.push_str("};\n");
+    std::fs::write(src.join("big.c"), table).unwrap();
+    std::fs::write(
+        src.join("app.c"),
+        r#"
+#include <stdio.h>
+#include <string.h>
+extern const unsigned char big_table[1048576];
+int main(int argc, char **argv) {
+    /* a: pages 0-23 and every 64th page; b: pages 8-31 and every 64th page from 32. */
+    int b = argc > 1 && strcmp(argv[1], "b") == 0;
+    unsigned long sum = 0;
+    for (int p = 0; p < 256; p++) {
+        int lo = b ? 8 : 0, hi = b ? 32 : 24;
+        int use = (p >= lo && p < hi) || (p % 64 == (b ? 32 : 0));
+        if (use) sum = sum * 31 + big_table[p * 4096 + 7];
+    }
+    printf("%s %lx\n", b ? "b" : "a", sum);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let cc = |args: &[&str]| check(&Command::new("clang-19").args(args).output().unwrap());
+    cc(&[
+        "-O1",
+        "-shared",
+        "-fPIC",
+        src.join("big.c").to_str().unwrap(),
+        "-o",
+        root.join("app/lib/libbig.so").to_str().unwrap(),
+    ]);
+    cc(&[
+        "-O1",
+        src.join("app.c").to_str().unwrap(),
+        "-L",
+        root.join("app/lib").to_str().unwrap(),
+        "-lbig",
+        "-Wl,-rpath,$ORIGIN/../lib",
+        "-o",
+        root.join("app/bin/app").to_str().unwrap(),
+    ]);
+}
+
+/// Prints a Markdown table: every strategy on a few of the paper's links, profiled on
+/// workload `a`, measured on workload `b`, against the bound of Eq. 1. Run with
+/// `cargo test -p coldstart --test network -- --ignored --nocapture network_start_benchmark`.
+#[test]
+#[ignore = "benchmark: about a minute on emulated slow links"]
+fn network_start_benchmark() {
+    let d = tempfile::tempdir().unwrap();
+    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    build_bench_program(d.path());
+    let app = d.path().join("app/bin/app");
+    let local = check(&Command::new(&app).arg("b").output().unwrap());
+    let t = Instant::now();
+    for _ in 0..20 {
+        check(&Command::new(&app).arg("b").output().unwrap());
+    }
+    let local_secs = t.elapsed().as_secs_f64() / 20.0;
+    let plain = pack(d.path(), "bundle0", None);
+    let hot_a = d.path().join("hot-a.json");
+    let hot_b = d.path().join("hot-b.json");
+    for (w, hot) in [("a", &hot_a), ("b", &hot_b)] {
+        let out = coldstart()
+            .args(["run", plain.to_str().unwrap(), "--strategy", "paged", "--cache-dir"])
+            .arg(d.path().join(format!("cache-rec-{w}")))
+            .args(["--record", hot.to_str().unwrap(), "--", "{root}/bin/app", w])
+            .output()
+            .unwrap();
+        check(&out);
+    }
+    let used: u64 = serde_json::from_slice::<serde_json::Value>(&std::fs::read(&hot_b).unwrap())
+        .unwrap()["touches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["length"].as_u64().unwrap())
+        .sum();
+    let bundle = pack(d.path(), "bundle", Some(&hot_a));
+    let total: u64 = walk_size(&d.path().join("app"));
+    println!(
+        "\nprogram {total} bytes; workload b uses {used} bytes; local start {:.1} ms",
+        local_secs * 1e3
+    );
+    println!("\n| link | strategy | start (s) | before start (s) | waiting on misses (s) | bytes fetched | requests | Eq. 1 bound (s) | vs original |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for link in ["1mbit/100ms", "3mbit/50ms"] {
+        let (_server, url) = serve(&bundle, &["--link", link]);
+        let parsed: coldstart_serve::Link = link.parse().unwrap();
+        let bound =
+            used as f64 * 8.0 / parsed.bits_per_second + parsed.latency.as_secs_f64() + local_secs;
+        let mut original = None;
+        for s in STRATEGIES {
+            let cache = d.path().join(format!("cache-{}-{s}", link.replace('/', "-")));
+            let t = Instant::now();
+            let out = coldstart()
+                .args(["run", &url, "--strategy", s, "--json", "--cache-dir"])
+                .arg(&cache)
+                .args(["--", "{root}/bin/app", "b"])
+                .output()
+                .unwrap();
+            let secs = t.elapsed().as_secs_f64();
+            assert_eq!(check(&out), local);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let report: serde_json::Value =
+                serde_json::from_str(&stderr[stderr.find('{').unwrap()..]).unwrap();
+            let original_secs = *original.get_or_insert(secs);
+            println!(
+                "| {link} | {s} | {secs:.2} | {:.2} | {:.2} | {} | {} | {bound:.2} | {:+.0}% |",
+                report["prefetch_ms"].as_f64().unwrap() / 1e3,
+                report["miss_wait_total_ms"].as_f64().unwrap() / 1e3,
+                report["bytes_fetched"],
+                report["requests"],
+                (secs / original_secs - 1.0) * 100.0
+            );
+        }
+    }
+}
+
+fn walk_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let m = e.path().symlink_metadata().unwrap();
+            if m.is_dir() {
+                walk_size(&e.path())
+            } else {
+                m.len()
+            }
+        })
+        .sum()
+}
