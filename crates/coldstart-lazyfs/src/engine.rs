@@ -289,6 +289,46 @@ impl Engine {
         result
     }
 
+    /// The verified bytes of several chunks of one file (one kernel read spans several
+    /// chunks): the missing ones are fetched in parallel, so their latencies overlap.
+    pub fn read_chunks(
+        &self,
+        file: usize,
+        indices: std::ops::Range<usize>,
+    ) -> Result<Vec<Arc<Vec<u8>>>, EngineError> {
+        let entry = self.manifest.files.get(file).ok_or(EngineError::NoChunk)?;
+        let missing = indices
+            .clone()
+            .filter(|&i| entry.chunks.get(i).is_some_and(|c| !self.cache.contains(&c.sha256)))
+            .count();
+        if missing <= 1 {
+            return indices.map(|i| self.read_chunk(file, i)).collect();
+        }
+        // Record in order before the parallel part, so the first-touch order stays exact.
+        for i in indices.clone() {
+            if let Some(c) = entry.chunks.get(i) {
+                let mut r = self.recorder.lock().unwrap();
+                if r.seen.insert((file, i)) {
+                    r.touches.push(Touch {
+                        path: entry.path.clone(),
+                        offset: c.offset,
+                        length: c.length,
+                    });
+                }
+            }
+        }
+        std::thread::scope(|s| {
+            let handles: Vec<_> =
+                indices.map(|i| s.spawn(move || self.read_chunk(file, i))).collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or(Err(EngineError::Fetch("a fetch thread panicked".into())))
+                })
+                .collect()
+        })
+    }
+
     /// If the hot stream is bringing this chunk, waits for it (bounded).
     fn wait_for_hot(&self, chunk: &Chunk) -> Option<Arc<Vec<u8>>> {
         let deadline = Instant::now() + self.opts.read_timeout;

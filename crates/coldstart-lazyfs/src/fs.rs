@@ -227,11 +227,12 @@ pub(crate) fn read_range(
     let end = start.saturating_add(size as u64).min(entry.size);
     let mut out = Vec::with_capacity((end - start) as usize);
     let first = entry.chunks.partition_point(|c| c.offset + c.length <= start);
-    for (index, c) in entry.chunks.iter().enumerate().skip(first) {
-        if c.offset >= end {
-            break;
-        }
-        let data = engine.read_chunk(file, index)?;
+    let last = entry.chunks.partition_point(|c| c.offset < end);
+    if first >= last {
+        return Ok(out);
+    }
+    let datas = engine.read_chunks(file, first..last)?;
+    for (c, data) in entry.chunks[first..last].iter().zip(datas) {
         let from = start.max(c.offset) - c.offset;
         let to = end.min(c.offset + c.length) - c.offset;
         out.extend_from_slice(&data[from as usize..to as usize]);
