@@ -26,9 +26,6 @@ struct Fixture {
 }
 
 impl Fixture {
-    fn src(&self) -> PathBuf {
-        self.dir.path().join("src")
-    }
     fn bundle(&self) -> PathBuf {
         self.dir.path().join("bundle")
     }
