@@ -236,3 +236,30 @@ impl Drop for Mount {
         let _ = self.teardown();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(unescape(r"/tmp/a\040b"), "/tmp/a b");
+        assert_eq!(unescape(r"/tmp/tab\011x\134y"), "/tmp/tab\tx\\y");
+        assert_eq!(unescape(r"/plain"), "/plain");
+        assert_eq!(unescape(r"/trailing\04"), r"/trailing\04");
+    }
+
+    #[test]
+    fn a_missing_or_non_directory_mount_point_is_named() {
+        let d = tempfile::tempdir().unwrap();
+        let err = check_mountpoint(&d.path().join("nope")).unwrap_err();
+        assert!(matches!(err, MountError::Missing(_)));
+        std::fs::write(d.path().join("f"), b"").unwrap();
+        let err = check_mountpoint(&d.path().join("f")).unwrap_err();
+        assert!(matches!(err, MountError::NotADirectory(_)));
+        assert!(check_mountpoint(d.path()).is_err(), "not empty");
+        std::fs::remove_file(d.path().join("f")).unwrap();
+        assert!(check_mountpoint(d.path()).is_ok());
+        assert!(is_mount_point(Path::new("/")));
+    }
+}

@@ -70,3 +70,40 @@ impl Tree {
         self.nodes.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coldstart_bundle::{Entry, HotSet, FORMAT, VERSION};
+
+    fn entry(path: &str, kind: EntryKind) -> Entry {
+        Entry { path: path.into(), kind, mode: 0o755, size: 0, target: None, chunks: vec![] }
+    }
+
+    #[test]
+    fn paths_become_a_tree() {
+        let m = Manifest {
+            format: FORMAT.into(),
+            version: VERSION,
+            chunk_size: 1,
+            files: vec![
+                entry("a", EntryKind::Dir),
+                entry("a-b", EntryKind::File),
+                entry("a/c", EntryKind::Dir),
+                entry("a/c/d", EntryKind::File),
+            ],
+            hot: HotSet::default(),
+        };
+        let t = Tree::new(&m);
+        let a = t.lookup(ROOT, "a").unwrap();
+        let c = t.lookup(a, "c").unwrap();
+        let d = t.lookup(c, "d").unwrap();
+        assert_eq!(t.get(d).unwrap().entry, Some(3));
+        assert_eq!(t.get(d).unwrap().parent, c);
+        assert_eq!(t.lookup(ROOT, "a-b"), Some(Ino(3)));
+        assert_eq!(t.lookup(a, "d"), None);
+        assert!(t.get(Ino(0)).is_none() && t.get(Ino(99)).is_none());
+        let names: Vec<&String> = t.get(ROOT).unwrap().children.keys().collect();
+        assert_eq!(names, ["a", "a-b"]);
+    }
+}

@@ -174,6 +174,19 @@ fn serve(bundle: &Path, extra: &[&str]) -> (KillOnDrop, String) {
     (KillOnDrop(child), url)
 }
 
+/// `coldstart serve --proxy UPSTREAM --link LINK` as a child; returns it and its URL.
+fn proxy(upstream: &str, link: &str) -> (KillOnDrop, String) {
+    let mut child = coldstart()
+        .args(["serve", "--proxy", upstream, "--link", link])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    (KillOnDrop(child), line.trim().to_owned())
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -267,6 +280,11 @@ fn the_program_runs_from_the_mount_with_every_strategy_and_both_servers() {
 
     let (_server, served) = serve(&bundle, &[]);
     let (_nginx, nginx_url) = nginx(d.path(), &bundle);
+    // The link emulator as a proxy in front of nginx.
+    let nginx_addr = nginx_url.trim_start_matches("http://").trim_end_matches('/').to_owned();
+    let (_proxy, proxied) = proxy(&nginx_addr, "200mbit/2ms");
+    let out = run_remote(&proxied, "reordered", &d.path().join("cache-proxy"), &[]);
+    assert_eq!(check(&out), local, "nginx behind the proxy");
     for (name, url) in [("coldstart serve", &served), ("nginx", &nginx_url)] {
         for s in STRATEGIES {
             let cache = d.path().join(format!("cache-{}-{s}", name.replace(' ', "-")));
