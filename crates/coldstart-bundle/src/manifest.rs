@@ -277,11 +277,13 @@ impl Manifest {
                 }
             }
         }
+        let files = self.file_index();
         let mut seen = HashSet::new();
         let mut total = 0u64;
         for r in &self.hot.chunks {
-            let chunk = self
-                .chunk(r)
+            let chunk = files
+                .get(r.path.as_str())
+                .and_then(|e| e.chunks.get(r.index))
                 .ok_or_else(|| ManifestError::HotRef { path: r.path.clone(), index: r.index })?;
             if !seen.insert(r) {
                 return Err(ManifestError::HotDuplicate { path: r.path.clone(), index: r.index });
@@ -302,7 +304,30 @@ impl Manifest {
         self.files.iter().find(|e| e.path == path)
     }
 
-    /// The chunk `r` refers to.
+    /// Regular files by path.
+    fn file_index(&self) -> HashMap<&str, &Entry> {
+        self.files
+            .iter()
+            .filter(|e| e.kind == EntryKind::File)
+            .map(|e| (e.path.as_str(), e))
+            .collect()
+    }
+
+    /// The chunks of the hot set with their offsets in the hot blob, in order.
+    pub fn hot_chunks(&self) -> Vec<(u64, &Chunk)> {
+        let files = self.file_index();
+        let mut offset = 0;
+        let mut out = Vec::with_capacity(self.hot.chunks.len());
+        for r in &self.hot.chunks {
+            if let Some(c) = files.get(r.path.as_str()).and_then(|e| e.chunks.get(r.index)) {
+                out.push((offset, c));
+                offset += c.length;
+            }
+        }
+        out
+    }
+
+    /// The chunk `r` refers to (a linear search: use [`Manifest::hot_chunks`] for many).
     pub fn chunk(&self, r: &ChunkRef) -> Option<&Chunk> {
         self.files
             .iter()

@@ -225,12 +225,14 @@ fn read_full(file: &mut fs::File, buf: &mut [u8]) -> io::Result<usize> {
 /// Maps the hot list's touches to chunks (first touch wins; a chunk whose content is already
 /// in the hot set is not repeated) and writes the hot blob.
 fn hot_set(manifest: &Manifest, hot: &HotList, bundle: &Path) -> Result<HotSet, PackError> {
+    let by_path: std::collections::HashMap<&str, &Entry> =
+        manifest.files.iter().map(|e| (e.path.as_str(), e)).collect();
     let mut seen_refs = HashSet::new();
     let mut seen_hashes = HashSet::new();
     let mut refs = Vec::new();
     for t in &hot.touches {
         let path = t.path.trim_start_matches("./");
-        let Some(entry) = manifest.entry(path).filter(|e| e.kind == EntryKind::File) else {
+        let Some(entry) = by_path.get(path).filter(|e| e.kind == EntryKind::File) else {
             continue;
         };
         let end = t.offset.saturating_add(t.length.max(1)).min(entry.size);
@@ -249,7 +251,7 @@ fn hot_set(manifest: &Manifest, hot: &HotList, bundle: &Path) -> Result<HotSet, 
     let blob_file = bundle.join(HOT_BLOB);
     let mut data = Vec::new();
     for r in &refs {
-        let c = manifest.chunk(r).expect("refs were built from the manifest");
+        let c = &by_path[r.path.as_str()].chunks[r.index];
         let src = bundle.join(blob_path(&c.sha256));
         data.extend_from_slice(&fs::read(&src).map_err(io_err(&src))?);
     }

@@ -434,14 +434,8 @@ impl Engine {
     /// The hot chunks with their offsets in the hot blob, and the first and last index not
     /// yet in the cache; marks those as pending.
     fn plan_hot(&self) -> Option<HotPlan> {
-        let hot = &self.manifest.hot;
-        let mut chunks = Vec::with_capacity(hot.chunks.len());
-        let mut offset = 0u64;
-        for r in &hot.chunks {
-            let c = self.manifest.chunk(r).expect("validated manifest");
-            chunks.push((offset, c.clone()));
-            offset += c.length;
-        }
+        let chunks: Vec<(u64, Chunk)> =
+            self.manifest.hot_chunks().into_iter().map(|(o, c)| (o, c.clone())).collect();
         let missing: Vec<usize> =
             (0..chunks.len()).filter(|&i| !self.cache.contains(&chunks[i].1.sha256)).collect();
         let (&first, &last) = (missing.first()?, missing.last()?);
@@ -508,10 +502,12 @@ impl Engine {
     /// `stream`: everything not yet cached, files in order of their first hot chunk, then
     /// the rest; waits while any demand fetch is in flight.
     fn stream_rest(&self) {
+        let index: HashMap<&str, usize> =
+            self.manifest.files.iter().enumerate().map(|(i, e)| (e.path.as_str(), i)).collect();
         let mut order: Vec<usize> = Vec::new();
         let mut placed = HashSet::new();
         for r in &self.manifest.hot.chunks {
-            if let Some(i) = self.manifest.files.iter().position(|e| e.path == r.path) {
+            if let Some(&i) = index.get(r.path.as_str()) {
                 if placed.insert(i) {
                     order.push(i);
                 }
@@ -519,8 +515,28 @@ impl Engine {
         }
         order.extend((0..self.manifest.files.len()).filter(|i| placed.insert(*i)));
         let mut seen = HashSet::new();
-        for c in order.into_iter().flat_map(|i| &self.manifest.files[i].chunks) {
-            if !seen.insert(&c.sha256) || self.cache.contains(&c.sha256) {
+        let todo: Vec<&Chunk> = order
+            .into_iter()
+            .flat_map(|i| &self.manifest.files[i].chunks)
+            .filter(|c| seen.insert(&c.sha256))
+            .collect();
+        // Several in flight, leaving one connection free for misses.
+        let workers = self.remote.options().connections.saturating_sub(1).max(1);
+        let next = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                s.spawn(|| self.stream_worker(&todo, &next));
+            }
+        });
+    }
+
+    fn stream_worker(&self, todo: &[&Chunk], next: &AtomicUsize) {
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let Some(c) = todo.get(next.fetch_add(1, Ordering::SeqCst)) else { return };
+            if self.cache.contains(&c.sha256) {
                 continue;
             }
             // Misses go first: wait (bounded) while any is in flight.
