@@ -612,3 +612,39 @@ fn walk_size(dir: &Path) -> u64 {
         })
         .sum()
 }
+
+#[test]
+fn the_sample_program_runs_from_the_mount_profiled_on_one_workload() {
+    use coldstart_sample::{build, Config, Size};
+    let d = tempfile::tempdir().unwrap();
+    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    let dir = d.path().join("app");
+    build(&Config::for_size(Size::Small, 7), &dir).unwrap();
+    let local = |w: &str| {
+        check(&Command::new(dir.join("sample")).args(["--workload", w]).output().unwrap())
+    };
+    let local_b = local("b");
+    assert!(local_b.contains("ready"), "{local_b}");
+
+    // Profile workload a by recording a paged start, pack with it, measure workload b.
+    let plain = pack(d.path(), "bundle0", None);
+    let hot = d.path().join("hot-a.json");
+    let out = coldstart()
+        .args(["run", plain.to_str().unwrap(), "--strategy", "paged", "--cache-dir"])
+        .arg(d.path().join("cache-rec"))
+        .args(["--record", hot.to_str().unwrap(), "--", "{root}/sample", "--workload", "a"])
+        .output()
+        .unwrap();
+    assert_eq!(check(&out), local("a"));
+    let bundle = pack(d.path(), "bundle", Some(&hot));
+    let (_server, url) = serve(&bundle, &[]);
+    for s in STRATEGIES {
+        let out = coldstart()
+            .args(["run", &url, "--strategy", s, "--cache-dir"])
+            .arg(d.path().join(format!("cache-{s}")))
+            .args(["--", "{root}/sample", "--workload", "b"])
+            .output()
+            .unwrap();
+        assert_eq!(check(&out), local_b, "{s}");
+    }
+}
