@@ -133,6 +133,9 @@ pub struct Report {
     pub background_error: Option<String>,
 }
 
+/// How long no miss must have been waiting before background work starts a fetch.
+const QUIET: Duration = Duration::from_millis(100);
+
 struct HotPlan {
     chunks: Vec<(u64, Chunk)>,
     first: usize,
@@ -180,7 +183,8 @@ pub struct Engine {
     hot: Mutex<HotState>,
     hot_cv: Condvar,
     demand: AtomicUsize,
-    demand_cv: (Mutex<()>, Condvar),
+    /// When the last demand fetch ended, and a signal when one does.
+    demand_cv: (Mutex<Option<Instant>>, Condvar),
     stop: AtomicBool,
     counters: Counters,
     recorder: Mutex<Recorder>,
@@ -204,7 +208,7 @@ impl Engine {
             hot: Mutex::default(),
             hot_cv: Condvar::new(),
             demand: AtomicUsize::new(0),
-            demand_cv: (Mutex::new(()), Condvar::new()),
+            demand_cv: (Mutex::new(None), Condvar::new()),
             stop: AtomicBool::new(false),
             counters: Counters::default(),
             recorder: Mutex::default(),
@@ -374,6 +378,7 @@ impl Engine {
                 })
                 .map_err(|e| EngineError::Fetch(e.to_string()));
             if demand {
+                *self.demand_cv.0.lock().unwrap() = Some(Instant::now());
                 self.demand.fetch_sub(1, Ordering::SeqCst);
                 self.demand_cv.1.notify_all();
             }
@@ -520,8 +525,8 @@ impl Engine {
             .flat_map(|i| &self.manifest.files[i].chunks)
             .filter(|c| seen.insert(&c.sha256))
             .collect();
-        // Several in flight, leaving one connection free for misses.
-        let workers = self.remote.options().connections.saturating_sub(1).max(1);
+        // Two in flight keep a high-latency link busy; more would queue ahead of misses.
+        let workers = self.remote.options().connections.saturating_sub(1).clamp(1, 2);
         let next = AtomicUsize::new(0);
         std::thread::scope(|s| {
             for _ in 0..workers {
@@ -539,12 +544,23 @@ impl Engine {
             if self.cache.contains(&c.sha256) {
                 continue;
             }
-            // Misses go first: wait (bounded) while any is in flight.
+            // Misses go first: wait while any is in flight, and until none has been for
+            // QUIET, so that background transfers do not take the link from a program that
+            // is still faulting.
             {
                 let (lock, cv) = &self.demand_cv;
-                let mut g = lock.lock().unwrap();
-                while self.demand.load(Ordering::SeqCst) > 0 && !self.stop.load(Ordering::SeqCst) {
-                    g = cv.wait_timeout(g, Duration::from_millis(50)).unwrap().0;
+                let mut last = lock.lock().unwrap();
+                loop {
+                    if self.stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let busy = self.demand.load(Ordering::SeqCst) > 0;
+                    let quiet_for = last.map_or(QUIET, |t| t.elapsed());
+                    if !busy && quiet_for >= QUIET {
+                        break;
+                    }
+                    let wait = if busy { QUIET } else { QUIET - quiet_for };
+                    last = cv.wait_timeout(last, wait).unwrap().0;
                 }
             }
             if self.stop.load(Ordering::SeqCst) {
