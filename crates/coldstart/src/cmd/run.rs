@@ -61,7 +61,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 let (done, got) = (done.clone(), got.clone());
                 std::thread::spawn(move || {
                     while !done.load(Ordering::SeqCst) {
-                        if let Some(s) = wait_signal(&signals, Duration::from_millis(200)) {
+                        if let Some(s) = wait_signal(&signals, Duration::from_millis(10)) {
                             got.store(s, Ordering::SeqCst);
                             // SAFETY: signalling our own child.
                             unsafe { libc::kill(pid, s) };
