@@ -27,6 +27,7 @@ pub mod measure;
 pub mod ready;
 pub mod result;
 pub mod stats;
+pub mod storage;
 
 pub use cache::CacheState;
 pub use measure::{measure, MeasureOptions};

@@ -1,10 +1,198 @@
 //! Readiness signals: when is a program "started"?
 //!
-//! STATUS: implementation in progress.
+//! Process exit is the right end of start-up for a command-line tool, but not for a server, an
+//! editor or a browser: those are started when they answer, draw or write a marker. The paper
+//! measured "the reply to a message sent to the last window drawn"; here each signal is a
+//! condition the launcher polls or reads while the program runs:
+//!
+//! | signal | ready when | resolution |
+//! | --- | --- | --- |
+//! | `exit` | the root process exits (the default) | exact (`waitid`) |
+//! | `stdout:REGEX` / `stderr:REGEX` | a line of that stream matches REGEX | exact (the pipe is read as data arrives, and drained to the end so the program never blocks on a full pipe) |
+//! | `tcp:PORT` | a TCP connection to 127.0.0.1:PORT is accepted | polled every [`POLL_INTERVAL`] |
+//! | `file:PATH` | PATH appears, or is replaced or touched if it existed before the run (an earlier run's marker does not count) | polled every [`POLL_INTERVAL`] |
+//! | `window:REGEX` | an X11 window whose name matches REGEX is mapped (viewable) on `$DISPLAY` | polled with `xwininfo -root -tree` (then `xwininfo -id` on a match) every [`WINDOW_POLL_INTERVAL`]; one poll took about 8 ms on a loaded 2-core machine under Xvfb, so the figure is late by up to one interval plus one poll (about 20 ms): compare window figures with each other, not with `exit` figures |
+//! | `fd` | the program writes anything to the file descriptor named in `COLDSTART_READY_FD` | exact (a pipe) |
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use regex::Regex;
+
+/// How often polled signals (`tcp:`, `file:`) are checked.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(1);
+
+/// How often `window:` runs `xwininfo` (each poll starts a process; a shorter interval would
+/// load the machine that is being measured).
+pub const WINDOW_POLL_INTERVAL: Duration = Duration::from_millis(10);
+
+/// The environment variable naming the readiness file descriptor for [`Ready::Fd`].
+pub const READY_FD_ENV: &str = "COLDSTART_READY_FD";
 
 /// The signal that ends the start-up of one run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub enum Ready {
     /// The process (the root of the tree) exits.
+    #[default]
     Exit,
+    /// A line of the program's standard output matches.
+    Stdout(Regex),
+    /// A line of the program's standard error matches.
+    Stderr(Regex),
+    /// A TCP connection to 127.0.0.1 on this port succeeds.
+    Tcp(u16),
+    /// This path exists.
+    File(PathBuf),
+    /// An X11 window whose name (`WM_NAME`) matches is mapped on `$DISPLAY`.
+    Window(Regex),
+    /// The program writes to the file descriptor named in `COLDSTART_READY_FD`.
+    Fd,
+}
+
+impl PartialEq for Ready {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+/// A readiness signal that cannot be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid readiness signal `{given}`: {reason} (expected exit, stdout:REGEX, stderr:REGEX, tcp:PORT, file:PATH, window:REGEX or fd)")]
+pub struct ParseReadyError {
+    pub given: String,
+    pub reason: String,
+}
+
+impl FromStr for Ready {
+    type Err = ParseReadyError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = |reason: String| ParseReadyError { given: s.to_string(), reason };
+        let regex = |r: &str| {
+            if r.is_empty() {
+                return Err(err("the regular expression is empty".into()));
+            }
+            Regex::new(r).map_err(|e| err(format!("bad regular expression: {e}")))
+        };
+        match s.split_once(':') {
+            None => match s {
+                "exit" => Ok(Ready::Exit),
+                "fd" => Ok(Ready::Fd),
+                _ => Err(err("unknown signal".into())),
+            },
+            Some(("stdout", r)) => Ok(Ready::Stdout(regex(r)?)),
+            Some(("stderr", r)) => Ok(Ready::Stderr(regex(r)?)),
+            Some(("window", r)) => Ok(Ready::Window(regex(r)?)),
+            Some(("tcp", p)) => match p.parse::<u16>() {
+                Ok(port) if port > 0 => Ok(Ready::Tcp(port)),
+                _ => Err(err(format!("`{p}` is not a TCP port (1-65535)"))),
+            },
+            Some(("file", p)) if !p.is_empty() => Ok(Ready::File(PathBuf::from(p))),
+            Some(("file", _)) => Err(err("the path is empty".into())),
+            Some(_) => Err(err("unknown signal".into())),
+        }
+    }
+}
+
+impl fmt::Display for Ready {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Ready::Exit => f.write_str("exit"),
+            Ready::Stdout(r) => write!(f, "stdout:{}", r.as_str()),
+            Ready::Stderr(r) => write!(f, "stderr:{}", r.as_str()),
+            Ready::Tcp(p) => write!(f, "tcp:{p}"),
+            Ready::File(p) => write!(f, "file:{}", p.display()),
+            Ready::Window(r) => write!(f, "window:{}", r.as_str()),
+            Ready::Fd => f.write_str("fd"),
+        }
+    }
+}
+
+/// Whether `xwininfo -root -tree` output lists a window whose name matches `name`.
+///
+/// Lines look like `     0x200001 "xmessage": ("xmessage" "Xmessage")  300x100+0+0  +0+0`;
+/// the quoted name follows the window id. `xwininfo -tree` lists mapped and unmapped windows
+/// alike, so the caller confirms the map state of a match with [`window_is_viewable`].
+pub fn matching_windows(xwininfo_tree: &str, name: &Regex) -> Vec<String> {
+    let mut ids = Vec::new();
+    for line in xwininfo_tree.lines() {
+        let line = line.trim_start();
+        let Some((id, rest)) = line.split_once(' ') else { continue };
+        if !id.starts_with("0x") {
+            continue;
+        }
+        let Some(rest) = rest.strip_prefix('"') else { continue };
+        let Some(end) = rest.find("\":") else { continue };
+        if name.is_match(&rest[..end]) {
+            ids.push(id.to_string());
+        }
+    }
+    ids
+}
+
+/// Whether `xwininfo -id ID` output says the window is viewable (mapped, with mapped parents).
+pub fn window_is_viewable(xwininfo_id: &str) -> bool {
+    xwininfo_id.lines().any(|l| l.trim() == "Map State: IsViewable")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_prints_every_signal() {
+        for s in [
+            "exit",
+            "fd",
+            "stdout:listening on \\d+",
+            "stderr:ready",
+            "tcp:8080",
+            "file:/tmp/x/ready",
+            "window:^xmessage$",
+        ] {
+            let r: Ready = s.parse().unwrap();
+            assert_eq!(r.to_string(), s);
+        }
+        assert_eq!(Ready::default(), Ready::Exit);
+        assert!(matches!("tcp:80".parse::<Ready>(), Ok(Ready::Tcp(80))));
+    }
+
+    #[test]
+    fn rejects_bad_signals_with_the_reason() {
+        for (s, reason) in [
+            ("tcp:0", "TCP port"),
+            ("tcp:99999", "TCP port"),
+            ("stdout:(", "bad regular expression"),
+            ("stdout:", "empty"),
+            ("file:", "empty"),
+            ("pipe", "unknown"),
+            ("http:80", "unknown"),
+        ] {
+            let e = s.parse::<Ready>().unwrap_err();
+            assert!(e.to_string().contains(reason), "{s}: {e}");
+            assert!(e.to_string().contains(s));
+        }
+    }
+
+    #[test]
+    fn finds_windows_by_name_in_xwininfo_output() {
+        let out = r#"
+xwininfo: Window id: 0x3ca (the root window) (has no name)
+
+  Root window id: 0x3ca (the root window) (has no name)
+  Parent window id: 0x0 (none)
+     2 children:
+     0x200001 "xmessage": ("xmessage" "Xmessage")  300x100+0+0  +0+0
+        1 child:
+        0x200002 (has no name): ()  1x1+0+0  +0+0
+     0x400001 "other window": ()  10x10+0+0  +0+0
+"#;
+        let re = Regex::new("^xmess").unwrap();
+        assert_eq!(matching_windows(out, &re), vec!["0x200001".to_string()]);
+        assert!(matching_windows(out, &Regex::new("nothing").unwrap()).is_empty());
+        assert!(window_is_viewable("  Map State: IsViewable\n"));
+        assert!(!window_is_viewable("  Map State: IsUnMapped\n"));
+    }
 }

@@ -88,6 +88,24 @@ pub struct Comparison {
     pub p_value: f64,
 }
 
+/// The part of start-up spent waiting for storage, estimated as the Firefox measurements
+/// recommend: median wall time in a colder state minus median wall time hot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IoShare {
+    /// The command's label (without the cache state).
+    pub label: String,
+    /// The colder state (`cold`, `selective` or `warm`).
+    pub cache: String,
+    /// Median wall time in that state, seconds.
+    pub cold_median_s: f64,
+    /// Median wall time hot, seconds.
+    pub hot_median_s: f64,
+    /// `cold_median_s - hot_median_s`, seconds.
+    pub io_s: f64,
+    /// `io_s / cold_median_s`: the fraction of the colder start-up that is I/O.
+    pub fraction: f64,
+}
+
 /// Facts about the machine and the measurement that a reader needs to trust the figures.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Environment {
@@ -115,6 +133,9 @@ pub struct MeasureReport {
     pub environment: Environment,
     pub commands: Vec<CommandResult>,
     pub comparison: Option<Comparison>,
+    /// The I/O share of start-up, when a hot state was measured beside a colder one.
+    #[serde(default)]
+    pub io_share: Vec<IoShare>,
     /// Warnings that name a remedy.
     pub warnings: Vec<String>,
 }

@@ -1,1 +1,308 @@
-//! First-touch profiling of start-up without recompiling the program.
+//! First-touch profiling of program start-up, without recompiling the program.
+//!
+//! The paper behind coldstart profiled with a binary rewriter, Firefox with a slow Valgrind
+//! plugin, Chromium by rebuilding with instrumentation (which changes inlining). coldstart
+//! profiles the program *as shipped*:
+//!
+//! - [`trace`](crate::profile) puts a one-shot `int3` at the entry of every function of the
+//!   executable and of every library as the loader maps it, and records the first call of
+//!   each (module, function, thread, time since exec, ordinal). One trap per function that
+//!   runs, none after, so the cost is bounded by the number of distinct functions.
+//! - [`pages`] records every file page start-up faults in or reads, from the kernel's
+//!   `filemap` tracepoints, in a run of its own (breakpoints copy the text pages they patch,
+//!   which would hide those pages from the page trace).
+//! - [`format`](mod@format) is the versioned profile file and the merge of several workloads.
+//!
+//! ```no_run
+//! use coldstart_profile::{profile, ProfileOptions, Ready};
+//!
+//! let mut options = ProfileOptions::new(vec!["python3".into(), "-c".into(), "pass".into()]);
+//! options.ready = Ready::Exit;
+//! let p = profile(&options)?.profile;
+//! for m in &p.modules {
+//!     println!("{}: {} of {} functions", m.path.display(), m.functions.len(), m.functions_total);
+//! }
+//! # Ok::<(), coldstart_profile::ProfileError>(())
+//! ```
+
+pub mod format;
+pub mod pages;
+mod perf;
+pub mod ready;
+mod spawn;
+mod trace;
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use coldstart_elf::SymbolOptions;
+pub use format::{merge, FormatError, Module, PageProfile, Profile, Stop, Touch};
+pub use ready::Ready;
+
+/// What to profile and how.
+#[derive(Debug, Clone)]
+pub struct ProfileOptions {
+    /// The command and its arguments.
+    pub command: Vec<OsString>,
+    /// When start-up is over.
+    pub ready: Ready,
+    /// Also profile child processes (fork/vfork).
+    pub follow_forks: bool,
+    /// Keep profiling a process after it executes another program.
+    pub follow_exec: bool,
+    /// Kill the program at readiness instead of letting it run on.
+    pub kill_at_ready: bool,
+    /// Also record file pages (tracefs; needs root).
+    pub pages: bool,
+    /// The workload label written into the profile.
+    pub workload: String,
+    /// Where to find debug files for stripped modules.
+    pub symbols: SymbolOptions,
+    /// Give up (and kill the program) when readiness has not come after this long.
+    pub timeout: Option<Duration>,
+}
+
+impl ProfileOptions {
+    /// Defaults: readiness at exit, no following, no pages, workload `default`, 60 s timeout.
+    pub fn new(command: Vec<OsString>) -> ProfileOptions {
+        ProfileOptions {
+            command,
+            ready: Ready::Exit,
+            follow_forks: false,
+            follow_exec: false,
+            kill_at_ready: false,
+            pages: false,
+            workload: "default".into(),
+            symbols: SymbolOptions::default(),
+            timeout: Some(Duration::from_secs(60)),
+        }
+    }
+}
+
+/// Why profiling failed. Each says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("no command given: put it after `--`")]
+    NoCommand,
+    #[error("command not found: {command} (not a file, and not in PATH)")]
+    CommandNotFound { command: String },
+    #[error(transparent)]
+    Elf(#[from] coldstart_elf::ElfError),
+    #[error("{path} is not an x86-64 program; the function profiler writes x86 breakpoints (use --pages alone on other machines)")]
+    UnsupportedMachine { path: PathBuf },
+    #[error("{path} is setuid or setgid: under ptrace it would run without its privileges; run coldstart as root, or profile a copy without the bit")]
+    Setuid { path: PathBuf },
+    #[error("cannot trace the program: ptrace(PTRACE_TRACEME) failed: {source}; is coldstart itself being traced, or does /proc/sys/kernel/yama/ptrace_scope (3 = no ptrace) or a container without CAP_SYS_PTRACE forbid it?")]
+    CannotTrace { source: std::io::Error },
+    #[error("cannot execute {path}: {source}")]
+    Exec { path: PathBuf, source: std::io::Error },
+    #[error("{call} failed: {source}")]
+    Os { call: &'static str, source: std::io::Error },
+    #[error("{0}")]
+    Setup(String),
+    #[error(transparent)]
+    Pages(#[from] pages::PagesError),
+}
+
+impl ProfileError {
+    pub(crate) fn os(call: &'static str, source: std::io::Error) -> ProfileError {
+        ProfileError::Os { call, source }
+    }
+}
+
+/// Check that `command[0]` can be profiled before anything runs.
+fn check_program(options: &ProfileOptions) -> Result<PathBuf, ProfileError> {
+    use std::os::unix::fs::MetadataExt;
+    let first = options.command.first().ok_or(ProfileError::NoCommand)?;
+    let path = spawn::resolve(first)?;
+    let is_script = std::fs::File::open(&path)
+        .and_then(|mut f| {
+            let mut b = [0u8; 2];
+            f.read_exact(&mut b).map(|()| &b == b"#!")
+        })
+        .unwrap_or(false);
+    if !is_script {
+        // Refuses non-ELF and 32-bit files with a clear message.
+        coldstart_elf::ElfInfo::open(
+            &path,
+            &SymbolOptions { use_debug_files: false, ..Default::default() },
+        )?;
+    }
+    let meta = std::fs::metadata(&path).map_err(|e| ProfileError::os("stat", e))?;
+    // SAFETY: geteuid has no preconditions.
+    if meta.mode() & 0o6000 != 0 && unsafe { libc::geteuid() } != 0 {
+        return Err(ProfileError::Setuid { path });
+    }
+    Ok(path)
+}
+
+/// A run of the program with readiness wired up.
+pub(crate) struct Launched {
+    pub stopped: spawn::Stopped,
+    pub signal: ready::Signal,
+    /// Readable when readiness fires (the tracer polls it).
+    pub ready_read: std::fs::File,
+    /// Threads forwarding the program's output (they end when the program closes it).
+    pub readers: Vec<std::thread::JoinHandle<()>>,
+    /// Threads polling `tcp:`, `file:` or `window:` (they end when `signal.done` is set).
+    pub pollers: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Launched {
+    /// Polling watchers never outlive the run, even when it ends with an error.
+    fn drop(&mut self) {
+        self.signal.done.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Launched {
+    /// Stop the polling watchers.
+    pub(crate) fn stop_pollers(&mut self) {
+        self.signal.done.store(true, std::sync::atomic::Ordering::SeqCst);
+        for p in self.pollers.drain(..) {
+            let _ = p.join();
+        }
+    }
+}
+
+pub(crate) fn launch(
+    options: &ProfileOptions,
+    path: &std::path::Path,
+    traced: bool,
+) -> Result<Launched, ProfileError> {
+    let (pipe_out, pipe_err) = match options.ready {
+        Ready::Stdout(_) => (true, false),
+        Ready::Stderr(_) => (false, true),
+        _ => (false, false),
+    };
+    let (signal, ready_read) = ready::Signal::new().map_err(|e| ProfileError::os("pipe2", e))?;
+    let fd_pipe = match options.ready {
+        Ready::Fd => Some(ready::pipe(libc::O_CLOEXEC).map_err(|e| ProfileError::os("pipe2", e))?),
+        _ => None,
+    };
+    let child_fd = fd_pipe.as_ref().map(|(_, w)| std::os::fd::AsRawFd::as_raw_fd(w));
+    let mut stopped =
+        spawn::spawn_stopped(path, &options.command, traced, pipe_out, pipe_err, child_fd)?;
+    let mut readers = Vec::new();
+    let mut pollers = Vec::new();
+    match &options.ready {
+        Ready::Stdout(r) | Ready::Stderr(r) => {
+            let from =
+                stopped.stdout.take().or_else(|| stopped.stderr.take()).expect("piped output");
+            readers.push(ready::watch_output(from, pipe_err, Some(r.clone()), signal.clone()));
+        }
+        Ready::Fd => {
+            let (r, w) = fd_pipe.expect("fd pipe");
+            drop(w);
+            readers.push(ready::watch_fd(std::fs::File::from(r), signal.clone()));
+        }
+        other => pollers.extend(ready::watch_polled(other, signal.clone())),
+    }
+    Ok(Launched { stopped, signal, ready_read, readers, pollers })
+}
+
+/// A finished profile, and the program's output when it runs on.
+pub struct Recording {
+    pub profile: Profile,
+    forwarding: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Recording {
+    /// Whether the program was detached at an output readiness signal and runs on with its
+    /// output flowing through this process (its output was a pipe to find the signal).
+    pub fn forwarding_output(&self) -> bool {
+        !self.forwarding.is_empty()
+    }
+
+    /// Keep forwarding the program's output until it closes it, so a program that runs on
+    /// after profiling does not lose its output (or die of `SIGPIPE`).
+    pub fn wait_for_output(self) {
+        for r in self.forwarding {
+            let _ = r.join();
+        }
+    }
+}
+
+/// Profile one start-up of `options.command`: functions always, file pages with
+/// `options.pages` (in a separate run before the function run).
+pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
+    use std::os::fd::AsRawFd;
+    let path = check_program(options)?;
+    block_sigchld();
+    let mut warnings = Vec::new();
+    let page_profile = if options.pages {
+        match pages::record_pages(options, &path) {
+            Ok((p, w)) => {
+                warnings.extend(w);
+                Some(p)
+            }
+            Err(e) => return Err(e),
+        }
+    } else {
+        None
+    };
+
+    let mut launched = launch(options, &path, true)?;
+    let pid = launched.stopped.pid;
+    let mut guard = trace::TreeGuard { pgid: pid, armed: true };
+    let trace_options = trace::TraceOptions {
+        follow_forks: options.follow_forks,
+        follow_exec: options.follow_exec,
+        kill_at_ready: options.kill_at_ready,
+        symbols: &options.symbols,
+        ready_label: options.ready.to_string(),
+        timeout: options.timeout,
+    };
+    let tracer = trace::Tracer::start(trace_options, pid, &mut launched.stopped.errors, &path)?;
+    let traced = tracer.run(launched.signal.flag(), Some(launched.ready_read.as_raw_fd()));
+    launched.stop_pollers();
+    let traced = traced?;
+    guard.armed = false;
+    // The program may run on; its output keeps flowing while coldstart lives. When it was
+    // killed or has exited, wait for the forwarding threads to drain.
+    if !matches!(traced.stop, Stop::Ready { killed: false, .. }) {
+        for r in launched.readers.drain(..) {
+            let _ = r.join();
+        }
+    }
+    warnings.extend(traced.warnings);
+    let mut page_profile = page_profile;
+    if let Some(pages) = page_profile.as_mut() {
+        let mut candidates: Vec<PathBuf> = traced.modules.iter().map(|m| m.path.clone()).collect();
+        candidates.push(path.clone());
+        let unnamed = pages::resolve_with(pages, &candidates);
+        if unnamed > 0 {
+            warnings.push(format!(
+                "{unnamed} files in the page trace were closed before readiness and are named by device and inode only"
+            ));
+        }
+    }
+    let profile = Profile {
+        format: format::FORMAT.into(),
+        version: format::VERSION,
+        workload: options.workload.clone(),
+        command: options.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
+        created_unix: format::now_unix(),
+        duration_ns: traced.duration_ns,
+        stop: traced.stop,
+        modules: traced.modules,
+        pages: page_profile,
+        warnings,
+        workloads: Vec::new(),
+    };
+    Ok(Recording { profile, forwarding: std::mem::take(&mut launched.readers) })
+}
+
+/// Block `SIGCHLD` in the calling thread before any helper thread starts, so helper threads
+/// inherit the mask and the tracer's `signalfd` sees every child state change.
+fn block_sigchld() {
+    // SAFETY: changing this thread's signal mask.
+    unsafe {
+        let mut mask: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut mask);
+        libc::sigaddset(&mut mask, libc::SIGCHLD);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut());
+    }
+}

@@ -29,6 +29,16 @@ pub enum Command {
     Mount(cmd::mount::Args),
     /// Mount a bundle in a temporary directory, run a command from it, unmount and report.
     Run(cmd::run::Args),
+    /// How much of each code page start-up uses; the pages and faults an ideal layout needs.
+    Analyze(cmd::analyze::Args),
+    /// Turn profiles into a function order for lld, gold, GNU ld, ld64 or BOLT.
+    Order(cmd::order::Args),
+    /// Run a build with function sections and lld with the order file, then verify.
+    Link(cmd::link::Args),
+    /// Rewrite a binary linked with --emit-relocs in the order through llvm-bolt, then verify.
+    Bolt(cmd::bolt::Args),
+    /// Check where the ordered functions ended up; exit 1 if the order did not take effect.
+    Verify(cmd::verify::Args),
     /// Run the pipeline on the bundled sample program and print what it found.
     Demo(cmd::demo::Args),
 }

@@ -93,6 +93,7 @@ fn report() -> MeasureReport {
             ratio_ci95: (1.1, 1.35),
             p_value: 0.0021,
         }),
+        io_share: Vec::new(),
         warnings: vec!["1 run excluded: eviction did not hold; stop pid 42 (editor)".into()],
     }
 }

@@ -1,10 +1,253 @@
-//! `coldstart measure`.
+//! `coldstart measure`: start a command many times in a known, verified cache state and
+//! report its start-up.
+//!
+//! The arguments become a [`MeasureOptions`] (validated before anything runs: a command
+//! that does not exist is exit code 2, `--cache cold` without root exit code 3), the library
+//! measures with the Linux executor, and this module draws the progress bar (only on a
+//! terminal), prints the table and warnings, and writes the exports atomically as soon as
+//! each cache state is done.
 
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use coldstart_measure::launch::LinuxExecutor;
+use coldstart_measure::measure::{MeasureError, Progress};
+use coldstart_measure::{export, CacheState, MeasureOptions, MeasureReport, Ready};
+
+use crate::exit;
+
+/// The separator between the two commands of a comparison.
+const SEPARATOR: &str = ":::";
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+#[command(
+    after_help = "The program runs with standard input and output on /dev/null (except the stream a \
+    stdout:/stderr: signal reads), in its own process group and cgroup.\n\nExamples:\n  coldstart measure --cache cold,hot -- ./myprog --version\n  \
+    coldstart measure --ready 'stdout:listening' -- ./server\n  \
+    coldstart measure --compare --cache selective -- ./old ::: ./new"
+)]
+pub struct Args {
+    /// Cache state before each run: hot, warm, selective or cold; several separated by commas
+    /// (`cold,hot` also reports the I/O share: cold median minus hot median).
+    #[arg(long, value_name = "STATE[,STATE]", default_value = "hot")]
+    pub cache: String,
+    /// When start-up ends: exit, stdout:REGEX, stderr:REGEX, tcp:PORT, file:PATH,
+    /// window:NAME-REGEX or fd (the program writes to the fd in $COLDSTART_READY_FD).
+    #[arg(long, value_name = "SIGNAL", default_value = "exit")]
+    pub ready: String,
+    /// Measured runs per command and cache state.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub runs: usize,
+    /// Unrecorded runs before the measured ones (at least one for `hot`).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub warmup: usize,
+    /// Bound of each run, in seconds; a run not ready by then is killed and excluded.
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    pub timeout: f64,
+    /// Write the full report (every run's figures) as JSON (docs/formats/measure.md).
+    #[arg(long, value_name = "FILE")]
+    pub export_json: Option<PathBuf>,
+    /// Write every run as CSV.
+    #[arg(long, value_name = "FILE")]
+    pub export_csv: Option<PathBuf>,
+    /// Write the summary as a Markdown table.
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
+    /// Compare two commands separated by `:::`, run interleaved (A B A B ...).
+    #[arg(long)]
+    pub compare: bool,
+    /// The command to measure (after `--`), and with --compare a second one after `:::`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    Err(crate::exit::usage("`coldstart measure` is not available in this build yet"))
+/// Turn the arguments into validated options (exit code 2 or 3 on bad input).
+fn options(args: &Args) -> anyhow::Result<MeasureOptions> {
+    let mut caches = Vec::new();
+    for s in args.cache.split(',') {
+        let state: CacheState =
+            s.trim().parse().map_err(|e| exit::usage(format!("--cache {}: {e}", args.cache)))?;
+        caches.push(state);
+    }
+    let ready: Ready = args.ready.parse().map_err(|e| exit::usage(format!("--ready: {e}")))?;
+    let mut commands: Vec<Vec<String>> =
+        args.command.split(|a| a == SEPARATOR).map(|c| c.to_vec()).collect();
+    if commands.len() == 1 && commands[0].is_empty() {
+        return Err(exit::usage(
+            "no command to measure: give it after `--`, e.g. coldstart measure -- ls",
+        ));
+    }
+    if commands.iter().any(|c| c.is_empty()) {
+        return Err(exit::usage(format!("an empty command around `{SEPARATOR}`")));
+    }
+    match (args.compare, commands.len()) {
+        (false, 1) | (true, 2) => {}
+        (true, _) => {
+            return Err(exit::usage(format!(
+            "--compare needs exactly two commands separated by `{SEPARATOR}`: -- A {SEPARATOR} B"
+        )))
+        }
+        (false, _) => {
+            return Err(exit::usage(format!(
+                "`{SEPARATOR}` separates two commands to compare: add --compare"
+            )))
+        }
+    }
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        return Err(exit::usage(format!(
+            "--timeout {}: give a positive number of seconds",
+            args.timeout
+        )));
+    }
+    // Resolve relative program paths against the current directory once, so what was
+    // validated is what runs.
+    for c in &mut commands {
+        if c[0].contains('/') {
+            if let Ok(abs) = std::path::absolute(&c[0]) {
+                c[0] = abs.to_string_lossy().into_owned();
+            }
+        }
+    }
+    let opts = MeasureOptions {
+        commands,
+        caches,
+        ready,
+        runs: args.runs,
+        warmup: args.warmup,
+        timeout: Duration::from_secs_f64(args.timeout),
+    };
+    opts.validate().map_err(coded)?;
+    Ok(opts)
+}
+
+fn coded(e: MeasureError) -> anyhow::Error {
+    match e {
+        MeasureError::NeedsRoot => exit::privilege(e.to_string()),
+        MeasureError::Invalid(_) | MeasureError::Launch(_) => exit::usage(e.to_string()),
+        other => anyhow::Error::new(other),
+    }
+}
+
+fn write_exports(args: &Args, report: &MeasureReport) -> anyhow::Result<()> {
+    let write =
+        |path: &Option<PathBuf>, render: &dyn Fn(&MeasureReport) -> String| -> anyhow::Result<()> {
+            if let Some(p) = path {
+                export::write_atomic(p, render(report).as_bytes())
+                    .with_context(|| format!("cannot write {}", p.display()))?;
+            }
+            Ok(())
+        };
+    write(&args.export_json, &export::to_json)?;
+    write(&args.export_csv, &export::to_csv)?;
+    write(&args.export_markdown, &export::to_markdown)?;
+    Ok(())
+}
+
+fn check_export_dirs(args: &Args) -> anyhow::Result<()> {
+    for (flag, p) in [
+        ("--export-json", &args.export_json),
+        ("--export-csv", &args.export_csv),
+        ("--export-markdown", &args.export_markdown),
+    ] {
+        if let Some(p) = p {
+            let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            if !dir.is_dir() {
+                return Err(exit::usage(format!(
+                    "{flag} {}: directory {} does not exist",
+                    p.display(),
+                    dir.display()
+                )));
+            }
+            if p.is_dir() {
+                return Err(exit::usage(format!("{flag} {}: is a directory", p.display())));
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let opts = options(&args)?;
+    check_export_dirs(&args)?;
+    coldstart_measure::cgroup::install_interrupt_cleanup()
+        .context("cannot install the interrupt handler")?;
+    let mut exec = LinuxExecutor::new();
+
+    let bar = std::io::stderr().is_terminal().then(|| {
+        // Hidden until the first phase gives it a length.
+        let b = indicatif::ProgressBar::with_draw_target(
+            Some(0),
+            indicatif::ProgressDrawTarget::hidden(),
+        );
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        b
+    });
+    let mut export_error = None;
+    let mut on_progress = |p: Progress| match p {
+        Progress::Phase { cache, total } => {
+            if let Some(b) = &bar {
+                b.set_prefix(cache.to_string());
+                b.set_length(total as u64);
+                b.set_position(0);
+                b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            }
+        }
+        Progress::Run { label, measured, wall_s } => {
+            if let Some(b) = &bar {
+                let kind = if measured { "" } else { " (warm-up)" };
+                b.set_message(format!("{label}{kind}: {:.1} ms", wall_s * 1e3));
+                b.inc(1);
+            }
+        }
+        Progress::Snapshot(report) => {
+            if let Err(e) = write_exports(&args, &report) {
+                export_error.get_or_insert(e);
+            }
+        }
+    };
+    let report = coldstart_measure::measure(&opts, &mut exec, &mut on_progress).map_err(coded)?;
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    if let Some(e) = export_error {
+        return Err(e);
+    }
+    write_exports(&args, &report)?;
+
+    let mut out = std::io::stdout().lock();
+    out.write_all(export::to_table(&report).as_bytes())?;
+    for share in &report.io_share {
+        writeln!(
+            out,
+            "I/O share of {} ({} - hot): {:.1} ms of {:.1} ms ({:.0}%)",
+            share.label,
+            share.cache,
+            share.io_s * 1e3,
+            share.cold_median_s * 1e3,
+            share.fraction * 100.0
+        )?;
+    }
+    out.flush()?;
+    // The table ends with the warnings.
+    let empty: Vec<&str> = report
+        .commands
+        .iter()
+        .filter(|c| c.runs.iter().all(|r| r.excluded.is_some()))
+        .map(|c| c.label.as_str())
+        .collect();
+    if !empty.is_empty() {
+        eprintln!(
+            "coldstart: error: no run of {} counted (see the warnings above)",
+            empty.join(", ")
+        );
+        return Ok(ExitCode::from(exit::FAILURE_FOUND));
+    }
+    Ok(exit::SUCCESS)
 }

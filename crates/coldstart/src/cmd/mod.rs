@@ -1,13 +1,18 @@
 //! One module per subcommand: its clap `Args`, the conversion to library options, and printing.
 
+pub mod analyze;
+pub mod bolt;
 pub mod demo;
+pub mod link;
 pub mod measure;
 pub mod mount;
+pub mod order;
 pub mod pack;
 pub mod profile;
 pub mod run;
 pub mod sample;
 pub mod serve;
+pub mod verify;
 
 use std::process::ExitCode;
 
@@ -23,5 +28,10 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mount(args) => mount::run(args),
         Command::Run(args) => run::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Analyze(args) => analyze::run(args),
+        Command::Order(args) => order::run(args),
+        Command::Link(args) => link::run(args),
+        Command::Bolt(args) => bolt::run(args),
+        Command::Verify(args) => verify::run(args),
     }
 }

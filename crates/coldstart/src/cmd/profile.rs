@@ -1,10 +1,207 @@
-//! `coldstart profile`.
+//! `coldstart profile`: record the first-touch order of functions (and file pages) of a
+//! start-up; `coldstart profile merge`: merge profiles of several workloads.
 
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use coldstart_profile::{format, Profile, ProfileOptions, Ready, Stop};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct Args {
+    #[command(subcommand)]
+    pub action: Option<Action>,
+    /// When start-up is over, as for `measure --ready`: exit, stdout:REGEX, stderr:REGEX,
+    /// tcp:PORT, file:PATH, window:REGEX or fd.
+    #[arg(long, default_value = "exit", value_name = "SIGNAL")]
+    pub ready: String,
+    /// Also record every file page start-up touches (tracefs; root), in a run of its own.
+    #[arg(long)]
+    pub pages: bool,
+    /// Also profile child processes.
+    #[arg(long)]
+    pub follow_forks: bool,
+    /// Keep profiling a process that executes another program.
+    #[arg(long)]
+    pub follow_exec: bool,
+    /// Kill the program at readiness (default: detach and let it run on).
+    #[arg(long)]
+    pub kill_at_ready: bool,
+    /// Label of this workload, kept when profiles are merged.
+    #[arg(long, default_value = "default", value_name = "LABEL")]
+    pub workload: String,
+    /// Give up after this many seconds without readiness (0: never).
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    pub timeout: f64,
+    /// Where to write the profile.
+    #[arg(short, long, value_name = "P.json", required = true)]
+    pub output: Option<PathBuf>,
+    /// The command to profile, after `--`.
+    #[arg(last = true, value_name = "CMD", required = true)]
+    pub command: Vec<OsString>,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    Err(crate::exit::usage("`coldstart profile` is not available in this build yet"))
+#[derive(Debug, clap::Subcommand)]
+pub enum Action {
+    /// Merge profiles of several workloads, keeping each workload's data.
+    Merge(MergeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// Profiles to merge.
+    #[arg(required = true, value_name = "P.json")]
+    pub inputs: Vec<PathBuf>,
+    /// Where to write the merged profile.
+    #[arg(short, long, value_name = "M.json")]
+    pub output: PathBuf,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(Action::Merge(m)) = args.action {
+        return merge(m);
+    }
+    let output = args.output.ok_or_else(|| crate::exit::usage("give -o P.json"))?;
+    let ready: Ready =
+        args.ready.parse().map_err(|e| crate::exit::usage(format!("--ready: {e}")))?;
+    let mut options = ProfileOptions::new(args.command);
+    options.ready = ready;
+    options.pages = args.pages;
+    options.follow_forks = args.follow_forks;
+    options.follow_exec = args.follow_exec;
+    options.kill_at_ready = args.kill_at_ready;
+    options.workload = args.workload;
+    options.timeout = (args.timeout > 0.0).then(|| Duration::from_secs_f64(args.timeout));
+    let recording = coldstart_profile::profile(&options).map_err(|e| match e {
+        coldstart_profile::ProfileError::NoCommand
+        | coldstart_profile::ProfileError::CommandNotFound { .. }
+        | coldstart_profile::ProfileError::Elf(_)
+        | coldstart_profile::ProfileError::UnsupportedMachine { .. } => {
+            crate::exit::usage(e.to_string())
+        }
+        coldstart_profile::ProfileError::Setuid { .. }
+        | coldstart_profile::ProfileError::CannotTrace { .. }
+        | coldstart_profile::ProfileError::Pages(coldstart_profile::pages::PagesError::Perf(_)) => {
+            crate::exit::privilege(e.to_string())
+        }
+        other => anyhow::Error::new(other),
+    })?;
+    let profile = &recording.profile;
+    profile.write(&output).with_context(|| format!("writing {}", output.display()))?;
+    summarize(profile, &output);
+    let code = match profile.stop {
+        Stop::Crash { .. } | Stop::Timeout { .. } => ExitCode::from(crate::exit::FAILURE_FOUND),
+        _ => crate::exit::SUCCESS,
+    };
+    if recording.forwarding_output() {
+        eprintln!(
+            "coldstart: the program runs on; forwarding its output until it closes it (use --kill-at-ready to stop it at readiness)"
+        );
+        recording.wait_for_output();
+    }
+    Ok(code)
+}
+
+fn summarize(profile: &Profile, output: &std::path::Path) {
+    for w in &profile.warnings {
+        eprintln!("coldstart: warning: {w}");
+    }
+    match &profile.stop {
+        Stop::Crash { signal, pid, fault } => {
+            eprint!("coldstart: the program crashed during start-up: pid {pid} killed by {signal}");
+            if let Some(f) = fault {
+                eprint!(" at {:#x}", f.ip);
+                if let Some(l) = &f.location {
+                    eprint!(" ({l})");
+                }
+            }
+            eprintln!("; the profile up to the crash is kept");
+        }
+        Stop::Timeout { seconds } => {
+            eprintln!("coldstart: not ready after {seconds} s: the program was killed; the profile so far is kept")
+        }
+        _ => {}
+    }
+    let total: usize = profile.modules.iter().map(|m| m.functions.len()).sum();
+    println!(
+        "profile `{}`: {} functions in {} modules, {:.1} ms to {}",
+        profile.workload,
+        total,
+        profile.modules.iter().filter(|m| !m.functions.is_empty()).count(),
+        profile.duration_ns as f64 / 1e6,
+        match &profile.stop {
+            Stop::Ready { signal, .. } => format!("readiness ({signal})"),
+            Stop::Exit { code } => format!("exit (status {code})"),
+            Stop::Crash { signal, .. } => format!("crash ({signal})"),
+            Stop::Timeout { .. } => "timeout".into(),
+            Stop::Merged => "merge".into(),
+        }
+    );
+    for m in profile.modules.iter().filter(|m| !m.functions.is_empty()) {
+        println!(
+            "  {:>6} / {:<6} {} ({})",
+            m.functions.len(),
+            m.functions_total,
+            m.path.display(),
+            m.symbols
+        );
+    }
+    let order = profile.first_touch_order();
+    if !order.is_empty() {
+        let last: Vec<String> = order
+            .iter()
+            .filter(|(m, _)| m.symbols != "none")
+            .rev()
+            .take(3)
+            .map(|(_, t)| coldstart_elf::demangle(&t.names[0]))
+            .collect();
+        println!(
+            "  last functions before the end: {}",
+            last.into_iter().rev().collect::<Vec<_>>().join(", ")
+        );
+    }
+    if let Some(p) = &profile.pages {
+        let pages: u64 = p.accesses.iter().map(|a| a.count).sum();
+        println!(
+            "  {} page accesses ({} pages) in {} files{}",
+            p.accesses.len(),
+            pages,
+            p.files.len(),
+            if p.sampled { " (sampled)" } else { "" }
+        );
+    }
+    if let Some(p) = &profile.pages {
+        // Code, relocations and data read per section, for the files start-up touched most.
+        let sections = coldstart_profile::pages::section_pages(p);
+        let mut by_use: Vec<(usize, u64)> = sections
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, s.iter().map(|x| x.touched).sum::<u64>()))
+            .filter(|&(_, n)| n > 0)
+            .collect();
+        by_use.sort_by_key(|&(i, n)| (std::cmp::Reverse(n), i));
+        for &(i, _) in by_use.iter().take(3) {
+            let list: Vec<String> = sections[i]
+                .iter()
+                .filter(|s| s.touched > 0)
+                .map(|s| format!("{} {}/{}", s.name, s.touched, s.pages))
+                .collect();
+            println!("  pages by section in {}: {}", p.files[i].path.display(), list.join(", "));
+        }
+    }
+    println!("written to {}", output.display());
+}
+
+fn merge(args: MergeArgs) -> anyhow::Result<ExitCode> {
+    let mut inputs = Vec::new();
+    for path in &args.inputs {
+        inputs.push(Profile::read(path).map_err(|e| crate::exit::usage(e.to_string()))?);
+    }
+    let merged = format::merge(inputs).map_err(|e| crate::exit::usage(e.to_string()))?;
+    merged.write(&args.output).with_context(|| format!("writing {}", args.output.display()))?;
+    summarize(&merged, &args.output);
+    Ok(crate::exit::SUCCESS)
 }

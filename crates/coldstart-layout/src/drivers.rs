@@ -1,0 +1,210 @@
+//! Driving the tools that apply an order: the user's own build with the flags injected
+//! (`link`), and llvm-bolt on an already linked binary (`bolt`).
+//!
+//! `link` sets `CFLAGS`/`CXXFLAGS`/`LDFLAGS` (appending to what the caller has), adds the
+//! `-C link-arg=...` flags to `RUSTFLAGS` for Cargo, and puts compiler wrappers for
+//! `cc gcc clang clang-19 c++ g++ clang++ clang++-19` first on `PATH`: a build that sets
+//! its own `CFLAGS` (a Makefile assignment) or a plain compiler line still compiles with
+//! function sections and links with lld and the order file. When `ld.lld` is not on
+//! `PATH` (Debian installs `ld.lld-19`), `-B` points the compiler driver at LLVM's
+//! directory, which holds `ld.lld`.
+
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::LayoutError;
+
+/// Compilers wrapped on `PATH` during `link`.
+pub const WRAPPED_COMPILERS: [&str; 8] =
+    ["cc", "gcc", "clang", "clang-19", "c++", "g++", "clang++", "clang++-19"];
+
+/// Find an executable on `PATH`.
+pub fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+/// The directory to pass with `-B` so a compiler driver finds `ld.lld`, or `None` when
+/// `ld.lld` is on `PATH` already.
+pub fn lld_dir() -> Result<Option<PathBuf>, LayoutError> {
+    if which("ld.lld").is_some() {
+        return Ok(None);
+    }
+    for v in (14..=25).rev() {
+        let dir = PathBuf::from(format!("/usr/lib/llvm-{v}/bin"));
+        if dir.join("ld.lld").is_file() {
+            return Ok(Some(dir));
+        }
+    }
+    Err(LayoutError::Tool {
+        tool: "ld.lld".into(),
+        message: "lld is not installed: install it (Debian: apt-get install lld-19)".into(),
+    })
+}
+
+/// Flags added for a build with `order` (absolute path).
+#[derive(Debug, Clone)]
+pub struct InjectedFlags {
+    pub compile: Vec<String>,
+    pub link: Vec<String>,
+    pub rust: Vec<String>,
+}
+
+impl InjectedFlags {
+    pub fn new(order: &Path, lld_dir: Option<&Path>) -> InjectedFlags {
+        let mut link = vec!["-fuse-ld=lld".to_owned()];
+        if let Some(d) = lld_dir {
+            link.push(format!("-B{}", d.display()));
+        }
+        link.push(format!("-Wl,--symbol-ordering-file={}", order.display()));
+        link.push("-Wl,--no-warn-symbol-ordering".to_owned());
+        let rust = link.iter().flat_map(|f| ["-C".to_owned(), format!("link-arg={f}")]).collect();
+        InjectedFlags {
+            compile: vec!["-ffunction-sections".into(), "-fdata-sections".into()],
+            link,
+            rust,
+        }
+    }
+}
+
+/// A prepared build: the command with its environment, and the wrapper directory that
+/// lives as long as this value.
+pub struct PreparedBuild {
+    pub command: Command,
+    pub flags: InjectedFlags,
+    _wrappers: tempfile::TempDir,
+}
+
+/// Prepare `build` (program and arguments) to run with `order` applied, and with
+/// `extra_link` flags added to every link (for example `-Wl,-z,pack-relative-relocs`).
+pub fn prepare_build(
+    build: &[String],
+    order: &Path,
+    extra_link: &[String],
+) -> Result<PreparedBuild, LayoutError> {
+    let (program, args) = build
+        .split_first()
+        .ok_or_else(|| LayoutError::Invalid("no build command given after --".into()))?;
+    let order =
+        std::fs::canonicalize(order).map_err(|e| LayoutError::io("read order file", order, e))?;
+    let mut flags = InjectedFlags::new(&order, lld_dir()?.as_deref());
+    for f in extra_link {
+        flags.link.push(f.clone());
+        flags.rust.extend(["-C".to_owned(), format!("link-arg={f}")]);
+    }
+    let wrappers = tempfile::Builder::new()
+        .prefix("coldstart-link-")
+        .tempdir()
+        .map_err(|e| LayoutError::io("create", Path::new("/tmp/coldstart-link-*"), e))?;
+    let old_path = std::env::var_os("PATH").unwrap_or_default();
+    for name in WRAPPED_COMPILERS {
+        let Some(real) = which(name) else { continue };
+        let script = wrapper_script(&real, &flags);
+        let path = wrappers.path().join(name);
+        std::fs::write(&path, script).map_err(|e| LayoutError::io("write", &path, e))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| LayoutError::io("chmod", &path, e))?;
+    }
+    let mut path = OsString::from(wrappers.path());
+    path.push(":");
+    path.push(&old_path);
+    let append = |var: &str, add: &[String]| {
+        let mut v = std::env::var(var).unwrap_or_default();
+        for a in add {
+            if !v.is_empty() {
+                v.push(' ');
+            }
+            v.push_str(a);
+        }
+        v
+    };
+    let mut command = Command::new(program);
+    command.args(args);
+    command.env("PATH", path);
+    command.env("CFLAGS", append("CFLAGS", &flags.compile));
+    command.env("CXXFLAGS", append("CXXFLAGS", &flags.compile));
+    command.env("LDFLAGS", append("LDFLAGS", &flags.link));
+    command.env("RUSTFLAGS", append("RUSTFLAGS", &flags.rust));
+    Ok(PreparedBuild { command, flags, _wrappers: wrappers })
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+fn wrapper_script(real: &Path, flags: &InjectedFlags) -> String {
+    let compile = flags.compile.iter().map(|f| shell_quote(f)).collect::<Vec<_>>().join(" ");
+    let link = flags.link.iter().map(|f| shell_quote(f)).collect::<Vec<_>>().join(" ");
+    let real = shell_quote(&real.display().to_string());
+    format!(
+        "#!/bin/sh\n# coldstart link: compile with function sections, link with lld and the order file.\n\
+         link=1\nfor a in \"$@\"; do case \"$a\" in -c|-S|-E|-M|-MM|-fsyntax-only|--version|-v|-dumpversion|-dumpmachine|-print-*) link=0;; esac; done\n\
+         if [ $link = 1 ]; then exec {real} {compile} \"$@\" {link}; else exec {real} {compile} \"$@\"; fi\n"
+    )
+}
+
+/// The llvm-bolt executable: `llvm-bolt` on `PATH`, Debian's `llvm-bolt-19`, or LLVM's
+/// directory.
+pub fn find_bolt() -> Result<PathBuf, LayoutError> {
+    if let Some(p) = which("llvm-bolt").or_else(|| which("llvm-bolt-19")) {
+        return Ok(p);
+    }
+    for v in (14..=25).rev() {
+        let p = PathBuf::from(format!("/usr/lib/llvm-{v}/bin/llvm-bolt"));
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    Err(LayoutError::Tool {
+        tool: "llvm-bolt".into(),
+        message: "llvm-bolt is not installed: install it (Debian: apt-get install bolt-19)".into(),
+    })
+}
+
+/// Rewrite `binary` with the function order in `order` (one name per line) into `out`.
+/// Refuses, before running BOLT, a binary without static relocations.
+pub fn bolt(
+    binary: &Path,
+    order: &Path,
+    out: &Path,
+    has_relocations: bool,
+) -> Result<String, LayoutError> {
+    if !has_relocations {
+        return Err(LayoutError::Tool {
+            tool: "llvm-bolt".into(),
+            message: format!(
+                "{} has no static relocations (it was not linked with --emit-relocs): BOLT can move functions only when it can fix every reference to them, as the paper's own rewriting tool could. Relink with -Wl,--emit-relocs (or use `coldstart link`, which relinks with the order directly)",
+                binary.display()
+            ),
+        });
+    }
+    let bolt = find_bolt()?;
+    let tmp_out = out.with_extension("coldstart-tmp");
+    let output = Command::new(&bolt)
+        .arg(binary)
+        .arg("-o")
+        .arg(&tmp_out)
+        .arg("-reorder-functions=user")
+        .arg(format!("-function-order={}", order.display()))
+        .output()
+        .map_err(|e| LayoutError::Tool {
+            tool: bolt.display().to_string(),
+            message: e.to_string(),
+        })?;
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    if !output.status.success() {
+        let _ = std::fs::remove_file(&tmp_out);
+        return Err(LayoutError::Tool {
+            tool: bolt.display().to_string(),
+            message: format!("exited with {}:\n{}", output.status, log.trim()),
+        });
+    }
+    std::fs::rename(&tmp_out, out).map_err(|e| LayoutError::io("write", out, e))?;
+    Ok(log)
+}

@@ -1,0 +1,46 @@
+//! Typed errors: each names the file or option involved and says what to do.
+
+use std::path::PathBuf;
+
+/// Why a layout step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LayoutError {
+    /// A file could not be read or written.
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A profile could not be parsed.
+    #[error("{path} is not a usable coldstart profile: {message}")]
+    Profile { path: PathBuf, message: String },
+    /// A profile of an unknown format version.
+    #[error("{path} is profile version {found}; this coldstart reads version 1 only: re-record it with `coldstart profile`")]
+    ProfileVersion { path: PathBuf, found: u32 },
+    /// The ELF file could not be read.
+    #[error(transparent)]
+    Elf(#[from] coldstart_elf::ElfError),
+    /// No module of the profile matches the binary or the `--module` given.
+    #[error("no module named {wanted} in the profile (modules: {available}); pass --module with one of them")]
+    NoSuchModule { wanted: String, available: String },
+    /// The profile touched no function of the chosen module.
+    #[error("the profile has no touched functions for {module}: was it recorded with symbols (not stripped)?")]
+    EmptyOrder { module: String },
+    /// An order format that the named linker cannot take.
+    #[error("{linker} cannot take a function order: {reason}. Instead: {alternative}")]
+    UnsupportedLinker { linker: String, reason: String, alternative: String },
+    /// An external tool (llvm-bolt, the user's build) could not be run or failed.
+    #[error("{tool} failed: {message}")]
+    Tool { tool: String, message: String },
+    /// Bad option value.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl LayoutError {
+    pub(crate) fn io(action: &'static str, path: &std::path::Path, source: std::io::Error) -> Self {
+        LayoutError::Io { action, path: path.to_owned(), source }
+    }
+}

@@ -1,0 +1,80 @@
+//! Evaluation before linking: for a held-out start-up, the pages it would touch and its
+//! page-fault curve under the default layout (the binary's address order), under each
+//! algorithm's order (computed from the training workloads), and under the ideal (the
+//! held-out start-up's own first-touch order: no order can beat it).
+
+use serde::Serialize;
+
+use crate::binary::Binary;
+use crate::input::Workload;
+use crate::model::{simulate, Cost, PageModel, Placement};
+use crate::order::{compute, Algorithm, ClusterOptions};
+use crate::LayoutError;
+
+/// One evaluated layout.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// `default`, an algorithm name, or `ideal`.
+    pub layout: String,
+    pub cost: Cost,
+}
+
+/// The evaluation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Evaluation {
+    pub holdout: String,
+    pub model: PageModel,
+    pub rows: Vec<Row>,
+    /// The algorithm with the fewest faults (then fewest pages).
+    pub best: Algorithm,
+    /// Held-out touched functions the binary does not define.
+    pub unknown_functions: usize,
+}
+
+/// Evaluate every algorithm trained on `training` against `holdout` for `binary`.
+pub fn evaluate(
+    binary: &Binary,
+    training: &[Workload],
+    holdout: &Workload,
+    module: Option<&str>,
+    cluster: ClusterOptions,
+    model: PageModel,
+) -> Result<Evaluation, LayoutError> {
+    let m = holdout.module(Some(&binary.info.path), module)?;
+    let sequence: Vec<Vec<String>> = m.functions.iter().map(|t| t.names.clone()).collect();
+    let actual = Placement::actual(&binary.functions, model);
+    let known: Vec<Vec<String>> =
+        sequence.iter().filter(|n| actual.get(n).is_some()).cloned().collect();
+    let unknown_functions = sequence.len() - known.len();
+    let cost_of = |place: &Placement| {
+        let (t, _) = place.touches(&known, model);
+        simulate(&t, place.lo, place.hi, model)
+    };
+    let mut rows = vec![Row { layout: "default".into(), cost: cost_of(&actual) }];
+    let module_name = module
+        .map(str::to_owned)
+        .or_else(|| binary.info.path.file_name().map(|f| f.to_string_lossy().into_owned()));
+    let mut best: Option<(Algorithm, (u64, u64))> = None;
+    for algorithm in Algorithm::ALL {
+        let order = compute(training, module_name.as_deref(), algorithm, cluster)?;
+        let names: Vec<String> = order.functions.iter().map(|f| f.name().to_owned()).collect();
+        let cost = cost_of(&Placement::ordered(&binary.functions, &names, 16, model));
+        let key = (cost.faults, cost.pages_touched);
+        if best.map_or(true, |(_, k)| key < k) {
+            best = Some((algorithm, key));
+        }
+        rows.push(Row { layout: algorithm.name().into(), cost });
+    }
+    let ideal_order: Vec<String> = known.iter().map(|n| n[0].clone()).collect();
+    rows.push(Row {
+        layout: "ideal".into(),
+        cost: cost_of(&Placement::ordered(&binary.functions, &ideal_order, 1, model)),
+    });
+    Ok(Evaluation {
+        holdout: holdout.name.clone(),
+        model,
+        rows,
+        best: best.map_or(Algorithm::FirstTouch, |b| b.0),
+        unknown_functions,
+    })
+}

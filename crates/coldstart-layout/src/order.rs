@@ -1,0 +1,394 @@
+//! Ordering algorithms: from the first-touch sequences of one or more workloads to one list
+//! of hot functions, hottest-earliest first. Functions that no workload touched are never
+//! listed: the linker places them after the listed ones, so hot and cold never interleave.
+//!
+//! - [`Algorithm::FirstTouch`]: the paper's order. With several workloads the first one
+//!   leads and each later one appends the functions the earlier ones did not touch.
+//! - [`Algorithm::Merged`]: every workload counts, by its weight. A function's key is the
+//!   weighted mean of its normalised first-touch rank over all workloads, a workload that
+//!   did not touch it counting as rank 1 (the end): functions every workload needs come
+//!   first in their common order, functions only one workload needs drift back in
+//!   proportion to how few need them.
+//! - [`Algorithm::Cluster`]: Pettis and Hansen's "closest is best" on temporal data, as
+//!   Chromium's orderfile clusterer applies it: functions touched close together in time
+//!   (within a window of the first-touch sequence) get an affinity that decays with their
+//!   distance; clusters are merged along the heaviest affinities, up to a size cap (a few
+//!   pages), joining the ends that are closest; clusters are then laid out by the mean
+//!   first-touch rank of their members.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::input::{find_module, Workload};
+use crate::LayoutError;
+
+/// An ordering algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Algorithm {
+    FirstTouch,
+    Merged,
+    Cluster,
+}
+
+impl Algorithm {
+    pub const ALL: [Algorithm; 3] = [Algorithm::FirstTouch, Algorithm::Merged, Algorithm::Cluster];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::FirstTouch => "first-touch",
+            Algorithm::Merged => "merged",
+            Algorithm::Cluster => "cluster",
+        }
+    }
+}
+
+impl std::str::FromStr for Algorithm {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Algorithm::ALL
+            .into_iter()
+            .find(|a| a.name() == s)
+            .ok_or_else(|| format!("unknown algorithm `{s}`: use first-touch, merged or cluster"))
+    }
+}
+
+/// Options of the clustering algorithm.
+#[derive(Debug, Clone, Copy)]
+pub struct ClusterOptions {
+    /// How many later functions of the sequence each function gains affinity with.
+    pub window: usize,
+    /// Largest cluster, in bytes.
+    pub max_cluster_bytes: u64,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        ClusterOptions { window: 8, max_cluster_bytes: 4 * 4096 }
+    }
+}
+
+/// One function of an order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderedFunction {
+    /// Raw names (aliases), the preferred first.
+    pub names: Vec<String>,
+    pub size: u64,
+}
+
+impl OrderedFunction {
+    pub fn name(&self) -> &str {
+        &self.names[0]
+    }
+}
+
+/// A function order for one module.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Order {
+    pub module: PathBuf,
+    pub algorithm: Algorithm,
+    pub functions: Vec<OrderedFunction>,
+    /// Hot data objects in first-touch order (empty unless asked for with page data).
+    #[serde(default)]
+    pub data: Vec<crate::data::DataSymbol>,
+}
+
+impl Order {
+    /// Total bytes of the ordered functions.
+    pub fn bytes(&self) -> u64 {
+        self.functions.iter().map(|f| f.size).sum()
+    }
+}
+
+/// Compute an order for the module chosen by `module` (or the first module of the first
+/// workload: the executable) from `workloads`.
+pub fn compute(
+    workloads: &[Workload],
+    module: Option<&str>,
+    algorithm: Algorithm,
+    cluster: ClusterOptions,
+) -> Result<Order, LayoutError> {
+    let first = workloads.first().ok_or_else(|| LayoutError::Invalid("no profile given".into()))?;
+    let chosen = find_module(&first.modules, None, module)?;
+    let module_path = chosen.path.clone();
+    let wanted = module_path.file_name().map(|f| f.to_string_lossy().into_owned());
+    // Each workload's sequence for that module (matched by file name: workloads may have
+    // been recorded from different directories).
+    let mut sequences: Vec<(f64, Vec<OrderedFunction>)> = Vec::new();
+    for w in workloads {
+        let m = find_module(&w.modules, None, wanted.as_deref().or(module));
+        let Ok(m) = m else { continue };
+        let mut seen = std::collections::HashSet::new();
+        let seq = m
+            .functions
+            .iter()
+            .filter(|t| seen.insert(t.name().to_owned()))
+            .map(|t| OrderedFunction { names: t.names.clone(), size: t.size })
+            .collect();
+        sequences.push((w.weight.max(0.0), seq));
+    }
+    let functions = match algorithm {
+        Algorithm::FirstTouch => first_touch(&sequences),
+        Algorithm::Merged => merged(&sequences),
+        Algorithm::Cluster => clustered(&sequences, cluster),
+    };
+    if functions.is_empty() {
+        return Err(LayoutError::EmptyOrder { module: module_path.display().to_string() });
+    }
+    Ok(Order { module: module_path, algorithm, functions, data: Vec::new() })
+}
+
+/// Whether a module lives in the system's library directories (not rebuilt by the user).
+pub fn is_system_module(path: &std::path::Path) -> bool {
+    ["/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/", "/usr/libexec/"]
+        .iter()
+        .any(|p| path.starts_with(p))
+}
+
+/// One order for every module of the first workload outside the system directories (the
+/// executable and the program's own libraries), module by module in first-touch order.
+/// Each link of a build takes the names it defines from it and ignores the others.
+pub fn compute_all(
+    workloads: &[Workload],
+    algorithm: Algorithm,
+    cluster: ClusterOptions,
+) -> Result<Order, LayoutError> {
+    let first = workloads.first().ok_or_else(|| LayoutError::Invalid("no profile given".into()))?;
+    let mut all: Option<Order> = None;
+    let mut seen = std::collections::HashSet::new();
+    for m in first.modules.iter().filter(|m| !is_system_module(&m.path)) {
+        let name = m.path.display().to_string();
+        let Ok(o) = compute(workloads, Some(&name), algorithm, cluster) else { continue };
+        let acc = all.get_or_insert_with(|| Order {
+            module: o.module.clone(),
+            algorithm,
+            functions: Vec::new(),
+            data: Vec::new(),
+        });
+        for f in o.functions {
+            if seen.insert(f.name().to_owned()) {
+                acc.functions.push(f);
+            }
+        }
+    }
+    all.ok_or_else(|| LayoutError::EmptyOrder {
+        module: "every module outside the system directories".into(),
+    })
+}
+
+fn first_touch(sequences: &[(f64, Vec<OrderedFunction>)]) -> Vec<OrderedFunction> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for (_, seq) in sequences {
+        for f in seq {
+            if seen.insert(f.name().to_owned()) {
+                out.push(f.clone());
+            }
+        }
+    }
+    out
+}
+
+/// All distinct functions with the index of their first appearance (for stable ties).
+fn universe(sequences: &[(f64, Vec<OrderedFunction>)]) -> Vec<OrderedFunction> {
+    first_touch(sequences)
+}
+
+fn merged(sequences: &[(f64, Vec<OrderedFunction>)]) -> Vec<OrderedFunction> {
+    let all = universe(sequences);
+    let total: f64 = sequences.iter().map(|(w, _)| w).sum();
+    if total <= 0.0 {
+        return all;
+    }
+    let ranks: Vec<HashMap<&str, f64>> = sequences
+        .iter()
+        .map(|(_, seq)| {
+            let n = seq.len().max(1) as f64;
+            seq.iter().enumerate().map(|(i, f)| (f.name(), i as f64 / n)).collect()
+        })
+        .collect();
+    let mut keyed: Vec<(f64, usize, OrderedFunction)> = all
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let key = sequences
+                .iter()
+                .zip(&ranks)
+                .map(|((w, _), r)| w * r.get(f.name()).copied().unwrap_or(1.0))
+                .sum::<f64>()
+                / total;
+            (key, i, f)
+        })
+        .collect();
+    keyed.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    keyed.into_iter().map(|(_, _, f)| f).collect()
+}
+
+fn clustered(
+    sequences: &[(f64, Vec<OrderedFunction>)],
+    options: ClusterOptions,
+) -> Vec<OrderedFunction> {
+    let all = universe(sequences);
+    let index: HashMap<&str, usize> = all.iter().enumerate().map(|(i, f)| (f.name(), i)).collect();
+    // Mean normalised rank per function (the layout key of clusters).
+    let mut rank_sum = vec![0.0f64; all.len()];
+    let mut rank_weight = vec![0.0f64; all.len()];
+    // Affinity between pairs of functions close in time.
+    let mut affinity: BTreeMap<(usize, usize), f64> = BTreeMap::new();
+    for (w, seq) in sequences {
+        let n = seq.len().max(1) as f64;
+        let ids: Vec<usize> = seq.iter().map(|f| index[f.name()]).collect();
+        for (i, &a) in ids.iter().enumerate() {
+            rank_sum[a] += w * i as f64 / n;
+            rank_weight[a] += w;
+            for (d, &b) in ids.iter().enumerate().skip(i + 1).take(options.window) {
+                let key = (a.min(b), a.max(b));
+                *affinity.entry(key).or_default() += w / (d - i) as f64;
+            }
+        }
+    }
+    let mean_rank: Vec<f64> = rank_sum
+        .iter()
+        .zip(&rank_weight)
+        .map(|(s, w)| if *w > 0.0 { s / w } else { 1.0 })
+        .collect();
+    let mut edges: Vec<((usize, usize), f64)> = affinity.into_iter().collect();
+    // Heaviest first; ties by earliest pair, for determinism.
+    edges.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+
+    let mut cluster_of: Vec<usize> = (0..all.len()).collect();
+    let mut members: Vec<Vec<usize>> = (0..all.len()).map(|i| vec![i]).collect();
+    let mut bytes: Vec<u64> = all.iter().map(|f| f.size).collect();
+    for ((a, b), _) in edges {
+        let (ca, cb) = (cluster_of[a], cluster_of[b]);
+        if ca == cb || bytes[ca] + bytes[cb] > options.max_cluster_bytes {
+            continue;
+        }
+        // Closest is best: join so that a and b end up adjacent where possible (a at the
+        // tail of its cluster, b at the head of the other), reversing either as needed.
+        let mut left = std::mem::take(&mut members[ca]);
+        let mut right = std::mem::take(&mut members[cb]);
+        if left.first() == Some(&a) && left.len() > 1 {
+            left.reverse();
+        }
+        if right.last() == Some(&b) && right.len() > 1 {
+            right.reverse();
+        }
+        // Keep the earlier-touched part first when neither end is special.
+        left.extend(right);
+        for &m in &left {
+            cluster_of[m] = ca;
+        }
+        bytes[ca] += bytes[cb];
+        bytes[cb] = 0;
+        members[ca] = left;
+    }
+    let mut clusters: Vec<(f64, usize, Vec<usize>)> = members
+        .into_iter()
+        .enumerate()
+        .filter(|(_, m)| !m.is_empty())
+        .map(|(i, m)| {
+            let key = m.iter().map(|&x| mean_rank[x]).sum::<f64>() / m.len() as f64;
+            (key, i, m)
+        })
+        .collect();
+    clusters.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    clusters.into_iter().flat_map(|(_, _, m)| m).map(|i| all[i].clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::{ModuleTouches, Touched};
+
+    fn workload(name: &str, weight: f64, funcs: &[&str]) -> Workload {
+        Workload {
+            name: name.into(),
+            weight,
+            modules: vec![ModuleTouches {
+                path: "/bin/prog".into(),
+                build_id: None,
+                functions: funcs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| Touched {
+                        names: vec![(*f).into()],
+                        address: 0x1000 + 0x100 * i as u64,
+                        size: 100,
+                        first_touch_ns: i as u64,
+                    })
+                    .collect(),
+            }],
+            pages: vec![],
+        }
+    }
+
+    fn names(o: &Order) -> Vec<&str> {
+        o.functions.iter().map(|f| f.name()).collect()
+    }
+
+    #[test]
+    fn first_touch_keeps_the_recorded_order_and_appends_later_workloads() {
+        let w = [
+            workload("a", 1.0, &["main", "init", "parse"]),
+            workload("b", 1.0, &["main", "draw", "init"]),
+        ];
+        let o = compute(&w, None, Algorithm::FirstTouch, ClusterOptions::default()).unwrap();
+        assert_eq!(names(&o), ["main", "init", "parse", "draw"]);
+    }
+
+    #[test]
+    fn merged_puts_common_functions_before_ones_a_single_workload_needs() {
+        let w = [
+            workload("a", 1.0, &["main", "only_a", "common"]),
+            workload("b", 1.0, &["main", "common", "only_b"]),
+        ];
+        let o = compute(&w, None, Algorithm::Merged, ClusterOptions::default()).unwrap();
+        assert_eq!(names(&o), ["main", "common", "only_a", "only_b"]);
+    }
+
+    #[test]
+    fn merged_weights_decide_between_workloads() {
+        let w = [workload("a", 1.0, &["x", "y"]), workload("b", 5.0, &["y", "x"])];
+        let o = compute(&w, None, Algorithm::Merged, ClusterOptions::default()).unwrap();
+        assert_eq!(names(&o), ["y", "x"]);
+    }
+
+    #[test]
+    fn cluster_lists_every_touched_function_once_and_starts_with_the_earliest() {
+        let seq: Vec<String> = (0..50).map(|i| format!("f{i}")).collect();
+        let refs: Vec<&str> = seq.iter().map(String::as_str).collect();
+        let w = [workload("a", 1.0, &refs)];
+        let o = compute(&w, None, Algorithm::Cluster, ClusterOptions::default()).unwrap();
+        assert_eq!(o.functions.len(), 50);
+        let mut sorted = names(&o);
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 50);
+        // Neighbours in time stay neighbours: f0's cluster comes first.
+        assert!(names(&o)[..5].contains(&"f0"), "{:?}", names(&o));
+    }
+
+    #[test]
+    fn all_modules_concatenates_the_program_modules_and_leaves_system_ones_out() {
+        let mut w = workload("a", 1.0, &["main", "init"]);
+        let mut lib = w.modules[0].clone();
+        lib.path = "/opt/prog/libprog.so".into();
+        lib.functions[0].names = vec!["lib_init".into()];
+        lib.functions[1].names = vec!["init".into()];
+        let mut libc = w.modules[0].clone();
+        libc.path = "/usr/lib/x86_64-linux-gnu/libc.so.6".into();
+        libc.functions[0].names = vec!["malloc".into()];
+        w.modules = vec![libc, w.modules[0].clone(), lib];
+        let o = compute_all(&[w], Algorithm::FirstTouch, ClusterOptions::default()).unwrap();
+        assert_eq!(names(&o), ["main", "init", "lib_init"]);
+    }
+
+    #[test]
+    fn an_order_without_touched_functions_is_an_error() {
+        let w = [workload("a", 1.0, &[])];
+        assert!(compute(&w, None, Algorithm::FirstTouch, ClusterOptions::default()).is_err());
+    }
+}

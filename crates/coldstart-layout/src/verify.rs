@@ -1,0 +1,168 @@
+//! `verify`: where the profiled functions ended up in a linked (or rewritten) binary.
+//!
+//! The order took effect when the placed functions sit in a span of pages close to the
+//! ideal one (their bytes packed) and mostly in the order asked for. Functions the binary
+//! no longer has by any name are reported as missing (inlined, renamed, removed), and
+//! names that share one address as folded (identical code folding).
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::binary::Binary;
+use crate::model::PageModel;
+
+/// What verification found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verification {
+    pub expected: usize,
+    pub placed: usize,
+    /// Names the binary does not define.
+    pub missing: Vec<String>,
+    /// Groups of expected names placed at one address (folded together).
+    pub folded: Vec<Vec<String>>,
+    /// Pages from the first to the last page holding a placed function.
+    pub span_pages: u64,
+    /// Pages the placed functions would need packed together.
+    pub ideal_pages: u64,
+    /// Adjacent pairs of placed functions (in the expected order) at rising addresses.
+    pub in_order_pairs: usize,
+    pub pairs: usize,
+    /// Whether the order took effect.
+    pub took_effect: bool,
+    /// Why not, when it did not.
+    pub reason: Option<String>,
+}
+
+/// Check `expected` (function names in the order asked for) against `binary`.
+pub fn verify(binary: &Binary, expected: &[String], model: PageModel) -> Verification {
+    let mut by_name: HashMap<&str, (u64, u64)> = HashMap::new();
+    for f in &binary.functions {
+        for n in &f.names {
+            by_name.insert(n.as_str(), (f.offset, f.size));
+        }
+    }
+    let mut missing = Vec::new();
+    let mut placed: Vec<(u64, u64)> = Vec::new();
+    let mut at: HashMap<u64, Vec<String>> = HashMap::new();
+    for name in expected {
+        match by_name.get(name.as_str()) {
+            Some(&(off, size)) => {
+                let names = at.entry(off).or_default();
+                if names.is_empty() {
+                    placed.push((off, size));
+                }
+                names.push(name.clone());
+            }
+            None => missing.push(name.clone()),
+        }
+    }
+    let mut folded: Vec<Vec<String>> = at.into_values().filter(|v| v.len() > 1).collect();
+    folded.sort();
+    let bytes: u64 = placed.iter().map(|p| p.1).sum();
+    let ideal_pages = bytes.div_ceil(model.page_size).max(u64::from(!placed.is_empty()));
+    let span_pages =
+        match (placed.iter().map(|p| p.0).min(), placed.iter().map(|p| p.0 + p.1.max(1)).max()) {
+            (Some(lo), Some(hi)) => (hi - 1) / model.page_size - lo / model.page_size + 1,
+            _ => 0,
+        };
+    let pairs = placed.len().saturating_sub(1);
+    let in_order_pairs = placed.windows(2).filter(|w| w[0].0 < w[1].0).count();
+    // Slack: alignment padding and a page boundary at each end.
+    let allowed = ideal_pages + ideal_pages / 4 + 1;
+    let ordered_share = if pairs == 0 { 1.0 } else { in_order_pairs as f64 / pairs as f64 };
+    let reason = if placed.is_empty() {
+        Some(
+            "none of the expected functions is in the binary: wrong binary, or stripped".to_owned(),
+        )
+    } else if span_pages > allowed {
+        Some(format!(
+            "the {} placed functions span {span_pages} pages where {ideal_pages} would hold them: the order was not applied (was the order file passed to lld, and the code built with -ffunction-sections?)",
+            placed.len()
+        ))
+    } else if ordered_share < 0.9 {
+        Some(format!(
+            "only {in_order_pairs} of {pairs} neighbouring functions are in the order asked for"
+        ))
+    } else {
+        None
+    };
+    Verification {
+        expected: expected.len(),
+        placed: placed.len(),
+        missing,
+        folded,
+        span_pages,
+        ideal_pages,
+        in_order_pairs,
+        pairs,
+        took_effect: reason.is_none(),
+        reason,
+    }
+}
+
+/// Read the names of an order file in any of coldstart's formats (lld/BOLT lines, gold
+/// `.text.NAME` lines, GNU ld `*(.text.NAME ...)` lines, ld64 `_NAME`).
+pub fn parse_order_file(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut in_text_block = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if line == crate::writers::DATA_MARKER {
+            break;
+        }
+        if line.ends_with('{') {
+            in_text_block = line.starts_with(".text");
+            continue;
+        }
+        if line.starts_with("*(") && !in_text_block {
+            continue;
+        }
+        if line.starts_with('.') && !line.starts_with(".text.") {
+            continue;
+        }
+        if line.is_empty()
+            || line.starts_with('#')
+            || line.starts_with("/*")
+            || line.ends_with('{')
+            || line == "}"
+        {
+            continue;
+        }
+        let name = if let Some(rest) = line.strip_prefix("*(") {
+            rest.split_whitespace()
+                .next()
+                .unwrap_or("")
+                .trim_end_matches(')')
+                .trim_start_matches(".text.")
+                .to_owned()
+        } else if let Some(rest) = line.strip_prefix(".text.") {
+            if rest.starts_with("*.") {
+                continue;
+            }
+            rest.to_owned()
+        } else {
+            line.to_owned()
+        };
+        if !name.is_empty() && seen.insert(name.clone()) {
+            out.push(name);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_files_of_every_writer_parse_back_to_names() {
+        assert_eq!(parse_order_file("# c\nmain\nfoo\n"), ["main", "foo"]);
+        assert_eq!(parse_order_file(".text.main\n.text.*.main\n.text.foo\n"), ["main", "foo"]);
+        assert_eq!(
+            parse_order_file("/* c */\n.text : {\n  *(.text.main .text.*.main)\n}\n"),
+            ["main"]
+        );
+    }
+}

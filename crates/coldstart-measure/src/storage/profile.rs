@@ -1,0 +1,233 @@
+//! Storage profiles: the read IOPS, read bandwidth and read-ahead of a class of device.
+//!
+//! The built-in figures and their sources are listed in `docs/storage.md`. They describe reads
+//! at queue depth 1, because that is what a cold start issues: one page fault, one wait.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// The Linux default read-ahead (`read_ahead_kb`) of a block device.
+pub const DEFAULT_READAHEAD_KB: u64 = 128;
+
+/// How slow storage is emulated: read IOPS and bytes per second enforced by cgroup I/O
+/// throttling, and the block device's read-ahead.
+///
+/// Parse one with [`FromStr`]: `hdd`, `emmc`, `sata-ssd`, `nvme`, or
+/// `custom:iops=N,bps=N[k|m|g],readahead=N[k|m]` (any key may be left out; `readahead` defaults to
+/// 128 KiB, a missing `iops` or `bps` is not limited).
+///
+/// ```
+/// use coldstart_measure::storage::StorageProfile;
+///
+/// let hdd: StorageProfile = "hdd".parse().unwrap();
+/// assert_eq!(hdd.read_iops, Some(100));
+/// let custom: StorageProfile = "custom:iops=500,bps=20m,readahead=256k".parse().unwrap();
+/// assert_eq!(custom.read_bps, Some(20 * 1024 * 1024));
+/// assert_eq!(custom.readahead_kb, 256);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StorageProfile {
+    /// `hdd`, `emmc`, `sata-ssd`, `nvme` or `custom`.
+    pub name: String,
+    /// Read requests per second the device serves; `None`: not limited.
+    pub read_iops: Option<u64>,
+    /// Bytes per second the device reads; `None`: not limited.
+    pub read_bps: Option<u64>,
+    /// Read-ahead of the device in KiB (`/sys/block/DEV/queue/read_ahead_kb`).
+    pub readahead_kb: u64,
+}
+
+/// The names [`StorageProfile::from_str`] accepts besides `custom:...`.
+pub const BUILTIN_PROFILES: [&str; 4] = ["hdd", "emmc", "sata-ssd", "nvme"];
+
+const MB: u64 = 1_000_000;
+
+impl StorageProfile {
+    /// A 7200 rpm desktop hard disk: about 10 ms per random read (seek plus half a
+    /// revolution), 120 MB/s sequential.
+    pub fn hdd() -> Self {
+        Self::builtin("hdd", Some(100), Some(120 * MB))
+    }
+
+    /// eMMC 5.1 (HS400) as in budget laptops, Chromebooks and boards: 4000 random 4 KiB reads
+    /// per second at queue depth 1, 160 MB/s sequential.
+    pub fn emmc() -> Self {
+        Self::builtin("emmc", Some(4_000), Some(160 * MB))
+    }
+
+    /// A SATA SSD: 10 000 random 4 KiB reads per second at queue depth 1, 540 MB/s (the SATA
+    /// 6 Gb/s ceiling).
+    pub fn sata_ssd() -> Self {
+        Self::builtin("sata-ssd", Some(10_000), Some(540 * MB))
+    }
+
+    /// An NVMe SSD: no throttle (the host's disk), only the common 128 KiB read-ahead.
+    pub fn nvme() -> Self {
+        Self::builtin("nvme", None, None)
+    }
+
+    fn builtin(name: &str, read_iops: Option<u64>, read_bps: Option<u64>) -> Self {
+        Self { name: name.to_owned(), read_iops, read_bps, readahead_kb: DEFAULT_READAHEAD_KB }
+    }
+
+    /// Whether the profile limits reads at all (an `nvme` profile does not).
+    pub fn is_throttled(&self) -> bool {
+        self.read_iops.is_some() || self.read_bps.is_some()
+    }
+}
+
+/// A `--storage` value that is not a profile.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid storage profile `{input}`: {reason}; use one of hdd, emmc, sata-ssd, nvme or \
+     custom:iops=N,bps=N[k|m|g],readahead=N[k|m]"
+)]
+pub struct ParseProfileError {
+    /// The text given.
+    pub input: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl FromStr for StorageProfile {
+    type Err = ParseProfileError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = |reason: String| ParseProfileError { input: s.to_owned(), reason };
+        match s.trim() {
+            "hdd" => return Ok(Self::hdd()),
+            "emmc" => return Ok(Self::emmc()),
+            "sata-ssd" | "ssd" => return Ok(Self::sata_ssd()),
+            "nvme" => return Ok(Self::nvme()),
+            _ => {}
+        }
+        let Some(spec) = s.trim().strip_prefix("custom:") else {
+            return Err(err("unknown profile".into()));
+        };
+        let mut profile = Self::builtin("custom", None, None);
+        let mut seen = Vec::new();
+        for item in spec.split(',').filter(|i| !i.trim().is_empty()) {
+            let (key, value) =
+                item.split_once('=').ok_or_else(|| err(format!("`{item}` is not KEY=VALUE")))?;
+            let key = key.trim();
+            if seen.contains(&key) {
+                return Err(err(format!("`{key}` given twice")));
+            }
+            seen.push(key);
+            let number = parse_size(value.trim()).map_err(|e| err(format!("{key}: {e}")))?;
+            if number == 0 {
+                return Err(err(format!("{key} must be greater than 0")));
+            }
+            match key {
+                "iops" => profile.read_iops = Some(number),
+                "bps" => profile.read_bps = Some(number),
+                "readahead" => {
+                    if number % 1024 != 0 {
+                        return Err(err(
+                            "readahead must be a whole number of KiB (e.g. 128k)".into()
+                        ));
+                    }
+                    profile.readahead_kb = number / 1024;
+                }
+                other => return Err(err(format!("unknown key `{other}` (iops, bps, readahead)"))),
+            }
+        }
+        if seen.is_empty() {
+            return Err(err("custom: needs at least one of iops, bps, readahead".into()));
+        }
+        Ok(profile)
+    }
+}
+
+/// `123`, `64k`, `20m`, `1g` (binary multiples; `KiB`/`MiB`/`GiB` and a trailing `b` accepted).
+fn parse_size(text: &str) -> Result<u64, String> {
+    let lower = text.to_ascii_lowercase();
+    let trimmed = lower.trim_end_matches('b').trim_end_matches('i');
+    let (digits, multiplier) = match trimmed.chars().last() {
+        Some('k') => (&trimmed[..trimmed.len() - 1], 1u64 << 10),
+        Some('m') => (&trimmed[..trimmed.len() - 1], 1 << 20),
+        Some('g') => (&trimmed[..trimmed.len() - 1], 1 << 30),
+        _ => (trimmed, 1),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("`{text}` is not a number with k, m or g"))?;
+    n.checked_mul(multiplier).ok_or_else(|| format!("`{text}` is too large"))
+}
+
+impl fmt::Display for StorageProfile {
+    /// The profile's name, or a `custom:` spec that parses back to the same profile.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.name != "custom" {
+            return f.write_str(&self.name);
+        }
+        let mut parts = Vec::new();
+        if let Some(iops) = self.read_iops {
+            parts.push(format!("iops={iops}"));
+        }
+        if let Some(bps) = self.read_bps {
+            parts.push(format!("bps={bps}"));
+        }
+        parts.push(format!("readahead={}k", self.readahead_kb));
+        write!(f, "custom:{}", parts.join(","))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_parse_to_their_documented_figures() {
+        let hdd: StorageProfile = "hdd".parse().unwrap();
+        assert_eq!(
+            (hdd.read_iops, hdd.read_bps, hdd.readahead_kb),
+            (Some(100), Some(120 * MB), 128)
+        );
+        let nvme: StorageProfile = "nvme".parse().unwrap();
+        assert!(!nvme.is_throttled());
+        assert_eq!(nvme.readahead_kb, 128);
+        for name in BUILTIN_PROFILES {
+            let p: StorageProfile = name.parse().unwrap();
+            assert_eq!(p.name, name);
+            assert_eq!(p.to_string(), name);
+        }
+    }
+
+    #[test]
+    fn custom_profile_parses_units() {
+        let p: StorageProfile = "custom:iops=250,bps=8m,readahead=1m".parse().unwrap();
+        assert_eq!(p.read_iops, Some(250));
+        assert_eq!(p.read_bps, Some(8 << 20));
+        assert_eq!(p.readahead_kb, 1024);
+        let p: StorageProfile = "custom:bps=1g".parse().unwrap();
+        assert_eq!((p.read_iops, p.read_bps, p.readahead_kb), (None, Some(1 << 30), 128));
+        let p: StorageProfile = "custom:readahead=64KiB".parse().unwrap();
+        assert_eq!(p.readahead_kb, 64);
+    }
+
+    #[test]
+    fn custom_profile_round_trips_through_display() {
+        let p: StorageProfile = "custom:iops=7,bps=3k,readahead=32k".parse().unwrap();
+        assert_eq!(p.to_string(), "custom:iops=7,bps=3072,readahead=32k");
+        assert_eq!(p.to_string().parse::<StorageProfile>().unwrap(), p);
+    }
+
+    #[test]
+    fn bad_profiles_say_what_is_wrong() {
+        for (input, needle) in [
+            ("floppy", "unknown profile"),
+            ("custom:", "at least one"),
+            ("custom:iops=0", "greater than 0"),
+            ("custom:iops=ten", "not a number"),
+            ("custom:speed=5", "unknown key `speed`"),
+            ("custom:iops=5,iops=6", "given twice"),
+            ("custom:readahead=1000", "whole number of KiB"),
+            ("custom:iops", "not KEY=VALUE"),
+        ] {
+            let e = input.parse::<StorageProfile>().unwrap_err().to_string();
+            assert!(e.contains(needle), "{input}: {e}");
+            assert!(e.contains("custom:iops=N"), "{input}: {e}");
+        }
+    }
+}

@@ -1,0 +1,612 @@
+//! The profile file: format `coldstart-profile`, version 1 (docs/formats/profile.md).
+//!
+//! A profile is plain JSON so people can read it and every later step (order, pack,
+//! prefetch) can consume it. It names each module by path *and* content (size, mtime,
+//! build-id), so a profile is never silently applied to a different build.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The format name written in every profile.
+pub const FORMAT: &str = "coldstart-profile";
+/// The only version this build reads and writes.
+pub const VERSION: u32 = 1;
+
+/// One profile: a recorded workload, or several merged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    pub format: String,
+    pub version: u32,
+    /// The workload label (`--workload`), `merged` for a merge.
+    pub workload: String,
+    /// The profiled command line (empty for a merge).
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// When the profile was recorded, seconds since the Unix epoch.
+    pub created_unix: u64,
+    /// Time from exec to the end of profiling (readiness, exit or crash), nanoseconds.
+    pub duration_ns: u64,
+    /// Why profiling stopped.
+    pub stop: Stop,
+    /// Modules in the order they were first touched, each with its touched functions in
+    /// first-touch order. For a merge: the merged order.
+    pub modules: Vec<Module>,
+    /// The file pages start-up touched, when recorded (`--pages`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pages: Option<PageProfile>,
+    /// Things the user should know (stripped modules, lost trace events, ...).
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// For a merge: each input workload, unchanged (so a later step can weigh them or hold
+    /// one out). Empty for a recorded profile.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<Profile>,
+}
+
+/// Why profiling stopped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Stop {
+    /// The readiness signal fired; the program was detached (and ran on) or killed.
+    Ready { signal: String, killed: bool },
+    /// The program exited with this status.
+    Exit { code: i32 },
+    /// The program was killed by a signal (a crash: SIGSEGV, SIGABRT, ...).
+    Crash { signal: String, pid: i32, fault: Option<Fault> },
+    /// Readiness did not come in time; the program was killed.
+    Timeout { seconds: f64 },
+    /// Stops of several workloads (a merge).
+    Merged,
+}
+
+/// Where a fatal signal hit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fault {
+    pub tid: i32,
+    /// Instruction pointer at the signal.
+    pub ip: u64,
+    /// Module and function holding `ip`, when known.
+    pub location: Option<String>,
+}
+
+/// One ELF module (the executable or a shared library).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Module {
+    pub path: PathBuf,
+    pub build_id: Option<String>,
+    pub size: u64,
+    /// Modification time, seconds since the epoch.
+    pub mtime: i64,
+    /// Load address minus linked address, in the first process that loaded it.
+    pub load_bias: u64,
+    /// Where the symbols came from: `symtab`, `dynsym`, `debug-file:PATH` or `none`.
+    pub symbols: String,
+    /// Number of functions with a breakpoint (all known functions of the module).
+    pub functions_total: usize,
+    /// Touched functions in first-touch order.
+    pub functions: Vec<Touch>,
+}
+
+/// One touched function.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Touch {
+    /// Entry address as linked (add `load_bias` for the run-time address).
+    pub address: u64,
+    pub size: u64,
+    /// Raw names of every symbol at this address (aliases), the preferred one first.
+    pub names: Vec<String>,
+    /// Nanoseconds from exec to the first call.
+    pub first_touch_ns: u64,
+    pub pid: i32,
+    pub tid: i32,
+    /// Position in the first-touch order over all modules, from 0.
+    pub ordinal: u64,
+    /// For a merge: the workloads that touched the function.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<String>,
+}
+
+/// File pages touched during start-up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PageProfile {
+    /// `tracefs` (every page, exact), `mincore` (resident after minus before, no order), or
+    /// `merged`.
+    pub source: String,
+    /// Whether `accesses` is a sample rather than every access.
+    pub sampled: bool,
+    pub files: Vec<PageFile>,
+    /// Page accesses in order.
+    pub accesses: Vec<PageAccess>,
+    /// Events the kernel dropped (ring buffer overruns); 0 when complete.
+    #[serde(default)]
+    pub lost_events: u64,
+}
+
+/// A file named by path and content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PageFile {
+    pub path: PathBuf,
+    pub size: u64,
+    pub mtime: i64,
+    pub build_id: Option<String>,
+    /// Device (`major:minor`) and inode the trace named it by.
+    pub dev: String,
+    pub ino: u64,
+}
+
+/// Pages of one ELF section that start-up touched (computed from a page profile and the
+/// file, see [`crate::pages::section_pages`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SectionPages {
+    pub name: String,
+    /// Pages the section spans in the file.
+    pub pages: u64,
+    /// Of those, pages touched.
+    pub touched: u64,
+}
+
+/// One page access.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PageAccess {
+    /// Index into `files`.
+    pub file: usize,
+    /// Page index in the file (offset / 4096).
+    pub page: u64,
+    /// Number of consecutive pages (fault-around maps several at once).
+    #[serde(default = "one")]
+    pub count: u64,
+    pub t_ns: u64,
+    /// `fault`, `map` (fault-around) or `read` (added to the page cache).
+    pub event: String,
+    pub pid: i32,
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// Errors reading, checking or writing a profile.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    #[error("cannot read profile {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path} is not a coldstart profile: {source}")]
+    Parse { path: PathBuf, source: serde_json::Error },
+    #[error("{path} is a `{found}` file, not a `{FORMAT}` profile")]
+    WrongFormat { path: PathBuf, found: String },
+    #[error("{path} is profile version {found}; this coldstart reads version {VERSION} only: re-record it with `coldstart profile` or use a matching coldstart")]
+    UnknownVersion { path: PathBuf, found: u32 },
+    #[error("cannot write profile {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+    #[error("profile was recorded for {module} with build-id {expected}, but {binary} has build-id {found}: it is a different build; re-run `coldstart profile` on this build")]
+    BuildIdMismatch { module: PathBuf, binary: PathBuf, expected: String, found: String },
+    #[error("profile has no module named like {binary}; it was recorded for other programs")]
+    ModuleNotInProfile { binary: PathBuf },
+    #[error("cannot merge: {0}")]
+    Merge(String),
+}
+
+impl Profile {
+    /// Read and validate a profile.
+    pub fn read(path: &Path) -> Result<Profile, FormatError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| FormatError::Read { path: path.to_owned(), source })?;
+        Profile::from_json(path, &text)
+    }
+
+    /// Parse a profile; `path` names it in errors. The format and version are checked
+    /// before the rest, so an unknown version says so instead of a field error.
+    pub fn from_json(path: &Path, text: &str) -> Result<Profile, FormatError> {
+        #[derive(Deserialize)]
+        struct Head {
+            format: Option<String>,
+            version: Option<u32>,
+        }
+        let head: Head = serde_json::from_str(text)
+            .map_err(|source| FormatError::Parse { path: path.to_owned(), source })?;
+        let format = head.format.unwrap_or_default();
+        if format != FORMAT {
+            return Err(FormatError::WrongFormat { path: path.to_owned(), found: format });
+        }
+        let version = head.version.unwrap_or(0);
+        if version != VERSION {
+            return Err(FormatError::UnknownVersion { path: path.to_owned(), found: version });
+        }
+        serde_json::from_str(text)
+            .map_err(|source| FormatError::Parse { path: path.to_owned(), source })
+    }
+
+    /// Write atomically (temporary file in the same directory, then rename).
+    pub fn write(&self, path: &Path) -> Result<(), FormatError> {
+        let err = |source| FormatError::Write { path: path.to_owned(), source };
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
+        let result = (|| {
+            let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+            serde_json::to_writer_pretty(&mut f, self).map_err(std::io::Error::other)?;
+            f.write_all(b"\n")?;
+            let f = f.into_inner().map_err(|e| e.into_error())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, path)
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result.map_err(err)
+    }
+
+    /// Check that the module of this profile recorded for `binary` (matched by path, else
+    /// by file name) is the same build as `binary` now.
+    pub fn check_build_id(&self, binary: &Path) -> Result<&Module, FormatError> {
+        let canonical = std::fs::canonicalize(binary).unwrap_or_else(|_| binary.to_owned());
+        let module = self
+            .modules
+            .iter()
+            .find(|m| m.path == canonical || m.path == binary)
+            .or_else(|| self.modules.iter().find(|m| m.path.file_name() == binary.file_name()))
+            .ok_or_else(|| FormatError::ModuleNotInProfile { binary: binary.to_owned() })?;
+        let found = coldstart_elf::ElfInfo::open(
+            binary,
+            &coldstart_elf::SymbolOptions { use_debug_files: false, ..Default::default() },
+        )
+        .ok()
+        .and_then(|i| i.build_id_hex());
+        if module.build_id != found {
+            return Err(FormatError::BuildIdMismatch {
+                module: module.path.clone(),
+                binary: binary.to_owned(),
+                expected: module.build_id.clone().unwrap_or_else(|| "(none)".into()),
+                found: found.unwrap_or_else(|| "(none)".into()),
+            });
+        }
+        Ok(module)
+    }
+
+    /// All touched functions over every module, in first-touch order (by ordinal).
+    pub fn first_touch_order(&self) -> Vec<(&Module, &Touch)> {
+        let mut all: Vec<(&Module, &Touch)> =
+            self.modules.iter().flat_map(|m| m.functions.iter().map(move |t| (m, t))).collect();
+        all.sort_by_key(|(_, t)| t.ordinal);
+        all
+    }
+}
+
+/// Merge recorded profiles into one.
+///
+/// Each input keeps its data under `workloads`. The merged order ranks every function by
+/// its *earliest normalised rank*: in a workload that touched n functions, the function at
+/// ordinal k has rank k / n (0 = first, towards 1 = last). A function's merged rank is the
+/// smallest rank it has in any workload; ties go to the function more workloads touched,
+/// then to the earlier workload in argument order. So what any workload needs first comes
+/// first, and workloads of different length weigh alike. Pages are merged by the same rule
+/// (the rank of the access that brought the page; equal ranks by file, then page).
+pub fn merge(inputs: Vec<Profile>) -> Result<Profile, FormatError> {
+    if inputs.is_empty() {
+        return Err(FormatError::Merge("no profiles given".into()));
+    }
+    // Flatten already-merged inputs into their workloads.
+    let mut workloads = Vec::new();
+    for p in inputs {
+        if p.workloads.is_empty() {
+            workloads.push(p);
+        } else {
+            workloads.extend(p.workloads);
+        }
+    }
+    // Modules are the same module when path and build-id agree; the same path with another
+    // build-id means the inputs are from different builds.
+    let mut build_of: HashMap<PathBuf, Option<String>> = HashMap::new();
+    for w in &workloads {
+        for m in &w.modules {
+            if let Some(prev) = build_of.insert(m.path.clone(), m.build_id.clone()) {
+                if prev != m.build_id {
+                    return Err(FormatError::Merge(format!(
+                        "{} has build-id {} in one profile and {} in workload `{}`: profiles of different builds cannot be merged",
+                        m.path.display(),
+                        prev.unwrap_or_else(|| "(none)".into()),
+                        m.build_id.clone().unwrap_or_else(|| "(none)".into()),
+                        w.workload
+                    )));
+                }
+            }
+        }
+    }
+
+    struct Entry {
+        module: usize,
+        touch: Touch,
+        rank: f64,
+        first_workload: usize,
+        count: usize,
+    }
+    let mut modules: Vec<Module> = Vec::new();
+    let mut module_index: HashMap<PathBuf, usize> = HashMap::new();
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut entry_index: HashMap<(usize, u64), usize> = HashMap::new();
+    for (wi, w) in workloads.iter().enumerate() {
+        let n = w.modules.iter().map(|m| m.functions.len()).sum::<usize>().max(1) as f64;
+        for (m, t) in w.first_touch_order() {
+            let mi = *module_index.entry(m.path.clone()).or_insert_with(|| {
+                modules.push(Module { functions: Vec::new(), ..m.clone() });
+                modules.len() - 1
+            });
+            let rank = t.ordinal as f64 / n;
+            match entry_index.get(&(mi, t.address)) {
+                Some(&ei) => {
+                    let e = &mut entries[ei];
+                    e.count += 1;
+                    e.touch.workloads.push(w.workload.clone());
+                    if rank < e.rank {
+                        e.rank = rank;
+                    }
+                    e.touch.first_touch_ns = e.touch.first_touch_ns.min(t.first_touch_ns);
+                }
+                None => {
+                    let mut touch = t.clone();
+                    touch.workloads = vec![w.workload.clone()];
+                    entry_index.insert((mi, t.address), entries.len());
+                    entries.push(Entry { module: mi, touch, rank, first_workload: wi, count: 1 });
+                }
+            }
+        }
+    }
+    entries.sort_by(|a, b| {
+        a.rank
+            .total_cmp(&b.rank)
+            .then(b.count.cmp(&a.count))
+            .then(a.first_workload.cmp(&b.first_workload))
+            .then(a.touch.ordinal.cmp(&b.touch.ordinal))
+    });
+    let mut module_order = Vec::new();
+    for (ordinal, e) in entries.into_iter().enumerate() {
+        let mut touch = e.touch;
+        touch.ordinal = ordinal as u64;
+        if modules[e.module].functions.is_empty() {
+            module_order.push(e.module);
+        }
+        modules[e.module].functions.push(touch);
+    }
+    for (i, _) in modules.iter().enumerate() {
+        if !module_order.contains(&i) {
+            module_order.push(i);
+        }
+    }
+    let mut slots: Vec<Option<Module>> = modules.into_iter().map(Some).collect();
+    let modules = module_order.into_iter().filter_map(|i| slots[i].take()).collect();
+
+    let pages = merge_pages(&workloads);
+    let mut warnings: Vec<String> = Vec::new();
+    for w in &workloads {
+        for warning in &w.warnings {
+            if !warnings.contains(warning) {
+                warnings.push(warning.clone());
+            }
+        }
+    }
+    Ok(Profile {
+        format: FORMAT.into(),
+        version: VERSION,
+        workload: "merged".into(),
+        command: Vec::new(),
+        created_unix: now_unix(),
+        duration_ns: workloads.iter().map(|w| w.duration_ns).max().unwrap_or(0),
+        stop: Stop::Merged,
+        modules,
+        pages,
+        warnings,
+        workloads,
+    })
+}
+
+fn merge_pages(workloads: &[Profile]) -> Option<PageProfile> {
+    let with_pages: Vec<&PageProfile> = workloads.iter().filter_map(|w| w.pages.as_ref()).collect();
+    if with_pages.is_empty() {
+        return None;
+    }
+    let mut files: Vec<PageFile> = Vec::new();
+    let mut ranked: HashMap<(usize, u64), (f64, PageAccess)> = HashMap::new();
+    for pages in &with_pages {
+        let n = pages.accesses.len().max(1) as f64;
+        for (k, a) in pages.accesses.iter().enumerate() {
+            let f = &pages.files[a.file];
+            let fi = match files.iter().position(|x| x.path == f.path && x.build_id == f.build_id) {
+                Some(i) => i,
+                None => {
+                    files.push(f.clone());
+                    files.len() - 1
+                }
+            };
+            for page in a.page..a.page + a.count.max(1) {
+                let rank = k as f64 / n;
+                let access = PageAccess { file: fi, page, count: 1, ..a.clone() };
+                ranked
+                    .entry((fi, page))
+                    .and_modify(|e| {
+                        if rank < e.0 {
+                            *e = (rank, access.clone());
+                        }
+                    })
+                    .or_insert((rank, access));
+            }
+        }
+    }
+    let mut accesses: Vec<(f64, PageAccess)> = ranked.into_values().collect();
+    accesses.sort_by(|a, b| {
+        a.0.total_cmp(&b.0).then(a.1.file.cmp(&b.1.file)).then(a.1.page.cmp(&b.1.page))
+    });
+    Some(PageProfile {
+        source: "merged".into(),
+        sampled: with_pages.iter().any(|p| p.sampled),
+        files,
+        accesses: accesses.into_iter().map(|(_, a)| a).collect(),
+        lost_events: with_pages.iter().map(|p| p.lost_events).sum(),
+    })
+}
+
+pub(crate) fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn touch(address: u64, ordinal: u64, name: &str) -> Touch {
+        Touch {
+            address,
+            size: 16,
+            names: vec![name.into()],
+            first_touch_ns: ordinal * 1000,
+            pid: 1,
+            tid: 1,
+            ordinal,
+            workloads: vec![],
+        }
+    }
+
+    fn module(path: &str, functions: Vec<Touch>) -> Module {
+        Module {
+            path: path.into(),
+            build_id: Some("abcd".into()),
+            size: 100,
+            mtime: 0,
+            load_bias: 0,
+            symbols: "symtab".into(),
+            functions_total: 10,
+            functions,
+        }
+    }
+
+    fn profile(label: &str, modules: Vec<Module>) -> Profile {
+        Profile {
+            format: FORMAT.into(),
+            version: VERSION,
+            workload: label.into(),
+            command: vec!["prog".into()],
+            created_unix: 0,
+            duration_ns: 5,
+            stop: Stop::Exit { code: 0 },
+            modules,
+            pages: None,
+            warnings: vec![],
+            workloads: vec![],
+        }
+    }
+
+    #[test]
+    fn round_trip_and_version_check() {
+        let p = profile("a", vec![module("/bin/x", vec![touch(0x10, 0, "main")])]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.json");
+        p.write(&path).unwrap();
+        assert_eq!(Profile::read(&path).unwrap(), p);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary file left");
+
+        let text =
+            std::fs::read_to_string(&path).unwrap().replace("\"version\": 1", "\"version\": 2");
+        let err = Profile::from_json(&path, &text).unwrap_err();
+        assert!(matches!(err, FormatError::UnknownVersion { found: 2, .. }), "{err}");
+        assert!(err.to_string().contains("version 2"));
+
+        let err =
+            Profile::from_json(&path, r#"{"format":"coldstart-bundle","version":1}"#).unwrap_err();
+        assert!(matches!(err, FormatError::WrongFormat { .. }));
+    }
+
+    #[test]
+    fn merge_orders_by_earliest_normalised_rank_and_keeps_workloads() {
+        // Workload a: f, g, h ; workload b: h, k (h is first in b: rank 0).
+        let a = profile(
+            "a",
+            vec![module("/bin/x", vec![touch(1, 0, "f"), touch(2, 1, "g"), touch(3, 2, "h")])],
+        );
+        let b = profile("b", vec![module("/bin/x", vec![touch(3, 0, "h"), touch(4, 1, "k")])]);
+        let m = merge(vec![a.clone(), b.clone()]).unwrap();
+        let names: Vec<&str> =
+            m.first_touch_order().iter().map(|(_, t)| t.names[0].as_str()).collect();
+        // ranks: f 0 (a), h 0 (b) but touched by 2 workloads -> before f; g 1/3; k 1/2.
+        assert_eq!(names, ["h", "f", "g", "k"]);
+        assert_eq!(m.workloads, vec![a, b]);
+        let h = &m.modules[0].functions[0];
+        assert_eq!(h.workloads, ["a", "b"]);
+        assert_eq!(m.stop, Stop::Merged);
+    }
+
+    fn pages(files: &[&str], accesses: &[(usize, u64, u64)]) -> PageProfile {
+        PageProfile {
+            source: "tracefs".into(),
+            sampled: false,
+            files: files
+                .iter()
+                .map(|p| PageFile {
+                    path: p.into(),
+                    size: 8192,
+                    mtime: 0,
+                    build_id: None,
+                    dev: "8:1".into(),
+                    ino: 1,
+                })
+                .collect(),
+            accesses: accesses
+                .iter()
+                .map(|&(file, page, count)| PageAccess {
+                    file,
+                    page,
+                    count,
+                    t_ns: 0,
+                    event: "fault".into(),
+                    pid: 1,
+                })
+                .collect(),
+            lost_events: 0,
+        }
+    }
+
+    #[test]
+    fn merged_pages_follow_the_same_rule_page_by_page() {
+        let mut a = profile("a", vec![]);
+        a.pages = Some(pages(&["/x", "/data"], &[(0, 0, 2), (1, 5, 1)]));
+        let mut b = profile("b", vec![]);
+        // Different file order in b: files are matched by path.
+        b.pages = Some(pages(&["/data", "/x"], &[(0, 7, 1), (1, 9, 1)]));
+        let m = merge(vec![a, b]).unwrap().pages.unwrap();
+        let order: Vec<(String, u64)> = m
+            .accesses
+            .iter()
+            .map(|x| (m.files[x.file].path.display().to_string(), x.page))
+            .collect();
+        // ranks: a: x0,x1 = 0 (one access of 2 pages), data5 = 1/2; b: data7 = 0, x9 = 1/2.
+        // Equal ranks: by file (in first-seen order), then page.
+        assert_eq!(
+            order,
+            [
+                ("/x".into(), 0),
+                ("/x".into(), 1),
+                ("/data".into(), 7),
+                ("/x".into(), 9),
+                ("/data".into(), 5)
+            ]
+        );
+        assert_eq!(m.files.len(), 2);
+        assert_eq!(m.source, "merged");
+    }
+
+    #[test]
+    fn merge_refuses_different_builds() {
+        let a = profile("a", vec![module("/bin/x", vec![touch(1, 0, "f")])]);
+        let mut b = profile("b", vec![module("/bin/x", vec![touch(1, 0, "f")])]);
+        b.modules[0].build_id = Some("ffff".into());
+        let err = merge(vec![a, b]).unwrap_err();
+        assert!(err.to_string().contains("different builds"), "{err}");
+    }
+}

@@ -1,0 +1,500 @@
+//! File pages touched during start-up, from the kernel's `filemap` tracepoints.
+//!
+//! `mm_filemap_fault` (a page fault on a file mapping), `mm_filemap_map_pages` (fault-around
+//! mapping pages already cached) and `mm_filemap_add_to_page_cache` (a page read from storage,
+//! by faults, `read(2)` or read-ahead) together name every file page start-up uses, for any
+//! program, stripped or not. Tracing happens in a tracefs *instance* of its own
+//! (`instances/coldstart-PID`), filtered to the process tree with `set_event_pid` and the
+//! `event-fork` option, so other tracing users are not disturbed; tracefs is mounted only if
+//! it is not, and unmounted only if coldstart mounted it.
+//!
+//! The page run is a run of its own, without breakpoints: the function profiler's `int3`
+//! writes make private copies of the text pages they patch, which would hide those pages
+//! from this trace. Its program is always killed at readiness (it is an extra run).
+//! Without root, the `perf` module samples page faults instead (labelled as sampled).
+//! Events carry a device and inode; they are mapped back to paths through the files the
+//! tree has mapped or open at readiness (`/proc/PID/maps`, `/proc/PID/fd`).
+
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::format::{PageAccess, PageFile, PageProfile};
+use crate::{ProfileError, ProfileOptions, Ready};
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+const EVENTS: [&str; 3] =
+    ["mm_filemap_fault", "mm_filemap_map_pages", "mm_filemap_add_to_page_cache"];
+
+/// Why the page trace could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum PagesError {
+    #[error("page-fault sampling: {0}")]
+    Perf(String),
+    #[error("tracefs at {path}: {message}")]
+    Tracefs { path: PathBuf, message: String },
+}
+
+fn tracefs_err(path: &Path, e: impl std::fmt::Display) -> PagesError {
+    PagesError::Tracefs { path: path.to_owned(), message: e.to_string() }
+}
+
+/// A tracefs instance (and a mount, when we made it), removed on drop.
+struct Instance {
+    dir: PathBuf,
+    mounted: bool,
+}
+
+impl Instance {
+    fn create() -> Result<Instance, PagesError> {
+        let root = Path::new(TRACEFS);
+        let mut mounted = false;
+        if !root.join("instances").is_dir() {
+            let c = |s: &str| std::ffi::CString::new(s).unwrap();
+            // SAFETY: mounting tracefs at its standard place with valid C strings.
+            let r = unsafe {
+                libc::mount(
+                    c("nodev").as_ptr(),
+                    c(TRACEFS).as_ptr(),
+                    c("tracefs").as_ptr(),
+                    0,
+                    std::ptr::null(),
+                )
+            };
+            if r != 0 {
+                return Err(tracefs_err(
+                    root,
+                    format!("cannot mount tracefs: {}", std::io::Error::last_os_error()),
+                ));
+            }
+            mounted = true;
+        }
+        remove_stale_instances(&root.join("instances"));
+        let dir = root.join("instances").join(format!("coldstart-{}", std::process::id()));
+        let instance = Instance { dir: dir.clone(), mounted };
+        std::fs::create_dir(&dir).map_err(|e| tracefs_err(&dir, e))?;
+        Ok(instance)
+    }
+
+    fn write(&self, file: &str, value: &str) -> Result<(), PagesError> {
+        let path = self.dir.join(file);
+        std::fs::write(&path, value).map_err(|e| tracefs_err(&path, e))
+    }
+}
+
+/// Remove instances left by a coldstart that was killed before it could clean up.
+fn remove_stale_instances(instances: &Path) {
+    let Ok(dir) = std::fs::read_dir(instances) else { return };
+    for entry in dir.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(pid) = name.strip_prefix("coldstart-").and_then(|p| p.parse::<u32>().ok()) {
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = std::fs::remove_dir(entry.path());
+            }
+        }
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.dir.join("tracing_on"), "0");
+        for e in EVENTS {
+            let _ = std::fs::write(self.dir.join("events/filemap").join(e).join("enable"), "0");
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+        if self.mounted {
+            let c = std::ffi::CString::new(TRACEFS).unwrap();
+            // SAFETY: unmounting the tracefs we mounted.
+            unsafe { libc::umount(c.as_ptr()) };
+        }
+    }
+}
+
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime fills the timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// (major, minor, inode) -> path, from the files the process group maps or holds open.
+fn snapshot_files(pgid: i32, into: &mut HashMap<(u32, u32, u64), PathBuf>) {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return };
+    for entry in dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        // SAFETY: getpgid has no memory preconditions.
+        if unsafe { libc::getpgid(pid) } != pgid {
+            continue;
+        }
+        if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+            for line in maps.lines() {
+                let f: Vec<&str> = line.splitn(6, ' ').collect();
+                if f.len() < 6 {
+                    continue;
+                }
+                let path = f[5].trim();
+                if !path.starts_with('/') {
+                    continue;
+                }
+                let Some((ma, mi)) = f[3].split_once(':') else { continue };
+                let (Ok(ma), Ok(mi), Ok(ino)) =
+                    (u32::from_str_radix(ma, 16), u32::from_str_radix(mi, 16), f[4].parse::<u64>())
+                else {
+                    continue;
+                };
+                into.entry((ma, mi, ino)).or_insert_with(|| PathBuf::from(path));
+            }
+        }
+        if let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
+            for fd in fds.flatten() {
+                if let (Ok(target), Ok(meta)) =
+                    (std::fs::read_link(fd.path()), std::fs::metadata(fd.path()))
+                {
+                    if meta.is_file() {
+                        let dev = meta.dev();
+                        into.entry((libc::major(dev), libc::minor(dev), meta.ino()))
+                            .or_insert(target);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One parsed trace line.
+#[derive(Debug, PartialEq)]
+struct Event {
+    pid: i32,
+    ts_ns: u64,
+    kind: &'static str,
+    dev: (u32, u32),
+    ino: u64,
+    page: u64,
+    count: u64,
+}
+
+/// Parse a line of the `trace` file, e.g.
+/// `prog-42 [001] ..... 12.345678: mm_filemap_fault: dev=8:1 ino=1a2b ofs=4096`.
+fn parse_line(line: &str) -> Option<Event> {
+    let (head, rest) = line.split_once(": mm_filemap_")?;
+    let (name, fields) = rest.split_once(": ")?;
+    let kind = match name {
+        "fault" => "fault",
+        "map_pages" => "map",
+        "add_to_page_cache" => "read",
+        _ => return None,
+    };
+    let (task, after) = head.rsplit_once(" [")?;
+    let pid = task.trim().rsplit_once('-')?.1.parse().ok()?;
+    let ts = after.split_whitespace().last()?;
+    let (secs, frac) = ts.split_once('.')?;
+    let frac_ns: u64 = format!("{frac:0<9}")[..9].parse().ok()?;
+    let ts_ns = secs.parse::<u64>().ok()? * 1_000_000_000 + frac_ns;
+    let norm = fields.replace('=', " ");
+    let tokens: Vec<&str> = norm.split_whitespace().collect();
+    let value =
+        |key: &str| tokens.iter().position(|t| *t == key).and_then(|i| tokens.get(i + 1)).copied();
+    let (ma, mi) = value("dev")?.split_once(':')?;
+    let ino = u64::from_str_radix(value("ino")?, 16).ok()?;
+    let ofs = value("ofs")?;
+    let (first, last) = match ofs.split_once('-') {
+        Some((a, b)) => (a.parse::<u64>().ok()?, b.parse::<u64>().ok()?),
+        None => {
+            let a = ofs.parse::<u64>().ok()?;
+            let order = value("order").and_then(|o| o.parse::<u32>().ok()).unwrap_or(0);
+            (a, a + (4096u64 << order) - 1)
+        }
+    };
+    Some(Event {
+        pid,
+        ts_ns,
+        kind,
+        dev: (ma.parse().ok()?, mi.parse().ok()?),
+        ino,
+        page: first / 4096,
+        count: (last + 1).saturating_sub(first).div_ceil(4096).max(1),
+    })
+}
+
+/// Record the pages of one start-up of the program (killed at readiness).
+pub(crate) fn record_pages(
+    options: &ProfileOptions,
+    path: &Path,
+) -> Result<(PageProfile, Vec<String>), ProfileError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return crate::perf::record_pages_perf(options, path);
+    }
+    let instance = Instance::create()?;
+    instance.write("buffer_size_kb", "32768")?;
+    instance.write("trace_clock", "mono")?;
+    instance.write("options/event-fork", "1")?;
+    for e in EVENTS {
+        instance.write(&format!("events/filemap/{e}/enable"), "1")?;
+    }
+    let mut launched = crate::launch(options, path, false)?;
+    let pid = launched.stopped.pid;
+    let guard = crate::trace::TreeGuard { pgid: pid, armed: true };
+    instance.write("set_event_pid", &pid.to_string())?;
+    instance.write("tracing_on", "1")?;
+    let t0 = monotonic_ns();
+    // SAFETY: continuing our own stopped child.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+
+    let mut files: HashMap<(u32, u32, u64), PathBuf> = HashMap::new();
+    let start = Instant::now();
+    let mut warnings = Vec::new();
+    let mut exited = false;
+    loop {
+        if launched.signal.is_raised() {
+            break;
+        }
+        let mut status = 0;
+        // SAFETY: polling our own child.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid && (libc::WIFEXITED(status) || libc::WIFSIGNALED(status)) {
+            exited = true;
+            break;
+        }
+        if matches!(options.ready, Ready::Exit) {
+            // Exit readiness: the maps vanish at exit, so keep the file table fresh.
+            snapshot_files(pid, &mut files);
+        }
+        if options.timeout.is_some_and(|t| start.elapsed() > t) {
+            warnings.push("page run: not ready before the timeout; pages so far are kept".into());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    instance.write("tracing_on", "0")?;
+    if !exited {
+        snapshot_files(pid, &mut files);
+    }
+    launched.stop_pollers();
+    // The page run is an extra run: kill its tree now and reap it.
+    drop(guard);
+    for r in launched.readers.drain(..) {
+        let _ = r.join();
+    }
+
+    let trace_path = instance.dir.join("trace");
+    let text = std::fs::read_to_string(&trace_path).map_err(|e| tracefs_err(&trace_path, e))?;
+    let mut lost = 0;
+    if let Ok(cpus) = std::fs::read_dir(instance.dir.join("per_cpu")) {
+        for cpu in cpus.flatten() {
+            if let Ok(stats) = std::fs::read_to_string(cpu.path().join("stats")) {
+                lost += stats
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("overrun: "))
+                    .filter_map(|v| v.trim().parse::<u64>().ok())
+                    .sum::<u64>();
+            }
+        }
+    }
+    drop(instance);
+    if lost > 0 {
+        warnings.push(format!(
+            "page trace lost {lost} events (ring buffer overrun): the page profile is incomplete"
+        ));
+    }
+    // Paths for inodes no snapshot saw (files opened and closed before readiness).
+    let mut profile_files: Vec<PageFile> = Vec::new();
+    let mut index: HashMap<(u32, u32, u64), usize> = HashMap::new();
+    let mut accesses = Vec::new();
+    let mut unresolved = 0usize;
+    // Between fork and exec the child still runs coldstart's own code: not the program's.
+    let own = std::fs::metadata("/proc/self/exe")
+        .ok()
+        .map(|m| (libc::major(m.dev()), libc::minor(m.dev()), m.ino()));
+    let target =
+        std::fs::metadata(path).ok().map(|m| (libc::major(m.dev()), libc::minor(m.dev()), m.ino()));
+    for event in text.lines().filter_map(parse_line) {
+        let key = (event.dev.0, event.dev.1, event.ino);
+        if event.ts_ns < t0 || (Some(key) == own && own != target) {
+            continue;
+        }
+        let fi = match index.get(&key) {
+            Some(&i) => i,
+            None => {
+                let path = files.get(&key).cloned();
+                if path.is_none() {
+                    unresolved += 1;
+                }
+                profile_files.push(describe(path, key));
+                index.insert(key, profile_files.len() - 1);
+                profile_files.len() - 1
+            }
+        };
+        accesses.push(PageAccess {
+            file: fi,
+            page: event.page,
+            count: event.count,
+            t_ns: event.ts_ns - t0,
+            event: event.kind.into(),
+            pid: event.pid,
+        });
+    }
+    let _ = unresolved;
+    Ok((
+        PageProfile {
+            source: "tracefs".into(),
+            sampled: false,
+            files: profile_files,
+            accesses,
+            lost_events: lost,
+        },
+        warnings,
+    ))
+}
+
+pub(crate) fn describe(path: Option<PathBuf>, key: (u32, u32, u64)) -> PageFile {
+    let dev = format!("{}:{}", key.0, key.1);
+    match path {
+        Some(path) => {
+            let meta = std::fs::metadata(&path).ok();
+            let build_id = coldstart_elf::is_elf(&path)
+                .then(|| {
+                    coldstart_elf::ElfInfo::open(
+                        &path,
+                        &coldstart_elf::SymbolOptions {
+                            use_debug_files: false,
+                            ..Default::default()
+                        },
+                    )
+                    .ok()
+                    .and_then(|i| i.build_id_hex())
+                })
+                .flatten();
+            PageFile {
+                size: meta.as_ref().map(|m| m.len()).unwrap_or(0),
+                mtime: meta.as_ref().map(|m| m.mtime()).unwrap_or(0),
+                path,
+                build_id,
+                dev,
+                ino: key.2,
+            }
+        }
+        None => {
+            PageFile { path: PathBuf::new(), size: 0, mtime: 0, build_id: None, dev, ino: key.2 }
+        }
+    }
+}
+
+/// Name files the trace knew only by device and inode, from candidate paths (the program
+/// and the modules the function run saw): a short-lived program exits before its maps can be
+/// read. Returns how many files are still unnamed.
+pub(crate) fn resolve_with(pages: &mut PageProfile, candidates: &[PathBuf]) -> usize {
+    let mut by_key: HashMap<(String, u64), &PathBuf> = HashMap::new();
+    for c in candidates {
+        if let Ok(m) = std::fs::metadata(c) {
+            by_key
+                .insert((format!("{}:{}", libc::major(m.dev()), libc::minor(m.dev())), m.ino()), c);
+        }
+    }
+    for f in pages.files.iter_mut().filter(|f| f.path.as_os_str().is_empty()) {
+        if let Some(path) = by_key.get(&(f.dev.clone(), f.ino)) {
+            *f = describe(Some((*path).clone()), {
+                let (ma, mi) = f.dev.split_once(':').unwrap_or(("0", "0"));
+                (ma.parse().unwrap_or(0), mi.parse().unwrap_or(0), f.ino)
+            });
+        }
+    }
+    pages.files.iter().filter(|f| f.path.as_os_str().is_empty()).count()
+}
+
+/// Pages touched per loaded section of each ELF file of a page profile (`.text`, `.rodata`,
+/// `.rela.dyn`, `.data.rel.ro`, ...), so relocation and data reads show beside code; empty for
+/// files that are not ELF or no longer readable. One list per entry of `pages.files`.
+pub fn section_pages(pages: &PageProfile) -> Vec<Vec<crate::format::SectionPages>> {
+    use std::collections::HashSet;
+    let mut touched: Vec<HashSet<u64>> = vec![HashSet::new(); pages.files.len()];
+    for a in &pages.accesses {
+        if let Some(set) = touched.get_mut(a.file) {
+            set.extend(a.page..a.page + a.count.max(1));
+        }
+    }
+    pages
+        .files
+        .iter()
+        .zip(&touched)
+        .map(|(file, set)| {
+            if file.path.as_os_str().is_empty() || !coldstart_elf::is_elf(&file.path) {
+                return Vec::new();
+            }
+            let options =
+                coldstart_elf::SymbolOptions { use_debug_files: false, ..Default::default() };
+            let Ok(info) = coldstart_elf::ElfInfo::open(&file.path, &options) else {
+                return Vec::new();
+            };
+            info.sections
+                .iter()
+                .filter(|s| s.address != 0 && s.size > 0)
+                .filter_map(|s| {
+                    let offset = s.offset?;
+                    let (first, last) = (offset / 4096, (offset + s.size - 1) / 4096);
+                    Some(crate::format::SectionPages {
+                        name: s.name.clone(),
+                        pages: last - first + 1,
+                        touched: (first..=last).filter(|p| set.contains(p)).count() as u64,
+                    })
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_count_the_pages_touched_in_them() {
+        let exe = std::fs::canonicalize("/proc/self/exe").unwrap();
+        let info = coldstart_elf::ElfInfo::open(&exe, &Default::default()).unwrap();
+        let text = info.section(".text").unwrap();
+        let first = text.offset.unwrap() / 4096;
+        let pages = PageProfile {
+            source: "tracefs".into(),
+            sampled: false,
+            files: vec![describe(Some(exe), (0, 0, 0))],
+            accesses: vec![PageAccess {
+                file: 0,
+                page: first,
+                count: 2,
+                t_ns: 0,
+                event: "map".into(),
+                pid: 1,
+            }],
+            lost_events: 0,
+        };
+        let sections = section_pages(&pages);
+        let t = sections[0].iter().find(|s| s.name == ".text").unwrap();
+        assert_eq!(t.touched, 2.min(t.pages));
+        assert!(t.pages >= t.touched);
+    }
+
+    #[test]
+    fn parses_the_three_filemap_events() {
+        let fault = parse_line("           prog-4242    [001] ..... 12345.678901: mm_filemap_fault: dev=8:1 ino=1a2b ofs=8192").unwrap();
+        assert_eq!(
+            fault,
+            Event {
+                pid: 4242,
+                ts_ns: 12_345_678_901_000,
+                kind: "fault",
+                dev: (8, 1),
+                ino: 0x1a2b,
+                page: 2,
+                count: 1
+            }
+        );
+        let map = parse_line("ld-linux-x86-64-7 [000] ...1. 1.000000500: mm_filemap_map_pages: dev=254:3 ino=ff ofs=0-16383").unwrap();
+        assert_eq!((map.kind, map.page, map.count, map.pid, map.dev), ("map", 0, 4, 7, (254, 3)));
+        let read = parse_line("cat-9 [003] ..... 2.5: mm_filemap_add_to_page_cache: dev 0:33 ino 10 pfn=0x1234 ofs=4096 order=2").unwrap();
+        assert_eq!((read.kind, read.page, read.count, read.ts_ns), ("read", 1, 4, 2_500_000_000));
+        assert!(parse_line("# tracer: nop").is_none());
+    }
+}

@@ -1,0 +1,286 @@
+//! Page profile without root: page-fault samples from `perf_event_open`.
+//!
+//! Unprivileged users cannot read tracefs, but may count the page faults of their own
+//! processes (`perf_event_paranoid` <= 2). A software `page-faults` event with a sample on
+//! every fault gives the faulting address and time; `mmap2` records in the same ring buffer
+//! say which file (device, inode, path, offset) each address range maps, so an address turns
+//! into a file page. This sees page *faults* only: pages mapped by fault-around and pages
+//! read with `read(2)` are missing, so the profile is labelled `sampled`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{fence, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::format::{PageAccess, PageProfile};
+use crate::pages::PagesError;
+use crate::{ProfileError, ProfileOptions};
+
+/// Data pages per CPU ring (a power of two; unprivileged users may lock ~516 KiB in all).
+const DATA_PAGES: usize = 32;
+const PAGE: usize = 4096;
+const PERF_RECORD_MMAP2: u32 = 10;
+const PERF_RECORD_SAMPLE: u32 = 9;
+const PERF_RECORD_LOST: u32 = 2;
+const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
+
+/// `struct perf_event_attr` up to `aux_watermark` (PERF_ATTR_SIZE_VER5, 112 bytes).
+#[repr(C)]
+#[derive(Default)]
+struct PerfEventAttr {
+    kind: u32,
+    size: u32,
+    config: u64,
+    sample_period: u64,
+    sample_type: u64,
+    read_format: u64,
+    flags: u64,
+    wakeup_events: u32,
+    bp_type: u32,
+    config1: u64,
+    config2: u64,
+    branch_sample_type: u64,
+    sample_regs_user: u64,
+    sample_stack_user: u32,
+    clockid: i32,
+    sample_regs_intr: u64,
+    aux_watermark: u32,
+    sample_max_stack: u16,
+    reserved: u16,
+}
+
+const FLAG_DISABLED: u64 = 1 << 0;
+const FLAG_INHERIT: u64 = 1 << 1;
+const FLAG_EXCLUDE_KERNEL: u64 = 1 << 5;
+const FLAG_EXCLUDE_HV: u64 = 1 << 6;
+const FLAG_MMAP: u64 = 1 << 8;
+const FLAG_ENABLE_ON_EXEC: u64 = 1 << 12;
+const FLAG_MMAP_DATA: u64 = 1 << 17;
+const FLAG_SAMPLE_ID_ALL: u64 = 1 << 18;
+const FLAG_MMAP2: u64 = 1 << 23;
+const FLAG_USE_CLOCKID: u64 = 1 << 25;
+const SAMPLE_TID: u64 = 1 << 1;
+const SAMPLE_TIME: u64 = 1 << 2;
+const SAMPLE_ADDR: u64 = 1 << 3;
+
+struct Ring {
+    fd: i32,
+    base: *mut u8,
+    len: usize,
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: unmapping and closing what `open` created.
+        unsafe {
+            libc::munmap(self.base.cast(), self.len);
+            libc::close(self.fd);
+        }
+    }
+}
+
+impl Ring {
+    /// One ring per CPU: the kernel refuses to map an inherited per-task event, and
+    /// inheritance is what covers the threads and children of the program.
+    fn open(pid: i32, cpu: i32) -> Result<Ring, PagesError> {
+        let attr = PerfEventAttr {
+            kind: 1, // PERF_TYPE_SOFTWARE
+            size: std::mem::size_of::<PerfEventAttr>() as u32,
+            config: 2, // PERF_COUNT_SW_PAGE_FAULTS
+            sample_period: 1,
+            sample_type: SAMPLE_TID | SAMPLE_TIME | SAMPLE_ADDR,
+            flags: FLAG_DISABLED
+                | FLAG_INHERIT
+                | FLAG_EXCLUDE_KERNEL
+                | FLAG_EXCLUDE_HV
+                | FLAG_MMAP
+                | FLAG_ENABLE_ON_EXEC
+                | FLAG_MMAP_DATA
+                | FLAG_SAMPLE_ID_ALL
+                | FLAG_MMAP2
+                | FLAG_USE_CLOCKID,
+            clockid: libc::CLOCK_MONOTONIC,
+            ..Default::default()
+        };
+        // SAFETY: perf_event_open with a fully initialised attribute struct.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_perf_event_open,
+                &attr as *const PerfEventAttr,
+                pid,
+                cpu,
+                -1,
+                PERF_FLAG_FD_CLOEXEC,
+            )
+        } as i32;
+        if fd < 0 {
+            return Err(PagesError::Perf(format!(
+                "perf_event_open: {} (check /proc/sys/kernel/perf_event_paranoid <= 2, or run as root for tracefs)",
+                std::io::Error::last_os_error()
+            )));
+        }
+        let len = (1 + DATA_PAGES) * PAGE;
+        // SAFETY: mapping the event's ring buffer as the perf ABI describes.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error();
+            // SAFETY: closing the descriptor we opened.
+            unsafe { libc::close(fd) };
+            return Err(PagesError::Perf(format!("mmap of the perf ring buffer: {e}")));
+        }
+        Ok(Ring { fd, base: base.cast(), len })
+    }
+
+    /// Copy out every complete record written so far and free their space.
+    fn drain(&self, out: &mut Vec<Vec<u8>>) {
+        let size = DATA_PAGES * PAGE;
+        // SAFETY: data_head (offset 1024) and data_tail (1032) of perf_event_mmap_page; the
+        // data area starts one page in. Reads of head are followed by an acquire fence and
+        // the tail is written after the records are copied, as the perf ABI requires.
+        unsafe {
+            let head_ptr = self.base.add(1024) as *const u64;
+            let tail_ptr = self.base.add(1032) as *mut u64;
+            let head = std::ptr::read_volatile(head_ptr);
+            fence(Ordering::Acquire);
+            let mut tail = std::ptr::read_volatile(tail_ptr);
+            let data = self.base.add(PAGE);
+            while tail + 8 <= head {
+                let at = |off: u64| *data.add(((tail + off) as usize) % size);
+                let rec_size = u16::from_ne_bytes([at(6), at(7)]) as u64;
+                if rec_size < 8 || tail + rec_size > head {
+                    break;
+                }
+                let rec: Vec<u8> = (0..rec_size).map(at).collect();
+                out.push(rec);
+                tail += rec_size;
+            }
+            fence(Ordering::Release);
+            std::ptr::write_volatile(tail_ptr, tail);
+        }
+    }
+}
+
+struct Mapping {
+    pid: u32,
+    start: u64,
+    end: u64,
+    pgoff: u64,
+    file: usize,
+}
+
+/// Record page faults of one start-up of the program (killed at readiness).
+pub(crate) fn record_pages_perf(
+    options: &ProfileOptions,
+    path: &Path,
+) -> Result<(PageProfile, Vec<String>), ProfileError> {
+    let mut launched = crate::launch(options, path, false)?;
+    let pid = launched.stopped.pid;
+    let guard = crate::trace::TreeGuard { pgid: pid, armed: true };
+    // SAFETY: sysconf has no preconditions.
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as i32;
+    let rings = (0..cpus).map(|cpu| Ring::open(pid, cpu)).collect::<Result<Vec<_>, _>>()?;
+    let t0 = crate::pages::monotonic_ns();
+    // SAFETY: continuing our own stopped child.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let mut records = Vec::new();
+    let start = Instant::now();
+    let mut warnings = Vec::new();
+    loop {
+        rings.iter().for_each(|r| r.drain(&mut records));
+        if launched.signal.is_raised() {
+            break;
+        }
+        let mut status = 0;
+        // SAFETY: polling our own child.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid && (libc::WIFEXITED(status) || libc::WIFSIGNALED(status)) {
+            break;
+        }
+        if options.timeout.is_some_and(|t| start.elapsed() > t) {
+            warnings.push("page run: not ready before the timeout; pages so far are kept".into());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    rings.iter().for_each(|r| r.drain(&mut records));
+    drop(rings);
+    launched.stop_pollers();
+    drop(guard);
+    for r in launched.readers.drain(..) {
+        let _ = r.join();
+    }
+
+    let mut files: Vec<crate::format::PageFile> = Vec::new();
+    let mut file_index: HashMap<PathBuf, usize> = HashMap::new();
+    let mut maps: Vec<Mapping> = Vec::new();
+    let mut accesses = Vec::new();
+    let mut lost = 0u64;
+    let u32_at = |r: &[u8], o: usize| u32::from_ne_bytes(r[o..o + 4].try_into().unwrap());
+    let u64_at = |r: &[u8], o: usize| u64::from_ne_bytes(r[o..o + 8].try_into().unwrap());
+    // Mappings first (rings are per CPU), then the samples in time order.
+    records.sort_by_key(|r| {
+        let sample = u32_at(r, 0) == PERF_RECORD_SAMPLE && r.len() >= 32;
+        (sample, if sample { u64_at(r, 16) } else { 0 })
+    });
+    for rec in &records {
+        let kind = u32_at(rec, 0);
+        match kind {
+            PERF_RECORD_MMAP2 if rec.len() >= 80 => {
+                let (p, addr, len, pgoff) =
+                    (u32_at(rec, 8), u64_at(rec, 16), u64_at(rec, 24), u64_at(rec, 32));
+                let (maj, min, ino) = (u32_at(rec, 40), u32_at(rec, 44), u64_at(rec, 48));
+                let name_bytes = &rec[72..];
+                let name = &name_bytes
+                    [..name_bytes.iter().position(|&b| b == 0).unwrap_or(name_bytes.len())];
+                let name = PathBuf::from(String::from_utf8_lossy(name).into_owned());
+                if !name.is_absolute() || ino == 0 {
+                    continue;
+                }
+                let fi = *file_index.entry(name.clone()).or_insert_with(|| {
+                    files.push(crate::pages::describe(Some(name.clone()), (maj, min, ino)));
+                    files.len() - 1
+                });
+                maps.retain(|m| m.pid != p || m.end <= addr || m.start >= addr + len);
+                maps.push(Mapping { pid: p, start: addr, end: addr + len, pgoff, file: fi });
+            }
+            PERF_RECORD_SAMPLE if rec.len() >= 32 => {
+                let (p, time, addr) = (u32_at(rec, 8), u64_at(rec, 16), u64_at(rec, 24));
+                if let Some(m) =
+                    maps.iter().rev().find(|m| m.pid == p && addr >= m.start && addr < m.end)
+                {
+                    accesses.push(PageAccess {
+                        file: m.file,
+                        page: (addr - m.start + m.pgoff) / PAGE as u64,
+                        count: 1,
+                        t_ns: time.saturating_sub(t0),
+                        event: "fault".into(),
+                        pid: p as i32,
+                    });
+                }
+            }
+            PERF_RECORD_LOST if rec.len() >= 24 => lost += u64_at(rec, 16),
+            _ => {}
+        }
+    }
+    if lost > 0 {
+        warnings
+            .push(format!("perf lost {lost} page-fault samples: the page profile is incomplete"));
+    }
+    warnings.push(
+        "page profile from page-fault samples (not root): fault-around and read(2) pages are not seen; run as root for the complete tracefs profile"
+            .into(),
+    );
+    Ok((
+        PageProfile { source: "perf".into(), sampled: true, files, accesses, lost_events: lost },
+        warnings,
+    ))
+}

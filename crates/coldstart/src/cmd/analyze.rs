@@ -1,0 +1,209 @@
+//! `coldstart analyze`: whether a binary's layout costs its start-up (the paper's Tables 2
+//! and 3, a per-section breakdown, and what is missing to fix it).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use coldstart_layout::analyze::{analyze, Analysis};
+use coldstart_layout::binary::Binary;
+use coldstart_layout::input::Workload;
+use coldstart_layout::model::PageModel;
+
+use super::order::{coded, parse_size};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The executable or shared library to analyse (without: every module of the profile
+    /// that start-up called into, the executable and each of its libraries).
+    #[arg(required_unless_present = "profile")]
+    pub binary: Option<PathBuf>,
+    /// A profile of a start-up of it (without: the static picture only).
+    #[arg(long)]
+    pub profile: Option<PathBuf>,
+    /// The module of the profile to use (default: the one named like BINARY).
+    #[arg(long)]
+    pub module: Option<String>,
+    /// Page size (4k, 16k, 64k).
+    #[arg(long, default_value = "4k", value_parser = parse_size)]
+    pub page_size: u64,
+    /// Read-ahead window around a fault (0 for none).
+    #[arg(long, default_value = "128k", value_parser = parse_size)]
+    pub readahead: u64,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.page_size == 0 {
+        return Err(crate::exit::usage("--page-size must be more than 0"));
+    }
+    let model = PageModel { page_size: args.page_size, readahead: args.readahead };
+    let workload =
+        match &args.profile {
+            Some(p) => {
+                let ws = Workload::read_profile(p).map_err(coded)?;
+                Some(ws.into_iter().next().ok_or_else(|| {
+                    crate::exit::usage(format!("{} has no workload", p.display()))
+                })?)
+            }
+            None => None,
+        };
+    let targets: Vec<(PathBuf, Option<String>)> = match (&args.binary, &workload) {
+        (Some(b), _) => vec![(b.clone(), args.module.clone())],
+        (None, Some(w)) => w
+            .modules
+            .iter()
+            .filter(|m| m.path.is_file() && !m.functions.is_empty())
+            .map(|m| (m.path.clone(), Some(m.path.display().to_string())))
+            .collect(),
+        (None, None) => return Err(crate::exit::usage("give a BINARY or --profile")),
+    };
+    let mut analyses = Vec::new();
+    for (path, module) in targets {
+        let binary = Binary::open(&path).map_err(coded)?;
+        analyses
+            .push(analyze(&binary, workload.as_ref(), module.as_deref(), model).map_err(coded)?);
+    }
+    if args.json {
+        if args.binary.is_some() {
+            println!("{}", serde_json::to_string_pretty(&analyses[0])?);
+        } else {
+            println!("{}", serde_json::to_string_pretty(&analyses)?);
+        }
+    } else {
+        let text: Vec<String> = analyses.iter().map(render).collect();
+        print!("{}", text.join("\n"));
+    }
+    Ok(crate::exit::SUCCESS)
+}
+
+fn kib(b: u64) -> String {
+    if b >= 10 * 1024 * 1024 {
+        format!("{} MiB", b / (1024 * 1024))
+    } else {
+        format!("{} KiB", b.div_ceil(1024))
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+/// The tables, as text.
+pub fn render(a: &Analysis) -> String {
+    let s = &a.static_picture;
+    let mut out = String::new();
+    out.push_str(&format!("{}\n", s.path));
+    let rows: Vec<(&str, String)> = vec![
+        ("file size", kib(s.file_bytes)),
+        ("position independent", yes(s.position_independent)),
+        (
+            "code",
+            format!(
+                "{} in {} pages of {} KiB",
+                kib(s.code_bytes),
+                s.code_pages,
+                a.model.page_size / 1024
+            ),
+        ),
+        ("functions", format!("{} (symbols from {})", s.functions, s.symbols)),
+        ("functions in own sections", s.function_sections.clone()),
+        ("static relocations kept", yes(s.relocations_kept)),
+        (
+            ".rela.dyn",
+            format!(
+                "{} ({} entries, {} relative)",
+                kib(s.rela_dyn_bytes),
+                s.rela_dyn_entries,
+                s.rela_dyn_relative
+            ),
+        ),
+        ("DT_RELR (.relr.dyn)", yes(s.relr)),
+        ("build-id", s.build_id.clone().unwrap_or_else(|| "none".into())),
+    ];
+    for (k, v) in rows {
+        out.push_str(&format!("  {k:<27} {v}\n"));
+    }
+    if let Some(u) = &a.utilization {
+        out.push_str(&format!(
+            "\nstart-up `{}` (page size {} KiB, read-ahead {} KiB)\n",
+            u.workload,
+            a.model.page_size / 1024,
+            a.model.readahead / 1024
+        ));
+        out.push_str(&format!(
+            "  {:<12} {:>8} {:>16} {:>12} {:>12} {:>12}\n",
+            "code pages", "total", "touched (share)", "utilization", "used code", "unused code"
+        ));
+        out.push_str(&format!(
+            "  {:<12} {:>8} {:>16} {:>12} {:>12} {:>12}\n",
+            "",
+            u.code_pages_total,
+            format!("{} ({})", u.code_pages_touched, pct(u.touched_share)),
+            pct(u.utilization),
+            kib(u.used_code_bytes),
+            kib(u.unused_code_bytes)
+        ));
+        let file = (u.non_code_bytes + u.used_code_bytes + u.unused_code_bytes).max(1) as f64;
+        let share = |b: u64| format!("{} ({})", kib(b), pct(b as f64 / file));
+        out.push_str(&format!(
+            "  {:<12} {:>16} {:>16} {:>16}\n",
+            "file bytes", "non-code", "used code", "unused code"
+        ));
+        out.push_str(&format!(
+            "  {:<12} {:>16} {:>16} {:>16}\n",
+            "",
+            share(u.non_code_bytes),
+            share(u.used_code_bytes),
+            share(u.unused_code_bytes)
+        ));
+        out.push_str(&format!(
+            "  {:<12} {:>8} {:>8} {:>11}\n",
+            "layout", "pages", "faults", "pages read"
+        ));
+        for (name, c) in [("current", &u.current), ("ideal", &u.ideal)] {
+            out.push_str(&format!(
+                "  {:<12} {:>8} {:>8} {:>11}\n",
+                name, c.pages_touched, c.faults, c.pages_read
+            ));
+        }
+    }
+    if !a.sections.is_empty() {
+        out.push_str("\npages of the file start-up faulted on and had in memory, by section (4 KiB file pages)\n");
+        out.push_str(&format!(
+            "  {:<12} {:>8} {:>8} {:>9} {:>9}  remedy\n",
+            "section", "in file", "faulted", "in memory", "saving"
+        ));
+        for r in &a.sections {
+            out.push_str(&format!(
+                "  {:<12} {:>8} {:>8} {:>9} {:>9}  {}\n",
+                r.class.name(),
+                r.pages_in_file,
+                r.pages_faulted,
+                r.pages_read,
+                r.predicted_saving,
+                r.remedy
+            ));
+        }
+    }
+    if a.utilization.is_none() && !s.missing.is_empty() {
+        out.push_str("\nmissing to optimise the layout:\n");
+    } else if !s.missing.is_empty() {
+        out.push_str("\nnotes:\n");
+    }
+    for m in &s.missing {
+        out.push_str(&format!("  - {m}\n"));
+    }
+    if a.utilization.is_none() {
+        out.push_str("  - a profile: run `coldstart profile -o P -- PROGRAM` and `coldstart analyze BINARY --profile P`\n");
+    }
+    for w in &a.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    out
+}
+
+fn yes(b: bool) -> String {
+    if b { "yes" } else { "no" }.to_owned()
+}

@@ -1,0 +1,55 @@
+//! `coldstart bolt`: rewrite a linked binary (with `--emit-relocs`) in coldstart's order
+//! through llvm-bolt, then verify the result.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use coldstart_layout::binary::Binary;
+use coldstart_layout::verify::parse_order_file;
+
+use super::order::coded;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The binary to rewrite (linked with -Wl,--emit-relocs).
+    pub binary: PathBuf,
+    /// The order file (any coldstart format; written for BOLT as one name per line).
+    #[arg(long)]
+    pub order: PathBuf,
+    /// The rewritten binary.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Show BOLT's own output.
+    #[arg(long)]
+    pub verbose: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let b = Binary::open(&args.binary).map_err(coded)?;
+    let text = std::fs::read_to_string(&args.order).map_err(|e| {
+        crate::exit::usage(format!("cannot read order file {}: {e}", args.order.display()))
+    })?;
+    let names = parse_order_file(&text);
+    // BOLT takes every line as a name: give it a clean list whatever format came in.
+    let list = tempfile::NamedTempFile::new()?;
+    std::fs::write(list.path(), names.join("\n") + "\n")?;
+    let log = coldstart_layout::drivers::bolt(
+        &args.binary,
+        list.path(),
+        &args.output,
+        b.info.has_emitted_relocations,
+    )
+    .map_err(|e| match e {
+        coldstart_layout::LayoutError::Tool { ref message, .. }
+            if message.contains("--emit-relocs") =>
+        {
+            crate::exit::usage(e.to_string())
+        }
+        other => coded(other),
+    })?;
+    if args.verbose {
+        eprint!("{log}");
+    }
+    eprintln!("coldstart: wrote {}", args.output.display());
+    super::verify::check(&args.output, &names, 4096, false)
+}

@@ -1,0 +1,80 @@
+//! `coldstart link`: run the user's own build with function sections and lld with the
+//! order file injected, then verify the result.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use coldstart_layout::drivers::prepare_build;
+
+use super::order::coded;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The order file (lld format: `coldstart order --format lld`).
+    #[arg(long)]
+    pub order: PathBuf,
+    /// The binary the build produces, to verify after it (skipped without it).
+    #[arg(long)]
+    pub binary: Option<PathBuf>,
+    /// Verify against this profile instead of the order file.
+    #[arg(long)]
+    pub profile: Option<PathBuf>,
+    /// Also pack relative relocations (`-z pack-relative-relocs`, DT_RELR): a PIE's loader
+    /// then reads a few bytes per page of pointers instead of 24 bytes per pointer.
+    #[arg(long)]
+    pub pack_relocs: bool,
+    /// The build command: make, cmake --build, a compiler line, cargo build, ...
+    #[arg(last = true, required = true)]
+    pub build: Vec<String>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let extra: Vec<String> =
+        if args.pack_relocs { vec!["-Wl,-z,pack-relative-relocs".to_owned()] } else { vec![] };
+    let mut prepared = prepare_build(&args.build, &args.order, &extra).map_err(coded)?;
+    eprintln!(
+        "coldstart: building with {} and {}",
+        prepared.flags.compile.join(" "),
+        prepared.flags.link.join(" ")
+    );
+    let status = prepared
+        .command
+        .status()
+        .map_err(|e| crate::exit::usage(format!("cannot run `{}`: {e}", args.build[0])))?;
+    if !status.success() {
+        anyhow::bail!(
+            "the build `{}` failed ({status}); its output is above",
+            args.build.join(" ")
+        );
+    }
+    let Some(binary) = &args.binary else {
+        eprintln!("coldstart: built; pass --binary OUT to verify the layout (or run `coldstart verify OUT --order {}`)", args.order.display());
+        return Ok(crate::exit::SUCCESS);
+    };
+    let expected = super::verify::expected_names(
+        args.profile.as_deref(),
+        Some(&args.order).filter(|_| args.profile.is_none()).map(|p| p.as_path()),
+        binary,
+        None,
+    )?;
+    let expected = if args.profile.is_none() {
+        // One order file may serve every module of the build: check the names this binary
+        // defines (with --profile, every name of its module counts, missing ones included).
+        let b = coldstart_layout::binary::Binary::open(binary).map_err(coded)?;
+        let defined: std::collections::HashSet<&str> =
+            b.functions.iter().flat_map(|f| f.names.iter().map(String::as_str)).collect();
+        let (mine, other): (Vec<String>, Vec<String>) =
+            expected.into_iter().partition(|n| defined.contains(n.as_str()));
+        if !other.is_empty() {
+            eprintln!(
+                "coldstart: {} names of the order are not in {} (other modules of the build, or inlined); use --profile to count them",
+                other.len(),
+                binary.display()
+            );
+        }
+        mine
+    } else {
+        expected
+    };
+    super::verify::check(binary, &expected, 4096, false)
+}

@@ -1,0 +1,68 @@
+//! `coldstart demo`: the main job runs end to end on the small sample program.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[test]
+fn demo_builds_the_sample_and_measures_every_cache_state() {
+    if !is_root() {
+        eprintln!("skipped: the demo's cgroups and cold cache need root");
+        return;
+    }
+    // On the disk, not tmpfs: the demo refuses a directory whose pages cannot be evicted.
+    let dir =
+        tempfile::Builder::new().prefix("coldstart-demo-test").tempdir_in("/var/tmp").unwrap();
+    let out = Command::cargo_bin("coldstart")
+        .unwrap()
+        .args(["demo", "--size", "small", "--runs", "3", "--dir"])
+        .arg(dir.path())
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("I/O share"))
+        .get_output()
+        .stdout
+        .clone();
+    let stdout = String::from_utf8_lossy(&out);
+    for state in ["cold:", "selective:", "warm:", "hot:"] {
+        assert!(stdout.contains(state), "no `{state}` section in:\n{stdout}");
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("measure.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["format"], "coldstart-measure");
+    let commands = report["commands"].as_array().unwrap();
+    assert_eq!(commands.len(), 4, "one result per cache state");
+    let hot = commands.iter().find(|c| c["label"] == "hot").unwrap();
+    let cold = commands.iter().find(|c| c["label"] == "cold").unwrap();
+    let faults = |c: &serde_json::Value| -> Vec<u64> {
+        c["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["excluded"].is_null())
+            .map(|r| r["counters"]["major_faults"].as_u64().unwrap())
+            .collect()
+    };
+    assert!(faults(hot).iter().all(|&f| f == 0), "hot runs fault: {:?}", faults(hot));
+    assert!(faults(cold).iter().all(|&f| f > 0), "cold runs do not fault: {:?}", faults(cold));
+}
+
+#[test]
+fn demo_refuses_a_tmpfs_directory() {
+    if !std::path::Path::new("/dev/shm").is_dir() {
+        return;
+    }
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    Command::cargo_bin("coldstart")
+        .unwrap()
+        .args(["demo", "--size", "small", "--dir"])
+        .arg(dir.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("tmpfs"));
+}

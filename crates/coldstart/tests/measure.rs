@@ -1,0 +1,724 @@
+//! `coldstart measure` against the real kernel: cgroups, the page cache, readiness signals,
+//! Xvfb. Most tests need root (cgroups, drop_caches, fanotify) and skip with a message
+//! without it. Tests that touch the page cache hold a lock file so they do not drop each
+//! other's caches mid-run.
+
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use assert_cmd::cargo::CommandCargoExt;
+use serde_json::Value;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+macro_rules! require_root {
+    () => {
+        if !is_root() {
+            eprintln!(
+                "skipped: needs root (cgroups, drop_caches, fanotify); run the tests as root"
+            );
+            return;
+        }
+    };
+}
+
+/// Serialises the tests that drop or depend on the page cache (across test binaries).
+struct CacheLock(fs::File);
+
+fn cache_lock() -> CacheLock {
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(std::env::temp_dir().join("coldstart-measure-tests.lock"))
+        .unwrap();
+    // SAFETY: flock on our own fd; released when the file is closed.
+    unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX) };
+    CacheLock(f)
+}
+
+impl Drop for CacheLock {
+    fn drop(&mut self) {
+        // SAFETY: unlocking our own fd.
+        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&self.0), libc::LOCK_UN) };
+    }
+}
+
+/// Compile a C program with clang-19 into `dir`.
+fn compile(dir: &Path, name: &str, source: &str) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    fs::write(&src, source).unwrap();
+    let exe = dir.join(name);
+    let out = Command::new("clang-19")
+        .args(["-O1", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("clang-19");
+    assert!(out.status.success(), "clang-19 failed: {}", String::from_utf8_lossy(&out.stderr));
+    exe
+}
+
+/// A program that maps the file in argv[1] and reads one byte of every page. With a second
+/// argument `child` it does that in a forked child, signals readiness through
+/// COLDSTART_READY_FD from the child, and both then sleep (the tree stays alive at readiness).
+const TOUCH_C: &str = r#"
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+static unsigned long touch(const char *path) {
+  int fd = open(path, O_RDONLY); struct stat st; fstat(fd, &st);
+  volatile unsigned char *p = mmap(0, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  unsigned long sum = 0;
+  for (off_t i = 0; i < st.st_size; i += 4096) sum += p[i];
+  return sum;
+}
+int main(int argc, char **argv) {
+  if (argc > 2 && strcmp(argv[2], "child") == 0) {
+    if (fork() == 0) {
+      touch(argv[1]);
+      const char *fd = getenv("COLDSTART_READY_FD");
+      if (fd) write(atoi(fd), "r", 1);
+      for (;;) pause();
+    }
+    for (;;) pause();
+  }
+  if (argc > 2 && strcmp(argv[2], "hold") == 0) {
+    touch(argv[1]);
+    write(1, "held\n", 5);
+    for (;;) pause();
+  }
+  if (argc > 2 && strcmp(argv[2], "linger") == 0) {
+    touch(argv[1]);
+    usleep(20000);
+    return 0;
+  }
+  return touch(argv[1]) == 12345 ? 1 : 0;
+}
+"#;
+
+/// Stops an Xvfb on drop: SIGTERM so it removes its socket and lock file, and removes them
+/// itself if the server had to be killed.
+struct Xvfb(u32, Child);
+
+impl Drop for Xvfb {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.1.id() as i32, libc::SIGTERM) };
+        let start = Instant::now();
+        while self.1.try_wait().ok().flatten().is_none() {
+            if start.elapsed() > Duration::from_secs(3) {
+                let _ = self.1.kill();
+                let _ = self.1.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = fs::remove_file(format!("/tmp/.X11-unix/X{}", self.0));
+        let _ = fs::remove_file(format!("/tmp/.X{}-lock", self.0));
+    }
+}
+
+/// Kills a background process on drop.
+struct Background(Child);
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+struct Measured {
+    code: i32,
+    /// The table, which ends with the warnings.
+    stdout: String,
+    stderr: String,
+    json: Value,
+}
+
+fn measure(args: &[&str], cmd: &[&str], dir: &Path) -> Measured {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let json = dir.join(format!("report-{n}.json"));
+    let out = Command::cargo_bin("coldstart")
+        .unwrap()
+        .arg("measure")
+        .args(args)
+        .arg("--export-json")
+        .arg(&json)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let json =
+        fs::read_to_string(&json).map(|t| serde_json::from_str(&t).unwrap()).unwrap_or(Value::Null);
+    Measured { code: out.status.code().unwrap_or(-1), stdout, stderr, json }
+}
+
+fn runs(m: &Measured, command: usize) -> Vec<Value> {
+    m.json["commands"][command]["runs"].as_array().cloned().unwrap_or_default()
+}
+
+fn counter(run: &Value, name: &str) -> u64 {
+    run["counters"][name].as_u64().unwrap_or_else(|| panic!("no {name} in {run}"))
+}
+
+fn data_file(dir: &Path, mib: usize) -> PathBuf {
+    let p = dir.join("data.bin");
+    let mut bytes = vec![0u8; mib << 20];
+    for (i, b) in bytes.iter_mut().enumerate() {
+        *b = (i * 7 % 251) as u8;
+    }
+    fs::write(&p, bytes).unwrap();
+    let f = fs::File::open(&p).unwrap();
+    f.sync_all().unwrap();
+    p
+}
+
+/// Live processes whose argv is exactly `argv`.
+fn processes(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    let mut out = Vec::new();
+    for e in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Run cgroups left behind by a coldstart that is no longer alive.
+fn stale_run_cgroups() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for h in ["memory", "cpuacct", "blkio", "freezer", "pids", "unified"] {
+        let Ok(rd) = fs::read_dir(format!("/sys/fs/cgroup/{h}/coldstart")) else { continue };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name.strip_prefix("run-").and_then(|r| r.split('-').next()) {
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    out.push(e.path());
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn cold_run_faults_and_reads_at_least_the_touched_file() {
+    require_root!();
+    let _lock = cache_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), "touch", TOUCH_C);
+    let data = data_file(dir.path(), 4);
+    let m = measure(
+        &["--cache", "cold", "--runs", "2", "--warmup", "0"],
+        &[exe.to_str().unwrap(), data.to_str().unwrap()],
+        dir.path(),
+    );
+    assert_eq!(m.code, 0, "{}", m.stderr);
+    let runs = runs(&m, 0);
+    assert_eq!(runs.len(), 2);
+    for r in &runs {
+        assert!(r["excluded"].is_null(), "{r}");
+        assert!(counter(r, "major_faults") > 0, "{r}");
+        assert!(counter(r, "read_bytes") >= 4 << 20, "{r}");
+        assert!(r["eviction"]["held"].as_bool().unwrap(), "{r}");
+    }
+}
+
+#[test]
+fn hot_run_has_no_major_faults_and_reads_nothing() {
+    require_root!();
+    let _lock = cache_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), "touch", TOUCH_C);
+    let data = data_file(dir.path(), 4);
+    let m = measure(
+        &["--cache", "hot", "--runs", "3"],
+        &[exe.to_str().unwrap(), data.to_str().unwrap()],
+        dir.path(),
+    );
+    assert_eq!(m.code, 0, "{}", m.stderr);
+    for r in &runs(&m, 0) {
+        assert_eq!(counter(r, "major_faults"), 0, "{r}");
+        assert_eq!(counter(r, "read_bytes"), 0, "{r}");
+        assert!(counter(r, "minor_faults") > 0, "{r}");
+        assert!(r["eviction"].is_null());
+    }
+}
+
+#[test]
+fn eviction_verification_names_the_process_that_keeps_a_file_mapped() {
+    require_root!();
+    let _lock = cache_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), "touch", TOUCH_C);
+    let data = data_file(dir.path(), 1);
+    let mut holder =
+        Command::new(&exe).arg(&data).arg("hold").stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = [0u8; 5];
+    std::io::Read::read_exact(holder.stdout.as_mut().unwrap(), &mut line).unwrap();
+    let holder = Background(holder);
+    let m = measure(
+        &["--cache", "selective", "--runs", "2", "--warmup", "0"],
+        &[exe.to_str().unwrap(), data.to_str().unwrap()],
+        dir.path(),
+    );
+    // Every run excluded: nothing counted, exit code 1.
+    assert_eq!(m.code, 1, "{}", m.stderr);
+    let pid = holder.0.id().to_string();
+    for r in &runs(&m, 0) {
+        let why = r["excluded"].as_str().expect("run excluded");
+        assert!(
+            why.contains("eviction did not hold") && why.contains(&format!("pid {pid}")),
+            "{why}"
+        );
+        assert!(!r["eviction"]["held"].as_bool().unwrap());
+    }
+    assert!(
+        m.stdout.contains(&format!("pid {pid} (touch)")) && m.stdout.contains("--cache hot"),
+        "{}",
+        m.stdout
+    );
+}
+
+#[test]
+fn a_child_process_faults_are_counted_and_the_tree_is_killed() {
+    require_root!();
+    let _lock = cache_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), "touch", TOUCH_C);
+    let data = data_file(dir.path(), 2);
+    let m = measure(
+        &["--cache", "cold", "--runs", "1", "--warmup", "0", "--ready", "fd", "--timeout", "20"],
+        &[exe.to_str().unwrap(), data.to_str().unwrap(), "child"],
+        dir.path(),
+    );
+    assert_eq!(m.code, 0, "{}", m.stderr);
+    let r = &runs(&m, 0)[0];
+    assert_eq!(r["outcome"]["kind"], "ready", "{r}");
+    // The root only forks and sleeps: every major fault and byte read is the child's.
+    assert!(counter(r, "major_faults") > 0, "{r}");
+    assert!(counter(r, "read_bytes") >= 2 << 20, "{r}");
+    assert!(
+        processes(&[exe.to_str().unwrap(), data.to_str().unwrap(), "child"]).is_empty(),
+        "the tree survived"
+    );
+}
+
+fn ready_run(ready: &str, cmd: &[&str], timeout: &str) -> (Measured, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let m = measure(
+        &["--ready", ready, "--runs", "1", "--warmup", "0", "--timeout", timeout],
+        cmd,
+        dir.path(),
+    );
+    (m, dir)
+}
+
+fn assert_ready_quickly(m: &Measured, at_least_s: f64) {
+    assert_eq!(m.code, 0, "{}", m.stderr);
+    let r = &runs(m, 0)[0];
+    assert_eq!(r["outcome"]["kind"], "ready", "{r}");
+    let wall = r["counters"]["wall_s"].as_f64().unwrap();
+    // The programs sleep for minutes after the signal: readiness, not exit, ended the run.
+    assert!(wall >= at_least_s && wall < 10.0, "wall {wall}");
+}
+
+#[test]
+fn ready_on_stdout_and_stderr_regex() {
+    require_root!();
+    let (m, _d) = ready_run(
+        "stdout:^listening on [0-9]+$",
+        &["sh", "-c", "sleep 0.05; echo listening on 80; exec sleep 300"],
+        "20",
+    );
+    assert_ready_quickly(&m, 0.05);
+    let (m, _d) = ready_run(
+        "stderr:ready",
+        &["sh", "-c", "echo noise; echo ready >&2; exec sleep 301"],
+        "20",
+    );
+    assert_ready_quickly(&m, 0.0);
+    assert!(processes(&["sleep", "300"]).is_empty() && processes(&["sleep", "301"]).is_empty());
+}
+
+#[test]
+fn output_is_drained_so_a_chatty_program_does_not_block() {
+    require_root!();
+    // 4 MiB of output before the marker: far more than a pipe buffer.
+    let (m, _d) = ready_run(
+        "stdout:^MARK$",
+        &["sh", "-c", "head -c 4194304 /dev/zero | tr '\\0' 'x'; echo; echo MARK; exec sleep 302"],
+        "20",
+    );
+    assert_ready_quickly(&m, 0.0);
+}
+
+#[test]
+fn a_program_that_exits_before_its_signal_is_reported() {
+    require_root!();
+    let (m, _d) = ready_run("stdout:never", &["sh", "-c", "echo something else"], "20");
+    assert_eq!(m.code, 1, "{}", m.stderr);
+    let r = &runs(&m, 0)[0];
+    assert_eq!(r["outcome"]["kind"], "exited_before_ready", "{r}");
+    assert!(r["excluded"].as_str().unwrap().contains("exited before"));
+}
+
+#[test]
+fn ready_on_file_and_fd() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let flag = dir.path().join("ready-flag");
+    let script = format!("sleep 0.1; touch {}; exec sleep 303", flag.display());
+    let (m, _d) = ready_run(&format!("file:{}", flag.display()), &["sh", "-c", &script], "20");
+    assert_ready_quickly(&m, 0.1);
+    let (m, _d) = ready_run(
+        "fd",
+        &["sh", "-c", "sleep 0.05; echo x >&$COLDSTART_READY_FD; exec sleep 304"],
+        "20",
+    );
+    assert_ready_quickly(&m, 0.05);
+}
+
+const LISTEN_C: &str = r#"
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  usleep(100000);
+  int s = socket(AF_INET, SOCK_STREAM, 0); int one = 1;
+  setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in a = {0}; a.sin_family = AF_INET; a.sin_port = htons(atoi(argv[1]));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(s, (struct sockaddr *)&a, sizeof a) || listen(s, 8)) return 1;
+  for (;;) pause();
+}
+"#;
+
+#[test]
+fn ready_on_tcp_port() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), "listen", LISTEN_C);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let (m, _d) = ready_run(&format!("tcp:{port}"), &[exe.to_str().unwrap(), &port], "20");
+    assert_ready_quickly(&m, 0.1);
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).is_err(),
+        "server survived"
+    );
+}
+
+#[test]
+fn ready_on_an_x11_window_under_xvfb() {
+    require_root!();
+    for tool in ["Xvfb", "xmessage", "xwininfo"] {
+        if Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .map(|o| !o.status.success())
+            .unwrap_or(true)
+        {
+            eprintln!("skipped: {tool} is not installed (apt-get install xvfb x11-utils)");
+            return;
+        }
+    }
+    let display = (90..190)
+        .find(|n| {
+            !Path::new(&format!("/tmp/.X11-unix/X{n}")).exists()
+                && !Path::new(&format!("/tmp/.X{n}-lock")).exists()
+        })
+        .expect("a free X display");
+    let xvfb = Xvfb(
+        display,
+        Command::new("Xvfb")
+            .arg(format!(":{display}"))
+            // No server reset when the last client (an xwininfo poll) disconnects.
+            .args(["-noreset", "-nolisten", "tcp"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let socket = format!("/tmp/.X11-unix/X{display}");
+    let start = Instant::now();
+    while !Path::new(&socket).exists() {
+        assert!(start.elapsed() < Duration::from_secs(10), "Xvfb did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = Command::cargo_bin("coldstart")
+        .unwrap()
+        .env("DISPLAY", format!(":{display}"))
+        .args([
+            "measure",
+            "--ready",
+            "window:^coldstart-test$",
+            "--runs",
+            "2",
+            "--warmup",
+            "0",
+            "--timeout",
+            "20",
+        ])
+        .arg("--export-json")
+        .arg(&json)
+        .args(["--", "xmessage", "-title", "coldstart-test", "hello"])
+        .output()
+        .unwrap();
+    drop(xvfb);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
+    for r in report["commands"][0]["runs"].as_array().unwrap() {
+        assert_eq!(r["outcome"]["kind"], "ready", "{r}");
+        assert!(r["counters"]["wall_s"].as_f64().unwrap() < 10.0);
+    }
+    assert!(
+        processes(&["xmessage", "-title", "coldstart-test", "hello"]).is_empty(),
+        "xmessage survived"
+    );
+}
+
+#[test]
+fn a_hanging_program_is_killed_on_timeout_and_nothing_remains() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    // A tree: a shell with a background child and a foreground sleep, never ready.
+    let m = measure(
+        &[
+            "--ready",
+            "file:/nonexistent/coldstart",
+            "--runs",
+            "2",
+            "--warmup",
+            "0",
+            "--timeout",
+            "0.3",
+        ],
+        &["sh", "-c", "sleep 917 & sleep 918"],
+        dir.path(),
+    );
+    assert_eq!(m.code, 1, "{}", m.stderr);
+    for r in &runs(&m, 0) {
+        assert_eq!(r["outcome"]["kind"], "timeout", "{r}");
+        assert!(r["excluded"].as_str().unwrap().contains("timeout"));
+        let wall = r["counters"]["wall_s"].as_f64().unwrap();
+        assert!((0.3..5.0).contains(&wall), "{wall}");
+    }
+    assert!(
+        processes(&["sleep", "917"]).is_empty() && processes(&["sleep", "918"]).is_empty(),
+        "the tree survived"
+    );
+    assert!(stale_run_cgroups().is_empty(), "{:?}", stale_run_cgroups());
+}
+
+#[test]
+fn interrupting_coldstart_kills_the_current_run() {
+    require_root!();
+    for (signal, code, marker) in [(libc::SIGINT, 130, "919"), (libc::SIGTERM, 143, "921")] {
+        let script = format!("sleep {marker} & sleep 9{marker}");
+        let mut child = Command::cargo_bin("coldstart")
+            .unwrap()
+            .args(["measure", "--ready", "file:/nonexistent/x", "--runs", "1", "--timeout", "60"])
+            .args(["--", "sh", "-c", &script])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let inner = format!("9{marker}");
+        let start = Instant::now();
+        while processes(&["sleep", &inner]).is_empty() {
+            assert!(start.elapsed() < Duration::from_secs(10), "the run did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(code));
+        assert!(
+            processes(&["sleep", marker]).is_empty() && processes(&["sleep", &inner]).is_empty()
+        );
+        assert!(stale_run_cgroups().is_empty(), "{:?}", stale_run_cgroups());
+    }
+}
+
+#[test]
+fn bad_commands_exit_2_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for (cmd, reason) in [
+        (vec!["coldstart-no-such-program"], "not found"),
+        (vec![dir.path().to_str().unwrap()], "is a directory"),
+        (vec![], "no command"),
+        (vec!["true", ":::", "true"], "--compare"),
+    ] {
+        let out = Command::cargo_bin("coldstart")
+            .unwrap()
+            .args(["measure", "--"])
+            .args(&cmd)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{cmd:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains(reason), "{err}");
+    }
+    let out = Command::cargo_bin("coldstart")
+        .unwrap()
+        .args(["measure", "--ready", "tcp:x", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn cold_without_root_names_the_privilege_and_offers_selective() {
+    require_root!(); // to become another user
+    let out = Command::cargo_bin("coldstart")
+        .unwrap()
+        .args(["measure", "--cache", "cold", "--", "true"])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("CAP_SYS_ADMIN") && err.contains("--cache selective"), "{err}");
+}
+
+#[test]
+fn hot_works_without_root_with_a_warning() {
+    require_root!(); // to become another user
+    let out = Command::cargo_bin("coldstart")
+        .unwrap()
+        .args(["measure", "--runs", "2", "--", "true"])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("Warning:") && table.contains("rusage"), "{table}");
+}
+
+#[test]
+fn comparison_runs_both_commands() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let m = measure(
+        &["--compare", "--runs", "3"],
+        &["true", ":::", "sh", "-c", "sleep 0.02"],
+        dir.path(),
+    );
+    assert_eq!(m.code, 0, "{}", m.stderr);
+    assert_eq!(runs(&m, 0).len(), 3);
+    assert_eq!(runs(&m, 1).len(), 3);
+    let c = &m.json["comparison"];
+    assert!(c["ratio"].as_f64().unwrap() > 1.0, "{c}");
+}
+
+#[test]
+fn cold_and_hot_together_report_the_io_share_and_every_export() {
+    require_root!();
+    let _lock = cache_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), "touch", TOUCH_C);
+    let data = data_file(dir.path(), 2);
+    let (csv, md) = (dir.path().join("r.csv"), dir.path().join("r.md"));
+    let m = measure(
+        &[
+            "--cache",
+            "cold,hot",
+            "--runs",
+            "2",
+            "--export-csv",
+            csv.to_str().unwrap(),
+            "--export-markdown",
+            md.to_str().unwrap(),
+        ],
+        &[exe.to_str().unwrap(), data.to_str().unwrap()],
+        dir.path(),
+    );
+    assert_eq!(m.code, 0, "{}", m.stderr);
+    assert_eq!(m.json["cache"], "cold,hot");
+    let labels: Vec<&str> = m.json["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["cold", "hot"]);
+    assert!(counter(&runs(&m, 0)[0], "read_bytes") >= 2 << 20);
+    assert_eq!(counter(&runs(&m, 1)[0], "read_bytes"), 0);
+    let share = &m.json["io_share"][0];
+    assert_eq!(share["cache"], "cold");
+    let (cold, hot, io) = (
+        share["cold_median_s"].as_f64().unwrap(),
+        share["hot_median_s"].as_f64().unwrap(),
+        share["io_s"].as_f64().unwrap(),
+    );
+    assert!((cold - hot - io).abs() < 1e-12);
+    assert!(fs::metadata(&csv).unwrap().len() > 0 && fs::metadata(&md).unwrap().len() > 0);
+    // Written atomically: no temporary file left beside them.
+    assert_eq!(
+        fs::read_dir(dir.path()).unwrap().count(),
+        6,
+        "{:?}",
+        fs::read_dir(dir.path()).unwrap().collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn selective_without_root_discovers_and_evicts_the_program_files() {
+    require_root!(); // to become another user
+    let _lock = cache_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), "touch", TOUCH_C);
+    let data = data_file(dir.path(), 2);
+    // Another user's files: theirs to evict and verify.
+    for p in [dir.path(), exe.as_path(), data.as_path()] {
+        std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
+    }
+    let json = dir.path().join("r.json");
+    let out = Command::cargo_bin("coldstart")
+        .unwrap()
+        .args(["measure", "--cache", "selective", "--runs", "2", "--export-json"])
+        .arg(&json)
+        .arg("--")
+        .args([exe.to_str().unwrap(), data.to_str().unwrap(), "linger"])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let report: Value = serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["environment"]["cgroup"], "rusage");
+    for r in report["commands"][0]["runs"].as_array().unwrap() {
+        assert!(r["excluded"].is_null(), "{r}");
+        // The executable and the data file, found by sampling /proc.
+        assert_eq!(r["eviction"]["files"], 2, "{r}");
+        assert!(counter(r, "read_bytes") >= 2 << 20, "{r}");
+    }
+}

@@ -1,0 +1,927 @@
+//! `coldstart profile` on programs built here with clang-19 and on Debian's own programs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use assert_cmd::cargo::CommandCargoExt;
+use serde_json::Value;
+
+fn cc(dir: &Path, name: &str, source: &str, args: &[&str]) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let out = dir.join(name);
+    let status = Command::new("clang-19")
+        .args(["-O1", "-fno-inline", "-fuse-ld=lld"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .args(args)
+        .status()
+        .expect("clang-19 is installed (scripts/setup.sh)");
+    assert!(status.success(), "compiling {name}");
+    out
+}
+
+fn coldstart() -> Command {
+    Command::cargo_bin("coldstart").unwrap()
+}
+
+/// Run `coldstart profile ARGS -o DIR/p.json -- CMD`, return (exit code, stderr, profile).
+fn profile(dir: &Path, args: &[&str], cmd: &[&str]) -> (i32, String, Option<Value>) {
+    let out = dir.join("p.json");
+    let _ = std::fs::remove_file(&out);
+    let result = coldstart()
+        .arg("profile")
+        .args(args)
+        .arg("-o")
+        .arg(&out)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&result.stderr).into_owned();
+    let json = std::fs::read_to_string(&out).ok().map(|t| serde_json::from_str(&t).unwrap());
+    (result.status.code().unwrap_or(-1), stderr, json)
+}
+
+/// Names of the touched functions of the module whose path ends with `suffix`, in order.
+fn touched(p: &Value, suffix: &str) -> Vec<String> {
+    p["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["path"].as_str().unwrap().ends_with(suffix))
+        .flat_map(|m| m["functions"].as_array().unwrap().iter())
+        .map(|f| f["names"][0].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn ordinal_of(p: &Value, name: &str) -> u64 {
+    p["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["functions"].as_array().unwrap().iter())
+        .find(|f| f["names"].as_array().unwrap().iter().any(|n| n == name))
+        .unwrap_or_else(|| panic!("{name} not recorded"))["ordinal"]
+        .as_u64()
+        .unwrap()
+}
+
+/// No process of ours runs `exe` any more.
+fn assert_no_process_runs(exe: &Path) {
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(target) = std::fs::read_link(entry.path().join("exe")) {
+            assert_ne!(target, exe, "process {:?} still runs {}", entry.file_name(), exe.display());
+        }
+    }
+}
+
+const LIB: &str = r#"
+int lib_one(int x) { return x + 1; }
+int lib_two(int x) { return lib_one(x) * 2; }
+int lib_unused(int x) { return x - 1; }
+"#;
+
+const MAIN: &str = r#"
+#include <stdio.h>
+int lib_two(int);
+int first(int x) { return x * 3; }
+int second(int x) { return lib_two(first(x)); }
+int never_called(int x) { return x / 7; }
+int main(int argc, char **argv) { printf("%d\n", second(argc)); return argc > 5 ? never_called(argc) : 0; }
+"#;
+
+fn build_with_library(dir: &Path) -> PathBuf {
+    let lib = dir.join("libt.so");
+    assert!(
+        Command::new("clang-19")
+            .args(["-O1", "-fno-inline", "-shared", "-fPIC", "-fuse-ld=lld"])
+            .arg(dir.join("lib.c"))
+            .arg("-o")
+            .arg(&lib)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+            || {
+                std::fs::write(dir.join("lib.c"), LIB).unwrap();
+                Command::new("clang-19")
+                    .args(["-O1", "-fno-inline", "-shared", "-fPIC", "-fuse-ld=lld"])
+                    .arg(dir.join("lib.c"))
+                    .arg("-o")
+                    .arg(&lib)
+                    .status()
+                    .unwrap()
+                    .success()
+            }
+    );
+    let rpath = format!("-Wl,-rpath,{}", dir.display());
+    let libdir = format!("-L{}", dir.display());
+    cc(dir, "prog", MAIN, &[&libdir, "-lt", &rpath])
+}
+
+#[test]
+fn records_functions_of_the_executable_and_its_library_in_call_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_with_library(dir.path());
+    let (code, stderr, p) = profile(dir.path(), &["--workload", "w1"], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    assert_eq!(p["format"], "coldstart-profile");
+    assert_eq!(p["version"], 1);
+    assert_eq!(p["workload"], "w1");
+    assert_eq!(p["stop"]["kind"], "exit");
+    assert_eq!(touched(&p, "/prog"), ["_start", "main", "second", "first"]);
+    assert_eq!(touched(&p, "/libt.so"), ["lib_two", "lib_one"]);
+    assert!(ordinal_of(&p, "first") < ordinal_of(&p, "lib_two"));
+    // The loader and libc are profiled too, and every module names its build.
+    assert!(!touched(&p, "libc.so.6").is_empty());
+    for m in p["modules"].as_array().unwrap() {
+        assert!(m["size"].as_u64().unwrap() > 0);
+        if m["path"].as_str().unwrap().ends_with("/prog") {
+            assert!(m["build_id"].as_str().is_some_and(|b| b.len() >= 16));
+            assert!(m["load_bias"].as_u64().unwrap() > 0, "PIE is loaded at a bias");
+        }
+    }
+    // Timestamps grow with the ordinal in a single thread.
+    let all: Vec<(u64, u64)> = p["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["functions"].as_array().unwrap().iter())
+        .map(|f| (f["ordinal"].as_u64().unwrap(), f["first_touch_ns"].as_u64().unwrap()))
+        .collect();
+    let mut sorted = all.clone();
+    sorted.sort();
+    assert!(sorted.windows(2).all(|w| w[0].1 <= w[1].1 && w[0].0 < w[1].0));
+}
+
+#[test]
+fn threads_are_all_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(
+        dir.path(),
+        "threads",
+        r#"
+#include <pthread.h>
+int in_thread_a(int x) { return x + 1; }
+int in_thread_b(int x) { return x + 2; }
+void *run_a(void *p) { (void)p; return (void *)(long)in_thread_a(1); }
+void *run_b(void *p) { (void)p; return (void *)(long)in_thread_b(1); }
+int main(void) {
+    pthread_t a, b;
+    pthread_create(&a, 0, run_a, 0);
+    pthread_create(&b, 0, run_b, 0);
+    pthread_join(a, 0);
+    pthread_join(b, 0);
+    return 0;
+}
+"#,
+        &["-pthread"],
+    );
+    let (code, stderr, p) = profile(dir.path(), &[], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    let funcs: Vec<&Value> = p["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["functions"].as_array().unwrap().iter())
+        .collect();
+    let tid =
+        |name: &str| funcs.iter().find(|f| f["names"][0] == name).unwrap()["tid"].as_i64().unwrap();
+    let main_tid = tid("main");
+    let (a, b) = (tid("in_thread_a"), tid("in_thread_b"));
+    assert_ne!(a, main_tid);
+    assert_ne!(b, main_tid);
+    assert_ne!(a, b);
+}
+
+#[test]
+fn dlopened_library_is_covered() {
+    let dir = tempfile::tempdir().unwrap();
+    let plug = dir.path().join("libplug.so");
+    std::fs::write(
+        dir.path().join("plug.c"),
+        "int plug_entry(int x) { return x * 5; }\nint plug_idle(void) { return 0; }\n",
+    )
+    .unwrap();
+    assert!(Command::new("clang-19")
+        .args(["-O1", "-shared", "-fPIC", "-fuse-ld=lld"])
+        .arg(dir.path().join("plug.c"))
+        .arg("-o")
+        .arg(&plug)
+        .status()
+        .unwrap()
+        .success());
+    let source = format!(
+        r#"
+#include <dlfcn.h>
+int main(void) {{
+    void *h = dlopen("{}", RTLD_NOW);
+    if (!h) return 3;
+    int (*f)(int) = (int (*)(int))dlsym(h, "plug_entry");
+    return f(1) == 5 ? 0 : 4;
+}}
+"#,
+        plug.display()
+    );
+    let prog = cc(dir.path(), "dl", &source, &["-ldl"]);
+    let (code, stderr, p) = profile(dir.path(), &[], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    assert_eq!(p["stop"]["code"], 0, "the program itself succeeded");
+    assert_eq!(touched(&p, "/libplug.so"), ["plug_entry"]);
+}
+
+#[test]
+fn crash_mid_start_up_keeps_the_profile_and_reports_the_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(
+        dir.path(),
+        "crash",
+        r#"
+volatile int sink;
+void before_crash(int x) { sink = x + 1; }
+void crashes(volatile int *p) { sink = *p; }
+void after_crash(int x) { sink = x - 1; }
+int main(int argc, char **argv) { (void)argv; before_crash(argc); crashes((volatile int *)0); after_crash(argc); return 0; }
+"#,
+        &[],
+    );
+    let (code, stderr, p) = profile(dir.path(), &[], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("crashed") && stderr.contains("SIGSEGV"), "{stderr}");
+    assert!(stderr.contains("crashes"), "the fault is located: {stderr}");
+    let p = p.unwrap();
+    assert_eq!(p["stop"]["kind"], "crash");
+    assert_eq!(p["stop"]["signal"], "SIGSEGV");
+    assert_eq!(touched(&p, "/crash"), ["_start", "main", "before_crash", "crashes"]);
+    assert_no_process_runs(&prog);
+}
+
+#[test]
+fn readiness_on_stdout_then_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(
+        dir.path(),
+        "server",
+        r#"
+#include <stdio.h>
+#include <unistd.h>
+volatile int sink;
+void setup(void) { sink = 1; }
+int serve_forever(void) { for (;;) pause(); }
+int main(void) { setup(); printf("listening\n"); fflush(stdout); return serve_forever(); }
+"#,
+        &[],
+    );
+    let (code, stderr, p) = profile(
+        dir.path(),
+        &["--ready", "stdout:^listening$", "--kill-at-ready"],
+        &[prog.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    assert_eq!(p["stop"]["kind"], "ready");
+    assert_eq!(p["stop"]["killed"], true);
+    assert!(touched(&p, "/server").contains(&"setup".to_string()));
+    assert_no_process_runs(&prog);
+}
+
+#[test]
+fn detached_program_runs_on_without_breakpoints_and_forks_survive() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("done");
+    let source = format!(
+        r#"
+#include <stdio.h>
+#include <unistd.h>
+#include <sys/wait.h>
+int later_work(int x) {{ return x * 2; }}
+int in_child(int x) {{ return x + 3; }}
+int main(void) {{
+    printf("ready\n"); fflush(stdout);
+    pid_t c = fork();
+    if (c == 0) _exit(in_child(1) == 4 ? 0 : 1);
+    int status = 0;
+    waitpid(c, &status, 0);
+    usleep(200000);
+    if (later_work(2) == 4 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {{
+        FILE *f = fopen("{}", "w"); fputs("ok", f); fclose(f);
+    }}
+    return 0;
+}}
+"#,
+        marker.display()
+    );
+    let prog = cc(dir.path(), "runs_on", &source, &[]);
+    let (code, stderr, p) =
+        profile(dir.path(), &["--ready", "stdout:ready"], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(p.unwrap()["stop"]["killed"], false);
+    for _ in 0..100 {
+        if marker.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ok", "program ran on after detach");
+}
+
+#[test]
+fn followed_fork_records_the_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(
+        dir.path(),
+        "forks",
+        r#"
+#include <unistd.h>
+#include <sys/wait.h>
+int only_in_child(int x) { return x + 3; }
+int main(void) {
+    pid_t c = fork();
+    if (c == 0) _exit(only_in_child(1) == 4 ? 0 : 1);
+    int status = 1;
+    waitpid(c, &status, 0);
+    return WEXITSTATUS(status);
+}
+"#,
+        &[],
+    );
+    let (code, stderr, p) = profile(dir.path(), &[], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    assert_eq!(p["stop"]["code"], 0, "the unfollowed child did not trip on a breakpoint");
+    assert!(!touched(&p, "/forks").contains(&"only_in_child".to_string()));
+
+    let (code, stderr, p) = profile(dir.path(), &["--follow-forks"], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    assert_eq!(p["stop"]["code"], 0);
+    assert!(touched(&p, "/forks").contains(&"only_in_child".to_string()));
+}
+
+#[test]
+fn not_elf_and_32_bit_are_refused_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "plain text\n").unwrap();
+    std::process::Command::new("chmod").arg("+x").arg(&text).status().unwrap();
+    let (code, stderr, p) = profile(dir.path(), &[], &[text.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("not an ELF file"), "{stderr}");
+    assert!(p.is_none());
+
+    let elf32 = dir.path().join("elf32");
+    let mut header = vec![0u8; 52];
+    header[..7].copy_from_slice(b"\x7fELF\x01\x01\x01");
+    header[16] = 2;
+    header[18] = 3;
+    header[20] = 1;
+    std::fs::write(&elf32, header).unwrap();
+    let (code, stderr, _) = profile(dir.path(), &[], &[elf32.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("32-bit"), "{stderr}");
+
+    let (code, stderr, _) = profile(dir.path(), &[], &["/nonexistent/program"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("not found"), "{stderr}");
+}
+
+#[test]
+fn debian_python3_start_up_reaches_py_initialize() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stderr, p) = profile(dir.path(), &[], &["/usr/bin/python3", "-c", "pass"]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    let python = touched(&p, "python3.11");
+    let python = if python.is_empty() { touched(&p, "python3") } else { python };
+    assert!(python.iter().any(|n| n.starts_with("Py_Initialize")), "{python:?}");
+    assert!(python.iter().any(|n| n == "Py_BytesMain"));
+}
+
+#[test]
+fn debian_cpp_program_records_mangled_libstdcxx_functions() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("t.tbl");
+    std::fs::write(&input, ".TS\nl.\na\n.TE\n").unwrap();
+    let (code, stderr, p) = profile(dir.path(), &[], &["/usr/bin/tbl", input.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    let stdcxx: Vec<String> = p["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["path"].as_str().unwrap().contains("libstdc++.so"))
+        .flat_map(|m| m["functions"].as_array().unwrap().iter())
+        .map(|f| f["names"][0].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!stdcxx.is_empty(), "libstdc++ functions recorded");
+    assert!(stdcxx.iter().all(|n| n.starts_with("_Z")), "mangled C++ names kept raw: {stdcxx:?}");
+}
+
+#[test]
+fn merge_keeps_workloads_and_refuses_unknown_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_with_library(dir.path());
+    let a = dir.path().join("a.json");
+    let b = dir.path().join("b.json");
+    for (label, out) in [("one", &a), ("two", &b)] {
+        let st = coldstart()
+            .args(["profile", "--workload", label, "-o"])
+            .arg(out)
+            .arg("--")
+            .arg(&prog)
+            .arg("x")
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let m = dir.path().join("m.json");
+    let st =
+        coldstart().args(["profile", "merge"]).arg(&a).arg(&b).arg("-o").arg(&m).status().unwrap();
+    assert!(st.success());
+    let merged: Value = serde_json::from_str(&std::fs::read_to_string(&m).unwrap()).unwrap();
+    assert_eq!(merged["workload"], "merged");
+    let labels: Vec<&str> = merged["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["workload"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["one", "two"]);
+    assert_eq!(touched(&merged, "/prog"), ["_start", "main", "second", "first"]);
+
+    let text = std::fs::read_to_string(&a).unwrap().replacen("\"version\": 1", "\"version\": 9", 1);
+    std::fs::write(&a, text).unwrap();
+    let out =
+        coldstart().args(["profile", "merge"]).arg(&a).arg(&b).arg("-o").arg(&m).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("version 9"));
+}
+
+#[test]
+fn stripped_binary_page_profile_names_its_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    // More than a page of code, so that it is worth a warning when stripped.
+    let mut source = String::from("volatile int sink;\n");
+    for i in 0..200 {
+        source.push_str(&format!(
+            "void f{i}(int x) {{ for (int k = 0; k < x; k++) sink += k * {i}; }}\n"
+        ));
+    }
+    source.push_str("int main(void) { f0(3); f1(4); return 0; }\n");
+    let prog = cc(dir.path(), "stripped", &source, &["-s", "-Wl,--build-id"]);
+    let mounted_before = std::fs::read_to_string("/proc/mounts").unwrap().contains(" tracefs ");
+    let (code, stderr, p) = profile(dir.path(), &["--pages"], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    let warning = format!("{} has no function symbols", prog.display());
+    assert!(
+        stderr.contains(&warning) && stderr.contains("-dbgsym") && stderr.contains("debuginfod"),
+        "{stderr}"
+    );
+    let pages = &p["pages"];
+    assert_eq!(pages["source"], "tracefs");
+    assert_eq!(pages["sampled"], false);
+    let files = pages["files"].as_array().unwrap();
+    let index = files
+        .iter()
+        .position(|f| f["path"] == prog.to_str().unwrap())
+        .expect("the binary's pages are named");
+    assert!(files[index]["build_id"].as_str().is_some_and(|b| !b.is_empty()));
+    assert_eq!(files[index]["size"], std::fs::metadata(&prog).unwrap().len());
+    let read = coldstart_profile::Profile::read(&dir.path().join("p.json")).unwrap();
+    let sections = coldstart_profile::pages::section_pages(read.pages.as_ref().unwrap());
+    let text = sections[index].iter().find(|s| s.name == ".text").expect(".text listed");
+    assert!(
+        text.touched >= 1 && text.touched <= text.pages,
+        "code pages attributed to .text: {text:?}"
+    );
+    assert!(pages["accesses"].as_array().unwrap().iter().any(|a| a["file"] == index));
+    assert!(files.iter().any(|f| f["path"].as_str().unwrap().ends_with("libc.so.6")));
+    // Tracefs is left as it was found, with no instance of ours behind.
+    let mounted_after = std::fs::read_to_string("/proc/mounts").unwrap().contains(" tracefs ");
+    assert_eq!(mounted_before, mounted_after);
+    if mounted_after {
+        let left = std::fs::read_dir("/sys/kernel/tracing/instances")
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("coldstart-"));
+        assert!(!left);
+    }
+
+    // A tracefs mounted by someone else stays mounted, and an instance left by a coldstart
+    // that was killed is removed.
+    struct Unmount(bool);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir("/sys/kernel/tracing/instances/coldstart-999999999");
+            if self.0 {
+                let _ = Command::new("umount").arg("/sys/kernel/tracing").status();
+            }
+        }
+    }
+    let _unmount = Unmount(!mounted_after);
+    if !mounted_after {
+        assert!(Command::new("mount")
+            .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+            .status()
+            .unwrap()
+            .success());
+    }
+    let stale = Path::new("/sys/kernel/tracing/instances/coldstart-999999999");
+    std::fs::create_dir(stale).unwrap();
+    let (code, stderr, _) = profile(dir.path(), &["--pages"], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stale.exists(), "stale instance removed");
+    assert!(
+        std::fs::read_to_string("/proc/mounts").unwrap().contains(" tracefs "),
+        "not unmounted"
+    );
+}
+
+const PLAIN: &str = r#"
+volatile int sink;
+void step_one(void) { sink = 1; }
+void step_two(void) { sink = 2; }
+int main(void) { step_one(); step_two(); return 0; }
+"#;
+
+#[test]
+fn non_pie_and_static_executables() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, flags) in [("nopie", &["-no-pie"][..]), ("static", &["-static"][..])] {
+        let prog = cc(dir.path(), name, PLAIN, flags);
+        let (code, stderr, p) = profile(dir.path(), &[], &[prog.to_str().unwrap()]);
+        assert_eq!(code, 0, "{name}: {stderr}");
+        let p = p.unwrap();
+        let funcs = touched(&p, &format!("/{name}"));
+        let main = funcs.iter().position(|n| n == "main").expect("main recorded");
+        assert_eq!(funcs[main + 1..main + 3], ["step_one", "step_two"], "{name}: {funcs:?}");
+        let module = p["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["path"].as_str().unwrap().ends_with(name))
+            .unwrap();
+        assert_eq!(module["load_bias"], 0, "{name} is loaded where it was linked");
+        if name == "static" {
+            assert_eq!(
+                p["modules"].as_array().unwrap().len(),
+                1,
+                "a static program has no other module"
+            );
+        }
+    }
+}
+
+#[test]
+fn rust_program_keeps_mangled_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("hello.rs");
+    std::fs::write(&src, "#[inline(never)] fn greet() -> usize { std::hint::black_box(42) }\nfn main() { std::process::exit((greet() != 42) as i32) }\n").unwrap();
+    let out = dir.path().join("hello");
+    assert!(Command::new("rustc")
+        .args(["-C", "opt-level=1", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .unwrap()
+        .success());
+    let (code, stderr, p) = profile(dir.path(), &[], &[out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let names = touched(&p.unwrap(), "/hello");
+    let greet = names
+        .iter()
+        .find(|n| coldstart_elf::demangle(n) == "hello::greet")
+        .expect("greet recorded");
+    assert!(greet.starts_with("_ZN") || greet.starts_with("_R"), "raw mangled name kept: {greet}");
+}
+
+/// Run coldstart as user `nobody` (the tests run as root).
+fn as_nobody(args: &[&str]) -> std::process::Output {
+    let bin = assert_cmd::cargo::cargo_bin("coldstart");
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(bin)
+        .args(args)
+        .output()
+        .expect("setpriv (util-linux) is installed")
+}
+
+#[test]
+fn setuid_and_unreadable_programs_are_refused_without_root() {
+    let dir = tempfile::tempdir().unwrap();
+    std::process::Command::new("chmod").arg("755").arg(dir.path()).status().unwrap();
+    let out_path = dir.path().join("p.json");
+    let out = out_path.to_str().unwrap();
+
+    let o = as_nobody(&["profile", "-o", out, "--", "/usr/bin/passwd", "--help"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("setuid") && stderr.contains("root"), "{stderr}");
+
+    let secret = dir.path().join("secret");
+    std::fs::copy("/usr/bin/true", &secret).unwrap();
+    std::process::Command::new("chmod").arg("711").arg(&secret).status().unwrap();
+    let o = as_nobody(&["profile", "-o", out, "--", secret.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot read") && stderr.contains("secret"), "{stderr}");
+    assert!(!out_path.exists());
+}
+
+/// A seccomp filter that makes `ptrace` fail with EPERM, as some container runtimes do.
+const NO_PTRACE: &str = r#"
+#include <errno.h>
+#include <stddef.h>
+#include <unistd.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+int main(int argc, char **argv) {
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ptrace, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = { sizeof code / sizeof code[0], code };
+    if (argc < 2 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) return 99;
+    execv(argv[1], argv + 1);
+    return 98;
+}
+"#;
+
+#[test]
+fn a_program_that_cannot_be_traced_is_a_clear_error_and_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let jail = cc(dir.path(), "no_ptrace", NO_PTRACE, &[]);
+    let prog = cc(dir.path(), "victim", PLAIN, &[]);
+    let out = dir.path().join("p.json");
+    let o = Command::new(&jail)
+        .arg(assert_cmd::cargo::cargo_bin("coldstart"))
+        .args(["profile", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&prog)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("cannot trace") && stderr.contains("CAP_SYS_PTRACE"), "{stderr}");
+    assert!(!out.exists());
+    assert_no_process_runs(&prog);
+}
+
+#[test]
+fn without_root_pages_come_from_page_fault_samples_labelled_sampled() {
+    let dir = tempfile::tempdir().unwrap();
+    std::process::Command::new("chmod").arg("777").arg(dir.path()).status().unwrap();
+    let prog = cc(dir.path(), "plain", PLAIN, &[]);
+    let out = dir.path().join("p.json");
+    let o = as_nobody(&[
+        "profile",
+        "--pages",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("page-fault samples"), "{stderr}");
+    let p: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(p["pages"]["source"], "perf");
+    assert_eq!(p["pages"]["sampled"], true);
+    let files = p["pages"]["files"].as_array().unwrap();
+    let index = files
+        .iter()
+        .position(|f| f["path"] == prog.to_str().unwrap())
+        .expect("the binary's pages are named");
+    assert!(p["pages"]["accesses"].as_array().unwrap().iter().any(|a| a["file"] == index));
+    assert_eq!(touched(&p, "/plain")[..], ["_start", "main", "step_one", "step_two"][..]);
+}
+
+#[test]
+fn busy_threads_are_stopped_restored_and_detached_at_readiness() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("done");
+    let source = format!(
+        r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+volatile long sink;
+void work_a(long i) {{ sink += i; }}
+void work_b(long i) {{ sink ^= i; }}
+void late_only(void) {{ sink = 0; }}
+void *spin(void *p) {{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 0;; i++) {{
+        if (p) work_a(i); else work_b(i);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > 400000000L) break;
+    }}
+    return 0;
+}}
+int main(void) {{
+    pthread_t th[4];
+    for (long i = 0; i < 4; i++) pthread_create(&th[i], 0, spin, (void *)(i & 1));
+    printf("ready\n"); fflush(stdout);
+    for (int i = 0; i < 4; i++) pthread_join(th[i], 0);
+    late_only();
+    FILE *f = fopen("{}", "w"); fputs("ok", f); fclose(f);
+    return 0;
+}}
+"#,
+        marker.display()
+    );
+    let prog = cc(dir.path(), "busy", &source, &["-pthread"]);
+    let (code, stderr, p) =
+        profile(dir.path(), &["--ready", "stdout:^ready"], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    assert_eq!(p["stop"]["kind"], "ready");
+    assert!(
+        !touched(&p, "/busy").contains(&"late_only".to_string()),
+        "nothing recorded after readiness"
+    );
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ok", "threads ran on after detach");
+}
+
+#[test]
+fn follow_exec_profiles_the_next_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let second = cc(dir.path(), "second_image", PLAIN, &[]);
+    let source = format!(
+        r#"
+#include <unistd.h>
+volatile int sink;
+void before_exec(void) {{ sink = 1; }}
+int main(void) {{ before_exec(); execl("{0}", "{0}", (char *)0); return 1; }}
+"#,
+        second.display()
+    );
+    let first = cc(dir.path(), "first_image", &source, &[]);
+
+    let (code, stderr, p) = profile(dir.path(), &[], &[first.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    assert!(touched(&p, "/first_image").contains(&"before_exec".to_string()));
+    assert!(touched(&p, "/second_image").is_empty());
+    assert!(stderr.contains("--follow-exec"), "says how to follow: {stderr}");
+
+    let (code, stderr, p) = profile(dir.path(), &["--follow-exec"], &[first.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    assert!(touched(&p, "/first_image").contains(&"before_exec".to_string()));
+    assert_eq!(touched(&p, "/second_image"), ["_start", "main", "step_one", "step_two"]);
+}
+
+#[test]
+fn posix_spawn_helpers_run_and_the_parent_is_profiled_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(
+        dir.path(),
+        "spawner",
+        r#"
+#include <spawn.h>
+#include <sys/wait.h>
+extern char **environ;
+volatile int sink;
+void after_spawn(void) { sink = 1; }
+int main(void) {
+    char *argv[] = {"true", 0};
+    pid_t pid;
+    if (posix_spawn(&pid, "/bin/true", 0, 0, argv, environ) != 0) return 2;
+    int status = 1;
+    waitpid(pid, &status, 0);
+    after_spawn();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
+}
+"#,
+        &[],
+    );
+    for flags in [&[][..], &["--follow-forks"][..], &["--follow-forks", "--follow-exec"][..]] {
+        let (code, stderr, p) = profile(dir.path(), flags, &[prog.to_str().unwrap()]);
+        assert_eq!(code, 0, "{flags:?}: {stderr}");
+        let p = p.unwrap();
+        assert_eq!(p["stop"]["code"], 0, "{flags:?}: the helper ran and exited 0");
+        assert!(touched(&p, "/spawner").contains(&"after_spawn".to_string()), "{flags:?}");
+        if flags.contains(&"--follow-exec") {
+            let paths: Vec<&str> = p["modules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["path"].as_str().unwrap())
+                .collect();
+            assert!(
+                paths.iter().any(|m| m.ends_with("/true")),
+                "the helper's image is profiled: {paths:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn library_closed_and_opened_again_is_armed_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let plug = dir.path().join("libagain.so");
+    std::fs::write(
+        dir.path().join("again.c"),
+        "volatile int sink;\nvoid first_visit(void) { sink = 1; }\nvoid second_visit(void) { sink = 2; }\n",
+    )
+    .unwrap();
+    assert!(Command::new("clang-19")
+        .args(["-O1", "-shared", "-fPIC", "-fuse-ld=lld"])
+        .arg(dir.path().join("again.c"))
+        .arg("-o")
+        .arg(&plug)
+        .status()
+        .unwrap()
+        .success());
+    let source = format!(
+        r#"
+#include <dlfcn.h>
+static int call(const char *name) {{
+    void *h = dlopen("{}", RTLD_NOW);
+    if (!h) return 1;
+    void (*f)(void) = (void (*)(void))dlsym(h, name);
+    if (!f) return 1;
+    f();
+    return dlclose(h);
+}}
+int main(void) {{ return call("first_visit") || call("second_visit"); }}
+"#,
+        plug.display()
+    );
+    let prog = cc(dir.path(), "again", &source, &["-ldl"]);
+    let (code, stderr, p) = profile(dir.path(), &[], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    assert_eq!(p["stop"]["code"], 0);
+    let recorded = touched(&p, "/libagain.so");
+    assert!(
+        recorded.contains(&"first_visit".to_string())
+            && recorded.contains(&"second_visit".to_string()),
+        "{recorded:?}"
+    );
+}
+
+#[test]
+fn readiness_signals_of_measure_fd_file_and_tcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ready-marker");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let source = format!(
+        r#"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+volatile int sink;
+void before_ready(void) {{ sink = 1; }}
+int main(int argc, char **argv) {{
+    before_ready();
+    if (!strcmp(argv[1], "fd")) write(atoi(getenv("COLDSTART_READY_FD")), "r", 1);
+    if (!strcmp(argv[1], "file")) fclose(fopen("{}", "w"));
+    if (!strcmp(argv[1], "tcp")) {{
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {{ .sin_family = AF_INET, .sin_port = htons({port}), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) }};
+        int one = 1;
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(s, (struct sockaddr *)&a, sizeof a) || listen(s, 4)) return 5;
+    }}
+    for (;;) pause();
+}}
+"#,
+        marker.display()
+    );
+    let prog = cc(dir.path(), "signals", &source, &[]);
+    let file_signal = format!("file:{}", marker.display());
+    let tcp_signal = format!("tcp:{port}");
+    for (mode, signal) in
+        [("fd", "fd"), ("file", file_signal.as_str()), ("tcp", tcp_signal.as_str())]
+    {
+        let (code, stderr, p) = profile(
+            dir.path(),
+            &["--ready", signal, "--kill-at-ready", "--timeout", "20"],
+            &[prog.to_str().unwrap(), mode],
+        );
+        assert_eq!(code, 0, "{mode}: {stderr}");
+        let p = p.unwrap();
+        assert_eq!(p["stop"]["kind"], "ready", "{mode}");
+        assert_eq!(p["stop"]["signal"], signal);
+        assert!(touched(&p, "/signals").contains(&"before_ready".to_string()), "{mode}");
+        assert_no_process_runs(&prog);
+    }
+}
