@@ -8,7 +8,7 @@ use coldstart_lazyfs::{is_mount_point, MountOptions, Report, Strategy};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The bundle: http://HOST[:PORT]/PATH/ (as printed by `coldstart serve`) or a directory.
+    /// The bundle: `http://HOST[:PORT]/PATH/` (as printed by `coldstart serve`) or a directory.
     pub url: String,
     /// An empty directory to mount on.
     pub dir: PathBuf,

@@ -17,7 +17,7 @@ use super::mount::{block_signals, mount_error, print_report, wait_signal, Common
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The bundle: http://HOST[:PORT]/PATH/ (as printed by `coldstart serve`) or a directory.
+    /// The bundle: `http://HOST[:PORT]/PATH/` (as printed by `coldstart serve`) or a directory.
     pub url: String,
     #[command(flatten)]
     pub common: Common,
