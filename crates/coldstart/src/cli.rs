@@ -21,6 +21,14 @@ pub enum Command {
     Profile(cmd::profile::Args),
     /// Generate and build the sample program (a test bed whose start-up behaves like a large program).
     Sample(cmd::sample::Args),
+    /// Chunk a program's files into a static, content-addressed bundle with its hot set first.
+    Pack(cmd::pack::Args),
+    /// Serve a bundle over HTTP with Range, optionally through an emulated network link.
+    Serve(cmd::serve::Args),
+    /// Present a bundle as a read-only file system that fetches on demand, until Ctrl-C.
+    Mount(cmd::mount::Args),
+    /// Mount a bundle in a temporary directory, run a command from it, unmount and report.
+    Run(cmd::run::Args),
     /// How much of each code page start-up uses; the pages and faults an ideal layout needs.
     Analyze(cmd::analyze::Args),
     /// Turn profiles into a function order for lld, gold, GNU ld, ld64 or BOLT.

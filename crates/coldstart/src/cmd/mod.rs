@@ -5,9 +5,13 @@ pub mod bolt;
 pub mod demo;
 pub mod link;
 pub mod measure;
+pub mod mount;
 pub mod order;
+pub mod pack;
 pub mod profile;
+pub mod run;
 pub mod sample;
+pub mod serve;
 pub mod verify;
 
 use std::process::ExitCode;
@@ -19,6 +23,10 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Measure(args) => measure::run(args),
         Command::Profile(args) => profile::run(args),
         Command::Sample(args) => sample::run(args),
+        Command::Pack(args) => pack::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Mount(args) => mount::run(args),
+        Command::Run(args) => run::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Analyze(args) => analyze::run(args),
         Command::Order(args) => order::run(args),

@@ -1,0 +1,67 @@
+//! The coldstart bundle: a program's files as static, content-addressed pieces that any HTTP
+//! server can serve, so a program can start over a network before all its bytes have arrived.
+//!
+//! A bundle is a directory:
+//!
+//! ```text
+//! BUNDLE/manifest.json            format, version, every file, its chunks, the hot set
+//! BUNDLE/blobs/sha256/ab/abcd...  one blob per distinct chunk, named by its SHA-256
+//! BUNDLE/blobs/hot                the hot set: the chunks start-up needs, contiguous, in first-touch order
+//! ```
+//!
+//! The pieces of this crate:
+//!
+//! - [`manifest`]: the format and its validation (done before anything is mounted);
+//! - [`pack()`]: building a bundle from a directory and a [`HotList`];
+//! - [`remote`]: getting bytes of a bundle: [`HttpRemote`] (HTTP/1.1 Range requests over a
+//!   keep-alive pool, bounded retries and timeouts) and [`DirRemote`] (a bundle on local disk,
+//!   the fake used by unit tests);
+//! - [`cache`]: the local content-addressed chunk cache shared by mounts.
+//!
+//! Every chunk is checked against its SHA-256 before it is used ([`verify_chunk`]); a chunk that
+//! cannot be had is an error, never zeros.
+//!
+//! ```no_run
+//! use coldstart_bundle::{pack, HotList, PackOptions};
+//! let hot = HotList::default();
+//! let manifest = pack("app/".as_ref(), &hot, &PackOptions::default(), "app.bundle".as_ref())?;
+//! println!("{} files, hot set {} bytes", manifest.files.len(), manifest.hot.size);
+//! # Ok::<(), coldstart_bundle::PackError>(())
+//! ```
+
+pub mod cache;
+pub mod hotlist;
+pub mod manifest;
+pub mod pack;
+pub mod remote;
+
+pub use cache::{CacheError, ChunkCache};
+pub use hotlist::{HotList, HotListError, Touch};
+pub use manifest::{
+    Chunk, ChunkRef, Entry, EntryKind, HotSet, Manifest, ManifestError, Sha256Hex, FORMAT, VERSION,
+};
+pub use pack::{pack, PackError, PackOptions};
+pub use remote::{DirRemote, FetchError, FetchOptions, FetchStats, HttpRemote, Remote};
+
+use sha2::{Digest, Sha256};
+
+/// The SHA-256 of `data` as lowercase hex.
+pub fn sha256_hex(data: &[u8]) -> Sha256Hex {
+    let digest = Sha256::digest(data);
+    let mut s = String::with_capacity(64);
+    for b in digest {
+        s.push(char::from_digit((b >> 4) as u32, 16).unwrap());
+        s.push(char::from_digit((b & 15) as u32, 16).unwrap());
+    }
+    Sha256Hex::new(s).expect("a digest is 64 hex digits")
+}
+
+/// Whether `data` is exactly the chunk `chunk` (length and SHA-256).
+pub fn verify_chunk(chunk: &Chunk, data: &[u8]) -> bool {
+    data.len() as u64 == chunk.length && sha256_hex(data) == chunk.sha256
+}
+
+/// The path of a chunk's blob inside a bundle: `blobs/sha256/XX/HASH`.
+pub fn blob_path(hash: &Sha256Hex) -> String {
+    format!("blobs/sha256/{}/{}", &hash.as_str()[..2], hash.as_str())
+}

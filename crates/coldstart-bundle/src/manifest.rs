@@ -1,0 +1,483 @@
+//! The bundle manifest (`manifest.json`) and its validation.
+//!
+//! The manifest is the only thing a client trusts before it has verified any byte, so
+//! [`Manifest::parse`] checks everything a file system built from it relies on: relative paths
+//! without `..`, parents that exist, chunks that tile each file exactly, a hot set that refers
+//! to real chunks and adds up. A manifest that fails any check is rejected before any mount.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::path::{Component, Path};
+
+use serde::{Deserialize, Serialize};
+
+/// The `format` name every manifest carries.
+pub const FORMAT: &str = "coldstart-bundle";
+/// The manifest version this build reads and writes.
+pub const VERSION: u32 = 1;
+
+/// A SHA-256 digest as 64 lowercase hex digits.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Sha256Hex(String);
+
+impl Sha256Hex {
+    /// Checks that `s` is 64 lowercase hex digits.
+    pub fn new(s: String) -> Result<Self, String> {
+        if s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+            Ok(Sha256Hex(s))
+        } else {
+            Err(format!("`{s}` is not a SHA-256 (64 lowercase hex digits)"))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for Sha256Hex {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        Sha256Hex::new(s)
+    }
+}
+
+impl From<Sha256Hex> for String {
+    fn from(h: Sha256Hex) -> String {
+        h.0
+    }
+}
+
+impl fmt::Display for Sha256Hex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A bundle's manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// Always [`VERSION`] for this build.
+    pub version: u32,
+    /// The chunk size the bundle was packed with (the last chunk of a file may be shorter).
+    pub chunk_size: u64,
+    /// Every directory, regular file and symbolic link, sorted by path. The root is implied.
+    pub files: Vec<Entry>,
+    /// The hot set.
+    pub hot: HotSet,
+}
+
+/// What an entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryKind {
+    File,
+    Dir,
+    Symlink,
+}
+
+/// One directory, file or symbolic link.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Relative path with `/` separators, no `.` or `..` components.
+    pub path: String,
+    pub kind: EntryKind,
+    /// Permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+    /// Bytes: the file's length, the link target's length, 0 for a directory.
+    pub size: u64,
+    /// The target of a symbolic link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// A file's chunks in offset order; they tile the file exactly.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chunks: Vec<Chunk>,
+}
+
+/// One chunk of a file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Chunk {
+    pub offset: u64,
+    pub length: u64,
+    pub sha256: Sha256Hex,
+}
+
+/// A reference to one chunk: the file's path and the chunk's index in its list.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ChunkRef {
+    pub path: String,
+    pub index: usize,
+}
+
+/// The chunks start-up needs, in first-touch order, and the blob that holds them contiguously.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct HotSet {
+    /// Path of the hot blob inside the bundle (empty when the hot set is empty).
+    pub blob: String,
+    /// Bytes in the hot blob: the sum of the referenced chunks' lengths.
+    pub size: u64,
+    /// SHA-256 of the whole hot blob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<Sha256Hex>,
+    /// The chunks, in order; chunk `i` starts in the blob where chunk `i - 1` ended.
+    pub chunks: Vec<ChunkRef>,
+}
+
+/// Why a manifest was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("the manifest is not valid JSON for a coldstart bundle: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("the manifest's format is `{0}`, not `{FORMAT}`: is this a coldstart bundle?")]
+    Format(String),
+    #[error("the manifest is version {0}, this build reads version {VERSION}: use a coldstart that reads it, or re-pack the bundle")]
+    Version(u32),
+    #[error("the manifest's chunk size is 0")]
+    ChunkSize,
+    #[error("unsafe path `{0}` in the manifest: paths must be relative, without `.` or `..`")]
+    UnsafePath(String),
+    #[error("`{0}` appears twice in the manifest")]
+    Duplicate(String),
+    #[error("`{0}` has no parent directory in the manifest")]
+    NoParent(String),
+    #[error("`{path}`: chunk {index} at offset {offset} overlaps the chunk before it")]
+    Overlap { path: String, index: usize, offset: u64 },
+    #[error("`{path}`: {detail}")]
+    Size { path: String, detail: String },
+    #[error("`{0}` is a symbolic link without a target")]
+    NoTarget(String),
+    #[error("the hot set refers to `{path}` chunk {index}, which does not exist")]
+    HotRef { path: String, index: usize },
+    #[error("the hot set lists `{path}` chunk {index} twice")]
+    HotDuplicate { path: String, index: usize },
+    #[error("the hot set's size is {stated} but its chunks add up to {actual}")]
+    HotSize { stated: u64, actual: u64 },
+}
+
+/// Whether `p` is a safe relative path: non-empty, only normal components.
+pub fn is_safe_path(p: &str) -> bool {
+    !p.is_empty()
+        && !p.contains('\0')
+        && !p.contains('\\')
+        && !p.ends_with('/')
+        && !p.contains("//")
+        && Path::new(p).components().all(|c| matches!(c, Component::Normal(_)))
+        && !p.split('/').any(|c| c == "." || c == "..")
+}
+
+impl Manifest {
+    /// Parses and validates a manifest.
+    pub fn parse(bytes: &[u8]) -> Result<Manifest, ManifestError> {
+        // Read format and version first so a future version is named as such, not as bad JSON.
+        #[derive(Deserialize)]
+        struct Head {
+            format: String,
+            version: u32,
+        }
+        let head: Head = serde_json::from_slice(bytes)?;
+        if head.format != FORMAT {
+            return Err(ManifestError::Format(head.format));
+        }
+        if head.version != VERSION {
+            return Err(ManifestError::Version(head.version));
+        }
+        let manifest: Manifest = serde_json::from_slice(bytes)?;
+        manifest.validate()?;
+        Ok(manifest)
+    }
+
+    /// The manifest as the bytes `pack` writes: pretty JSON with a final newline.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut v = serde_json::to_vec_pretty(self).expect("a manifest serialises");
+        v.push(b'\n');
+        v
+    }
+
+    /// Checks every rule of the format (see the module documentation).
+    pub fn validate(&self) -> Result<(), ManifestError> {
+        if self.format != FORMAT {
+            return Err(ManifestError::Format(self.format.clone()));
+        }
+        if self.version != VERSION {
+            return Err(ManifestError::Version(self.version));
+        }
+        if self.chunk_size == 0 {
+            return Err(ManifestError::ChunkSize);
+        }
+        let mut kinds: HashMap<&str, EntryKind> = HashMap::new();
+        for e in &self.files {
+            if !is_safe_path(&e.path) {
+                return Err(ManifestError::UnsafePath(e.path.clone()));
+            }
+            if kinds.insert(&e.path, e.kind).is_some() {
+                return Err(ManifestError::Duplicate(e.path.clone()));
+            }
+        }
+        for e in &self.files {
+            if let Some((parent, _)) = e.path.rsplit_once('/') {
+                if kinds.get(parent) != Some(&EntryKind::Dir) {
+                    return Err(ManifestError::NoParent(e.path.clone()));
+                }
+            }
+            let size_err = |detail: String| ManifestError::Size { path: e.path.clone(), detail };
+            match e.kind {
+                EntryKind::Dir => {
+                    if e.size != 0 || !e.chunks.is_empty() || e.target.is_some() {
+                        return Err(size_err("a directory has size 0 and no chunks".into()));
+                    }
+                }
+                EntryKind::Symlink => {
+                    let target = e.target.as_deref().unwrap_or("");
+                    if target.is_empty() {
+                        return Err(ManifestError::NoTarget(e.path.clone()));
+                    }
+                    if e.size != target.len() as u64 || !e.chunks.is_empty() {
+                        return Err(size_err(format!(
+                            "a symbolic link's size is its target's length ({}) and it has no chunks",
+                            target.len()
+                        )));
+                    }
+                }
+                EntryKind::File => {
+                    let mut end = 0u64;
+                    for (index, c) in e.chunks.iter().enumerate() {
+                        if c.offset < end {
+                            return Err(ManifestError::Overlap {
+                                path: e.path.clone(),
+                                index,
+                                offset: c.offset,
+                            });
+                        }
+                        if c.offset > end {
+                            return Err(size_err(format!(
+                                "gap before chunk {index}: it starts at {} but the chunks before end at {end}",
+                                c.offset
+                            )));
+                        }
+                        if c.length == 0 || c.length > self.chunk_size {
+                            return Err(size_err(format!(
+                                "chunk {index} has length {}, not 1..={}",
+                                c.length, self.chunk_size
+                            )));
+                        }
+                        end = c
+                            .offset
+                            .checked_add(c.length)
+                            .ok_or_else(|| size_err(format!("chunk {index} ends beyond 2^64")))?;
+                    }
+                    if end != e.size {
+                        return Err(size_err(format!(
+                            "size is {} but the chunks add up to {end}",
+                            e.size
+                        )));
+                    }
+                }
+            }
+        }
+        let files = self.file_index();
+        let mut seen = HashSet::new();
+        let mut total = 0u64;
+        for r in &self.hot.chunks {
+            let chunk = files
+                .get(r.path.as_str())
+                .and_then(|e| e.chunks.get(r.index))
+                .ok_or_else(|| ManifestError::HotRef { path: r.path.clone(), index: r.index })?;
+            if !seen.insert(r) {
+                return Err(ManifestError::HotDuplicate { path: r.path.clone(), index: r.index });
+            }
+            total += chunk.length;
+        }
+        if total != self.hot.size {
+            return Err(ManifestError::HotSize { stated: self.hot.size, actual: total });
+        }
+        if !self.hot.chunks.is_empty() && !is_safe_path(&self.hot.blob) {
+            return Err(ManifestError::UnsafePath(self.hot.blob.clone()));
+        }
+        Ok(())
+    }
+
+    /// The entry at `path`.
+    pub fn entry(&self, path: &str) -> Option<&Entry> {
+        self.files.iter().find(|e| e.path == path)
+    }
+
+    /// Regular files by path.
+    fn file_index(&self) -> HashMap<&str, &Entry> {
+        self.files
+            .iter()
+            .filter(|e| e.kind == EntryKind::File)
+            .map(|e| (e.path.as_str(), e))
+            .collect()
+    }
+
+    /// The chunks of the hot set with their offsets in the hot blob, in order.
+    pub fn hot_chunks(&self) -> Vec<(u64, &Chunk)> {
+        let files = self.file_index();
+        let mut offset = 0;
+        let mut out = Vec::with_capacity(self.hot.chunks.len());
+        for r in &self.hot.chunks {
+            if let Some(c) = files.get(r.path.as_str()).and_then(|e| e.chunks.get(r.index)) {
+                out.push((offset, c));
+                offset += c.length;
+            }
+        }
+        out
+    }
+
+    /// The chunk `r` refers to (a linear search: use [`Manifest::hot_chunks`] for many).
+    pub fn chunk(&self, r: &ChunkRef) -> Option<&Chunk> {
+        self.files
+            .iter()
+            .find(|e| e.path == r.path && e.kind == EntryKind::File)
+            .and_then(|e| e.chunks.get(r.index))
+    }
+
+    /// Total bytes of all files and of the distinct chunks (what a full fetch downloads).
+    pub fn total_bytes(&self) -> (u64, u64) {
+        let mut distinct = HashSet::new();
+        let mut files = 0;
+        let mut unique = 0;
+        for e in self.files.iter().filter(|e| e.kind == EntryKind::File) {
+            files += e.size;
+            for c in &e.chunks {
+                if distinct.insert(&c.sha256) {
+                    unique += c.length;
+                }
+            }
+        }
+        (files, unique)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(c: char) -> Sha256Hex {
+        Sha256Hex::new(std::iter::repeat_n(c, 64).collect()).unwrap()
+    }
+
+    fn good() -> Manifest {
+        Manifest {
+            format: FORMAT.into(),
+            version: VERSION,
+            chunk_size: 4,
+            files: vec![
+                Entry {
+                    path: "bin".into(),
+                    kind: EntryKind::Dir,
+                    mode: 0o755,
+                    size: 0,
+                    target: None,
+                    chunks: vec![],
+                },
+                Entry {
+                    path: "bin/app".into(),
+                    kind: EntryKind::File,
+                    mode: 0o755,
+                    size: 6,
+                    target: None,
+                    chunks: vec![
+                        Chunk { offset: 0, length: 4, sha256: h('a') },
+                        Chunk { offset: 4, length: 2, sha256: h('b') },
+                    ],
+                },
+                Entry {
+                    path: "bin/link".into(),
+                    kind: EntryKind::Symlink,
+                    mode: 0o777,
+                    size: 3,
+                    target: Some("app".into()),
+                    chunks: vec![],
+                },
+            ],
+            hot: HotSet {
+                blob: "blobs/hot".into(),
+                size: 2,
+                sha256: None,
+                chunks: vec![ChunkRef { path: "bin/app".into(), index: 1 }],
+            },
+        }
+    }
+
+    fn reject(m: Manifest) -> ManifestError {
+        let bytes = serde_json::to_vec(&m).unwrap();
+        Manifest::parse(&bytes).expect_err("must be rejected")
+    }
+
+    #[test]
+    fn a_good_manifest_round_trips() {
+        let m = good();
+        assert_eq!(Manifest::parse(&m.to_bytes()).unwrap(), m);
+    }
+
+    #[test]
+    fn dot_dot_and_absolute_paths_are_rejected() {
+        for bad in ["../etc/passwd", "/etc/passwd", "bin/../../x", "bin/./app", "", "bin//app"] {
+            let mut m = good();
+            m.files[1].path = bad.into();
+            assert!(
+                matches!(reject(m), ManifestError::UnsafePath(_)),
+                "{bad:?} must be an unsafe path"
+            );
+        }
+    }
+
+    #[test]
+    fn overlapping_chunks_are_rejected() {
+        let mut m = good();
+        m.files[1].chunks[1].offset = 3;
+        assert!(matches!(reject(m), ManifestError::Overlap { index: 1, offset: 3, .. }));
+    }
+
+    #[test]
+    fn sizes_that_do_not_add_up_are_rejected() {
+        let mut m = good();
+        m.files[1].size = 7;
+        assert!(matches!(reject(m), ManifestError::Size { .. }));
+        let mut m = good();
+        m.files[1].chunks[1].offset = 5;
+        assert!(matches!(reject(m), ManifestError::Size { .. }));
+        let mut m = good();
+        m.hot.size = 3;
+        assert!(matches!(reject(m), ManifestError::HotSize { stated: 3, actual: 2 }));
+    }
+
+    #[test]
+    fn unknown_version_and_format_are_rejected_by_name() {
+        let mut m = good();
+        m.version = 2;
+        let err = reject(m);
+        assert!(matches!(err, ManifestError::Version(2)));
+        assert!(err.to_string().contains("version 2"));
+        let mut m = good();
+        m.format = "tar".into();
+        assert!(matches!(reject(m), ManifestError::Format(_)));
+    }
+
+    #[test]
+    fn missing_parents_duplicates_and_bad_hot_refs_are_rejected() {
+        let mut m = good();
+        m.files.remove(0);
+        assert!(matches!(reject(m), ManifestError::NoParent(_)));
+        let mut m = good();
+        m.files.push(m.files[2].clone());
+        assert!(matches!(reject(m), ManifestError::Duplicate(_)));
+        let mut m = good();
+        m.hot.chunks[0].index = 2;
+        assert!(matches!(reject(m), ManifestError::HotRef { .. }));
+        let mut m = good();
+        m.hot.chunks.push(m.hot.chunks[0].clone());
+        m.hot.size = 4;
+        assert!(matches!(reject(m), ManifestError::HotDuplicate { .. }));
+    }
+
+    #[test]
+    fn bad_digest_is_rejected() {
+        let text = String::from_utf8(good().to_bytes()).unwrap().replace(&"a".repeat(64), "xyz");
+        assert!(matches!(Manifest::parse(text.as_bytes()), Err(ManifestError::Json(_))));
+    }
+}

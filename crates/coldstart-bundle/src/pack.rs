@@ -1,0 +1,395 @@
+//! Packing a directory into a bundle.
+//!
+//! Deterministic: entries are walked in byte order of their names, chunk boundaries depend
+//! only on the chunk size, and nothing time- or host-dependent is written, so the same input
+//! gives the same bytes. The bundle is written into a temporary directory beside the output
+//! and renamed into place, so a failed pack leaves nothing half-written.
+
+use std::collections::HashSet;
+use std::fs;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::hotlist::HotList;
+use crate::manifest::{Chunk, ChunkRef, Entry, EntryKind, HotSet, Manifest, FORMAT, VERSION};
+use crate::{blob_path, sha256_hex};
+
+/// The path of the hot blob inside a bundle.
+pub const HOT_BLOB: &str = "blobs/hot";
+
+/// How to pack.
+#[derive(Debug, Clone)]
+pub struct PackOptions {
+    /// Bytes per chunk (the last chunk of a file may be shorter).
+    pub chunk_size: u64,
+}
+
+impl Default for PackOptions {
+    fn default() -> Self {
+        PackOptions { chunk_size: 64 * 1024 }
+    }
+}
+
+/// Why packing failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PackError {
+    #[error("chunk size must be at least 1 byte")]
+    ChunkSize,
+    #[error("{0} already exists: remove it or choose another output")]
+    Exists(PathBuf),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error(
+        "{0} is not a regular file, directory or symbolic link: coldstart bundles cannot hold it"
+    )]
+    Unsupported(PathBuf),
+    #[error("{0}: the file name is not UTF-8")]
+    NotUtf8(PathBuf),
+    #[error("{0}: the symbolic link's target is not UTF-8")]
+    TargetNotUtf8(PathBuf),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> PackError + '_ {
+    move |source| PackError::Io { path: path.to_path_buf(), source }
+}
+
+/// Packs `dir` into a new bundle directory `out`, with the hot set from `hot`.
+///
+/// Touches of paths that are not regular files under `dir` (a profile also names system
+/// libraries) are skipped; touches past the end of a file are clipped.
+pub fn pack(
+    dir: &Path,
+    hot: &HotList,
+    options: &PackOptions,
+    out: &Path,
+) -> Result<Manifest, PackError> {
+    if options.chunk_size == 0 {
+        return Err(PackError::ChunkSize);
+    }
+    if out.symlink_metadata().is_ok() {
+        return Err(PackError::Exists(out.to_path_buf()));
+    }
+    let name = out.file_name().ok_or_else(|| PackError::Exists(out.to_path_buf()))?;
+    let tmp = out.with_file_name(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
+    let _ = fs::remove_dir_all(&tmp);
+    fs::create_dir_all(&tmp).map_err(io_err(&tmp))?;
+    let result = pack_into(dir, hot, options, &tmp);
+    match result {
+        Ok(manifest) => {
+            fs::rename(&tmp, out).map_err(io_err(out))?;
+            Ok(manifest)
+        }
+        Err(e) => {
+            let _ = fs::remove_dir_all(&tmp);
+            Err(e)
+        }
+    }
+}
+
+fn pack_into(
+    dir: &Path,
+    hot: &HotList,
+    options: &PackOptions,
+    tmp: &Path,
+) -> Result<Manifest, PackError> {
+    let mut entries = Vec::new();
+    walk(dir, "", &mut entries)?;
+    let mut stored = HashSet::new();
+    let mut files = Vec::with_capacity(entries.len());
+    for (rel, abs, meta) in entries {
+        let mode = meta.permissions().mode() & 0o7777;
+        let ft = meta.file_type();
+        if ft.is_dir() {
+            files.push(Entry {
+                path: rel,
+                kind: EntryKind::Dir,
+                mode,
+                size: 0,
+                target: None,
+                chunks: vec![],
+            });
+        } else if ft.is_symlink() {
+            let target = fs::read_link(&abs).map_err(io_err(&abs))?;
+            let target = target
+                .into_os_string()
+                .into_string()
+                .map_err(|_| PackError::TargetNotUtf8(abs.clone()))?;
+            files.push(Entry {
+                path: rel,
+                kind: EntryKind::Symlink,
+                mode: 0o777,
+                size: target.len() as u64,
+                target: Some(target),
+                chunks: vec![],
+            });
+        } else if ft.is_file() {
+            let chunks = chunk_file(&abs, options.chunk_size, tmp, &mut stored)?;
+            let size = chunks.last().map_or(0, |c| c.offset + c.length);
+            files.push(Entry {
+                path: rel,
+                kind: EntryKind::File,
+                mode,
+                size,
+                target: None,
+                chunks,
+            });
+        } else {
+            return Err(PackError::Unsupported(abs));
+        }
+    }
+    let mut manifest = Manifest {
+        format: FORMAT.into(),
+        version: VERSION,
+        chunk_size: options.chunk_size,
+        files,
+        hot: HotSet::default(),
+    };
+    manifest.hot = hot_set(&manifest, hot, tmp)?;
+    let path = tmp.join("manifest.json");
+    fs::write(&path, manifest.to_bytes()).map_err(io_err(&path))?;
+    Ok(manifest)
+}
+
+/// Collects (relative path, absolute path, metadata) in byte order of names, parents first.
+fn walk(
+    dir: &Path,
+    prefix: &str,
+    out: &mut Vec<(String, PathBuf, fs::Metadata)>,
+) -> Result<(), PackError> {
+    let mut names = Vec::new();
+    for item in fs::read_dir(dir).map_err(io_err(dir))? {
+        let item = item.map_err(io_err(dir))?;
+        names.push(item.file_name());
+    }
+    names.sort();
+    for name in names {
+        let abs = dir.join(&name);
+        let name = name.into_string().map_err(|_| PackError::NotUtf8(abs.clone()))?;
+        let rel = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
+        let meta = fs::symlink_metadata(&abs).map_err(io_err(&abs))?;
+        let is_dir = meta.file_type().is_dir();
+        out.push((rel.clone(), abs.clone(), meta));
+        if is_dir {
+            walk(&abs, &rel, out)?;
+        }
+    }
+    Ok(())
+}
+
+fn chunk_file(
+    path: &Path,
+    chunk_size: u64,
+    bundle: &Path,
+    stored: &mut HashSet<String>,
+) -> Result<Vec<Chunk>, PackError> {
+    let mut file = fs::File::open(path).map_err(io_err(path))?;
+    let mut chunks = Vec::new();
+    let mut buf = vec![0u8; chunk_size as usize];
+    let mut offset = 0u64;
+    loop {
+        let n = read_full(&mut file, &mut buf).map_err(io_err(path))?;
+        if n == 0 {
+            break;
+        }
+        let data = &buf[..n];
+        let sha256 = sha256_hex(data);
+        if stored.insert(sha256.as_str().to_owned()) {
+            let blob = bundle.join(blob_path(&sha256));
+            let parent = blob.parent().expect("blob paths have a parent");
+            fs::create_dir_all(parent).map_err(io_err(parent))?;
+            fs::write(&blob, data).map_err(io_err(&blob))?;
+        }
+        chunks.push(Chunk { offset, length: n as u64, sha256 });
+        offset += n as u64;
+        if n < buf.len() {
+            break;
+        }
+    }
+    Ok(chunks)
+}
+
+fn read_full(file: &mut fs::File, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// Maps the hot list's touches to chunks (first touch wins; a chunk whose content is already
+/// in the hot set is not repeated) and writes the hot blob.
+fn hot_set(manifest: &Manifest, hot: &HotList, bundle: &Path) -> Result<HotSet, PackError> {
+    let by_path: std::collections::HashMap<&str, &Entry> =
+        manifest.files.iter().map(|e| (e.path.as_str(), e)).collect();
+    let mut seen_refs = HashSet::new();
+    let mut seen_hashes = HashSet::new();
+    let mut refs = Vec::new();
+    for t in &hot.touches {
+        let path = t.path.trim_start_matches("./");
+        let Some(entry) = by_path.get(path).filter(|e| e.kind == EntryKind::File) else {
+            continue;
+        };
+        let end = t.offset.saturating_add(t.length.max(1)).min(entry.size);
+        for (index, c) in entry.chunks.iter().enumerate() {
+            if c.offset < end && c.offset + c.length > t.offset {
+                let r = ChunkRef { path: entry.path.clone(), index };
+                if seen_refs.insert(r.clone()) && seen_hashes.insert(c.sha256.clone()) {
+                    refs.push(r);
+                }
+            }
+        }
+    }
+    if refs.is_empty() {
+        return Ok(HotSet::default());
+    }
+    let blob_file = bundle.join(HOT_BLOB);
+    let mut data = Vec::new();
+    for r in &refs {
+        let c = &by_path[r.path.as_str()].chunks[r.index];
+        let src = bundle.join(blob_path(&c.sha256));
+        data.extend_from_slice(&fs::read(&src).map_err(io_err(&src))?);
+    }
+    fs::write(&blob_file, &data).map_err(io_err(&blob_file))?;
+    Ok(HotSet {
+        blob: HOT_BLOB.into(),
+        size: data.len() as u64,
+        sha256: Some(sha256_hex(&data)),
+        chunks: refs,
+    })
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same directory, then rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let name = path.file_name().ok_or_else(|| io::Error::other("no file name"))?;
+    let tmp = path.with_file_name(format!(".{}.tmp-{}", name.to_string_lossy(), unique()));
+    let result = (|| {
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// A name part unique within this host for the life of the process.
+pub(crate) fn unique() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hotlist::Touch;
+    use std::os::unix::fs::symlink;
+
+    fn tree() -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        fs::create_dir(d.path().join("bin")).unwrap();
+        fs::create_dir(d.path().join("lib")).unwrap();
+        let app: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        fs::write(d.path().join("bin/app"), &app).unwrap();
+        fs::set_permissions(d.path().join("bin/app"), fs::Permissions::from_mode(0o755)).unwrap();
+        // Two identical 4 KiB chunks and a copy of the whole file: stored once.
+        fs::write(d.path().join("lib/zeros"), vec![0u8; 8192]).unwrap();
+        fs::write(d.path().join("lib/copy"), &app).unwrap();
+        fs::write(d.path().join("empty"), b"").unwrap();
+        symlink("zeros", d.path().join("lib/link")).unwrap();
+        d
+    }
+
+    fn hot() -> HotList {
+        HotList {
+            touches: vec![
+                Touch { path: "bin/app".into(), offset: 9000, length: 10 },
+                Touch { path: "lib/zeros".into(), offset: 0, length: 8192 },
+                Touch { path: "/usr/lib/libc.so.6".into(), offset: 0, length: 4096 },
+                Touch { path: "bin/app".into(), offset: 0, length: 1 },
+            ],
+            ..HotList::default()
+        }
+    }
+
+    fn all_files(root: &Path) -> Vec<(String, Vec<u8>)> {
+        let mut v = Vec::new();
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    v.push((
+                        p.strip_prefix(root).unwrap().display().to_string(),
+                        fs::read(&p).unwrap(),
+                    ));
+                }
+            }
+        }
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn packing_is_deterministic_and_stores_identical_chunks_once() {
+        let src = tree();
+        let out = tempfile::tempdir().unwrap();
+        let opts = PackOptions { chunk_size: 4096 };
+        let m1 = pack(src.path(), &hot(), &opts, &out.path().join("a")).unwrap();
+        let m2 = pack(src.path(), &hot(), &opts, &out.path().join("b")).unwrap();
+        assert_eq!(m1, m2);
+        assert_eq!(all_files(&out.path().join("a")), all_files(&out.path().join("b")));
+        // bin/app: 3 chunks; lib/zeros: 1 distinct; lib/copy: same as bin/app.
+        let blobs = all_files(&out.path().join("a/blobs/sha256"));
+        assert_eq!(blobs.len(), 4);
+        let parsed =
+            Manifest::parse(&fs::read(out.path().join("a/manifest.json")).unwrap()).unwrap();
+        assert_eq!(parsed, m1);
+        let link = m1.entry("lib/link").unwrap();
+        assert_eq!((link.kind, link.target.as_deref()), (EntryKind::Symlink, Some("zeros")));
+        assert_eq!(m1.entry("bin/app").unwrap().mode, 0o755);
+        assert_eq!(m1.entry("empty").unwrap().size, 0);
+    }
+
+    #[test]
+    fn hot_set_is_in_first_touch_order_and_the_blob_holds_it() {
+        let src = tree();
+        let out = tempfile::tempdir().unwrap();
+        let b = out.path().join("b");
+        let m = pack(src.path(), &hot(), &PackOptions { chunk_size: 4096 }, &b).unwrap();
+        let refs: Vec<(&str, usize)> =
+            m.hot.chunks.iter().map(|r| (r.path.as_str(), r.index)).collect();
+        // The second zeros chunk has the same content as the first: not repeated.
+        assert_eq!(refs, vec![("bin/app", 2), ("lib/zeros", 0), ("bin/app", 0)]);
+        let blob = fs::read(b.join(HOT_BLOB)).unwrap();
+        assert_eq!(blob.len() as u64, m.hot.size);
+        let app = fs::read(src.path().join("bin/app")).unwrap();
+        let mut expect = app[8192..].to_vec();
+        expect.extend(vec![0u8; 4096]);
+        expect.extend(&app[..4096]);
+        assert_eq!(blob, expect);
+    }
+
+    #[test]
+    fn an_existing_output_is_refused_and_a_failed_pack_leaves_nothing() {
+        let src = tree();
+        let out = tempfile::tempdir().unwrap();
+        let err = pack(src.path(), &hot(), &PackOptions::default(), out.path()).unwrap_err();
+        assert!(matches!(err, PackError::Exists(_)));
+        let missing = out.path().join("nope");
+        let err =
+            pack(&missing, &hot(), &PackOptions::default(), &out.path().join("b")).unwrap_err();
+        assert!(matches!(err, PackError::Io { .. }));
+        assert_eq!(fs::read_dir(out.path()).unwrap().count(), 0, "no temporary left behind");
+    }
+}

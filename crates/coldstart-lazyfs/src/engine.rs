@@ -1,0 +1,744 @@
+//! Chunks to verified bytes: cache, hot-set stream, demand fetch; the strategies and the
+//! statistics.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use coldstart_bundle::remote::{get_chunk, with_retries};
+use coldstart_bundle::{
+    verify_chunk, Chunk, ChunkCache, EntryKind, FetchError, HotList, Manifest, Remote, Sha256Hex,
+    Touch,
+};
+use serde::Serialize;
+
+/// When to fetch what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    /// Fetch every file whole before the program starts (what downloading does).
+    Original,
+    /// Fetch each chunk on first use.
+    Paged,
+    /// Start at once; the hot set streams in one request while the program runs, chunks
+    /// outside it are fetched on first use.
+    ReorderedPaged,
+    /// Fetch the hot set in one request before the program starts, the rest on first use.
+    Reordered,
+    /// Like `reordered-paged`, then the rest of the bundle in the background; a miss goes
+    /// ahead of background work.
+    Stream,
+}
+
+impl Strategy {
+    pub const ALL: [Strategy; 5] = [
+        Strategy::Original,
+        Strategy::Paged,
+        Strategy::ReorderedPaged,
+        Strategy::Reordered,
+        Strategy::Stream,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Original => "original",
+            Strategy::Paged => "paged",
+            Strategy::ReorderedPaged => "reordered-paged",
+            Strategy::Reordered => "reordered",
+            Strategy::Stream => "stream",
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown strategy name.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown strategy `{0}`: use original, paged, reordered-paged, reordered or stream")]
+pub struct StrategyParseError(String);
+
+impl FromStr for Strategy {
+    type Err = StrategyParseError;
+    fn from_str(s: &str) -> Result<Strategy, StrategyParseError> {
+        Strategy::ALL
+            .into_iter()
+            .find(|st| st.name() == s)
+            .ok_or_else(|| StrategyParseError(s.to_owned()))
+    }
+}
+
+/// How the engine works.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    pub strategy: Strategy,
+    /// Bound on how long one read waits for a chunk another fetch is bringing.
+    pub read_timeout: Duration,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions { strategy: Strategy::Paged, read_timeout: Duration::from_secs(60) }
+    }
+}
+
+/// Why a chunk could not be had.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum EngineError {
+    #[error("{0}")]
+    Fetch(String),
+    #[error("timed out after {0:?} waiting for a chunk")]
+    Timeout(Duration),
+    #[error("no such chunk")]
+    NoChunk,
+}
+
+/// What a mount did, for the report at unmount.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    pub strategy: String,
+    /// Body bytes received from the server.
+    pub bytes_fetched: u64,
+    /// Requests sent, retries included.
+    pub requests: u64,
+    /// Attempts that failed.
+    pub failed_attempts: u64,
+    /// Chunk reads served from the local cache.
+    pub cache_hits: u64,
+    /// Chunk reads that had to wait for the network.
+    pub misses: u64,
+    /// Chunk reads that failed (EIO to the program).
+    pub errors: u64,
+    /// Time the program waited on misses: total, longest and median.
+    pub miss_wait_total_ms: f64,
+    pub miss_wait_max_ms: f64,
+    pub miss_wait_median_ms: f64,
+    /// Time spent in the strategy's work before the mount was ready.
+    pub prefetch_ms: f64,
+    /// Chunks fetched by the hot-set stream and by background work.
+    pub hot_chunks: u64,
+    pub background_chunks: u64,
+    /// The last error of a read, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// The last error of background work, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub background_error: Option<String>,
+}
+
+/// How long no miss must have been waiting before background work starts a fetch.
+const QUIET: Duration = Duration::from_millis(100);
+
+struct HotPlan {
+    chunks: Vec<(u64, Chunk)>,
+    first: usize,
+    last: usize,
+}
+
+struct Flight {
+    done: Mutex<Option<Result<Arc<Vec<u8>>, EngineError>>>,
+    cv: Condvar,
+}
+
+#[derive(Default)]
+struct HotState {
+    /// Hashes the hot stream will still bring.
+    pending: HashSet<Sha256Hex>,
+    running: bool,
+}
+
+#[derive(Default)]
+struct Counters {
+    cache_hits: AtomicU64,
+    misses: AtomicU64,
+    errors: AtomicU64,
+    hot_chunks: AtomicU64,
+    background_chunks: AtomicU64,
+    waits: Mutex<Vec<Duration>>,
+    prefetch: Mutex<Duration>,
+    background_error: Mutex<Option<String>>,
+    last_error: Mutex<Option<String>>,
+}
+
+#[derive(Default)]
+struct Recorder {
+    seen: HashSet<(usize, usize)>,
+    touches: Vec<Touch>,
+}
+
+/// Gets chunks of one bundle for one mount.
+pub struct Engine {
+    manifest: Manifest,
+    remote: Arc<dyn Remote>,
+    cache: ChunkCache,
+    opts: EngineOptions,
+    inflight: Mutex<HashMap<Sha256Hex, Arc<Flight>>>,
+    hot: Mutex<HotState>,
+    hot_cv: Condvar,
+    demand: AtomicUsize,
+    /// When the last demand fetch ended, and a signal when one does.
+    demand_cv: (Mutex<Option<Instant>>, Condvar),
+    stop: AtomicBool,
+    counters: Counters,
+    recorder: Mutex<Recorder>,
+    background: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+impl Engine {
+    /// An engine over a validated manifest.
+    pub fn new(
+        manifest: Manifest,
+        remote: Arc<dyn Remote>,
+        cache: ChunkCache,
+        opts: EngineOptions,
+    ) -> Arc<Engine> {
+        Arc::new(Engine {
+            manifest,
+            remote,
+            cache,
+            opts,
+            inflight: Mutex::default(),
+            hot: Mutex::default(),
+            hot_cv: Condvar::new(),
+            demand: AtomicUsize::new(0),
+            demand_cv: (Mutex::new(None), Condvar::new()),
+            stop: AtomicBool::new(false),
+            counters: Counters::default(),
+            recorder: Mutex::default(),
+            background: Mutex::default(),
+        })
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// Runs the strategy's start-up work: blocking for `original` and `reordered`, background
+    /// threads for `reordered-paged` and `stream`.
+    pub fn start(self: &Arc<Self>) -> Result<(), EngineError> {
+        let t = Instant::now();
+        let result = match self.opts.strategy {
+            Strategy::Paged => Ok(()),
+            Strategy::Original => self.fetch_all(),
+            Strategy::Reordered => {
+                let plan = self.plan_hot();
+                self.load_hot(plan)
+            }
+            Strategy::ReorderedPaged | Strategy::Stream => {
+                // Plan before returning, so that a read right after the mount waits for the
+                // stream instead of fetching the same chunk again.
+                let plan = self.plan_hot();
+                let me = self.clone();
+                let h = std::thread::Builder::new()
+                    .name("coldstart-hot".into())
+                    .spawn(move || {
+                        if let Err(e) = me.load_hot(plan) {
+                            *me.counters.background_error.lock().unwrap() = Some(e.to_string());
+                        }
+                        if me.opts.strategy == Strategy::Stream {
+                            me.stream_rest();
+                        }
+                    })
+                    .map_err(|e| EngineError::Fetch(e.to_string()))?;
+                self.background.lock().unwrap().push(h);
+                Ok(())
+            }
+        };
+        *self.counters.prefetch.lock().unwrap() = t.elapsed();
+        result
+    }
+
+    /// Stops background work and waits for it (bounded by the fetcher's timeouts).
+    pub fn shutdown(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.demand_cv.1.notify_all();
+        for h in self.background.lock().unwrap().drain(..) {
+            let _ = h.join();
+        }
+    }
+
+    /// The verified bytes of chunk `index` of file `file` (an index into the manifest).
+    pub fn read_chunk(&self, file: usize, index: usize) -> Result<Arc<Vec<u8>>, EngineError> {
+        let entry = self.manifest.files.get(file).ok_or(EngineError::NoChunk)?;
+        let chunk = entry.chunks.get(index).ok_or(EngineError::NoChunk)?;
+        {
+            let mut r = self.recorder.lock().unwrap();
+            if r.seen.insert((file, index)) {
+                r.touches.push(Touch {
+                    path: entry.path.clone(),
+                    offset: chunk.offset,
+                    length: chunk.length,
+                });
+            }
+        }
+        if let Some(data) = self.cache.get(chunk) {
+            self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(Arc::new(data));
+        }
+        let t = Instant::now();
+        self.counters.misses.fetch_add(1, Ordering::Relaxed);
+        let result = self.wait_for_hot(chunk).map_or_else(|| self.shared_fetch(chunk, true), Ok);
+        self.counters.waits.lock().unwrap().push(t.elapsed());
+        if let Err(e) = &result {
+            self.counters.errors.fetch_add(1, Ordering::Relaxed);
+            *self.counters.last_error.lock().unwrap() = Some(format!("{}: {e}", entry.path));
+        }
+        result
+    }
+
+    /// The verified bytes of several chunks of one file (one kernel read spans several
+    /// chunks): the missing ones are fetched in parallel, so their latencies overlap.
+    pub fn read_chunks(
+        &self,
+        file: usize,
+        indices: std::ops::Range<usize>,
+    ) -> Result<Vec<Arc<Vec<u8>>>, EngineError> {
+        let entry = self.manifest.files.get(file).ok_or(EngineError::NoChunk)?;
+        let missing = indices
+            .clone()
+            .filter(|&i| entry.chunks.get(i).is_some_and(|c| !self.cache.contains(&c.sha256)))
+            .count();
+        if missing <= 1 {
+            return indices.map(|i| self.read_chunk(file, i)).collect();
+        }
+        // Record in order before the parallel part, so the first-touch order stays exact.
+        for i in indices.clone() {
+            if let Some(c) = entry.chunks.get(i) {
+                let mut r = self.recorder.lock().unwrap();
+                if r.seen.insert((file, i)) {
+                    r.touches.push(Touch {
+                        path: entry.path.clone(),
+                        offset: c.offset,
+                        length: c.length,
+                    });
+                }
+            }
+        }
+        std::thread::scope(|s| {
+            let handles: Vec<_> =
+                indices.map(|i| s.spawn(move || self.read_chunk(file, i))).collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or(Err(EngineError::Fetch("a fetch thread panicked".into())))
+                })
+                .collect()
+        })
+    }
+
+    /// If the hot stream is bringing this chunk, waits for it (bounded).
+    fn wait_for_hot(&self, chunk: &Chunk) -> Option<Arc<Vec<u8>>> {
+        let deadline = Instant::now() + self.opts.read_timeout;
+        let mut hot = self.hot.lock().unwrap();
+        while hot.running && hot.pending.contains(&chunk.sha256) {
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            hot = self.hot_cv.wait_timeout(hot, deadline - now).unwrap().0;
+        }
+        drop(hot);
+        self.cache.get(chunk).map(Arc::new)
+    }
+
+    /// Fetches a chunk; concurrent readers of the same chunk (and background work) share one
+    /// fetch. `demand`: a program is waiting, so background work pauses meanwhile.
+    fn shared_fetch(&self, chunk: &Chunk, demand: bool) -> Result<Arc<Vec<u8>>, EngineError> {
+        let (flight, leader) = {
+            let mut map = self.inflight.lock().unwrap();
+            match map.get(&chunk.sha256) {
+                Some(f) => (f.clone(), false),
+                None => {
+                    let f = Arc::new(Flight { done: Mutex::new(None), cv: Condvar::new() });
+                    map.insert(chunk.sha256.clone(), f.clone());
+                    (f, true)
+                }
+            }
+        };
+        if leader {
+            if demand {
+                self.demand.fetch_add(1, Ordering::SeqCst);
+            }
+            // Another fetch may have stored it between our cache miss and now.
+            let result = match self.cache.get(chunk) {
+                Some(data) => Ok(data),
+                None => get_chunk(self.remote.as_ref(), chunk),
+            };
+            let result = result
+                .map(|data| {
+                    let _ = self.cache.put(&chunk.sha256, &data);
+                    Arc::new(data)
+                })
+                .map_err(|e| EngineError::Fetch(e.to_string()));
+            if demand {
+                *self.demand_cv.0.lock().unwrap() = Some(Instant::now());
+                self.demand.fetch_sub(1, Ordering::SeqCst);
+                self.demand_cv.1.notify_all();
+            }
+            *flight.done.lock().unwrap() = Some(result.clone());
+            flight.cv.notify_all();
+            self.inflight.lock().unwrap().remove(&chunk.sha256);
+            return result;
+        }
+        let deadline = Instant::now() + self.opts.read_timeout;
+        let mut done = flight.done.lock().unwrap();
+        loop {
+            if let Some(r) = done.as_ref() {
+                return r.clone();
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(EngineError::Timeout(self.opts.read_timeout));
+            }
+            done = flight.cv.wait_timeout(done, deadline - now).unwrap().0;
+        }
+    }
+
+    /// `original`: every distinct chunk, several requests in flight.
+    fn fetch_all(&self) -> Result<(), EngineError> {
+        let mut seen = HashSet::new();
+        let todo: Vec<&Chunk> = self
+            .manifest
+            .files
+            .iter()
+            .filter(|e| e.kind == EntryKind::File)
+            .flat_map(|e| &e.chunks)
+            .filter(|c| seen.insert(&c.sha256) && !self.cache.contains(&c.sha256))
+            .collect();
+        let next = AtomicUsize::new(0);
+        let failure = Mutex::new(None);
+        std::thread::scope(|s| {
+            for _ in 0..self.remote.options().connections.max(1) {
+                s.spawn(|| loop {
+                    if failure.lock().unwrap().is_some() {
+                        return;
+                    }
+                    let Some(c) = todo.get(next.fetch_add(1, Ordering::SeqCst)) else { return };
+                    match get_chunk(self.remote.as_ref(), c) {
+                        Ok(data) => {
+                            let _ = self.cache.put(&c.sha256, &data);
+                        }
+                        Err(e) => *failure.lock().unwrap() = Some(e.to_string()),
+                    }
+                });
+            }
+        });
+        match failure.into_inner().unwrap() {
+            Some(e) => Err(EngineError::Fetch(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// The hot chunks with their offsets in the hot blob, and the first and last index not
+    /// yet in the cache; marks those as pending.
+    fn plan_hot(&self) -> Option<HotPlan> {
+        let chunks: Vec<(u64, Chunk)> =
+            self.manifest.hot_chunks().into_iter().map(|(o, c)| (o, c.clone())).collect();
+        let missing: Vec<usize> =
+            (0..chunks.len()).filter(|&i| !self.cache.contains(&chunks[i].1.sha256)).collect();
+        let (&first, &last) = (missing.first()?, missing.last()?);
+        let mut state = self.hot.lock().unwrap();
+        state.running = true;
+        state.pending = missing.iter().map(|&i| chunks[i].1.sha256.clone()).collect();
+        Some(HotPlan { chunks, first, last })
+    }
+
+    /// Streams the hot blob in one request (resuming with a Range after a failure), storing
+    /// each chunk as soon as its bytes have arrived and been verified.
+    fn load_hot(&self, plan: Option<HotPlan>) -> Result<(), EngineError> {
+        let result = match plan {
+            Some(plan) => self.load_hot_inner(plan),
+            None => Ok(()),
+        };
+        let mut hot = self.hot.lock().unwrap();
+        hot.running = false;
+        hot.pending.clear();
+        self.hot_cv.notify_all();
+        result.map_err(|e| EngineError::Fetch(e.to_string()))
+    }
+
+    fn load_hot_inner(&self, plan: HotPlan) -> Result<(), FetchError> {
+        let hot = &self.manifest.hot;
+        let HotPlan { chunks, first, last } = plan;
+        let end = chunks[last].0 + chunks[last].1.length;
+        let mut idx = first;
+        let url = self.remote.describe(&hot.blob);
+        with_retries(self.remote.options(), self.remote.stats(), &url, || {
+            let mut buf: Vec<u8> = Vec::new();
+            let mut corrupt = false;
+            let start = chunks[idx].0;
+            let result = self.remote.fetch(&hot.blob, Some((start, end)), &mut |bytes| {
+                if self.stop.load(Ordering::Relaxed) {
+                    return false;
+                }
+                buf.extend_from_slice(bytes);
+                while idx <= last && buf.len() as u64 >= chunks[idx].1.length {
+                    let c = &chunks[idx].1;
+                    let rest = buf.split_off(c.length as usize);
+                    if !verify_chunk(c, &buf) {
+                        corrupt = true;
+                        return false;
+                    }
+                    let _ = self.cache.put(&c.sha256, &buf);
+                    self.counters.hot_chunks.fetch_add(1, Ordering::Relaxed);
+                    let mut state = self.hot.lock().unwrap();
+                    state.pending.remove(&c.sha256);
+                    self.hot_cv.notify_all();
+                    drop(state);
+                    buf = rest;
+                    idx += 1;
+                }
+                true
+            });
+            if corrupt {
+                return Err(FetchError::Corrupt { url: url.clone() });
+            }
+            result.map(|_| ())
+        })
+    }
+
+    /// `stream`: everything not yet cached, files in order of their first hot chunk, then
+    /// the rest; waits while any demand fetch is in flight.
+    fn stream_rest(&self) {
+        let index: HashMap<&str, usize> =
+            self.manifest.files.iter().enumerate().map(|(i, e)| (e.path.as_str(), i)).collect();
+        let mut order: Vec<usize> = Vec::new();
+        let mut placed = HashSet::new();
+        for r in &self.manifest.hot.chunks {
+            if let Some(&i) = index.get(r.path.as_str()) {
+                if placed.insert(i) {
+                    order.push(i);
+                }
+            }
+        }
+        order.extend((0..self.manifest.files.len()).filter(|i| placed.insert(*i)));
+        let mut seen = HashSet::new();
+        let todo: Vec<&Chunk> = order
+            .into_iter()
+            .flat_map(|i| &self.manifest.files[i].chunks)
+            .filter(|c| seen.insert(&c.sha256))
+            .collect();
+        // Two in flight keep a high-latency link busy; more would queue ahead of misses.
+        let workers = self.remote.options().connections.saturating_sub(1).clamp(1, 2);
+        let next = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                s.spawn(|| self.stream_worker(&todo, &next));
+            }
+        });
+    }
+
+    fn stream_worker(&self, todo: &[&Chunk], next: &AtomicUsize) {
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let Some(c) = todo.get(next.fetch_add(1, Ordering::SeqCst)) else { return };
+            if self.cache.contains(&c.sha256) {
+                continue;
+            }
+            // Misses go first: wait while any is in flight, and until none has been for
+            // QUIET, so that background transfers do not take the link from a program that
+            // is still faulting.
+            {
+                let (lock, cv) = &self.demand_cv;
+                let mut last = lock.lock().unwrap();
+                loop {
+                    if self.stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let busy = self.demand.load(Ordering::SeqCst) > 0;
+                    let quiet_for = last.map_or(QUIET, |t| t.elapsed());
+                    if !busy && quiet_for >= QUIET {
+                        break;
+                    }
+                    let wait = if busy { QUIET } else { QUIET - quiet_for };
+                    last = cv.wait_timeout(last, wait).unwrap().0;
+                }
+            }
+            if self.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            match self.shared_fetch(c, false) {
+                Ok(_) => {
+                    self.counters.background_chunks.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    *self.counters.background_error.lock().unwrap() = Some(e.to_string());
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The statistics so far.
+    pub fn report(&self) -> Report {
+        let stats = self.remote.stats();
+        let mut waits: Vec<f64> =
+            self.counters.waits.lock().unwrap().iter().map(|d| d.as_secs_f64() * 1e3).collect();
+        waits.sort_by(|a, b| a.total_cmp(b));
+        Report {
+            strategy: self.opts.strategy.to_string(),
+            bytes_fetched: stats.bytes.load(Ordering::Relaxed),
+            requests: stats.requests.load(Ordering::Relaxed),
+            failed_attempts: stats.failures.load(Ordering::Relaxed),
+            cache_hits: self.counters.cache_hits.load(Ordering::Relaxed),
+            misses: self.counters.misses.load(Ordering::Relaxed),
+            errors: self.counters.errors.load(Ordering::Relaxed),
+            miss_wait_total_ms: waits.iter().fold(0.0, |a, b| a + b),
+            miss_wait_max_ms: waits.last().copied().unwrap_or(0.0),
+            miss_wait_median_ms: waits.get(waits.len() / 2).copied().unwrap_or(0.0),
+            prefetch_ms: self.counters.prefetch.lock().unwrap().as_secs_f64() * 1e3,
+            hot_chunks: self.counters.hot_chunks.load(Ordering::Relaxed),
+            background_chunks: self.counters.background_chunks.load(Ordering::Relaxed),
+            background_error: self.counters.background_error.lock().unwrap().clone(),
+            last_error: self.counters.last_error.lock().unwrap().clone(),
+        }
+    }
+
+    /// What was read, chunk by chunk in first-touch order, as a hot list for `pack`.
+    pub fn recorded(&self) -> HotList {
+        HotList { touches: self.recorder.lock().unwrap().touches.clone(), ..HotList::default() }
+    }
+
+    /// Writes [`Engine::recorded`] to `path`.
+    pub fn write_record(&self, path: &Path) -> Result<(), coldstart_bundle::HotListError> {
+        self.recorded().write(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coldstart_bundle::{pack, DirRemote, FetchOptions, PackOptions};
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        bundle: std::path::PathBuf,
+        cache: std::path::PathBuf,
+        files: Vec<(String, Vec<u8>)>,
+    }
+
+    fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir_all(src.join("lib")).unwrap();
+        let a: Vec<u8> = (0..50_000u32).map(|i| (i % 251) as u8).collect();
+        let b: Vec<u8> = (0..30_000u32).map(|i| (i % 241) as u8).collect();
+        std::fs::write(src.join("app"), &a).unwrap();
+        std::fs::write(src.join("lib/b"), &b).unwrap();
+        let hot = HotList {
+            touches: vec![
+                Touch { path: "lib/b".into(), offset: 0, length: 1 },
+                Touch { path: "app".into(), offset: 40_000, length: 100 },
+            ],
+            ..HotList::default()
+        };
+        let bundle = dir.path().join("bundle");
+        pack(&src, &hot, &PackOptions { chunk_size: 8192 }, &bundle).unwrap();
+        let cache = dir.path().join("cache");
+        Fixture { bundle, cache, files: vec![("app".into(), a), ("lib/b".into(), b)], _dir: dir }
+    }
+
+    fn engine(f: &Fixture, strategy: Strategy) -> Arc<Engine> {
+        let manifest =
+            Manifest::parse(&std::fs::read(f.bundle.join("manifest.json")).unwrap()).unwrap();
+        let opts = FetchOptions { backoff: Duration::from_millis(1), ..Default::default() };
+        let remote = Arc::new(DirRemote::new(&f.bundle, opts));
+        let cache = ChunkCache::open(&f.cache).unwrap();
+        Engine::new(manifest, remote, cache, EngineOptions { strategy, ..Default::default() })
+    }
+
+    fn read_all(e: &Engine, path: &str) -> Result<Vec<u8>, EngineError> {
+        let i = e.manifest().files.iter().position(|x| x.path == path).unwrap();
+        let mut out = Vec::new();
+        for k in 0..e.manifest().files[i].chunks.len() {
+            out.extend_from_slice(&e.read_chunk(i, k)?);
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn every_strategy_reads_the_right_bytes() {
+        for s in Strategy::ALL {
+            let f = fixture();
+            let e = engine(&f, s);
+            e.start().unwrap();
+            for (path, data) in &f.files {
+                assert_eq!(&read_all(&e, path).unwrap(), data, "{s} {path}");
+            }
+            e.shutdown();
+            let r = e.report();
+            assert_eq!(r.errors, 0);
+            match s {
+                Strategy::Original => {
+                    assert_eq!(r.misses, 0, "{s}: everything was fetched before start")
+                }
+                Strategy::Paged => assert_eq!(r.cache_hits, 0, "{s}: nothing before start"),
+                Strategy::Reordered => {
+                    assert_eq!(r.hot_chunks, 2);
+                    assert!(r.cache_hits >= 2, "{s}: the hot chunks were local");
+                }
+                _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn the_hot_set_is_one_request_and_a_second_mount_is_all_hits() {
+        let f = fixture();
+        let e = engine(&f, Strategy::Reordered);
+        e.start().unwrap();
+        assert_eq!(e.report().requests, 1);
+        read_all(&e, "app").unwrap();
+        read_all(&e, "lib/b").unwrap();
+        let again = engine(&f, Strategy::Paged);
+        read_all(&again, "app").unwrap();
+        read_all(&again, "lib/b").unwrap();
+        let r = again.report();
+        assert_eq!((r.requests, r.misses), (0, 0), "the cache persists across mounts");
+    }
+
+    #[test]
+    fn a_corrupt_blob_is_an_error_not_wrong_bytes() {
+        let f = fixture();
+        let e = engine(&f, Strategy::Paged);
+        let c = &e.manifest().files[0].chunks[1];
+        let blob = f.bundle.join(coldstart_bundle::blob_path(&c.sha256));
+        let mut bytes = std::fs::read(&blob).unwrap();
+        bytes[10] ^= 1;
+        std::fs::write(&blob, bytes).unwrap();
+        assert!(e.read_chunk(0, 0).is_ok());
+        let err = e.read_chunk(0, 1).unwrap_err();
+        assert!(err.to_string().contains("SHA-256"), "{err}");
+        assert_eq!(e.report().errors, 1);
+    }
+
+    #[test]
+    fn recording_lists_first_touches_in_order() {
+        let f = fixture();
+        let e = engine(&f, Strategy::Paged);
+        e.read_chunk(2, 2).unwrap();
+        e.read_chunk(0, 0).unwrap();
+        e.read_chunk(2, 2).unwrap();
+        let rec = e.recorded();
+        let got: Vec<(&str, u64)> =
+            rec.touches.iter().map(|t| (t.path.as_str(), t.offset)).collect();
+        assert_eq!(got, vec![("lib/b", 16384), ("app", 0)]);
+    }
+
+    #[test]
+    fn strategies_parse_by_name() {
+        for s in Strategy::ALL {
+            assert_eq!(s.name().parse::<Strategy>().unwrap(), s);
+        }
+        assert!("fast".parse::<Strategy>().unwrap_err().to_string().contains("reordered-paged"));
+    }
+}

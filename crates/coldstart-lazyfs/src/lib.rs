@@ -1,0 +1,26 @@
+//! A read-only FUSE file system over a coldstart bundle, fetching chunks as the program needs
+//! them, so an unmodified program starts before all of its bytes have arrived.
+//!
+//! The layers, outermost first:
+//!
+//! - [`mount()`] checks the mount point, fetches and validates the manifest, runs the
+//!   strategy's start-up work and mounts; [`Mount`] unmounts on drop and reports [`Report`].
+//! - `fs` answers the kernel (lookups, attributes, directory listings, symbolic links, reads)
+//!   from the inode table in `tree`, handing every read to a worker thread so that one slow
+//!   miss does not stall other requests.
+//! - [`Engine`] turns "chunk N of file F" into verified bytes: from the local
+//!   [`ChunkCache`](coldstart_bundle::ChunkCache), from the hot set being streamed in, or by a
+//!   demand fetch (deduplicated, so two readers of one chunk cause one request). It owns the
+//!   strategies' background work and the statistics. It needs no FUSE, and its unit tests use
+//!   a bundle on local disk as the remote.
+//!
+//! Every wait is bounded ([`EngineOptions::read_timeout`] and the fetcher's timeouts and
+//! retries); a chunk that cannot be had is `EIO` to the program, never zeros or stale bytes.
+
+mod engine;
+mod fs;
+mod mount;
+mod tree;
+
+pub use engine::{Engine, EngineError, EngineOptions, Report, Strategy, StrategyParseError};
+pub use mount::{is_mount_point, mount, Mount, MountError, MountOptions};

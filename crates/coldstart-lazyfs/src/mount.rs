@@ -1,0 +1,265 @@
+//! Mounting and unmounting, with the checks a user needs before anything is mounted.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use coldstart_bundle::remote::{get_manifest, open};
+use coldstart_bundle::{CacheError, ChunkCache, FetchError, FetchOptions, HotListError};
+use fuser::{MountOption, Session, SessionUnmounter};
+
+use crate::engine::{Engine, EngineError, EngineOptions, Report, Strategy};
+use crate::fs::LazyFs;
+
+/// How to mount.
+#[derive(Debug, Clone)]
+pub struct MountOptions {
+    pub strategy: Strategy,
+    /// The chunk cache directory (shared by mounts).
+    pub cache_dir: PathBuf,
+    /// Write what was read, in first-touch order, here at unmount.
+    pub record: Option<PathBuf>,
+    pub fetch: FetchOptions,
+    /// Bound on a read waiting for a chunk another fetch is bringing.
+    pub read_timeout: Duration,
+}
+
+impl MountOptions {
+    pub fn new(strategy: Strategy, cache_dir: PathBuf) -> MountOptions {
+        MountOptions {
+            strategy,
+            cache_dir,
+            record: None,
+            fetch: FetchOptions::default(),
+            read_timeout: EngineOptions::default().read_timeout,
+        }
+    }
+}
+
+/// Why a mount failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    #[error("mount point {0} does not exist: create an empty directory")]
+    Missing(PathBuf),
+    #[error("mount point {0} is not a directory")]
+    NotADirectory(PathBuf),
+    #[error("mount point {0} is not empty: mount on an empty directory")]
+    NotEmpty(PathBuf),
+    #[error("mount point {0} is busy: something is already mounted there; unmount it (fusermount3 -u) or choose another")]
+    Busy(PathBuf),
+    #[error("cannot read the bundle's manifest: {0}")]
+    Manifest(#[source] FetchError),
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    #[error("the {strategy} strategy could not fetch what it needs before start: {source}")]
+    Prefetch { strategy: Strategy, source: EngineError },
+    #[error("cannot mount FUSE on {path}: {source}; is /dev/fuse there and fusermount3 installed (Debian: fuse3)?")]
+    Fuse { path: PathBuf, source: std::io::Error },
+    #[error("cannot unmount {0}: it stays busy; run `fusermount3 -u -z {0}`")]
+    Unmount(PathBuf),
+    #[error(transparent)]
+    Record(#[from] HotListError),
+}
+
+/// A mounted bundle. Dropping it unmounts.
+pub struct Mount {
+    engine: Arc<Engine>,
+    mountpoint: PathBuf,
+    record: Option<PathBuf>,
+    unmounter: Option<SessionUnmounter>,
+    session: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+/// Whether `path` is a mount point (it appears in `/proc/self/mountinfo`).
+pub fn is_mount_point(path: &Path) -> bool {
+    let Ok(path) = path.canonicalize() else { return false };
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
+    info.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .any(|m| unescape(m) == path.as_os_str().to_string_lossy())
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space).
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 4 <= b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8) {
+                out.push(v);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn check_mountpoint(dir: &Path) -> Result<(), MountError> {
+    let meta = std::fs::metadata(dir).map_err(|_| MountError::Missing(dir.to_path_buf()))?;
+    if !meta.is_dir() {
+        return Err(MountError::NotADirectory(dir.to_path_buf()));
+    }
+    if is_mount_point(dir) {
+        return Err(MountError::Busy(dir.to_path_buf()));
+    }
+    let mut entries = std::fs::read_dir(dir).map_err(|_| MountError::Missing(dir.to_path_buf()))?;
+    if entries.next().is_some() {
+        return Err(MountError::NotEmpty(dir.to_path_buf()));
+    }
+    Ok(())
+}
+
+/// Mounts the bundle at `url` (`http://...` or a bundle directory) on the empty directory
+/// `mountpoint`. Returns when the strategy's start-up work is done and the tree is visible.
+pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, MountError> {
+    check_mountpoint(mountpoint)?;
+    let remote: Arc<dyn coldstart_bundle::Remote> =
+        Arc::from(open(url, opts.fetch.clone()).map_err(MountError::Manifest)?);
+    let manifest = get_manifest(remote.as_ref()).map_err(MountError::Manifest)?;
+    let cache = ChunkCache::open(&opts.cache_dir)?;
+    let engine = Engine::new(
+        manifest,
+        remote,
+        cache,
+        EngineOptions { strategy: opts.strategy, read_timeout: opts.read_timeout },
+    );
+    if let Err(source) = engine.start() {
+        engine.shutdown();
+        return Err(MountError::Prefetch { strategy: opts.strategy, source });
+    }
+    let options = [
+        MountOption::FSName("coldstart".into()),
+        MountOption::Subtype("coldstart".into()),
+        MountOption::RO,
+        MountOption::Exec,
+        MountOption::AllowOther,
+        MountOption::DefaultPermissions,
+        // fusermount3 unmounts even if this process is killed.
+        MountOption::AutoUnmount,
+    ];
+    let fail = |source| MountError::Fuse { path: mountpoint.to_path_buf(), source };
+    let mut session = match Session::new(LazyFs::new(engine.clone()), mountpoint, &options) {
+        Ok(s) => s,
+        Err(e) => {
+            engine.shutdown();
+            return Err(fail(e));
+        }
+    };
+    let unmounter = session.unmount_callable();
+    let thread = std::thread::Builder::new()
+        .name("coldstart-fuse".into())
+        .spawn(move || session.run())
+        .map_err(fail)?;
+    Ok(Mount {
+        engine,
+        mountpoint: mountpoint.to_path_buf(),
+        record: opts.record,
+        unmounter: Some(unmounter),
+        session: Some(thread),
+    })
+}
+
+impl Mount {
+    /// Where it is mounted.
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// The statistics so far.
+    pub fn report(&self) -> Report {
+        self.engine.report()
+    }
+
+    /// Unmounts, writes the `--record` file and returns the statistics.
+    pub fn unmount(mut self) -> Result<Report, MountError> {
+        self.teardown()?;
+        if let Some(path) = self.record.take() {
+            self.engine.write_record(&path)?;
+        }
+        Ok(self.engine.report())
+    }
+
+    fn teardown(&mut self) -> Result<(), MountError> {
+        let Some(mut unmounter) = self.unmounter.take() else { return Ok(()) };
+        // Closing fusermount3's auto-unmount socket unmounts eventually; unmount now instead:
+        // directly when we may (root), else through fusermount3. Lazily if a process still
+        // has files open, so that nothing is left mounted.
+        if is_mount_point(&self.mountpoint) {
+            detach(&self.mountpoint);
+        }
+        let _ = unmounter.unmount();
+        let session = self.session.take();
+        let ended = |s: &Option<JoinHandle<_>>| s.as_ref().map_or(true, |h| h.is_finished());
+        let t = Instant::now();
+        while !ended(&session) && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.engine.shutdown();
+        if let Some(h) = session.filter(|h| h.is_finished()) {
+            let _ = h.join();
+        }
+        if is_mount_point(&self.mountpoint) {
+            return Err(MountError::Unmount(self.mountpoint.clone()));
+        }
+        Ok(())
+    }
+}
+
+/// Unmounts `dir`: `umount2` (lazily if busy) when privileged, else `fusermount3 -u -z`.
+fn detach(dir: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return };
+    // SAFETY: a valid NUL-terminated path.
+    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+        return;
+    }
+    // SAFETY: as above.
+    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+        return;
+    }
+    let _ = Command::new("fusermount3")
+        .arg("-u")
+        .arg("-z")
+        .arg(dir)
+        .stderr(std::process::Stdio::null())
+        .status();
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = self.teardown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(unescape(r"/tmp/a\040b"), "/tmp/a b");
+        assert_eq!(unescape(r"/tmp/tab\011x\134y"), "/tmp/tab\tx\\y");
+        assert_eq!(unescape(r"/plain"), "/plain");
+        assert_eq!(unescape(r"/trailing\04"), r"/trailing\04");
+    }
+
+    #[test]
+    fn a_missing_or_non_directory_mount_point_is_named() {
+        let d = tempfile::tempdir().unwrap();
+        let err = check_mountpoint(&d.path().join("nope")).unwrap_err();
+        assert!(matches!(err, MountError::Missing(_)));
+        std::fs::write(d.path().join("f"), b"").unwrap();
+        let err = check_mountpoint(&d.path().join("f")).unwrap_err();
+        assert!(matches!(err, MountError::NotADirectory(_)));
+        assert!(check_mountpoint(d.path()).is_err(), "not empty");
+        std::fs::remove_file(d.path().join("f")).unwrap();
+        assert!(check_mountpoint(d.path()).is_ok());
+        assert!(is_mount_point(Path::new("/")));
+    }
+}

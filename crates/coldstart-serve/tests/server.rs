@@ -1,0 +1,166 @@
+//! The server and the link emulator over real sockets.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use coldstart_bundle::remote::{get, HttpRemote};
+use coldstart_bundle::FetchOptions;
+use coldstart_serve::{proxy, serve, Link};
+
+fn data(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 31 % 253) as u8).collect()
+}
+
+fn root() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir(d.path().join("bundle")).unwrap();
+    std::fs::write(d.path().join("bundle/file"), data(1000)).unwrap();
+    std::fs::write(d.path().join("secret"), b"outside").unwrap();
+    d
+}
+
+/// One response: status, headers (lower-case names), body.
+struct Resp {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Resp {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+}
+
+fn exchange(conn: &mut TcpStream, request: &str, head_only: bool) -> Resp {
+    conn.write_all(request.as_bytes()).unwrap();
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        assert_eq!(conn.read(&mut byte).unwrap(), 1, "closed mid-headers");
+        buf.push(byte[0]);
+    }
+    let text = String::from_utf8(buf).unwrap();
+    let mut lines = text.split("\r\n");
+    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let len: usize =
+        headers.iter().find(|(k, _)| k == "content-length").unwrap().1.parse().unwrap();
+    let mut body = vec![0u8; if head_only { 0 } else { len }];
+    conn.read_exact(&mut body).unwrap();
+    Resp { status, headers, body }
+}
+
+fn get_req(path: &str, extra: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: x\r\n{extra}\r\n")
+}
+
+#[test]
+fn keep_alive_ranges_etag_head_and_416() {
+    let d = root();
+    let server = serve(&d.path().join("bundle"), "127.0.0.1:0", None).unwrap();
+    let mut c = TcpStream::connect(server.addr()).unwrap();
+    let whole = exchange(&mut c, &get_req("/file", ""), false);
+    assert_eq!((whole.status, whole.body.clone()), (200, data(1000)));
+    let etag = whole.header("etag").unwrap().to_owned();
+
+    let part = exchange(&mut c, &get_req("/file", "Range: bytes=10-19\r\n"), false);
+    assert_eq!(part.status, 206);
+    assert_eq!(part.header("content-range"), Some("bytes 10-19/1000"));
+    assert_eq!(part.body, data(1000)[10..20]);
+
+    let tail = exchange(&mut c, &get_req("/file", "Range: bytes=-5\r\n"), false);
+    assert_eq!(tail.body, data(1000)[995..]);
+
+    let multi = exchange(&mut c, &get_req("/file", "Range: bytes=0-1,998-\r\n"), false);
+    assert_eq!(multi.status, 206);
+    let ct = multi.header("content-type").unwrap();
+    let boundary = ct.strip_prefix("multipart/byteranges; boundary=").unwrap();
+    let body = String::from_utf8_lossy(&multi.body).into_owned();
+    assert_eq!(body.matches(&format!("--{boundary}")).count(), 3);
+    assert!(body.contains("Content-Range: bytes 0-1/1000"));
+    assert!(body.contains("Content-Range: bytes 998-999/1000"));
+
+    let bad = exchange(&mut c, &get_req("/file", "Range: bytes=1000-\r\n"), false);
+    assert_eq!(bad.status, 416);
+    assert_eq!(bad.header("content-range"), Some("bytes */1000"));
+
+    let not_modified =
+        exchange(&mut c, &get_req("/file", &format!("If-None-Match: {etag}\r\n")), false);
+    assert_eq!(not_modified.status, 304);
+    // A stale If-Range gets the whole file.
+    let stale =
+        exchange(&mut c, &get_req("/file", "Range: bytes=0-0\r\nIf-Range: \"old\"\r\n"), false);
+    assert_eq!((stale.status, stale.body.len()), (200, 1000));
+
+    let head = exchange(&mut c, "HEAD /file HTTP/1.1\r\nHost: x\r\n\r\n", true);
+    assert_eq!((head.status, head.header("content-length")), (200, Some("1000")));
+    let post =
+        exchange(&mut c, "POST /file HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", false);
+    assert_eq!(post.status, 405);
+    // All of the above on one connection.
+    assert_eq!(server.stats().connections.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn nothing_outside_the_bundle_is_reachable() {
+    let d = root();
+    std::os::unix::fs::symlink("../secret", d.path().join("bundle/escape")).unwrap();
+    let server = serve(&d.path().join("bundle"), "127.0.0.1:0", None).unwrap();
+    let mut c = TcpStream::connect(server.addr()).unwrap();
+    for path in ["/../secret", "/%2e%2e/secret", "/file/../../secret", "/escape", "//secret", "/"] {
+        let r = exchange(&mut c, &get_req(path, ""), false);
+        assert_eq!(r.status, 404, "{path}");
+        assert!(!String::from_utf8_lossy(&r.body).contains("outside"));
+    }
+}
+
+/// Fetches `count` files of `size` bytes one after the other over one keep-alive connection.
+fn timed_fetches(url: &str, count: usize) -> Duration {
+    let remote =
+        HttpRemote::new(url, FetchOptions { connections: 1, ..Default::default() }).unwrap();
+    let t = Instant::now();
+    for _ in 0..count {
+        get(&remote, "big", None).unwrap();
+    }
+    t.elapsed()
+}
+
+fn assert_matches_model(measured: Duration, link: Link, bytes: u64, requests: u64) {
+    let model = link.predict(bytes, requests).as_secs_f64();
+    let m = measured.as_secs_f64();
+    assert!((m - model).abs() <= 0.10 * model, "measured {m:.3} s, model {model:.3} s");
+}
+
+#[test]
+fn served_transfer_matches_the_link_model() {
+    let d = root();
+    let size = 100_000;
+    std::fs::write(d.path().join("bundle/big"), data(size)).unwrap();
+    let link: Link = "8mbit/50ms".parse().unwrap();
+    let server = serve(&d.path().join("bundle"), "127.0.0.1:0", Some(link)).unwrap();
+    let measured = timed_fetches(&server.url(), 8);
+    // Bytes on the wire include the response headers.
+    let sent = server.stats().bytes_sent.load(Ordering::Relaxed);
+    assert!(sent >= 8 * size as u64);
+    assert_matches_model(measured, link, sent, 8);
+}
+
+#[test]
+fn the_proxy_applies_the_same_link_to_another_server() {
+    let d = root();
+    let size = 100_000;
+    std::fs::write(d.path().join("bundle/big"), data(size)).unwrap();
+    let upstream = serve(&d.path().join("bundle"), "127.0.0.1:0", None).unwrap();
+    let link: Link = "8mbit/50ms".parse().unwrap();
+    let p = proxy("127.0.0.1:0", &upstream.addr().to_string(), Some(link)).unwrap();
+    let measured = timed_fetches(&p.url(), 8);
+    let sent = p.stats().bytes_sent.load(Ordering::Relaxed);
+    assert_eq!(p.stats().requests.load(Ordering::Relaxed), 8);
+    assert_matches_model(measured, link, sent, 8);
+}

@@ -1,0 +1,81 @@
+//! `coldstart pack`: a directory into a bundle.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use coldstart_bundle::{pack, HotList, PackOptions};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The directory to pack (a program's root: its executables, libraries and data).
+    pub dir: PathBuf,
+    /// Hot list (docs/formats/bundle.md): the byte ranges start-up reads, in first-touch
+    /// order, e.g. from `coldstart mount --record`. Without it the hot set is empty.
+    #[arg(long, value_name = "FILE")]
+    pub hot_list: Option<PathBuf>,
+    /// Bytes per chunk: a number with an optional k or m suffix (KiB, MiB).
+    #[arg(long, default_value = "64k", value_parser = parse_size)]
+    pub chunk_size: u64,
+    /// The bundle directory to write (must not exist yet).
+    #[arg(short, long, value_name = "BUNDLE")]
+    pub output: PathBuf,
+}
+
+/// Parses `65536`, `64k`, `1m`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let lower = s.trim().to_ascii_lowercase();
+    let (num, mult) = match lower.strip_suffix(['k', 'm']) {
+        Some(n) if lower.ends_with('k') => (n, 1024),
+        Some(n) => (n, 1024 * 1024),
+        None => (lower.as_str(), 1),
+    };
+    let n: u64 = num.parse().map_err(|_| format!("`{s}` is not a size like 65536, 64k or 1m"))?;
+    match n.checked_mul(mult) {
+        Some(v) if v > 0 && v <= 1 << 30 => Ok(v),
+        _ => Err(format!("`{s}`: a chunk size is between 1 byte and 1 GiB")),
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if !args.dir.is_dir() {
+        return Err(crate::exit::usage(format!(
+            "{} is not a directory: give the directory holding the program's files",
+            args.dir.display()
+        )));
+    }
+    let hot = match &args.hot_list {
+        Some(p) => HotList::read(p).map_err(|e| crate::exit::usage(format!("--hot-list: {e}")))?,
+        None => HotList::default(),
+    };
+    let manifest =
+        pack(&args.dir, &hot, &PackOptions { chunk_size: args.chunk_size }, &args.output)
+            .with_context(|| {
+                format!("cannot pack {} into {}", args.dir.display(), args.output.display())
+            })?;
+    let (bytes, distinct) = manifest.total_bytes();
+    let chunks: usize = manifest.files.iter().map(|e| e.chunks.len()).sum();
+    println!(
+        "packed {} entries ({bytes} bytes, {distinct} distinct) into {}: {chunks} chunks of up to {} bytes, hot set {} bytes in {} chunks",
+        manifest.files.len(),
+        args.output.display(),
+        manifest.chunk_size,
+        manifest.hot.size,
+        manifest.hot.chunks.len()
+    );
+    Ok(crate::exit::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("64k"), Ok(65536));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("big").is_err());
+    }
+}

@@ -1,0 +1,59 @@
+//! `coldstart serve`: a bundle over HTTP, optionally through an emulated link; or, with
+//! `--proxy`, the link emulator in front of another server.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use coldstart_serve::Link;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The bundle directory written by `coldstart pack`.
+    #[arg(required_unless_present = "proxy")]
+    pub bundle: Option<PathBuf>,
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub addr: String,
+    /// Emulate a link: BANDWIDTH/LATENCY, e.g. 56kbit/100ms, 1mbit/10ms, 20mbit/40ms.
+    #[arg(long)]
+    pub link: Option<Link>,
+    /// Instead of serving a bundle, forward to this server (HOST:PORT) through the link.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "bundle")]
+    pub proxy: Option<String>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let running = match (&args.bundle, &args.proxy) {
+        (_, Some(upstream)) => coldstart_serve::proxy(&args.addr, upstream, args.link)
+            .with_context(|| format!("cannot start the proxy to {upstream}"))?,
+        (Some(bundle), None) => {
+            let manifest = bundle.join("manifest.json");
+            let bytes = std::fs::read(&manifest).map_err(|e| {
+                crate::exit::usage(format!(
+                    "{}: {e}: is {} a bundle written by `coldstart pack`?",
+                    manifest.display(),
+                    bundle.display()
+                ))
+            })?;
+            coldstart_bundle::Manifest::parse(&bytes)
+                .map_err(|e| crate::exit::usage(format!("{}: {e}", manifest.display())))?;
+            coldstart_serve::serve(bundle, &args.addr, args.link)
+                .with_context(|| format!("cannot serve {}", bundle.display()))?
+        }
+        (None, None) => unreachable!("clap requires a bundle or --proxy"),
+    };
+    // The URL on stdout, alone on its line, so scripts can read it.
+    let mut out = std::io::stdout();
+    writeln!(out, "{}", running.url())?;
+    out.flush()?;
+    if let Some(link) = args.link {
+        eprintln!(
+            "coldstart: emulating {:.0} bit/s with {:?} per request; Ctrl-C to stop",
+            link.bits_per_second, link.latency
+        );
+    }
+    running.wait();
+    Ok(crate::exit::SUCCESS)
+}

@@ -1,0 +1,650 @@
+//! Network start end to end: a C program with a shared library of its own, packed, served by
+//! `coldstart serve` and by nginx, and run from a FUSE mount with every strategy.
+//!
+//! Needs root (FUSE), clang-19 and nginx, as CI has; every mount, server and nginx started
+//! here is stopped by a guard even when an assertion fails.
+
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const STRATEGIES: [&str; 5] = ["original", "paged", "reordered-paged", "reordered", "stream"];
+
+fn coldstart() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_coldstart"))
+}
+
+fn check(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "status {}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+/// Kills a child process on drop.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Asserts on drop that nothing is left mounted under the directory, and cleans up if it is.
+struct NoStaleMounts(PathBuf);
+
+/// Mount points under `dir`.
+fn mounts_under(dir: &Path) -> Vec<String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let prefix = dir.canonicalize().unwrap().display().to_string();
+    info.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|m| m.starts_with(&prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+impl Drop for NoStaleMounts {
+    fn drop(&mut self) {
+        let stale = mounts_under(&self.0);
+        for m in &stale {
+            let _ = Command::new("fusermount3").args(["-u", "-z", m]).status();
+        }
+        if !std::thread::panicking() {
+            assert!(stale.is_empty(), "stale mounts: {stale:?}");
+        }
+    }
+}
+
+/// The program: `bin/hello DATA` prints a greeting from `lib/libgreet.so` (found through
+/// `$ORIGIN/../lib`) and a checksum of DATA; exits 1 with a message if DATA cannot be read.
+fn build_program(root: &Path) {
+    let src = root.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::create_dir_all(root.join("app/bin")).unwrap();
+    std::fs::create_dir_all(root.join("app/lib")).unwrap();
+    std::fs::create_dir_all(root.join("app/share")).unwrap();
+    std::fs::write(
+        src.join("greet.c"),
+        r#"
+#include <stdio.h>
+/* A large table so that the library spans many chunks. */
+#define N 60000
+static unsigned table[N] = {1, 2, 3};
+unsigned greet_table(void) {
+    unsigned s = 0;
+    for (int i = 0; i < N; i += 1024) s = s * 31 + table[i];
+    return s;
+}
+const char *greet(void) { return "hello from libgreet"; }
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("main.c"),
+        r#"
+#include <stdio.h>
+#include <string.h>
+#include <errno.h>
+const char *greet(void);
+unsigned greet_table(void);
+int main(int argc, char **argv) {
+    printf("%s (%u)\n", greet(), greet_table());
+    if (argc < 2) return 0;
+    FILE *f = fopen(argv[1], "rb");
+    if (!f) { fprintf(stderr, "hello: cannot open %s: %s\n", argv[1], strerror(errno)); return 1; }
+    unsigned long sum = 0, n = 0;
+    unsigned char buf[8192];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0)
+        for (size_t i = 0; i < k; i++) { sum = sum * 1099511628211UL + buf[i]; n++; }
+    if (ferror(f)) { fprintf(stderr, "hello: cannot read %s: %s\n", argv[1], strerror(errno)); return 1; }
+    printf("data: %lu bytes, checksum %lx\n", n, sum);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let cc = |args: &[&str]| {
+        let out = Command::new("clang-19").args(args).output().expect("clang-19 is installed");
+        check(&out);
+    };
+    let lib = root.join("app/lib/libgreet.so.1");
+    cc(&[
+        "-O1",
+        "-shared",
+        "-fPIC",
+        "-Wl,-soname,libgreet.so.1",
+        src.join("greet.c").to_str().unwrap(),
+        "-o",
+        lib.to_str().unwrap(),
+    ]);
+    std::os::unix::fs::symlink("libgreet.so.1", root.join("app/lib/libgreet.so")).unwrap();
+    cc(&[
+        "-O1",
+        src.join("main.c").to_str().unwrap(),
+        "-L",
+        root.join("app/lib").to_str().unwrap(),
+        "-lgreet",
+        "-Wl,-rpath,$ORIGIN/../lib",
+        "-o",
+        root.join("app/bin/hello").to_str().unwrap(),
+    ]);
+    let data: Vec<u8> = (0..400_000u32).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect();
+    std::fs::write(root.join("app/share/data.bin"), data).unwrap();
+}
+
+fn run_local(root: &Path) -> String {
+    let app = root.join("app");
+    check(&Command::new(app.join("bin/hello")).arg(app.join("share/data.bin")).output().unwrap())
+}
+
+fn pack(root: &Path, out: &str, hot: Option<&Path>) -> PathBuf {
+    let bundle = root.join(out);
+    let mut cmd = coldstart();
+    cmd.arg("pack").arg(root.join("app")).args(["--chunk-size", "16k", "-o"]).arg(&bundle);
+    if let Some(h) = hot {
+        cmd.arg("--hot-list").arg(h);
+    }
+    check(&cmd.output().unwrap());
+    bundle
+}
+
+/// `coldstart serve BUNDLE [ARGS]` as a child; returns it and the URL it printed.
+fn serve(bundle: &Path, extra: &[&str]) -> (KillOnDrop, String) {
+    let mut child = coldstart()
+        .arg("serve")
+        .arg(bundle)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let url = line.trim().to_owned();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    (KillOnDrop(child), url)
+}
+
+/// `coldstart serve --proxy UPSTREAM --link LINK` as a child; returns it and its URL.
+fn proxy(upstream: &str, link: &str) -> (KillOnDrop, String) {
+    let mut child = coldstart()
+        .args(["serve", "--proxy", upstream, "--link", link])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    (KillOnDrop(child), line.trim().to_owned())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// nginx serving `bundle` on 127.0.0.1, configured in `dir`, in the foreground.
+fn nginx(dir: &Path, bundle: &Path) -> (KillOnDrop, String) {
+    let conf_dir = dir.join("nginx");
+    std::fs::create_dir_all(conf_dir.join("tmp")).unwrap();
+    let port = free_port();
+    let conf = format!(
+        r#"daemon off;
+master_process off;
+user root;
+worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {d}/tmp/body;
+    proxy_temp_path {d}/tmp/proxy;
+    fastcgi_temp_path {d}/tmp/fastcgi;
+    uwsgi_temp_path {d}/tmp/uwsgi;
+    scgi_temp_path {d}/tmp/scgi;
+    keepalive_requests 100000;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+        location / {{ }}
+    }}
+}}
+"#,
+        d = conf_dir.display(),
+        root = bundle.display(),
+    );
+    std::fs::write(conf_dir.join("nginx.conf"), conf).unwrap();
+    let child = Command::new("nginx")
+        .arg("-p")
+        .arg(&conf_dir)
+        .arg("-c")
+        .arg(conf_dir.join("nginx.conf"))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nginx is installed (Debian: nginx-light)");
+    let guard = KillOnDrop(child);
+    let t = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "nginx did not start: see {}",
+            conf_dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (guard, format!("http://127.0.0.1:{port}/"))
+}
+
+/// `coldstart run URL --strategy S -- {root}/bin/hello {root}/share/data.bin`.
+fn run_remote(url: &str, strategy: &str, cache: &Path, extra: &[&str]) -> Output {
+    coldstart()
+        .args(["run", url, "--strategy", strategy, "--cache-dir"])
+        .arg(cache)
+        .args(extra)
+        .args(["--", "{root}/bin/hello", "{root}/share/data.bin"])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_program_runs_from_the_mount_with_every_strategy_and_both_servers() {
+    let d = tempfile::tempdir().unwrap();
+    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    build_program(d.path());
+    let local = run_local(d.path());
+    assert!(local.starts_with("hello from libgreet"), "{local}");
+
+    // Record what a start reads, then re-pack with that as the hot set.
+    let first = pack(d.path(), "bundle0", None);
+    let record = d.path().join("hot.json");
+    let out = run_remote(
+        &first.display().to_string(),
+        "paged",
+        &d.path().join("cache0"),
+        &["--record", record.to_str().unwrap()],
+    );
+    assert_eq!(check(&out), local);
+    let bundle = pack(d.path(), "bundle", Some(&record));
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
+    assert!(manifest["hot"]["size"].as_u64().unwrap() > 0, "the recorded start gave a hot set");
+
+    let (_server, served) = serve(&bundle, &[]);
+    let (_nginx, nginx_url) = nginx(d.path(), &bundle);
+    // The link emulator as a proxy in front of nginx.
+    let nginx_addr = nginx_url.trim_start_matches("http://").trim_end_matches('/').to_owned();
+    let (_proxy, proxied) = proxy(&nginx_addr, "200mbit/2ms");
+    let out = run_remote(&proxied, "reordered", &d.path().join("cache-proxy"), &[]);
+    assert_eq!(check(&out), local, "nginx behind the proxy");
+    for (name, url) in [("coldstart serve", &served), ("nginx", &nginx_url)] {
+        for s in STRATEGIES {
+            let cache = d.path().join(format!("cache-{}-{s}", name.replace(' ', "-")));
+            let out = run_remote(url, s, &cache, &["--json"]);
+            assert_eq!(check(&out), local, "{name}, {s}");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(stderr.contains("\"bytes_fetched\""), "{name}, {s}: {stderr}");
+        }
+    }
+}
+
+#[test]
+fn a_corrupt_blob_fails_the_program_with_eio_and_says_so() {
+    let d = tempfile::tempdir().unwrap();
+    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    build_program(d.path());
+    let bundle = pack(d.path(), "bundle", None);
+    // Damage one chunk of the data file.
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
+    let file = manifest["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "share/data.bin")
+        .unwrap();
+    let hash = file["chunks"][5]["sha256"].as_str().unwrap();
+    let blob = bundle.join(format!("blobs/sha256/{}/{hash}", &hash[..2]));
+    let mut bytes = std::fs::read(&blob).unwrap();
+    bytes[7] ^= 0x55;
+    std::fs::write(&blob, bytes).unwrap();
+    let (_server, url) = serve(&bundle, &[]);
+    let out = run_remote(&url, "paged", &d.path().join("cache"), &["--retries", "1"]);
+    assert_eq!(out.status.code(), Some(1), "the program fails");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("checksum"), "no checksum of wrong bytes: {stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Input/output error"), "the program saw EIO: {stderr}");
+    assert!(stderr.contains("reads failed with EIO") && stderr.contains("SHA-256"), "{stderr}");
+    assert!(stderr.contains("failed"), "the failure is reported: {stderr}");
+}
+
+#[test]
+fn a_server_killed_mid_start_gives_eio_within_the_bound() {
+    let d = tempfile::tempdir().unwrap();
+    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    build_program(d.path());
+    let bundle = pack(d.path(), "bundle", None);
+    // 400 kB of data at 1 Mbit/s takes over 3 s: kill the server well before that.
+    let (mut server, url) = serve(&bundle, &["--link", "1mbit/5ms"]);
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(800));
+        let _ = server.0.kill();
+        let _ = server.0.wait();
+    });
+    let t = Instant::now();
+    let out =
+        run_remote(&url, "paged", &d.path().join("cache"), &["--retries", "2", "--timeout", "1"]);
+    let took = t.elapsed();
+    killer.join().unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Input/output error") || stderr.contains("reads failed"), "{stderr}");
+    // 3 attempts with 1 s bounds and 100 + 200 ms back-off, after at most 1 s of waiting on
+    // the dying transfer: well inside 10 s.
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+}
+
+#[test]
+fn a_malformed_manifest_is_rejected_before_mounting() {
+    let d = tempfile::tempdir().unwrap();
+    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    build_program(d.path());
+    let bundle = pack(d.path(), "bundle", None);
+    let path = bundle.join("manifest.json");
+    let good = std::fs::read_to_string(&path).unwrap();
+    let mnt = d.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    for (what, bad) in [
+        ("dot-dot", good.replacen("\"bin/hello\"", "\"bin/../../hello\"", 1)),
+        ("absolute", good.replacen("\"bin/hello\"", "\"/bin/hello\"", 1)),
+        ("version", good.replacen("\"version\": 1", "\"version\": 9", 1)),
+        ("size", good.replacen("\"size\": 400000", "\"size\": 400001", 1)),
+        ("overlap", good.replacen("\"offset\": 16384", "\"offset\": 16000", 1)),
+    ] {
+        assert_ne!(bad, good, "{what}: the fixture changed");
+        std::fs::write(&path, &bad).unwrap();
+        let out = coldstart()
+            .args(["mount", bundle.to_str().unwrap(), mnt.to_str().unwrap(), "--cache-dir"])
+            .arg(d.path().join("cache"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{what}: {}", String::from_utf8_lossy(&out.stderr));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("manifest"), "{what}: {stderr}");
+        let served = coldstart().arg("serve").arg(&bundle).output().unwrap();
+        assert_eq!(served.status.code(), Some(2), "{what}: serve refuses it too");
+    }
+}
+
+#[test]
+fn mount_refuses_a_non_empty_mount_point() {
+    let d = tempfile::tempdir().unwrap();
+    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    let mnt = d.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    std::fs::write(mnt.join("file"), b"").unwrap();
+    std::fs::create_dir(d.path().join("app")).unwrap();
+    std::fs::write(d.path().join("app/x"), b"x").unwrap();
+    let bundle = pack(d.path(), "bundle", None);
+    let out = coldstart()
+        .args(["mount", bundle.to_str().unwrap(), mnt.to_str().unwrap(), "--cache-dir"])
+        .arg(d.path().join("cache"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not empty"));
+}
+
+#[test]
+fn mount_unmounts_on_ctrl_c_and_reports() {
+    let d = tempfile::tempdir().unwrap();
+    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    std::fs::create_dir(d.path().join("app")).unwrap();
+    std::fs::write(d.path().join("app/x"), b"content").unwrap();
+    let bundle = pack(d.path(), "bundle", None);
+    let mnt = d.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let child = coldstart()
+        .args(["mount", bundle.to_str().unwrap(), mnt.to_str().unwrap(), "--cache-dir"])
+        .arg(d.path().join("cache"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    let t = Instant::now();
+    while std::fs::read(mnt.join("x")).ok().as_deref() != Some(b"content".as_slice()) {
+        assert!(t.elapsed() < Duration::from_secs(10), "the mount did not appear");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    let status = child.0.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.0.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(stderr.contains("coldstart: stream: fetched"), "{stderr}");
+    assert!(std::fs::read_dir(&mnt).unwrap().next().is_none(), "unmounted");
+}
+
+#[test]
+fn a_killed_mount_leaves_no_mount_behind() {
+    let d = tempfile::tempdir().unwrap();
+    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    std::fs::create_dir(d.path().join("app")).unwrap();
+    std::fs::write(d.path().join("app/x"), b"content").unwrap();
+    let bundle = pack(d.path(), "bundle", None);
+    let mnt = d.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let child = coldstart()
+        .args(["mount", bundle.to_str().unwrap(), mnt.to_str().unwrap(), "--cache-dir"])
+        .arg(d.path().join("cache"))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    let t = Instant::now();
+    while std::fs::read(mnt.join("x")).is_err() {
+        assert!(t.elapsed() < Duration::from_secs(10), "the mount did not appear");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    // fusermount3's auto-unmount notices the death and unmounts.
+    let t = Instant::now();
+    while !mounts_under(d.path()).is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(5), "still mounted after the owner died");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A program about the size of the paper's applications (about 1 MB): `bin/app` linked to
+/// `lib/libbig.so`, whose 1 MB table is read sparsely. Workload `a` and `b` touch overlapping
+/// but different pages, so a hot set profiled on one is measured on the other.
+fn build_bench_program(root: &Path) {
+    let src = root.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::create_dir_all(root.join("app/bin")).unwrap();
+    std::fs::create_dir_all(root.join("app/lib")).unwrap();
+    let mut table = String::from("const unsigned char big_table[1048576] = {");
+    for i in 0..1_048_576u32 {
+        table.push_str(&format!("{},", (i.wrapping_mul(2654435761) >> 24) & 0xff));
+    }
+    table.push_str("};\n");
+    std::fs::write(src.join("big.c"), table).unwrap();
+    std::fs::write(
+        src.join("app.c"),
+        r#"
+#include <stdio.h>
+#include <string.h>
+extern const unsigned char big_table[1048576];
+int main(int argc, char **argv) {
+    /* Both: pages 0-31 and every 64th page; b also pages 96-99, a also pages 160-163. */
+    int b = argc > 1 && strcmp(argv[1], "b") == 0;
+    unsigned long sum = 0;
+    for (int p = 0; p < 256; p++) {
+        int extra = b ? (p >= 96 && p < 100) : (p >= 160 && p < 164);
+        int use = p < 32 || p % 64 == 0 || extra;
+        if (use) sum = sum * 31 + big_table[p * 4096 + 7];
+    }
+    printf("%s %lx\n", b ? "b" : "a", sum);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let cc = |args: &[&str]| check(&Command::new("clang-19").args(args).output().unwrap());
+    cc(&[
+        "-O1",
+        "-shared",
+        "-fPIC",
+        src.join("big.c").to_str().unwrap(),
+        "-o",
+        root.join("app/lib/libbig.so").to_str().unwrap(),
+    ]);
+    cc(&[
+        "-O1",
+        src.join("app.c").to_str().unwrap(),
+        "-L",
+        root.join("app/lib").to_str().unwrap(),
+        "-lbig",
+        "-Wl,-rpath,$ORIGIN/../lib",
+        "-o",
+        root.join("app/bin/app").to_str().unwrap(),
+    ]);
+}
+
+/// Prints a Markdown table: every strategy on a few of the paper's links, profiled on
+/// workload `a`, measured on workload `b`, against the bound of Eq. 1. Run with
+/// `cargo test -p coldstart --test network -- --ignored --nocapture network_start_benchmark`.
+#[test]
+#[ignore = "benchmark: about a minute on emulated slow links"]
+fn network_start_benchmark() {
+    let d = tempfile::tempdir().unwrap();
+    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    build_bench_program(d.path());
+    let app = d.path().join("app/bin/app");
+    let local = check(&Command::new(&app).arg("b").output().unwrap());
+    let t = Instant::now();
+    for _ in 0..20 {
+        check(&Command::new(&app).arg("b").output().unwrap());
+    }
+    let local_secs = t.elapsed().as_secs_f64() / 20.0;
+    let plain = pack(d.path(), "bundle0", None);
+    let hot_a = d.path().join("hot-a.json");
+    let hot_b = d.path().join("hot-b.json");
+    for (w, hot) in [("a", &hot_a), ("b", &hot_b)] {
+        let out = coldstart()
+            .args(["run", plain.to_str().unwrap(), "--strategy", "paged", "--cache-dir"])
+            .arg(d.path().join(format!("cache-rec-{w}")))
+            .args(["--record", hot.to_str().unwrap(), "--", "{root}/bin/app", w])
+            .output()
+            .unwrap();
+        check(&out);
+    }
+    let used: u64 = serde_json::from_slice::<serde_json::Value>(&std::fs::read(&hot_b).unwrap())
+        .unwrap()["touches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["length"].as_u64().unwrap())
+        .sum();
+    let bundle = pack(d.path(), "bundle", Some(&hot_a));
+    let total: u64 = walk_size(&d.path().join("app"));
+    println!(
+        "\nprogram {total} bytes; workload b uses {used} bytes; local start {:.1} ms",
+        local_secs * 1e3
+    );
+    println!("\n| link | strategy | start (s) | before start (s) | waiting on misses (s) | bytes fetched | requests | Eq. 1 bound (s) | vs original |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for link in ["1mbit/100ms", "3mbit/50ms"] {
+        let (_server, url) = serve(&bundle, &["--link", link]);
+        let parsed: coldstart_serve::Link = link.parse().unwrap();
+        let bound =
+            used as f64 * 8.0 / parsed.bits_per_second + parsed.latency.as_secs_f64() + local_secs;
+        let mut original = None;
+        for s in STRATEGIES {
+            let cache = d.path().join(format!("cache-{}-{s}", link.replace('/', "-")));
+            let t = Instant::now();
+            let out = coldstart()
+                .args(["run", &url, "--strategy", s, "--json", "--cache-dir"])
+                .arg(&cache)
+                .args(["--", "{root}/bin/app", "b"])
+                .output()
+                .unwrap();
+            let secs = t.elapsed().as_secs_f64();
+            assert_eq!(check(&out), local);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let report: serde_json::Value =
+                serde_json::from_str(&stderr[stderr.find('{').unwrap()..]).unwrap();
+            let original_secs = *original.get_or_insert(secs);
+            println!(
+                "| {link} | {s} | {secs:.2} | {:.2} | {:.2} | {} | {} | {bound:.2} | {:+.0}% |",
+                report["prefetch_ms"].as_f64().unwrap() / 1e3,
+                report["miss_wait_total_ms"].as_f64().unwrap() / 1e3,
+                report["bytes_fetched"],
+                report["requests"],
+                (secs / original_secs - 1.0) * 100.0
+            );
+        }
+    }
+}
+
+fn walk_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let m = e.path().symlink_metadata().unwrap();
+            if m.is_dir() {
+                walk_size(&e.path())
+            } else {
+                m.len()
+            }
+        })
+        .sum()
+}
+
+#[test]
+fn the_sample_program_runs_from_the_mount_profiled_on_one_workload() {
+    use coldstart_sample::{build, Config, Size};
+    let d = tempfile::tempdir().unwrap();
+    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    let dir = d.path().join("app");
+    build(&Config::for_size(Size::Small, 7), &dir).unwrap();
+    let local = |w: &str| {
+        check(&Command::new(dir.join("sample")).args(["--workload", w]).output().unwrap())
+    };
+    let local_b = local("b");
+    assert!(local_b.contains("ready"), "{local_b}");
+
+    // Profile workload a by recording a paged start, pack with it, measure workload b.
+    let plain = pack(d.path(), "bundle0", None);
+    let hot = d.path().join("hot-a.json");
+    let out = coldstart()
+        .args(["run", plain.to_str().unwrap(), "--strategy", "paged", "--cache-dir"])
+        .arg(d.path().join("cache-rec"))
+        .args(["--record", hot.to_str().unwrap(), "--", "{root}/sample", "--workload", "a"])
+        .output()
+        .unwrap();
+    assert_eq!(check(&out), local("a"));
+    let bundle = pack(d.path(), "bundle", Some(&hot));
+    let (_server, url) = serve(&bundle, &[]);
+    for s in STRATEGIES {
+        let out = coldstart()
+            .args(["run", &url, "--strategy", s, "--cache-dir"])
+            .arg(d.path().join(format!("cache-{s}")))
+            .args(["--", "{root}/sample", "--workload", "b"])
+            .output()
+            .unwrap();
+        assert_eq!(check(&out), local_b, "{s}");
+    }
+}
