@@ -3,7 +3,7 @@
 # libclang-cpp: about 190 MiB), hot set recorded on `clang --version`, measured on
 # `clang --version` and on compiling a one-line file, over an emulated link.
 #
-#   scripts/bench-network-clang.sh [-l LINK] [-S "STRATEGY ..."] [-o DIR]
+#   bench/network-clang.sh [-l LINK] [-S "STRATEGY ..."] [-o DIR]
 set -eu
 link=20mbit/40ms; strategies="original paged reordered-paged reordered stream"; out=""
 while getopts l:S:o: opt; do

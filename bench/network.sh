@@ -2,7 +2,7 @@
 # Network start benchmark: every strategy of `coldstart run` on emulated links, with the hot set
 # profiled on the sample program's workload a and start-up measured on workload b.
 #
-#   scripts/bench-network.sh [-s small|medium|bench] [-f FUNCTIONS] [-l "LINK ..."] [-r RUNS] [-c CHUNK]
+#   bench/network.sh [-s small|medium|bench] [-f FUNCTIONS] [-l "LINK ..."] [-r RUNS] [-c CHUNK]
 #                            [-S "STRATEGY ..."] [-o DIR]
 #
 # Prints a Markdown table: start-up time (median of RUNS, each with an empty chunk cache),
