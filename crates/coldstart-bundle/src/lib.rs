@@ -13,6 +13,7 @@
 //!
 //! - [`manifest`]: the format and its validation (done before anything is mounted);
 //! - [`pack()`]: building a bundle from a directory and a [`HotList`];
+//! - [`profile`]: page profiles of `coldstart profile --pages` converted to that hot list;
 //! - [`remote`]: getting bytes of a bundle: [`HttpRemote`] (HTTP/1.1 Range requests over a
 //!   keep-alive pool, bounded retries and timeouts) and [`DirRemote`] (a bundle on local disk,
 //!   the fake used by unit tests);
@@ -33,6 +34,7 @@ pub mod cache;
 pub mod hotlist;
 pub mod manifest;
 pub mod pack;
+pub mod profile;
 pub mod remote;
 
 pub use cache::{CacheError, ChunkCache};
@@ -41,6 +43,10 @@ pub use manifest::{
     Chunk, ChunkRef, Entry, EntryKind, HotSet, Manifest, ManifestError, Sha256Hex, FORMAT, VERSION,
 };
 pub use pack::{pack, PackError, PackOptions};
+pub use profile::{
+    hot_list_from_profiles, read_profiles, ProfileHotList, ProfileHotListError, ProfileMapping,
+    RealFiles,
+};
 pub use remote::{DirRemote, FetchError, FetchOptions, FetchStats, HttpRemote, Remote};
 
 use sha2::{Digest, Sha256};
