@@ -17,8 +17,9 @@
 //!   ([`ProfileMapping::profile_root`], `--profile-root`), for a program profiled in one place
 //!   and packed from a copy elsewhere. Paths outside the root (system libraries, `/etc`, ...)
 //!   and pages of unnamed files are ignored and counted.
-//! - Each file kept is checked against the file now in `DIR`: size and mtime, and the ELF
-//!   build-id when the profile has one. A mismatch leaves the file out of the hot set with a
+//! - Each file kept is checked against the file now in `DIR`: its size, and its ELF build-id
+//!   when the profile has one, else its mtime (a matching build-id names the build, so a copy
+//!   with a new mtime still matches). A mismatch leaves the file out of the hot set with a
 //!   warning naming it.
 //! - Page `p` with `count` `n` becomes the byte range `[p * 4096, (p + n) * 4096)`; ranges
 //!   next to each other in the same file are joined. `pack` clips ranges at the end of a file.
@@ -257,7 +258,9 @@ fn differs(profiled: &coldstart_profile::format::PageFile, now: &FileIdentity) -
     if profiled.size != now.size {
         return Some(format!("size {} in the profile, {} now", profiled.size, now.size));
     }
-    if profiled.mtime != now.mtime {
+    // A matching build-id names the build: a copy with a new mtime (`cp` without `-p`, an
+    // image layer) is still the file profiled. Without one, mtime is all there is.
+    if profiled.build_id.is_none() && profiled.mtime != now.mtime {
         return Some(format!("mtime {} in the profile, {} now", profiled.mtime, now.mtime));
     }
     None
@@ -387,14 +390,18 @@ mod tests {
         assert!(text[0].contains("different build"), "{text:?}");
         assert!(text[1].starts_with("share/data: size 10000 in the profile, 10001 now"));
 
-        // A changed mtime alone is a mismatch too.
+        // A changed mtime is a mismatch for a file without build-id, not for one whose
+        // build-id matches (a copy of the same build).
         let mut fs = fake();
         fs.0.get_mut(Path::new("/app/bin/prog")).unwrap().mtime = 8;
-        let p = profile("a", standard_files(), &[(0, 0, 1)]);
+        fs.0.get_mut(Path::new("/app/share/data")).unwrap().mtime = 8;
+        let p = profile("a", standard_files(), &[(0, 0, 1), (3, 0, 1)]);
         let r = hot_list_from_profiles(Path::new("/app"), vec![p], &ProfileMapping::default(), &fs)
             .unwrap();
-        assert!(r.hot.touches.is_empty());
-        assert!(r.mismatches[0].reason.contains("mtime"), "{:?}", r.mismatches);
+        assert_eq!(touches(&r), [("bin/prog", 0, 4096)]);
+        assert_eq!(r.mismatches.len(), 1);
+        let text = r.mismatches[0].to_string();
+        assert!(text.starts_with("share/data: mtime 7 in the profile, 8 now"), "{text}");
     }
 
     #[test]

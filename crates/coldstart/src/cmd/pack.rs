@@ -4,16 +4,27 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use coldstart_bundle::{pack, HotList, PackOptions};
+use coldstart_bundle::{
+    hot_list_from_profiles, pack, read_profiles, HotList, PackOptions, ProfileMapping, RealFiles,
+};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The directory to pack (a program's root: its executables, libraries and data).
     pub dir: PathBuf,
     /// Hot list (docs/formats/bundle.md): the byte ranges start-up reads, in first-touch
-    /// order, e.g. from `coldstart mount --record`. Without it the hot set is empty.
-    #[arg(long, value_name = "FILE")]
+    /// order, e.g. from `coldstart mount --record`. Without it (and without --profile) the
+    /// hot set is empty.
+    #[arg(long, value_name = "FILE", conflicts_with = "profile")]
     pub hot_list: Option<PathBuf>,
+    /// Page profile from `coldstart profile --pages` (docs/formats/profile.md): the pages of
+    /// files under DIR become the hot set, in first-touch order. Repeat to merge workloads.
+    #[arg(long, value_name = "P.json")]
+    pub profile: Vec<PathBuf>,
+    /// The directory the profiled program ran from, when not DIR: the profile's paths start
+    /// with PATH instead of DIR.
+    #[arg(long, value_name = "PATH", requires = "profile")]
+    pub profile_root: Option<PathBuf>,
     /// Bytes per chunk: a number with an optional k or m suffix (KiB, MiB).
     #[arg(long, default_value = "64k", value_parser = parse_size)]
     pub chunk_size: u64,
@@ -46,6 +57,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let hot = match &args.hot_list {
         Some(p) => HotList::read(p).map_err(|e| crate::exit::usage(format!("--hot-list: {e}")))?,
+        None if !args.profile.is_empty() => hot_list_from(&args)?,
         None => HotList::default(),
     };
     let manifest =
@@ -64,6 +76,44 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         manifest.hot.chunks.len()
     );
     Ok(crate::exit::SUCCESS)
+}
+
+/// The hot list of `--profile`, with the warnings and the summary on stderr.
+fn hot_list_from(args: &Args) -> anyhow::Result<HotList> {
+    let profiles =
+        read_profiles(&args.profile).map_err(|e| crate::exit::usage(format!("--profile: {e}")))?;
+    let mapping = ProfileMapping { profile_root: args.profile_root.clone() };
+    let converted = hot_list_from_profiles(&args.dir, profiles, &mapping, &RealFiles)
+        .map_err(|e| crate::exit::usage(format!("--profile: {e}")))?;
+    for m in &converted.mismatches {
+        eprintln!("warning: {m}");
+    }
+    for path in &converted.missing {
+        eprintln!("warning: {path}: in the profile but not in {}; left out", args.dir.display());
+    }
+    if converted.sampled {
+        eprintln!("warning: the profile's pages are a sample (recorded without root): the hot set may miss pages start-up reads");
+    }
+    let root = args.profile_root.as_deref().unwrap_or(&args.dir);
+    eprintln!(
+        "profile: {} files under {} in the hot set ({} ranges); {} files outside it ignored (system libraries and the like){}",
+        converted.files,
+        root.display(),
+        converted.hot.touches.len(),
+        converted.outside,
+        if converted.mismatches.is_empty() {
+            String::new()
+        } else {
+            format!("; {} files left out as a different build", converted.mismatches.len())
+        }
+    );
+    if converted.files == 0 {
+        eprintln!(
+            "warning: no profiled file lies under {}: the hot set is empty; was the program profiled elsewhere? give that directory with --profile-root",
+            root.display()
+        );
+    }
+    Ok(converted.hot)
 }
 
 #[cfg(test)]
