@@ -152,18 +152,15 @@ pub fn hot_list_from_profiles(
     let Some(pages) = profile.pages else {
         return Err(ProfileHotListError::NoPages { path: PathBuf::from(profile.workload) });
     };
-    let roots: Vec<PathBuf> = match &mapping.profile_root {
-        Some(r) => vec![r.clone()],
-        None => {
-            let mut v = vec![dir.to_path_buf()];
-            if let Ok(c) = dir.canonicalize() {
-                if c != dir {
-                    v.push(c);
-                }
-            }
-            v
+    // The root as given and canonicalised (profiled paths are absolute and resolved; the
+    // root may be relative or reached through a symbolic link).
+    let root = mapping.profile_root.as_deref().unwrap_or(dir);
+    let mut roots = vec![root.to_path_buf()];
+    if let Ok(c) = root.canonicalize() {
+        if c != root {
+            roots.push(c);
         }
-    };
+    }
 
     // Per file of the profile: its path relative to `dir` when it is kept.
     let mut result = ProfileHotList {
