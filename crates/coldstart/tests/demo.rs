@@ -1,12 +1,10 @@
 //! `coldstart demo`: the main job runs end to end on the small sample program.
 
+mod common;
+use common::is_root;
+
 use assert_cmd::Command;
 use predicates::prelude::*;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 #[test]
 fn demo_builds_the_sample_and_measures_every_cache_state() {

@@ -3,6 +3,9 @@
 //! without it. Tests that touch the page cache hold a lock file so they do not drop each
 //! other's caches mid-run.
 
+mod common;
+use common::{cache_lock, is_root};
+
 use std::fs;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -11,11 +14,6 @@ use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::CommandCargoExt;
 use serde_json::Value;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 macro_rules! require_root {
     () => {
@@ -26,28 +24,6 @@ macro_rules! require_root {
             return;
         }
     };
-}
-
-/// Serialises the tests that drop or depend on the page cache (across test binaries).
-struct CacheLock(fs::File);
-
-fn cache_lock() -> CacheLock {
-    let f = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(std::env::temp_dir().join("coldstart-measure-tests.lock"))
-        .unwrap();
-    // SAFETY: flock on our own fd; released when the file is closed.
-    unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX) };
-    CacheLock(f)
-}
-
-impl Drop for CacheLock {
-    fn drop(&mut self) {
-        // SAFETY: unlocking our own fd.
-        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&self.0), libc::LOCK_UN) };
-    }
 }
 
 /// Compile a C program with clang-19 into `dir`.

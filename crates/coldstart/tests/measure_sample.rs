@@ -3,6 +3,9 @@
 //! nothing; its own readiness signals (`ready` on stdout, `COLDSTART_READY_FD`) end the runs.
 //! Needs root (drop_caches, cgroups) and clang-19/lld-19; skips with a message otherwise.
 
+mod common;
+use common::{cache_lock, is_root};
+
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
@@ -12,11 +15,6 @@ use std::sync::OnceLock;
 use assert_cmd::cargo::CommandCargoExt;
 use coldstart_sample::{Config, Sample};
 use serde_json::Value;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// The small sample, built once per test process (reused across processes when unchanged).
 fn sample() -> Option<&'static Sample> {
@@ -34,28 +32,6 @@ fn sample() -> Option<&'static Sample> {
             )
         })
         .as_ref()
-}
-
-/// Same lock file as tests/measure.rs: tests that drop caches run one at a time.
-struct CacheLock(fs::File);
-
-fn cache_lock() -> CacheLock {
-    let f = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(std::env::temp_dir().join("coldstart-measure-tests.lock"))
-        .unwrap();
-    // SAFETY: flock on our own fd; released when the file is closed.
-    unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX) };
-    CacheLock(f)
-}
-
-impl Drop for CacheLock {
-    fn drop(&mut self) {
-        // SAFETY: unlocking our own fd.
-        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&self.0), libc::LOCK_UN) };
-    }
 }
 
 fn measure(sample: &Sample, args: &[&str]) -> Value {

@@ -3,6 +3,9 @@
 //! skips with a message without it. Every test checks that no loop device, mount, session
 //! directory or run cgroup of its coldstart process is left.
 
+mod common;
+use common::{cache_lock, is_root};
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -12,11 +15,6 @@ use assert_cmd::cargo::CommandCargoExt;
 use coldstart_measure::storage::find_leftovers;
 use serde_json::Value;
 
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 macro_rules! require_root {
     () => {
         if !is_root() {
@@ -24,28 +22,6 @@ macro_rules! require_root {
             return;
         }
     };
-}
-
-/// Serialises the tests that drop or depend on the page cache (across test binaries).
-struct CacheLock(fs::File);
-
-fn cache_lock() -> CacheLock {
-    let f = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(std::env::temp_dir().join("coldstart-measure-tests.lock"))
-        .unwrap();
-    // SAFETY: flock on our own fd; released when the file is closed.
-    unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX) };
-    CacheLock(f)
-}
-
-impl Drop for CacheLock {
-    fn drop(&mut self) {
-        // SAFETY: unlocking our own fd.
-        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&self.0), libc::LOCK_UN) };
-    }
 }
 
 const MIB: u64 = 1 << 20;

@@ -4,16 +4,14 @@
 //! --pages` (tracefs: root), packed from that profile, served by `coldstart serve` and run from
 //! the mount with `--strategy reordered` (FUSE: root). Without root the test says so and passes.
 
+mod common;
+use common::is_root;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::Value;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 fn coldstart() -> Command {
     Command::new(env!("CARGO_BIN_EXE_coldstart"))

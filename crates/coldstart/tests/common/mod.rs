@@ -1,0 +1,38 @@
+//! Helpers shared by the integration tests of the `coldstart` binary.
+//!
+//! Each test file is its own crate and uses a part of this module, so the rest is dead code
+//! there.
+#![allow(dead_code)]
+
+use std::fs;
+use std::os::fd::AsRawFd;
+
+/// Whether the tests run as root (cgroups, `drop_caches`, fanotify, FUSE, tracefs need it).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Held while a test drops or depends on the page cache: such tests run one at a time, across
+/// test binaries and concurrent `cargo test` processes too (an exclusive `flock` on one file).
+pub struct CacheLock(fs::File);
+
+/// Take the page-cache lock; released when the guard drops.
+pub fn cache_lock() -> CacheLock {
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(std::env::temp_dir().join("coldstart-measure-tests.lock"))
+        .unwrap();
+    // SAFETY: flock on our own fd; released when the file is closed.
+    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+    CacheLock(f)
+}
+
+impl Drop for CacheLock {
+    fn drop(&mut self) {
+        // SAFETY: unlocking our own fd.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
