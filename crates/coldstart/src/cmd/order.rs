@@ -208,11 +208,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match &args.output {
         Some(path) => {
             coldstart_layout::write_atomic(path, text.as_bytes()).map_err(coded)?;
+            let of = if args.all_modules {
+                format!("{} and its own libraries", order.module.display())
+            } else {
+                order.module.display().to_string()
+            };
             eprintln!(
                 "coldstart: wrote {} functions ({} KiB) of {} in {} order to {} ({} format; use {})",
                 report.written,
                 order.bytes() / 1024,
-                order.module.display(),
+                of,
                 chosen.name(),
                 path.display(),
                 format.name(),
