@@ -4,37 +4,19 @@
 //! Needs root (FUSE), clang-19 and nginx, as CI has; every mount, server and nginx started
 //! here is stopped by a guard even when an assertion fails.
 
+mod common;
+use common::{check, KillOnDrop};
+
 use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const STRATEGIES: [&str; 5] = ["original", "paged", "reordered-paged", "reordered", "stream"];
 
 fn coldstart() -> Command {
     Command::new(env!("CARGO_BIN_EXE_coldstart"))
-}
-
-fn check(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "status {}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
-/// Kills a child process on drop.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Asserts on drop that nothing is left mounted under the directory, and cleans up if it is.

@@ -5,37 +5,16 @@
 //! the mount with `--strategy reordered` (FUSE: root). Without root the test says so and passes.
 
 mod common;
-use common::is_root;
+use common::{check, is_root, KillOnDrop};
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
 fn coldstart() -> Command {
     Command::new(env!("CARGO_BIN_EXE_coldstart"))
-}
-
-fn check(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "status {}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
-/// Kills a child process on drop.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Lazily unmounts anything left under the directory on drop, and fails the test if there was.

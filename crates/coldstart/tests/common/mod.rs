@@ -6,6 +6,7 @@
 
 use std::fs;
 use std::os::fd::AsRawFd;
+use std::process::{Child, Output};
 
 /// Whether the tests run as root (cgroups, `drop_caches`, fanotify, FUSE, tracefs need it).
 pub fn is_root() -> bool {
@@ -34,5 +35,27 @@ impl Drop for CacheLock {
     fn drop(&mut self) {
         // SAFETY: unlocking our own fd.
         unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+/// The command's standard output, after asserting it succeeded (its output in the message).
+pub fn check(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "status {}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+/// Kills a child process on drop.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
