@@ -1,7 +1,8 @@
 //! Mounting and unmounting, with the checks a user needs before anything is mounted.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -70,6 +71,85 @@ pub struct Mount {
     record: Option<PathBuf>,
     unmounter: Option<SessionUnmounter>,
     session: Option<JoinHandle<std::io::Result<()>>>,
+    watchdog: Option<Watchdog>,
+}
+
+/// Unmounts the mount when the mounting process dies without unmounting it (`kill -9`).
+///
+/// fusermount3's `auto_unmount` option is not enough: it unmounts only if opening the mount point
+/// fails with `ENOTCONN`, and when it looks while the dying process still holds `/dev/fuse` the
+/// open fails with `ECONNABORTED` instead, and the mount stays. The watchdog decides from the
+/// mount table alone: when its standard input, which only this process holds, reaches end of
+/// file and the mount it was given (by mount id and file system type) is still there, it
+/// detaches it.
+struct Watchdog {
+    child: Child,
+    stdin: Option<ChildStdin>,
+}
+
+const WATCHDOG: &str = r#"
+read -r _ || true
+while read -r id _ _ _ _ rest; do
+    [ "$id" = "$1" ] || continue
+    case "$rest" in
+        *" - $3 "*) fusermount3 -u -z -- "$2" || umount -l -- "$2" ;;
+    esac
+done < /proc/self/mountinfo
+"#;
+
+impl Watchdog {
+    /// Starts watching the mount on `mountpoint`, which must be mounted now.
+    fn start(mountpoint: &Path) -> std::io::Result<Watchdog> {
+        let (id, fstype) = mount_entry(mountpoint).ok_or_else(|| {
+            std::io::Error::other(format!("{} is not in the mount table", mountpoint.display()))
+        })?;
+        let mut child = Command::new("/bin/sh")
+            .args(["-c", WATCHDOG, "coldstart-unmount-watchdog"])
+            .arg(id.to_string())
+            .arg(mountpoint.canonicalize()?)
+            .arg(fstype)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Out of the terminal's process group: a Ctrl-C reaches only the mounting process,
+            // which unmounts itself.
+            .process_group(0)
+            .spawn()?;
+        let stdin = child.stdin.take();
+        Ok(Watchdog { child, stdin })
+    }
+
+    /// Tells the watchdog this process is done with the mount, and reaps it.
+    fn finish(mut self) {
+        drop(self.stdin.take());
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(5) {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The id and file system type of the mount on `path` (the last one, if mounts are stacked),
+/// from `/proc/self/mountinfo`.
+fn mount_entry(path: &Path) -> Option<(u64, String)> {
+    let path = path.canonicalize().ok()?;
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines()
+        .filter_map(|l| {
+            let mut f = l.split(' ');
+            let id = f.next()?.parse().ok()?;
+            let dir = f.nth(3)?;
+            let fstype = f.skip_while(|&x| x != "-").nth(1)?;
+            Some((id, dir, fstype))
+        })
+        .filter(|(_, dir, _)| unescape(dir) == path.as_os_str().to_string_lossy())
+        .map(|(id, _, fstype)| (id, fstype.to_owned()))
+        .next_back()
 }
 
 /// Whether `path` is a mount point (it appears in `/proc/self/mountinfo`).
@@ -140,8 +220,8 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         MountOption::Exec,
         MountOption::AllowOther,
         MountOption::DefaultPermissions,
-        // fusermount3 unmounts even if this process is killed.
-        MountOption::AutoUnmount,
+        // Not `AutoUnmount`: the watchdog below does its job, reliably (see `Watchdog`), and
+        // without it root mounts directly instead of through a lingering fusermount3.
     ];
     let fail = |source| MountError::Fuse { path: mountpoint.to_path_buf(), source };
     let mut session = match Session::new(LazyFs::new(engine.clone()), mountpoint, &options) {
@@ -156,13 +236,17 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         .name("coldstart-fuse".into())
         .spawn(move || session.run())
         .map_err(fail)?;
-    Ok(Mount {
+    let mut mount = Mount {
         engine,
         mountpoint: mountpoint.to_path_buf(),
         record: opts.record,
         unmounter: Some(unmounter),
         session: Some(thread),
-    })
+        watchdog: None,
+    };
+    // Without the watchdog a `kill -9` could leave the mount behind: fail rather than risk it.
+    mount.watchdog = Some(Watchdog::start(mountpoint).map_err(fail)?);
+    Ok(mount)
 }
 
 impl Mount {
@@ -187,8 +271,7 @@ impl Mount {
 
     fn teardown(&mut self) -> Result<(), MountError> {
         let Some(mut unmounter) = self.unmounter.take() else { return Ok(()) };
-        // Closing fusermount3's auto-unmount socket unmounts eventually; unmount now instead:
-        // directly when we may (root), else through fusermount3. Lazily if a process still
+        // Unmount directly when we may (root), else through fusermount3. Lazily if a process still
         // has files open, so that nothing is left mounted.
         if is_mount_point(&self.mountpoint) {
             detach(&self.mountpoint);
@@ -204,7 +287,14 @@ impl Mount {
         if let Some(h) = session.filter(|h| h.is_finished()) {
             let _ = h.join();
         }
-        if is_mount_point(&self.mountpoint) {
+        let stuck = is_mount_point(&self.mountpoint);
+        // If it is still mounted, the watchdog detaches it once this process is gone.
+        if !stuck {
+            if let Some(w) = self.watchdog.take() {
+                w.finish();
+            }
+        }
+        if stuck {
             return Err(MountError::Unmount(self.mountpoint.clone()));
         }
         Ok(())
@@ -261,5 +351,8 @@ mod tests {
         std::fs::remove_file(d.path().join("f")).unwrap();
         assert!(check_mountpoint(d.path()).is_ok());
         assert!(is_mount_point(Path::new("/")));
+        assert_eq!(mount_entry(d.path()), None);
+        let (_, fstype) = mount_entry(Path::new("/proc")).unwrap();
+        assert_eq!(fstype, "proc");
     }
 }

@@ -440,7 +440,7 @@ fn a_killed_mount_leaves_no_mount_behind() {
     }
     child.0.kill().unwrap();
     child.0.wait().unwrap();
-    // fusermount3's auto-unmount notices the death and unmounts.
+    // The mount's watchdog notices the death and unmounts.
     let t = Instant::now();
     while !mounts_under(d.path()).is_empty() {
         assert!(t.elapsed() < Duration::from_secs(5), "still mounted after the owner died");
