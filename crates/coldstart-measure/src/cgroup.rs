@@ -124,22 +124,7 @@ impl Hierarchy {
         let mounts =
             mounts().map_err(|e| CgroupError::Unavailable(format!("/proc/self/mountinfo: {e}")))?;
         let h = Self::choose(&mounts)?;
-        for (_, dir) in &h.parents {
-            if let Err(source) = fs::create_dir(dir) {
-                if source.kind() != io::ErrorKind::AlreadyExists {
-                    return Err(CgroupError::Create { path: dir.clone(), source });
-                }
-            }
-        }
-        if h.version == Version::V2 {
-            // Controllers must be enabled on the path down to the run cgroups.
-            let root = h.parents[0].1.parent().unwrap_or(Path::new("/")).to_path_buf();
-            for dir in [root, h.parents[0].1.clone()] {
-                let path = dir.join("cgroup.subtree_control");
-                fs::write(&path, "+memory +io")
-                    .map_err(|source| CgroupError::Create { path, source })?;
-            }
-        }
+        h.create_parents()?;
         // Write access is what creating a run cgroup needs: check it now, not at the first run.
         let probe = h.parents[0].1.join(format!("probe-{}", std::process::id()));
         match fs::create_dir(&probe) {
@@ -150,6 +135,37 @@ impl Hierarchy {
         }
         h.clean_stale();
         Ok(h)
+    }
+
+    /// Create the `coldstart` parent directories (and, on v2, enable the controllers down to
+    /// them). Idempotent.
+    fn create_parents(&self) -> Result<(), CgroupError> {
+        for dir in self.unique_dirs() {
+            if let Err(source) = fs::create_dir(&dir) {
+                if source.kind() != io::ErrorKind::AlreadyExists {
+                    return Err(CgroupError::Create { path: dir, source });
+                }
+            }
+        }
+        if self.version == Version::V2 {
+            // Controllers must be enabled on the path down to the run cgroups.
+            let root = self.parents[0].1.parent().unwrap_or(Path::new("/")).to_path_buf();
+            for dir in [root, self.parents[0].1.clone()] {
+                let path = dir.join("cgroup.subtree_control");
+                fs::write(&path, "+memory +io")
+                    .map_err(|source| CgroupError::Create { path, source })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Remove the `coldstart` parent directories if no run cgroup is left in them (another
+    /// coldstart's runs keep them: `rmdir` of a non-empty cgroup fails, and that is fine).
+    /// A later [`Hierarchy::create_run`] creates them again.
+    pub fn release(&self) {
+        for dir in self.unique_dirs() {
+            let _ = fs::remove_dir(&dir);
+        }
     }
 
     fn choose(mounts: &[(String, PathBuf, String)]) -> Result<Hierarchy, CgroupError> {
@@ -235,14 +251,23 @@ impl Hierarchy {
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
         let name = format!("run-{}-{n}", std::process::id());
         let cg = RunCgroup { hierarchy: self.clone(), name, removed: false };
+        // Register first: if creating a later directory fails, dropping `cg` removes the
+        // ones already made.
+        register(&cg);
         for dir in cg.dirs() {
-            if let Err(source) = fs::create_dir(&dir) {
+            let mut made = fs::create_dir(&dir);
+            if matches!(&made, Err(e) if e.kind() == io::ErrorKind::NotFound) {
+                // The parent was released (by this process or another coldstart) since
+                // `detect`: make it again.
+                self.create_parents()?;
+                made = fs::create_dir(&dir);
+            }
+            if let Err(source) = made {
                 if source.kind() != io::ErrorKind::AlreadyExists {
                     return Err(CgroupError::Create { path: dir, source });
                 }
             }
         }
-        register(&cg);
         Ok(cg)
     }
 }

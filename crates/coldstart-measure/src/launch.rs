@@ -212,6 +212,15 @@ impl LinuxExecutor {
     }
 }
 
+impl Drop for LinuxExecutor {
+    fn drop(&mut self) {
+        // Leave no empty `coldstart` cgroup directories behind.
+        if let Some(h) = &self.hierarchy {
+            h.release();
+        }
+    }
+}
+
 impl Default for LinuxExecutor {
     fn default() -> Self {
         Self::new()

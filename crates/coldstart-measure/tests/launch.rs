@@ -92,6 +92,33 @@ fn each_run_gets_a_cgroup_that_is_removed_afterwards() {
 }
 
 #[test]
+fn no_empty_parent_cgroup_is_left_when_the_executor_ends() {
+    require_root!();
+    let mut exec = LinuxExecutor::new();
+    exec.run(&spec(&["true"], Ready::Exit, false)).unwrap();
+    drop(exec);
+    for h in ["memory", "cpuacct", "blkio", "freezer", "pids", "unified"] {
+        let parent = Path::new("/sys/fs/cgroup").join(h).join("coldstart");
+        let Ok(rd) = fs::read_dir(&parent) else { continue };
+        // Another coldstart on the machine may be measuring: its runs keep the parent.
+        let runs: Vec<_> = rd
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            !runs.is_empty() && runs.iter().all(|r| r.starts_with("run-")),
+            "{} left behind holding {runs:?}",
+            parent.display()
+        );
+    }
+    // A new executor makes the parents again.
+    let mut exec = LinuxExecutor::new();
+    let out = exec.run(&spec(&["true"], Ready::Exit, false)).unwrap();
+    assert_eq!(out.outcome(), Outcome::Ready);
+}
+
+#[test]
 fn a_failing_command_is_reported_with_its_exit_code() {
     require_root!();
     let mut exec = LinuxExecutor::new();
@@ -106,7 +133,7 @@ fn stale_run_cgroups_of_a_dead_coldstart_are_removed_at_start() {
     let mut child = std::process::Command::new("true").spawn().unwrap();
     let dead = child.id();
     child.wait().unwrap();
-    let _ = LinuxExecutor::new(); // creates the parent directories
+    let _exec = LinuxExecutor::new(); // creates the parent directories
     let mut made = Vec::new();
     for h in ["memory", "cpuacct", "blkio"] {
         let d = Path::new("/sys/fs/cgroup").join(h).join("coldstart").join(format!("run-{dead}-1"));
