@@ -108,6 +108,8 @@ pub enum LaunchError {
         "emulated storage needs a cgroup to throttle the runs' reads, and none is usable: {0}"
     )]
     StorageWithoutCgroup(String),
+    #[error(transparent)]
+    Window(#[from] crate::x11::WindowError),
 }
 
 /// What a run on emulated storage ([`crate::storage`]) needs from the executor: the hook that
@@ -229,14 +231,19 @@ impl Default for LinuxExecutor {
 
 impl Executor for LinuxExecutor {
     fn run(&mut self, spec: &RunSpec) -> Result<RunOutput, LaunchError> {
-        if let Ready::Window(re) = &spec.ready {
-            // The previous run's window may still be listed for a moment after its client
-            // was killed; wait until it is gone so it cannot end this run.
-            let start = Instant::now();
-            while window_mapped(re) && start.elapsed() < Duration::from_secs(2) {
-                std::thread::sleep(Duration::from_millis(10));
+        let watch = match &spec.ready {
+            Ready::Window(re) => {
+                let watch = crate::x11::WindowWatch::connect()?;
+                // The previous run's window may still be listed for a moment after its client
+                // was killed; wait until it is gone so it cannot end this run.
+                let start = Instant::now();
+                while watch.mapped(re)? && start.elapsed() < Duration::from_secs(2) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Some(watch)
             }
-        }
+            _ => None,
+        };
         let cgroup = match &self.hierarchy {
             Some(h) => Some(h.create_run()?),
             None => None,
@@ -250,7 +257,7 @@ impl Executor for LinuxExecutor {
             paths.apply(rule)?;
         }
         let enter = self.storage.as_ref().map(|s| &s.enter);
-        let out = run_one(spec, cgroup.as_ref(), enter, &mut self.perf_supported);
+        let out = run_one(spec, cgroup.as_ref(), enter, watch.as_ref(), &mut self.perf_supported);
         if self.perf_supported == Some(false)
             && !self.warnings.iter().any(|w| w.contains("perf_event_open"))
         {
@@ -436,6 +443,7 @@ fn run_one(
     spec: &RunSpec,
     cgroup: Option<&RunCgroup>,
     enter: Option<&crate::storage::EnterHook>,
+    watch: Option<&crate::x11::WindowWatch>,
     perf_supported: &mut Option<bool>,
 ) -> Result<RunOutput, LaunchError> {
     let program = resolve_program(&spec.argv)?;
@@ -615,6 +623,11 @@ fn run_one(
         if let Some(r) = &ready_r {
             fds.push(libc::pollfd { fd: r.as_raw_fd(), events: libc::POLLIN, revents: 0 });
         }
+        // An X event (a window created, mapped or reparented) wakes the loop at once.
+        let x_idx = watch.map(|w| {
+            fds.push(libc::pollfd { fd: w.fd(), events: libc::POLLIN, revents: 0 });
+            fds.len() - 1
+        });
         let mut wait = deadline - now;
         match &spec.ready {
             Ready::Tcp(_) | Ready::File(_) => wait = wait.min(ready::POLL_INTERVAL),
@@ -688,10 +701,22 @@ fn run_one(
             let polled = match &spec.ready {
                 Ready::Tcp(port) => std::net::TcpStream::connect(("127.0.0.1", *port)).is_ok(),
                 Ready::File(p) => file_signature(p) != file_before,
-                Ready::Window(re) if Instant::now() >= next_window_poll => {
-                    next_window_poll = Instant::now() + ready::WINDOW_POLL_INTERVAL;
-                    window_mapped(re)
-                }
+                Ready::Window(re) => match watch {
+                    Some(w)
+                        if x_idx.is_some_and(|i| fds[i].revents != 0)
+                            || Instant::now() >= next_window_poll =>
+                    {
+                        next_window_poll = Instant::now() + ready::WINDOW_POLL_INTERVAL;
+                        let found = w.mapped(re)?;
+                        // Events that came in during the walk were read with its replies and
+                        // will not make the socket readable: walk again now.
+                        if !found && w.drain_events()? {
+                            next_window_poll = Instant::now();
+                        }
+                        found
+                    }
+                    _ => false,
+                },
                 _ => false,
             };
             if polled {
@@ -1074,26 +1099,6 @@ pub fn mapped_files(pid: u32) -> Vec<PathBuf> {
         }
     }
     out
-}
-
-/// Whether an X11 window matching `re` is mapped on `$DISPLAY` (via `xwininfo`).
-fn window_mapped(re: &regex::Regex) -> bool {
-    let Ok(out) = std::process::Command::new("xwininfo")
-        .args(["-root", "-tree"])
-        .stderr(std::process::Stdio::null())
-        .output()
-    else {
-        return false;
-    };
-    let text = String::from_utf8_lossy(&out.stdout);
-    ready::matching_windows(&text, re).iter().any(|id| {
-        std::process::Command::new("xwininfo")
-            .args(["-id", id])
-            .stderr(std::process::Stdio::null())
-            .output()
-            .map(|o| ready::window_is_viewable(&String::from_utf8_lossy(&o.stdout)))
-            .unwrap_or(false)
-    })
 }
 
 /// fanotify-based discovery of the files a run's tree opens.

@@ -30,6 +30,7 @@ pub mod ready;
 pub mod result;
 pub mod stats;
 pub mod storage;
+pub mod x11;
 
 pub use cache::CacheState;
 pub use measure::{measure, MeasureOptions};

@@ -11,7 +11,7 @@
 //! | `stdout:REGEX` / `stderr:REGEX` | a line of that stream matches REGEX | exact (the pipe is read as data arrives, and drained to the end so the program never blocks on a full pipe) |
 //! | `tcp:PORT` | a TCP connection to 127.0.0.1:PORT is accepted | polled every [`POLL_INTERVAL`] |
 //! | `file:PATH` | PATH appears, or is replaced or touched if it existed before the run (an earlier run's marker does not count) | polled every [`POLL_INTERVAL`] |
-//! | `window:REGEX` | an X11 window whose name matches REGEX is mapped (viewable) on `$DISPLAY` | polled with `xwininfo -root -tree` (then `xwininfo -id` on a match) every [`WINDOW_POLL_INTERVAL`]; one poll took about 8 ms on a loaded 2-core machine under Xvfb, so the figure is late by up to one interval plus one poll (about 20 ms): compare window figures with each other, not with `exit` figures |
+//! | `window:REGEX` | an X11 window whose name matches REGEX is mapped (viewable) on `$DISPLAY` | watched by an X11 client of coldstart's own ([`crate::x11`]): a window created, mapped or reparented wakes the launcher, which walks the window tree at once (one pipelined batch of requests per tree level, on a local socket, instead of starting `xwininfo` processes); a walk every [`WINDOW_POLL_INTERVAL`] also catches a window renamed after it was mapped |
 //! | `fd` | the program writes anything to the file descriptor named in `COLDSTART_READY_FD` | exact (a pipe) |
 
 use std::fmt;
@@ -24,8 +24,8 @@ use regex::Regex;
 /// How often polled signals (`tcp:`, `file:`) are checked.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(1);
 
-/// How often `window:` runs `xwininfo` (each poll starts a process; a shorter interval would
-/// load the machine that is being measured).
+/// How often `window:` walks the window tree when no X event woke it (a window renamed after
+/// it was mapped sends no event to the root window).
 pub const WINDOW_POLL_INTERVAL: Duration = Duration::from_millis(10);
 
 /// The environment variable naming the readiness file descriptor for [`Ready::Fd`].
@@ -110,33 +110,6 @@ impl fmt::Display for Ready {
     }
 }
 
-/// Whether `xwininfo -root -tree` output lists a window whose name matches `name`.
-///
-/// Lines look like `     0x200001 "xmessage": ("xmessage" "Xmessage")  300x100+0+0  +0+0`;
-/// the quoted name follows the window id. `xwininfo -tree` lists mapped and unmapped windows
-/// alike, so the caller confirms the map state of a match with [`window_is_viewable`].
-pub fn matching_windows(xwininfo_tree: &str, name: &Regex) -> Vec<String> {
-    let mut ids = Vec::new();
-    for line in xwininfo_tree.lines() {
-        let line = line.trim_start();
-        let Some((id, rest)) = line.split_once(' ') else { continue };
-        if !id.starts_with("0x") {
-            continue;
-        }
-        let Some(rest) = rest.strip_prefix('"') else { continue };
-        let Some(end) = rest.find("\":") else { continue };
-        if name.is_match(&rest[..end]) {
-            ids.push(id.to_string());
-        }
-    }
-    ids
-}
-
-/// Whether `xwininfo -id ID` output says the window is viewable (mapped, with mapped parents).
-pub fn window_is_viewable(xwininfo_id: &str) -> bool {
-    xwininfo_id.lines().any(|l| l.trim() == "Map State: IsViewable")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,25 +147,5 @@ mod tests {
             assert!(e.to_string().contains(reason), "{s}: {e}");
             assert!(e.to_string().contains(s));
         }
-    }
-
-    #[test]
-    fn finds_windows_by_name_in_xwininfo_output() {
-        let out = r#"
-xwininfo: Window id: 0x3ca (the root window) (has no name)
-
-  Root window id: 0x3ca (the root window) (has no name)
-  Parent window id: 0x0 (none)
-     2 children:
-     0x200001 "xmessage": ("xmessage" "Xmessage")  300x100+0+0  +0+0
-        1 child:
-        0x200002 (has no name): ()  1x1+0+0  +0+0
-     0x400001 "other window": ()  10x10+0+0  +0+0
-"#;
-        let re = Regex::new("^xmess").unwrap();
-        assert_eq!(matching_windows(out, &re), vec!["0x200001".to_string()]);
-        assert!(matching_windows(out, &Regex::new("nothing").unwrap()).is_empty());
-        assert!(window_is_viewable("  Map State: IsViewable\n"));
-        assert!(!window_is_viewable("  Map State: IsUnMapped\n"));
     }
 }

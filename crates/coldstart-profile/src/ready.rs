@@ -136,23 +136,20 @@ pub(crate) fn watch_polled(ready: &Ready, signal: Signal) -> Option<JoinHandle<(
         }
         Ready::Window(name) => {
             let name = name.clone();
+            let mut watch: Option<coldstart_measure::x11::WindowWatch> = None;
             Box::new(move || {
-                let tree = std::process::Command::new("xwininfo").args(["-root", "-tree"]).output();
-                let Ok(tree) = tree else { return false };
-                coldstart_measure::ready::matching_windows(
-                    &String::from_utf8_lossy(&tree.stdout),
-                    &name,
-                )
-                .iter()
-                .any(|id| {
-                    std::process::Command::new("xwininfo").args(["-id", id]).output().is_ok_and(
-                        |o| {
-                            coldstart_measure::ready::window_is_viewable(&String::from_utf8_lossy(
-                                &o.stdout,
-                            ))
-                        },
-                    )
-                })
+                // No display yet (or it went away): keep trying until the run is over.
+                if watch.is_none() {
+                    watch = coldstart_measure::x11::WindowWatch::connect().ok();
+                }
+                match watch.as_ref().map(|w| w.mapped(&name)) {
+                    Some(Ok(found)) => found,
+                    Some(Err(_)) => {
+                        watch = None;
+                        false
+                    }
+                    None => false,
+                }
             })
         }
         _ => return None,

@@ -409,7 +409,7 @@ fn ready_on_tcp_port() {
 #[test]
 fn ready_on_an_x11_window_under_xvfb() {
     require_root!();
-    for tool in ["Xvfb", "xmessage", "xwininfo"] {
+    for tool in ["Xvfb", "xmessage"] {
         if Command::new("sh")
             .args(["-c", &format!("command -v {tool}")])
             .output()
@@ -430,7 +430,7 @@ fn ready_on_an_x11_window_under_xvfb() {
         display,
         Command::new("Xvfb")
             .arg(format!(":{display}"))
-            // No server reset when the last client (an xwininfo poll) disconnects.
+            // No server reset when the last client disconnects.
             .args(["-noreset", "-nolisten", "tcp"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -566,6 +566,16 @@ fn bad_commands_exit_2_with_one_line() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+    // A window signal without a display says so, and what to start, before any run.
+    let out = Command::cargo_bin("coldstart")
+        .unwrap()
+        .env_remove("DISPLAY")
+        .args(["measure", "--ready", "window:x", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("DISPLAY") && err.contains("Xvfb"), "{err}");
 }
 
 #[test]
