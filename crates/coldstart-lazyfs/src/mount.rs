@@ -56,8 +56,8 @@ pub enum MountError {
     Cache(#[from] CacheError),
     #[error("the {strategy} strategy could not fetch what it needs before start: {source}")]
     Prefetch { strategy: Strategy, source: EngineError },
-    #[error("cannot mount FUSE on {path}: {source}; is /dev/fuse there and fusermount3 installed (Debian: fuse3)?")]
-    Fuse { path: PathBuf, source: std::io::Error },
+    #[error("cannot mount FUSE on {path}: {cause}; {}", fuse_hint(cause))]
+    Fuse { path: PathBuf, cause: std::io::Error },
     #[error("cannot unmount {0}: it stays busy; run `fusermount3 -u -z {0}`")]
     Unmount(PathBuf),
     #[error(transparent)]
@@ -213,17 +213,21 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         engine.shutdown();
         return Err(MountError::Prefetch { strategy: opts.strategy, source });
     }
-    let options = [
+    let mut options = vec![
         MountOption::FSName("coldstart".into()),
         MountOption::Subtype("coldstart".into()),
         MountOption::RO,
         MountOption::Exec,
-        MountOption::AllowOther,
         MountOption::DefaultPermissions,
         // Not `AutoUnmount`: the watchdog below does its job, reliably (see `Watchdog`), and
         // without it root mounts directly instead of through a lingering fusermount3.
     ];
-    let fail = |source| MountError::Fuse { path: mountpoint.to_path_buf(), source };
+    // Other users (root's programs run as a service user, say) may read the files; an
+    // unprivileged user may allow that only where /etc/fuse.conf says `user_allow_other`.
+    if may_allow_other() {
+        options.push(MountOption::AllowOther);
+    }
+    let fail = |cause| MountError::Fuse { path: mountpoint.to_path_buf(), cause };
     let mut session = match Session::new(LazyFs::new(engine.clone()), mountpoint, &options) {
         Ok(s) => s,
         Err(e) => {
@@ -298,6 +302,24 @@ impl Mount {
             return Err(MountError::Unmount(self.mountpoint.clone()));
         }
         Ok(())
+    }
+}
+
+fn may_allow_other() -> bool {
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() == 0 };
+    root || std::fs::read_to_string("/etc/fuse.conf")
+        .is_ok_and(|c| c.lines().any(|l| l.trim() == "user_allow_other"))
+}
+
+/// What to check when mounting failed with `cause`.
+fn fuse_hint(cause: &std::io::Error) -> &'static str {
+    match cause.kind() {
+        std::io::ErrorKind::PermissionDenied => {
+            "the user needs read and write access to /dev/fuse and to the mount point, and \
+             fusermount3 must be setuid root (Debian's fuse3 package installs it so)"
+        }
+        _ => "is /dev/fuse there and fusermount3 installed (Debian: fuse3)?",
     }
 }
 
