@@ -11,6 +11,11 @@
 #
 #   bench/layout-bolt.sh [SIZE] [STORAGE] [RUNS]     (default: medium, nvme, 3)
 #
+# `coldstart measure` counts read requests on the whole machine (cgroup v1 has no per-cgroup
+# count for page-cache reads), so on a shared machine they scatter; the script ends with
+# bench/layout-breakdown.sh on the five builds: per file, pages read, faults and requests
+# estimated from a tracefs record of one cold start each.
+#
 # STORAGE nvme does not throttle (faults, bytes and requests do not depend on the throttle;
 # only times do) and keeps the 128 KiB read-ahead. Cold runs hold
 # /tmp/coldstart-measure-tests.lock, as the test suite's cache tests do.
@@ -19,6 +24,7 @@ cd "$(dirname "$0")/.."
 size=${1:-medium}; storage=${2:-nvme}; runs=${3:-3}
 cargo build --locked --release -q -p coldstart
 cs=$PWD/target/release/coldstart
+repo=$PWD
 # llvm-bolt looks for its instrumentation runtime in ../lib of the path it was started by:
 # on Debian (bolt-19) only /usr/lib/llvm-N/bin/llvm-bolt finds /usr/lib/llvm-N/lib/libbolt_rt_instr.a.
 bolt=$(ls /usr/lib/llvm-*/bin/llvm-bolt 2>/dev/null | sort -V | tail -1)
@@ -74,3 +80,5 @@ for v in $variants; do
     "$(med "cold-$v.json" read_requests)" \
     "$(med "cold-$v.json" wall_s)"
 done
+echo
+"$repo/bench/layout-breakdown.sh" "$work/default" "$work/lld" "$work/cbolt" "$work/hfsort" "$work/cdsort"

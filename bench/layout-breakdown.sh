@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Where a cold start-up's reads go, file by file and section by section, for the default and the
-# ordered builds that bench/layout-sample.sh leaves in /var/tmp/coldstart-bench (run it first).
-# Both builds are copied onto an ext4 image on a loop device with 128 KiB read-ahead; for each,
+# Where a cold start-up's reads go, file by file and section by section, for builds of the sample
+# program: by default the default and the ordered builds that bench/layout-sample.sh leaves in
+# /var/tmp/coldstart-bench (run it first), or the sample directories given.
+# The builds are copied onto an ext4 image on a loop device with 128 KiB read-ahead; for each,
 # every cache is dropped and held-out workload b is recorded with `coldstart profile --pages`
 # (its page run is the cold one: tracefs gives every page read from the device, every fault),
 # (The device's own counters would also count the profiler reading the files' symbols.)
@@ -9,20 +10,25 @@
 # every 128 KiB (the read-ahead window and the most one fault or read-ahead step reads).
 # `coldstart analyze --profile` then splits each binary's pages by section class. As root.
 #
-#   bench/layout-breakdown.sh [SIZE]     (default: bench)
+#   bench/layout-breakdown.sh [SAMPLE-DIR...]
+#     (default: /var/tmp/coldstart-bench/sample-bench /var/tmp/coldstart-bench/ordered-bench)
+#
+# Each build is named by its directory's last component (they must differ).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-size=${1:-bench}
+work=/var/tmp/coldstart-bench
+[ $# -gt 0 ] || set -- "$work/sample-bench" "$work/ordered-bench"
+dirs=()
+for d in "$@"; do
+  [ -x "$d/sample" ] || { echo "no sample program in $d: run bench/layout-sample.sh first" >&2; exit 2; }
+  dirs+=("$(cd "$d" && pwd)")
+done
 cargo build --locked --release -q -p coldstart
 cs=$PWD/target/release/coldstart
-work=/var/tmp/coldstart-bench
-for d in "sample-$size" "ordered-$size"; do
-  [ -x "$work/$d/sample" ] || { echo "no $work/$d: run bench/layout-sample.sh $size first" >&2; exit 2; }
-done
-out=$work/breakdown-$size
+out=$work/breakdown
 rm -rf "$out" && mkdir -p "$out/mnt"
 img=$out/disk.img
-mb=$(( $(du -sm "$work/sample-$size" "$work/ordered-$size" | awk '{s+=$1} END {print s}') * 5 / 4 + 64 ))
+mb=$(( $(du -sm --exclude=src "${dirs[@]}" | awk '{s+=$1} END {print s}') * 5 / 4 + 64 ))
 truncate -s "${mb}M" "$img"
 mkfs.ext4 -q -b 4096 -m 0 -E lazy_itable_init=0,lazy_journal_init=0 "$img"
 loop=$(losetup --find --show --direct-io=on "$img")
@@ -31,13 +37,15 @@ trap cleanup EXIT
 mount -o noatime "$loop" "$out/mnt"
 dev=$(basename "$loop")
 echo 128 > "/sys/block/$dev/queue/read_ahead_kb"
-for v in sample ordered; do
-  cp -a "$work/$v-$size" "$out/mnt/$v"
-  rm -rf "$out/mnt/$v/src"  # sources and objects: not read at start-up
+names=()
+for d in "${dirs[@]}"; do
+  v=$(basename "$d"); names+=("$v")
+  # Sources and objects are not read at start-up.
+  (cd "$d" && tar --exclude=./src -cf - .) | (mkdir "$out/mnt/$v" && cd "$out/mnt/$v" && tar -xpf -)
 done
 sync
 
-for v in sample ordered; do
+for v in "${names[@]}"; do
   flock /tmp/coldstart-measure-tests.lock sh -c '
     sync; echo 3 > /proc/sys/vm/drop_caches
     "$0" profile --pages --workload b -o "$1/$2-b.json" -- "$1/mnt/$2/sample" --workload b
@@ -45,10 +53,10 @@ for v in sample ordered; do
   "$cs" analyze --profile "$out/$v-b.json" --json > "$out/$v-analyze.json" 2>/dev/null
 done
 
-python3 - "$out" <<'EOF'
+python3 - "$out" "${names[@]}" <<'EOF'
 import json, os, sys
 out = sys.argv[1]
-for v in ("sample", "ordered"):
+for v in sys.argv[2:]:
     prof = json.load(open(f"{out}/{v}-b.json"))
     pages = prof["pages"]
     files = pages["files"]
@@ -75,7 +83,7 @@ for v in ("sample", "ordered"):
         elif a["event"] == "fault" and a["page"] not in s:
             faults[f] = faults.get(f, 0) + 1
     mnt = f"{out}/mnt/{v}/"
-    print(f"\n{'default' if v == 'sample' else 'ordered'} build, workload b, cold, 128 KiB read-ahead")
+    print(f"\n{v}: workload b, cold, 128 KiB read-ahead")
     print(f"  {'file':28} {'KiB read':>9} {'share':>6} {'major faults':>13} {'requests (est.)':>16}")
     rows = []
     for i, f in enumerate(files):
