@@ -10,17 +10,24 @@
 # every 128 KiB (the read-ahead window and the most one fault or read-ahead step reads).
 # `coldstart analyze --profile` then splits each binary's pages by section class. As root.
 #
-#   bench/layout-breakdown.sh [SAMPLE-DIR...]
-#     (default: /var/tmp/coldstart-bench/sample-bench /var/tmp/coldstart-bench/ordered-bench)
+#   bench/layout-breakdown.sh [DIR...] [-- PROGRAM ARGS...]
+#     (default: /var/tmp/coldstart-bench/sample-bench /var/tmp/coldstart-bench/ordered-bench
+#      -- sample --workload b)
 #
-# Each build is named by its directory's last component (they must differ).
+# Each build is a directory holding PROGRAM (a path relative to it) and what it reads; it is
+# named by the directory's last component (they must differ). ARGS are given as they are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=/var/tmp/coldstart-bench
-[ $# -gt 0 ] || set -- "$work/sample-bench" "$work/ordered-bench"
+given=()
+while [ $# -gt 0 ] && [ "$1" != -- ]; do given+=("$1"); shift; done
+[ $# -gt 0 ] && shift
+[ $# -gt 0 ] || set -- sample --workload b
+exe=$1; shift
+[ ${#given[@]} -gt 0 ] || given=("$work/sample-bench" "$work/ordered-bench")
 dirs=()
-for d in "$@"; do
-  [ -x "$d/sample" ] || { echo "no sample program in $d: run bench/layout-sample.sh first" >&2; exit 2; }
+for d in "${given[@]}"; do
+  [ -x "$d/$exe" ] || { echo "no $exe in $d (for the sample: run bench/layout-sample.sh first)" >&2; exit 2; }
   dirs+=("$(cd "$d" && pwd)")
 done
 cargo build --locked --release -q -p coldstart
@@ -45,11 +52,13 @@ for d in "${dirs[@]}"; do
 done
 sync
 
+exec 9>>/tmp/coldstart-measure-tests.lock  # held while caches are dropped and the run is cold
 for v in "${names[@]}"; do
-  flock /tmp/coldstart-measure-tests.lock sh -c '
-    sync; echo 3 > /proc/sys/vm/drop_caches
-    "$0" profile --pages --workload b -o "$1/$2-b.json" -- "$1/mnt/$2/sample" --workload b
-  ' "$cs" "$out" "$v" >/dev/null 2>"$out/$v-profile.log"
+  flock 9
+  sync && echo 3 > /proc/sys/vm/drop_caches
+  "$cs" profile --pages --workload b -o "$out/$v-b.json" -- "$out/mnt/$v/$exe" "$@" \
+    >/dev/null 2>"$out/$v-profile.log"
+  flock -u 9
   "$cs" analyze --profile "$out/$v-b.json" --json > "$out/$v-analyze.json" 2>/dev/null
 done
 

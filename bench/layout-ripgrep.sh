@@ -8,6 +8,10 @@
 #
 #   bench/layout-ripgrep.sh [STORAGE] [RUNS]     (default: nvme, 5)
 #
+# `coldstart measure` counts read requests on the whole machine (cgroup v1), so on a shared
+# machine they scatter; the script ends with bench/layout-breakdown.sh on the three binaries:
+# pages read, faults and requests estimated from a tracefs record of one cold start each.
+#
 # Workload a: `rg -c "fn " CORPUS/ripgrep`; workload b (held out):
 # `rg -i -l "struct|enum" CORPUS/regex-syntax CORPUS/memchr`. The corpus (crate sources from
 # Cargo's registry) is copied to /dev/shm, so searching it reads no block device: the reads
@@ -20,6 +24,7 @@ storage=${1:-nvme}; runs=${2:-5}
 version=15.2.0
 cargo build --locked --release -q -p coldstart
 cs=$PWD/target/release/coldstart
+repo=$PWD
 work=/var/tmp/coldstart-bench/ripgrep
 mkdir -p "$work" && cd "$work"
 lld="-C link-arg=-fuse-ld=lld -C link-arg=-B/usr/lib/llvm-19/bin"
@@ -66,7 +71,10 @@ done
 
 # 4. Measured: the three binaries side by side in one directory on the emulated device.
 rm -rf bins && mkdir bins
-for v in default ordered data; do cp "$v/bin/rg" "bins/rg-$v"; done
+for v in default ordered data; do
+  cp "$v/bin/rg" "bins/rg-$v"
+  rm -rf "run-$v" && mkdir "run-$v" && cp "$v/bin/rg" "run-$v/rg"
+done
 for v in ordered data; do
   flock /tmp/coldstart-measure-tests.lock \
     "$cs" measure --compare --storage "$storage" --app-dir "$work/bins" --cache cold \
@@ -96,3 +104,6 @@ row data analyze-data.json cold-data.json 1 hot-data.json
 for v in ordered data; do
   echo "hot, $v against default:"; grep -iE "faster|slower|within|p =" "hot-$v.txt" || true
 done
+echo
+"$repo/bench/layout-breakdown.sh" "$work/run-default" "$work/run-ordered" "$work/run-data" \
+  -- rg "${wb[@]}"
