@@ -7,7 +7,8 @@
 # executable code pages b touches (`coldstart analyze --profile`, the model), and cold start-up
 # from an emulated device with 128 KiB read-ahead (`coldstart measure --storage`): major
 # faults, bytes read, read requests (medians of RUNS). Only the executable differs between
-# variants: the libraries, plugin and data are the same files. As root.
+# variants: the libraries, plugin and data are the same files. Model faults are given for both
+# read-around shapes (`fwd`: `--read-around forward`, what Linux 6.18 does for code). As root.
 #
 #   bench/layout-bolt.sh [SIZE] [STORAGE] [RUNS]     (default: medium, nvme, 3)
 #
@@ -60,6 +61,8 @@ done
 variants="default lld cbolt hfsort cdsort"
 for v in $variants; do
   "$cs" analyze "$v/sample" --profile b.json --module sample --json > "analyze-$v.json"
+  "$cs" analyze "$v/sample" --profile b.json --module sample --read-around forward --json \
+    > "analyze-$v-forward.json"
   flock /tmp/coldstart-measure-tests.lock \
     "$cs" measure --storage "$storage" --cache cold --runs "$runs" \
     --export-json "cold-$v.json" -- "$work/$v/sample" --workload b > "measure-$v.txt"
@@ -68,12 +71,14 @@ done
 med() { jq -r --arg m "$2" '.commands[0].summaries[] | select(.[0] == $m) | .[1].median' "$1"; }
 echo
 echo "size $size, storage $storage (128 KiB read-ahead), held-out workload b, medians of $runs cold runs"
-printf '%-8s %14s %8s %11s %13s %10s %12s %14s\n' variant "pages touched" faults "pages read" "major faults" "KiB read" "read reqs" "cold wall (s)"
+printf '%-8s %14s %8s %8s %11s %13s %10s %12s %14s\n' variant "pages touched" faults \
+  "fwd" "pages read" "major faults" "KiB read" "read reqs" "cold wall (s)"
 for v in $variants; do
   a=analyze-$v.json
-  printf '%-8s %14s %8s %11s %13s %10s %12s %14.3f\n' "$v" \
+  printf '%-8s %14s %8s %8s %11s %13s %10s %12s %14.3f\n' "$v" \
     "$(jq '.utilization.code_pages_touched' "$a")" \
     "$(jq '.utilization.current.faults' "$a")" \
+    "$(jq '.utilization.current.faults' "analyze-$v-forward.json")" \
     "$(jq '.utilization.current.pages_read' "$a")" \
     "$(med "cold-$v.json" major_faults)" \
     "$(med "cold-$v.json" read_bytes | awk '{printf "%d", $1/1024}')" \
