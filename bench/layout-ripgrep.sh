@@ -67,6 +67,8 @@ fi
 # 3. Model: code pages b touches in each build.
 for v in default ordered data; do
   "$cs" analyze "$v/bin/rg" --profile b.json --module rg --json > "analyze-$v.json"
+  "$cs" analyze "$v/bin/rg" --profile b.json --module rg --read-around forward --json \
+    > "analyze-$v-forward.json"
 done
 
 # 4. Measured: the three binaries side by side in one directory on the emulated device.
@@ -88,11 +90,12 @@ med() { jq -r --argjson i "$2" --arg m "$3" \
   '.commands[$i].summaries[] | select(.[0] == $m) | .[1].median' "$1"; }
 echo
 echo "ripgrep $version, storage $storage (128 KiB read-ahead), held-out workload b, medians"
-printf '%-8s %14s %8s %11s %13s %10s %10s %12s\n' build "pages touched" faults "pages read" \
-  "major faults" "KiB read" "read reqs" "hot (ms)"
+printf '%-8s %14s %8s %8s %11s %13s %10s %10s %12s\n' build "pages touched" faults fwd \
+  "pages read" "major faults" "KiB read" "read reqs" "hot (ms)"
 row() { # build, analyze file, measure json (cold), index, hot json
-  printf '%-8s %14s %8s %11s %13s %10s %10s %12.2f\n' "$1" \
+  printf '%-8s %14s %8s %8s %11s %13s %10s %10s %12.2f\n' "$1" \
     "$(jq '.utilization.code_pages_touched' "$2")" "$(jq '.utilization.current.faults' "$2")" \
+    "$(jq '.utilization.current.faults' "${2%.json}-forward.json")" \
     "$(jq '.utilization.current.pages_read' "$2")" "$(med "$3" "$4" major_faults)" \
     "$(med "$3" "$4" read_bytes | awk '{printf "%d", $1/1024}')" \
     "$(med "$3" "$4" read_requests)" "$(med "$5" "$4" wall_s | awk '{print $1*1000}')"
