@@ -428,6 +428,33 @@ fn evaluate_scores_every_layout_on_a_held_out_start_up() {
 }
 
 #[test]
+fn forward_read_around_charges_a_downward_walk_a_fault_per_page() {
+    // Sixteen functions on pages of their own, touched from the highest address down: a
+    // window centred on each fault covers the next pages down, a forward one never does.
+    let dir = tempfile::tempdir().unwrap();
+    let hot: Vec<usize> = (0..16).rev().collect();
+    let exe = compile(dir.path(), &paged_program(16, &hot), "down", &[]);
+    let names: Vec<String> = hot.iter().map(|i| format!("f{i}")).collect();
+    let p = profile(&dir.path().join("down.json"), "down", &exe, &names);
+    let faults = |shape: &str| {
+        let out = coldstart()
+            .arg("analyze")
+            .arg(&exe)
+            .arg("--profile")
+            .arg(&p)
+            .args(["--readahead", "16k", "--read-around", shape, "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let a: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        a["utilization"]["current"]["faults"].as_u64().unwrap()
+    };
+    let (centred, forward) = (faults("centred"), faults("forward"));
+    assert_eq!(forward, 16, "a forward window never covers the next page down");
+    assert!(centred <= 8, "a centred 4-page window covers two pages below each fault: {centred}");
+}
+
+#[test]
 fn link_injects_the_flags_into_a_make_build_that_sets_its_own_cflags() {
     let dir = tempfile::tempdir().unwrap();
     let src = program(48, &HOT);

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use coldstart_layout::analyze::{analyze, Analysis};
 use coldstart_layout::binary::Binary;
 use coldstart_layout::input::Workload;
-use coldstart_layout::model::PageModel;
+use coldstart_layout::model::{PageModel, ReadAround};
 
 use super::order::{coded, parse_size};
 
@@ -29,6 +29,10 @@ pub struct Args {
     /// Read-ahead window around a fault (0 for none).
     #[arg(long, default_value = "128k", value_parser = parse_size)]
     pub readahead: u64,
+    /// Where a fault's read-ahead window lies in code: `centred` on the page (the classic
+    /// read-around) or `forward` from it (executable mappings on newer kernels, e.g. 6.18).
+    #[arg(long, default_value = "centred", value_parser = ["centred", "forward"])]
+    pub read_around: String,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -38,7 +42,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.page_size == 0 {
         return Err(crate::exit::usage("--page-size must be more than 0"));
     }
-    let model = PageModel { page_size: args.page_size, readahead: args.readahead };
+    let model = PageModel {
+        page_size: args.page_size,
+        readahead: args.readahead,
+        read_around: if args.read_around == "forward" {
+            ReadAround::Forward
+        } else {
+            ReadAround::Centred
+        },
+    };
     let workload =
         match &args.profile {
             Some(p) => {
@@ -127,10 +139,11 @@ pub fn render(a: &Analysis) -> String {
     }
     if let Some(u) = &a.utilization {
         out.push_str(&format!(
-            "\nstart-up `{}` (page size {} KiB, read-ahead {} KiB)\n",
+            "\nstart-up `{}` (page size {} KiB, read-ahead {} KiB{})\n",
             u.workload,
             a.model.page_size / 1024,
-            a.model.readahead / 1024
+            a.model.readahead / 1024,
+            if a.model.read_around == ReadAround::Forward { " forward" } else { "" }
         ));
         out.push_str(&format!(
             "  {:<12} {:>8} {:>16} {:>12} {:>12} {:>12}\n",

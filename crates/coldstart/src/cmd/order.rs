@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use coldstart_layout::binary::Binary;
 use coldstart_layout::input::Workload;
-use coldstart_layout::model::PageModel;
+use coldstart_layout::model::{PageModel, ReadAround};
 use coldstart_layout::order::{compute, Algorithm, ClusterOptions};
 use coldstart_layout::symbols::Bindings;
 use coldstart_layout::{evaluate, writers, LayoutError};
@@ -53,6 +53,10 @@ pub struct Args {
     /// Read-ahead window for --evaluate (0 for none).
     #[arg(long, default_value = "128k", value_parser = parse_size)]
     pub readahead: u64,
+    /// Where a fault's read-ahead window lies in code: `centred` on the page (the classic
+    /// read-around) or `forward` from it (executable mappings on newer kernels, e.g. 6.18).
+    #[arg(long, default_value = "centred", value_parser = ["centred", "forward"])]
+    pub read_around: String,
     /// Print the evaluation as JSON.
     #[arg(long)]
     pub json: bool,
@@ -131,7 +135,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let algorithm: Option<Algorithm> =
         args.algorithm.as_deref().map(str::parse).transpose().map_err(crate::exit::usage)?;
     let mut workloads = read_workloads(&args.profiles, &args.weights)?;
-    let model = PageModel { page_size: args.page_size, readahead: args.readahead };
+    let model = PageModel {
+        page_size: args.page_size,
+        readahead: args.readahead,
+        read_around: if args.read_around == "forward" {
+            ReadAround::Forward
+        } else {
+            ReadAround::Centred
+        },
+    };
     if model.page_size == 0 {
         return Err(crate::exit::usage("--page-size must be more than 0"));
     }
@@ -274,10 +286,11 @@ pub fn preview(names: &[String]) -> String {
 
 fn print_evaluation(e: &evaluate::Evaluation) {
     println!(
-        "held-out workload `{}`, page size {} KiB, read-ahead {} KiB",
+        "held-out workload `{}`, page size {} KiB, read-ahead {} KiB{}",
         e.holdout,
         e.model.page_size / 1024,
-        e.model.readahead / 1024
+        e.model.readahead / 1024,
+        if e.model.read_around == ReadAround::Forward { " forward" } else { "" }
     );
     println!(
         "{:<12} {:>8} {:>8} {:>11}  fault curve (each tenth of start-up)",

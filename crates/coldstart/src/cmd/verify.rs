@@ -59,7 +59,7 @@ pub fn check(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let b = Binary::open(binary).map_err(coded)?;
-    let v = verify(&b, expected, PageModel { page_size, readahead: 0 });
+    let v = verify(&b, expected, PageModel { page_size, readahead: 0, ..PageModel::default() });
     if json {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
