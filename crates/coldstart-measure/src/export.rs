@@ -44,7 +44,7 @@ pub enum ExportError {
 
 /// The per-run metrics, in the order of the CSV columns, as named in
 /// [`CommandResult::summaries`].
-pub const METRICS: [&str; 9] = [
+pub const METRICS: [&str; 10] = [
     "wall_s",
     "user_s",
     "sys_s",
@@ -54,6 +54,7 @@ pub const METRICS: [&str; 9] = [
     "read_requests",
     "peak_memory_bytes",
     "instructions",
+    "storage_read_requests",
 ];
 
 /// The value of one of [`METRICS`] in `counters` (`None` when not measured or unknown).
@@ -69,6 +70,7 @@ pub fn metric_value(counters: &Counters, metric: &str) -> Option<f64> {
         "read_requests" => c.read_requests.map(|v| v as f64),
         "peak_memory_bytes" => c.peak_memory_bytes.map(|v| v as f64),
         "instructions" => c.instructions.map(|v| v as f64),
+        "storage_read_requests" => c.storage_read_requests.map(|v| v as f64),
         _ => None,
     }
 }
@@ -134,6 +136,7 @@ pub fn to_csv(r: &MeasureReport) -> String {
                     c.read_requests,
                     c.peak_memory_bytes,
                     c.instructions,
+                    c.storage_read_requests,
                 ]
                 .map(opt),
             );
@@ -237,6 +240,7 @@ fn metric_title(metric: &str) -> &str {
         "read_requests" => "read requests",
         "peak_memory_bytes" => "peak memory",
         "instructions" => "instructions",
+        "storage_read_requests" => "read requests to the emulated device",
         other => other,
     }
 }
@@ -310,11 +314,13 @@ pub fn comparison_sentence(r: &MeasureReport, c: &Comparison) -> String {
 }
 
 /// The metrics of the terminal table, in order, with their row titles.
-const TABLE_ROWS: [(&str, &str); 4] = [
+const TABLE_ROWS: [(&str, &str); 5] = [
     ("wall_s", "Time (median):"),
     ("major_faults", "Major faults:"),
     ("read_bytes", "Read from storage:"),
     ("read_requests", "Read requests:"),
+    // Only with `--storage`.
+    ("storage_read_requests", "  on the device:"),
 ];
 
 /// The compact terminal view: per command the median wall time with its 95% interval, the
@@ -325,6 +331,9 @@ pub fn to_table(r: &MeasureReport) -> String {
     for cmd in &r.commands {
         let _ = writeln!(out, "{}: {}", cmd.label, command_line(cmd));
         for (metric, title) in TABLE_ROWS {
+            if metric == "storage_read_requests" && summary(cmd, metric).is_none() {
+                continue;
+            }
             let value = match summary(cmd, metric) {
                 None => "n/a".to_string(),
                 Some(s) if s.n == 0 => "n/a (no included run)".to_string(),

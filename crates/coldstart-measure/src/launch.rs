@@ -43,7 +43,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -122,6 +122,9 @@ pub struct RunStorage {
     /// Applied to each run's cgroup before the child joins it; `None` for an unthrottled
     /// profile.
     pub throttle: Option<crate::storage::ThrottleRule>,
+    /// The emulated device's `/sys/block/NAME/stat`, whose completed reads during a run are
+    /// [`Counters::storage_read_requests`](crate::result::Counters::storage_read_requests).
+    pub device_stat: Option<PathBuf>,
 }
 
 impl RunStorage {
@@ -135,6 +138,7 @@ impl RunStorage {
             throttle: profile
                 .is_throttled()
                 .then(|| crate::storage::ThrottleRule::for_profile(profile, storage.device().dev)),
+            device_stat: Some(Path::new("/sys/block").join(&storage.device().name).join("stat")),
         })
     }
 }
@@ -257,7 +261,15 @@ impl Executor for LinuxExecutor {
             paths.apply(rule)?;
         }
         let enter = self.storage.as_ref().map(|s| &s.enter);
-        let out = run_one(spec, cgroup.as_ref(), enter, watch.as_ref(), &mut self.perf_supported);
+        let device_stat = self.storage.as_ref().and_then(|s| s.device_stat.as_deref());
+        let out = run_one(
+            spec,
+            cgroup.as_ref(),
+            enter,
+            device_stat,
+            watch.as_ref(),
+            &mut self.perf_supported,
+        );
         if self.perf_supported == Some(false)
             && !self.warnings.iter().any(|w| w.contains("perf_event_open"))
         {
@@ -443,6 +455,7 @@ fn run_one(
     spec: &RunSpec,
     cgroup: Option<&RunCgroup>,
     enter: Option<&crate::storage::EnterHook>,
+    device_stat: Option<&Path>,
     watch: Option<&crate::x11::WindowWatch>,
     perf_supported: &mut Option<bool>,
 ) -> Result<RunOutput, LaunchError> {
@@ -568,6 +581,7 @@ fn run_one(
         None
     };
     let disk_before = disk_reads();
+    let device_before = device_stat.and_then(reads_completed);
     let file_before = match &spec.ready {
         Ready::File(p) => file_signature(p),
         _ => None,
@@ -772,6 +786,11 @@ fn run_one(
     let disk_after = disk_reads();
     counters.read_requests = match (&disk_before, &disk_after) {
         (Some(b), Some(a)) => Some(a.saturating_sub(*b)),
+        _ => None,
+    };
+    // Only this run reads from the emulated device: its count is exact.
+    counters.storage_read_requests = match (device_before, device_stat.and_then(reads_completed)) {
+        (Some(b), Some(a)) => Some(a.saturating_sub(b)),
         _ => None,
     };
     if let Some(cg) = cgroup {
@@ -1019,6 +1038,11 @@ fn parse_stat(stat: &str) -> Vec<u64> {
 /// These are system-wide: they count every process's reads during the run, so on a busy
 /// machine they are an upper bound for the run's read requests. Virtual devices (loop, zram,
 /// device-mapper) are left out: their reads reach a physical device and would count twice.
+/// Field 1 of a `/sys/block/NAME/stat` file: reads completed.
+fn reads_completed(stat: &Path) -> Option<u64> {
+    fs::read_to_string(stat).ok()?.split_whitespace().next()?.parse().ok()
+}
+
 fn disk_reads() -> Option<u64> {
     let mut total = None;
     for e in fs::read_dir("/sys/block").ok()?.flatten() {
@@ -1026,10 +1050,8 @@ fn disk_reads() -> Option<u64> {
         if !dir.join("device").exists() {
             continue;
         }
-        if let Ok(s) = fs::read_to_string(dir.join("stat")) {
-            if let Some(v) = s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()) {
-                *total.get_or_insert(0) += v;
-            }
+        if let Some(v) = reads_completed(&dir.join("stat")) {
+            *total.get_or_insert(0) += v;
         }
     }
     total

@@ -34,6 +34,12 @@ pub struct Counters {
     pub peak_memory_bytes: Option<u64>,
     /// Instructions retired (user space), where `perf_event_open` supports it.
     pub instructions: Option<u64>,
+    /// Read requests the emulated storage device served (`--storage` only). Only the run
+    /// reads from that device, so unlike [`Counters::read_requests`] the count is exact; it
+    /// covers the files on the device, not the system libraries left on the host. Absent from
+    /// reports written before it existed.
+    #[serde(default)]
+    pub storage_read_requests: Option<u64>,
 }
 
 /// How a run ended.

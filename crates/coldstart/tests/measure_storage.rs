@@ -234,12 +234,23 @@ fn cold_start_on_an_emulated_hdd_is_throttled_with_the_profiles_read_ahead() {
             (MAP_TOUCHES * 64 * 1024..=MAP_TOUCHES * 128 * 1024 + MIB).contains(&extra),
             "read {read} bytes: {extra} beyond data.bin for {MAP_TOUCHES} touches of 128 KiB windows"
         );
+        // The emulated device's own count: at least one request per touch of the mapping
+        // (each faults a window of its own); data.bin's `read`s may go in larger requests
+        // than read-ahead windows, so at most the windows plus the other files' few reads.
+        let on_device = c["storage_read_requests"].as_u64().unwrap();
+        assert!(
+            (MAP_TOUCHES..=requests + 64).contains(&on_device),
+            "{on_device} requests to the device, expected {MAP_TOUCHES} to {requests} and a few"
+        );
     }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("on the device:"), "{stdout}");
 
     // The same measurement on the host's disk is much faster.
     let (out, host) = app.measure(&["--cache", "cold", "--runs", "2", "--warmup", "0"]);
     ok(&out);
     assert!(host["storage"].is_null());
+    assert!(runs(&host).iter().all(|r| r["counters"]["storage_read_requests"].is_null()));
     let (slow, fast) = (median_wall(&emulated), median_wall(&host));
     assert!(fast * 3.0 < slow, "host {fast} s vs emulated hdd {slow} s");
 }

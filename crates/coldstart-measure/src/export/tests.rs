@@ -22,6 +22,7 @@ fn run(index: usize, wall_s: f64, major: Option<u64>, excluded: Option<&str>) ->
             read_requests: major.map(|m| m / 4),
             peak_memory_bytes: Some(3 * 1024 * 1024),
             instructions: None,
+            storage_read_requests: None,
         },
         eviction: Some(EvictionReport {
             files: 3,
@@ -176,15 +177,15 @@ fn csv_has_a_header_and_one_row_per_run_with_empty_cells_for_none() {
     assert_eq!(
         lines[0],
         "label,index,outcome,exit_code,signal,excluded,wall_s,user_s,sys_s,major_faults,\
-         minor_faults,read_bytes,read_requests,peak_memory_bytes,instructions,eviction_held,\
-         resident_pages_after"
+         minor_faults,read_bytes,read_requests,peak_memory_bytes,instructions,\
+         storage_read_requests,eviction_held,resident_pages_after"
     );
     assert_eq!(lines.len(), 1 + 7);
-    assert_eq!(lines[1], "A,0,ready,,,,0.0123,0.004,,150,812,614400,37,3145728,,true,0");
+    assert_eq!(lines[1], "A,0,ready,,,,0.0123,0.004,,150,812,614400,37,3145728,,,true,0");
     assert_eq!(
         lines[2],
         "A,1,ready,,,eviction did not hold: /opt/app/lib.so held by pid 42 (editor),0.0051,\
-         0.004,,3,812,12288,0,3145728,,false,12"
+         0.004,,3,812,12288,0,3145728,,,false,12"
     );
     assert!(lines[7].starts_with("B,2,ready,"));
 }
@@ -292,6 +293,7 @@ fn metric_values_follow_the_counters() {
             Some(614400.0),
             Some(37.0),
             Some(3145728.0),
+            None,
             None
         ]
     );
