@@ -568,6 +568,8 @@ fn non_pie_and_static_executables() {
             .find(|m| m["path"].as_str().unwrap().ends_with(name))
             .unwrap();
         assert_eq!(module["load_bias"], 0, "{name} is loaded where it was linked");
+        let fell_back = stderr.contains("statically linked") && stderr.contains("ptrace tracer");
+        assert_eq!(fell_back, name == "static", "{name}: the fallback is announced: {stderr}");
         if name == "static" {
             assert_eq!(
                 p["modules"].as_array().unwrap().len(),
@@ -576,6 +578,19 @@ fn non_pie_and_static_executables() {
             );
         }
     }
+}
+
+#[test]
+fn audit_tracer_asked_for_on_a_static_program_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(dir.path(), "static_only", PLAIN, &["-static"]);
+    let (code, stderr, p) = profile(dir.path(), &["--tracer", "audit"], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("statically linked") && stderr.contains("--tracer ptrace"), "{stderr}");
+    assert!(p.is_none());
+    let (code, stderr, _) = profile(dir.path(), &["--tracer", "strace"], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("auto, audit or ptrace"), "{stderr}");
 }
 
 #[test]
@@ -663,18 +678,28 @@ fn a_program_that_cannot_be_traced_is_a_clear_error_and_leaves_nothing_behind() 
     let jail = cc(dir.path(), "no_ptrace", NO_PTRACE, &[]);
     let prog = cc(dir.path(), "victim", PLAIN, &[]);
     let out = dir.path().join("p.json");
-    let o = Command::new(&jail)
-        .arg(assert_cmd::cargo::cargo_bin("coldstart"))
-        .args(["profile", "-o"])
-        .arg(&out)
-        .arg("--")
-        .arg(&prog)
-        .output()
-        .unwrap();
+    let run = |tracer: &str| {
+        Command::new(&jail)
+            .arg(assert_cmd::cargo::cargo_bin("coldstart"))
+            .args(["profile", "--tracer", tracer, "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(&prog)
+            .output()
+            .unwrap()
+    };
+    let o = run("ptrace");
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("cannot trace") && stderr.contains("CAP_SYS_PTRACE"), "{stderr}");
     assert!(!out.exists());
+    assert_no_process_runs(&prog);
+    // The audit tracer needs no ptrace: the default profiles the program in the same jail.
+    let o = run("auto");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let p: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(touched(&p, "/victim"), ["_start", "main", "step_one", "step_two"]);
     assert_no_process_runs(&prog);
 }
 
