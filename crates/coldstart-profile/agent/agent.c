@@ -408,7 +408,7 @@ static const char *const never_armed[] = {
     "setsid", "setpgid", "dup2", "dup3", "close", "close_range", "__close", "chdir", "fchdir",
     "sched_setparam", "sched_setscheduler", "seteuid", "setegid", "getuid", "getgid",
     "__pthread_exit", "pthread_exit", "__call_tls_dtors", "__nptl_deallocate_tsd",
-    "vfork", "__vfork", "clone", "__clone", "__clone3",
+    "vfork", "__vfork", "clone", "__clone", "__clone3", "fork", "__fork", "__libc_fork", "_Fork",
 };
 
 static int is_never_armed(const char *name) {
@@ -518,6 +518,34 @@ static size_t add_debug_file_symbols(const struct file *f, struct list *out, str
     return 0;
 }
 
+typedef pid_t (*fork_fn)(void);
+static fork_fn real_fork; /* the program's C library's fork (from its .dynsym) */
+typedef int (*register_atfork_fn)(void (*)(void), void (*)(void), void (*)(void), void *);
+static register_atfork_fn register_atfork; /* and its __register_atfork */
+static void redirect_vfork(uint64_t vfork_at, uint64_t size);
+
+/* The address of the defined function `name` in .dynsym, 0 if none. */
+static uint64_t find_dynamic(const struct file *f, const char *name, uint64_t *size) {
+    const Elf64_Ehdr *eh = (const void *)f->data;
+    const Elf64_Shdr *sh = (const void *)(f->data + eh->e_shoff);
+    for (unsigned i = 0; i < eh->e_shnum; i++) {
+        if (sh[i].sh_type != SHT_DYNSYM || sh[i].sh_offset + sh[i].sh_size > f->size ||
+            sh[i].sh_link >= eh->e_shnum)
+            continue;
+        const Elf64_Shdr *str = &sh[sh[i].sh_link];
+        if (str->sh_offset + str->sh_size > f->size) continue;
+        const char *strtab = (const char *)f->data + str->sh_offset;
+        const Elf64_Sym *sym = (const void *)(f->data + sh[i].sh_offset);
+        for (size_t k = 0; k < sh[i].sh_size / sizeof(Elf64_Sym); k++)
+            if (ELF64_ST_TYPE(sym[k].st_info) == STT_FUNC && sym[k].st_shndx != SHN_UNDEF &&
+                sym[k].st_name < str->sh_size && strcmp(strtab + sym[k].st_name, name) == 0) {
+                if (size) *size = sym[k].st_size;
+                return sym[k].st_value;
+            }
+    }
+    return 0;
+}
+
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
@@ -566,6 +594,13 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
         size_t from_symtab = add_symbols(&f, SHT_SYMTAB, &l, &skip);
         if (!from_symtab) add_debug_file_symbols(&f, &l, &skip);
     }
+    /* The C library's fork, vfork and fork handlers (see agent_vfork, la_preinit). */
+    uint64_t fork_at = 0, vfork_at = 0, vfork_size = 0, atfork_at = 0;
+    if (strncmp(base, "libc.so", 7) == 0) {
+        fork_at = find_dynamic(&f, "fork", NULL);
+        vfork_at = find_dynamic(&f, "vfork", &vfork_size);
+        atfork_at = find_dynamic(&f, "__register_atfork", NULL);
+    }
     add_symbols(&f, SHT_DYNSYM, &l, &skip);
     /* An address any of whose names is never armed stays unarmed (aliases: __madvise). */
     sort_u64(skip.v, skip.n);
@@ -606,6 +641,11 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
         }
     }
     uint32_t id = (uint32_t)__atomic_fetch_add(&buf[H_MODULE_IDS], 1, __ATOMIC_RELAXED);
+    if (ok && fork_at && vfork_at && atfork_at) {
+        real_fork = (fork_fn)(bias + fork_at);
+        register_atfork = (register_atfork_fn)(bias + atfork_at);
+        redirect_vfork(bias + vfork_at, vfork_size);
+    }
     if (ok) {
         for (size_t i = 0; i < kept; i++) {
             uint8_t *at = (uint8_t *)(bias + l.v[i]);
@@ -635,6 +675,55 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
     if (skip.v) munmap(skip.v, skip.cap * 8);
     munmap((void *)f.data, f.size);
     return cookie;
+}
+
+/* ---- fork and vfork ---- */
+
+/* Put every byte back in this process's copy of the program and forget the entries: a fork
+ * child that is not followed runs without breakpoints, as under the ptrace tracer (which
+ * cleans and detaches such a child). The child may also block every signal or reset
+ * SIGTRAP to its default before it calls exec (vfork users do), where a breakpoint would
+ * kill it. */
+static void disarm_all(void) {
+    int n = __atomic_load_n(&module_count, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++) {
+        struct module *m = &modules[i];
+        if (!m->live) continue;
+        for (size_t k = 0; k < m->count; k++)
+            if (!__atomic_exchange_n(&m->entries[k].hit, 1, __ATOMIC_ACQ_REL))
+                *(volatile uint8_t *)m->entries[k].addr = m->entries[k].orig;
+    }
+}
+
+
+/* vfork shares the parent's memory, so the child cannot be given a text of its own: it is
+ * run as a fork (which POSIX allows), disarmed, since vfork children typically run with
+ * every signal blocked until they exec. */
+static pid_t agent_vfork(void) {
+    pid_t pid = real_fork();
+    if (pid == 0) disarm_all();
+    return pid;
+}
+
+/* Send the C library's vfork to agent_vfork: `jmp *0(%rip)` and the address, 14 bytes over
+ * its entry (it is never armed). */
+static void redirect_vfork(uint64_t vfork_at, uint64_t size) {
+    if (size < 14) return;
+    uint8_t *p = (uint8_t *)vfork_at;
+    uint64_t target = (uint64_t)agent_vfork;
+    p[0] = 0xFF; p[1] = 0x25; p[2] = p[3] = p[4] = p[5] = 0;
+    memcpy(p + 6, &target, 8);
+}
+
+/* A fork child that is not followed is disarmed by a fork handler registered with the
+ * program's C library once it is relocated (la_preinit). */
+static void atfork_child(void) {
+    if (!(flags & FLAG_FOLLOW_FORKS)) disarm_all();
+}
+
+void la_preinit(uintptr_t *cookie) {
+    (void)cookie;
+    if (active && register_atfork) register_atfork(NULL, NULL, atfork_child, NULL);
 }
 
 unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie) {

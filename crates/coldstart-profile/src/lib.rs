@@ -311,10 +311,26 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
             (Tracer::Ptrace, Some(format!("{reason}: profiling with the ptrace tracer")))
         }
     };
-    let (traced, mut launched) = match tracer {
+    let (mut traced, mut launched) = match tracer {
         Tracer::Audit => audit::run(options, &path)?,
         _ => run_ptrace(options, &path)?,
     };
+    let (mut tracer, mut notice) = (tracer, notice);
+    if options.tracer == Tracer::Auto
+        && matches!(&traced.stop, Stop::Crash { signal, .. } if signal == "SIGTRAP")
+    {
+        // A breakpoint reached with SIGTRAP blocked (or reset to its default) kills the
+        // program under the audit tracer; under ptrace the program never sees the trap.
+        for r in launched.readers.drain(..) {
+            let _ = r.join();
+        }
+        (traced, launched) = run_ptrace(options, &path)?;
+        tracer = Tracer::Ptrace;
+        notice = Some(
+            "the program died of SIGTRAP under the audit tracer (it blocks or resets SIGTRAP): profiled again with the ptrace tracer"
+                .into(),
+        );
+    }
     // The program may run on; its output keeps flowing while coldstart lives. When it was
     // killed or has exited, wait for the forwarding threads to drain.
     if !matches!(traced.stop, Stop::Ready { killed: false, .. }) {

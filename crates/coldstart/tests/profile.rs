@@ -855,6 +855,52 @@ int main(void) {
 }
 
 #[test]
+fn vfork_child_with_every_signal_blocked_runs_under_the_default_tracer() {
+    // What Python's subprocess does: block every signal, vfork, run code of its own in the
+    // child, exec. A breakpoint the child reaches with SIGTRAP blocked would kill it.
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(
+        dir.path(),
+        "vforker",
+        r#"
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+volatile int sink;
+void in_child(void) { sink = 1; }
+void after_child(void) { sink = 2; }
+int main(void) {
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old);
+    pid_t pid = vfork();
+    if (pid == 0) {
+        struct sigaction dfl = { .sa_handler = SIG_DFL };
+        sigaction(SIGTRAP, &dfl, 0);
+        in_child();
+        execl("/bin/true", "true", (char *)0);
+        _exit(9);
+    }
+    sigprocmask(SIG_SETMASK, &old, 0);
+    int status = 1;
+    waitpid(pid, &status, 0);
+    after_child();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
+}
+"#,
+        &[],
+    );
+    let (code, stderr, p) = profile(dir.path(), &[], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    assert_eq!(p["stop"]["code"], 0, "the child ran and executed /bin/true: {stderr}");
+    assert!(!stderr.contains("profiled again"), "no fallback was needed: {stderr}");
+    let main = touched(&p, "/vforker");
+    assert!(main.contains(&"after_child".to_string()), "{main:?}");
+    assert!(!main.contains(&"in_child".to_string()), "the child is not followed: {main:?}");
+}
+
+#[test]
 fn library_closed_and_opened_again_is_armed_again() {
     let dir = tempfile::tempdir().unwrap();
     let plug = dir.path().join("libagain.so");
