@@ -8,8 +8,9 @@
 //! (`la_objopen`, before its constructors run) and its `SIGTRAP` handler records the touch in
 //! a shared buffer, puts the byte back and resumes; no other process runs.
 //!
-//! coldstart writes the agent and the buffer into a private temporary directory (removed
-//! when the run ends), starts the program with `LD_AUDIT` and `COLDSTART_AUDIT_BUFFER`, waits
+//! coldstart writes the agent into a private temporary directory (removed when the run ends)
+//! and the buffer is a memory file (`memfd`); it starts the program with `LD_AUDIT` and
+//! `COLDSTART_AUDIT_BUFFER` (the memory file as `/proc/PID/fd/N`), waits
 //! for readiness or exit, then turns the buffer into the same profile the ptrace tracer gives:
 //! each module read with [`coldstart_elf::ElfInfo`] (with debug files), each touch mapped to
 //! the function that starts at its address, in first-touch order.
@@ -25,7 +26,7 @@ use std::ffi::OsString;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -70,8 +71,8 @@ mod layout {
 }
 use layout::*;
 
-/// Touch records the buffer holds (32 bytes each; the file is sparse, only what is written
-/// takes space): far more than the functions of any start-up.
+/// Touch records the buffer holds (32 bytes each; the memory file is sparse, only what is
+/// written takes memory): far more than the functions of any start-up.
 const TOUCH_CAPACITY: u64 = 1 << 21;
 /// Bytes for module records (48 bytes and the path each).
 const MODULE_CAPACITY: u64 = 4 << 20;
@@ -111,7 +112,7 @@ pub(crate) fn unsupported(path: &Path) -> Option<String> {
     })
 }
 
-/// A private directory for the agent and the buffer, removed when dropped.
+/// A private directory for the agent, removed when dropped.
 struct Workspace {
     dir: PathBuf,
 }
@@ -141,19 +142,23 @@ impl Drop for Workspace {
 struct Buffer {
     ptr: *mut u64,
     len: usize,
+    file: std::fs::File,
 }
 
 impl Buffer {
-    fn create(path: &Path, options: &ProfileOptions) -> Result<Buffer, ProfileError> {
+    /// A memory file (`memfd`: no disk behind the agent's writes, nothing to clean up),
+    /// which the agent opens as `/proc/COLDSTART-PID/fd/FD`.
+    fn create(options: &ProfileOptions) -> Result<Buffer, ProfileError> {
         let touch_offset = HEADER_BYTES;
         let module_offset = touch_offset + TOUCH_CAPACITY * TOUCH_BYTES;
         let len = module_offset + MODULE_CAPACITY;
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(|e| ProfileError::os("create the audit buffer", e))?;
+        // SAFETY: memfd_create with a NUL-terminated name; the descriptor is owned below.
+        let fd = unsafe { libc::memfd_create(c"coldstart-audit".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(ProfileError::os("memfd_create", std::io::Error::last_os_error()));
+        }
+        // SAFETY: a fresh descriptor we own.
+        let file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
         file.set_len(len).map_err(|e| ProfileError::os("size the audit buffer", e))?;
         // SAFETY: mapping the whole file we just sized; unmapped in Drop.
         let ptr = unsafe {
@@ -169,7 +174,7 @@ impl Buffer {
         if ptr == libc::MAP_FAILED {
             return Err(ProfileError::os("mmap the audit buffer", std::io::Error::last_os_error()));
         }
-        let buffer = Buffer { ptr: ptr.cast(), len: len as usize };
+        let buffer = Buffer { ptr: ptr.cast(), len: len as usize, file };
         let mut flags = 0;
         if options.follow_forks {
             flags |= FLAG_FOLLOW_FORKS;
@@ -185,6 +190,11 @@ impl Buffer {
         buffer.set(H_VERSION, VERSION);
         buffer.set(H_MAGIC, MAGIC);
         Ok(buffer)
+    }
+
+    /// The path under which the program opens the buffer.
+    fn path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), self.file.as_raw_fd()))
     }
 
     fn word(&self, index: usize) -> &AtomicU64 {
@@ -221,6 +231,10 @@ impl Buffer {
         Snapshot { header, touch_words, modules }
     }
 }
+
+// SAFETY: the mapping is only read and written through atomic words (and copied in
+// `snapshot` once the writers are stopped); it lives as long as the Buffer.
+unsafe impl Sync for Buffer {}
 
 impl Drop for Buffer {
     fn drop(&mut self) {
@@ -295,6 +309,9 @@ impl Snapshot {
     }
 }
 
+/// Symbols of module files, read once each (an error says why a file is not profiled).
+type Infos = HashMap<PathBuf, Result<Arc<ElfInfo>, String>>;
+
 /// A module of the profile being assembled (one per file and build).
 struct Rec {
     info: Arc<ElfInfo>,
@@ -312,12 +329,13 @@ fn assemble(
     snapshot: &Snapshot,
     t0_ns: u64,
     symbols: &SymbolOptions,
+    mut infos: Infos,
     warnings: &mut Vec<String>,
 ) -> Vec<Module> {
     let mut recs: Vec<Rec> = Vec::new();
     let mut by_key: HashMap<(PathBuf, Option<Vec<u8>>), usize> = HashMap::new();
     let mut by_id: HashMap<u64, usize> = HashMap::new();
-    let mut infos: HashMap<PathBuf, Option<Arc<ElfInfo>>> = HashMap::new();
+    let mut warned: Vec<PathBuf> = Vec::new();
     for m in snapshot.modules() {
         if m.kind == KIND_UNPROFILED_EXEC {
             warnings.push(format!(
@@ -332,15 +350,20 @@ fn assemble(
         }
         let info = infos
             .entry(m.path.clone())
-            .or_insert_with(|| match ElfInfo::open(&m.path, symbols) {
-                Ok(i) => Some(Arc::new(i)),
-                Err(e) => {
-                    warnings.push(format!("{} is not profiled: {e}", m.path.display()));
-                    None
-                }
+            .or_insert_with(|| {
+                ElfInfo::open(&m.path, symbols).map(Arc::new).map_err(|e| e.to_string())
             })
             .clone();
-        let Some(info) = info else { continue };
+        let info = match info {
+            Ok(info) => info,
+            Err(e) => {
+                if !warned.contains(&m.path) {
+                    warnings.push(format!("{} is not profiled: {e}", m.path.display()));
+                    warned.push(m.path.clone());
+                }
+                continue;
+            }
+        };
         let key = (m.path.clone(), info.build_id.clone());
         let index = *by_key.entry(key).or_insert_with(|| {
             warnings.extend(stripped_warning(&info, &m.path));
@@ -440,7 +463,7 @@ pub(crate) fn run(
     let workspace = Workspace::create()?;
     let agent = workspace.dir.join("coldstart-audit-agent.so");
     std::fs::write(&agent, AGENT).map_err(|e| ProfileError::os("write the audit agent", e))?;
-    let buffer = Buffer::create(&workspace.dir.join("buffer"), options)?;
+    let buffer = Buffer::create(options)?;
     let mut ld_audit = agent.clone().into_os_string();
     if let Some(previous) = std::env::var_os("LD_AUDIT").filter(|v| !v.is_empty()) {
         ld_audit = previous;
@@ -454,7 +477,7 @@ pub(crate) fn run(
     };
     let env = [
         (OsString::from("LD_AUDIT"), ld_audit),
-        (OsString::from("COLDSTART_AUDIT_BUFFER"), workspace.dir.join("buffer").into_os_string()),
+        (OsString::from("COLDSTART_AUDIT_BUFFER"), buffer.path().into_os_string()),
         (OsString::from("COLDSTART_AUDIT_DEBUG_ROOTS"), roots),
     ];
     let mut launched = crate::launch(options, path, false, &env)?;
@@ -471,6 +494,57 @@ pub(crate) fn run(
     let deadline = options.timeout.map(|t| started + t);
     let wake = crate::trace::ChildWake::new();
     let ready_fd = launched.ready_read.as_raw_fd();
+    // Modules are read (symbols, debug files) while the program runs, on the other core.
+    let done = AtomicBool::new(false);
+    let (stop, kill, infos) = std::thread::scope(|scope| {
+        let reader = scope.spawn(|| read_modules_meanwhile(&buffer, &options.symbols, &done));
+        let (stop, kill) = wait(options, &buffer, &launched, pid, deadline, &wake, ready_fd);
+        done.store(true, Ordering::Release);
+        (stop, kill, reader.join().unwrap_or_default())
+    });
+    buffer.set(H_STOP, 1);
+    let duration_ns = started.elapsed().as_nanos() as u64;
+    guard.armed = kill;
+    drop(guard);
+    launched.stop_pollers();
+    let snapshot = buffer.snapshot();
+    let mut warnings = Vec::new();
+    if snapshot.header[H_ACTIVE] == 0 {
+        warnings.push(format!(
+            "the audit agent did not run in {} (LD_AUDIT ignored?): nothing was recorded; use --tracer ptrace",
+            path.display()
+        ));
+    }
+    let modules = assemble(&snapshot, t0, &options.symbols, infos, &mut warnings);
+    let stop = match stop {
+        Stop::Crash { signal, pid, fault: Some(mut f) } => {
+            let infos: HashMap<PathBuf, Arc<ElfInfo>> = modules
+                .iter()
+                .filter_map(|m| {
+                    ElfInfo::open(&m.path, &options.symbols)
+                        .ok()
+                        .map(|i| (m.path.clone(), Arc::new(i)))
+                })
+                .collect();
+            f.location = locate(&modules, &infos, f.ip);
+            Stop::Crash { signal, pid, fault: Some(f) }
+        }
+        other => other,
+    };
+    Ok((Traced { modules, stop, duration_ns, warnings }, launched))
+}
+
+/// Wait for readiness, the root's exit or death, or the timeout. Returns the stop and whether
+/// the tree is to be killed.
+fn wait(
+    options: &ProfileOptions,
+    buffer: &Buffer,
+    launched: &Launched,
+    pid: i32,
+    deadline: Option<Instant>,
+    wake: &crate::trace::ChildWake,
+    ready_fd: i32,
+) -> (Stop, bool) {
     let mut kill = true;
     let stop = loop {
         if launched.signal.is_raised() {
@@ -504,36 +578,48 @@ pub(crate) fn run(
         }
         wake.wait(Some(ready_fd), 100);
     };
-    buffer.set(H_STOP, 1);
-    let duration_ns = started.elapsed().as_nanos() as u64;
-    guard.armed = kill;
-    drop(guard);
-    launched.stop_pollers();
-    let snapshot = buffer.snapshot();
-    let mut warnings = Vec::new();
-    if snapshot.header[H_ACTIVE] == 0 {
-        warnings.push(format!(
-            "the audit agent did not run in {} (LD_AUDIT ignored?): nothing was recorded; use --tracer ptrace",
-            path.display()
-        ));
-    }
-    let modules = assemble(&snapshot, t0, &options.symbols, &mut warnings);
-    let stop = match stop {
-        Stop::Crash { signal, pid, fault: Some(mut f) } => {
-            let infos: HashMap<PathBuf, Arc<ElfInfo>> = modules
-                .iter()
-                .filter_map(|m| {
-                    ElfInfo::open(&m.path, &options.symbols)
-                        .ok()
-                        .map(|i| (m.path.clone(), Arc::new(i)))
-                })
-                .collect();
-            f.location = locate(&modules, &infos, f.ip);
-            Stop::Crash { signal, pid, fault: Some(f) }
+    (stop, kill)
+}
+
+/// Module paths the agents have recorded so far, from record `*at` on (advanced).
+fn new_module_paths(buffer: &Buffer, at: &mut usize) -> Vec<PathBuf> {
+    let start = buffer.get(H_MODULE_OFFSET) as usize;
+    let capacity = buffer.get(H_MODULE_CAPACITY) as usize;
+    let mut out = Vec::new();
+    while *at + M_WORDS * 8 <= capacity {
+        let first = (start + *at) / 8;
+        let len = buffer.get(first) as usize;
+        if len < M_WORDS * 8 || *at + len > capacity {
+            break;
         }
-        other => other,
-    };
-    Ok((Traced { modules, stop, duration_ns, warnings }, launched))
+        let bytes: Vec<u8> =
+            (first + M_WORDS..first + len / 8).flat_map(|i| buffer.get(i).to_ne_bytes()).collect();
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        if buffer.get(first + 4) == KIND_MODULE {
+            out.push(PathBuf::from(std::ffi::OsStr::from_bytes(&bytes[..end])));
+        }
+        *at += len;
+    }
+    out
+}
+
+/// Open each module's symbols as soon as its record appears, until `done`.
+fn read_modules_meanwhile(buffer: &Buffer, symbols: &SymbolOptions, done: &AtomicBool) -> Infos {
+    let mut infos = Infos::new();
+    let mut at = 0;
+    loop {
+        let finished = done.load(Ordering::Acquire);
+        let paths = new_module_paths(buffer, &mut at);
+        for path in paths {
+            infos.entry(path.clone()).or_insert_with(|| {
+                ElfInfo::open(&path, symbols).map(Arc::new).map_err(|e| e.to_string())
+            });
+        }
+        if finished {
+            return infos;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }
 
 #[cfg(test)]
@@ -612,7 +698,7 @@ mod tests {
             ],
         );
         let mut warnings = Vec::new();
-        let modules = assemble(&s, 500, &SymbolOptions::default(), &mut warnings);
+        let modules = assemble(&s, 500, &SymbolOptions::default(), Infos::new(), &mut warnings);
         assert_eq!(modules.len(), 1, "one module per file and build");
         let m = &modules[0];
         assert_eq!(m.load_bias, 0x40_0000);
