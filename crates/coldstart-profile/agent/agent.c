@@ -109,9 +109,12 @@ static inline long sys2(long n, long a, long b) {
     __asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b) : "rcx", "r11", "memory");
     return r;
 }
+/* The C library's clock_gettime goes through the vdso: no system call. It is
+ * async-signal-safe, and bound at load time (-z now), so the handler never enters the
+ * loader's resolver. */
 static uint64_t now_ns(void) {
     struct timespec ts;
-    sys2(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
@@ -141,6 +144,12 @@ static volatile uint64_t *buf;
 static size_t buf_size;
 static int active;
 static int image_pid;
+/* This process's id: set at start and by the fork handlers (the signal path makes no
+ * getpid call). */
+static int current_pid;
+/* The calling thread's id, looked up at its first trap (initial-exec TLS: no call into the
+ * loader); reset in a fork child. */
+static __thread int current_tid __attribute__((tls_model("initial-exec")));
 static uint64_t flags;
 static int main_seen;
 
@@ -207,6 +216,7 @@ __attribute__((constructor)) static void agent_init(int argc, char **argv, char 
     }
     flags = buf[H_FLAGS];
     image_pid = (int)sys0(SYS_getpid);
+    current_pid = image_pid;
     uint64_t earlier = __atomic_fetch_add(&buf[H_INSTANCES], 1, __ATOMIC_ACQ_REL);
     int is_root = (uint64_t)image_pid == buf[H_ROOT_PID];
     int pid_followed = is_root || (flags & FLAG_FOLLOW_FORKS);
@@ -280,7 +290,7 @@ static void on_trap(int sig, siginfo_t *info, void *context) {
         return;
     }
     if (__atomic_exchange_n(&e->hit, 1, __ATOMIC_ACQ_REL) == 0) {
-        int pid = (int)sys0(SYS_getpid);
+        int pid = __atomic_load_n(&current_pid, __ATOMIC_RELAXED);
         volatile uint64_t *b = buf;
         if (b && !__atomic_load_n(&b[H_STOP], __ATOMIC_ACQUIRE) &&
             ((flags & FLAG_FOLLOW_FORKS) || pid == image_pid)) {
@@ -291,8 +301,9 @@ static void on_trap(int sig, siginfo_t *info, void *context) {
                 t->offset = addr - m->bias;
                 t->time_ns = now_ns();
                 t->module_and_pid = m->id | (uint64_t)(uint32_t)pid << 32;
-                __atomic_store_n(&t->tid_and_valid,
-                                 (uint64_t)(uint32_t)sys0(SYS_gettid) | 1ull << 32, __ATOMIC_RELEASE);
+                if (!current_tid) current_tid = (int)sys0(SYS_gettid);
+                __atomic_store_n(&t->tid_and_valid, (uint64_t)(uint32_t)current_tid | 1ull << 32,
+                                 __ATOMIC_RELEASE);
             } else {
                 __atomic_fetch_add(&b[H_TOUCH_DROPPED], 1, __ATOMIC_RELAXED);
             }
@@ -701,7 +712,11 @@ static void disarm_all(void) {
  * every signal blocked until they exec. */
 static pid_t agent_vfork(void) {
     pid_t pid = real_fork();
-    if (pid == 0) disarm_all();
+    if (pid == 0) {
+        __atomic_store_n(&current_pid, (int)sys0(SYS_getpid), __ATOMIC_RELAXED);
+        current_tid = 0;
+        disarm_all();
+    }
     return pid;
 }
 
@@ -718,6 +733,8 @@ static void redirect_vfork(uint64_t vfork_at, uint64_t size) {
 /* A fork child that is not followed is disarmed by a fork handler registered with the
  * program's C library once it is relocated (la_preinit). */
 static void atfork_child(void) {
+    __atomic_store_n(&current_pid, (int)sys0(SYS_getpid), __ATOMIC_RELAXED);
+    current_tid = 0;
     if (!(flags & FLAG_FOLLOW_FORKS)) disarm_all();
 }
 
