@@ -102,14 +102,38 @@ pub(crate) fn unsupported(path: &Path) -> Option<String> {
             None
         };
     }
-    let info = ElfInfo::open(path, &SymbolOptions { use_debug_files: false, ..Default::default() })
-        .ok()?;
-    info.interpreter.is_none().then(|| {
+    (!has_interpreter(path)?).then(|| {
         format!(
             "{} is statically linked: there is no dynamic loader to load the audit agent",
             path.display()
         )
     })
+}
+
+/// Whether the ELF file at `path` names a program interpreter (`PT_INTERP`): read from the
+/// program headers alone, not the symbol tables. `None` if it cannot be read as ELF64.
+fn has_interpreter(path: &Path) -> Option<bool> {
+    use std::os::unix::fs::FileExt;
+    const PT_INTERP: u32 = 3;
+    let file = std::fs::File::open(path).ok()?;
+    let mut header = [0u8; 64];
+    file.read_exact_at(&mut header, 0).ok()?;
+    if &header[..4] != b"\x7fELF" || header[4] != 2 {
+        return None;
+    }
+    let phoff = u64::from_le_bytes(header[0x20..0x28].try_into().ok()?);
+    let phentsize = u64::from(u16::from_le_bytes(header[0x36..0x38].try_into().ok()?));
+    let phnum = usize::from(u16::from_le_bytes(header[0x38..0x3a].try_into().ok()?));
+    if phentsize < 4 {
+        return None;
+    }
+    let mut table = vec![0u8; phentsize as usize * phnum];
+    file.read_exact_at(&mut table, phoff).ok()?;
+    Some(
+        table
+            .chunks_exact(phentsize as usize)
+            .any(|ph| u32::from_le_bytes([ph[0], ph[1], ph[2], ph[3]]) == PT_INTERP),
+    )
 }
 
 /// A private directory for the agent, removed when dropped.
@@ -715,6 +739,8 @@ mod tests {
         std::fs::write(&script, "#!/bin/sh\ntrue\n").unwrap();
         assert_eq!(unsupported(&script), None, "a script run by a dynamic shell is audited");
         assert_eq!(unsupported(Path::new("/bin/true")), None);
+        assert_eq!(has_interpreter(Path::new("/bin/true")), Some(true));
+        assert_eq!(has_interpreter(&script), None, "not ELF");
         let copy = dir.path().join("suid-true");
         std::fs::copy("/bin/true", &copy).unwrap();
         use std::os::unix::fs::PermissionsExt;
