@@ -23,7 +23,7 @@
 
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -569,6 +569,10 @@ fn wait(
     wake: &crate::trace::ChildWake,
     ready_fd: i32,
 ) -> (Stop, bool) {
+    // SAFETY: pidfd_open on our own child; the descriptor is owned below.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    // SAFETY: a fresh descriptor, owned here.
+    let pidfd = (raw >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) });
     let mut kill = true;
     let stop = loop {
         if launched.signal.is_raised() {
@@ -600,7 +604,19 @@ fn wait(
             buffer.set(H_STOP, 1);
             break Stop::Timeout { seconds: options.timeout.unwrap_or_default().as_secs_f64() };
         }
-        wake.wait(Some(ready_fd), 100);
+        match &pidfd {
+            // Readable when the root exits, whatever SIGCHLD's disposition (an ignored
+            // SIGCHLD inherited from the caller never reaches the signalfd).
+            Some(fd) => {
+                let mut fds = [
+                    libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+                    libc::pollfd { fd: ready_fd, events: libc::POLLIN, revents: 0 },
+                ];
+                // SAFETY: polling two descriptors we own.
+                unsafe { libc::poll(fds.as_mut_ptr(), 2, 100) };
+            }
+            None => wake.wait(Some(ready_fd), 5),
+        }
     };
     (stop, kill)
 }
