@@ -478,12 +478,13 @@ fn locate(modules: &[Module], infos: &HashMap<PathBuf, Arc<ElfInfo>>, ip: u64) -
     })
 }
 
-/// Profile one start-up with the agent. Returns the result and the run (whose output
-/// forwarding the caller finishes).
+/// Profile one start-up with the agent. Returns the result, the run (whose output
+/// forwarding the caller finishes) and whether the agent ran at all (the loader may refuse it:
+/// a temporary directory mounted `noexec`, a program whose interpreter is static).
 pub(crate) fn run(
     options: &ProfileOptions,
     path: &Path,
-) -> Result<(Traced, Launched), ProfileError> {
+) -> Result<(Traced, Launched, bool), ProfileError> {
     let workspace = Workspace::create()?;
     let agent = workspace.dir.join("coldstart-audit-agent.so");
     std::fs::write(&agent, AGENT).map_err(|e| ProfileError::os("write the audit agent", e))?;
@@ -533,10 +534,12 @@ pub(crate) fn run(
     launched.stop_pollers();
     let snapshot = buffer.snapshot();
     let mut warnings = Vec::new();
-    if snapshot.header[H_ACTIVE] == 0 {
+    let agent_ran = snapshot.header[H_ACTIVE] > 0;
+    if !agent_ran {
         warnings.push(format!(
-            "the audit agent did not run in {} (LD_AUDIT ignored?): nothing was recorded; use --tracer ptrace",
-            path.display()
+            "the audit agent did not run in {} (LD_AUDIT ignored? is {} mounted noexec?): nothing was recorded; use --tracer ptrace",
+            path.display(),
+            std::env::temp_dir().display()
         ));
     }
     let modules = assemble(&snapshot, t0, &options.symbols, infos, &mut warnings);
@@ -555,7 +558,7 @@ pub(crate) fn run(
         }
         other => other,
     };
-    Ok((Traced { modules, stop, duration_ns, warnings }, launched))
+    Ok((Traced { modules, stop, duration_ns, warnings }, launched, agent_ran))
 }
 
 /// Wait for readiness, the root's exit or death, or the timeout. Returns the stop and whether

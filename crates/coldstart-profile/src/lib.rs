@@ -311,25 +311,28 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
             (Tracer::Ptrace, Some(format!("{reason}: profiling with the ptrace tracer")))
         }
     };
-    let (mut traced, mut launched) = match tracer {
+    let (mut traced, mut launched, agent_ran) = match tracer {
         Tracer::Audit => audit::run(options, &path)?,
-        _ => run_ptrace(options, &path)?,
+        _ => run_ptrace(options, &path).map(|(t, l)| (t, l, true))?,
     };
     let (mut tracer, mut notice) = (tracer, notice);
-    if options.tracer == Tracer::Auto
-        && matches!(&traced.stop, Stop::Crash { signal, .. } if signal == "SIGTRAP")
-    {
-        // A breakpoint reached with SIGTRAP blocked (or reset to its default) kills the
-        // program under the audit tracer; under ptrace the program never sees the trap.
+    // Under `auto`, what the audit tracer could not do is done again with ptrace: a
+    // breakpoint reached with SIGTRAP blocked (or reset to its default) kills the program,
+    // and the loader may refuse the agent.
+    let again = match &traced.stop {
+        Stop::Crash { signal, .. } if signal == "SIGTRAP" => {
+            Some("the program died of SIGTRAP under the audit tracer (it blocks or resets SIGTRAP)")
+        }
+        _ if !agent_ran => Some("the loader did not run the audit agent"),
+        _ => None,
+    };
+    if let Some(why) = again.filter(|_| options.tracer == Tracer::Auto) {
         for r in launched.readers.drain(..) {
             let _ = r.join();
         }
         (traced, launched) = run_ptrace(options, &path)?;
         tracer = Tracer::Ptrace;
-        notice = Some(
-            "the program died of SIGTRAP under the audit tracer (it blocks or resets SIGTRAP): profiled again with the ptrace tracer"
-                .into(),
-        );
+        notice = Some(format!("{why}: profiled again with the ptrace tracer"));
     }
     // The program may run on; its output keeps flowing while coldstart lives. When it was
     // killed or has exited, wait for the forwarding threads to drain.

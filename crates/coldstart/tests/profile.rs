@@ -594,6 +594,46 @@ fn audit_tracer_asked_for_on_a_static_program_is_a_usage_error() {
 }
 
 #[test]
+fn agent_refused_by_the_loader_is_profiled_again_with_ptrace() {
+    // A temporary directory mounted noexec: the loader cannot map the agent.
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(dir.path(), "plain_noexec", PLAIN, &[]);
+    let tmp = dir.path().join("noexec");
+    std::fs::create_dir(&tmp).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "noexec,size=64m", "tmpfs"])
+        .arg(&tmp)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mounting a tmpfs (tests run as root)");
+    let _unmount = Unmount(tmp.clone());
+    let out = dir.path().join("p.json");
+    let o = coldstart()
+        .env("TMPDIR", &tmp)
+        .args(["profile", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&prog)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("did not run the audit agent") && stderr.contains("ptrace tracer"),
+        "{stderr}"
+    );
+    let p: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(touched(&p, "/plain_noexec"), ["_start", "main", "step_one", "step_two"]);
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "the agent's directory is removed");
+}
+
+#[test]
 fn rust_program_keeps_mangled_names() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("hello.rs");
