@@ -8,6 +8,10 @@
 //!   executable and of every library as the loader maps it, and records the first call of
 //!   each (module, function, thread, time since exec, ordinal). One trap per function that
 //!   runs, none after, so the cost is bounded by the number of distinct functions.
+//! - By default the breakpoints are handled in the program itself: an rtld-audit agent
+//!   (`LD_AUDIT`, built from `agent/agent.c`) plants them as the loader maps each object and
+//!   its `SIGTRAP` handler records the touch, with no ptrace stop. Static and setuid programs,
+//!   which the loader does not audit, fall back to the ptrace tracer ([`Tracer`]).
 //! - [`pages`] records every file page start-up faults in or reads, from the kernel's
 //!   `filemap` tracepoints, in a run of its own (breakpoints copy the text pages they patch,
 //!   which would hide those pages from the page trace).
@@ -25,6 +29,7 @@
 //! # Ok::<(), coldstart_profile::ProfileError>(())
 //! ```
 
+mod audit;
 pub mod format;
 pub mod pages;
 mod perf;
@@ -34,7 +39,7 @@ mod trace;
 
 use std::ffi::OsString;
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use coldstart_elf::SymbolOptions;
@@ -62,6 +67,42 @@ pub struct ProfileOptions {
     pub symbols: SymbolOptions,
     /// Give up (and kill the program) when readiness has not come after this long.
     pub timeout: Option<Duration>,
+    /// Which first-touch tracer runs the program.
+    pub tracer: Tracer,
+}
+
+/// The first-touch tracer: the same breakpoints and the same profile, handled in the program
+/// (audit) or by coldstart through ptrace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tracer {
+    /// The audit agent where the loader runs it, else ptrace (with a notice).
+    Auto,
+    /// The rtld-audit agent: a trap costs a signal in the program, not a ptrace stop.
+    Audit,
+    /// ptrace: works for every program (static ones too) and profiles the loader.
+    Ptrace,
+}
+
+impl std::str::FromStr for Tracer {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Tracer, String> {
+        match s {
+            "auto" => Ok(Tracer::Auto),
+            "audit" => Ok(Tracer::Audit),
+            "ptrace" => Ok(Tracer::Ptrace),
+            other => Err(format!("unknown tracer `{other}`: use auto, audit or ptrace")),
+        }
+    }
+}
+
+impl std::fmt::Display for Tracer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Tracer::Auto => "auto",
+            Tracer::Audit => "audit",
+            Tracer::Ptrace => "ptrace",
+        })
+    }
 }
 
 impl ProfileOptions {
@@ -77,6 +118,7 @@ impl ProfileOptions {
             workload: "default".into(),
             symbols: SymbolOptions::default(),
             timeout: Some(Duration::from_secs(60)),
+            tracer: Tracer::Auto,
         }
     }
 }
@@ -100,6 +142,8 @@ pub enum ProfileError {
     Exec { path: PathBuf, source: std::io::Error },
     #[error("{call} failed: {source}")]
     Os { call: &'static str, source: std::io::Error },
+    #[error("{reason}: the audit tracer cannot profile it; use --tracer ptrace (or auto, which falls back to it)")]
+    AuditUnsupported { reason: String },
     #[error("{0}")]
     Setup(String),
     #[error(transparent)]
@@ -167,10 +211,14 @@ impl Launched {
     }
 }
 
+/// Start `path` stopped before exec, with readiness watchers. `env` adds variables (the audit
+/// tracer's); an untraced run without them (the page run) dies with coldstart, an audit run
+/// may run on after readiness like a detached traced one.
 pub(crate) fn launch(
     options: &ProfileOptions,
     path: &std::path::Path,
     traced: bool,
+    env: &[(OsString, OsString)],
 ) -> Result<Launched, ProfileError> {
     let (pipe_out, pipe_err) = match options.ready {
         Ready::Stdout(_) => (true, false),
@@ -183,8 +231,16 @@ pub(crate) fn launch(
         _ => None,
     };
     let child_fd = fd_pipe.as_ref().map(|(_, w)| std::os::fd::AsRawFd::as_raw_fd(w));
-    let mut stopped =
-        spawn::spawn_stopped(path, &options.command, traced, pipe_out, pipe_err, child_fd)?;
+    let mut stopped = spawn::spawn_stopped(
+        path,
+        &options.command,
+        traced,
+        pipe_out,
+        pipe_err,
+        child_fd,
+        env,
+        !traced && env.is_empty(),
+    )?;
     let mut readers = Vec::new();
     let mut pollers = Vec::new();
     match &options.ready {
@@ -206,6 +262,10 @@ pub(crate) fn launch(
 /// A finished profile, and the program's output when it runs on.
 pub struct Recording {
     pub profile: Profile,
+    /// The tracer that ran ([`Tracer::Audit`] or [`Tracer::Ptrace`]).
+    pub tracer: Tracer,
+    /// Why `auto` chose ptrace, when it did (one line for the user).
+    pub notice: Option<String>,
     forwarding: Vec<std::thread::JoinHandle<()>>,
 }
 
@@ -228,7 +288,6 @@ impl Recording {
 /// Profile one start-up of `options.command`: functions always, file pages with
 /// `options.pages` (in a separate run before the function run).
 pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
-    use std::os::fd::AsRawFd;
     let path = check_program(options)?;
     block_sigchld();
     let mut warnings = Vec::new();
@@ -244,22 +303,37 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
         None
     };
 
-    let mut launched = launch(options, &path, true)?;
-    let pid = launched.stopped.pid;
-    let mut guard = trace::TreeGuard { pgid: pid, armed: true };
-    let trace_options = trace::TraceOptions {
-        follow_forks: options.follow_forks,
-        follow_exec: options.follow_exec,
-        kill_at_ready: options.kill_at_ready,
-        symbols: &options.symbols,
-        ready_label: options.ready.to_string(),
-        timeout: options.timeout,
+    let (tracer, notice) = match (options.tracer, audit::unsupported(&path)) {
+        (Tracer::Ptrace, _) => (Tracer::Ptrace, None),
+        (Tracer::Audit, Some(reason)) => return Err(ProfileError::AuditUnsupported { reason }),
+        (Tracer::Audit | Tracer::Auto, None) => (Tracer::Audit, None),
+        (Tracer::Auto, Some(reason)) => {
+            (Tracer::Ptrace, Some(format!("{reason}: profiling with the ptrace tracer")))
+        }
     };
-    let tracer = trace::Tracer::start(trace_options, pid, &mut launched.stopped.errors, &path)?;
-    let traced = tracer.run(launched.signal.flag(), Some(launched.ready_read.as_raw_fd()));
-    launched.stop_pollers();
-    let traced = traced?;
-    guard.armed = false;
+    let (mut traced, mut launched, agent_ran) = match tracer {
+        Tracer::Audit => audit::run(options, &path)?,
+        _ => run_ptrace(options, &path).map(|(t, l)| (t, l, true))?,
+    };
+    let (mut tracer, mut notice) = (tracer, notice);
+    // Under `auto`, what the audit tracer could not do is done again with ptrace: a
+    // breakpoint reached with SIGTRAP blocked (or reset to its default) kills the program,
+    // and the loader may refuse the agent.
+    let again = match &traced.stop {
+        Stop::Crash { signal, .. } if signal == "SIGTRAP" => {
+            Some("the program died of SIGTRAP under the audit tracer (it blocks or resets SIGTRAP)")
+        }
+        _ if !agent_ran => Some("the loader did not run the audit agent"),
+        _ => None,
+    };
+    if let Some(why) = again.filter(|_| options.tracer == Tracer::Auto) {
+        for r in launched.readers.drain(..) {
+            let _ = r.join();
+        }
+        (traced, launched) = run_ptrace(options, &path)?;
+        tracer = Tracer::Ptrace;
+        notice = Some(format!("{why}: profiled again with the ptrace tracer"));
+    }
     // The program may run on; its output keeps flowing while coldstart lives. When it was
     // killed or has exited, wait for the forwarding threads to drain.
     if !matches!(traced.stop, Stop::Ready { killed: false, .. }) {
@@ -292,7 +366,32 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
         warnings,
         workloads: Vec::new(),
     };
-    Ok(Recording { profile, forwarding: std::mem::take(&mut launched.readers) })
+    Ok(Recording { profile, tracer, notice, forwarding: std::mem::take(&mut launched.readers) })
+}
+
+/// One run under the ptrace tracer.
+fn run_ptrace(
+    options: &ProfileOptions,
+    path: &Path,
+) -> Result<(trace::Traced, Launched), ProfileError> {
+    use std::os::fd::AsRawFd;
+    let mut launched = launch(options, path, true, &[])?;
+    let pid = launched.stopped.pid;
+    let mut guard = trace::TreeGuard { pgid: pid, armed: true };
+    let trace_options = trace::TraceOptions {
+        follow_forks: options.follow_forks,
+        follow_exec: options.follow_exec,
+        kill_at_ready: options.kill_at_ready,
+        symbols: &options.symbols,
+        ready_label: options.ready.to_string(),
+        timeout: options.timeout,
+    };
+    let tracer = trace::Tracer::start(trace_options, pid, &mut launched.stopped.errors, path)?;
+    let traced = tracer.run(launched.signal.flag(), Some(launched.ready_read.as_raw_fd()));
+    launched.stop_pollers();
+    let traced = traced?;
+    guard.armed = false;
+    Ok((traced, launched))
 }
 
 /// Block `SIGCHLD` in the calling thread before any helper thread starts, so helper threads

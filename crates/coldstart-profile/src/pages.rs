@@ -235,7 +235,7 @@ pub(crate) fn record_pages(
     for e in EVENTS {
         instance.write(&format!("events/filemap/{e}/enable"), "1")?;
     }
-    let mut launched = crate::launch(options, path, false)?;
+    let mut launched = crate::launch(options, path, false, &[])?;
     let pid = launched.stopped.pid;
     let guard = crate::trace::TreeGuard { pgid: pid, armed: true };
     instance.write("set_event_pid", &pid.to_string())?;

@@ -182,7 +182,7 @@ pub(crate) fn record_pages_perf(
     options: &ProfileOptions,
     path: &Path,
 ) -> Result<(PageProfile, Vec<String>), ProfileError> {
-    let mut launched = crate::launch(options, path, false)?;
+    let mut launched = crate::launch(options, path, false, &[])?;
     let pid = launched.stopped.pid;
     let guard = crate::trace::TreeGuard { pgid: pid, armed: true };
     // SAFETY: sysconf has no preconditions.

@@ -52,6 +52,7 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), ProfileError> {
 
 /// Fork; the child joins a new process group, optionally asks to be traced, stops itself,
 /// then (when continued) executes `path`.
+#[allow(clippy::too_many_arguments)] // one call site each for the three kinds of run
 pub(crate) fn spawn_stopped(
     path: &Path,
     command: &[OsString],
@@ -59,6 +60,8 @@ pub(crate) fn spawn_stopped(
     pipe_stdout: bool,
     pipe_stderr: bool,
     ready_fd: Option<i32>,
+    extra_env: &[(OsString, OsString)],
+    die_with_coldstart: bool,
 ) -> Result<Stopped, ProfileError> {
     use std::os::fd::AsRawFd;
     let c_path = cstring(path.as_os_str().as_bytes())?;
@@ -66,9 +69,12 @@ pub(crate) fn spawn_stopped(
         command.iter().map(|a| cstring(a.as_bytes())).collect::<Result<_, _>>()?;
     let mut argv: Vec<*const libc::c_char> = c_args.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
-    // The environment, plus COLDSTART_READY_FD for the `fd` readiness signal.
+    // The environment, plus COLDSTART_READY_FD for the `fd` readiness signal and the
+    // tracer's own variables (which replace variables of the same name).
     let mut env: Vec<CString> = std::env::vars_os()
         .filter(|(k, _)| k != crate::ready::READY_FD_ENV)
+        .filter(|(k, _)| !extra_env.iter().any(|(e, _)| e == k))
+        .chain(extra_env.iter().cloned())
         .filter_map(|(k, v)| {
             let mut kv = k.as_bytes().to_vec();
             kv.push(b'=');
@@ -107,7 +113,7 @@ pub(crate) fn spawn_stopped(
             if traced && libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) != 0 {
                 fail(1);
             }
-            if !traced {
+            if die_with_coldstart {
                 // An untraced run is not covered by PTRACE_O_EXITKILL: die with coldstart.
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             }

@@ -184,12 +184,37 @@ fn cont(tid: i32, sig: i32) {
     let _ = ptrace(libc::PTRACE_CONT, tid, 0, sig as usize);
 }
 
-fn mtime_of(path: &Path) -> i64 {
+/// The `symbols` field of a profile module: where its function names come from.
+pub(crate) fn symbols_label(source: &SymbolSource) -> String {
+    match source {
+        SymbolSource::Symtab => "symtab".into(),
+        SymbolSource::Dynsym => "dynsym".into(),
+        SymbolSource::DebugFile(p) => format!("debug-file:{}", p.display()),
+        SymbolSource::None => "none".into(),
+    }
+}
+
+/// The warning for a module with code but no function symbols, which is profiled at page
+/// level only. (A data-only library, a few bytes of crt code, has nothing to profile.)
+pub(crate) fn stripped_warning(info: &ElfInfo, path: &Path) -> Option<String> {
+    let code: u64 = info.sections.iter().filter(|s| s.executable).map(|s| s.size).sum();
+    (info.symbol_source == SymbolSource::None && code >= coldstart_elf::PAGE_SIZE).then(|| {
+        format!(
+            "{} has no function symbols (stripped, no debug file): profiled at page level only (use --pages); \
+             to get symbols install its -dbgsym package (apt-get install PACKAGE-dbgsym from the debian-debug archive) \
+             or fetch them with debuginfod (debuginfod-find debuginfo {})",
+            path.display(),
+            info.build_id_hex().unwrap_or_else(|| "BUILD-ID".into())
+        )
+    })
+}
+
+pub(crate) fn mtime_of(path: &Path) -> i64 {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(path).map(|m| m.mtime()).unwrap_or(0)
 }
 
-fn signal_name(sig: i32) -> String {
+pub(crate) fn signal_name(sig: i32) -> String {
     let name = match sig {
         libc::SIGSEGV => "SIGSEGV",
         libc::SIGBUS => "SIGBUS",
@@ -369,17 +394,7 @@ impl<'a> Tracer<'a> {
         let module = match self.module_by_key.get(&key) {
             Some(&m) => m,
             None => {
-                // A data-only library (a few bytes of crt code) has nothing to profile.
-                let code: u64 = info.sections.iter().filter(|s| s.executable).map(|s| s.size).sum();
-                if info.symbol_source == SymbolSource::None && code >= coldstart_elf::PAGE_SIZE {
-                    self.warnings.push(format!(
-                        "{} has no function symbols (stripped, no debug file): profiled at page level only (use --pages); \
-                         to get symbols install its -dbgsym package (apt-get install PACKAGE-dbgsym from the debian-debug archive) \
-                         or fetch them with debuginfod (debuginfod-find debuginfo {})",
-                        path.display(),
-                        info.build_id_hex().unwrap_or_else(|| "BUILD-ID".into())
-                    ));
-                }
+                self.warnings.extend(stripped_warning(&info, path));
                 self.modules.push(ModuleRec {
                     file: coldstart_elf::Mmap::open(path).ok().map(Arc::new),
                     touched: vec![false; info.functions.len()],
@@ -497,12 +512,7 @@ impl<'a> Tracer<'a> {
                     size: rec.info.size,
                     mtime: rec.mtime,
                     load_bias: rec.load_bias,
-                    symbols: match &rec.info.symbol_source {
-                        SymbolSource::Symtab => "symtab".into(),
-                        SymbolSource::Dynsym => "dynsym".into(),
-                        SymbolSource::DebugFile(p) => format!("debug-file:{}", p.display()),
-                        SymbolSource::None => "none".into(),
-                    },
+                    symbols: symbols_label(&rec.info.symbol_source),
                     functions_total: rec.info.functions.len(),
                     functions: std::mem::take(&mut rec.order),
                 }
@@ -1090,12 +1100,12 @@ fn groups(sorted: &[u64], gap: u64) -> Vec<(usize, usize)> {
 /// from a `signalfd`, so an idle tracer sleeps in `poll` instead of spinning, and a trap is
 /// handled as soon as it happens. (The callers block `SIGCHLD` before starting any helper
 /// thread; the poll timeout bounds the delay if another thread consumed the signal.)
-struct ChildWake {
+pub(crate) struct ChildWake {
     fd: i32,
 }
 
 impl ChildWake {
-    fn new() -> ChildWake {
+    pub(crate) fn new() -> ChildWake {
         // SAFETY: building a signal set and a signalfd for SIGCHLD, both checked.
         unsafe {
             let mut mask: libc::sigset_t = std::mem::zeroed();
@@ -1108,7 +1118,7 @@ impl ChildWake {
     }
 
     /// Sleep until a child changes state, readiness fires, or `ms` pass.
-    fn wait(&self, ready_fd: Option<i32>, ms: i32) {
+    pub(crate) fn wait(&self, ready_fd: Option<i32>, ms: i32) {
         let mut fds = Vec::with_capacity(2);
         if self.fd >= 0 {
             fds.push(libc::pollfd { fd: self.fd, events: libc::POLLIN, revents: 0 });

@@ -568,6 +568,8 @@ fn non_pie_and_static_executables() {
             .find(|m| m["path"].as_str().unwrap().ends_with(name))
             .unwrap();
         assert_eq!(module["load_bias"], 0, "{name} is loaded where it was linked");
+        let fell_back = stderr.contains("statically linked") && stderr.contains("ptrace tracer");
+        assert_eq!(fell_back, name == "static", "{name}: the fallback is announced: {stderr}");
         if name == "static" {
             assert_eq!(
                 p["modules"].as_array().unwrap().len(),
@@ -576,6 +578,59 @@ fn non_pie_and_static_executables() {
             );
         }
     }
+}
+
+#[test]
+fn audit_tracer_asked_for_on_a_static_program_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(dir.path(), "static_only", PLAIN, &["-static"]);
+    let (code, stderr, p) = profile(dir.path(), &["--tracer", "audit"], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("statically linked") && stderr.contains("--tracer ptrace"), "{stderr}");
+    assert!(p.is_none());
+    let (code, stderr, _) = profile(dir.path(), &["--tracer", "strace"], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("auto, audit or ptrace"), "{stderr}");
+}
+
+#[test]
+fn agent_refused_by_the_loader_is_profiled_again_with_ptrace() {
+    // A temporary directory mounted noexec: the loader cannot map the agent.
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(dir.path(), "plain_noexec", PLAIN, &[]);
+    let tmp = dir.path().join("noexec");
+    std::fs::create_dir(&tmp).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "noexec,size=64m", "tmpfs"])
+        .arg(&tmp)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mounting a tmpfs (tests run as root)");
+    let _unmount = Unmount(tmp.clone());
+    let out = dir.path().join("p.json");
+    let o = coldstart()
+        .env("TMPDIR", &tmp)
+        .args(["profile", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&prog)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("did not run the audit agent") && stderr.contains("ptrace tracer"),
+        "{stderr}"
+    );
+    let p: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(touched(&p, "/plain_noexec"), ["_start", "main", "step_one", "step_two"]);
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "the agent's directory is removed");
 }
 
 #[test]
@@ -663,18 +718,28 @@ fn a_program_that_cannot_be_traced_is_a_clear_error_and_leaves_nothing_behind() 
     let jail = cc(dir.path(), "no_ptrace", NO_PTRACE, &[]);
     let prog = cc(dir.path(), "victim", PLAIN, &[]);
     let out = dir.path().join("p.json");
-    let o = Command::new(&jail)
-        .arg(assert_cmd::cargo::cargo_bin("coldstart"))
-        .args(["profile", "-o"])
-        .arg(&out)
-        .arg("--")
-        .arg(&prog)
-        .output()
-        .unwrap();
+    let run = |tracer: &str| {
+        Command::new(&jail)
+            .arg(assert_cmd::cargo::cargo_bin("coldstart"))
+            .args(["profile", "--tracer", tracer, "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(&prog)
+            .output()
+            .unwrap()
+    };
+    let o = run("ptrace");
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("cannot trace") && stderr.contains("CAP_SYS_PTRACE"), "{stderr}");
     assert!(!out.exists());
+    assert_no_process_runs(&prog);
+    // The audit tracer needs no ptrace: the default profiles the program in the same jail.
+    let o = run("auto");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let p: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(touched(&p, "/victim"), ["_start", "main", "step_one", "step_two"]);
     assert_no_process_runs(&prog);
 }
 
@@ -827,6 +892,52 @@ int main(void) {
             );
         }
     }
+}
+
+#[test]
+fn vfork_child_with_every_signal_blocked_runs_under_the_default_tracer() {
+    // What Python's subprocess does: block every signal, vfork, run code of its own in the
+    // child, exec. A breakpoint the child reaches with SIGTRAP blocked would kill it.
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(
+        dir.path(),
+        "vforker",
+        r#"
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+volatile int sink;
+void in_child(void) { sink = 1; }
+void after_child(void) { sink = 2; }
+int main(void) {
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old);
+    pid_t pid = vfork();
+    if (pid == 0) {
+        struct sigaction dfl = { .sa_handler = SIG_DFL };
+        sigaction(SIGTRAP, &dfl, 0);
+        in_child();
+        execl("/bin/true", "true", (char *)0);
+        _exit(9);
+    }
+    sigprocmask(SIG_SETMASK, &old, 0);
+    int status = 1;
+    waitpid(pid, &status, 0);
+    after_child();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
+}
+"#,
+        &[],
+    );
+    let (code, stderr, p) = profile(dir.path(), &[], &[prog.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = p.unwrap();
+    assert_eq!(p["stop"]["code"], 0, "the child ran and executed /bin/true: {stderr}");
+    assert!(!stderr.contains("profiled again"), "no fallback was needed: {stderr}");
+    let main = touched(&p, "/vforker");
+    assert!(main.contains(&"after_child".to_string()), "{main:?}");
+    assert!(!main.contains(&"in_child".to_string()), "the child is not followed: {main:?}");
 }
 
 #[test]

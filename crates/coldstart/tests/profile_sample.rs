@@ -103,3 +103,71 @@ fn threaded_run_records_every_thread_in_its_own_order() {
     expected.sort();
     assert_eq!(lists, expected);
 }
+
+/// Names of the touched functions of every module of the sample (executable, libraries,
+/// plugin), by module file name.
+fn sample_functions(p: &Value, sample: &Sample) -> HashMap<String, HashSet<String>> {
+    let root = std::fs::canonicalize(sample.exe().parent().unwrap()).unwrap();
+    let mut out: HashMap<String, HashSet<String>> = HashMap::new();
+    for m in p["modules"].as_array().unwrap() {
+        let path = PathBuf::from(m["path"].as_str().unwrap());
+        if !path.starts_with(&root) {
+            continue;
+        }
+        let names = m["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["names"][0].as_str().unwrap().to_owned());
+        out.entry(path.file_name().unwrap().to_string_lossy().into_owned())
+            .or_default()
+            .extend(names);
+    }
+    out
+}
+
+#[test]
+fn audit_and_ptrace_tracers_record_the_same_functions_in_the_same_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample = sample(dir.path());
+    let w = &sample.workloads[0];
+    let audit = profile(dir.path(), &sample, &w.name, &[]);
+    let audit = (sample_functions(&audit, &sample), generated(&audit, &sample));
+    let ptrace = {
+        let out = dir.path().join("ptrace.json");
+        let o = Command::cargo_bin("coldstart")
+            .unwrap()
+            .args(["profile", "--tracer", "ptrace", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(sample.exe())
+            .args(&w.args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let p: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        (sample_functions(&p, &sample), generated(&p, &sample))
+    };
+    assert!(audit.0.len() >= 4, "executable, both libraries, plugin: {:?}", audit.0.keys());
+    assert_eq!(audit.0, ptrace.0, "the same functions of every module of the program");
+    let order =
+        |g: &[(String, PathBuf, i64, u64)]| g.iter().map(|e| e.0.clone()).collect::<Vec<_>>();
+    assert_eq!(order(&audit.1), order(&ptrace.1), "the same first-touch order (one thread)");
+    assert_eq!(order(&audit.1), w.startup, "and it is the truth");
+
+    // Multi-threaded: the same set, each thread in its own order.
+    let n = sample.threads.groups.min(3);
+    let threads = ["--threads".to_string(), n.to_string()];
+    let extra: Vec<&str> = threads.iter().map(String::as_str).collect();
+    let a = profile(dir.path(), &sample, &w.name, &extra);
+    let truth = w.threads(&sample.threads, n).unwrap();
+    let mut by_tid: HashMap<i64, Vec<String>> = HashMap::new();
+    for (name, _, tid, _) in generated(&a, &sample) {
+        by_tid.entry(tid).or_default().push(name);
+    }
+    let mut lists: Vec<Vec<String>> = by_tid.into_values().collect();
+    lists.sort();
+    let mut expected = truth.clone();
+    expected.sort();
+    assert_eq!(lists, expected);
+}

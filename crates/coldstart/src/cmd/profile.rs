@@ -36,6 +36,11 @@ pub struct Args {
     /// Give up after this many seconds without readiness (0: never).
     #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
     pub timeout: f64,
+    /// First-touch tracer: audit (an LD_AUDIT agent handles the breakpoints in the program,
+    /// fast), ptrace (every program, loader included), or auto (audit unless the program is
+    /// static or setuid).
+    #[arg(long, default_value = "auto", value_name = "auto|audit|ptrace")]
+    pub tracer: String,
     /// Where to write the profile.
     #[arg(short, long, value_name = "P.json", required = true)]
     pub output: Option<PathBuf>,
@@ -74,12 +79,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     options.follow_exec = args.follow_exec;
     options.kill_at_ready = args.kill_at_ready;
     options.workload = args.workload;
+    options.tracer =
+        args.tracer.parse().map_err(|e| crate::exit::usage(format!("--tracer: {e}")))?;
     options.timeout = (args.timeout > 0.0).then(|| Duration::from_secs_f64(args.timeout));
     let recording = coldstart_profile::profile(&options).map_err(|e| match e {
         coldstart_profile::ProfileError::NoCommand
         | coldstart_profile::ProfileError::CommandNotFound { .. }
         | coldstart_profile::ProfileError::Elf(_)
-        | coldstart_profile::ProfileError::UnsupportedMachine { .. } => {
+        | coldstart_profile::ProfileError::UnsupportedMachine { .. }
+        | coldstart_profile::ProfileError::AuditUnsupported { .. } => {
             crate::exit::usage(e.to_string())
         }
         coldstart_profile::ProfileError::Setuid { .. }
@@ -89,6 +97,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         other => anyhow::Error::new(other),
     })?;
+    if let Some(notice) = &recording.notice {
+        eprintln!("coldstart: {notice}");
+    }
     let profile = &recording.profile;
     profile.write(&output).with_context(|| format!("writing {}", output.display()))?;
     summarize(profile, &output);
