@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -264,21 +264,9 @@ fn hot_set(manifest: &Manifest, hot: &HotList, bundle: &Path) -> Result<HotSet, 
     })
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file in the same directory, then rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let name = path.file_name().ok_or_else(|| io::Error::other("no file name"))?;
-    let tmp = path.with_file_name(format!(".{}.tmp-{}", name.to_string_lossy(), unique()));
-    let result = (|| {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
+/// Writes `bytes` to `path` atomically (see [`coldstart_fs`]: a device or pipe such as
+/// `/dev/null` is written into, never replaced).
+pub use coldstart_fs::write_atomic;
 
 /// A name part unique within this host for the life of the process.
 pub(crate) fn unique() -> String {

@@ -46,14 +46,5 @@ pub use error::LayoutError;
 /// Write `bytes` to `path` atomically (a temporary file in the same directory, then
 /// rename), so a failure never leaves a half-written file.
 pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<(), LayoutError> {
-    use std::io::Write;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-        _ => std::path::PathBuf::from("."),
-    };
-    let mut tmp =
-        tempfile::NamedTempFile::new_in(&dir).map_err(|e| LayoutError::io("write", path, e))?;
-    tmp.write_all(bytes).map_err(|e| LayoutError::io("write", path, e))?;
-    tmp.persist(path).map_err(|e| LayoutError::io("write", path, e.error))?;
-    Ok(())
+    coldstart_fs::write_atomic(path, bytes).map_err(|e| LayoutError::io("write", path, e))
 }

@@ -12,9 +12,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write as _};
-use std::path::{Path, PathBuf};
 
 use crate::result::{
     CommandResult, Comparison, Counters, MeasureReport, Outcome, RunRecord, FORMAT_NAME,
@@ -447,46 +444,9 @@ pub fn to_markdown(r: &MeasureReport) -> String {
     out
 }
 
-/// Write `contents` to `path` atomically: a temporary file in the same directory, `fsync`,
-/// `rename` over `path`, then `fsync` of the directory. Readers see the old file or the new
-/// one, never a partial write; the temporary file is removed on failure.
-pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path.file_name().ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidInput, format!("{}: not a file name", path.display()))
-    })?;
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let tmp = dir.join(format!(".{}.{}.{nanos}.tmp", name.to_string_lossy(), std::process::id()));
-
-    /// Removes the temporary file unless it was renamed into place.
-    struct TmpGuard<'a>(&'a Path, bool);
-    impl Drop for TmpGuard<'_> {
-        fn drop(&mut self) {
-            if !self.1 {
-                let _ = fs::remove_file(self.0);
-            }
-        }
-    }
-
-    let mut file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-    let mut guard = TmpGuard(&tmp, false);
-    file.write_all(contents)?;
-    file.sync_all()?;
-    drop(file);
-    fs::rename(&tmp, path)?;
-    guard.1 = true;
-    // Make the rename itself durable; not every file system allows syncing a directory.
-    if let Ok(d) = fs::File::open(&dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
-}
+/// Write `contents` to `path` atomically (see [`coldstart_fs`]: a device or pipe such as
+/// `/dev/null` is written into, never replaced).
+pub use coldstart_fs::write_atomic;
 
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,6 @@
 //! build-id), so a profile is never silently applied to a different build.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -219,27 +218,13 @@ impl Profile {
             .map_err(|source| FormatError::Parse { path: path.to_owned(), source })
     }
 
-    /// Write atomically (temporary file in the same directory, then rename).
+    /// Write atomically (see [`coldstart_fs`]: `/dev/null` and pipes are written into).
     pub fn write(&self, path: &Path) -> Result<(), FormatError> {
-        let err = |source| FormatError::Write { path: path.to_owned(), source };
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-            _ => PathBuf::from("."),
-        };
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
-        let result = (|| {
-            let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-            serde_json::to_writer_pretty(&mut f, self).map_err(std::io::Error::other)?;
-            f.write_all(b"\n")?;
-            let f = f.into_inner().map_err(|e| e.into_error())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, path)
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result.map_err(err)
+        coldstart_fs::write_atomic_with(path, |w| {
+            serde_json::to_writer_pretty(&mut *w, self).map_err(std::io::Error::other)?;
+            w.write_all(b"\n")
+        })
+        .map_err(|source| FormatError::Write { path: path.to_owned(), source })
     }
 
     /// Check that the module of this profile recorded for `binary` (matched by path, else

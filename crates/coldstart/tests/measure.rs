@@ -708,3 +708,19 @@ fn selective_without_root_discovers_and_evicts_the_program_files() {
         assert!(counter(r, "read_bytes") >= 2 << 20, "{r}");
     }
 }
+
+#[test]
+fn an_export_to_dev_null_leaves_the_device_in_place() {
+    use std::os::unix::fs::FileTypeExt;
+    let out = Command::cargo_bin("coldstart")
+        .unwrap()
+        .args(["measure", "--runs", "1", "--warmup", "0", "--export-json", "/dev/null"])
+        .args(["--export-csv", "/dev/stdout", "--", "true"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Written into, not renamed over: /dev/null is the machine's, /dev/stdout a symlink.
+    assert!(fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+    assert!(fs::symlink_metadata("/dev/stdout").unwrap().file_type().is_symlink());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("label,index,outcome"));
+}

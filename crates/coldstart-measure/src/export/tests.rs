@@ -3,6 +3,8 @@
 use super::*;
 use crate::cache::EvictionReport;
 use crate::result::Environment;
+use std::fs;
+use std::io;
 
 fn summary(median: f64, trimmed: f64, ci: (f64, f64), n: usize, outliers: Vec<usize>) -> Summary {
     Summary { n, median, trimmed_mean: trimmed, ci95: ci, outliers, ..Summary::default() }
