@@ -6,6 +6,7 @@
 //! ```text
 //! BUNDLE/manifest.json            format, version, every file, its chunks, the hot set
 //! BUNDLE/blobs/sha256/ab/abcd...  one blob per distinct chunk, named by its SHA-256
+//! BUNDLE/blobs/files/ab/abcd...   one blob per distinct regular file, whole (for `original`)
 //! BUNDLE/blobs/hot                the hot set: the chunks start-up needs, contiguous, in first-touch order
 //! ```
 //!
@@ -65,6 +66,12 @@ pub fn sha256_hex(data: &[u8]) -> Sha256Hex {
 /// Whether `data` is exactly the chunk `chunk` (length and SHA-256).
 pub fn verify_chunk(chunk: &Chunk, data: &[u8]) -> bool {
     data.len() as u64 == chunk.length && sha256_hex(data) == chunk.sha256
+}
+
+/// The path of a regular file's whole blob inside a bundle: `blobs/files/XX/HASH`, named by
+/// the SHA-256 of the file's content.
+pub fn file_blob_path(hash: &Sha256Hex) -> String {
+    format!("blobs/files/{}/{}", &hash.as_str()[..2], hash.as_str())
 }
 
 /// The path of a chunk's blob inside a bundle: `blobs/sha256/XX/HASH`.

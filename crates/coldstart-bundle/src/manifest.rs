@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 /// The `format` name every manifest carries.
 pub const FORMAT: &str = "coldstart-bundle";
 /// The manifest version this build reads and writes.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// A SHA-256 digest as 64 lowercase hex digits.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -95,6 +95,10 @@ pub struct Entry {
     /// A file's chunks in offset order; they tile the file exactly.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub chunks: Vec<Chunk>,
+    /// A regular file's whole-content SHA-256: it names the file's whole blob
+    /// ([`crate::file_blob_path`]), which a client downloads in one request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<Sha256Hex>,
 }
 
 /// One chunk of a file.
@@ -153,6 +157,8 @@ pub enum ManifestError {
     HotRef { path: String, index: usize },
     #[error("the hot set lists `{path}` chunk {index} twice")]
     HotDuplicate { path: String, index: usize },
+    #[error("`{0}` is a regular file without the SHA-256 of its whole content")]
+    NoFileDigest(String),
     #[error("the hot set's size is {stated} but its chunks add up to {actual}")]
     HotSize { stated: u64, actual: u64 },
 }
@@ -225,7 +231,11 @@ impl Manifest {
             let size_err = |detail: String| ManifestError::Size { path: e.path.clone(), detail };
             match e.kind {
                 EntryKind::Dir => {
-                    if e.size != 0 || !e.chunks.is_empty() || e.target.is_some() {
+                    if e.size != 0
+                        || !e.chunks.is_empty()
+                        || e.target.is_some()
+                        || e.sha256.is_some()
+                    {
                         return Err(size_err("a directory has size 0 and no chunks".into()));
                     }
                 }
@@ -242,6 +252,9 @@ impl Manifest {
                     }
                 }
                 EntryKind::File => {
+                    if e.sha256.is_none() {
+                        return Err(ManifestError::NoFileDigest(e.path.clone()));
+                    }
                     let mut end = 0u64;
                     for (index, c) in e.chunks.iter().enumerate() {
                         if c.offset < end {
@@ -373,6 +386,7 @@ mod tests {
                     size: 0,
                     target: None,
                     chunks: vec![],
+                    sha256: None,
                 },
                 Entry {
                     path: "bin/app".into(),
@@ -384,6 +398,7 @@ mod tests {
                         Chunk { offset: 0, length: 4, sha256: h('a') },
                         Chunk { offset: 4, length: 2, sha256: h('b') },
                     ],
+                    sha256: Some(h('c')),
                 },
                 Entry {
                     path: "bin/link".into(),
@@ -392,6 +407,7 @@ mod tests {
                     size: 3,
                     target: Some("app".into()),
                     chunks: vec![],
+                    sha256: None,
                 },
             ],
             hot: HotSet {
@@ -448,11 +464,16 @@ mod tests {
 
     #[test]
     fn unknown_version_and_format_are_rejected_by_name() {
+        for v in [1, 3] {
+            let mut m = good();
+            m.version = v;
+            let err = reject(m);
+            assert!(matches!(err, ManifestError::Version(x) if x == v));
+            assert!(err.to_string().contains(&format!("version {v}")), "{err}");
+        }
         let mut m = good();
-        m.version = 2;
-        let err = reject(m);
-        assert!(matches!(err, ManifestError::Version(2)));
-        assert!(err.to_string().contains("version 2"));
+        m.files[1].sha256 = None;
+        assert!(matches!(reject(m), ManifestError::NoFileDigest(_)));
         let mut m = good();
         m.format = "tar".into();
         assert!(matches!(reject(m), ManifestError::Format(_)));

@@ -12,8 +12,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::hotlist::HotList;
-use crate::manifest::{Chunk, ChunkRef, Entry, EntryKind, HotSet, Manifest, FORMAT, VERSION};
-use crate::{blob_path, sha256_hex};
+use crate::manifest::{
+    Chunk, ChunkRef, Entry, EntryKind, HotSet, Manifest, Sha256Hex, FORMAT, VERSION,
+};
+use crate::{blob_path, file_blob_path, sha256_hex};
 
 /// The path of the hot blob inside a bundle.
 pub const HOT_BLOB: &str = "blobs/hot";
@@ -108,6 +110,7 @@ fn pack_into(
                 size: 0,
                 target: None,
                 chunks: vec![],
+                sha256: None,
             });
         } else if ft.is_symlink() {
             let target = fs::read_link(&abs).map_err(io_err(&abs))?;
@@ -122,9 +125,10 @@ fn pack_into(
                 size: target.len() as u64,
                 target: Some(target),
                 chunks: vec![],
+                sha256: None,
             });
         } else if ft.is_file() {
-            let chunks = chunk_file(&abs, options.chunk_size, tmp, &mut stored)?;
+            let (chunks, sha256) = chunk_file(&abs, options.chunk_size, tmp, &mut stored)?;
             let size = chunks.last().map_or(0, |c| c.offset + c.length);
             files.push(Entry {
                 path: rel,
@@ -133,6 +137,7 @@ fn pack_into(
                 size,
                 target: None,
                 chunks,
+                sha256: Some(sha256),
             });
         } else {
             return Err(PackError::Unsupported(abs));
@@ -177,13 +182,22 @@ fn walk(
     Ok(())
 }
 
+/// Cuts one file into chunks, writes the blobs of chunks not yet stored and the file's whole
+/// blob (the stored form of its chunks back to back), and returns the chunks and the digest of
+/// the whole content.
 fn chunk_file(
     path: &Path,
     chunk_size: u64,
     bundle: &Path,
     stored: &mut HashSet<String>,
-) -> Result<Vec<Chunk>, PackError> {
+) -> Result<(Vec<Chunk>, Sha256Hex), PackError> {
+    use sha2::{Digest, Sha256};
     let mut file = fs::File::open(path).map_err(io_err(path))?;
+    let files_dir = bundle.join("blobs/files");
+    fs::create_dir_all(&files_dir).map_err(io_err(&files_dir))?;
+    let whole_tmp = files_dir.join(format!(".whole.tmp-{}", unique()));
+    let mut whole = io::BufWriter::new(fs::File::create(&whole_tmp).map_err(io_err(&whole_tmp))?);
+    let mut hasher = Sha256::new();
     let mut chunks = Vec::new();
     let mut buf = vec![0u8; chunk_size as usize];
     let mut offset = 0u64;
@@ -193,6 +207,8 @@ fn chunk_file(
             break;
         }
         let data = &buf[..n];
+        hasher.update(data);
+        whole.write_all(data).map_err(io_err(&whole_tmp))?;
         let sha256 = sha256_hex(data);
         if stored.insert(sha256.as_str().to_owned()) {
             let blob = bundle.join(blob_path(&sha256));
@@ -206,7 +222,20 @@ fn chunk_file(
             break;
         }
     }
-    Ok(chunks)
+    whole.flush().map_err(io_err(&whole_tmp))?;
+    drop(whole);
+    let digest = hasher.finalize();
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let file_sha = Sha256Hex::new(hex).expect("a digest is 64 hex digits");
+    let dest = bundle.join(file_blob_path(&file_sha));
+    if dest.exists() {
+        fs::remove_file(&whole_tmp).map_err(io_err(&whole_tmp))?;
+    } else {
+        let parent = dest.parent().expect("blob paths have a parent");
+        fs::create_dir_all(parent).map_err(io_err(parent))?;
+        fs::rename(&whole_tmp, &dest).map_err(io_err(&dest))?;
+    }
+    Ok((chunks, file_sha))
 }
 
 fn read_full(file: &mut fs::File, buf: &mut [u8]) -> io::Result<usize> {
@@ -352,6 +381,13 @@ mod tests {
         // bin/app: 3 chunks; lib/zeros: 1 distinct; lib/copy: same as bin/app.
         let blobs = all_files(&out.path().join("a/blobs/sha256"));
         assert_eq!(blobs.len(), 4);
+        // Whole files: bin/app and lib/copy are one blob; lib/zeros, empty.
+        let whole = all_files(&out.path().join("a/blobs/files"));
+        assert_eq!(whole.len(), 3);
+        let app = m1.entry("bin/app").unwrap();
+        assert_eq!(app.sha256, m1.entry("lib/copy").unwrap().sha256);
+        let blob = out.path().join("a").join(file_blob_path(app.sha256.as_ref().unwrap()));
+        assert_eq!(fs::read(blob).unwrap(), fs::read(src.path().join("bin/app")).unwrap());
         let parsed =
             Manifest::parse(&fs::read(out.path().join("a/manifest.json")).unwrap()).unwrap();
         assert_eq!(parsed, m1);

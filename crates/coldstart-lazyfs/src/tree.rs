@@ -77,7 +77,15 @@ mod tests {
     use coldstart_bundle::{Entry, HotSet, FORMAT, VERSION};
 
     fn entry(path: &str, kind: EntryKind) -> Entry {
-        Entry { path: path.into(), kind, mode: 0o755, size: 0, target: None, chunks: vec![] }
+        Entry {
+            path: path.into(),
+            kind,
+            mode: 0o755,
+            size: 0,
+            target: None,
+            chunks: vec![],
+            sha256: None,
+        }
     }
 
     #[test]

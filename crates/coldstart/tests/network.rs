@@ -348,7 +348,7 @@ fn a_malformed_manifest_is_rejected_before_mounting() {
     for (what, bad) in [
         ("dot-dot", good.replacen("\"bin/hello\"", "\"bin/../../hello\"", 1)),
         ("absolute", good.replacen("\"bin/hello\"", "\"/bin/hello\"", 1)),
-        ("version", good.replacen("\"version\": 1", "\"version\": 9", 1)),
+        ("version", good.replacen("\"version\": 2", "\"version\": 9", 1)),
         ("size", good.replacen("\"size\": 400000", "\"size\": 400001", 1)),
         ("overlap", good.replacen("\"offset\": 16384", "\"offset\": 16000", 1)),
     ] {
