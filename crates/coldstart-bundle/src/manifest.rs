@@ -64,10 +64,24 @@ pub struct Manifest {
     pub version: u32,
     /// The chunk size the bundle was packed with (the last chunk of a file may be shorter).
     pub chunk_size: u64,
+    /// How every blob stores its chunks.
+    #[serde(default)]
+    pub compression: Compression,
     /// Every directory, regular file and symbolic link, sorted by path. The root is implied.
     pub files: Vec<Entry>,
     /// The hot set.
     pub hot: HotSet,
+}
+
+/// How a bundle's blobs store chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    /// A chunk's blob is its bytes.
+    #[default]
+    None,
+    /// A chunk's blob is one zstd frame of its bytes; `stored` is the frame's length.
+    Zstd,
 }
 
 /// What an entry is.
@@ -106,7 +120,18 @@ pub struct Entry {
 pub struct Chunk {
     pub offset: u64,
     pub length: u64,
+    /// SHA-256 of the chunk's bytes (uncompressed): names its blob, checks it after decoding.
     pub sha256: Sha256Hex,
+    /// Bytes in the blob when the bundle is compressed (the zstd frame's length).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored: Option<u64>,
+}
+
+impl Chunk {
+    /// Bytes the chunk takes in a blob (and on the wire).
+    pub fn stored_len(&self) -> u64 {
+        self.stored.unwrap_or(self.length)
+    }
 }
 
 /// A reference to one chunk: the file's path and the chunk's index in its list.
@@ -159,6 +184,8 @@ pub enum ManifestError {
     HotDuplicate { path: String, index: usize },
     #[error("`{0}` is a regular file without the SHA-256 of its whole content")]
     NoFileDigest(String),
+    #[error("`{path}`: chunk {index}: {detail}")]
+    Stored { path: String, index: usize, detail: String },
     #[error("the hot set's size is {stated} but its chunks add up to {actual}")]
     HotSize { stated: u64, actual: u64 },
 }
@@ -270,6 +297,31 @@ impl Manifest {
                                 c.offset
                             )));
                         }
+                        let stored_err = |detail: &str| ManifestError::Stored {
+                            path: e.path.clone(),
+                            index,
+                            detail: detail.into(),
+                        };
+                        match (self.compression, c.stored) {
+                            (Compression::None, Some(_)) => {
+                                return Err(stored_err(
+                                    "a stored length in an uncompressed bundle",
+                                ))
+                            }
+                            (Compression::Zstd, None) => {
+                                return Err(stored_err(
+                                    "no stored length in a compressed bundle",
+                                ))
+                            }
+                            (Compression::Zstd, Some(n))
+                                if n == 0 || n > zstd::zstd_safe::compress_bound(c.length as usize) as u64 =>
+                            {
+                                return Err(stored_err(
+                                    "the stored length is 0 or larger than zstd's bound for the chunk",
+                                ))
+                            }
+                            _ => {}
+                        }
                         if c.length == 0 || c.length > self.chunk_size {
                             return Err(size_err(format!(
                                 "chunk {index} has length {}, not 1..={}",
@@ -301,7 +353,7 @@ impl Manifest {
             if !seen.insert(r) {
                 return Err(ManifestError::HotDuplicate { path: r.path.clone(), index: r.index });
             }
-            total += chunk.length;
+            total += chunk.stored_len();
         }
         if total != self.hot.size {
             return Err(ManifestError::HotSize { stated: self.hot.size, actual: total });
@@ -326,7 +378,7 @@ impl Manifest {
             .collect()
     }
 
-    /// The chunks of the hot set with their offsets in the hot blob, in order.
+    /// The chunks of the hot set with their offsets in the hot blob (stored bytes), in order.
     pub fn hot_chunks(&self) -> Vec<(u64, &Chunk)> {
         let files = self.file_index();
         let mut offset = 0;
@@ -334,7 +386,7 @@ impl Manifest {
         for r in &self.hot.chunks {
             if let Some(c) = files.get(r.path.as_str()).and_then(|e| e.chunks.get(r.index)) {
                 out.push((offset, c));
-                offset += c.length;
+                offset += c.stored_len();
             }
         }
         out
@@ -348,7 +400,18 @@ impl Manifest {
             .and_then(|e| e.chunks.get(r.index))
     }
 
-    /// Total bytes of all files and of the distinct chunks (what a full fetch downloads).
+    /// Stored bytes of the distinct chunks (what fetching every chunk puts on the wire).
+    pub fn stored_bytes(&self) -> u64 {
+        let mut distinct = HashSet::new();
+        self.files
+            .iter()
+            .flat_map(|e| &e.chunks)
+            .filter(|c| distinct.insert(&c.sha256))
+            .map(Chunk::stored_len)
+            .sum()
+    }
+
+    /// Total bytes of all files and of the distinct chunks (uncompressed).
     pub fn total_bytes(&self) -> (u64, u64) {
         let mut distinct = HashSet::new();
         let mut files = 0;
@@ -378,6 +441,7 @@ mod tests {
             format: FORMAT.into(),
             version: VERSION,
             chunk_size: 4,
+            compression: Compression::None,
             files: vec![
                 Entry {
                     path: "bin".into(),
@@ -395,8 +459,8 @@ mod tests {
                     size: 6,
                     target: None,
                     chunks: vec![
-                        Chunk { offset: 0, length: 4, sha256: h('a') },
-                        Chunk { offset: 4, length: 2, sha256: h('b') },
+                        Chunk { offset: 0, length: 4, sha256: h('a'), stored: None },
+                        Chunk { offset: 4, length: 2, sha256: h('b'), stored: None },
                     ],
                     sha256: Some(h('c')),
                 },
@@ -494,6 +558,29 @@ mod tests {
         m.hot.chunks.push(m.hot.chunks[0].clone());
         m.hot.size = 4;
         assert!(matches!(reject(m), ManifestError::HotDuplicate { .. }));
+    }
+
+    #[test]
+    fn stored_lengths_must_match_the_compression() {
+        let mut m = good();
+        m.files[1].chunks[0].stored = Some(3);
+        assert!(matches!(reject(m), ManifestError::Stored { index: 0, .. }));
+        let mut m = good();
+        m.compression = Compression::Zstd;
+        assert!(matches!(reject(m), ManifestError::Stored { index: 0, .. }));
+        let mut m = good();
+        m.compression = Compression::Zstd;
+        m.files[1].chunks[0].stored = Some(9);
+        m.files[1].chunks[1].stored = Some(1000);
+        assert!(matches!(reject(m), ManifestError::Stored { index: 1, .. }));
+        // The hot set's size counts stored bytes.
+        let mut m = good();
+        m.compression = Compression::Zstd;
+        m.files[1].chunks[0].stored = Some(9);
+        m.files[1].chunks[1].stored = Some(11);
+        assert!(matches!(reject(m.clone()), ManifestError::HotSize { stated: 2, actual: 11 }));
+        m.hot.size = 11;
+        assert_eq!(Manifest::parse(&m.to_bytes()).unwrap(), m);
     }
 
     #[test]

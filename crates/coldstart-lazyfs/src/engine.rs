@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use coldstart_bundle::remote::{get_chunk, with_retries};
 use coldstart_bundle::{
-    verify_chunk, Chunk, ChunkCache, EntryKind, FetchError, HotList, Manifest, Remote, Sha256Hex,
+    decode_chunk, Chunk, ChunkCache, EntryKind, FetchError, HotList, Manifest, Remote, Sha256Hex,
     Touch,
 };
 use serde::Serialize;
@@ -369,7 +369,7 @@ impl Engine {
             // Another fetch may have stored it between our cache miss and now.
             let result = match self.cache.get(chunk) {
                 Some(data) => Ok(data),
-                None => get_chunk(self.remote.as_ref(), chunk),
+                None => get_chunk(self.remote.as_ref(), self.manifest.compression, chunk),
             };
             let result = result
                 .map(|data| {
@@ -420,7 +420,7 @@ impl Engine {
                 .iter()
                 .map(|c| {
                     let o = offset;
-                    offset += c.length;
+                    offset += c.stored_len();
                     (o, c.clone())
                 })
                 .collect();
@@ -472,9 +472,10 @@ impl Engine {
         })
     }
 
-    /// Reads `chunks[first..=last]` (each with its offset in `blob`, back to back) in one
-    /// request, handing each verified chunk to `done` as soon as its bytes have arrived; after
-    /// a failure, resumes with a Range from the first chunk not yet received.
+    /// Reads `chunks[first..=last]` (each with its offset in `blob`, stored back to back) in
+    /// one request, handing each decoded and verified chunk to `done` as soon as its bytes
+    /// have arrived; after a failure, resumes with a Range from the first chunk not yet
+    /// received.
     fn stream_chunks(
         &self,
         blob: &str,
@@ -483,7 +484,8 @@ impl Engine {
         last: usize,
         mut done: impl FnMut(&Chunk, &[u8]),
     ) -> Result<(), FetchError> {
-        let end = chunks[last].0 + chunks[last].1.length;
+        let end = chunks[last].0 + chunks[last].1.stored_len();
+        let compression = self.manifest.compression;
         let mut idx = first;
         let url = self.remote.describe(blob);
         with_retries(self.remote.options(), self.remote.stats(), &url, || {
@@ -495,14 +497,14 @@ impl Engine {
                     return false;
                 }
                 buf.extend_from_slice(bytes);
-                while idx <= last && buf.len() as u64 >= chunks[idx].1.length {
+                while idx <= last && buf.len() as u64 >= chunks[idx].1.stored_len() {
                     let c = &chunks[idx].1;
-                    let rest = buf.split_off(c.length as usize);
-                    if !verify_chunk(c, &buf) {
+                    let rest = buf.split_off(c.stored_len() as usize);
+                    let Some(data) = decode_chunk(compression, c, &buf) else {
                         corrupt = true;
                         return false;
-                    }
-                    done(c, &buf);
+                    };
+                    done(c, &data);
                     buf = rest;
                     idx += 1;
                 }
@@ -628,7 +630,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use coldstart_bundle::{pack, DirRemote, FetchOptions, PackOptions};
+    use coldstart_bundle::{pack, Compression, DirRemote, FetchOptions, PackOptions};
 
     struct Fixture {
         _dir: tempfile::TempDir,
@@ -638,6 +640,10 @@ mod tests {
     }
 
     fn fixture() -> Fixture {
+        fixture_with(Compression::None)
+    }
+
+    fn fixture_with(compression: Compression) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("src");
         std::fs::create_dir_all(src.join("lib")).unwrap();
@@ -653,7 +659,8 @@ mod tests {
             ..HotList::default()
         };
         let bundle = dir.path().join("bundle");
-        pack(&src, &hot, &PackOptions { chunk_size: 8192 }, &bundle).unwrap();
+        let opts = PackOptions { chunk_size: 8192, compression, level: 3 };
+        pack(&src, &hot, &opts, &bundle).unwrap();
         let cache = dir.path().join("cache");
         Fixture { bundle, cache, files: vec![("app".into(), a), ("lib/b".into(), b)], _dir: dir }
     }
@@ -679,7 +686,20 @@ mod tests {
     #[test]
     fn every_strategy_reads_the_right_bytes() {
         for s in Strategy::ALL {
-            let f = fixture();
+            every_strategy_case(s, Compression::None);
+        }
+    }
+
+    #[test]
+    fn every_strategy_reads_the_right_bytes_from_a_compressed_bundle() {
+        for s in Strategy::ALL {
+            every_strategy_case(s, Compression::Zstd);
+        }
+    }
+
+    fn every_strategy_case(s: Strategy, compression: Compression) {
+        {
+            let f = fixture_with(compression);
             let e = engine(&f, s);
             e.start().unwrap();
             for (path, data) in &f.files {
@@ -692,8 +712,18 @@ mod tests {
                 Strategy::Original => {
                     assert_eq!(r.misses, 0, "{s}: everything was fetched before start");
                     assert_eq!(r.requests, 2, "{s}: one request per file");
-                    let total: usize = f.files.iter().map(|(_, d)| d.len()).sum();
-                    assert_eq!(r.bytes_fetched, total as u64, "{s}: each file once, whole");
+                    let total: u64 = e
+                        .manifest()
+                        .files
+                        .iter()
+                        .flat_map(|x| &x.chunks)
+                        .map(Chunk::stored_len)
+                        .sum();
+                    assert_eq!(r.bytes_fetched, total, "{s}: each file once, whole");
+                    if compression == Compression::Zstd {
+                        let plain: usize = f.files.iter().map(|(_, d)| d.len()).sum();
+                        assert!(total < plain as u64 / 2, "{s}: compressed on the wire");
+                    }
                 }
                 Strategy::Paged => assert_eq!(r.cache_hits, 0, "{s}: nothing before start"),
                 Strategy::Reordered => {

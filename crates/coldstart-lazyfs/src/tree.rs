@@ -94,6 +94,7 @@ mod tests {
             format: FORMAT.into(),
             version: VERSION,
             chunk_size: 1,
+            compression: Default::default(),
             files: vec![
                 entry("a", EntryKind::Dir),
                 entry("a-b", EntryKind::File),
