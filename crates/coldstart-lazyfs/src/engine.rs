@@ -20,7 +20,8 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {
-    /// Fetch every file whole before the program starts (what downloading does).
+    /// Download each file whole before the program starts: one request per file, one at a
+    /// time, in manifest order (what downloading the program does).
     Original,
     /// Fetch each chunk on first use.
     Paged,
