@@ -1,29 +1,37 @@
 #!/bin/sh
 # Network start benchmark: every strategy of `coldstart run` on emulated links, with the hot set
-# profiled on the sample program's workload a and start-up measured on workload b.
+# profiled on one workload (a) and start-up measured on another (b).
 #
-#   bench/network.sh [-s small|medium|bench] [-f FUNCTIONS] [-l "LINK ..."] [-r RUNS] [-c CHUNK]
-#                            [-S "STRATEGY ..."] [-o DIR]
+#   bench/network.sh [-s small|medium|bench] [-f FUNCTIONS] [-p APPDIR -e EXE -A ARGS -B ARGS]
+#                    [-l "LINK[:RUNS] ..."] [-r RUNS] [-c CHUNK] [-a READAHEAD] [-S "STRATEGY ..."]
+#                    [-o DIR]
 #
-# Prints a Markdown table: start-up time (median of RUNS, each with an empty chunk cache),
-# bytes and requests fetched, the bound of Eq. 1 (bytes workload b reads / bandwidth + one
-# latency + local start-up time) and the change against the first strategy listed (`original`
-# by default). `original` fetches chunk by chunk, several in flight, so on fast links it pays
-# per-request latency that downloading each file in one request would not: compare with the
-# ideal download (total bytes / bandwidth + one latency) printed with each link.
+# The program is `coldstart sample` (size -s, functions -f; `--workload a` / `--workload b`),
+# reused from DIR/sample when DIR already holds one of the same size and functions, or a
+# ready directory -p APPDIR whose executable -e EXE (relative) runs workload a with the
+# arguments -A and workload b with -B. COLDSTART=path picks the coldstart binary (default:
+# target/release/coldstart, built if missing).
+#
+# Prints a Markdown table: start-up time (median of RUNS, each with an empty chunk cache; a
+# link may say its own run count as LINK:RUNS), bytes and requests fetched, the bound of Eq. 1
+# (bytes workload b reads / bandwidth + one latency + local start-up time) and the change
+# against the first strategy listed (`original` by default: each file downloaded whole, one
+# request per file, before the program starts). Each row also goes to DIR/results.tsv.
 set -eu
 
 size=small; functions=""; links="1mbit/100ms 3mbit/50ms"; runs=1; chunk=16k; out=""
+ra=128k; app=""; exe=sample; args_a="--workload a"; args_b="--workload b"
 strategies="original paged reordered-paged reordered stream"
-while getopts s:f:l:r:c:S:o: opt; do
+while getopts s:f:p:e:A:B:l:r:c:a:S:o: opt; do
     case $opt in
         s) size=$OPTARG ;; f) functions=$OPTARG ;; l) links=$OPTARG ;; r) runs=$OPTARG ;;
-        c) chunk=$OPTARG ;; S) strategies=$OPTARG ;; o) out=$OPTARG ;;
-        *) echo "usage: $0 [-s SIZE] [-f FUNCTIONS] [-l LINKS] [-r RUNS] [-c CHUNK] [-o DIR]" >&2; exit 2 ;;
+        p) app=$OPTARG ;; e) exe=$OPTARG ;; A) args_a=$OPTARG ;; B) args_b=$OPTARG ;;
+        c) chunk=$OPTARG ;; a) ra=$OPTARG ;; S) strategies=$OPTARG ;; o) out=$OPTARG ;;
+        *) echo "usage: $0 [-s SIZE] [-f FUNCTIONS] [-p APPDIR -e EXE -A ARGS -B ARGS] [-l LINKS] [-r RUNS] [-c CHUNK] [-a READAHEAD] [-S STRATEGIES] [-o DIR]" >&2; exit 2 ;;
     esac
 done
 root=$(cd "$(dirname "$0")/.." && pwd)
-cs=$root/target/release/coldstart
+cs=${COLDSTART:-$root/target/release/coldstart}
 [ -x "$cs" ] || cargo build --release -p coldstart --manifest-path "$root/Cargo.toml"
 [ -n "$out" ] || out=$(mktemp -d /tmp/coldstart-bench-network.XXXXXX)
 mkdir -p "$out"
@@ -31,19 +39,31 @@ server=""
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; true' EXIT INT TERM
 
 # The program, without its sources and objects.
-if [ -n "$functions" ]; then
-    "$cs" sample --size "$size" --functions "$functions" -o "$out/sample" >/dev/null
-else
-    "$cs" sample --size "$size" -o "$out/sample" >/dev/null
-fi
 rm -rf "$out/app" "$out/bundle0" "$out/bundle"
-mkdir "$out/app"
-(cd "$out/sample" && tar cf - --exclude=./src .) | (cd "$out/app" && tar xf -)
+if [ -n "$app" ]; then
+    cp -a "$app" "$out/app"
+    what="$app"
+else
+    key="$size ${functions:-preset}"
+    if [ ! -x "$out/sample/sample" ] || [ "$(cat "$out/sample.key" 2>/dev/null)" != "$key" ]; then
+        rm -f "$out/sample.key"
+        if [ -n "$functions" ]; then
+            "$cs" sample --size "$size" --functions "$functions" -o "$out/sample" >/dev/null
+        else
+            "$cs" sample --size "$size" -o "$out/sample" >/dev/null
+        fi
+        echo "$key" > "$out/sample.key"
+    fi
+    mkdir "$out/app"
+    (cd "$out/sample" && tar cf - --exclude=./src --exclude='*.o' .) | (cd "$out/app" && tar xf -)
+    what="sample: size $size${functions:+, $functions functions}"
+fi
 
 now() { date +%s.%N; }
 # Local start-up: median of 21 warm runs.
 for i in $(seq 21); do
-    t0=$(now); "$out/app/sample" --workload b >/dev/null; t1=$(now)
+    # shellcheck disable=SC2086
+    t0=$(now); "$out/app/$exe" $args_b >/dev/null; t1=$(now)
     echo "$t1 - $t0" | bc
 done | sort -n | sed -n 11p > "$out/local.txt"
 local_s=$(cat "$out/local.txt")
@@ -51,18 +71,24 @@ local_s=$(cat "$out/local.txt")
 "$cs" pack "$out/app" --chunk-size "$chunk" -o "$out/bundle0" >/dev/null
 for w in a b; do
     rm -rf "$out/cache-rec"
-    "$cs" run "$out/bundle0" --strategy paged --cache-dir "$out/cache-rec" --record "$out/hot-$w.json" \
-        -- '{root}/sample' --workload "$w" >/dev/null 2>&1
+    if [ $w = a ]; then wargs=$args_a; else wargs=$args_b; fi
+    # shellcheck disable=SC2086
+    "$cs" run "$out/bundle0" --readahead "$ra" --strategy paged --cache-dir "$out/cache-rec" --record "$out/hot-$w.json" \
+        -- "{root}/$exe" $wargs >/dev/null 2>&1
 done
 used=$(grep -o '"length": [0-9]*' "$out/hot-b.json" | awk '{s += $2} END {print s}')
 "$cs" pack "$out/app" --chunk-size "$chunk" --hot-list "$out/hot-a.json" -o "$out/bundle" >/dev/null
-total=$(du -sb "$out/app" | cut -f1)
+total=$(find "$out/app" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
 
-echo "sample: size $size${functions:+, $functions functions}; $total bytes; workload b reads $used bytes at start-up; local start-up ${local_s} s; chunk $chunk; $runs run(s) per cell"
+echo "$what; $total bytes; workload b reads $used bytes at start-up; local start-up ${local_s} s; chunk $chunk; read-ahead $ra; $runs run(s) per cell unless the link says LINK:RUNS"
 echo
 echo "| link | strategy | start-up (s) | bytes fetched | requests | Eq. 1 bound (s) | vs original |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
-for link in $links; do
+: > "$out/results.tsv"
+for spec in $links; do
+    link=${spec%%:*}
+    n=$runs
+    [ "$link" = "$spec" ] || n=${spec#*:}
     "$cs" serve "$out/bundle" --link "$link" > "$out/url.txt" 2>/dev/null &
     server=$!
     while [ ! -s "$out/url.txt" ]; do sleep 0.05; done
@@ -76,14 +102,15 @@ for link in $links; do
         gsub(/[a-z]/, "", v); print v * m }')
     bound=$(awk -v u="$used" -v b="$bps" -v l="$lat" -v s="$local_s" 'BEGIN { printf "%.2f", u * 8 / b + l + s }')
     ideal=$(awk -v t="$total" -v b="$bps" -v l="$lat" 'BEGIN { printf "%.2f", t * 8 / b + l }')
-    echo "| $link | (ideal download of all $total bytes) | $ideal | | | | |"
+    echo "| $link | (model of a download: all $total bytes / bandwidth + one latency) | $ideal | | | | |"
     original=""
     for s in $strategies; do
-        for i in $(seq "$runs"); do
+        for i in $(seq "$n"); do
             rm -rf "$out/cache"
             t0=$(now)
-            "$cs" run "$url" --strategy "$s" --json --cache-dir "$out/cache" \
-                -- '{root}/sample' --workload b > "$out/stdout.txt" 2> "$out/report.json"
+            # shellcheck disable=SC2086
+            "$cs" run "$url" --readahead "$ra" --strategy "$s" --json --cache-dir "$out/cache" \
+                -- "{root}/$exe" $args_b > "$out/stdout.txt" 2> "$out/report.json"
             t1=$(now)
             echo "$t1 - $t0" | bc
         done | sort -n > "$out/times.txt"
@@ -93,6 +120,8 @@ for link in $links; do
         requests=$(grep -o '"requests": [0-9]*' "$out/report.json" | awk '{print $2}')
         change=$(awk -v m="$median" -v o="$original" 'BEGIN { printf "%+.0f%%", (m / o - 1) * 100 }')
         echo "| $link | $s | $median | $bytes | $requests | $bound | $change |"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$link" "$s" "$median" "$bytes" "$requests" \
+            "$bound" "$n" "$used" "$total" >> "$out/results.tsv"
     done
     kill "$server"; wait "$server" 2>/dev/null || true; server=""; rm -f "$out/url.txt"
 done

@@ -6,6 +6,14 @@
 //! ```text
 //! BUNDLE/manifest.json            format, version, every file, its chunks, the hot set
 //! BUNDLE/blobs/sha256/ab/abcd...  one blob per distinct chunk, named by its SHA-256
+//! BUNDLE/blobs/files/ab/abcd...   one blob per distinct regular file, whole (for `original`)
+//! ```
+//!
+//! With `compression: zstd` each chunk is stored as one zstd frame (the hot and file blobs hold
+//! the frames back to back); chunks are still named and checked by the SHA-256 of their
+//! uncompressed bytes, so the local cache and deduplication do not depend on compression.
+//!
+//! ```text
 //! BUNDLE/blobs/hot                the hot set: the chunks start-up needs, contiguous, in first-touch order
 //! ```
 //!
@@ -40,9 +48,10 @@ pub mod remote;
 pub use cache::{CacheError, ChunkCache};
 pub use hotlist::{HotList, HotListError, Touch};
 pub use manifest::{
-    Chunk, ChunkRef, Entry, EntryKind, HotSet, Manifest, ManifestError, Sha256Hex, FORMAT, VERSION,
+    Chunk, ChunkRef, Compression, Entry, EntryKind, HotSet, Manifest, ManifestError, Sha256Hex,
+    FORMAT, VERSION,
 };
-pub use pack::{pack, PackError, PackOptions};
+pub use pack::{pack, PackError, PackOptions, DEFAULT_ZSTD_LEVEL};
 pub use profile::{
     hot_list_from_profiles, read_profiles, ProfileHotList, ProfileHotListError, ProfileMapping,
     RealFiles,
@@ -62,9 +71,29 @@ pub fn sha256_hex(data: &[u8]) -> Sha256Hex {
     Sha256Hex::new(s).expect("a digest is 64 hex digits")
 }
 
+/// The chunk's bytes from its stored form (a blob, or its piece of the hot or a file blob):
+/// decoded if the bundle is compressed (never to more than the chunk's length), then checked
+/// against its length and SHA-256. `None` if anything is wrong.
+pub fn decode_chunk(compression: Compression, chunk: &Chunk, stored: &[u8]) -> Option<Vec<u8>> {
+    if stored.len() as u64 != chunk.stored_len() {
+        return None;
+    }
+    let data = match compression {
+        Compression::None => stored.to_vec(),
+        Compression::Zstd => zstd::bulk::decompress(stored, chunk.length as usize).ok()?,
+    };
+    verify_chunk(chunk, &data).then_some(data)
+}
+
 /// Whether `data` is exactly the chunk `chunk` (length and SHA-256).
 pub fn verify_chunk(chunk: &Chunk, data: &[u8]) -> bool {
     data.len() as u64 == chunk.length && sha256_hex(data) == chunk.sha256
+}
+
+/// The path of a regular file's whole blob inside a bundle: `blobs/files/XX/HASH`, named by
+/// the SHA-256 of the file's content.
+pub fn file_blob_path(hash: &Sha256Hex) -> String {
+    format!("blobs/files/{}/{}", &hash.as_str()[..2], hash.as_str())
 }
 
 /// The path of a chunk's blob inside a bundle: `blobs/sha256/XX/HASH`.

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 /// The `format` name every manifest carries.
 pub const FORMAT: &str = "coldstart-bundle";
 /// The manifest version this build reads and writes.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// A SHA-256 digest as 64 lowercase hex digits.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -64,10 +64,24 @@ pub struct Manifest {
     pub version: u32,
     /// The chunk size the bundle was packed with (the last chunk of a file may be shorter).
     pub chunk_size: u64,
+    /// How every blob stores its chunks.
+    #[serde(default)]
+    pub compression: Compression,
     /// Every directory, regular file and symbolic link, sorted by path. The root is implied.
     pub files: Vec<Entry>,
     /// The hot set.
     pub hot: HotSet,
+}
+
+/// How a bundle's blobs store chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    /// A chunk's blob is its bytes.
+    #[default]
+    None,
+    /// A chunk's blob is one zstd frame of its bytes; `stored` is the frame's length.
+    Zstd,
 }
 
 /// What an entry is.
@@ -95,6 +109,10 @@ pub struct Entry {
     /// A file's chunks in offset order; they tile the file exactly.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub chunks: Vec<Chunk>,
+    /// A regular file's whole-content SHA-256: it names the file's whole blob
+    /// ([`crate::file_blob_path`]), which a client downloads in one request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<Sha256Hex>,
 }
 
 /// One chunk of a file.
@@ -102,7 +120,18 @@ pub struct Entry {
 pub struct Chunk {
     pub offset: u64,
     pub length: u64,
+    /// SHA-256 of the chunk's bytes (uncompressed): names its blob, checks it after decoding.
     pub sha256: Sha256Hex,
+    /// Bytes in the blob when the bundle is compressed (the zstd frame's length).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored: Option<u64>,
+}
+
+impl Chunk {
+    /// Bytes the chunk takes in a blob (and on the wire).
+    pub fn stored_len(&self) -> u64 {
+        self.stored.unwrap_or(self.length)
+    }
 }
 
 /// A reference to one chunk: the file's path and the chunk's index in its list.
@@ -153,6 +182,10 @@ pub enum ManifestError {
     HotRef { path: String, index: usize },
     #[error("the hot set lists `{path}` chunk {index} twice")]
     HotDuplicate { path: String, index: usize },
+    #[error("`{0}` is a regular file without the SHA-256 of its whole content")]
+    NoFileDigest(String),
+    #[error("`{path}`: chunk {index}: {detail}")]
+    Stored { path: String, index: usize, detail: String },
     #[error("the hot set's size is {stated} but its chunks add up to {actual}")]
     HotSize { stated: u64, actual: u64 },
 }
@@ -225,7 +258,11 @@ impl Manifest {
             let size_err = |detail: String| ManifestError::Size { path: e.path.clone(), detail };
             match e.kind {
                 EntryKind::Dir => {
-                    if e.size != 0 || !e.chunks.is_empty() || e.target.is_some() {
+                    if e.size != 0
+                        || !e.chunks.is_empty()
+                        || e.target.is_some()
+                        || e.sha256.is_some()
+                    {
                         return Err(size_err("a directory has size 0 and no chunks".into()));
                     }
                 }
@@ -242,6 +279,9 @@ impl Manifest {
                     }
                 }
                 EntryKind::File => {
+                    if e.sha256.is_none() {
+                        return Err(ManifestError::NoFileDigest(e.path.clone()));
+                    }
                     let mut end = 0u64;
                     for (index, c) in e.chunks.iter().enumerate() {
                         if c.offset < end {
@@ -256,6 +296,31 @@ impl Manifest {
                                 "gap before chunk {index}: it starts at {} but the chunks before end at {end}",
                                 c.offset
                             )));
+                        }
+                        let stored_err = |detail: &str| ManifestError::Stored {
+                            path: e.path.clone(),
+                            index,
+                            detail: detail.into(),
+                        };
+                        match (self.compression, c.stored) {
+                            (Compression::None, Some(_)) => {
+                                return Err(stored_err(
+                                    "a stored length in an uncompressed bundle",
+                                ))
+                            }
+                            (Compression::Zstd, None) => {
+                                return Err(stored_err(
+                                    "no stored length in a compressed bundle",
+                                ))
+                            }
+                            (Compression::Zstd, Some(n))
+                                if n == 0 || n > zstd::zstd_safe::compress_bound(c.length as usize) as u64 =>
+                            {
+                                return Err(stored_err(
+                                    "the stored length is 0 or larger than zstd's bound for the chunk",
+                                ))
+                            }
+                            _ => {}
                         }
                         if c.length == 0 || c.length > self.chunk_size {
                             return Err(size_err(format!(
@@ -288,7 +353,7 @@ impl Manifest {
             if !seen.insert(r) {
                 return Err(ManifestError::HotDuplicate { path: r.path.clone(), index: r.index });
             }
-            total += chunk.length;
+            total += chunk.stored_len();
         }
         if total != self.hot.size {
             return Err(ManifestError::HotSize { stated: self.hot.size, actual: total });
@@ -313,7 +378,7 @@ impl Manifest {
             .collect()
     }
 
-    /// The chunks of the hot set with their offsets in the hot blob, in order.
+    /// The chunks of the hot set with their offsets in the hot blob (stored bytes), in order.
     pub fn hot_chunks(&self) -> Vec<(u64, &Chunk)> {
         let files = self.file_index();
         let mut offset = 0;
@@ -321,7 +386,7 @@ impl Manifest {
         for r in &self.hot.chunks {
             if let Some(c) = files.get(r.path.as_str()).and_then(|e| e.chunks.get(r.index)) {
                 out.push((offset, c));
-                offset += c.length;
+                offset += c.stored_len();
             }
         }
         out
@@ -335,7 +400,18 @@ impl Manifest {
             .and_then(|e| e.chunks.get(r.index))
     }
 
-    /// Total bytes of all files and of the distinct chunks (what a full fetch downloads).
+    /// Stored bytes of the distinct chunks (what fetching every chunk puts on the wire).
+    pub fn stored_bytes(&self) -> u64 {
+        let mut distinct = HashSet::new();
+        self.files
+            .iter()
+            .flat_map(|e| &e.chunks)
+            .filter(|c| distinct.insert(&c.sha256))
+            .map(Chunk::stored_len)
+            .sum()
+    }
+
+    /// Total bytes of all files and of the distinct chunks (uncompressed).
     pub fn total_bytes(&self) -> (u64, u64) {
         let mut distinct = HashSet::new();
         let mut files = 0;
@@ -365,6 +441,7 @@ mod tests {
             format: FORMAT.into(),
             version: VERSION,
             chunk_size: 4,
+            compression: Compression::None,
             files: vec![
                 Entry {
                     path: "bin".into(),
@@ -373,6 +450,7 @@ mod tests {
                     size: 0,
                     target: None,
                     chunks: vec![],
+                    sha256: None,
                 },
                 Entry {
                     path: "bin/app".into(),
@@ -381,9 +459,10 @@ mod tests {
                     size: 6,
                     target: None,
                     chunks: vec![
-                        Chunk { offset: 0, length: 4, sha256: h('a') },
-                        Chunk { offset: 4, length: 2, sha256: h('b') },
+                        Chunk { offset: 0, length: 4, sha256: h('a'), stored: None },
+                        Chunk { offset: 4, length: 2, sha256: h('b'), stored: None },
                     ],
+                    sha256: Some(h('c')),
                 },
                 Entry {
                     path: "bin/link".into(),
@@ -392,6 +471,7 @@ mod tests {
                     size: 3,
                     target: Some("app".into()),
                     chunks: vec![],
+                    sha256: None,
                 },
             ],
             hot: HotSet {
@@ -448,11 +528,16 @@ mod tests {
 
     #[test]
     fn unknown_version_and_format_are_rejected_by_name() {
+        for v in [1, 3] {
+            let mut m = good();
+            m.version = v;
+            let err = reject(m);
+            assert!(matches!(err, ManifestError::Version(x) if x == v));
+            assert!(err.to_string().contains(&format!("version {v}")), "{err}");
+        }
         let mut m = good();
-        m.version = 2;
-        let err = reject(m);
-        assert!(matches!(err, ManifestError::Version(2)));
-        assert!(err.to_string().contains("version 2"));
+        m.files[1].sha256 = None;
+        assert!(matches!(reject(m), ManifestError::NoFileDigest(_)));
         let mut m = good();
         m.format = "tar".into();
         assert!(matches!(reject(m), ManifestError::Format(_)));
@@ -473,6 +558,29 @@ mod tests {
         m.hot.chunks.push(m.hot.chunks[0].clone());
         m.hot.size = 4;
         assert!(matches!(reject(m), ManifestError::HotDuplicate { .. }));
+    }
+
+    #[test]
+    fn stored_lengths_must_match_the_compression() {
+        let mut m = good();
+        m.files[1].chunks[0].stored = Some(3);
+        assert!(matches!(reject(m), ManifestError::Stored { index: 0, .. }));
+        let mut m = good();
+        m.compression = Compression::Zstd;
+        assert!(matches!(reject(m), ManifestError::Stored { index: 0, .. }));
+        let mut m = good();
+        m.compression = Compression::Zstd;
+        m.files[1].chunks[0].stored = Some(9);
+        m.files[1].chunks[1].stored = Some(1000);
+        assert!(matches!(reject(m), ManifestError::Stored { index: 1, .. }));
+        // The hot set's size counts stored bytes.
+        let mut m = good();
+        m.compression = Compression::Zstd;
+        m.files[1].chunks[0].stored = Some(9);
+        m.files[1].chunks[1].stored = Some(11);
+        assert!(matches!(reject(m.clone()), ManifestError::HotSize { stated: 2, actual: 11 }));
+        m.hot.size = 11;
+        assert_eq!(Manifest::parse(&m.to_bytes()).unwrap(), m);
     }
 
     #[test]

@@ -7,13 +7,15 @@
 
 use std::collections::HashSet;
 use std::fs;
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::hotlist::HotList;
-use crate::manifest::{Chunk, ChunkRef, Entry, EntryKind, HotSet, Manifest, FORMAT, VERSION};
-use crate::{blob_path, sha256_hex};
+use crate::manifest::{
+    Chunk, ChunkRef, Compression, Entry, EntryKind, HotSet, Manifest, Sha256Hex, FORMAT, VERSION,
+};
+use crate::{blob_path, file_blob_path, sha256_hex};
 
 /// The path of the hot blob inside a bundle.
 pub const HOT_BLOB: &str = "blobs/hot";
@@ -23,11 +25,22 @@ pub const HOT_BLOB: &str = "blobs/hot";
 pub struct PackOptions {
     /// Bytes per chunk (the last chunk of a file may be shorter).
     pub chunk_size: u64,
+    /// How blobs store chunks.
+    pub compression: Compression,
+    /// The zstd level (1 to 22) when compressing.
+    pub level: i32,
 }
+
+/// The zstd level `pack` uses unless told otherwise: packing is done once, fetching often.
+pub const DEFAULT_ZSTD_LEVEL: i32 = 19;
 
 impl Default for PackOptions {
     fn default() -> Self {
-        PackOptions { chunk_size: 64 * 1024 }
+        PackOptions {
+            chunk_size: 64 * 1024,
+            compression: Compression::None,
+            level: DEFAULT_ZSTD_LEVEL,
+        }
     }
 }
 
@@ -36,6 +49,10 @@ impl Default for PackOptions {
 pub enum PackError {
     #[error("chunk size must be at least 1 byte")]
     ChunkSize,
+    #[error("zstd level {0} is out of range: use 1 to 22")]
+    Level(i32),
+    #[error("{path}: zstd could not compress a chunk: {source}")]
+    Compress { path: PathBuf, source: io::Error },
     #[error("{0} already exists: remove it or choose another output")]
     Exists(PathBuf),
     #[error("{path}: {source}")]
@@ -66,6 +83,9 @@ pub fn pack(
 ) -> Result<Manifest, PackError> {
     if options.chunk_size == 0 {
         return Err(PackError::ChunkSize);
+    }
+    if options.compression == Compression::Zstd && !(1..=22).contains(&options.level) {
+        return Err(PackError::Level(options.level));
     }
     if out.symlink_metadata().is_ok() {
         return Err(PackError::Exists(out.to_path_buf()));
@@ -108,6 +128,7 @@ fn pack_into(
                 size: 0,
                 target: None,
                 chunks: vec![],
+                sha256: None,
             });
         } else if ft.is_symlink() {
             let target = fs::read_link(&abs).map_err(io_err(&abs))?;
@@ -122,9 +143,10 @@ fn pack_into(
                 size: target.len() as u64,
                 target: Some(target),
                 chunks: vec![],
+                sha256: None,
             });
         } else if ft.is_file() {
-            let chunks = chunk_file(&abs, options.chunk_size, tmp, &mut stored)?;
+            let (chunks, sha256) = chunk_file(&abs, options, tmp, &mut stored)?;
             let size = chunks.last().map_or(0, |c| c.offset + c.length);
             files.push(Entry {
                 path: rel,
@@ -133,6 +155,7 @@ fn pack_into(
                 size,
                 target: None,
                 chunks,
+                sha256: Some(sha256),
             });
         } else {
             return Err(PackError::Unsupported(abs));
@@ -142,6 +165,7 @@ fn pack_into(
         format: FORMAT.into(),
         version: VERSION,
         chunk_size: options.chunk_size,
+        compression: options.compression,
         files,
         hot: HotSet::default(),
     };
@@ -177,15 +201,31 @@ fn walk(
     Ok(())
 }
 
+/// Cuts one file into chunks, writes the blobs of chunks not yet stored and the file's whole
+/// blob (the stored form of its chunks back to back), and returns the chunks and the digest of
+/// the whole content.
 fn chunk_file(
     path: &Path,
-    chunk_size: u64,
+    options: &PackOptions,
     bundle: &Path,
     stored: &mut HashSet<String>,
-) -> Result<Vec<Chunk>, PackError> {
+) -> Result<(Vec<Chunk>, Sha256Hex), PackError> {
+    use sha2::{Digest, Sha256};
     let mut file = fs::File::open(path).map_err(io_err(path))?;
+    let files_dir = bundle.join("blobs/files");
+    fs::create_dir_all(&files_dir).map_err(io_err(&files_dir))?;
+    let whole_tmp = files_dir.join(format!(".whole.tmp-{}", unique()));
+    let mut whole = io::BufWriter::new(fs::File::create(&whole_tmp).map_err(io_err(&whole_tmp))?);
+    let mut hasher = Sha256::new();
     let mut chunks = Vec::new();
-    let mut buf = vec![0u8; chunk_size as usize];
+    let mut buf = vec![0u8; options.chunk_size as usize];
+    let mut compressor = match options.compression {
+        Compression::None => None,
+        Compression::Zstd => Some(
+            zstd::bulk::Compressor::new(options.level)
+                .map_err(|source| PackError::Compress { path: path.to_path_buf(), source })?,
+        ),
+    };
     let mut offset = 0u64;
     loop {
         let n = read_full(&mut file, &mut buf).map_err(io_err(path))?;
@@ -193,20 +233,45 @@ fn chunk_file(
             break;
         }
         let data = &buf[..n];
+        hasher.update(data);
         let sha256 = sha256_hex(data);
+        let packed;
+        let (stored_bytes, stored_len) = match compressor.as_mut() {
+            None => (data, None),
+            Some(z) => {
+                packed = z
+                    .compress(data)
+                    .map_err(|source| PackError::Compress { path: path.to_path_buf(), source })?;
+                (&packed[..], Some(packed.len() as u64))
+            }
+        };
+        whole.write_all(stored_bytes).map_err(io_err(&whole_tmp))?;
         if stored.insert(sha256.as_str().to_owned()) {
             let blob = bundle.join(blob_path(&sha256));
             let parent = blob.parent().expect("blob paths have a parent");
             fs::create_dir_all(parent).map_err(io_err(parent))?;
-            fs::write(&blob, data).map_err(io_err(&blob))?;
+            fs::write(&blob, stored_bytes).map_err(io_err(&blob))?;
         }
-        chunks.push(Chunk { offset, length: n as u64, sha256 });
+        chunks.push(Chunk { offset, length: n as u64, sha256, stored: stored_len });
         offset += n as u64;
         if n < buf.len() {
             break;
         }
     }
-    Ok(chunks)
+    whole.flush().map_err(io_err(&whole_tmp))?;
+    drop(whole);
+    let digest = hasher.finalize();
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let file_sha = Sha256Hex::new(hex).expect("a digest is 64 hex digits");
+    let dest = bundle.join(file_blob_path(&file_sha));
+    if dest.exists() {
+        fs::remove_file(&whole_tmp).map_err(io_err(&whole_tmp))?;
+    } else {
+        let parent = dest.parent().expect("blob paths have a parent");
+        fs::create_dir_all(parent).map_err(io_err(parent))?;
+        fs::rename(&whole_tmp, &dest).map_err(io_err(&dest))?;
+    }
+    Ok((chunks, file_sha))
 }
 
 fn read_full(file: &mut fs::File, buf: &mut [u8]) -> io::Result<usize> {
@@ -332,7 +397,7 @@ mod tests {
     fn packing_is_deterministic_and_stores_identical_chunks_once() {
         let src = tree();
         let out = tempfile::tempdir().unwrap();
-        let opts = PackOptions { chunk_size: 4096 };
+        let opts = PackOptions { chunk_size: 4096, ..PackOptions::default() };
         let m1 = pack(src.path(), &hot(), &opts, &out.path().join("a")).unwrap();
         let m2 = pack(src.path(), &hot(), &opts, &out.path().join("b")).unwrap();
         assert_eq!(m1, m2);
@@ -340,6 +405,13 @@ mod tests {
         // bin/app: 3 chunks; lib/zeros: 1 distinct; lib/copy: same as bin/app.
         let blobs = all_files(&out.path().join("a/blobs/sha256"));
         assert_eq!(blobs.len(), 4);
+        // Whole files: bin/app and lib/copy are one blob; lib/zeros, empty.
+        let whole = all_files(&out.path().join("a/blobs/files"));
+        assert_eq!(whole.len(), 3);
+        let app = m1.entry("bin/app").unwrap();
+        assert_eq!(app.sha256, m1.entry("lib/copy").unwrap().sha256);
+        let blob = out.path().join("a").join(file_blob_path(app.sha256.as_ref().unwrap()));
+        assert_eq!(fs::read(blob).unwrap(), fs::read(src.path().join("bin/app")).unwrap());
         let parsed =
             Manifest::parse(&fs::read(out.path().join("a/manifest.json")).unwrap()).unwrap();
         assert_eq!(parsed, m1);
@@ -354,7 +426,13 @@ mod tests {
         let src = tree();
         let out = tempfile::tempdir().unwrap();
         let b = out.path().join("b");
-        let m = pack(src.path(), &hot(), &PackOptions { chunk_size: 4096 }, &b).unwrap();
+        let m = pack(
+            src.path(),
+            &hot(),
+            &PackOptions { chunk_size: 4096, ..PackOptions::default() },
+            &b,
+        )
+        .unwrap();
         let refs: Vec<(&str, usize)> =
             m.hot.chunks.iter().map(|r| (r.path.as_str(), r.index)).collect();
         // The second zeros chunk has the same content as the first: not repeated.
@@ -366,6 +444,44 @@ mod tests {
         expect.extend(vec![0u8; 4096]);
         expect.extend(&app[..4096]);
         assert_eq!(blob, expect);
+    }
+
+    #[test]
+    fn a_compressed_bundle_stores_zstd_frames_that_decode_to_the_chunks() {
+        let src = tree();
+        let out = tempfile::tempdir().unwrap();
+        let b = out.path().join("z");
+        let opts = PackOptions { chunk_size: 4096, compression: Compression::Zstd, level: 3 };
+        let m = pack(src.path(), &hot(), &opts, &b).unwrap();
+        assert_eq!(m.compression, Compression::Zstd);
+        let zeros = &m.entry("lib/zeros").unwrap().chunks[0];
+        assert!(zeros.stored_len() < 100, "4 KiB of zeros compress: {zeros:?}");
+        let app = fs::read(src.path().join("bin/app")).unwrap();
+        let entry = m.entry("bin/app").unwrap();
+        let mut whole = Vec::new();
+        for c in &entry.chunks {
+            let stored = fs::read(b.join(blob_path(&c.sha256))).unwrap();
+            assert_eq!(stored.len() as u64, c.stored_len());
+            let data = crate::decode_chunk(m.compression, c, &stored).unwrap();
+            assert_eq!(data, app[c.offset as usize..(c.offset + c.length) as usize]);
+            whole.extend(stored);
+        }
+        // The file blob is the frames back to back: one zstd stream of the whole file.
+        let file_blob = fs::read(b.join(file_blob_path(entry.sha256.as_ref().unwrap()))).unwrap();
+        assert_eq!(file_blob, whole);
+        assert_eq!(zstd::decode_all(&file_blob[..]).unwrap(), app);
+        let hot_blob = fs::read(b.join(HOT_BLOB)).unwrap();
+        assert_eq!(hot_blob.len() as u64, m.hot.size);
+        // A damaged frame does not decode to the chunk.
+        let c = &entry.chunks[0];
+        let mut bad = fs::read(b.join(blob_path(&c.sha256))).unwrap();
+        let mid = bad.len() / 2;
+        bad[mid] ^= 0x40;
+        assert_eq!(crate::decode_chunk(m.compression, c, &bad), None);
+        assert!(matches!(
+            pack(src.path(), &hot(), &PackOptions { level: 0, ..opts }, &out.path().join("y")),
+            Err(PackError::Level(0))
+        ));
     }
 
     #[test]

@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-use crate::manifest::{Chunk, Manifest, ManifestError};
-use crate::{blob_path, verify_chunk};
+use crate::manifest::{Chunk, Compression, Manifest, ManifestError};
+use crate::{blob_path, decode_chunk};
 
 /// How to fetch.
 #[derive(Debug, Clone)]
@@ -162,20 +162,22 @@ pub fn get_manifest(remote: &dyn Remote) -> Result<Manifest, FetchError> {
 }
 
 /// Fetches one chunk's blob, accepting only bytes that match its SHA-256.
-pub fn get_chunk(remote: &dyn Remote, chunk: &Chunk) -> Result<Vec<u8>, FetchError> {
+/// The bytes are decoded first if the bundle is compressed.
+pub fn get_chunk(
+    remote: &dyn Remote,
+    compression: Compression,
+    chunk: &Chunk,
+) -> Result<Vec<u8>, FetchError> {
     let path = blob_path(&chunk.sha256);
     let url = remote.describe(&path);
     with_retries(remote.options(), remote.stats(), &url, || {
-        let mut body = Vec::with_capacity(chunk.length as usize);
+        let mut body = Vec::with_capacity(chunk.stored_len() as usize);
         remote.fetch(&path, None, &mut |b| {
             body.extend_from_slice(b);
             true
         })?;
-        if verify_chunk(chunk, &body) {
-            Ok(body)
-        } else {
-            Err(FetchError::Corrupt { url: url.clone() })
-        }
+        decode_chunk(compression, chunk, &body)
+            .ok_or_else(|| FetchError::Corrupt { url: url.clone() })
     })
 }
 
@@ -589,8 +591,8 @@ mod tests {
         let opts =
             FetchOptions { retries: 1, backoff: Duration::from_millis(1), ..Default::default() };
         let r = HttpRemote::new(&url, opts).unwrap();
-        let chunk = Chunk { offset: 0, length: 3, sha256: crate::sha256_hex(b"abc") };
-        let err = get_chunk(&r, &chunk).unwrap_err();
+        let chunk = Chunk { offset: 0, length: 3, sha256: crate::sha256_hex(b"abc"), stored: None };
+        let err = get_chunk(&r, Compression::None, &chunk).unwrap_err();
         assert!(matches!(err, FetchError::GaveUp { attempts: 2, .. }), "{err}");
         assert!(err.to_string().contains("SHA-256"), "{err}");
     }

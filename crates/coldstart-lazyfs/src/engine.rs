@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use coldstart_bundle::remote::{get_chunk, with_retries};
 use coldstart_bundle::{
-    verify_chunk, Chunk, ChunkCache, EntryKind, FetchError, HotList, Manifest, Remote, Sha256Hex,
+    decode_chunk, Chunk, ChunkCache, EntryKind, FetchError, HotList, Manifest, Remote, Sha256Hex,
     Touch,
 };
 use serde::Serialize;
@@ -20,7 +20,8 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {
-    /// Fetch every file whole before the program starts (what downloading does).
+    /// Download each file whole before the program starts: one request per file, one at a
+    /// time, in manifest order (what downloading the program does).
     Original,
     /// Fetch each chunk on first use.
     Paged,
@@ -369,7 +370,7 @@ impl Engine {
             // Another fetch may have stored it between our cache miss and now.
             let result = match self.cache.get(chunk) {
                 Some(data) => Ok(data),
-                None => get_chunk(self.remote.as_ref(), chunk),
+                None => get_chunk(self.remote.as_ref(), self.manifest.compression, chunk),
             };
             let result = result
                 .map(|data| {
@@ -401,39 +402,36 @@ impl Engine {
         }
     }
 
-    /// `original`: every distinct chunk, several requests in flight.
+    /// `original`: what downloading the program does. Each regular file whole, one request
+    /// per distinct file, one request at a time, in manifest order (sorted by path); every
+    /// chunk is still verified as it arrives. A file whose chunks are all cached is skipped.
     fn fetch_all(&self) -> Result<(), EngineError> {
         let mut seen = HashSet::new();
-        let todo: Vec<&Chunk> = self
-            .manifest
-            .files
-            .iter()
-            .filter(|e| e.kind == EntryKind::File)
-            .flat_map(|e| &e.chunks)
-            .filter(|c| seen.insert(&c.sha256) && !self.cache.contains(&c.sha256))
-            .collect();
-        let next = AtomicUsize::new(0);
-        let failure = Mutex::new(None);
-        std::thread::scope(|s| {
-            for _ in 0..self.remote.options().connections.max(1) {
-                s.spawn(|| loop {
-                    if failure.lock().unwrap().is_some() {
-                        return;
-                    }
-                    let Some(c) = todo.get(next.fetch_add(1, Ordering::SeqCst)) else { return };
-                    match get_chunk(self.remote.as_ref(), c) {
-                        Ok(data) => {
-                            let _ = self.cache.put(&c.sha256, &data);
-                        }
-                        Err(e) => *failure.lock().unwrap() = Some(e.to_string()),
-                    }
-                });
+        for e in self.manifest.files.iter().filter(|e| e.kind == EntryKind::File) {
+            let Some(sha) = &e.sha256 else { continue };
+            if e.chunks.is_empty() || !seen.insert(sha) {
+                continue;
             }
-        });
-        match failure.into_inner().unwrap() {
-            Some(e) => Err(EngineError::Fetch(e)),
-            None => Ok(()),
+            if e.chunks.iter().all(|c| self.cache.contains(&c.sha256)) {
+                continue;
+            }
+            let mut offset = 0;
+            let pieces: Vec<(u64, Chunk)> = e
+                .chunks
+                .iter()
+                .map(|c| {
+                    let o = offset;
+                    offset += c.stored_len();
+                    (o, c.clone())
+                })
+                .collect();
+            let blob = coldstart_bundle::file_blob_path(sha);
+            self.stream_chunks(&blob, &pieces, 0, pieces.len() - 1, |c, data| {
+                let _ = self.cache.put(&c.sha256, data);
+            })
+            .map_err(|err| EngineError::Fetch(format!("{}: {err}", e.path)))?;
         }
+        Ok(())
     }
 
     /// The hot chunks with their offsets in the hot blob, and the first and last index not
@@ -465,33 +463,49 @@ impl Engine {
     }
 
     fn load_hot_inner(&self, plan: HotPlan) -> Result<(), FetchError> {
-        let hot = &self.manifest.hot;
         let HotPlan { chunks, first, last } = plan;
-        let end = chunks[last].0 + chunks[last].1.length;
+        self.stream_chunks(&self.manifest.hot.blob, &chunks, first, last, |c, data| {
+            let _ = self.cache.put(&c.sha256, data);
+            self.counters.hot_chunks.fetch_add(1, Ordering::Relaxed);
+            let mut state = self.hot.lock().unwrap();
+            state.pending.remove(&c.sha256);
+            self.hot_cv.notify_all();
+        })
+    }
+
+    /// Reads `chunks[first..=last]` (each with its offset in `blob`, stored back to back) in
+    /// one request, handing each decoded and verified chunk to `done` as soon as its bytes
+    /// have arrived; after a failure, resumes with a Range from the first chunk not yet
+    /// received.
+    fn stream_chunks(
+        &self,
+        blob: &str,
+        chunks: &[(u64, Chunk)],
+        first: usize,
+        last: usize,
+        mut done: impl FnMut(&Chunk, &[u8]),
+    ) -> Result<(), FetchError> {
+        let end = chunks[last].0 + chunks[last].1.stored_len();
+        let compression = self.manifest.compression;
         let mut idx = first;
-        let url = self.remote.describe(&hot.blob);
+        let url = self.remote.describe(blob);
         with_retries(self.remote.options(), self.remote.stats(), &url, || {
             let mut buf: Vec<u8> = Vec::new();
             let mut corrupt = false;
             let start = chunks[idx].0;
-            let result = self.remote.fetch(&hot.blob, Some((start, end)), &mut |bytes| {
+            let result = self.remote.fetch(blob, Some((start, end)), &mut |bytes| {
                 if self.stop.load(Ordering::Relaxed) {
                     return false;
                 }
                 buf.extend_from_slice(bytes);
-                while idx <= last && buf.len() as u64 >= chunks[idx].1.length {
+                while idx <= last && buf.len() as u64 >= chunks[idx].1.stored_len() {
                     let c = &chunks[idx].1;
-                    let rest = buf.split_off(c.length as usize);
-                    if !verify_chunk(c, &buf) {
+                    let rest = buf.split_off(c.stored_len() as usize);
+                    let Some(data) = decode_chunk(compression, c, &buf) else {
                         corrupt = true;
                         return false;
-                    }
-                    let _ = self.cache.put(&c.sha256, &buf);
-                    self.counters.hot_chunks.fetch_add(1, Ordering::Relaxed);
-                    let mut state = self.hot.lock().unwrap();
-                    state.pending.remove(&c.sha256);
-                    self.hot_cv.notify_all();
-                    drop(state);
+                    };
+                    done(c, &data);
                     buf = rest;
                     idx += 1;
                 }
@@ -617,7 +631,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use coldstart_bundle::{pack, DirRemote, FetchOptions, PackOptions};
+    use coldstart_bundle::{pack, Compression, DirRemote, FetchOptions, PackOptions};
 
     struct Fixture {
         _dir: tempfile::TempDir,
@@ -627,6 +641,10 @@ mod tests {
     }
 
     fn fixture() -> Fixture {
+        fixture_with(Compression::None)
+    }
+
+    fn fixture_with(compression: Compression) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("src");
         std::fs::create_dir_all(src.join("lib")).unwrap();
@@ -642,7 +660,8 @@ mod tests {
             ..HotList::default()
         };
         let bundle = dir.path().join("bundle");
-        pack(&src, &hot, &PackOptions { chunk_size: 8192 }, &bundle).unwrap();
+        let opts = PackOptions { chunk_size: 8192, compression, level: 3 };
+        pack(&src, &hot, &opts, &bundle).unwrap();
         let cache = dir.path().join("cache");
         Fixture { bundle, cache, files: vec![("app".into(), a), ("lib/b".into(), b)], _dir: dir }
     }
@@ -668,7 +687,20 @@ mod tests {
     #[test]
     fn every_strategy_reads_the_right_bytes() {
         for s in Strategy::ALL {
-            let f = fixture();
+            every_strategy_case(s, Compression::None);
+        }
+    }
+
+    #[test]
+    fn every_strategy_reads_the_right_bytes_from_a_compressed_bundle() {
+        for s in Strategy::ALL {
+            every_strategy_case(s, Compression::Zstd);
+        }
+    }
+
+    fn every_strategy_case(s: Strategy, compression: Compression) {
+        {
+            let f = fixture_with(compression);
             let e = engine(&f, s);
             e.start().unwrap();
             for (path, data) in &f.files {
@@ -679,7 +711,20 @@ mod tests {
             assert_eq!(r.errors, 0);
             match s {
                 Strategy::Original => {
-                    assert_eq!(r.misses, 0, "{s}: everything was fetched before start")
+                    assert_eq!(r.misses, 0, "{s}: everything was fetched before start");
+                    assert_eq!(r.requests, 2, "{s}: one request per file");
+                    let total: u64 = e
+                        .manifest()
+                        .files
+                        .iter()
+                        .flat_map(|x| &x.chunks)
+                        .map(Chunk::stored_len)
+                        .sum();
+                    assert_eq!(r.bytes_fetched, total, "{s}: each file once, whole");
+                    if compression == Compression::Zstd {
+                        let plain: usize = f.files.iter().map(|(_, d)| d.len()).sum();
+                        assert!(total < plain as u64 / 2, "{s}: compressed on the wire");
+                    }
                 }
                 Strategy::Paged => assert_eq!(r.cache_hits, 0, "{s}: nothing before start"),
                 Strategy::Reordered => {
@@ -719,6 +764,27 @@ mod tests {
         let err = e.read_chunk(0, 1).unwrap_err();
         assert!(err.to_string().contains("SHA-256"), "{err}");
         assert_eq!(e.report().errors, 1);
+    }
+
+    #[test]
+    fn original_refuses_a_corrupt_whole_file_and_skips_cached_files() {
+        let f = fixture();
+        let e = engine(&f, Strategy::Original);
+        let sha = e.manifest().files[2].sha256.clone().unwrap();
+        let blob = f.bundle.join(coldstart_bundle::file_blob_path(&sha));
+        let good = std::fs::read(&blob).unwrap();
+        let mut bad = good.clone();
+        bad[20_000] ^= 1;
+        std::fs::write(&blob, bad).unwrap();
+        let err = e.start().unwrap_err();
+        assert!(err.to_string().contains("lib/b"), "{err}");
+        assert!(err.to_string().contains("SHA-256"), "{err}");
+        std::fs::write(&blob, good).unwrap();
+        // `app` is cached now: only lib/b is fetched again.
+        let again = engine(&f, Strategy::Original);
+        again.start().unwrap();
+        assert_eq!(again.report().requests, 1);
+        assert_eq!(read_all(&again, "lib/b").unwrap(), f.files[1].1);
     }
 
     #[test]

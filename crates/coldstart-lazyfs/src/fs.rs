@@ -30,10 +30,11 @@ pub(crate) struct LazyFs {
     uid: u32,
     gid: u32,
     jobs: Option<mpsc::Sender<Job>>,
+    readahead: u32,
 }
 
 impl LazyFs {
-    pub(crate) fn new(engine: Arc<Engine>) -> LazyFs {
+    pub(crate) fn new(engine: Arc<Engine>, readahead: u32) -> LazyFs {
         let tree = Arc::new(Tree::new(engine.manifest()));
         let (tx, rx) = mpsc::channel::<Job>();
         let rx = Arc::new(Mutex::new(rx));
@@ -52,7 +53,7 @@ impl LazyFs {
         }
         // SAFETY: getuid and getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        LazyFs { engine, tree, uid, gid, jobs: Some(tx) }
+        LazyFs { engine, tree, uid, gid, jobs: Some(tx), readahead }
     }
 
     fn attr(&self, ino: Ino) -> Option<FileAttr> {
@@ -99,7 +100,7 @@ impl Drop for LazyFs {
 
 impl Filesystem for LazyFs {
     fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
-        let _ = config.set_max_readahead(128 * 1024);
+        let _ = config.set_max_readahead(self.readahead);
         Ok(())
     }
 

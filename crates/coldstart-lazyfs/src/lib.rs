@@ -23,4 +23,4 @@ mod mount;
 mod tree;
 
 pub use engine::{Engine, EngineError, EngineOptions, Report, Strategy, StrategyParseError};
-pub use mount::{is_mount_point, mount, Mount, MountError, MountOptions};
+pub use mount::{is_mount_point, mount, Mount, MountError, MountOptions, DEFAULT_READAHEAD};

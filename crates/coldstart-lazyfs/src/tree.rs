@@ -77,7 +77,15 @@ mod tests {
     use coldstart_bundle::{Entry, HotSet, FORMAT, VERSION};
 
     fn entry(path: &str, kind: EntryKind) -> Entry {
-        Entry { path: path.into(), kind, mode: 0o755, size: 0, target: None, chunks: vec![] }
+        Entry {
+            path: path.into(),
+            kind,
+            mode: 0o755,
+            size: 0,
+            target: None,
+            chunks: vec![],
+            sha256: None,
+        }
     }
 
     #[test]
@@ -86,6 +94,7 @@ mod tests {
             format: FORMAT.into(),
             version: VERSION,
             chunk_size: 1,
+            compression: Default::default(),
             files: vec![
                 entry("a", EntryKind::Dir),
                 entry("a-b", EntryKind::File),

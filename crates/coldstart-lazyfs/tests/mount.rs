@@ -56,7 +56,13 @@ fn fixture() -> Fixture {
         ],
         ..HotList::default()
     };
-    pack(&src, &hot, &PackOptions { chunk_size: 16 * 1024 }, &dir.path().join("bundle")).unwrap();
+    pack(
+        &src,
+        &hot,
+        &PackOptions { chunk_size: 16 * 1024, ..PackOptions::default() },
+        &dir.path().join("bundle"),
+    )
+    .unwrap();
     Fixture { dir, files: vec![("lib/big.so.1", big), ("run.sh", small), ("lib/big.so", vec![])] }
 }
 

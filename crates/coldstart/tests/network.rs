@@ -309,6 +309,93 @@ fn a_corrupt_blob_fails_the_program_with_eio_and_says_so() {
     assert!(stderr.contains("failed"), "the failure is reported: {stderr}");
 }
 
+/// `coldstart pack --compress zstd` of the program, with the hot set of one recorded start.
+fn pack_compressed(root: &Path) -> PathBuf {
+    let first = pack(root, "bundle0", None);
+    let record = root.join("hot-z.json");
+    let out = run_remote(
+        &first.display().to_string(),
+        "paged",
+        &root.join("cache-rec-z"),
+        &["--record", record.to_str().unwrap()],
+    );
+    check(&out);
+    let bundle = root.join("bundle-z");
+    let out = coldstart()
+        .arg("pack")
+        .arg(root.join("app"))
+        .args(["--chunk-size", "16k", "--compress", "zstd", "--hot-list"])
+        .arg(&record)
+        .arg("-o")
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    assert!(check(&out).contains("stored with zstd"));
+    bundle
+}
+
+#[test]
+fn a_compressed_bundle_gives_identical_bytes_with_every_strategy() {
+    let d = tempfile::tempdir().unwrap();
+    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    build_program(d.path());
+    let local = run_local(d.path());
+    let bundle = pack_compressed(d.path());
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["compression"], "zstd");
+    let (_server, url) = serve(&bundle, &[]);
+    for s in STRATEGIES {
+        let cache = d.path().join(format!("cache-{s}"));
+        let out = run_remote(&url, s, &cache, &[]);
+        assert_eq!(check(&out), local, "{s}");
+        // Every file, byte for byte, against the original.
+        for f in ["bin/hello", "lib/libgreet.so.1", "share/data.bin"] {
+            let out = coldstart()
+                .args(["run", &url, "--strategy", s, "--cache-dir"])
+                .arg(&cache)
+                .args(["--", "cmp", &format!("{{root}}/{f}")])
+                .arg(d.path().join("app").join(f))
+                .output()
+                .unwrap();
+            check(&out);
+        }
+    }
+}
+
+#[test]
+fn a_corrupt_compressed_chunk_fails_the_program_with_eio() {
+    let d = tempfile::tempdir().unwrap();
+    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    build_program(d.path());
+    let bundle = pack_compressed(d.path());
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
+    let file = manifest["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "share/data.bin")
+        .unwrap();
+    // The last chunk: outside the hot set of a start that only maps the program.
+    let chunk = file["chunks"].as_array().unwrap().last().unwrap();
+    let hash = chunk["sha256"].as_str().unwrap();
+    assert!(chunk["stored"].as_u64().unwrap() > 0);
+    let blob = bundle.join(format!("blobs/sha256/{}/{hash}", &hash[..2]));
+    let mut bytes = std::fs::read(&blob).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x55;
+    std::fs::write(&blob, bytes).unwrap();
+    let (_server, url) = serve(&bundle, &[]);
+    let out = run_remote(&url, "paged", &d.path().join("cache"), &["--retries", "1"]);
+    assert_eq!(out.status.code(), Some(1), "the program fails");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("checksum"), "no checksum of wrong bytes: {stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Input/output error"), "the program saw EIO: {stderr}");
+    assert!(stderr.contains("reads failed with EIO"), "{stderr}");
+}
+
 #[test]
 fn a_server_killed_mid_start_gives_eio_within_the_bound() {
     let d = tempfile::tempdir().unwrap();
@@ -348,7 +435,7 @@ fn a_malformed_manifest_is_rejected_before_mounting() {
     for (what, bad) in [
         ("dot-dot", good.replacen("\"bin/hello\"", "\"bin/../../hello\"", 1)),
         ("absolute", good.replacen("\"bin/hello\"", "\"/bin/hello\"", 1)),
-        ("version", good.replacen("\"version\": 1", "\"version\": 9", 1)),
+        ("version", good.replacen("\"version\": 2", "\"version\": 9", 1)),
         ("size", good.replacen("\"size\": 400000", "\"size\": 400001", 1)),
         ("overlap", good.replacen("\"offset\": 16384", "\"offset\": 16000", 1)),
     ] {

@@ -38,9 +38,24 @@ pub struct Common {
     /// Requests in flight at most.
     #[arg(long, default_value_t = 4)]
     pub connections: usize,
+    /// The kernel's read-ahead and page-fault read-around, in bytes (k or m suffix): how much
+    /// past a read the kernel asks for. Smaller keeps a page fault from fetching neighbouring
+    /// chunks the program never touches; larger helps sequential reads.
+    #[arg(long, default_value = "128k", value_parser = parse_readahead)]
+    pub readahead: u32,
     /// Print the statistics as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A read-ahead: a size of 4 KiB to 1 MiB.
+fn parse_readahead(s: &str) -> Result<u32, String> {
+    let v = crate::cmd::pack::parse_size(s)?;
+    if (4096..=1 << 20).contains(&v) {
+        Ok(v as u32)
+    } else {
+        Err(format!("`{s}`: a read-ahead is between 4k and 1m"))
+    }
 }
 
 impl Common {
@@ -54,6 +69,7 @@ impl Common {
         };
         let mut o = MountOptions::new(self.strategy, cache);
         o.record = self.record.clone();
+        o.readahead = self.readahead;
         o.fetch.retries = self.retries;
         o.fetch.connections = self.connections.max(1);
         o.fetch.connect_timeout = Duration::from_secs_f64(self.timeout);

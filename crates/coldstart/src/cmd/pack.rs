@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use coldstart_bundle::{
-    hot_list_from_profiles, pack, read_profiles, HotList, PackOptions, ProfileMapping, RealFiles,
+    hot_list_from_profiles, pack, read_profiles, Compression, HotList, PackOptions, ProfileMapping,
+    RealFiles, DEFAULT_ZSTD_LEVEL,
 };
 
 #[derive(Debug, clap::Args)]
@@ -28,9 +29,25 @@ pub struct Args {
     /// Bytes per chunk: a number with an optional k or m suffix (KiB, MiB).
     #[arg(long, default_value = "64k", value_parser = parse_size)]
     pub chunk_size: u64,
+    /// Compress each chunk: `zstd` (one zstd frame per chunk; mount and run decode it) or
+    /// `none`.
+    #[arg(long, default_value = "none", value_parser = parse_compression)]
+    pub compress: Compression,
+    /// The zstd level with --compress zstd: 1 (fast) to 22 (smallest).
+    #[arg(long, default_value_t = DEFAULT_ZSTD_LEVEL, value_parser = clap::value_parser!(i32).range(1..=22))]
+    pub compress_level: i32,
     /// The bundle directory to write (must not exist yet).
     #[arg(short, long, value_name = "BUNDLE")]
     pub output: PathBuf,
+}
+
+/// Parses `none` or `zstd`.
+fn parse_compression(s: &str) -> Result<Compression, String> {
+    match s {
+        "none" => Ok(Compression::None),
+        "zstd" => Ok(Compression::Zstd),
+        _ => Err(format!("`{s}`: use zstd or none")),
+    }
 }
 
 /// Parses `65536`, `64k`, `1m`.
@@ -60,15 +77,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None if !args.profile.is_empty() => hot_list_from(&args)?,
         None => HotList::default(),
     };
-    let manifest =
-        pack(&args.dir, &hot, &PackOptions { chunk_size: args.chunk_size }, &args.output)
-            .with_context(|| {
-                format!("cannot pack {} into {}", args.dir.display(), args.output.display())
-            })?;
+    let options = PackOptions {
+        chunk_size: args.chunk_size,
+        compression: args.compress,
+        level: args.compress_level,
+    };
+    let manifest = pack(&args.dir, &hot, &options, &args.output).with_context(|| {
+        format!("cannot pack {} into {}", args.dir.display(), args.output.display())
+    })?;
     let (bytes, distinct) = manifest.total_bytes();
+    let stored = match manifest.compression {
+        Compression::None => String::new(),
+        Compression::Zstd => format!(", {} stored with zstd", manifest.stored_bytes()),
+    };
     let chunks: usize = manifest.files.iter().map(|e| e.chunks.len()).sum();
     println!(
-        "packed {} entries ({bytes} bytes, {distinct} distinct) into {}: {chunks} chunks of up to {} bytes, hot set {} bytes in {} chunks",
+        "packed {} entries ({bytes} bytes, {distinct} distinct{stored}) into {}: {chunks} chunks of up to {} bytes, hot set {} bytes in {} chunks",
         manifest.files.len(),
         args.output.display(),
         manifest.chunk_size,
