@@ -132,6 +132,9 @@ pub struct Report {
     /// The last error of background work, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub background_error: Option<String>,
+    /// What `--strategy auto` predicted and chose.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto: Option<crate::model::Choice>,
 }
 
 /// How long no miss must have been waiting before background work starts a fetch.
@@ -613,6 +616,7 @@ impl Engine {
             hot_chunks: self.counters.hot_chunks.load(Ordering::Relaxed),
             background_chunks: self.counters.background_chunks.load(Ordering::Relaxed),
             background_error: self.counters.background_error.lock().unwrap().clone(),
+            auto: None,
             last_error: self.counters.last_error.lock().unwrap().clone(),
         }
     }

@@ -19,8 +19,11 @@
 
 mod engine;
 mod fs;
+pub mod model;
 mod mount;
 mod tree;
 
 pub use engine::{Engine, EngineError, EngineOptions, Report, Strategy, StrategyParseError};
-pub use mount::{is_mount_point, mount, Mount, MountError, MountOptions, DEFAULT_READAHEAD};
+pub use mount::{
+    choose, is_mount_point, mount, AutoOptions, Mount, MountError, MountOptions, DEFAULT_READAHEAD,
+};

@@ -13,6 +13,7 @@ use fuser::{MountOption, Session, SessionUnmounter};
 
 use crate::engine::{Engine, EngineError, EngineOptions, Report, Strategy};
 use crate::fs::LazyFs;
+use crate::model::{self, Choice, LinkEstimate, Params, Shape};
 
 /// How to mount.
 #[derive(Debug, Clone)]
@@ -29,6 +30,17 @@ pub struct MountOptions {
     /// asks for more. Larger helps sequential reads of cached data; smaller keeps a page
     /// fault from fetching neighbouring chunks the program never touches.
     pub readahead: u32,
+    /// Choose the strategy with the model ([`crate::model`]) instead of `strategy`.
+    pub auto: Option<AutoOptions>,
+}
+
+/// What `--strategy auto` is told.
+#[derive(Debug, Clone, Default)]
+pub struct AutoOptions {
+    /// The link, given instead of measured.
+    pub link: Option<LinkEstimate>,
+    /// The program's start-up time with every byte local, if known.
+    pub local: Option<Duration>,
 }
 
 /// The default of [`MountOptions::readahead`]: 128 KiB, the kernel's own default.
@@ -43,6 +55,7 @@ impl MountOptions {
             fetch: FetchOptions::default(),
             read_timeout: EngineOptions::default().read_timeout,
             readahead: DEFAULT_READAHEAD,
+            auto: None,
         }
     }
 }
@@ -70,6 +83,8 @@ pub enum MountError {
     Unmount(PathBuf),
     #[error(transparent)]
     Record(#[from] HotListError),
+    #[error("cannot measure the link for --strategy auto: {0}; give it with --link-hint BW/LAT")]
+    Probe(#[source] FetchError),
 }
 
 /// A mounted bundle. Dropping it unmounts.
@@ -80,6 +95,7 @@ pub struct Mount {
     unmounter: Option<SessionUnmounter>,
     session: Option<JoinHandle<std::io::Result<()>>>,
     watchdog: Option<Watchdog>,
+    choice: Option<Choice>,
 }
 
 /// Unmounts the mount when the mounting process dies without unmounting it (`kill -9`).
@@ -209,17 +225,32 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
     check_mountpoint(mountpoint)?;
     let remote: Arc<dyn coldstart_bundle::Remote> =
         Arc::from(open(url, opts.fetch.clone()).map_err(MountError::Manifest)?);
+    let t = Instant::now();
+    let before = remote.stats().bytes.load(std::sync::atomic::Ordering::Relaxed);
     let manifest = get_manifest(remote.as_ref()).map_err(MountError::Manifest)?;
+    let manifest_fetch = (
+        remote.stats().bytes.load(std::sync::atomic::Ordering::Relaxed) - before,
+        t.elapsed(),
+    );
     let cache = ChunkCache::open(&opts.cache_dir)?;
+    let mut strategy = opts.strategy;
+    let choice = match &opts.auto {
+        Some(auto) => {
+            let c = choose(remote.as_ref(), &manifest, &cache, Some(manifest_fetch), auto, &opts)?;
+            strategy = c.chosen;
+            Some(c)
+        }
+        None => None,
+    };
     let engine = Engine::new(
         manifest,
         remote,
         cache,
-        EngineOptions { strategy: opts.strategy, read_timeout: opts.read_timeout },
+        EngineOptions { strategy, read_timeout: opts.read_timeout },
     );
     if let Err(source) = engine.start() {
         engine.shutdown();
-        return Err(MountError::Prefetch { strategy: opts.strategy, source });
+        return Err(MountError::Prefetch { strategy, source });
     }
     let mut options = vec![
         MountOption::FSName("coldstart".into()),
@@ -256,13 +287,38 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         unmounter: Some(unmounter),
         session: Some(thread),
         watchdog: None,
+        choice,
     };
     // Without the watchdog a `kill -9` could leave the mount behind: fail rather than risk it.
     mount.watchdog = Some(Watchdog::start(mountpoint).map_err(fail)?);
     Ok(mount)
 }
 
+/// Predicts every strategy for this bundle, cache and link (measured unless `auto` gives it)
+/// and picks the fastest: what `--strategy auto` and `coldstart predict` do.
+pub fn choose(
+    remote: &dyn coldstart_bundle::Remote,
+    manifest: &coldstart_bundle::Manifest,
+    cache: &ChunkCache,
+    manifest_fetch: Option<(u64, Duration)>,
+    auto: &AutoOptions,
+    opts: &MountOptions,
+) -> Result<Choice, MountError> {
+    let link =
+        model::estimate_link(remote, manifest, manifest_fetch, auto.link).map_err(MountError::Probe)?;
+    let shape = Shape::of(manifest, |h| cache.contains(h));
+    let params =
+        Params { connections: opts.fetch.connections, readahead: opts.readahead, local: auto.local };
+    let predictions = model::predict(&shape, &link, &params);
+    Ok(Choice { chosen: model::choose(&predictions), link, predictions })
+}
+
 impl Mount {
+    /// What `--strategy auto` chose, if it was asked.
+    pub fn choice(&self) -> Option<&Choice> {
+        self.choice.as_ref()
+    }
+
     /// Where it is mounted.
     pub fn mountpoint(&self) -> &Path {
         &self.mountpoint
@@ -279,7 +335,9 @@ impl Mount {
         if let Some(path) = self.record.take() {
             self.engine.write_record(&path)?;
         }
-        Ok(self.engine.report())
+        let mut report = self.engine.report();
+        report.auto = self.choice.clone();
+        Ok(report)
     }
 
     fn teardown(&mut self) -> Result<(), MountError> {

@@ -1,0 +1,442 @@
+//! A model of each strategy's start-up time, and link estimation, for `--strategy auto`.
+//!
+//! In the spirit of the paper's Eq. 1 (start-up = bytes used / bandwidth + latencies + local
+//! start-up), each strategy's time is predicted from what it must move before or during
+//! start-up, as the engine does it:
+//!
+//! - `original`: every file not wholly cached, one request at a time:
+//!   `file bytes / bw + files x latency + local`.
+//! - `paged`: every hot chunk not cached is a demand miss. Misses of one kernel read go out
+//!   in parallel (up to the read-ahead's chunks and the connections), reads are sequential:
+//!   `hot bytes / bw + ceil(hot misses / batch) x latency + local`.
+//! - `reordered`: one request for the hot blob from its first to its last missing chunk,
+//!   before start: `span / bw + latency + local`.
+//! - `reordered-paged` and `stream`: the same request starts with the program, which runs
+//!   while the hot set arrives, reading it in the order it arrives: `max(latency + span / bw,
+//!   local)`. The engine starts `stream`'s background work only after the hot set, so up to
+//!   the end of the hot set the two are the same.
+//!
+//! What the model ignores: reads outside the hot set (a workload the hot set was not recorded
+//! from pays one latency per such miss under every strategy but `original`); the manifest
+//! request (common to all); connection set-up; the program's own think time interleaved with
+//! `paged`'s misses (counted once, in `local`); compression's decoding time. Bytes are the
+//! bytes on the wire (compressed sizes for a compressed bundle).
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use coldstart_bundle::{EntryKind, FetchError, Manifest, Remote, Sha256Hex};
+use serde::Serialize;
+
+use crate::engine::Strategy;
+
+/// What the model needs from a bundle and the local chunk cache.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Shape {
+    /// Bytes and count of the whole-file blobs `original` would download (files not wholly
+    /// cached; identical files once).
+    pub file_bytes: u64,
+    pub files: u64,
+    /// Bytes and count of hot chunks not cached (demand misses of `paged`).
+    pub hot_miss_bytes: u64,
+    pub hot_misses: u64,
+    /// Bytes of the hot blob from the first to the last chunk not cached (the hot request).
+    pub hot_span_bytes: u64,
+    /// The chunk size the bundle was packed with.
+    pub chunk_size: u64,
+    /// Whether the bundle has a hot set. Without one the model assumes start-up reads every
+    /// chunk not cached (`all_misses`), each strategy but `original` fetching it on demand.
+    pub has_hot_set: bool,
+    /// Bytes and count of all chunks not cached.
+    pub all_miss_bytes: u64,
+    pub all_misses: u64,
+}
+
+impl Shape {
+    /// The shape of `manifest` given which chunks are cached.
+    pub fn of(manifest: &Manifest, cached: impl Fn(&Sha256Hex) -> bool) -> Shape {
+        let mut s = Shape {
+            chunk_size: manifest.chunk_size.max(1),
+            has_hot_set: !manifest.hot.chunks.is_empty(),
+            ..Shape::default()
+        };
+        let mut seen = HashSet::new();
+        let mut chunks = HashSet::new();
+        for c in manifest.files.iter().flat_map(|e| &e.chunks) {
+            if !cached(&c.sha256) && chunks.insert(&c.sha256) {
+                s.all_misses += 1;
+                s.all_miss_bytes += c.stored_len();
+            }
+        }
+        for e in manifest.files.iter().filter(|e| e.kind == EntryKind::File) {
+            let Some(sha) = &e.sha256 else { continue };
+            if e.chunks.is_empty() || !seen.insert(sha) {
+                continue;
+            }
+            if e.chunks.iter().all(|c| cached(&c.sha256)) {
+                continue;
+            }
+            s.files += 1;
+            s.file_bytes += e.chunks.iter().map(|c| c.stored_len()).sum::<u64>();
+        }
+        let hot = manifest.hot_chunks();
+        let missing: Vec<usize> = (0..hot.len()).filter(|&i| !cached(&hot[i].1.sha256)).collect();
+        let mut counted = HashSet::new();
+        for &i in &missing {
+            if counted.insert(&hot[i].1.sha256) {
+                s.hot_misses += 1;
+                s.hot_miss_bytes += hot[i].1.stored_len();
+            }
+        }
+        if let (Some(&a), Some(&b)) = (missing.first(), missing.last()) {
+            s.hot_span_bytes = hot[b].0 + hot[b].1.stored_len() - hot[a].0;
+        }
+        s
+    }
+}
+
+/// A link as the model sees it, with where each figure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LinkEstimate {
+    /// Bytes per second.
+    pub bytes_per_second: f64,
+    /// Added once per request (the time to the first byte of a small request).
+    pub latency_ms: f64,
+    /// Whether the bandwidth was measured (`false`: given by the user).
+    pub bandwidth_estimated: bool,
+    /// Whether the latency was measured (`false`: given by the user).
+    pub latency_estimated: bool,
+}
+
+impl LinkEstimate {
+    /// A link given by the user.
+    pub fn given(bits_per_second: f64, latency: Duration) -> LinkEstimate {
+        LinkEstimate {
+            bytes_per_second: bits_per_second / 8.0,
+            latency_ms: latency.as_secs_f64() * 1e3,
+            bandwidth_estimated: false,
+            latency_estimated: false,
+        }
+    }
+
+    fn latency(&self) -> f64 {
+        self.latency_ms / 1e3
+    }
+
+    fn transfer(&self, bytes: u64) -> f64 {
+        bytes as f64 / self.bytes_per_second
+    }
+}
+
+/// The engine's settings that change the prediction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Params {
+    /// Requests in flight at most.
+    pub connections: usize,
+    /// The kernel's read-ahead in bytes (how many chunks one read asks for).
+    pub readahead: u32,
+    /// The program's start-up time with every byte local, if known.
+    pub local: Option<Duration>,
+}
+
+/// One strategy's predicted start-up time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Prediction {
+    pub strategy: Strategy,
+    pub ms: f64,
+}
+
+/// Strategies in the order ties are broken: `stream` first, because it also brings what
+/// the hot set missed, then the strategies that fetch less, `original` last.
+const PREFERENCE: [Strategy; 5] = [
+    Strategy::Stream,
+    Strategy::ReorderedPaged,
+    Strategy::Reordered,
+    Strategy::Paged,
+    Strategy::Original,
+];
+
+/// Every strategy's predicted start-up time, in [`Strategy::ALL`] order.
+pub fn predict(shape: &Shape, link: &LinkEstimate, p: &Params) -> Vec<Prediction> {
+    let lat = link.latency();
+    let local = p.local.map_or(0.0, |d| d.as_secs_f64());
+    let per_read = (p.readahead as u64).div_ceil(shape.chunk_size).max(1) as usize;
+    let batch = per_read.min(p.connections.max(1)) as u64;
+    let span = if shape.hot_span_bytes > 0 { link.transfer(shape.hot_span_bytes) + lat } else { 0.0 };
+    let demand = |bytes: u64, misses: u64| link.transfer(bytes) + misses.div_ceil(batch) as f64 * lat;
+    let no_hot = demand(shape.all_miss_bytes, shape.all_misses) + local;
+    Strategy::ALL
+        .iter()
+        .map(|&strategy| {
+            let secs = match strategy {
+                Strategy::Original => {
+                    link.transfer(shape.file_bytes) + shape.files as f64 * lat + local
+                }
+                _ if !shape.has_hot_set => no_hot,
+                Strategy::Paged => demand(shape.hot_miss_bytes, shape.hot_misses) + local,
+                Strategy::Reordered => span + local,
+                Strategy::ReorderedPaged | Strategy::Stream => span.max(local),
+            };
+            Prediction { strategy, ms: secs * 1e3 }
+        })
+        .collect()
+}
+
+/// The fastest predicted strategy; ties (within 1%) go by [`PREFERENCE`].
+pub fn choose(predictions: &[Prediction]) -> Strategy {
+    let best = predictions.iter().map(|p| p.ms).fold(f64::INFINITY, f64::min);
+    let near = |s: Strategy| {
+        predictions.iter().any(|p| p.strategy == s && p.ms <= best * 1.01 + 1e-9)
+    };
+    PREFERENCE.into_iter().find(|&s| near(s)).unwrap_or(Strategy::Stream)
+}
+
+/// What `--strategy auto` decided, for the report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Choice {
+    pub chosen: Strategy,
+    pub link: LinkEstimate,
+    pub predictions: Vec<Prediction>,
+}
+
+impl Choice {
+    /// One line: the choice, the link and every prediction.
+    pub fn summary(&self) -> String {
+        let l = &self.link;
+        let preds: Vec<String> =
+            self.predictions.iter().map(|p| format!("{} {:.0} ms", p.strategy, p.ms)).collect();
+        format!(
+            "auto chose {} (link {:.2} Mbit/s {}, latency {:.1} ms {}; predicted {})",
+            self.chosen,
+            l.bytes_per_second * 8.0 / 1e6,
+            if l.bandwidth_estimated { "estimated" } else { "given" },
+            l.latency_ms,
+            if l.latency_estimated { "estimated" } else { "given" },
+            preds.join(", ")
+        )
+    }
+}
+
+/// Below this many bytes a transfer says little about bandwidth: latency dominates it.
+pub const MIN_BANDWIDTH_SAMPLE: u64 = 64 * 1024;
+/// Bytes of the bounded bandwidth probe.
+pub const PROBE_BYTES: u64 = 128 * 1024;
+
+/// Measures what `hint` does not give: latency as the time of a one-byte Range request of the
+/// manifest (the smallest of two), bandwidth from `manifest` (its bytes and the time its
+/// transfer took) when it is at least [`MIN_BANDWIDTH_SAMPLE`], otherwise from one Range
+/// request of at most [`PROBE_BYTES`] of the largest blob (the hot blob, else a file's).
+pub fn estimate_link(
+    remote: &dyn Remote,
+    manifest: &Manifest,
+    manifest_fetch: Option<(u64, Duration)>,
+    hint: Option<LinkEstimate>,
+) -> Result<LinkEstimate, FetchError> {
+    if let Some(h) = hint {
+        return Ok(h);
+    }
+    let timed = |path: &str, range: (u64, u64)| -> Result<(u64, f64), FetchError> {
+        let t = Instant::now();
+        let n = remote.fetch(path, Some(range), &mut |_| true)?;
+        Ok((n, t.elapsed().as_secs_f64()))
+    };
+    let mut latency = f64::INFINITY;
+    for _ in 0..2 {
+        latency = latency.min(timed("manifest.json", (0, 1))?.1);
+    }
+    let (bytes, secs) = match manifest_fetch.filter(|(b, _)| *b >= MIN_BANDWIDTH_SAMPLE) {
+        Some((b, d)) => (b, d.as_secs_f64()),
+        None => {
+            let (path, size) = if manifest.hot.size > 0 {
+                (manifest.hot.blob.clone(), manifest.hot.size)
+            } else {
+                manifest
+                    .files
+                    .iter()
+                    .filter_map(|e| {
+                        let sha = e.sha256.as_ref()?;
+                        let size = e.chunks.iter().map(|c| c.stored_len()).sum::<u64>();
+                        Some((coldstart_bundle::file_blob_path(sha), size))
+                    })
+                    .max_by_key(|(_, s)| *s)
+                    .unwrap_or_default()
+            };
+            if size == 0 {
+                (0, 0.0)
+            } else {
+                timed(&path, (0, size.min(PROBE_BYTES)))?
+            }
+        }
+    };
+    let transfer = secs - latency;
+    let bytes_per_second = if bytes > 0 && transfer > 1e-4 {
+        bytes as f64 / transfer
+    } else {
+        // Too small or too fast to tell: as fast as the sample allows (at least 1 Gbit/s).
+        (bytes as f64 / 1e-4).max(125e6)
+    };
+    Ok(LinkEstimate {
+        bytes_per_second,
+        latency_ms: latency * 1e3,
+        bandwidth_estimated: true,
+        latency_estimated: true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(mbit: f64, ms: f64) -> LinkEstimate {
+        LinkEstimate::given(mbit * 1e6, Duration::from_secs_f64(ms / 1e3))
+    }
+
+    fn params(local_ms: u64) -> Params {
+        Params { connections: 4, readahead: 16 * 1024, local: Some(Duration::from_millis(local_ms)) }
+    }
+
+    fn get(p: &[Prediction], s: Strategy) -> f64 {
+        p.iter().find(|x| x.strategy == s).unwrap().ms
+    }
+
+    /// 100 files of 1 MB; a hot set of 64 chunks of 64 KiB (4 MiB).
+    fn big() -> Shape {
+        Shape {
+            file_bytes: 100_000_000,
+            files: 100,
+            hot_miss_bytes: 64 * 65536,
+            hot_misses: 64,
+            hot_span_bytes: 64 * 65536,
+            chunk_size: 65536,
+            has_hot_set: true,
+            all_miss_bytes: 100_000_000,
+            all_misses: 1600,
+        }
+    }
+
+    #[test]
+    fn terms_follow_the_engine() {
+        let s = big();
+        let p = predict(&s, &link(8.0, 100.0), &params(50));
+        // 1 MB/s: 100 s of bytes, 100 latencies, local.
+        assert!((get(&p, Strategy::Original) - (100_000.0 + 10_000.0 + 50.0)).abs() < 1.0);
+        let hot = 64.0 * 65536.0 / 1e6 * 1e3;
+        // A 16 KiB read-ahead asks for one 64 KiB chunk: every miss is one round trip.
+        assert!((get(&p, Strategy::Paged) - (hot + 6400.0 + 50.0)).abs() < 1.0);
+        assert!((get(&p, Strategy::Reordered) - (hot + 100.0 + 50.0)).abs() < 1.0);
+        assert!((get(&p, Strategy::ReorderedPaged) - (hot + 100.0)).abs() < 1.0);
+        assert_eq!(get(&p, Strategy::Stream), get(&p, Strategy::ReorderedPaged));
+    }
+
+    #[test]
+    fn parallel_misses_share_a_round_trip() {
+        let mut s = big();
+        s.chunk_size = 4096;
+        let mut p = params(0);
+        p.readahead = 128 * 1024; // 32 chunks a read, 4 in flight
+        let paged = get(&predict(&s, &link(8.0, 100.0), &p), Strategy::Paged);
+        let hot = 64.0 * 65536.0 / 1e6 * 1e3;
+        assert!((paged - (hot + 16.0 * 100.0)).abs() < 1.0, "{paged}");
+    }
+
+    #[test]
+    fn slow_high_latency_link_and_small_hot_set_choose_a_hot_set_strategy() {
+        let p = predict(&big(), &link(3.0, 200.0), &params(50));
+        assert_eq!(choose(&p), Strategy::Stream);
+    }
+
+    #[test]
+    fn a_tiny_bundle_without_a_hot_set_on_a_fast_link_chooses_original() {
+        // One 40 KB file in 10 chunks of 4 KiB, packed without a hot list.
+        let s = Shape {
+            file_bytes: 40_000,
+            files: 1,
+            chunk_size: 4096,
+            all_miss_bytes: 40_000,
+            all_misses: 10,
+            ..Shape::default()
+        };
+        let pred = predict(&s, &link(1000.0, 1.0), &params(5));
+        assert!(get(&pred, Strategy::Stream) > get(&pred, Strategy::Original));
+        assert_eq!(choose(&pred), Strategy::Original);
+    }
+
+    #[test]
+    fn a_wholly_hot_bundle_ties_and_the_tie_goes_to_stream() {
+        let s = Shape {
+            file_bytes: 10_000,
+            files: 1,
+            hot_miss_bytes: 10_000,
+            hot_misses: 3,
+            hot_span_bytes: 10_000,
+            chunk_size: 4096,
+            has_hot_set: true,
+            all_miss_bytes: 10_000,
+            all_misses: 3,
+        };
+        let mut p = params(0);
+        p.local = None;
+        p.readahead = 4096; // one chunk a read: three round trips
+        let pred = predict(&s, &link(1000.0, 1.0), &p);
+        assert!(get(&pred, Strategy::Paged) > get(&pred, Strategy::Original));
+        assert_eq!(get(&pred, Strategy::Stream), get(&pred, Strategy::Original));
+        assert_eq!(choose(&pred), Strategy::Stream);
+    }
+
+    #[test]
+    fn everything_cached_costs_only_local_start_up() {
+        let s = Shape { chunk_size: 4096, has_hot_set: true, ..Shape::default() };
+        let pred = predict(&s, &link(1.0, 500.0), &params(20));
+        assert!(pred.iter().all(|p| (p.ms - 20.0).abs() < 1e-6), "{pred:?}");
+    }
+
+    #[test]
+    fn shape_counts_only_what_is_not_cached() {
+        use coldstart_bundle::{Chunk, ChunkRef, Entry, HotSet};
+        let h = |c: char| Sha256Hex::new(c.to_string().repeat(64)).unwrap();
+        let chunk = |o, sha| Chunk { offset: o, length: 100, sha256: h(sha), stored: None };
+        let file = |path: &str, chunks: Vec<Chunk>, sha| Entry {
+            path: path.into(),
+            kind: EntryKind::File,
+            mode: 0o644,
+            size: 100 * chunks.len() as u64,
+            target: None,
+            chunks,
+            sha256: Some(h(sha)),
+        };
+        let m = Manifest {
+            format: coldstart_bundle::FORMAT.into(),
+            version: coldstart_bundle::VERSION,
+            chunk_size: 100,
+            compression: Default::default(),
+            files: vec![
+                file("a", vec![chunk(0, '1'), chunk(100, '2')], 'a'),
+                file("b", vec![chunk(0, '3')], 'b'),
+            ],
+            hot: HotSet {
+                blob: "blobs/hot".into(),
+                size: 300,
+                sha256: None,
+                chunks: vec![
+                    ChunkRef { path: "a".into(), index: 0 },
+                    ChunkRef { path: "b".into(), index: 0 },
+                    ChunkRef { path: "a".into(), index: 1 },
+                ],
+            },
+        };
+        let all = Shape::of(&m, |_| false);
+        assert_eq!((all.files, all.file_bytes), (2, 300));
+        assert!(all.has_hot_set);
+        assert_eq!((all.all_misses, all.all_miss_bytes), (3, 300));
+        assert_eq!((all.hot_misses, all.hot_miss_bytes, all.hot_span_bytes), (3, 300, 300));
+        // File b cached: original downloads a only; the hot request spans all three chunks.
+        let b = Shape::of(&m, |x| *x == h('3'));
+        assert_eq!((b.files, b.file_bytes), (1, 200));
+        assert_eq!((b.hot_misses, b.hot_span_bytes), (2, 300));
+        // The first hot chunk cached: the request starts at the second.
+        let first = Shape::of(&m, |x| *x == h('1'));
+        assert_eq!(first.hot_span_bytes, 200);
+        let none = Shape::of(&m, |_| true);
+        assert_eq!(none, Shape { chunk_size: 100, has_hot_set: true, ..Shape::default() });
+    }
+}
