@@ -162,8 +162,10 @@ pub fn predict(shape: &Shape, link: &LinkEstimate, p: &Params) -> Vec<Prediction
     let local = p.local.map_or(0.0, |d| d.as_secs_f64());
     let per_read = (p.readahead as u64).div_ceil(shape.chunk_size).max(1) as usize;
     let batch = per_read.min(p.connections.max(1)) as u64;
-    let span = if shape.hot_span_bytes > 0 { link.transfer(shape.hot_span_bytes) + lat } else { 0.0 };
-    let demand = |bytes: u64, misses: u64| link.transfer(bytes) + misses.div_ceil(batch) as f64 * lat;
+    let span =
+        if shape.hot_span_bytes > 0 { link.transfer(shape.hot_span_bytes) + lat } else { 0.0 };
+    let demand =
+        |bytes: u64, misses: u64| link.transfer(bytes) + misses.div_ceil(batch) as f64 * lat;
     let no_hot = demand(shape.all_miss_bytes, shape.all_misses) + local;
     Strategy::ALL
         .iter()
@@ -185,9 +187,8 @@ pub fn predict(shape: &Shape, link: &LinkEstimate, p: &Params) -> Vec<Prediction
 /// The fastest predicted strategy; ties (within 1%) go by [`PREFERENCE`].
 pub fn choose(predictions: &[Prediction]) -> Strategy {
     let best = predictions.iter().map(|p| p.ms).fold(f64::INFINITY, f64::min);
-    let near = |s: Strategy| {
-        predictions.iter().any(|p| p.strategy == s && p.ms <= best * 1.01 + 1e-9)
-    };
+    let near =
+        |s: Strategy| predictions.iter().any(|p| p.strategy == s && p.ms <= best * 1.01 + 1e-9);
     PREFERENCE.into_iter().find(|&s| near(s)).unwrap_or(Strategy::Stream)
 }
 
@@ -219,13 +220,19 @@ impl Choice {
 
 /// Below this many bytes a transfer says little about bandwidth: latency dominates it.
 pub const MIN_BANDWIDTH_SAMPLE: u64 = 64 * 1024;
-/// Bytes of the bounded bandwidth probe.
-pub const PROBE_BYTES: u64 = 128 * 1024;
+/// The first bandwidth probe: cheap on a slow link (0.6 s at 256 kbit/s).
+pub const PROBE_BYTES: u64 = 16 * 1024;
+/// The second probe, sent only when the first took less than [`PROBE_ENOUGH`].
+pub const PROBE_MORE_BYTES: u64 = 256 * 1024;
+/// A transfer at least this long measures bandwidth well enough.
+pub const PROBE_ENOUGH: Duration = Duration::from_millis(100);
 
-/// Measures what `hint` does not give: latency as the time of a one-byte Range request of the
-/// manifest (the smallest of two), bandwidth from `manifest` (its bytes and the time its
-/// transfer took) when it is at least [`MIN_BANDWIDTH_SAMPLE`], otherwise from one Range
-/// request of at most [`PROBE_BYTES`] of the largest blob (the hot blob, else a file's).
+/// Measures what `hint` does not give. Latency: the time of a one-byte Range request of the
+/// manifest. Bandwidth: from `manifest_fetch` (its bytes and the time its transfer took, less
+/// one latency) when at least [`MIN_BANDWIDTH_SAMPLE`] bytes, otherwise from a Range request of
+/// the largest blob (the hot blob, else a file's) of [`PROBE_BYTES`], then, if that was over
+/// within [`PROBE_ENOUGH`], of [`PROBE_MORE_BYTES`]. The probes cost one latency each and at
+/// most 272 KiB; their bytes are not kept.
 pub fn estimate_link(
     remote: &dyn Remote,
     manifest: &Manifest,
@@ -240,10 +247,7 @@ pub fn estimate_link(
         let n = remote.fetch(path, Some(range), &mut |_| true)?;
         Ok((n, t.elapsed().as_secs_f64()))
     };
-    let mut latency = f64::INFINITY;
-    for _ in 0..2 {
-        latency = latency.min(timed("manifest.json", (0, 1))?.1);
-    }
+    let latency = timed("manifest.json", (0, 1))?.1;
     let (bytes, secs) = match manifest_fetch.filter(|(b, _)| *b >= MIN_BANDWIDTH_SAMPLE) {
         Some((b, d)) => (b, d.as_secs_f64()),
         None => {
@@ -264,7 +268,12 @@ pub fn estimate_link(
             if size == 0 {
                 (0, 0.0)
             } else {
-                timed(&path, (0, size.min(PROBE_BYTES)))?
+                let first = timed(&path, (0, size.min(PROBE_BYTES)))?;
+                if first.1 - latency < PROBE_ENOUGH.as_secs_f64() && size > PROBE_BYTES {
+                    timed(&path, (0, size.min(PROBE_MORE_BYTES)))?
+                } else {
+                    first
+                }
             }
         }
     };
@@ -292,7 +301,11 @@ mod tests {
     }
 
     fn params(local_ms: u64) -> Params {
-        Params { connections: 4, readahead: 16 * 1024, local: Some(Duration::from_millis(local_ms)) }
+        Params {
+            connections: 4,
+            readahead: 16 * 1024,
+            local: Some(Duration::from_millis(local_ms)),
+        }
     }
 
     fn get(p: &[Prediction], s: Strategy) -> f64 {

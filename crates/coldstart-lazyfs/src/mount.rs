@@ -228,10 +228,8 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
     let t = Instant::now();
     let before = remote.stats().bytes.load(std::sync::atomic::Ordering::Relaxed);
     let manifest = get_manifest(remote.as_ref()).map_err(MountError::Manifest)?;
-    let manifest_fetch = (
-        remote.stats().bytes.load(std::sync::atomic::Ordering::Relaxed) - before,
-        t.elapsed(),
-    );
+    let manifest_fetch =
+        (remote.stats().bytes.load(std::sync::atomic::Ordering::Relaxed) - before, t.elapsed());
     let cache = ChunkCache::open(&opts.cache_dir)?;
     let mut strategy = opts.strategy;
     let choice = match &opts.auto {
@@ -304,11 +302,14 @@ pub fn choose(
     auto: &AutoOptions,
     opts: &MountOptions,
 ) -> Result<Choice, MountError> {
-    let link =
-        model::estimate_link(remote, manifest, manifest_fetch, auto.link).map_err(MountError::Probe)?;
+    let link = model::estimate_link(remote, manifest, manifest_fetch, auto.link)
+        .map_err(MountError::Probe)?;
     let shape = Shape::of(manifest, |h| cache.contains(h));
-    let params =
-        Params { connections: opts.fetch.connections, readahead: opts.readahead, local: auto.local };
+    let params = Params {
+        connections: opts.fetch.connections,
+        readahead: opts.readahead,
+        local: auto.local,
+    };
     let predictions = model::predict(&shape, &link, &params);
     Ok(Choice { chosen: model::choose(&predictions), link, predictions })
 }

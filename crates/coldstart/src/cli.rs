@@ -29,6 +29,8 @@ pub enum Command {
     Mount(cmd::mount::Args),
     /// Mount a bundle in a temporary directory, run a command from it, unmount and report.
     Run(cmd::run::Args),
+    /// Predict each network strategy's start-up time for a bundle on the measured or given link.
+    Predict(cmd::predict::Args),
     /// How much of each code page start-up uses; the pages and faults an ideal layout needs.
     Analyze(cmd::analyze::Args),
     /// Turn profiles into a function order for lld, gold, GNU ld, ld64 or BOLT.

@@ -8,6 +8,7 @@ pub mod measure;
 pub mod mount;
 pub mod order;
 pub mod pack;
+pub mod predict;
 pub mod profile;
 pub mod run;
 pub mod sample;
@@ -27,6 +28,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve::run(args),
         Command::Mount(args) => mount::run(args),
         Command::Run(args) => run::run(args),
+        Command::Predict(args) => predict::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Analyze(args) => analyze::run(args),
         Command::Order(args) => order::run(args),

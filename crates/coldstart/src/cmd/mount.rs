@@ -4,7 +4,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use coldstart_lazyfs::{is_mount_point, MountOptions, Report, Strategy};
+use coldstart_lazyfs::model::LinkEstimate;
+use coldstart_lazyfs::{is_mount_point, AutoOptions, MountOptions, Report, Strategy};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -19,9 +20,13 @@ pub struct Args {
 /// Options shared by `mount` and `run`.
 #[derive(Debug, clap::Args)]
 pub struct Common {
-    /// original, paged, reordered-paged, reordered or stream.
+    /// original, paged, reordered-paged, reordered, stream, or auto (predict each on the
+    /// measured link and pick the fastest).
     #[arg(long, default_value = "stream")]
-    pub strategy: Strategy,
+    pub strategy: StrategyArg,
+    /// The link for `--strategy auto`, e.g. 20mbit/40ms, instead of measuring it.
+    #[arg(long, value_name = "BW/LAT")]
+    pub link_hint: Option<coldstart_serve::Link>,
     /// The chunk cache, shared by mounts [default: $XDG_CACHE_HOME/coldstart/chunks or
     /// ~/.cache/coldstart/chunks].
     #[arg(long, value_name = "DIR")]
@@ -48,8 +53,40 @@ pub struct Common {
     pub json: bool,
 }
 
+/// A strategy, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StrategyArg {
+    Auto,
+    Fixed(Strategy),
+}
+
+impl std::str::FromStr for StrategyArg {
+    type Err = coldstart_lazyfs::StrategyParseError;
+    fn from_str(s: &str) -> Result<StrategyArg, Self::Err> {
+        if s == "auto" {
+            Ok(StrategyArg::Auto)
+        } else {
+            s.parse().map(StrategyArg::Fixed)
+        }
+    }
+}
+
+impl std::fmt::Display for StrategyArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StrategyArg::Auto => f.write_str("auto"),
+            StrategyArg::Fixed(s) => s.fmt(f),
+        }
+    }
+}
+
+/// A link hint as the model's link, marked as given.
+pub fn hint(link: Option<coldstart_serve::Link>) -> Option<LinkEstimate> {
+    link.map(|l| LinkEstimate::given(l.bits_per_second, l.latency))
+}
+
 /// A read-ahead: a size of 4 KiB to 1 MiB.
-fn parse_readahead(s: &str) -> Result<u32, String> {
+pub fn parse_readahead(s: &str) -> Result<u32, String> {
     let v = crate::cmd::pack::parse_size(s)?;
     if (4096..=1 << 20).contains(&v) {
         Ok(v as u32)
@@ -67,7 +104,17 @@ impl Common {
             Some(d) => d.clone(),
             None => default_cache_dir()?,
         };
-        let mut o = MountOptions::new(self.strategy, cache);
+        let fixed = match self.strategy {
+            StrategyArg::Fixed(s) => s,
+            StrategyArg::Auto => Strategy::Stream,
+        };
+        if self.link_hint.is_some() && self.strategy != StrategyArg::Auto {
+            return Err(crate::exit::usage("--link-hint is for --strategy auto"));
+        }
+        let mut o = MountOptions::new(fixed, cache);
+        if self.strategy == StrategyArg::Auto {
+            o.auto = Some(AutoOptions { link: hint(self.link_hint), local: None });
+        }
         o.record = self.record.clone();
         o.readahead = self.readahead;
         o.fetch.retries = self.retries;
@@ -81,7 +128,7 @@ impl Common {
     }
 }
 
-fn default_cache_dir() -> anyhow::Result<PathBuf> {
+pub fn default_cache_dir() -> anyhow::Result<PathBuf> {
     if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|x| !x.is_empty()) {
         return Ok(PathBuf::from(x).join("coldstart/chunks"));
     }
@@ -138,6 +185,7 @@ pub fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
     if let Some(e) = &r.background_error {
         eprintln!("coldstart: background fetch stopped: {e}");
     }
+
     Ok(())
 }
 
@@ -156,11 +204,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let signals = block_signals();
     let mount = coldstart_lazyfs::mount(&args.url, &args.dir, opts)
         .map_err(|e| mount_error(&args.dir, e))?;
+    if let Some(c) = mount.choice() {
+        eprintln!("coldstart: {}", c.summary());
+    }
+    let strategy =
+        mount.choice().map_or(args.common.strategy.to_string(), |c| c.chosen.to_string());
     eprintln!(
-        "coldstart: mounted {} on {} ({}); Ctrl-C to unmount",
+        "coldstart: mounted {} on {} ({strategy}); Ctrl-C to unmount",
         args.url,
         args.dir.display(),
-        args.common.strategy
     );
     // Until a signal, or until someone else unmounts it.
     while wait_signal(&signals, Duration::from_millis(500)).is_none() {

@@ -37,6 +37,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     std::fs::create_dir(&root).with_context(|| format!("cannot create {}", root.display()))?;
     let mount =
         coldstart_lazyfs::mount(&args.url, &root, opts).map_err(|e| mount_error(&root, e))?;
+    if let Some(c) = mount.choice() {
+        eprintln!("coldstart: {}", c.summary());
+    }
     let root_str = root.to_str().context("the temporary directory's path is not UTF-8")?;
     let argv: Vec<String> = args.command.iter().map(|a| a.replace("{root}", root_str)).collect();
     let mut cmd = Command::new(&argv[0]);

@@ -1,0 +1,150 @@
+//! `coldstart predict` and `--strategy auto` on links emulated by `coldstart serve --link`:
+//! the model's choice where the answer is obvious (not its timings, which belong in the
+//! benchmarks), and `run --strategy auto` recording its choice in the report.
+//!
+//! The `run` test needs root (FUSE); every server started here is stopped by a guard.
+
+mod common;
+use common::{check, is_root, KillOnDrop};
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+fn coldstart() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_coldstart"))
+}
+
+fn serve(bundle: &Path, link: &str) -> (KillOnDrop, String) {
+    let mut child = coldstart()
+        .arg("serve")
+        .arg(bundle)
+        .args(["--link", link])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let url = line.trim().to_owned();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    (KillOnDrop(child), url)
+}
+
+/// Bytes that do not repeat (so that chunks do not deduplicate).
+fn noise(n: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2654435761) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+/// `coldstart predict URL --json` with an empty cache: the chosen strategy and the JSON.
+fn predict(url: &str, cache: &Path) -> (String, serde_json::Value) {
+    let out =
+        coldstart().args(["predict", url, "--json", "--cache-dir"]).arg(cache).output().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&check(&out)).unwrap();
+    (v["chosen"].as_str().unwrap().to_owned(), v)
+}
+
+#[test]
+fn tiny_bundle_without_a_hot_set_on_a_fast_link_predicts_original() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = dir.path().join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::write(app.join("data"), noise(40_000, 1)).unwrap();
+    let bundle = dir.path().join("bundle");
+    check(
+        &coldstart()
+            .arg("pack")
+            .arg(&app)
+            .args(["--chunk-size", "4k", "-o"])
+            .arg(&bundle)
+            .output()
+            .unwrap(),
+    );
+    // Ten chunks on demand take three round trips (four in flight); the file whole, one.
+    let (_server, url) = serve(&bundle, "100mbit/20ms");
+    let (chosen, v) = predict(&url, &dir.path().join("cache"));
+    assert_eq!(chosen, "original", "{v:#}");
+    assert_eq!(v["link"]["latency_estimated"], true);
+    assert_eq!(v["link"]["bandwidth_estimated"], true);
+    let lat = v["link"]["latency_ms"].as_f64().unwrap();
+    assert!((15.0..200.0).contains(&lat), "latency {lat} ms measured on a 20 ms link");
+}
+
+/// A 2 MB program whose start-up reads one 64 KiB chunk, packed with that chunk as its hot set.
+fn big_bundle_small_hot_set(dir: &Path) -> std::path::PathBuf {
+    let app = dir.join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    for i in 0..4 {
+        std::fs::write(app.join(format!("lib{i}.so")), noise(500_000, i + 2)).unwrap();
+    }
+    let hot = dir.join("hot.json");
+    std::fs::write(
+        &hot,
+        r#"{"format": "coldstart-hot-list", "version": 1, "touches": [{"path": "lib2.so", "offset": 0, "length": 65536}]}"#,
+    )
+    .unwrap();
+    let bundle = dir.join("bundle");
+    let out = coldstart()
+        .arg("pack")
+        .arg(&app)
+        .arg("--hot-list")
+        .arg(&hot)
+        .arg("-o")
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    check(&out);
+    bundle
+}
+
+#[test]
+fn big_bundle_with_a_small_hot_set_on_a_slow_far_link_predicts_a_hot_set_strategy() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = big_bundle_small_hot_set(dir.path());
+    let (_server, url) = serve(&bundle, "2mbit/150ms");
+    let (chosen, v) = predict(&url, &dir.path().join("cache"));
+    assert!(["stream", "reordered-paged"].contains(&chosen.as_str()), "{v:#}");
+    // And given the link, nothing is measured.
+    let out = coldstart()
+        .args(["predict", &url, "--link-hint", "2mbit/150ms", "--cache-dir"])
+        .arg(dir.path().join("cache"))
+        .output()
+        .unwrap();
+    let table = check(&out);
+    assert!(table.contains("(given)") && !table.contains("estimated"), "{table}");
+    assert!(table.contains("stream") && table.contains("<- auto"), "{table}");
+}
+
+#[test]
+fn run_with_strategy_auto_reports_its_choice() {
+    if !is_root() {
+        eprintln!("skipped: FUSE mounts need root here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = big_bundle_small_hot_set(dir.path());
+    let (_server, url) = serve(&bundle, "20mbit/40ms");
+    let out = coldstart()
+        .args(["run", &url, "--strategy", "auto", "--json", "--cache-dir"])
+        .arg(dir.path().join("cache"))
+        .args(["--", "/bin/sh", "-c", "head -c 65536 {root}/lib2.so | wc -c"])
+        .output()
+        .unwrap();
+    assert_eq!(check(&out).trim(), "65536");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err.lines().find(|l| l.contains("auto chose")).unwrap_or_else(|| panic!("{err}"));
+    assert!(line.contains("estimated") && line.contains("original"), "{line}");
+    let json = &err[err.find('{').unwrap()..];
+    let report: serde_json::Value = serde_json::from_str(json).unwrap();
+    let chosen = report["auto"]["chosen"].as_str().unwrap();
+    assert_eq!(report["strategy"], chosen, "{report:#}");
+    assert_eq!(report["auto"]["predictions"].as_array().unwrap().len(), 5);
+}
