@@ -4,7 +4,7 @@
 #
 #   bench/network.sh [-s small|medium|bench] [-f FUNCTIONS] [-p APPDIR -e EXE -A ARGS -B ARGS]
 #                    [-l "LINK[:RUNS] ..."] [-r RUNS] [-c CHUNK] [-a READAHEAD] [-S "STRATEGY ..."]
-#                    [-o DIR]
+#                    [-o DIR] [-P]
 #
 # The program is `coldstart sample` (size -s, functions -f; `--workload a` / `--workload b`),
 # reused from DIR/sample when DIR already holds one of the same size and functions, or a
@@ -17,17 +17,23 @@
 # (bytes workload b reads / bandwidth + one latency + local start-up time) and the change
 # against the first strategy listed (`original` by default: each file downloaded whole, one
 # request per file, before the program starts). Each row also goes to DIR/results.tsv.
+# The strategy `auto` may be listed (-S) like the others. -P also runs `coldstart predict`
+# on each link with an empty cache and the local start-up time, once measuring the link and
+# once given it (--link-hint), into DIR/predict-N-{estimated,given}.json (N: the link's
+# position in -l), and adds both predictions to each row of results.tsv (columns 10 and 11;
+# column 12: the strategy `auto` chose in its last run).
 set -eu
 
 size=small; functions=""; links="1mbit/100ms 3mbit/50ms"; runs=1; chunk=16k; out=""
-ra=128k; app=""; exe=sample; args_a="--workload a"; args_b="--workload b"
+ra=128k; app=""; exe=sample; args_a="--workload a"; args_b="--workload b"; predict=""
 strategies="original paged reordered-paged reordered stream"
-while getopts s:f:p:e:A:B:l:r:c:a:S:o: opt; do
+while getopts s:f:p:e:A:B:l:r:c:a:S:o:P opt; do
     case $opt in
         s) size=$OPTARG ;; f) functions=$OPTARG ;; l) links=$OPTARG ;; r) runs=$OPTARG ;;
         p) app=$OPTARG ;; e) exe=$OPTARG ;; A) args_a=$OPTARG ;; B) args_b=$OPTARG ;;
         c) chunk=$OPTARG ;; a) ra=$OPTARG ;; S) strategies=$OPTARG ;; o) out=$OPTARG ;;
-        *) echo "usage: $0 [-s SIZE] [-f FUNCTIONS] [-p APPDIR -e EXE -A ARGS -B ARGS] [-l LINKS] [-r RUNS] [-c CHUNK] [-a READAHEAD] [-S STRATEGIES] [-o DIR]" >&2; exit 2 ;;
+        P) predict=1 ;;
+        *) echo "usage: $0 [-s SIZE] [-f FUNCTIONS] [-p APPDIR -e EXE -A ARGS -B ARGS] [-l LINKS] [-r RUNS] [-c CHUNK] [-a READAHEAD] [-S STRATEGIES] [-o DIR] [-P]" >&2; exit 2 ;;
     esac
 done
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -60,6 +66,12 @@ else
 fi
 
 now() { date +%s.%N; }
+# The predicted seconds of strategy $2 in predict's JSON $1 (for `auto`: its choice's).
+predicted() {
+    want=$2
+    [ "$want" != auto ] || want=$(grep -o '"chosen": "[a-z-]*"' "$1" | cut -d'"' -f4)
+    awk -v s="\"$want\"," '$1 == "\"strategy\":" && $2 == s { getline; printf "%.3f", $2 / 1000 }' "$1"
+}
 # Local start-up: median of 21 warm runs.
 for i in $(seq 21); do
     # shellcheck disable=SC2086
@@ -85,7 +97,9 @@ echo
 echo "| link | strategy | start-up (s) | bytes fetched | requests | Eq. 1 bound (s) | vs original |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
 : > "$out/results.tsv"
+cell=0
 for spec in $links; do
+    cell=$((cell + 1))
     link=${spec%%:*}
     n=$runs
     [ "$link" = "$spec" ] || n=${spec#*:}
@@ -103,6 +117,14 @@ for spec in $links; do
     bound=$(awk -v u="$used" -v b="$bps" -v l="$lat" -v s="$local_s" 'BEGIN { printf "%.2f", u * 8 / b + l + s }')
     ideal=$(awk -v t="$total" -v b="$bps" -v l="$lat" 'BEGIN { printf "%.2f", t * 8 / b + l }')
     echo "| $link | (model of a download: all $total bytes / bandwidth + one latency) | $ideal | | | | |"
+    if [ -n "$predict" ]; then
+        local_ms=$(awk -v s="$local_s" 'BEGIN { printf "%.1f", s * 1000 }')
+        rm -rf "$out/cache-empty"
+        "$cs" predict "$url" --readahead "$ra" --local-ms "$local_ms" --cache-dir "$out/cache-empty" \
+            --json > "$out/predict-$cell-estimated.json"
+        "$cs" predict "$url" --readahead "$ra" --local-ms "$local_ms" --cache-dir "$out/cache-empty" \
+            --link-hint "$link" --json > "$out/predict-$cell-given.json"
+    fi
     original=""
     for s in $strategies; do
         for i in $(seq "$n"); do
@@ -120,8 +142,14 @@ for spec in $links; do
         requests=$(grep -o '"requests": [0-9]*' "$out/report.json" | awk '{print $2}')
         change=$(awk -v m="$median" -v o="$original" 'BEGIN { printf "%+.0f%%", (m / o - 1) * 100 }')
         echo "| $link | $s | $median | $bytes | $requests | $bound | $change |"
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$link" "$s" "$median" "$bytes" "$requests" \
-            "$bound" "$n" "$used" "$total" >> "$out/results.tsv"
+        pe=""; pg=""
+        if [ -n "$predict" ]; then
+            pe=$(predicted "$out/predict-$cell-estimated.json" "$s")
+            pg=$(predicted "$out/predict-$cell-given.json" "$s")
+        fi
+        chosen=$(grep -o '"chosen": "[a-z-]*"' "$out/report.json" | cut -d'"' -f4)
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$link" "$s" "$median" "$bytes" "$requests" \
+            "$bound" "$n" "$used" "$total" "$pe" "$pg" "$chosen" >> "$out/results.tsv"
     done
     kill "$server"; wait "$server" 2>/dev/null || true; server=""; rm -f "$out/url.txt"
 done
