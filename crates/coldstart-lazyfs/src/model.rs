@@ -452,4 +452,63 @@ mod tests {
         let none = Shape::of(&m, |_| true);
         assert_eq!(none, Shape { chunk_size: 100, has_hot_set: true, ..Shape::default() });
     }
+
+    /// A remote that answers after `latency`, then sends at 1 KiB per millisecond.
+    struct SlowRemote {
+        opts: coldstart_bundle::FetchOptions,
+        stats: coldstart_bundle::FetchStats,
+        latency: Duration,
+    }
+
+    impl Remote for SlowRemote {
+        fn fetch(
+            &self,
+            _path: &str,
+            range: Option<(u64, u64)>,
+            sink: &mut dyn FnMut(&[u8]) -> bool,
+        ) -> Result<u64, FetchError> {
+            let (a, b) = range.unwrap();
+            std::thread::sleep(self.latency + Duration::from_micros((b - a) * 1000 / 1024));
+            sink(&vec![0; (b - a) as usize]);
+            Ok(b - a)
+        }
+        fn options(&self) -> &coldstart_bundle::FetchOptions {
+            &self.opts
+        }
+        fn stats(&self) -> &coldstart_bundle::FetchStats {
+            &self.stats
+        }
+        fn describe(&self, path: &str) -> String {
+            path.to_owned()
+        }
+    }
+
+    #[test]
+    fn the_link_is_measured_unless_given() {
+        let remote = SlowRemote {
+            opts: Default::default(),
+            stats: Default::default(),
+            latency: Duration::from_millis(30),
+        };
+        let m = Manifest {
+            format: coldstart_bundle::FORMAT.into(),
+            version: coldstart_bundle::VERSION,
+            chunk_size: 65536,
+            compression: Default::default(),
+            files: Vec::new(),
+            hot: coldstart_bundle::HotSet {
+                blob: "blobs/hot".into(),
+                size: 1 << 20,
+                ..Default::default()
+            },
+        };
+        let given = link(3.0, 200.0);
+        assert_eq!(estimate_link(&remote, &m, None, Some(given)).unwrap(), given);
+        let l = estimate_link(&remote, &m, None, None).unwrap();
+        assert!(l.latency_estimated && l.bandwidth_estimated);
+        // Sleeps are lower bounds: the latency is at least 30 ms, the bandwidth at most
+        // 1 KiB/ms; a loaded machine may add to either, within reason.
+        assert!((30.0..300.0).contains(&l.latency_ms), "{l:?}");
+        assert!((300e3..=1.03e6).contains(&l.bytes_per_second), "{l:?}");
+    }
 }
