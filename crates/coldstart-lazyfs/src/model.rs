@@ -184,7 +184,8 @@ pub fn predict(shape: &Shape, link: &LinkEstimate, p: &Params) -> Vec<Prediction
         .collect()
 }
 
-/// The fastest predicted strategy; ties (within 1%) go by [`PREFERENCE`].
+/// The fastest predicted strategy; ties (within 1%) go to `stream`, then `reordered-paged`,
+/// `reordered`, `paged`, `original`.
 pub fn choose(predictions: &[Prediction]) -> Strategy {
     let best = predictions.iter().map(|p| p.ms).fold(f64::INFINITY, f64::min);
     let near =
