@@ -221,34 +221,86 @@ impl Choice {
 
 /// Below this many bytes a transfer says little about bandwidth: latency dominates it.
 pub const MIN_BANDWIDTH_SAMPLE: u64 = 64 * 1024;
-/// The first bandwidth probe: cheap on a slow link (0.6 s at 256 kbit/s).
+/// The first bandwidth probe: cheap on a slow link (0.5 s at 256 kbit/s).
 pub const PROBE_BYTES: u64 = 16 * 1024;
-/// The second probe, sent only when the first took less than [`PROBE_ENOUGH`].
+/// The second probe when the first took less than [`PROBE_ENOUGH`] (otherwise twice the first).
 pub const PROBE_MORE_BYTES: u64 = 256 * 1024;
 /// A transfer at least this long measures bandwidth well enough.
 pub const PROBE_ENOUGH: Duration = Duration::from_millis(100);
 
-/// Measures what `hint` does not give. Latency: the time of a one-byte Range request of the
-/// manifest. Bandwidth: from `manifest_fetch` (its bytes and the time its transfer took, less
-/// one latency) when at least [`MIN_BANDWIDTH_SAMPLE`] bytes, otherwise from a Range request of
-/// the largest blob (the hot blob, else a file's) of [`PROBE_BYTES`], then, if that was over
-/// within [`PROBE_ENOUGH`], of [`PROBE_MORE_BYTES`]. The probes cost one latency each and at
-/// most 272 KiB; their bytes are not kept.
+/// What [`estimate_link`] measured, and the hot chunks its probes brought (verified; the
+/// caller may keep them, and should count them as cached when predicting).
+#[derive(Debug, Clone)]
+pub struct Probe {
+    pub link: LinkEstimate,
+    pub chunks: Vec<(coldstart_bundle::Chunk, Vec<u8>)>,
+}
+
+/// Measures what `hint` does not give.
+///
+/// With a hot blob larger than [`PROBE_BYTES`]: two back-to-back Range requests of its start,
+/// at chunk boundaries, of about [`PROBE_BYTES`] and then [`PROBE_MORE_BYTES`] more (twice the
+/// first if the first took [`PROBE_ENOUGH`] or longer); from `t = latency + bytes / bandwidth`
+/// for both, bandwidth is the second's extra bytes over its extra time and latency the rest
+/// of the first. The bytes are the hot set's first chunks, which every strategy needs, so they
+/// are returned verified instead of thrown away: probing costs about two latencies.
+///
+/// Otherwise: latency is the time of a one-byte Range request of the manifest; bandwidth
+/// comes from `manifest_fetch` (bytes and time, less one latency) when it is at least
+/// [`MIN_BANDWIDTH_SAMPLE`] bytes, else from the hot blob or the largest file blob, at most
+/// [`PROBE_BYTES`].
 pub fn estimate_link(
     remote: &dyn Remote,
     manifest: &Manifest,
     manifest_fetch: Option<(u64, Duration)>,
     hint: Option<LinkEstimate>,
-) -> Result<LinkEstimate, FetchError> {
-    if let Some(h) = hint {
-        return Ok(h);
+) -> Result<Probe, FetchError> {
+    if let Some(link) = hint {
+        return Ok(Probe { link, chunks: Vec::new() });
     }
-    let timed = |path: &str, range: (u64, u64)| -> Result<(u64, f64), FetchError> {
+    let fetch = |path: &str, range: (u64, u64)| -> Result<(Vec<u8>, f64), FetchError> {
         let t = Instant::now();
-        let n = remote.fetch(path, Some(range), &mut |_| true)?;
-        Ok((n, t.elapsed().as_secs_f64()))
+        let mut body = Vec::new();
+        remote.fetch(path, Some(range), &mut |b| {
+            body.extend_from_slice(b);
+            true
+        })?;
+        Ok((body, t.elapsed().as_secs_f64()))
     };
-    let latency = timed("manifest.json", (0, 1))?.1;
+    let hot = manifest.hot_chunks();
+    // The end of the first chunk that ends at or after `at`.
+    let boundary = |at: u64| {
+        hot.iter().map(|(o, c)| o + c.stored_len()).find(|&e| e >= at).unwrap_or(manifest.hot.size)
+    };
+    let a = boundary(PROBE_BYTES);
+    if manifest.hot.size > a {
+        let (first, t1) = fetch(&manifest.hot.blob, (0, a))?;
+        let more = if t1 < PROBE_ENOUGH.as_secs_f64() { PROBE_MORE_BYTES } else { 2 * a };
+        let b = boundary(a + more);
+        let (second, t2) = fetch(&manifest.hot.blob, (a, b))?;
+        let bw = if t2 > t1 + 1e-4 { (b - a - a) as f64 / (t2 - t1) } else { 0.0 };
+        let bw = if bw > 0.0 && b - a > a { bw } else { (b - a) as f64 / t2.max(1e-4) };
+        let latency = (t1 - a as f64 / bw).max(0.0);
+        let mut bytes = first;
+        bytes.extend_from_slice(&second);
+        let mut chunks = Vec::new();
+        for (o, c) in hot.iter().filter(|(o, c)| o + c.stored_len() <= b) {
+            let stored = bytes.get(*o as usize..(o + c.stored_len()) as usize);
+            if let Some(data) =
+                stored.and_then(|s| coldstart_bundle::decode_chunk(manifest.compression, c, s))
+            {
+                chunks.push(((*c).clone(), data));
+            }
+        }
+        let link = LinkEstimate {
+            bytes_per_second: bw,
+            latency_ms: latency * 1e3,
+            bandwidth_estimated: true,
+            latency_estimated: true,
+        };
+        return Ok(Probe { link, chunks });
+    }
+    let latency = fetch("manifest.json", (0, 1))?.1;
     let (bytes, secs) = match manifest_fetch.filter(|(b, _)| *b >= MIN_BANDWIDTH_SAMPLE) {
         Some((b, d)) => (b, d.as_secs_f64()),
         None => {
@@ -269,12 +321,8 @@ pub fn estimate_link(
             if size == 0 {
                 (0, 0.0)
             } else {
-                let first = timed(&path, (0, size.min(PROBE_BYTES)))?;
-                if first.1 - latency < PROBE_ENOUGH.as_secs_f64() && size > PROBE_BYTES {
-                    timed(&path, (0, size.min(PROBE_MORE_BYTES)))?
-                } else {
-                    first
-                }
+                let (body, t) = fetch(&path, (0, size.min(PROBE_BYTES)))?;
+                (body.len() as u64, t)
             }
         }
     };
@@ -285,12 +333,13 @@ pub fn estimate_link(
         // Too small or too fast to tell: as fast as the sample allows (at least 1 Gbit/s).
         (bytes as f64 / 1e-4).max(125e6)
     };
-    Ok(LinkEstimate {
+    let link = LinkEstimate {
         bytes_per_second,
         latency_ms: latency * 1e3,
         bandwidth_estimated: true,
         latency_estimated: true,
-    })
+    };
+    Ok(Probe { link, chunks: Vec::new() })
 }
 
 #[cfg(test)]
@@ -504,8 +553,8 @@ mod tests {
             },
         };
         let given = link(3.0, 200.0);
-        assert_eq!(estimate_link(&remote, &m, None, Some(given)).unwrap(), given);
-        let l = estimate_link(&remote, &m, None, None).unwrap();
+        assert_eq!(estimate_link(&remote, &m, None, Some(given)).unwrap().link, given);
+        let l = estimate_link(&remote, &m, None, None).unwrap().link;
         assert!(l.latency_estimated && l.bandwidth_estimated);
         // Sleeps are lower bounds: the latency is at least 30 ms, the bandwidth at most
         // 1 KiB/ms; a loaded machine may add to either, within reason.

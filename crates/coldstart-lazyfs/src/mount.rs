@@ -234,7 +234,15 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
     let mut strategy = opts.strategy;
     let choice = match &opts.auto {
         Some(auto) => {
-            let c = choose(remote.as_ref(), &manifest, &cache, Some(manifest_fetch), auto, &opts)?;
+            let c = choose(
+                remote.as_ref(),
+                &manifest,
+                &cache,
+                Some(manifest_fetch),
+                auto,
+                &opts,
+                true,
+            )?;
             strategy = c.chosen;
             Some(c)
         }
@@ -293,7 +301,8 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
 }
 
 /// Predicts every strategy for this bundle, cache and link (measured unless `auto` gives it)
-/// and picks the fastest: what `--strategy auto` and `coldstart predict` do.
+/// and picks the fastest: what `--strategy auto` and `coldstart predict` do. The hot chunks
+/// the link probe brought count as cached, and are put in `cache` if `keep`.
 pub fn choose(
     remote: &dyn coldstart_bundle::Remote,
     manifest: &coldstart_bundle::Manifest,
@@ -301,10 +310,19 @@ pub fn choose(
     manifest_fetch: Option<(u64, Duration)>,
     auto: &AutoOptions,
     opts: &MountOptions,
+    keep: bool,
 ) -> Result<Choice, MountError> {
-    let link = model::estimate_link(remote, manifest, manifest_fetch, auto.link)
+    let probe = model::estimate_link(remote, manifest, manifest_fetch, auto.link)
         .map_err(MountError::Probe)?;
-    let shape = Shape::of(manifest, |h| cache.contains(h));
+    let link = probe.link;
+    let mut probed = std::collections::HashSet::new();
+    for (c, data) in &probe.chunks {
+        if keep {
+            let _ = cache.put(&c.sha256, data);
+        }
+        probed.insert(c.sha256.clone());
+    }
+    let shape = Shape::of(manifest, |h| probed.contains(h) || cache.contains(h));
     let params = Params {
         connections: opts.fetch.connections,
         readahead: opts.readahead,

@@ -65,6 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(manifest_fetch),
         &auto,
         &opts,
+        false,
     )?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&choice)?);
