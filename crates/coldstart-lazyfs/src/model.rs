@@ -508,6 +508,8 @@ mod tests {
         opts: coldstart_bundle::FetchOptions,
         stats: coldstart_bundle::FetchStats,
         latency: Duration,
+        /// The hot blob (zeros past its end).
+        data: Vec<u8>,
     }
 
     impl Remote for SlowRemote {
@@ -519,7 +521,11 @@ mod tests {
         ) -> Result<u64, FetchError> {
             let (a, b) = range.unwrap();
             std::thread::sleep(self.latency + Duration::from_micros((b - a) * 1000 / 1024));
-            sink(&vec![0; (b - a) as usize]);
+            let mut body = vec![0; (b - a) as usize];
+            for (i, x) in body.iter_mut().enumerate() {
+                *x = self.data.get(a as usize + i).copied().unwrap_or(0);
+            }
+            sink(&body);
             Ok(b - a)
         }
         fn options(&self) -> &coldstart_bundle::FetchOptions {
@@ -539,6 +545,7 @@ mod tests {
             opts: Default::default(),
             stats: Default::default(),
             latency: Duration::from_millis(30),
+            data: Vec::new(),
         };
         let m = Manifest {
             format: coldstart_bundle::FORMAT.into(),
@@ -560,5 +567,61 @@ mod tests {
         // 1 KiB/ms; a loaded machine may add to either, within reason.
         assert!((30.0..300.0).contains(&l.latency_ms), "{l:?}");
         assert!((300e3..=1.03e6).contains(&l.bytes_per_second), "{l:?}");
+    }
+
+    #[test]
+    fn the_probe_brings_the_first_hot_chunks_verified() {
+        use coldstart_bundle::{sha256_hex, Chunk, ChunkRef, Entry, HotSet};
+        let data: Vec<u8> =
+            (0..1u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 24) as u8).collect();
+        let chunks: Vec<Chunk> = data
+            .chunks(16384)
+            .enumerate()
+            .map(|(i, c)| Chunk {
+                offset: i as u64 * 16384,
+                length: 16384,
+                sha256: sha256_hex(c),
+                stored: None,
+            })
+            .collect();
+        let m = Manifest {
+            format: coldstart_bundle::FORMAT.into(),
+            version: coldstart_bundle::VERSION,
+            chunk_size: 16384,
+            compression: Default::default(),
+            hot: HotSet {
+                blob: "blobs/hot".into(),
+                size: data.len() as u64,
+                sha256: None,
+                chunks: (0..chunks.len())
+                    .map(|index| ChunkRef { path: "f".into(), index })
+                    .collect(),
+            },
+            files: vec![Entry {
+                path: "f".into(),
+                kind: EntryKind::File,
+                mode: 0o644,
+                size: data.len() as u64,
+                target: None,
+                chunks,
+                sha256: Some(sha256_hex(&data)),
+            }],
+        };
+        let remote = SlowRemote {
+            opts: Default::default(),
+            stats: Default::default(),
+            latency: Duration::from_millis(30),
+            data,
+        };
+        let p = estimate_link(&remote, &m, None, None).unwrap();
+        // 16 KiB, then 256 KiB more: the first 17 chunks, each checked against its SHA-256.
+        assert_eq!(p.chunks.len(), 17);
+        for (i, (c, bytes)) in p.chunks.iter().enumerate() {
+            assert_eq!(c.offset, i as u64 * 16384);
+            assert!(coldstart_bundle::verify_chunk(c, bytes));
+        }
+        // 30 ms and 1 KiB/ms, give or take a loaded machine.
+        assert!((10.0..150.0).contains(&p.link.latency_ms), "{:?}", p.link);
+        assert!((0.5e6..1.2e6).contains(&p.link.bytes_per_second), "{:?}", p.link);
     }
 }
