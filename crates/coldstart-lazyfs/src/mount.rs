@@ -302,7 +302,8 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
 
 /// Predicts every strategy for this bundle, cache and link (measured unless `auto` gives it)
 /// and picks the fastest: what `--strategy auto` and `coldstart predict` do. The hot chunks
-/// the link probe brought count as cached, and are put in `cache` if `keep`.
+/// the link probe brought are put in `cache` and count as cached if `keep`; otherwise the
+/// predictions are for the cache as it is.
 pub fn choose(
     remote: &dyn coldstart_bundle::Remote,
     manifest: &coldstart_bundle::Manifest,
@@ -319,8 +320,8 @@ pub fn choose(
     for (c, data) in &probe.chunks {
         if keep {
             let _ = cache.put(&c.sha256, data);
+            probed.insert(c.sha256.clone());
         }
-        probed.insert(c.sha256.clone());
     }
     let shape = Shape::of(manifest, |h| probed.contains(h) || cache.contains(h));
     let params = Params {
