@@ -565,10 +565,11 @@ mod tests {
         assert_eq!(estimate_link(&remote, &m, None, Some(given)).unwrap().link, given);
         let l = estimate_link(&remote, &m, None, None).unwrap().link;
         assert!(l.latency_estimated && l.bandwidth_estimated);
-        // Sleeps are lower bounds: the latency is at least 30 ms, the bandwidth at most
-        // 1 KiB/ms; a loaded machine may add to either, within reason.
+        // The remote sleeps 30 ms per request and 1 ms per KiB. A loaded machine stretches
+        // either sleep, and a stretched first request shortens the difference the bandwidth
+        // is solved from: only the order of magnitude is certain.
         assert!((30.0..300.0).contains(&l.latency_ms), "{l:?}");
-        assert!((300e3..=1.03e6).contains(&l.bytes_per_second), "{l:?}");
+        assert!((300e3..=3e6).contains(&l.bytes_per_second), "{l:?}");
     }
 
     #[test]
