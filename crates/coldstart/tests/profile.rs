@@ -1036,3 +1036,132 @@ int main(int argc, char **argv) {{
         assert_no_process_runs(&prog);
     }
 }
+
+/// The audit tracer arms a text page at its first execution: a program with a megabyte of
+/// functions of which it runs a few has a few private (copied) text pages, not all of them.
+#[test]
+fn audit_tracer_copies_only_the_text_pages_that_run() {
+    let dir = tempfile::tempdir().unwrap();
+    const FUNCTIONS: usize = 4000;
+    let mut src = String::from(
+        "#include <stdio.h>\n#include <string.h>\n#include <unistd.h>\nvolatile int sink;\n",
+    );
+    for i in 0..FUNCTIONS {
+        src.push_str(&format!(
+            "__attribute__((noinline)) int f{i}(int x) {{ sink = x; return x ^ {i}; }}\n"
+        ));
+    }
+    src.push_str("typedef int (*fn_t)(int);\nfn_t table[] = {\n");
+    for i in 0..FUNCTIONS {
+        src.push_str(&format!("f{i},"));
+    }
+    src.push_str(
+        r#"};
+/* Pages of this program's own mappings copied on write (anonymous), in KiB. Not
+ * Private_Dirty: a freshly linked file's page-cache pages are dirty too. */
+static long own_copied_kib(void) {
+    char exe[4096], line[8192];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    FILE *f = fopen("/proc/self/smaps", "r");
+    long total = 0, kib;
+    int own = 0;
+    while (fgets(line, sizeof line, f)) {
+        size_t len = strlen(line);
+        if (len && line[len - 1] == '\n') line[--len] = 0;
+        if (line[0] >= '0' && line[0] <= 'f' && strchr(line, '-') && strchr(line, ' ') > strchr(line, '-'))
+            own = len >= strlen(exe) && strcmp(line + len - strlen(exe), exe) == 0;
+        else if (own && sscanf(line, "Anonymous: %ld kB", &kib) == 1)
+            total += kib;
+    }
+    fclose(f);
+    return total;
+}
+int main(int argc, char **argv) {
+    int acc = table[argc](argc) + table[FUNCS / 2](argc) + table[FUNCS - 1](argc);
+    printf("copied %ld\n", own_copied_kib());
+    return acc == 12345 && argv[0] == 0;
+}
+"#,
+    );
+    let src = src.replace("FUNCS", &FUNCTIONS.to_string());
+    // 256-byte functions: about a megabyte of text (250 pages).
+    let prog = cc(dir.path(), "many", &src, &["-falign-functions=256"]);
+    let out = dir.path().join("p.json");
+    let result = coldstart()
+        .args(["profile", "--tracer", "audit", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&prog)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&result.stdout);
+    assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
+    let copied: u64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("copied "))
+        .unwrap_or_else(|| panic!("no figure: {stdout}"))
+        .parse()
+        .unwrap();
+    let text_kib = (FUNCTIONS * 256 / 1024) as u64;
+    assert!(
+        copied < text_kib / 8,
+        "{copied} KiB of the program's pages copied for {text_kib} KiB of text: the whole text was armed"
+    );
+    let p: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let names = touched(&p, "/many");
+    for f in ["main", "f1", "f2000", "f3999", "own_copied_kib"] {
+        assert!(names.iter().any(|n| n == f), "{f} recorded: {names:?}");
+    }
+    assert!(!names.iter().any(|n| n == "f2"), "f2 never runs: {names:?}");
+}
+
+/// A program's own SIGSEGV handler still gets its faults, and code first run after it is
+/// installed is still recorded (the agent keeps SIGSEGV to arm text pages).
+#[test]
+fn audit_tracer_serves_the_programs_sigsegv_handler() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("caught");
+    let prog = cc(
+        dir.path(),
+        "segv",
+        r#"
+#include <signal.h>
+#include <fcntl.h>
+#include <unistd.h>
+volatile int sink;
+static const char *marker;
+__attribute__((aligned(8192))) void on_segv(int sig, siginfo_t *info, void *ctx) {
+    (void)sig; (void)ctx;
+    int fd = open(marker, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (info->si_addr == 0) write(fd, "caught", 6);
+    close(fd);
+    _exit(0);
+}
+__attribute__((aligned(8192))) void far_away(int x) { sink = x; }
+void crashes(volatile int *p) { sink = *p; }
+int main(int argc, char **argv) {
+    marker = argv[1];
+    struct sigaction sa = {0};
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, 0);
+    far_away(argc);
+    crashes((volatile int *)0);
+    return 3;
+}
+"#,
+        &[],
+    );
+    let (code, stderr, p) = profile(
+        dir.path(),
+        &["--tracer", "audit"],
+        &[prog.to_str().unwrap(), marker.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "caught", "the program's handler ran");
+    let names = touched(&p.unwrap(), "/segv");
+    for f in ["main", "far_away", "crashes", "on_segv"] {
+        assert!(names.iter().any(|n| n == f), "{f} recorded: {names:?}");
+    }
+}
