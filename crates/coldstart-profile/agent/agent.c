@@ -46,7 +46,6 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
-#include <sys/personality.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -82,8 +81,6 @@ enum {
     H_FAULT_IP,       /* the last fault (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) */
     H_FAULT_TID,
     H_FAULT_SIGNAL,
-    H_PAGES_LAZY,     /* atomic: text pages left to arm lazily */
-    H_PAGES_ARMED,    /* atomic: of those, pages armed at their first execution */
 };
 
 #define FLAG_FOLLOW_FORKS 1
@@ -115,17 +112,6 @@ static inline long sys2(long n, long a, long b) {
     __asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b) : "rcx", "r11", "memory");
     return r;
 }
-static inline long sys4(long n, long a, long b, long c, long d) {
-    long r;
-    register long r10 __asm__("r10") = d;
-    __asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10) : "rcx", "r11", "memory");
-    return r;
-}
-static inline long sys3(long n, long a, long b, long c) {
-    long r;
-    __asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
-    return r;
-}
 /* The C library's clock_gettime goes through the vdso: no system call. It is
  * async-signal-safe, and bound at load time (-z now), so the handler never enters the
  * loader's resolver. */
@@ -143,11 +129,6 @@ struct entry {
     uint8_t hit;
 };
 
-/* Executable segments of a lazily armed module: at most this many. */
-#define MAX_SEGMENTS 4
-/* Per-page arming state (lazy modules). */
-enum { PAGE_LAZY, PAGE_ARMING, PAGE_ARMED };
-
 struct module {
     uint64_t lo, hi; /* run-time range of the entries */
     uint64_t bias;
@@ -156,12 +137,6 @@ struct module {
     uint32_t id;
     int live;
     struct link_map *map;
-    /* Lazy arming: the page-aligned run-time ranges left readable but not executable, and
-     * one state byte per page from seg_lo[0]. */
-    int segments;
-    uint64_t seg_lo[MAX_SEGMENTS], seg_hi[MAX_SEGMENTS];
-    uint8_t *page_state;
-    size_t page_state_bytes;
 };
 
 #define MAX_MODULES 4096
@@ -358,114 +333,6 @@ static void on_fault(int sig, siginfo_t *info, void *context) {
     if (info->si_code <= 0) sys2(SYS_kill, sys0(SYS_getpid), sig); /* sent, not raised by the CPU */
 }
 
-/* ---- Lazy arming ---- */
-
-/* The program's own SIGSEGV disposition: its calls to sigaction(SIGSEGV) land here (see
- * agent_sigaction) rather than replacing on_segv, which must see every fault on a lazily
- * armed page. */
-static struct sigaction program_segv;
-static int segv_kept; /* on_segv is installed and sigaction redirected */
-
-/* The entries of one page (binary search for the first at or after `page`): plant an int3
- * at each that is not hit yet. The page is writable and not executable while this runs. */
-static void plant_page(struct module *m, uint64_t page) {
-    size_t a = 0, b = m->count;
-    while (a < b) {
-        size_t mid = a + (b - a) / 2;
-        if (m->entries[mid].addr < page) a = mid + 1;
-        else b = mid;
-    }
-    for (; a < m->count && m->entries[a].addr < page + 4096; a++)
-        if (!__atomic_load_n(&m->entries[a].hit, __ATOMIC_ACQUIRE))
-            *(volatile uint8_t *)m->entries[a].addr = 0xCC;
-}
-
-/* Arm one page: writable (not executable, so no thread runs it half-armed), int3s, then
- * executable and writable, as eagerly armed text is (the trap handler puts bytes back).
- * Two system calls. The state byte makes it happen once: a thread that loses the race
- * returns and faults again until the winner is done. */
-static void arm_page(struct module *m, uint64_t page) {
-    uint8_t *st = &m->page_state[(page - m->seg_lo[0]) / 4096];
-    uint8_t expected = PAGE_LAZY;
-    if (!__atomic_compare_exchange_n(st, &expected, PAGE_ARMING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-        return;
-    sys3(SYS_mprotect, (long)page, 4096, PROT_READ | PROT_WRITE);
-    plant_page(m, page);
-    sys3(SYS_mprotect, (long)page, 4096, PROT_READ | PROT_WRITE | PROT_EXEC);
-    __atomic_store_n(st, PAGE_ARMED, __ATOMIC_RELEASE);
-    volatile uint64_t *b = buf;
-    if (b) __atomic_fetch_add(&b[H_PAGES_ARMED], 1, __ATOMIC_RELAXED);
-}
-
-/* The lazily armed module and segment holding `addr`, if any. */
-static struct module *lazy_module(uint64_t addr) {
-    int n = __atomic_load_n(&module_count, __ATOMIC_ACQUIRE);
-    for (int i = n - 1; i >= 0; i--) {
-        struct module *m = &modules[i];
-        if (!__atomic_load_n(&m->live, __ATOMIC_ACQUIRE)) continue;
-        for (int k = 0; k < m->segments; k++)
-            if (addr >= m->seg_lo[k] && addr < m->seg_hi[k]) return m;
-    }
-    return NULL;
-}
-
-/* SIGSEGV: an instruction fetch from a lazily armed page arms that page and runs the
- * instruction again (it then traps if it is a function entry). Any other fault goes where it
- * would have gone without the agent: the program's handler, else the fault report. */
-static void on_segv(int sig, siginfo_t *info, void *context) {
-    ucontext_t *uc = context;
-    if (info->si_code == SEGV_ACCERR && (uc->uc_mcontext.gregs[REG_ERR] & 16) /* fetch */) {
-        uint64_t addr = (uint64_t)info->si_addr;
-        struct module *m = lazy_module(addr);
-        if (m) {
-            uint8_t st = __atomic_load_n(&m->page_state[((addr & ~4095ull) - m->seg_lo[0]) / 4096],
-                                         __ATOMIC_ACQUIRE);
-            /* Armed meanwhile by another thread, or being armed: run it again. */
-            if (st == PAGE_LAZY) arm_page(m, addr & ~4095ull);
-            return;
-        }
-    }
-    struct sigaction p = program_segv;
-    if (p.sa_handler == SIG_IGN && info->si_code <= 0) return; /* sent, and ignored */
-    if (p.sa_handler == SIG_DFL || p.sa_handler == SIG_IGN) {
-        on_fault(sig, info, context);
-        return;
-    }
-    if (p.sa_flags & SA_RESETHAND) program_segv.sa_handler = SIG_DFL;
-    /* The mask the kernel would have set for the program's handler, less SIGSEGV: its code
-     * may run from pages not armed yet. (A real fault inside it enters it again, as with
-     * SA_NODEFER, where the kernel would have killed the process.) */
-    uint64_t mask = 0, more = 0;
-    memcpy(&mask, &uc->uc_sigmask, 8);
-    memcpy(&more, &p.sa_mask, 8);
-    mask |= more;
-    if (!(p.sa_flags & SA_NODEFER)) mask |= 1ull << (sig - 1);
-    mask &= ~(1ull << (SIGSEGV - 1));
-    sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&mask, 0, 8);
-    if (p.sa_flags & SA_SIGINFO) p.sa_sigaction(sig, info, context);
-    else p.sa_handler(sig);
-}
-
-/* The program's sigaction (its C library's, redirected here): SIGSEGV is kept for on_segv,
- * the program's wish is remembered and served by it; everything else goes through. */
-static int agent_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
-    if (sig != SIGSEGV || !segv_kept) return sigaction(sig, act, old);
-    struct sigaction prev = program_segv;
-    if (act) program_segv = *act;
-    if (old) *old = prev;
-    return 0;
-}
-
-/* Send a function of the program's C library to `target`: `jmp *0(%rip)` and the address,
- * 14 bytes over its entry (it is never armed). The text must be writable. */
-static int redirect(uint64_t at, uint64_t size, uint64_t target) {
-    if (size < 14) return -1;
-    uint8_t *p = (uint8_t *)at;
-    p[0] = 0xFF; p[1] = 0x25; p[2] = p[3] = p[4] = p[5] = 0;
-    memcpy(p + 6, &target, 8);
-    return 0;
-}
-
 /* ---- rtld-audit interface ---- */
 
 unsigned int la_version(unsigned int version) {
@@ -487,18 +354,8 @@ unsigned int la_version(unsigned int version) {
     memset(&fault, 0, sizeof fault);
     fault.sa_sigaction = on_fault;
     fault.sa_flags = SA_SIGINFO;
-    static const int faults[] = {SIGBUS, SIGILL, SIGFPE, SIGABRT};
+    static const int faults[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
     for (unsigned i = 0; i < sizeof faults / sizeof *faults; i++) sigaction(faults[i], &fault, NULL);
-    /* SIGSEGV arms lazily armed pages (and reports faults as above). Every signal blocked
-     * while it runs: a handler of the program coming in while a page is half-armed would
-     * fault on it with SIGSEGV blocked, and die. On the alternate stack if the thread has
-     * one (a program's stack-overflow handler, served through on_segv, needs it). */
-    struct sigaction segv;
-    memset(&segv, 0, sizeof segv);
-    segv.sa_sigaction = on_segv;
-    segv.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigfillset(&segv.sa_mask);
-    sigaction(SIGSEGV, &segv, NULL);
     return LAV_CURRENT;
 }
 
@@ -576,8 +433,6 @@ static int is_never_armed(const char *name) {
 
 /* Add the defined, sized function symbols of the first section of `type` that lie in an
  * executable section. Returns how many were found. */
-static struct list skip_spans; /* start, end pairs of the never-armed functions of one object */
-
 static size_t add_symbols(const struct file *f, uint32_t type, struct list *out, struct list *skip) {
     const Elf64_Ehdr *eh = (const void *)f->data;
     const Elf64_Shdr *sh = (const void *)(f->data + eh->e_shoff);
@@ -602,9 +457,7 @@ static size_t add_symbols(const struct file *f, uint32_t type, struct list *out,
             if (!(sh[sym[k].st_shndx].sh_flags & SHF_EXECINSTR)) continue;
             if (strtab && sym[k].st_name < strsize && memchr(strtab + sym[k].st_name, 0, strsize - sym[k].st_name) &&
                 is_never_armed(strtab + sym[k].st_name)) {
-                if (push(skip, sym[k].st_value) != 0 || push(&skip_spans, sym[k].st_value) != 0 ||
-                    push(&skip_spans, sym[k].st_value + sym[k].st_size) != 0)
-                    return found;
+                if (push(skip, sym[k].st_value) != 0) return found;
                 continue;
             }
             if (push(out, sym[k].st_value) != 0) return found;
@@ -739,37 +592,6 @@ static void sort_u64(uint64_t *v, size_t n) {
     }
 }
 
-static int libc_seen;
-
-/* Arm every page of every lazily armed module that is not armed yet. */
-static void arm_all_lazy(void) {
-    int n = __atomic_load_n(&module_count, __ATOMIC_ACQUIRE);
-    for (int i = 0; i < n; i++) {
-        struct module *m = &modules[i];
-        if (!m->live) continue;
-        for (int k = 0; k < m->segments; k++)
-            for (uint64_t p = m->seg_lo[k]; p < m->seg_hi[k]; p += 4096) arm_page(m, p);
-    }
-}
-
-/* Whether an object's text can be left non-executable and armed page by page at its first
- * execution. Not the C library (the program calls it with signals blocked, where a fault is
- * fatal, and its sigaction is redirected before its text is written), not under
- * READ_IMPLIES_EXEC (PROT_READ would still execute), not an object with text relocations
- * (the loader would make its text executable again after relocating it), not with more
- * executable segments than the module record holds. */
-static int can_be_lazy(struct link_map *map, int is_libc, const Elf64_Ehdr *eh, const Elf64_Phdr *ph) {
-    if (is_libc || !ph) return 0;
-    int pers = personality(0xffffffff);
-    if (pers == -1 || (pers & READ_IMPLIES_EXEC)) return 0;
-    for (const ElfW(Dyn) *d = map->l_ld; d && d->d_tag != DT_NULL; d++)
-        if (d->d_tag == DT_TEXTREL || (d->d_tag == DT_FLAGS && (d->d_un.d_val & DF_TEXTREL))) return 0;
-    int segments = 0;
-    for (unsigned k = 0; k < eh->e_phnum; k++)
-        if (ph[k].p_type == PT_LOAD && (ph[k].p_flags & PF_X)) segments++;
-    return segments > 0 && segments <= MAX_SEGMENTS;
-}
-
 /* Arm every function entry of `path`, loaded at `bias`. Returns the module's index + 1 (its
  * audit cookie), 0 when nothing was armed. */
 static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
@@ -777,7 +599,6 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
     uintptr_t cookie = 0;
     if (map_file(path, &f) != 0) return 0;
     struct list l = {0}, skip = {0};
-    skip_spans.n = 0;
     /* The C library's internal functions (from .symtab or its debug file) include thread
      * exit and fork/spawn paths that run with every signal blocked: only its exported
      * functions (less the never-armed ones) get breakpoints. */
@@ -788,13 +609,11 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
         if (!from_symtab) add_debug_file_symbols(&f, &l, &skip);
     }
     /* The C library's fork, vfork and fork handlers (see agent_vfork, la_preinit). */
-    uint64_t fork_at = 0, vfork_at = 0, vfork_size = 0, atfork_at = 0, sigaction_at = 0, sigaction_size = 0;
-    int is_libc = strncmp(base, "libc.so", 7) == 0;
-    if (is_libc) {
+    uint64_t fork_at = 0, vfork_at = 0, vfork_size = 0, atfork_at = 0;
+    if (strncmp(base, "libc.so", 7) == 0) {
         fork_at = find_dynamic(&f, "fork", NULL);
         vfork_at = find_dynamic(&f, "vfork", &vfork_size);
         atfork_at = find_dynamic(&f, "__register_atfork", NULL);
-        sigaction_at = find_dynamic(&f, "sigaction", &sigaction_size);
     }
     add_symbols(&f, SHT_DYNSYM, &l, &skip);
     /* An address any of whose names is never armed stays unarmed (aliases: __madvise). */
@@ -827,28 +646,7 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
     struct entry *entries = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     int ok = entries != MAP_FAILED && module_count < MAX_MODULES;
     size_t armed = 0;
-    int lazy = ok && kept && can_be_lazy(map, is_libc, eh, ph);
-    static struct module unused; /* no room in the table: nothing is armed */
-    struct module *m = ok ? &modules[module_count] : &unused;
-    m->segments = 0;
-    m->page_state = NULL;
-    if (lazy) {
-        for (unsigned k = 0; k < eh->e_phnum; k++) {
-            if (ph[k].p_type != PT_LOAD || !(ph[k].p_flags & PF_X)) continue;
-            m->seg_lo[m->segments] = (bias + ph[k].p_vaddr) & ~4095ull;
-            m->seg_hi[m->segments] = (bias + ph[k].p_vaddr + ph[k].p_memsz + 4095) & ~4095ull;
-            m->segments++;
-        }
-        m->page_state_bytes = (m->seg_hi[m->segments - 1] - m->seg_lo[0]) / 4096;
-        void *st = mmap(NULL, m->page_state_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (st == MAP_FAILED) {
-            lazy = 0;
-            m->segments = 0;
-        } else {
-            m->page_state = st;
-        }
-    }
-    if (ok && !lazy) {
+    if (ok) {
         for (unsigned k = 0; ph && k < eh->e_phnum; k++) {
             if (ph[k].p_type != PT_LOAD || !(ph[k].p_flags & PF_X)) continue;
             uint64_t lo = (bias + ph[k].p_vaddr) & ~4095ull;
@@ -866,14 +664,6 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
         register_atfork = (register_atfork_fn)(bias + atfork_at);
         redirect_vfork(bias + vfork_at, vfork_size);
     }
-    if (ok && is_libc && !lazy) {
-        /* The program's sigaction(SIGSEGV) must not take SIGSEGV from on_segv while pages
-         * are lazily armed; without the redirection, arm them all now. */
-        if (sigaction_at && redirect(bias + sigaction_at, sigaction_size, (uint64_t)agent_sigaction) == 0)
-            segv_kept = 1;
-        else
-            arm_all_lazy();
-    }
     if (ok) {
         for (size_t i = 0; i < kept; i++) {
             uint8_t *at = (uint8_t *)(bias + l.v[i]);
@@ -882,6 +672,7 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
             entries[armed].hit = 0;
             armed++;
         }
+        struct module *m = &modules[module_count];
         m->entries = entries;
         m->count = armed;
         m->lo = armed ? entries[0].addr : 0;
@@ -892,33 +683,11 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
         m->live = 1;
         cookie = (uintptr_t)module_count + 1;
         __atomic_store_n(&module_count, module_count + 1, __ATOMIC_RELEASE);
-        if (lazy) {
-            /* Only now, with the table visible to the handler: text readable (the loader and
-             * the program may read constants there), not executable; each page gets its
-             * breakpoints at its first execution (on_segv). */
-            size_t pages = 0;
-            for (int k = 0; k < m->segments; k++) {
-                mprotect((void *)m->seg_lo[k], m->seg_hi[k] - m->seg_lo[k], PROT_READ);
-                pages += (m->seg_hi[k] - m->seg_lo[k]) / 4096;
-            }
-            __atomic_fetch_add(&buf[H_PAGES_LAZY], pages, __ATOMIC_RELAXED);
-            /* Pages of never-armed functions are armed now: they run with every signal
-             * blocked (thread exit, a vfork child), where a fault would kill the process. */
-            for (size_t s = 0; s + 1 < skip_spans.n; s += 2)
-                for (uint64_t p = (bias + skip_spans.v[s]) & ~4095ull; p < bias + skip_spans.v[s + 1]; p += 4096)
-                    if (lazy_module(p) == m) arm_page(m, p);
-            if (!segv_kept && libc_seen) arm_all_lazy();
-        } else {
-            /* Only now, with the table visible to the handler, write the breakpoints. */
-            for (size_t i = 0; i < armed; i++) *(volatile uint8_t *)entries[i].addr = 0xCC;
-        }
-    } else {
-        if (entries != MAP_FAILED) munmap(entries, bytes);
-        if (m->page_state) munmap(m->page_state, m->page_state_bytes);
-        m->page_state = NULL;
-        m->segments = 0;
+        /* Only now, with the table visible to the handler, write the breakpoints. */
+        for (size_t i = 0; i < armed; i++) *(volatile uint8_t *)entries[i].addr = 0xCC;
+    } else if (entries != MAP_FAILED) {
+        munmap(entries, bytes);
     }
-    if (is_libc) libc_seen = 1;
     module_record(KIND_MODULE, id, bias, armed, path);
     if (l.v) munmap(l.v, l.cap * 8);
     if (skip.v) munmap(skip.v, skip.cap * 8);
@@ -933,30 +702,14 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
  * cleans and detaches such a child). The child may also block every signal or reset
  * SIGTRAP to its default before it calls exec (vfork users do), where a breakpoint would
  * kill it. */
-static void disarm(struct module *m) {
-    /* A lazily armed module: text writable while the bytes go back (a page may be half-way
-     * through arming in a thread that did not follow into this child), then readable and
-     * executable as the loader mapped it. */
-    for (int k = 0; k < m->segments; k++)
-        mprotect((void *)m->seg_lo[k], m->seg_hi[k] - m->seg_lo[k], PROT_READ | PROT_WRITE);
-    for (size_t k = 0; k < m->count; k++) {
-        if (__atomic_exchange_n(&m->entries[k].hit, 1, __ATOMIC_ACQ_REL)) continue;
-        uint64_t a = m->entries[k].addr;
-        if (m->segments && m->page_state[((a & ~4095ull) - m->seg_lo[0]) / 4096] == PAGE_LAZY) continue;
-        *(volatile uint8_t *)a = m->entries[k].orig;
-    }
-    for (int k = 0; k < m->segments; k++) {
-        for (uint64_t p = m->seg_lo[k]; p < m->seg_hi[k]; p += 4096)
-            __atomic_store_n(&m->page_state[(p - m->seg_lo[0]) / 4096], PAGE_ARMED, __ATOMIC_RELEASE);
-        mprotect((void *)m->seg_lo[k], m->seg_hi[k] - m->seg_lo[k], PROT_READ | PROT_EXEC);
-    }
-}
-
 static void disarm_all(void) {
     int n = __atomic_load_n(&module_count, __ATOMIC_ACQUIRE);
     for (int i = 0; i < n; i++) {
         struct module *m = &modules[i];
-        if (m->live) disarm(m);
+        if (!m->live) continue;
+        for (size_t k = 0; k < m->count; k++)
+            if (!__atomic_exchange_n(&m->entries[k].hit, 1, __ATOMIC_ACQ_REL))
+                *(volatile uint8_t *)m->entries[k].addr = m->entries[k].orig;
     }
 }
 
@@ -977,7 +730,11 @@ static pid_t agent_vfork(void) {
 /* Send the C library's vfork to agent_vfork: `jmp *0(%rip)` and the address, 14 bytes over
  * its entry (it is never armed). */
 static void redirect_vfork(uint64_t vfork_at, uint64_t size) {
-    redirect(vfork_at, size, (uint64_t)agent_vfork);
+    if (size < 14) return;
+    uint8_t *p = (uint8_t *)vfork_at;
+    uint64_t target = (uint64_t)agent_vfork;
+    p[0] = 0xFF; p[1] = 0x25; p[2] = p[3] = p[4] = p[5] = 0;
+    memcpy(p + 6, &target, 8);
 }
 
 /* A fork child that is not followed is disarmed by a fork handler registered with the
@@ -1030,7 +787,9 @@ unsigned int la_objclose(uintptr_t *cookie) {
     if (!closing || !*cookie || *cookie > MAX_MODULES) return 0;
     struct module *m = &modules[*cookie - 1];
     /* Put every byte back before forgetting the entries: a thread may still run there. */
-    disarm(m);
+    for (size_t i = 0; i < m->count; i++)
+        if (!__atomic_exchange_n(&m->entries[i].hit, 1, __ATOMIC_ACQ_REL))
+            *(volatile uint8_t *)m->entries[i].addr = m->entries[i].orig;
     __atomic_store_n(&m->live, 0, __ATOMIC_RELEASE);
     return 0;
 }
