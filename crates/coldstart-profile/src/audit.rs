@@ -33,7 +33,7 @@ use std::time::Instant;
 use coldstart_elf::{ElfInfo, SymbolOptions};
 
 use crate::format::{Fault, Module, Stop, Touch};
-use crate::trace::{mtime_of, signal_name, stripped_warning, symbols_label, Traced, TreeGuard};
+use crate::trace::{mtime_of, profile_module, signal_name, stripped_warning, Traced, TreeGuard};
 use crate::{Launched, ProfileError, ProfileOptions};
 
 /// The agent, compiled by `build.rs` from `agent/agent.c`.
@@ -455,16 +455,7 @@ fn assemble(
         .into_iter()
         .map(|i| {
             let rec = &mut recs[i];
-            Module {
-                path: rec.info.path.clone(),
-                build_id: rec.info.build_id_hex(),
-                size: rec.info.size,
-                mtime: rec.mtime,
-                load_bias: rec.load_bias,
-                symbols: symbols_label(&rec.info.symbol_source),
-                functions_total: rec.info.functions.len(),
-                functions: std::mem::take(&mut rec.order),
-            }
+            profile_module(&rec.info, rec.mtime, rec.load_bias, std::mem::take(&mut rec.order))
         })
         .collect()
 }

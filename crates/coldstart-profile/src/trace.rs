@@ -185,6 +185,26 @@ fn cont(tid: i32, sig: i32) {
 }
 
 /// The `symbols` field of a profile module: where its function names come from.
+/// The profile's record of a module whose functions were touched in `functions` order (both
+/// tracers).
+pub(crate) fn profile_module(
+    info: &ElfInfo,
+    mtime: i64,
+    load_bias: u64,
+    functions: Vec<Touch>,
+) -> Module {
+    Module {
+        path: info.path.clone(),
+        build_id: info.build_id_hex(),
+        size: info.size,
+        mtime,
+        load_bias,
+        symbols: symbols_label(&info.symbol_source),
+        functions_total: info.functions.len(),
+        functions,
+    }
+}
+
 pub(crate) fn symbols_label(source: &SymbolSource) -> String {
     match source {
         SymbolSource::Symtab => "symtab".into(),
@@ -506,16 +526,7 @@ impl<'a> Tracer<'a> {
             .into_iter()
             .map(|m| {
                 let rec = &mut self.modules[m];
-                Module {
-                    path: rec.info.path.clone(),
-                    build_id: rec.info.build_id_hex(),
-                    size: rec.info.size,
-                    mtime: rec.mtime,
-                    load_bias: rec.load_bias,
-                    symbols: symbols_label(&rec.info.symbol_source),
-                    functions_total: rec.info.functions.len(),
-                    functions: std::mem::take(&mut rec.order),
-                }
+                profile_module(&rec.info, rec.mtime, rec.load_bias, std::mem::take(&mut rec.order))
             })
             .collect();
         Ok(Traced { modules, stop, duration_ns, warnings: self.warnings })

@@ -5,7 +5,7 @@
 //! here is stopped by a guard even when an assertion fails.
 
 mod common;
-use common::{check, KillOnDrop};
+use common::{check, serve, KillOnDrop};
 
 use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream};
@@ -137,23 +137,6 @@ fn pack(root: &Path, out: &str, hot: Option<&Path>) -> PathBuf {
     }
     check(&cmd.output().unwrap());
     bundle
-}
-
-/// `coldstart serve BUNDLE [ARGS]` as a child; returns it and the URL it printed.
-fn serve(bundle: &Path, extra: &[&str]) -> (KillOnDrop, String) {
-    let mut child = coldstart()
-        .arg("serve")
-        .arg(bundle)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let url = line.trim().to_owned();
-    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-    (KillOnDrop(child), url)
 }
 
 /// `coldstart serve --proxy UPSTREAM --link LINK` as a child; returns it and its URL.

@@ -5,30 +5,13 @@
 //! The `run` test needs root (FUSE); every server started here is stopped by a guard.
 
 mod common;
-use common::{check, is_root, KillOnDrop};
+use common::{check, is_root, serve};
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 fn coldstart() -> Command {
     Command::new(env!("CARGO_BIN_EXE_coldstart"))
-}
-
-fn serve(bundle: &Path, link: &str) -> (KillOnDrop, String) {
-    let mut child = coldstart()
-        .arg("serve")
-        .arg(bundle)
-        .args(["--link", link])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let url = line.trim().to_owned();
-    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-    (KillOnDrop(child), url)
 }
 
 /// Bytes that do not repeat (so that chunks do not deduplicate).
@@ -69,7 +52,7 @@ fn tiny_bundle_without_a_hot_set_on_a_fast_link_predicts_original() {
             .unwrap(),
     );
     // Ten chunks on demand take three round trips (four in flight); the file whole, one.
-    let (_server, url) = serve(&bundle, "100mbit/20ms");
+    let (_server, url) = serve(&bundle, &["--link", "100mbit/20ms"]);
     let (chosen, v) = predict(&url, &dir.path().join("cache"));
     assert_eq!(chosen, "original", "{v:#}");
     assert_eq!(v["link"]["latency_estimated"], true);
@@ -109,7 +92,7 @@ fn big_bundle_small_hot_set(dir: &Path) -> std::path::PathBuf {
 fn big_bundle_with_a_small_hot_set_on_a_slow_far_link_predicts_a_hot_set_strategy() {
     let dir = tempfile::tempdir().unwrap();
     let bundle = big_bundle_small_hot_set(dir.path());
-    let (_server, url) = serve(&bundle, "2mbit/150ms");
+    let (_server, url) = serve(&bundle, &["--link", "2mbit/150ms"]);
     let (chosen, v) = predict(&url, &dir.path().join("cache"));
     assert!(["stream", "reordered-paged"].contains(&chosen.as_str()), "{v:#}");
     // And given the link, nothing is measured.
@@ -131,7 +114,7 @@ fn run_with_strategy_auto_reports_its_choice() {
     }
     let dir = tempfile::tempdir().unwrap();
     let bundle = big_bundle_small_hot_set(dir.path());
-    let (_server, url) = serve(&bundle, "20mbit/40ms");
+    let (_server, url) = serve(&bundle, &["--link", "20mbit/40ms"]);
     let out = coldstart()
         .args(["run", &url, "--strategy", "auto", "--json", "--cache-dir"])
         .arg(dir.path().join("cache"))

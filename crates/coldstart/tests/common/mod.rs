@@ -59,3 +59,21 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// `coldstart serve BUNDLE [ARGS]` as a child; returns it and the URL it printed.
+pub fn serve(bundle: &std::path::Path, extra: &[&str]) -> (KillOnDrop, String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_coldstart"))
+        .arg("serve")
+        .arg(bundle)
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let url = line.trim().to_owned();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    (KillOnDrop(child), url)
+}
