@@ -7,9 +7,10 @@ use std::process::ExitCode;
 use coldstart_layout::analyze::{analyze, Analysis};
 use coldstart_layout::binary::Binary;
 use coldstart_layout::input::Workload;
-use coldstart_layout::model::{PageModel, ReadAround};
+use coldstart_layout::model::ReadAround;
 
-use super::order::{coded, parse_size};
+use super::order::coded;
+use super::page_model::PageModelArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -23,34 +24,15 @@ pub struct Args {
     /// The module of the profile to use (default: the one named like BINARY).
     #[arg(long)]
     pub module: Option<String>,
-    /// Page size (4k, 16k, 64k).
-    #[arg(long, default_value = "4k", value_parser = parse_size)]
-    pub page_size: u64,
-    /// Read-ahead window around a fault (0 for none).
-    #[arg(long, default_value = "128k", value_parser = parse_size)]
-    pub readahead: u64,
-    /// Where a fault's read-ahead window lies in code: `centred` on the page (the classic
-    /// read-around) or `forward` from it (executable mappings on newer kernels, e.g. 6.18).
-    #[arg(long, default_value = "centred", value_parser = ["centred", "forward"])]
-    pub read_around: String,
+    #[command(flatten)]
+    pub page_model: PageModelArgs,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.page_size == 0 {
-        return Err(crate::exit::usage("--page-size must be more than 0"));
-    }
-    let model = PageModel {
-        page_size: args.page_size,
-        readahead: args.readahead,
-        read_around: if args.read_around == "forward" {
-            ReadAround::Forward
-        } else {
-            ReadAround::Centred
-        },
-    };
+    let model = args.page_model.model()?;
     let workload =
         match &args.profile {
             Some(p) => {

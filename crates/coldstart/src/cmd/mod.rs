@@ -8,6 +8,7 @@ pub mod measure;
 pub mod mount;
 pub mod order;
 pub mod pack;
+pub mod page_model;
 pub mod predict;
 pub mod profile;
 pub mod run;

@@ -7,10 +7,12 @@ use std::process::ExitCode;
 use anyhow::Context;
 use coldstart_layout::binary::Binary;
 use coldstart_layout::input::Workload;
-use coldstart_layout::model::{PageModel, ReadAround};
+use coldstart_layout::model::ReadAround;
 use coldstart_layout::order::{compute, Algorithm, ClusterOptions};
 use coldstart_layout::symbols::Bindings;
 use coldstart_layout::{evaluate, writers, LayoutError};
+
+use super::page_model::PageModelArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -47,34 +49,12 @@ pub struct Args {
     /// A held-out profile: score the default layout, every algorithm and the ideal on it.
     #[arg(long, value_name = "HOLDOUT")]
     pub evaluate: Option<PathBuf>,
-    /// Page size for --evaluate (4k, 16k, 64k).
-    #[arg(long, default_value = "4k", value_parser = parse_size)]
-    pub page_size: u64,
-    /// Read-ahead window for --evaluate (0 for none).
-    #[arg(long, default_value = "128k", value_parser = parse_size)]
-    pub readahead: u64,
-    /// Where a fault's read-ahead window lies in code: `centred` on the page (the classic
-    /// read-around) or `forward` from it (executable mappings on newer kernels, e.g. 6.18).
-    #[arg(long, default_value = "centred", value_parser = ["centred", "forward"])]
-    pub read_around: String,
+    /// The page model of --evaluate.
+    #[command(flatten)]
+    pub page_model: PageModelArgs,
     /// Print the evaluation as JSON.
     #[arg(long)]
     pub json: bool,
-}
-
-/// Parse a byte size: `4096`, `4k`, `128K`, `2m`.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let t = t.trim_end_matches("ib").trim_end_matches('b');
-    let (num, mult) = match t.chars().last() {
-        Some('k') => (&t[..t.len() - 1], 1024),
-        Some('m') => (&t[..t.len() - 1], 1024 * 1024),
-        Some('g') => (&t[..t.len() - 1], 1024 * 1024 * 1024),
-        _ => (t, 1),
-    };
-    num.parse::<u64>()
-        .map(|n| n * mult)
-        .map_err(|_| format!("`{s}` is not a size (examples: 4096, 4k, 128k, 2m)"))
 }
 
 /// Map a library error to an exit code: bad input is 2, the rest is an environment error.
@@ -135,18 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let algorithm: Option<Algorithm> =
         args.algorithm.as_deref().map(str::parse).transpose().map_err(crate::exit::usage)?;
     let mut workloads = read_workloads(&args.profiles, &args.weights)?;
-    let model = PageModel {
-        page_size: args.page_size,
-        readahead: args.readahead,
-        read_around: if args.read_around == "forward" {
-            ReadAround::Forward
-        } else {
-            ReadAround::Centred
-        },
-    };
-    if model.page_size == 0 {
-        return Err(crate::exit::usage("--page-size must be more than 0"));
-    }
+    let model = args.page_model.model()?;
     let binary = match &args.binary {
         Some(b) => Some(
             Binary::open(b).map_err(coded).with_context(|| format!("--binary {}", b.display()))?,

@@ -8,7 +8,8 @@ use coldstart_layout::input::Workload;
 use coldstart_layout::model::PageModel;
 use coldstart_layout::verify::{parse_order_file, verify, Verification};
 
-use super::order::{coded, parse_size, preview};
+use super::order::{coded, preview};
+use super::page_model::parse_size;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -23,6 +24,7 @@ pub struct Args {
     /// The module of the profile (default: the one named like BINARY).
     #[arg(long)]
     pub module: Option<String>,
+    /// Page size of the span figures (4k, 16k, 64k).
     #[arg(long, default_value = "4k", value_parser = parse_size)]
     pub page_size: u64,
     /// Print JSON.

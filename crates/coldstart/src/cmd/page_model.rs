@@ -1,0 +1,87 @@
+//! The page model's flags, shared by `analyze` and `order --evaluate`, and the byte-size
+//! parser of the layout commands.
+
+use coldstart_layout::model::{PageModel, ReadAround};
+
+/// Page size, read-ahead window and where the window lies: how a start-up's touched pages
+/// become page faults.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PageModelArgs {
+    /// Page size (4k, 16k, 64k).
+    #[arg(long, default_value = "4k", value_parser = parse_size)]
+    pub page_size: u64,
+    /// Read-ahead window around a fault (0 for none).
+    #[arg(long, default_value = "128k", value_parser = parse_size)]
+    pub readahead: u64,
+    /// Where a fault's read-ahead window lies in code: `centred` on the page (the classic
+    /// read-around) or `forward` from it (executable mappings on newer kernels, e.g. 6.18).
+    #[arg(long, default_value = "centred", value_enum)]
+    pub read_around: ReadAroundArg,
+}
+
+/// `--read-around`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReadAroundArg {
+    Centred,
+    Forward,
+}
+
+impl PageModelArgs {
+    /// The model, or a usage error for a zero page size.
+    pub fn model(&self) -> anyhow::Result<PageModel> {
+        if self.page_size == 0 {
+            return Err(crate::exit::usage("--page-size must be more than 0"));
+        }
+        Ok(PageModel {
+            page_size: self.page_size,
+            readahead: self.readahead,
+            read_around: match self.read_around {
+                ReadAroundArg::Centred => ReadAround::Centred,
+                ReadAroundArg::Forward => ReadAround::Forward,
+            },
+        })
+    }
+}
+
+/// Parse a byte size: `4096`, `4k`, `128K`, `128KiB`, `2m`, `1g` (binary multiples).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let t = t.trim_end_matches('b').trim_end_matches('i');
+    let (num, mult) = match t.chars().last() {
+        Some('k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('m') => (&t[..t.len() - 1], 1 << 20),
+        Some('g') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    let n: u64 =
+        num.parse().map_err(|_| format!("`{s}` is not a size (examples: 4096, 4k, 128k, 2m)"))?;
+    n.checked_mul(mult).ok_or_else(|| format!("`{s}` is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_multiples() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("128K"), Ok(128 << 10));
+        assert_eq!(parse_size("128KiB"), Ok(128 << 10));
+        assert_eq!(parse_size("2mb"), Ok(2 << 20));
+        assert_eq!(parse_size(" 1g "), Ok(1 << 30));
+        assert_eq!(parse_size("0"), Ok(0));
+        assert!(parse_size("k").is_err());
+        assert!(parse_size("four").is_err());
+        assert!(parse_size("-4k").is_err());
+        assert!(parse_size("99999999999999999999k").is_err());
+        assert!(parse_size("18014398509481984k").unwrap_err().contains("too large"));
+    }
+
+    #[test]
+    fn a_zero_page_size_is_refused() {
+        let args =
+            PageModelArgs { page_size: 0, readahead: 0, read_around: ReadAroundArg::Centred };
+        assert!(args.model().unwrap_err().to_string().contains("--page-size"));
+    }
+}
