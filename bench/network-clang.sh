@@ -24,7 +24,12 @@ llvm=/usr/lib/llvm-19
 rm -rf "$out/app" "$out/bundle0" "$out/bundle"
 mkdir -p "$out/app/bin" "$out/app/lib"
 cp "$llvm/bin/clang" "$out/app/bin/"
-cp "$llvm/lib/libclang-cpp.so.19.1" "$llvm/lib/libLLVM.so.19.1" "$out/app/lib/"
+# Where the loader finds them here (Debian puts libLLVM in the multiarch directory).
+for lib in libclang-cpp.so.19.1 libLLVM.so.19.1; do
+    path=$(ldd "$llvm/bin/clang" | awk -v l="$lib" '$1 == l { print $3 }')
+    [ -f "$path" ] || { echo "$0: clang-19 does not load $lib (apt-get install clang-19)" >&2; exit 1; }
+    cp "$path" "$out/app/lib/"
+done
 printf 'int twice(int x) { return 2 * x; }\n' > "$out/x.c"
 "$cs" pack "$out/app" -o "$out/bundle0" >/dev/null
 rm -rf "$out/cache-rec"
