@@ -651,6 +651,26 @@ fn bench_fidelity() {
     }
 }
 
+/// clang-19 and the two LLVM libraries it loads, where the loader finds them (Debian keeps
+/// libLLVM in the multiarch directory, libclang-cpp under /usr/lib/llvm-19/lib).
+fn clang_files() -> Vec<PathBuf> {
+    let clang = "/usr/lib/llvm-19/bin/clang";
+    let out = Command::new("ldd").arg(clang).output().expect("ldd runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut files = vec![PathBuf::from(clang)];
+    for lib in ["libLLVM.so.19.1", "libclang-cpp.so.19.1"] {
+        let path = text
+            .lines()
+            .find_map(|l| {
+                let mut w = l.split_whitespace();
+                (w.next() == Some(lib)).then(|| w.nth(1)).flatten()
+            })
+            .unwrap_or_else(|| panic!("{clang} does not load {lib}: apt-get install clang-19"));
+        files.push(PathBuf::from(path));
+    }
+    files
+}
+
 /// Cold and hot start-up of a real program on every profile. COLDSTART_STORAGE_CMD is the
 /// command (default `/usr/lib/llvm-19/bin/clang --version`), COLDSTART_STORAGE_FILES the
 /// colon-separated files or directories to put on the emulated device (default clang and its
@@ -662,14 +682,10 @@ fn bench_program_start() {
     let _fx = Fixture::new();
     let cmd_line = std::env::var("COLDSTART_STORAGE_CMD")
         .unwrap_or_else(|_| "/usr/lib/llvm-19/bin/clang --version".into());
-    let files: Vec<PathBuf> = std::env::var("COLDSTART_STORAGE_FILES")
-        .unwrap_or_else(|_| {
-            "/usr/lib/llvm-19/bin/clang:/usr/lib/llvm-19/lib/libLLVM.so.19.1:/usr/lib/llvm-19/lib/libclang-cpp.so.19.1"
-                .into()
-        })
-        .split(':')
-        .map(PathBuf::from)
-        .collect();
+    let files: Vec<PathBuf> = match std::env::var("COLDSTART_STORAGE_FILES") {
+        Ok(list) => list.split(':').map(PathBuf::from).collect(),
+        Err(_) => clang_files(),
+    };
     let runs: usize =
         std::env::var("COLDSTART_STORAGE_RUNS").ok().and_then(|r| r.parse().ok()).unwrap_or(3);
     let argv: Vec<&str> = cmd_line.split_whitespace().collect();
