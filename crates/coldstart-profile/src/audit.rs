@@ -512,14 +512,15 @@ pub(crate) fn run(
     let ready_fd = launched.ready_read.as_raw_fd();
     // Modules are read (symbols, debug files) while the program runs, on the other core.
     let done = AtomicBool::new(false);
-    let (stop, kill, infos) = std::thread::scope(|scope| {
+    let (stop, kill, infos, duration_ns) = std::thread::scope(|scope| {
         let reader = scope.spawn(|| read_modules_meanwhile(&buffer, &options.symbols, &done));
         let (stop, kill) = wait(options, &buffer, &launched, pid, deadline, &wake, ready_fd);
+        // The program's time, not the reader's catching up.
+        let duration_ns = started.elapsed().as_nanos() as u64;
         done.store(true, Ordering::Release);
-        (stop, kill, reader.join().unwrap_or_default())
+        (stop, kill, reader.join().unwrap_or_default(), duration_ns)
     });
     buffer.set(H_STOP, 1);
-    let duration_ns = started.elapsed().as_nanos() as u64;
     guard.armed = kill;
     drop(guard);
     launched.stop_pollers();
