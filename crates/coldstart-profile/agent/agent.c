@@ -158,6 +158,10 @@ static int current_pid;
 static __thread int current_tid __attribute__((tls_model("initial-exec")));
 static uint64_t flags;
 static int main_seen;
+/* The main program's audit cookie (MAX_MODULES + 1 when it has no entries), and whether
+ * its la_objclose has come: the program is exiting. */
+static uintptr_t main_cookie;
+static int exiting;
 
 static const char *env_in(char **envp, const char *name) {
     size_t n = strlen(name);
@@ -945,6 +949,8 @@ unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie) {
         if (n <= 0) return 0;
         exe[n] = 0;
         *cookie = arm(map, exe, map->l_addr);
+        if (!*cookie) *cookie = MAX_MODULES + 1;
+        main_cookie = *cookie;
         return 0;
     }
     /* The vdso has no file; the loader runs this library. */
@@ -958,7 +964,8 @@ unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie) {
 /* dlclose: the object's memory goes away (and may be reused by the next dlopen). */
 static int closing;
 
-/* dlclose announces itself (LA_ACT_DELETE) before closing objects; exit does not. */
+/* dlclose announces itself (LA_ACT_DELETE) before closing objects; so does exit in newer
+ * C libraries (see la_objclose). */
 void la_activity(uintptr_t *cookie, unsigned int flag) {
     (void)cookie;
     closing = flag == LA_ACT_DELETE;
@@ -966,8 +973,12 @@ void la_activity(uintptr_t *cookie, unsigned int flag) {
 
 unsigned int la_objclose(uintptr_t *cookie) {
     /* At exit the loader closes every object but its code still runs (destructors, atexit
-     * handlers, _exit): keep the entries, as the ptrace tracer does. */
-    if (!closing || !*cookie || *cookie > MAX_MODULES) return 0;
+     * handlers, _exit): keep the entries, as the ptrace tracer does. The C library (2.36)
+     * announces exit with LA_ACT_DELETE as it does a dlclose; but only exit closes the main
+     * program, and first (_dl_fini). Putting the bytes back there also wrote into every
+     * text page of the process at exit. */
+    if (*cookie && *cookie == main_cookie) exiting = 1;
+    if (!closing || exiting || !*cookie || *cookie > MAX_MODULES) return 0;
     struct module *m = &modules[*cookie - 1];
     /* Put every byte back before forgetting the entries: a thread may still run there. */
     for (size_t i = 0; i < m->count; i++)

@@ -1155,3 +1155,51 @@ int main(void) {{
     }
     assert_eq!(recorded[0], recorded[1], "both tracers record the same functions");
 }
+
+#[test]
+fn functions_run_by_destructors_at_exit_are_recorded_by_both_tracers() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("libfini.so");
+    std::fs::write(
+        dir.path().join("fini.c"),
+        r#"
+static void (*at_unload)(void);
+void register_at_unload(void (*f)(void)) { at_unload = f; }
+__attribute__((destructor)) static void lib_fini(void) { if (at_unload) at_unload(); }
+"#,
+    )
+    .unwrap();
+    assert!(Command::new("clang-19")
+        .args(["-O1", "-shared", "-fPIC", "-fuse-ld=lld"])
+        .arg(dir.path().join("fini.c"))
+        .arg("-o")
+        .arg(&lib)
+        .status()
+        .unwrap()
+        .success());
+    // The executable's function runs from the library's destructor, after the loader has
+    // begun closing objects at exit (the main program first).
+    let source = r#"
+volatile int sink;
+void register_at_unload(void (*f)(void));
+void called_at_unload(void) { sink = 2; }
+int main(void) { register_at_unload(called_at_unload); return 0; }
+"#;
+    let prog = cc(
+        dir.path(),
+        "fini",
+        source,
+        &[
+            &format!("-L{}", dir.path().display()),
+            "-lfini",
+            &format!("-Wl,-rpath,{}", dir.path().display()),
+        ],
+    );
+    for tracer in ["audit", "ptrace"] {
+        let (code, stderr, p) =
+            profile(dir.path(), &["--tracer", tracer], &[prog.to_str().unwrap()]);
+        assert_eq!(code, 0, "{tracer}: {stderr}");
+        let exe = touched(&p.unwrap(), "/fini");
+        assert!(exe.iter().any(|f| f == "called_at_unload"), "{tracer}: {exe:?}");
+    }
+}

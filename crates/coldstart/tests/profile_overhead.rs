@@ -248,8 +248,11 @@ fn breakdown(label: &str, cmd: &[&str]) {
 }
 
 #[test]
-#[ignore = "benchmark (needs the benchmark-size sample, see above); run with --ignored --nocapture"]
+#[ignore = "benchmark (builds a 20,000-function program, needs the benchmark-size sample); run with --ignored --nocapture"]
 fn audit_arming_breakdown() {
+    let generated = tempfile::tempdir().unwrap();
+    let many = generate(generated.path());
+    breakdown("20,000 functions", &[many.to_str().unwrap()]);
     breakdown("python3 -c pass", &["/usr/bin/python3", "-c", "pass"]);
     let dir = std::env::var_os("COLDSTART_BENCH_SAMPLE_DIR")
         .map(std::path::PathBuf::from)
