@@ -1074,6 +1074,8 @@ fn large_text_copied_for_breakpoints_runs_and_records_every_thread_and_library()
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 {BIG_TEXT}
 volatile int sink;
 void shared_by_all(int x) {{ sink = x; }}
@@ -1102,27 +1104,41 @@ const char *text_backing(void) {{
         }}
     return "unknown";
 }}
+void in_child(void) {{ sink = 7; }}
 int main(void) {{
     pthread_t t[4];
     for (long i = 0; i < 4; i++) pthread_create(&t[i], 0, run, (void *)i);
     for (int i = 0; i < 4; i++) pthread_join(t[i], 0);
-    void *h = dlopen("{}", RTLD_NOW);
+    /* A child shares the copied text until it writes (it puts its bytes back when not
+     * followed). */
+    pid_t child = fork();
+    if (child == 0) {{ in_child(); worker_0(); _exit(0); }}
+    int status;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 5;
+    void *h = dlopen("{plug}", RTLD_NOW);
     if (!h) return 3;
     int (*f)(int) = (int (*)(int))dlsym(h, "plug_entry");
     if (f(1) != 5) return 4;
+    /* Closed (its copied text unmapped with it) and opened again. */
+    dlclose(h);
+    h = dlopen("{plug}", RTLD_NOW);
+    if (!h) return 6;
+    f = (int (*)(int))dlsym(h, "plug_entry");
+    if (f(2) != 10) return 7;
     printf("text: %s\n", text_backing());
     return 0;
 }}
 "#,
-        plug.display()
+        plug = plug.display()
     );
     let prog = cc(dir.path(), "big", &source, &["-ldl", "-pthread"]);
     let mut recorded = Vec::new();
-    for tracer in ["audit", "ptrace"] {
+    for (tracer, follow) in [("audit", false), ("ptrace", false), ("audit", true)] {
         let out = dir.path().join(format!("{tracer}.json"));
         let result = coldstart()
             .args(["profile", "--tracer", tracer, "-o"])
             .arg(&out)
+            .args(follow.then_some("--follow-forks"))
             .arg("--")
             .arg(&prog)
             .output()
@@ -1138,7 +1154,7 @@ int main(void) {{
         assert_eq!(p["stop"]["code"], 0, "{tracer}: the program itself succeeded");
         let mut exe = touched(&p, "/big");
         exe.sort();
-        let expected = [
+        let mut expected = vec![
             "_start",
             "main",
             "run",
@@ -1149,6 +1165,10 @@ int main(void) {{
             "worker_2",
             "worker_3",
         ];
+        if follow {
+            // Recorded from the followed child.
+            expected.insert(1, "in_child");
+        }
         assert_eq!(exe, expected, "{tracer}: every thread's functions, each once");
         assert_eq!(touched(&p, "/libbigplug.so"), ["plug_entry"], "{tracer}");
         recorded.push(exe);
