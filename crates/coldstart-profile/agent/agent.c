@@ -720,7 +720,7 @@ static void sort_u64(uint64_t *v, size_t n) {
  * copy of it in transparent huge pages, readable, writable and executable. Writing an int3
  * into every function copies every text page anyway; copied a 4 KiB copy-on-write page at a
  * time (MADV_POPULATE_WRITE), each page also costs its own fault, charge and, at exit, its
- * own release. In 2 MiB pages what is left is zeroing and copying the bytes (about 0.4 ms a
+ * own release. In 2 MiB pages what is left is zeroing and copying the bytes (about 0.5 ms a
  * MiB here). The copy is made at an address with the same offset modulo 2 MiB as `lo`, so
  * that mremap moves its huge pages whole. Returns -1 (nothing changed) when the segment
  * spans no whole aligned 2 MiB or a call fails before anything moved: the caller then makes
