@@ -763,9 +763,10 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
      * functions (less the never-armed ones) get breakpoints. */
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
+    size_t full_table = 0;
     if (strncmp(base, "libc.so", 7) != 0) {
-        size_t from_symtab = add_symbols(&f, SHT_SYMTAB, &l, &skip);
-        if (!from_symtab) add_debug_file_symbols(&f, &l, &skip);
+        full_table = add_symbols(&f, SHT_SYMTAB, &l, &skip);
+        if (!full_table) full_table = add_debug_file_symbols(&f, &l, &skip);
     }
     /* The C library's fork, vfork and fork handlers (see agent_vfork, la_preinit). */
     uint64_t fork_at = 0, vfork_at = 0, vfork_size = 0, atfork_at = 0;
@@ -774,7 +775,9 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
         vfork_at = find_dynamic(&f, "vfork", &vfork_size);
         atfork_at = find_dynamic(&f, "__register_atfork", NULL);
     }
-    add_symbols(&f, SHT_DYNSYM, &l, &skip);
+    /* .dynsym only repeats what a full symbol table has (and coldstart, like the ptrace
+     * tracer, takes the full table alone when there is one). */
+    if (!full_table) add_symbols(&f, SHT_DYNSYM, &l, &skip);
     symbols = l.n + skip.n;
     if (t_start) t_symbols = now_ns();
     /* An address any of whose names is never armed stays unarmed (aliases: __madvise). */
