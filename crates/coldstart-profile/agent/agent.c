@@ -14,7 +14,8 @@
  * - la_objopen is called for every object of the base namespace as it is mapped, before its
  *   relocation and constructors: the main program, its libraries, later dlopen()s. For each,
  *   the agent reads the file's function symbols (.symtab and .dynsym, or the .symtab of a
- *   separate debug file found by build-id), makes its executable segments writable and
+ *   separate debug file found by build-id), makes its executable segments writable (a
+ *   private copy, in transparent huge pages where the kernel gives them: see copy_text) and
  *   writes int3 at every function entry.
  * - On a trap the handler finds the entry (binary search), claims it with an atomic exchange,
  *   appends (module, offset, CLOCK_MONOTONIC time, pid, tid) to the buffer, puts the original
@@ -40,8 +41,10 @@
 #include <fcntl.h>
 #include <link.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -155,6 +158,10 @@ static int current_pid;
 static __thread int current_tid __attribute__((tls_model("initial-exec")));
 static uint64_t flags;
 static int main_seen;
+/* The main program's audit cookie (MAX_MODULES + 1 when it has no entries), and whether
+ * its la_objclose has come: the program is exiting. */
+static uintptr_t main_cookie;
+static int exiting;
 
 static const char *env_in(char **envp, const char *name) {
     size_t n = strlen(name);
@@ -164,6 +171,26 @@ static const char *env_in(char **envp, const char *name) {
 }
 
 static char debug_roots[4096];
+
+/* Timing of the agent's own work (COLDSTART_AUDIT_TIMING=FILE): one line per armed object
+ * and a summary at exit, appended to FILE. Off (-1) unless asked for. */
+static int timing_fd = -1;
+/* Whether executable segments are copied into transparent huge pages (see copy_text). */
+static int huge_text;
+static uint64_t timing_start_ns, timing_arm_ns, timing_traps, timing_trap_ns;
+
+static void timing_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void timing_line(const char *fmt, ...) {
+    char line[4608];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n > 0) {
+        ssize_t w = write(timing_fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        (void)w;
+    }
+}
 
 /* Append a module record to the shared area. */
 static void module_record(uint64_t kind, uint32_t id, uint64_t bias, uint64_t patched, const char *path) {
@@ -239,6 +266,43 @@ __attribute__((constructor)) static void agent_init(int argc, char **argv, char 
         return;
     }
     __atomic_fetch_add(&buf[H_ACTIVE], 1, __ATOMIC_RELAXED);
+    /* Huge pages for the text copies, unless the kernel never gives them (or, to measure
+     * the difference, COLDSTART_AUDIT_HUGE=0). */
+    const char *huge = env_in(envp, "COLDSTART_AUDIT_HUGE");
+    if (!huge || strcmp(huge, "0") != 0) {
+        char mode[128] = {0};
+        int hfd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
+        if (hfd >= 0) {
+            ssize_t n = read(hfd, mode, sizeof mode - 1);
+            close(hfd);
+            huge_text = n > 0 && !strstr(mode, "[never]");
+        }
+    }
+    const char *timing = env_in(envp, "COLDSTART_AUDIT_TIMING");
+    if (timing && timing[0]) {
+        timing_fd = open(timing, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        timing_start_ns = now_ns();
+    }
+}
+
+__attribute__((destructor)) static void agent_fini(void) {
+    if (timing_fd < 0) return;
+    uint64_t end = now_ns();
+    /* How much of the process's memory is in transparent huge pages (the text copies). */
+    long huge_kib = -1;
+    char rollup[4096];
+    int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, rollup, sizeof rollup - 1);
+        close(fd);
+        rollup[n > 0 ? n : 0] = 0;
+        const char *at = strstr(rollup, "AnonHugePages:");
+        if (at) huge_kib = strtol(at + 14, NULL, 10);
+    }
+    timing_line("exit pid=%d since_init_ms=%.3f arm_ms=%.3f traps=%llu trap_handler_ms=%.3f "
+                "anon_huge_kib=%ld\n",
+                (int)sys0(SYS_getpid), (end - timing_start_ns) / 1e6, timing_arm_ns / 1e6,
+                (unsigned long long)timing_traps, timing_trap_ns / 1e6, huge_kib);
 }
 
 /* ---- The trap ---- */
@@ -292,6 +356,7 @@ static void on_trap(int sig, siginfo_t *info, void *context) {
         }
         return;
     }
+    uint64_t trap_t0 = timing_fd >= 0 ? now_ns() : 0;
     if (__atomic_exchange_n(&e->hit, 1, __ATOMIC_ACQ_REL) == 0) {
         int pid = __atomic_load_n(&current_pid, __ATOMIC_RELAXED);
         volatile uint64_t *b = buf;
@@ -312,6 +377,10 @@ static void on_trap(int sig, siginfo_t *info, void *context) {
             }
         }
         *(volatile uint8_t *)addr = e->orig;
+    }
+    if (trap_t0) {
+        __atomic_fetch_add(&timing_traps, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&timing_trap_ns, now_ns() - trap_t0, __ATOMIC_RELAXED);
     }
     uc->uc_mcontext.gregs[REG_RIP] = (greg_t)addr;
 }
@@ -425,7 +494,25 @@ static const char *const never_armed[] = {
     "vfork", "__vfork", "clone", "__clone", "__clone3", "fork", "__fork", "__libc_fork", "_Fork",
 };
 
+/* The first two bytes of every never-armed name, one bit each: most symbols are ruled out
+ * by one lookup instead of a comparison with every name (which was a tenth of the arming of
+ * a program with many functions). */
+static uint64_t never_armed_prefixes[65536 / 64];
+
+static unsigned prefix_of(const char *name) {
+    return (unsigned)(uint8_t)name[0] | (name[0] ? (unsigned)(uint8_t)name[1] << 8 : 0);
+}
+
 static int is_never_armed(const char *name) {
+    if (!never_armed_prefixes[0]) {
+        never_armed_prefixes[0] = 1; /* "": built (no name is empty) */
+        for (unsigned i = 0; i < sizeof never_armed / sizeof *never_armed; i++) {
+            unsigned p = prefix_of(never_armed[i]);
+            never_armed_prefixes[p / 64] |= 1ull << (p % 64);
+        }
+    }
+    unsigned p = prefix_of(name);
+    if (p == 0 || !(never_armed_prefixes[p / 64] >> (p % 64) & 1)) return 0;
     for (unsigned i = 0; i < sizeof never_armed / sizeof *never_armed; i++)
         if (strcmp(name, never_armed[i]) == 0) return 1;
     return 0;
@@ -566,7 +653,7 @@ static int cmp_u64(const void *a, const void *b) {
 }
 
 /* Sort in place (heap sort: no allocation, no recursion). */
-static void sort_u64(uint64_t *v, size_t n) {
+static void heap_sort_u64(uint64_t *v, size_t n) {
     for (size_t start = n / 2; start-- > 0;) {
         size_t root = start;
         for (;;) {
@@ -592,11 +679,83 @@ static void sort_u64(uint64_t *v, size_t n) {
     }
 }
 
+/* Sort in place: a byte-wise radix sort (bytes that are the same in every value are
+ * skipped), with heap sort for short lists or when no scratch memory can be had. The heap
+ * sort's cache misses were most of the agent's own time in a module of 10,000 functions. */
+static void sort_u64(uint64_t *v, size_t n) {
+    static size_t count[8][256]; /* la_objopen calls do not overlap (the loader's lock) */
+    if (n < 256) {
+        heap_sort_u64(v, n);
+        return;
+    }
+    uint64_t *scratch = mmap(NULL, n * 8, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (scratch == MAP_FAILED) {
+        heap_sort_u64(v, n);
+        return;
+    }
+    memset(count, 0, sizeof count);
+    for (size_t i = 0; i < n; i++)
+        for (unsigned b = 0; b < 8; b++) count[b][(v[i] >> (8 * b)) & 255]++;
+    uint64_t *from = v, *to = scratch;
+    for (unsigned b = 0; b < 8; b++) {
+        if (count[b][(v[0] >> (8 * b)) & 255] == n) continue;
+        size_t at = 0;
+        for (unsigned d = 0; d < 256; d++) {
+            size_t c = count[b][d];
+            count[b][d] = at;
+            at += c;
+        }
+        for (size_t i = 0; i < n; i++) to[count[b][(from[i] >> (8 * b)) & 255]++] = from[i];
+        uint64_t *t = from;
+        from = to;
+        to = t;
+    }
+    if (from != v) memcpy(v, from, n * 8);
+    munmap(scratch, n * 8);
+}
+
+#define HUGE (2ull << 20)
+
+/* Replace the mapping [lo, hi) (an executable segment, page-aligned) by a private anonymous
+ * copy of it in transparent huge pages, readable, writable and executable. Writing an int3
+ * into every function copies every text page anyway; copied a 4 KiB copy-on-write page at a
+ * time (MADV_POPULATE_WRITE), each page also costs its own fault, charge and, at exit, its
+ * own release. In 2 MiB pages what is left is zeroing and copying the bytes (about 0.5 ms a
+ * MiB here). The copy is made at an address with the same offset modulo 2 MiB as `lo`, so
+ * that mremap moves its huge pages whole. Returns -1 (nothing changed) when the segment
+ * spans no whole aligned 2 MiB or a call fails before anything moved: the caller then makes
+ * the file mapping writable as before. */
+static int copy_text(uint64_t lo, uint64_t hi) {
+    size_t len = hi - lo, span = len + HUGE;
+    if (((lo + HUGE - 1) & ~(HUGE - 1)) + HUGE > hi) return -1;
+    uint8_t *r = mmap(NULL, span, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
+                      -1, 0);
+    if (r == MAP_FAILED) return -1;
+    uint64_t base = ((uint64_t)r & ~(HUGE - 1)) + (lo & (HUGE - 1));
+    if (base < (uint64_t)r) base += HUGE;
+    if (base > (uint64_t)r) munmap(r, base - (uint64_t)r);
+    if ((uint64_t)r + span > base + len) munmap((void *)(base + len), (uint64_t)r + span - base - len);
+    madvise((void *)base, len, MADV_HUGEPAGE);
+    /* The bytes as mapped now (the loader has not relocated anything yet). */
+    memcpy((void *)base, (const void *)lo, len);
+    if (mremap((void *)base, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)lo) != MAP_FAILED)
+        return 0;
+    /* mremap may have unmapped the destination before failing: put a copy there in any
+     * case (small pages), from the one made above. */
+    int placed = mmap((void *)lo, len, PROT_READ | PROT_WRITE | PROT_EXEC,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED;
+    if (placed) memcpy((void *)lo, (const void *)base, len);
+    munmap((void *)base, len);
+    return placed ? 0 : -1;
+}
+
 /* Arm every function entry of `path`, loaded at `bias`. Returns the module's index + 1 (its
  * audit cookie), 0 when nothing was armed. */
 static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
     struct file f;
     uintptr_t cookie = 0;
+    uint64_t t_start = timing_fd >= 0 ? now_ns() : 0, t_symbols = 0, t_filter = 0, t_protect = 0,
+             t_populate = 0, t_write = 0, text_bytes = 0, symbols = 0;
     if (map_file(path, &f) != 0) return 0;
     struct list l = {0}, skip = {0};
     /* The C library's internal functions (from .symtab or its debug file) include thread
@@ -604,9 +763,10 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
      * functions (less the never-armed ones) get breakpoints. */
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
+    size_t full_table = 0;
     if (strncmp(base, "libc.so", 7) != 0) {
-        size_t from_symtab = add_symbols(&f, SHT_SYMTAB, &l, &skip);
-        if (!from_symtab) add_debug_file_symbols(&f, &l, &skip);
+        full_table = add_symbols(&f, SHT_SYMTAB, &l, &skip);
+        if (!full_table) full_table = add_debug_file_symbols(&f, &l, &skip);
     }
     /* The C library's fork, vfork and fork handlers (see agent_vfork, la_preinit). */
     uint64_t fork_at = 0, vfork_at = 0, vfork_size = 0, atfork_at = 0;
@@ -615,7 +775,11 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
         vfork_at = find_dynamic(&f, "vfork", &vfork_size);
         atfork_at = find_dynamic(&f, "__register_atfork", NULL);
     }
-    add_symbols(&f, SHT_DYNSYM, &l, &skip);
+    /* .dynsym only repeats what a full symbol table has (and coldstart, like the ptrace
+     * tracer, takes the full table alone when there is one). */
+    if (!full_table) add_symbols(&f, SHT_DYNSYM, &l, &skip);
+    symbols = l.n + skip.n;
+    if (t_start) t_symbols = now_ns();
     /* An address any of whose names is never armed stays unarmed (aliases: __madvise). */
     sort_u64(skip.v, skip.n);
 
@@ -642,6 +806,7 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
                 text = 1;
         if (text) l.v[kept++] = l.v[i];
     }
+    if (t_start) t_filter = now_ns();
     size_t bytes = (kept ? kept : 1) * sizeof(struct entry);
     struct entry *entries = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     int ok = entries != MAP_FAILED && module_count < MAX_MODULES;
@@ -651,11 +816,22 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
             if (ph[k].p_type != PT_LOAD || !(ph[k].p_flags & PF_X)) continue;
             uint64_t lo = (bias + ph[k].p_vaddr) & ~4095ull;
             uint64_t hi = (bias + ph[k].p_vaddr + ph[k].p_memsz + 4095) & ~4095ull;
+            uint64_t t = t_start ? now_ns() : 0;
+            text_bytes += hi - lo;
+            if (huge_text && kept && copy_text(lo, hi) == 0) {
+                if (t_start) t_populate += now_ns() - t;
+                continue;
+            }
             if (mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) ok = 0;
             /* Copy the pages now, in one system call, rather than in one write fault per page
              * below (the faults dominate arming a large program). Older kernels refuse the
              * advice; the faults then do the work. */
-            else if (kept) madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+            else if (kept) {
+                uint64_t u = t_start ? now_ns() : 0;
+                t_protect += u - t;
+                madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+                if (t_start) t_populate += now_ns() - u;
+            }
         }
     }
     uint32_t id = (uint32_t)__atomic_fetch_add(&buf[H_MODULE_IDS], 1, __ATOMIC_RELAXED);
@@ -685,6 +861,7 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
         __atomic_store_n(&module_count, module_count + 1, __ATOMIC_RELEASE);
         /* Only now, with the table visible to the handler, write the breakpoints. */
         for (size_t i = 0; i < armed; i++) *(volatile uint8_t *)entries[i].addr = 0xCC;
+        if (t_start) t_write = now_ns();
     } else if (entries != MAP_FAILED) {
         munmap(entries, bytes);
     }
@@ -692,6 +869,19 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
     if (l.v) munmap(l.v, l.cap * 8);
     if (skip.v) munmap(skip.v, skip.cap * 8);
     munmap((void *)f.data, f.size);
+    if (t_start) {
+        uint64_t t_end = now_ns();
+        timing_arm_ns += t_end - t_start;
+        uint64_t w = t_write ? t_write : t_end;
+        timing_line("arm %s file_kib=%zu symbols=%llu entries=%zu text_kib=%llu total_ms=%.3f "
+                    "symbols_ms=%.3f filter_ms=%.3f mprotect_ms=%.3f populate_ms=%.3f "
+                    "write_ms=%.3f unmap_ms=%.3f\n",
+                    path, f.size / 1024, (unsigned long long)symbols, armed,
+                    (unsigned long long)text_bytes / 1024, (t_end - t_start) / 1e6,
+                    (t_symbols - t_start) / 1e6, (t_filter - t_symbols) / 1e6, t_protect / 1e6,
+                    t_populate / 1e6, (w - t_filter - t_protect - t_populate) / 1e6,
+                    (t_end - w) / 1e6);
+    }
     return cookie;
 }
 
@@ -762,6 +952,8 @@ unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie) {
         if (n <= 0) return 0;
         exe[n] = 0;
         *cookie = arm(map, exe, map->l_addr);
+        if (!*cookie) *cookie = MAX_MODULES + 1;
+        main_cookie = *cookie;
         return 0;
     }
     /* The vdso has no file; the loader runs this library. */
@@ -775,7 +967,8 @@ unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie) {
 /* dlclose: the object's memory goes away (and may be reused by the next dlopen). */
 static int closing;
 
-/* dlclose announces itself (LA_ACT_DELETE) before closing objects; exit does not. */
+/* dlclose announces itself (LA_ACT_DELETE) before closing objects; so does exit in newer
+ * C libraries (see la_objclose). */
 void la_activity(uintptr_t *cookie, unsigned int flag) {
     (void)cookie;
     closing = flag == LA_ACT_DELETE;
@@ -783,8 +976,12 @@ void la_activity(uintptr_t *cookie, unsigned int flag) {
 
 unsigned int la_objclose(uintptr_t *cookie) {
     /* At exit the loader closes every object but its code still runs (destructors, atexit
-     * handlers, _exit): keep the entries, as the ptrace tracer does. */
-    if (!closing || !*cookie || *cookie > MAX_MODULES) return 0;
+     * handlers, _exit): keep the entries, as the ptrace tracer does. The C library (2.36)
+     * announces exit with LA_ACT_DELETE as it does a dlclose; but only exit closes the main
+     * program, and first (_dl_fini). Putting the bytes back there also wrote into every
+     * text page of the process at exit. */
+    if (*cookie && *cookie == main_cookie) exiting = 1;
+    if (!closing || exiting || !*cookie || *cookie > MAX_MODULES) return 0;
     struct module *m = &modules[*cookie - 1];
     /* Put every byte back before forgetting the entries: a thread may still run there. */
     for (size_t i = 0; i < m->count; i++)

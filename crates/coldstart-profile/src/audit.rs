@@ -451,13 +451,17 @@ fn assemble(
     }
     let mut order: Vec<usize> = (0..recs.len()).collect();
     order.sort_by_key(|&i| recs[i].first_ordinal);
-    order
+    let modules = order
         .into_iter()
         .map(|i| {
             let rec = &mut recs[i];
             profile_module(&rec.info, rec.mtime, rec.load_bias, std::mem::take(&mut rec.order))
         })
-        .collect()
+        .collect();
+    // Freeing the symbol tables (a large program's take milliseconds) need not delay the
+    // profile: another thread does it.
+    std::thread::spawn(move || drop((recs, infos)));
+    modules
 }
 
 /// Name the function at `ip` among the modules of the profile.
@@ -512,14 +516,16 @@ pub(crate) fn run(
     let ready_fd = launched.ready_read.as_raw_fd();
     // Modules are read (symbols, debug files) while the program runs, on the other core.
     let done = AtomicBool::new(false);
-    let (stop, kill, infos) = std::thread::scope(|scope| {
+    let (stop, kill, infos, duration_ns) = std::thread::scope(|scope| {
         let reader = scope.spawn(|| read_modules_meanwhile(&buffer, &options.symbols, &done));
         let (stop, kill) = wait(options, &buffer, &launched, pid, deadline, &wake, ready_fd);
+        // The program's time, not the reader's catching up.
+        let duration_ns = started.elapsed().as_nanos() as u64;
         done.store(true, Ordering::Release);
-        (stop, kill, reader.join().unwrap_or_default())
+        reader.thread().unpark();
+        (stop, kill, reader.join().unwrap_or_default(), duration_ns)
     });
     buffer.set(H_STOP, 1);
-    let duration_ns = started.elapsed().as_nanos() as u64;
     guard.armed = kill;
     drop(guard);
     launched.stop_pollers();
@@ -652,7 +658,8 @@ fn read_modules_meanwhile(buffer: &Buffer, symbols: &SymbolOptions, done: &Atomi
         if finished {
             return infos;
         }
-        std::thread::sleep(std::time::Duration::from_millis(1));
+        // Woken at once when the run ends.
+        std::thread::park_timeout(std::time::Duration::from_millis(1));
     }
 }
 

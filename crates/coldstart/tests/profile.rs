@@ -1036,3 +1036,190 @@ int main(int argc, char **argv) {{
         assert_no_process_runs(&prog);
     }
 }
+
+/// Whether the kernel can give transparent huge pages (the audit agent copies large text
+/// segments into them; with `never` it keeps them file-backed).
+fn huge_pages_possible() -> bool {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .is_ok_and(|mode| !mode.contains("[never]"))
+}
+
+/// Several MiB of padding in the text (a function of its own), so that the audit agent
+/// copies the segment into huge pages rather than writing into the file mapping.
+const BIG_TEXT: &str = r#"
+__asm__(".text\n.globl big_padding\n.type big_padding,@function\nbig_padding:\nret\n"
+        ".fill 6291456,1,0x90\n.size big_padding,.-big_padding\n");
+"#;
+
+#[test]
+fn large_text_copied_for_breakpoints_runs_and_records_every_thread_and_library() {
+    let dir = tempfile::tempdir().unwrap();
+    let plug = dir.path().join("libbigplug.so");
+    std::fs::write(
+        dir.path().join("plug.c"),
+        format!("{BIG_TEXT}\nint plug_entry(int x) {{ return x * 5; }}\nint plug_idle(void) {{ return 0; }}\n"),
+    )
+    .unwrap();
+    assert!(Command::new("clang-19")
+        .args(["-O1", "-shared", "-fPIC", "-fuse-ld=lld"])
+        .arg(dir.path().join("plug.c"))
+        .arg("-o")
+        .arg(&plug)
+        .status()
+        .unwrap()
+        .success());
+    let source = format!(
+        r#"
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+{BIG_TEXT}
+volatile int sink;
+void shared_by_all(int x) {{ sink = x; }}
+void worker_0(void) {{ shared_by_all(0); }}
+void worker_1(void) {{ shared_by_all(1); }}
+void worker_2(void) {{ shared_by_all(2); }}
+void worker_3(void) {{ shared_by_all(3); }}
+void *run(void *p) {{
+    switch ((int)(long)p) {{
+    case 0: worker_0(); break;
+    case 1: worker_1(); break;
+    case 2: worker_2(); break;
+    default: worker_3(); break;
+    }}
+    return 0;
+}}
+/* Whether the mapping that holds main is backed by the file or anonymous. */
+const char *text_backing(void) {{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[4096];
+    unsigned long lo, hi, at = (unsigned long)&run;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && lo <= at && at < hi) {{
+            fclose(f);
+            return strchr(line, '/') ? "file" : "anonymous";
+        }}
+    return "unknown";
+}}
+void in_child(void) {{ sink = 7; }}
+int main(void) {{
+    pthread_t t[4];
+    for (long i = 0; i < 4; i++) pthread_create(&t[i], 0, run, (void *)i);
+    for (int i = 0; i < 4; i++) pthread_join(t[i], 0);
+    /* A child shares the copied text until it writes (it puts its bytes back when not
+     * followed). */
+    pid_t child = fork();
+    if (child == 0) {{ in_child(); worker_0(); _exit(0); }}
+    int status;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 5;
+    void *h = dlopen("{plug}", RTLD_NOW);
+    if (!h) return 3;
+    int (*f)(int) = (int (*)(int))dlsym(h, "plug_entry");
+    if (f(1) != 5) return 4;
+    /* Closed (its copied text unmapped with it) and opened again. */
+    dlclose(h);
+    h = dlopen("{plug}", RTLD_NOW);
+    if (!h) return 6;
+    f = (int (*)(int))dlsym(h, "plug_entry");
+    if (f(2) != 10) return 7;
+    printf("text: %s\n", text_backing());
+    return 0;
+}}
+"#,
+        plug = plug.display()
+    );
+    let prog = cc(dir.path(), "big", &source, &["-ldl", "-pthread"]);
+    let mut recorded = Vec::new();
+    for (tracer, follow) in [("audit", false), ("ptrace", false), ("audit", true)] {
+        let out = dir.path().join(format!("{tracer}.json"));
+        let result = coldstart()
+            .args(["profile", "--tracer", tracer, "-o"])
+            .arg(&out)
+            .args(follow.then_some("--follow-forks"))
+            .arg("--")
+            .arg(&prog)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        assert_eq!(result.status.code(), Some(0), "{tracer}: {stderr}");
+        let stdout = String::from_utf8_lossy(&result.stdout);
+        // The audit agent's private copy of the text (huge pages where the kernel has them)
+        // replaces the file mapping; the ptrace tracer writes into the file mapping.
+        let backing = if tracer == "audit" && huge_pages_possible() { "anonymous" } else { "file" };
+        assert!(stdout.contains(&format!("text: {backing}")), "{tracer}: {stdout}");
+        let p: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        assert_eq!(p["stop"]["code"], 0, "{tracer}: the program itself succeeded");
+        let mut exe = touched(&p, "/big");
+        exe.sort();
+        let mut expected = vec![
+            "_start",
+            "main",
+            "run",
+            "shared_by_all",
+            "text_backing",
+            "worker_0",
+            "worker_1",
+            "worker_2",
+            "worker_3",
+        ];
+        if follow {
+            // Recorded from the followed child.
+            expected.insert(1, "in_child");
+        }
+        assert_eq!(exe, expected, "{tracer}: every thread's functions, each once");
+        assert_eq!(touched(&p, "/libbigplug.so"), ["plug_entry"], "{tracer}");
+        recorded.push(exe);
+    }
+    assert_eq!(recorded[0], recorded[1], "both tracers record the same functions");
+}
+
+#[test]
+fn functions_run_by_destructors_at_exit_are_recorded_by_both_tracers() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("libfini.so");
+    std::fs::write(
+        dir.path().join("fini.c"),
+        r#"
+static void (*at_unload)(void);
+void register_at_unload(void (*f)(void)) { at_unload = f; }
+__attribute__((destructor)) static void lib_fini(void) { if (at_unload) at_unload(); }
+"#,
+    )
+    .unwrap();
+    assert!(Command::new("clang-19")
+        .args(["-O1", "-shared", "-fPIC", "-fuse-ld=lld"])
+        .arg(dir.path().join("fini.c"))
+        .arg("-o")
+        .arg(&lib)
+        .status()
+        .unwrap()
+        .success());
+    // The executable's function runs from the library's destructor, after the loader has
+    // begun closing objects at exit (the main program first).
+    let source = r#"
+volatile int sink;
+void register_at_unload(void (*f)(void));
+void called_at_unload(void) { sink = 2; }
+int main(void) { register_at_unload(called_at_unload); return 0; }
+"#;
+    let prog = cc(
+        dir.path(),
+        "fini",
+        source,
+        &[
+            &format!("-L{}", dir.path().display()),
+            "-lfini",
+            &format!("-Wl,-rpath,{}", dir.path().display()),
+        ],
+    );
+    for tracer in ["audit", "ptrace"] {
+        let (code, stderr, p) =
+            profile(dir.path(), &["--tracer", tracer], &[prog.to_str().unwrap()]);
+        assert_eq!(code, 0, "{tracer}: {stderr}");
+        let exe = touched(&p.unwrap(), "/fini");
+        assert!(exe.iter().any(|f| f == "called_at_unload"), "{tracer}: {exe:?}");
+    }
+}
