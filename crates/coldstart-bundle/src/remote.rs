@@ -80,6 +80,16 @@ pub enum FetchError {
 }
 
 impl FetchError {
+    /// Whether the server answered with an error status (the last attempt's, after retries):
+    /// the file is not there, as opposed to a failed transfer.
+    pub fn is_status(&self) -> bool {
+        match self {
+            FetchError::Status { .. } => true,
+            FetchError::GaveUp { last, .. } => last.is_status(),
+            _ => false,
+        }
+    }
+
     /// Whether another attempt may succeed.
     fn retriable(&self) -> bool {
         match self {
@@ -155,10 +165,49 @@ pub fn get(
     })
 }
 
-/// Fetches and validates the bundle's manifest.
-pub fn get_manifest(remote: &dyn Remote) -> Result<Manifest, FetchError> {
-    let bytes = get(remote, "manifest.json", None)?;
-    Ok(Manifest::parse(&bytes)?)
+/// A manifest and where it came from.
+#[derive(Debug, Clone)]
+pub struct FetchedManifest {
+    pub manifest: Manifest,
+    /// The bundle file it was read from: `start`, `manifest.json.zst` or `manifest.json`.
+    pub source: &'static str,
+    /// Why a preferred copy was not used, if one was not.
+    pub fallback: Option<String>,
+    /// Body bytes the manifest's requests received (failed copies included).
+    pub bytes: u64,
+}
+
+/// Fetches and validates the bundle's manifest: `manifest.json.zst` (one zstd frame), or
+/// `manifest.json` when the server does not have it (a bundle packed before it) or it does not
+/// decode. A compressed manifest that decodes but is not valid is refused like `manifest.json`.
+pub fn get_manifest(remote: &dyn Remote) -> Result<FetchedManifest, FetchError> {
+    use crate::start::{parse_compressed_manifest, CompressedManifestError, MANIFEST_ZST};
+    let before = remote.stats().bytes.load(Ordering::Relaxed);
+    let bytes = |r: &dyn Remote| r.stats().bytes.load(Ordering::Relaxed) - before;
+    let fallback = match get(remote, MANIFEST_ZST, None) {
+        Ok(z) => match parse_compressed_manifest(&z) {
+            Ok(manifest) => {
+                let bytes = bytes(remote);
+                return Ok(FetchedManifest {
+                    manifest,
+                    source: MANIFEST_ZST,
+                    fallback: None,
+                    bytes,
+                });
+            }
+            Err(CompressedManifestError::Manifest(e)) => return Err(e.into()),
+            Err(CompressedManifestError::Start(e)) => format!("{MANIFEST_ZST}: {e}"),
+        },
+        Err(e) if e.is_status() => e.to_string(),
+        Err(e) => return Err(e),
+    };
+    let json = get(remote, crate::start::MANIFEST_JSON, None)?;
+    Ok(FetchedManifest {
+        manifest: Manifest::parse(&json)?,
+        source: crate::start::MANIFEST_JSON,
+        fallback: Some(fallback),
+        bytes: bytes(remote),
+    })
 }
 
 /// Fetches one chunk's blob, accepting only bytes that match its SHA-256.

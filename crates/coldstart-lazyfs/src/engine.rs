@@ -6,13 +6,14 @@ use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use coldstart_bundle::remote::{get_chunk, with_retries};
+use coldstart_bundle::start::{StartHeader, HEADER_LEN, START_OBJECT};
 use coldstart_bundle::{
-    decode_chunk, Chunk, ChunkCache, EntryKind, FetchError, HotList, Manifest, Remote, Sha256Hex,
-    Touch,
+    decode_chunk, Chunk, ChunkCache, EntryKind, FetchError, HotList, Manifest, ManifestError,
+    Remote, Sha256Hex, Touch,
 };
 use serde::Serialize;
 
@@ -135,6 +136,12 @@ pub struct Report {
     /// What `--strategy auto` predicted and chose.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auto: Option<crate::model::Choice>,
+    /// The bundle file the manifest was read from: `start` (with the hot set, one request),
+    /// `manifest.json.zst` or `manifest.json`.
+    pub manifest_source: String,
+    /// Why a preferred copy of the manifest was not used (an older bundle, a damaged copy).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub manifest_fallback: Option<String>,
 }
 
 /// How long no miss must have been waiting before background work starts a fetch.
@@ -144,6 +151,135 @@ struct HotPlan {
     chunks: Vec<(u64, Chunk)>,
     first: usize,
     last: usize,
+}
+
+/// Where the start object's hot part has got to.
+#[derive(Default)]
+struct HotCursor {
+    /// The next hot chunk expected.
+    idx: usize,
+    /// Bytes of it received so far.
+    buf: Vec<u8>,
+    /// A chunk did not match its SHA-256.
+    corrupt: bool,
+}
+
+/// Why the start object gave no manifest.
+#[derive(Debug)]
+pub enum StartFailure {
+    /// It cannot be used (the server does not have it, it is not a start object or of another
+    /// version, or it was damaged or cut short before the manifest's end): read
+    /// `manifest.json.zst` or `manifest.json` and the hot blob instead.
+    Fallback(String),
+    /// Its manifest matched its digest but is not a valid manifest: the bundle is rejected.
+    Invalid(ManifestError),
+}
+
+/// A `GET` of the bundle's start object under way ([`coldstart_bundle::start`]): first its
+/// manifest ([`StartFetch::manifest`]), then, handed to an engine ([`Engine::start_from`]), its
+/// hot chunks, received into the cache while the program runs.
+pub struct StartFetch {
+    manifest: mpsc::Receiver<Result<Manifest, StartFailure>>,
+    engine: mpsc::Sender<(Arc<Engine>, Option<HotPlan>)>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl StartFetch {
+    /// Sends the request, on a thread of its own.
+    pub fn begin(remote: Arc<dyn Remote>) -> std::io::Result<StartFetch> {
+        let (mtx, manifest) = mpsc::channel();
+        let (engine, erx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("coldstart-start".into())
+            .spawn(move || start_thread(remote.as_ref(), mtx, erx))?;
+        Ok(StartFetch { manifest, engine, thread })
+    }
+
+    /// Waits for the manifest: bounded by the fetcher's timeouts, as the request is.
+    pub fn manifest(&self) -> Result<Manifest, StartFailure> {
+        self.manifest.recv().unwrap_or_else(|_| {
+            Err(StartFailure::Fallback("the start object's reader stopped".into()))
+        })
+    }
+}
+
+/// Reads the start object: the header and manifest (sent on `mtx`), then, once an engine has
+/// been made from that manifest (received on `erx`), the hot chunks; after a failure in the hot
+/// part, the engine resumes with a Range from the first chunk not yet received.
+fn start_thread(
+    remote: &dyn Remote,
+    mtx: mpsc::Sender<Result<Manifest, StartFailure>>,
+    erx: mpsc::Receiver<(Arc<Engine>, Option<HotPlan>)>,
+) {
+    let mut mtx = Some(mtx);
+    let mut head: Vec<u8> = Vec::new();
+    let mut header: Option<StartHeader> = None;
+    let mut failure: Option<StartFailure> = None;
+    let mut got: Option<(Arc<Engine>, Option<HotPlan>)> = None;
+    let mut cursor = HotCursor::default();
+    let result = remote.fetch(START_OBJECT, None, &mut |bytes| {
+        if let Some((engine, plan)) = &got {
+            return engine.feed_hot(plan.as_ref(), &mut cursor, bytes);
+        }
+        head.extend_from_slice(bytes);
+        if header.is_none() {
+            let Some(h) = head.get(..HEADER_LEN) else { return true };
+            match StartHeader::parse(h.try_into().expect("HEADER_LEN bytes")) {
+                Ok(h) => header = Some(h),
+                Err(e) => {
+                    failure = Some(StartFailure::Fallback(e.to_string()));
+                    return false;
+                }
+            }
+        }
+        let h = header.as_ref().expect("parsed above");
+        let end = h.hot_offset() as usize;
+        if head.len() < end {
+            return true;
+        }
+        let manifest = match h.decode_manifest(&head[HEADER_LEN..end]) {
+            Ok(json) => match Manifest::parse(&json) {
+                Ok(m) => m,
+                Err(e) => {
+                    failure = Some(StartFailure::Invalid(e));
+                    return false;
+                }
+            },
+            Err(e) => {
+                failure = Some(StartFailure::Fallback(e.to_string()));
+                return false;
+            }
+        };
+        if manifest.hot.size != h.hot_len {
+            let e = coldstart_bundle::start::StartError::HotLength {
+                got: h.hot_len,
+                want: manifest.hot.size,
+            };
+            failure = Some(StartFailure::Fallback(e.to_string()));
+            return false;
+        }
+        if mtx.take().expect("sent once").send(Ok(manifest)).is_err() {
+            return false;
+        }
+        // The mount makes an engine and plans the hot set; or gives up (the sender dropped).
+        let Ok(g) = erx.recv() else { return false };
+        let rest = head.split_off(end);
+        let (engine, plan) = got.insert(g);
+        engine.feed_hot(plan.as_ref(), &mut cursor, &rest)
+    });
+    if let Some(tx) = mtx {
+        let why = failure.unwrap_or_else(|| {
+            StartFailure::Fallback(match result {
+                Err(e) => e.to_string(),
+                Ok(_) => "it ended before its manifest did".into(),
+            })
+        });
+        let _ = tx.send(Err(why));
+        return;
+    }
+    let Some((engine, plan)) = got else { return };
+    let base = header.map_or(0, |h| h.hot_offset());
+    engine.finish_start(plan, cursor, base, result.is_err());
 }
 
 struct Flight {
@@ -257,6 +393,107 @@ impl Engine {
         };
         *self.counters.prefetch.lock().unwrap() = t.elapsed();
         result
+    }
+
+    /// Runs the strategy's start-up work with the hot set from the start object whose manifest
+    /// this engine was made from (`reordered`, `reordered-paged` and `stream`; blocking for
+    /// `reordered`, like [`Engine::start`]).
+    pub fn start_from(self: &Arc<Self>, fetch: StartFetch) -> Result<(), EngineError> {
+        let t = Instant::now();
+        let plan = self.plan_hot();
+        let planned = plan.is_some();
+        if fetch.engine.send((self.clone(), plan)).is_err() && planned {
+            self.end_hot(Err("the start object's reader stopped".into()));
+        }
+        self.background.lock().unwrap().push(fetch.thread);
+        let mut result = Ok(());
+        if self.opts.strategy == Strategy::Reordered {
+            let mut hot = self.hot.lock().unwrap();
+            while hot.running {
+                hot = self.hot_cv.wait(hot).unwrap();
+            }
+            if let Some(e) = self.counters.background_error.lock().unwrap().clone() {
+                result = Err(EngineError::Fetch(e));
+            }
+        }
+        *self.counters.prefetch.lock().unwrap() = t.elapsed();
+        result
+    }
+
+    /// Takes the start object's bytes after the manifest: each hot chunk verified and stored
+    /// as soon as its bytes have arrived. Returns whether to go on receiving.
+    fn feed_hot(&self, plan: Option<&HotPlan>, cur: &mut HotCursor, bytes: &[u8]) -> bool {
+        let Some(plan) = plan else { return false };
+        if self.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        cur.buf.extend_from_slice(bytes);
+        while cur.idx <= plan.last {
+            let c = &plan.chunks[cur.idx].1;
+            let len = c.stored_len() as usize;
+            if cur.buf.len() < len {
+                break;
+            }
+            let rest = cur.buf.split_off(len);
+            // Chunks before the first missing one were cached when the plan was made.
+            if cur.idx >= plan.first {
+                let Some(data) = decode_chunk(self.manifest.compression, c, &cur.buf) else {
+                    cur.corrupt = true;
+                    return false;
+                };
+                self.hot_done(c, &data);
+            }
+            cur.buf = rest;
+            cur.idx += 1;
+        }
+        // Past the last chunk not cached: stop, unless the body ends there anyway (then the
+        // connection stays reusable).
+        cur.idx <= plan.last || plan.last + 1 == plan.chunks.len()
+    }
+
+    /// After the start object's request: resumes the hot part if it is not complete (a Range
+    /// of the start object from the first chunk not received, with retries), ends the hot
+    /// stream, then starts `stream`'s background work.
+    fn finish_start(&self, plan: Option<HotPlan>, cur: HotCursor, base: u64, failed: bool) {
+        let mut result = Ok(());
+        if let Some(plan) = plan {
+            if cur.corrupt || (failed && cur.idx <= plan.last) {
+                self.remote.stats().failures.fetch_add(1, Ordering::Relaxed);
+            }
+            if cur.idx <= plan.last && !self.stop.load(Ordering::SeqCst) {
+                let shifted: Vec<(u64, Chunk)> =
+                    plan.chunks.iter().map(|(o, c)| (o + base, c.clone())).collect();
+                result = self
+                    .stream_chunks(START_OBJECT, &shifted, cur.idx, plan.last, |c, data| {
+                        self.hot_done(c, data)
+                    })
+                    .map_err(|e| e.to_string());
+            }
+            self.end_hot(result);
+        }
+        if self.opts.strategy == Strategy::Stream && !self.stop.load(Ordering::SeqCst) {
+            self.stream_rest();
+        }
+    }
+
+    /// A hot chunk has arrived, verified: into the cache, and readers waiting on it go on.
+    fn hot_done(&self, c: &Chunk, data: &[u8]) {
+        let _ = self.cache.put(&c.sha256, data);
+        self.counters.hot_chunks.fetch_add(1, Ordering::Relaxed);
+        let mut state = self.hot.lock().unwrap();
+        state.pending.remove(&c.sha256);
+        self.hot_cv.notify_all();
+    }
+
+    /// The hot stream is over: readers still waiting on a hot chunk fetch it themselves.
+    fn end_hot(&self, result: Result<(), String>) {
+        if let Err(e) = result {
+            *self.counters.background_error.lock().unwrap() = Some(e);
+        }
+        let mut hot = self.hot.lock().unwrap();
+        hot.running = false;
+        hot.pending.clear();
+        self.hot_cv.notify_all();
     }
 
     /// Stops background work and waits for it (bounded by the fetcher's timeouts).
@@ -468,11 +705,7 @@ impl Engine {
     fn load_hot_inner(&self, plan: HotPlan) -> Result<(), FetchError> {
         let HotPlan { chunks, first, last } = plan;
         self.stream_chunks(&self.manifest.hot.blob, &chunks, first, last, |c, data| {
-            let _ = self.cache.put(&c.sha256, data);
-            self.counters.hot_chunks.fetch_add(1, Ordering::Relaxed);
-            let mut state = self.hot.lock().unwrap();
-            state.pending.remove(&c.sha256);
-            self.hot_cv.notify_all();
+            self.hot_done(c, data)
         })
     }
 
@@ -618,6 +851,8 @@ impl Engine {
             background_error: self.counters.background_error.lock().unwrap().clone(),
             auto: None,
             last_error: self.counters.last_error.lock().unwrap().clone(),
+            manifest_source: String::new(),
+            manifest_fallback: None,
         }
     }
 
@@ -802,6 +1037,123 @@ mod tests {
         let got: Vec<(&str, u64)> =
             rec.touches.iter().map(|t| (t.path.as_str(), t.offset)).collect();
         assert_eq!(got, vec![("lib/b", 16384), ("app", 0)]);
+    }
+
+    /// An engine made the way a mount of a hot-set strategy makes it: from the start object.
+    fn engine_from_start(f: &Fixture, strategy: Strategy) -> Result<Arc<Engine>, StartFailure> {
+        let opts = FetchOptions { backoff: Duration::from_millis(1), ..Default::default() };
+        let remote: Arc<dyn Remote> = Arc::new(DirRemote::new(&f.bundle, opts));
+        let fetch = StartFetch::begin(remote.clone()).unwrap();
+        let manifest = fetch.manifest()?;
+        let cache = ChunkCache::open(&f.cache).unwrap();
+        let e =
+            Engine::new(manifest, remote, cache, EngineOptions { strategy, ..Default::default() });
+        e.start_from(fetch).unwrap();
+        Ok(e)
+    }
+
+    #[test]
+    fn the_start_object_brings_the_manifest_and_the_hot_set_in_one_request() {
+        for compression in [Compression::None, Compression::Zstd] {
+            for s in [Strategy::Reordered, Strategy::ReorderedPaged, Strategy::Stream] {
+                let f = fixture_with(compression);
+                let e = engine_from_start(&f, s).unwrap();
+                if s == Strategy::Reordered {
+                    let r = e.report();
+                    assert_eq!((r.requests, r.hot_chunks), (1, 2), "{s}: one request, both chunks");
+                }
+                for (path, data) in &f.files {
+                    assert_eq!(&read_all(&e, path).unwrap(), data, "{s} {path}");
+                }
+                e.shutdown();
+                let r = e.report();
+                assert_eq!((r.errors, r.hot_chunks, r.failed_attempts), (0, 2, 0), "{s}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_warm_cache_stops_the_start_object_after_its_manifest() {
+        let f = fixture();
+        let e = engine_from_start(&f, Strategy::Reordered).unwrap();
+        e.shutdown();
+        let again = engine_from_start(&f, Strategy::Reordered).unwrap();
+        again.shutdown();
+        let r = again.report();
+        assert_eq!((r.requests, r.hot_chunks, r.failed_attempts), (1, 0, 0));
+    }
+
+    /// The start object's parts: (header, manifest end).
+    fn start_parts(f: &Fixture) -> (StartHeader, usize) {
+        let o = std::fs::read(f.bundle.join(START_OBJECT)).unwrap();
+        let h = StartHeader::parse(o[..HEADER_LEN].try_into().unwrap()).unwrap();
+        let end = h.hot_offset() as usize;
+        (h, end)
+    }
+
+    #[test]
+    fn a_damaged_or_cut_start_object_falls_back_or_refetches_never_wrong_bytes() {
+        let path = |f: &Fixture| f.bundle.join(START_OBJECT);
+        // Before the manifest's end: fall back to manifest.json.
+        for (what, damage) in [
+            ("magic", &(|o: &mut Vec<u8>, _| o[0] ^= 1) as &dyn Fn(&mut Vec<u8>, usize)),
+            ("version", &|o: &mut Vec<u8>, _| o[8] = 7),
+            ("manifest byte", &|o: &mut Vec<u8>, end| o[end - 5] ^= 0x10),
+            ("cut in the manifest", &|o: &mut Vec<u8>, end| o.truncate(end - 1)),
+            ("cut in the header", &|o: &mut Vec<u8>, _| o.truncate(10)),
+            ("empty", &|o: &mut Vec<u8>, _| o.clear()),
+        ] {
+            let f = fixture();
+            let (_, end) = start_parts(&f);
+            let mut o = std::fs::read(path(&f)).unwrap();
+            damage(&mut o, end);
+            std::fs::write(path(&f), o).unwrap();
+            match engine_from_start(&f, Strategy::Reordered) {
+                Err(StartFailure::Fallback(why)) => assert!(!why.is_empty(), "{what}"),
+                Err(other) => panic!("{what}: {other:?}"),
+                Ok(_) => panic!("{what}: used a damaged start object"),
+            }
+        }
+        let f = fixture();
+        std::fs::remove_file(path(&f)).unwrap();
+        assert!(matches!(engine_from_start(&f, Strategy::Stream), Err(StartFailure::Fallback(_))));
+        // In the hot part: the hot stream gives up after its retries, the reads fetch the
+        // chunks' own blobs.
+        for cut in [false, true] {
+            let f = fixture();
+            let (h, _) = start_parts(&f);
+            let mut o = std::fs::read(path(&f)).unwrap();
+            if cut {
+                o.truncate(h.hot_offset() as usize + 100);
+            } else {
+                let at = h.total_len() as usize - 3;
+                o[at] ^= 0x40;
+            }
+            std::fs::write(path(&f), o).unwrap();
+            let e = engine_from_start(&f, Strategy::ReorderedPaged).unwrap();
+            for (p, data) in &f.files {
+                assert_eq!(&read_all(&e, p).unwrap(), data, "cut {cut}: {p}");
+            }
+            e.shutdown();
+            let r = e.report();
+            assert_eq!(r.errors, 0);
+            assert!(r.failed_attempts > 0 && r.background_error.is_some(), "cut {cut}: {r:?}");
+        }
+    }
+
+    #[test]
+    fn an_invalid_manifest_with_a_good_digest_is_refused_not_fallen_back_from() {
+        let f = fixture();
+        let json = std::fs::read_to_string(f.bundle.join("manifest.json")).unwrap();
+        let bad = json.replacen("\"app\"", "\"../app\"", 1);
+        assert_ne!(bad, json);
+        let hot = std::fs::read(f.bundle.join("blobs/hot")).unwrap();
+        let o = coldstart_bundle::start::encode(bad.as_bytes(), &hot);
+        std::fs::write(f.bundle.join(START_OBJECT), o).unwrap();
+        match engine_from_start(&f, Strategy::Stream) {
+            Err(StartFailure::Invalid(e)) => assert!(e.to_string().contains(".."), "{e}"),
+            other => panic!("{:?}", other.map(|_| ())),
+        }
     }
 
     #[test]

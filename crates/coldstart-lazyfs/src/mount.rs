@@ -7,11 +7,14 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use coldstart_bundle::remote::{get_manifest, open};
+use coldstart_bundle::remote::{get_manifest, open, FetchedManifest};
+use coldstart_bundle::start::START_OBJECT;
 use coldstart_bundle::{CacheError, ChunkCache, FetchError, FetchOptions, HotListError};
 use fuser::{MountOption, Session, SessionUnmounter};
 
-use crate::engine::{Engine, EngineError, EngineOptions, Report, Strategy};
+use crate::engine::{
+    Engine, EngineError, EngineOptions, Report, StartFailure, StartFetch, Strategy,
+};
 use crate::fs::LazyFs;
 use crate::model::{self, Choice, LinkEstimate, Params, Shape};
 
@@ -41,6 +44,9 @@ pub struct AutoOptions {
     pub link: Option<LinkEstimate>,
     /// The program's start-up time with every byte local, if known.
     pub local: Option<Duration>,
+    /// The manifest's cost, to predict a mount that has yet to read it (`coldstart predict`);
+    /// `None` under `--strategy auto`, which has read it before predicting.
+    pub manifest: Option<model::ManifestCost>,
 }
 
 /// The default of [`MountOptions::readahead`]: 128 KiB, the kernel's own default.
@@ -96,6 +102,8 @@ pub struct Mount {
     session: Option<JoinHandle<std::io::Result<()>>>,
     watchdog: Option<Watchdog>,
     choice: Option<Choice>,
+    /// Where the manifest came from, and why a preferred copy was not used.
+    source: (&'static str, Option<String>),
 }
 
 /// Unmounts the mount when the mounting process dies without unmounting it (`kill -9`).
@@ -226,10 +234,41 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
     let remote: Arc<dyn coldstart_bundle::Remote> =
         Arc::from(open(url, opts.fetch.clone()).map_err(MountError::Manifest)?);
     let t = Instant::now();
-    let before = remote.stats().bytes.load(std::sync::atomic::Ordering::Relaxed);
-    let manifest = get_manifest(remote.as_ref()).map_err(MountError::Manifest)?;
-    let manifest_fetch =
-        (remote.stats().bytes.load(std::sync::atomic::Ordering::Relaxed) - before, t.elapsed());
+    // A hot-set strategy reads the manifest and the hot set in one request (the start object);
+    // `auto` must read the manifest before it knows the strategy.
+    let hot_first = opts.auto.is_none()
+        && matches!(
+            opts.strategy,
+            Strategy::Reordered | Strategy::ReorderedPaged | Strategy::Stream
+        );
+    let mut start = None;
+    let fetched = if hot_first {
+        let fetch = StartFetch::begin(remote.clone())
+            .map_err(|e| MountError::Manifest(FetchError::Io { url: url.to_owned(), source: e }))?;
+        match fetch.manifest() {
+            Ok(manifest) => {
+                start = Some(fetch);
+                FetchedManifest { manifest, source: START_OBJECT, fallback: None, bytes: 0 }
+            }
+            Err(StartFailure::Invalid(e)) => {
+                return Err(MountError::Manifest(FetchError::Manifest(e)));
+            }
+            Err(StartFailure::Fallback(why)) => {
+                drop(fetch);
+                let mut m = get_manifest(remote.as_ref()).map_err(MountError::Manifest)?;
+                let why = format!("{}: {why}", remote.describe(START_OBJECT));
+                m.fallback = Some(match m.fallback {
+                    Some(f) => format!("{why}; {f}"),
+                    None => why,
+                });
+                m
+            }
+        }
+    } else {
+        get_manifest(remote.as_ref()).map_err(MountError::Manifest)?
+    };
+    let manifest_fetch = (fetched.bytes, t.elapsed());
+    let (manifest, source) = (fetched.manifest, (fetched.source, fetched.fallback));
     let cache = ChunkCache::open(&opts.cache_dir)?;
     let mut strategy = opts.strategy;
     let choice = match &opts.auto {
@@ -254,7 +293,11 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         cache,
         EngineOptions { strategy, read_timeout: opts.read_timeout },
     );
-    if let Err(source) = engine.start() {
+    let started = match start {
+        Some(fetch) => engine.start_from(fetch),
+        None => engine.start(),
+    };
+    if let Err(source) = started {
         engine.shutdown();
         return Err(MountError::Prefetch { strategy, source });
     }
@@ -294,6 +337,7 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         session: Some(thread),
         watchdog: None,
         choice,
+        source,
     };
     // Without the watchdog a `kill -9` could leave the mount behind: fail rather than risk it.
     mount.watchdog = Some(Watchdog::start(mountpoint).map_err(fail)?);
@@ -323,7 +367,8 @@ pub fn choose(
             probed.insert(c.sha256.clone());
         }
     }
-    let shape = Shape::of(manifest, |h| probed.contains(h) || cache.contains(h));
+    let mut shape = Shape::of(manifest, |h| probed.contains(h) || cache.contains(h));
+    shape.manifest = auto.manifest;
     let params = Params {
         connections: opts.fetch.connections,
         readahead: opts.readahead,
@@ -346,7 +391,10 @@ impl Mount {
 
     /// The statistics so far.
     pub fn report(&self) -> Report {
-        self.engine.report()
+        let mut report = self.engine.report();
+        report.manifest_source = self.source.0.to_owned();
+        report.manifest_fallback = self.source.1.clone();
+        report
     }
 
     /// Unmounts, writes the `--record` file and returns the statistics.
@@ -355,7 +403,7 @@ impl Mount {
         if let Some(path) = self.record.take() {
             self.engine.write_record(&path)?;
         }
-        let mut report = self.engine.report();
+        let mut report = self.report();
         report.auto = self.choice.clone();
         Ok(report)
     }

@@ -105,6 +105,27 @@ fn every_strategy_presents_the_tree_with_the_right_bytes() {
         assert!(!is_mount_point(&mp), "{s}: unmounted");
         assert_eq!(report.errors, 0, "{s}");
         assert!(report.bytes_fetched >= 300_000, "{s}: {report:?}");
+        // The hot-set strategies read the manifest and the hot set in one request.
+        let source = match s {
+            Strategy::Original | Strategy::Paged => "manifest.json.zst",
+            _ => "start",
+        };
+        assert_eq!(report.manifest_source, source, "{s}");
+        assert_eq!(report.manifest_fallback, None, "{s}");
+    }
+    // A bundle packed before the start object and the compressed manifest: both fall back.
+    std::fs::remove_file(f.bundle().join("start")).unwrap();
+    std::fs::remove_file(f.bundle().join("manifest.json.zst")).unwrap();
+    for s in [Strategy::Paged, Strategy::Stream] {
+        let cache = f.dir.path().join(format!("cache-old-{s}"));
+        let (mp, _guard) = f.mountpoint(&format!("mnt-old-{s}"));
+        let m = mount(&server.url(), &mp, quick(s, &cache)).unwrap();
+        assert_eq!(std::fs::read(mp.join("lib/big.so.1")).unwrap(), f.files[0].1, "{s}");
+        let report = m.unmount().unwrap();
+        assert_eq!(report.manifest_source, "manifest.json", "{s}");
+        let why = report.manifest_fallback.unwrap();
+        assert!(why.contains("manifest.json.zst") && why.contains("404"), "{s}: {why}");
+        assert_eq!(why.contains("start"), s == Strategy::Stream, "{s}: {why}");
     }
 }
 
@@ -131,14 +152,22 @@ fn a_malformed_manifest_is_rejected_before_mounting() {
     let f = fixture();
     let path = f.bundle().join("manifest.json");
     let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(&path, text.replace("\"run.sh\"", "\"../run.sh\"")).unwrap();
+    let bad = text.replace("\"run.sh\"", "\"../run.sh\"");
+    // In every copy a client may read: manifest.json, manifest.json.zst and the start object.
+    std::fs::write(&path, &bad).unwrap();
+    let zst = coldstart_bundle::start::compress_manifest(bad.as_bytes());
+    std::fs::write(f.bundle().join("manifest.json.zst"), zst).unwrap();
+    let hot = std::fs::read(f.bundle().join("blobs/hot")).unwrap();
+    let start = coldstart_bundle::start::encode(bad.as_bytes(), &hot);
+    std::fs::write(f.bundle().join("start"), start).unwrap();
     let (mp, _guard) = f.mountpoint("mnt");
-    let err = mount(&f.bundle().display().to_string(), &mp, quick(Strategy::Paged, &f.cache()))
-        .err()
-        .unwrap();
-    assert!(matches!(err, MountError::Manifest(_)), "{err}");
-    assert!(err.to_string().contains("../run.sh"), "{err}");
-    assert!(!is_mount_point(&mp));
+    for s in [Strategy::Paged, Strategy::Stream] {
+        let err =
+            mount(&f.bundle().display().to_string(), &mp, quick(s, &f.cache())).err().unwrap();
+        assert!(matches!(err, MountError::Manifest(_)), "{s}: {err}");
+        assert!(err.to_string().contains("../run.sh"), "{s}: {err}");
+        assert!(!is_mount_point(&mp));
+    }
 }
 
 #[test]
