@@ -134,7 +134,10 @@ pub fn with_retries<T>(
         match attempt() {
             Ok(v) => return Ok(v),
             Err(e) => {
-                stats.failures.fetch_add(1, Ordering::Relaxed);
+                // A transfer its reader stopped did not fail.
+                if !matches!(e, FetchError::Aborted { .. }) {
+                    stats.failures.fetch_add(1, Ordering::Relaxed);
+                }
                 if !e.retriable() || attempts > opts.retries {
                     return Err(FetchError::GaveUp {
                         what: what.to_owned(),
@@ -217,13 +220,24 @@ pub fn get_chunk(
     compression: Compression,
     chunk: &Chunk,
 ) -> Result<Vec<u8>, FetchError> {
+    get_chunk_while(remote, compression, chunk, &|| true)
+}
+
+/// [`get_chunk`], given up (an [`FetchError::Aborted`], not retried) as soon as `go` returns
+/// `false` while the body arrives: background work that is no longer wanted.
+pub fn get_chunk_while(
+    remote: &dyn Remote,
+    compression: Compression,
+    chunk: &Chunk,
+    go: &dyn Fn() -> bool,
+) -> Result<Vec<u8>, FetchError> {
     let path = blob_path(&chunk.sha256);
     let url = remote.describe(&path);
     with_retries(remote.options(), remote.stats(), &url, || {
         let mut body = Vec::with_capacity(chunk.stored_len() as usize);
         remote.fetch(&path, None, &mut |b| {
             body.extend_from_slice(b);
-            true
+            go()
         })?;
         decode_chunk(compression, chunk, &body)
             .ok_or_else(|| FetchError::Corrupt { url: url.clone() })

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use coldstart_bundle::remote::{get_chunk, with_retries};
+use coldstart_bundle::remote::{get_chunk_while, with_retries};
 use coldstart_bundle::start::{StartHeader, HEADER_LEN, START_OBJECT};
 use coldstart_bundle::{
     decode_chunk, Chunk, ChunkCache, EntryKind, FetchError, HotList, Manifest, ManifestError,
@@ -610,7 +610,12 @@ impl Engine {
             // Another fetch may have stored it between our cache miss and now.
             let result = match self.cache.get(chunk) {
                 Some(data) => Ok(data),
-                None => get_chunk(self.remote.as_ref(), self.manifest.compression, chunk),
+                // Background work stops at unmount, mid-transfer: the program is gone.
+                None => {
+                    get_chunk_while(self.remote.as_ref(), self.manifest.compression, chunk, &|| {
+                        demand || !self.stop.load(Ordering::Relaxed)
+                    })
+                }
             };
             let result = result
                 .map(|data| {
@@ -820,6 +825,7 @@ impl Engine {
                 Ok(_) => {
                     self.counters.background_chunks.fetch_add(1, Ordering::Relaxed);
                 }
+                Err(_) if self.stop.load(Ordering::SeqCst) => return,
                 Err(e) => {
                     *self.counters.background_error.lock().unwrap() = Some(e.to_string());
                     return;
@@ -1153,6 +1159,77 @@ mod tests {
         match engine_from_start(&f, Strategy::Stream) {
             Err(StartFailure::Invalid(e)) => assert!(e.to_string().contains(".."), "{e}"),
             other => panic!("{:?}", other.map(|_| ())),
+        }
+    }
+
+    /// A bundle on disk whose chunk blobs arrive slowly, 256 bytes at a time.
+    struct Trickle {
+        inner: DirRemote,
+        started: AtomicBool,
+        aborted: AtomicBool,
+    }
+
+    impl Remote for Trickle {
+        fn fetch(
+            &self,
+            path: &str,
+            range: Option<(u64, u64)>,
+            sink: &mut dyn FnMut(&[u8]) -> bool,
+        ) -> Result<u64, FetchError> {
+            if !path.starts_with("blobs/sha256/") {
+                return self.inner.fetch(path, range, sink);
+            }
+            let body = coldstart_bundle::remote::get(&self.inner, path, range)?;
+            self.started.store(true, Ordering::SeqCst);
+            for piece in body.chunks(256) {
+                std::thread::sleep(Duration::from_millis(5));
+                if !sink(piece) {
+                    self.aborted.store(true, Ordering::SeqCst);
+                    return Err(FetchError::Aborted { url: path.into() });
+                }
+            }
+            Ok(body.len() as u64)
+        }
+        fn options(&self) -> &FetchOptions {
+            self.inner.options()
+        }
+        fn stats(&self) -> &coldstart_bundle::FetchStats {
+            self.inner.stats()
+        }
+        fn describe(&self, path: &str) -> String {
+            self.inner.describe(path)
+        }
+    }
+
+    #[test]
+    fn unmounting_stops_a_background_transfer_midway() {
+        let f = fixture();
+        let manifest =
+            Manifest::parse(&std::fs::read(f.bundle.join("manifest.json")).unwrap()).unwrap();
+        let remote = Arc::new(Trickle {
+            inner: DirRemote::new(&f.bundle, FetchOptions::default()),
+            started: AtomicBool::new(false),
+            aborted: AtomicBool::new(false),
+        });
+        let cache = ChunkCache::open(&f.cache).unwrap();
+        let opts = EngineOptions { strategy: Strategy::Stream, ..Default::default() };
+        let e = Engine::new(manifest, remote.clone(), cache, opts);
+        e.start().unwrap();
+        // Background work starts once no miss has been waiting for 100 ms.
+        let t = Instant::now();
+        while !remote.started.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(remote.started.load(Ordering::SeqCst), "background work began");
+        e.shutdown();
+        assert!(remote.aborted.load(Ordering::SeqCst), "the transfer in flight was stopped");
+        let r = e.report();
+        assert_eq!((r.failed_attempts, r.errors), (0, 0), "stopping is not a failure: {r:?}");
+        assert_eq!(r.background_error, None);
+        // Nothing half-received was kept: every cached chunk reads back whole.
+        let again = engine(&f, Strategy::Paged);
+        for (path, data) in &f.files {
+            assert_eq!(&read_all(&again, path).unwrap(), data, "{path}");
         }
     }
 
