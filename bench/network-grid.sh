@@ -73,7 +73,7 @@ echo "| link | original (s) | best (s) | best strategy | Eq. 1 bound (s) | best 
 echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
 awk -F'\t' '
     $2 == "original" { orig[$1] = $3 }
-    $2 != "auto" && (!($1 in best) || $3 < best[$1]) { best[$1] = $3; who[$1] = $2 }
+    $2 !~ /^auto/ && (!($1 in best) || $3 < best[$1]) { best[$1] = $3; who[$1] = $2 }
     { bound[$1] = $6; runs[$1] = $7; if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 } }
     END { for (i = 1; i <= n; i++) { l = order[i]
         printf "| %s | %.2f | %.2f | `%s` | %.2f | %.2f (%+.0f%%) | %.2f (%+.0f%%) | %d |\n",

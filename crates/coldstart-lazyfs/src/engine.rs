@@ -179,7 +179,7 @@ pub enum StartFailure {
 /// manifest ([`StartFetch::manifest`]), then, handed to an engine ([`Engine::start_from`]), its
 /// hot chunks, received into the cache while the program runs.
 pub struct StartFetch {
-    manifest: mpsc::Receiver<Result<Manifest, StartFailure>>,
+    manifest: mpsc::Receiver<Result<(Manifest, u64), StartFailure>>,
     engine: mpsc::Sender<(Arc<Engine>, Option<HotPlan>)>,
     thread: std::thread::JoinHandle<()>,
 }
@@ -195,8 +195,10 @@ impl StartFetch {
         Ok(StartFetch { manifest, engine, thread })
     }
 
-    /// Waits for the manifest: bounded by the fetcher's timeouts, as the request is.
-    pub fn manifest(&self) -> Result<Manifest, StartFailure> {
+    /// Waits for the manifest, and says how many bytes it took in the object: bounded by the
+    /// fetcher's timeouts, as the request is. Dropping the `StartFetch` instead of handing it
+    /// to an engine stops the request.
+    pub fn manifest(&self) -> Result<(Manifest, u64), StartFailure> {
         self.manifest.recv().unwrap_or_else(|_| {
             Err(StartFailure::Fallback("the start object's reader stopped".into()))
         })
@@ -208,7 +210,7 @@ impl StartFetch {
 /// part, the engine resumes with a Range from the first chunk not yet received.
 fn start_thread(
     remote: &dyn Remote,
-    mtx: mpsc::Sender<Result<Manifest, StartFailure>>,
+    mtx: mpsc::Sender<Result<(Manifest, u64), StartFailure>>,
     erx: mpsc::Receiver<(Arc<Engine>, Option<HotPlan>)>,
 ) {
     let mut mtx = Some(mtx);
@@ -258,7 +260,8 @@ fn start_thread(
             failure = Some(StartFailure::Fallback(e.to_string()));
             return false;
         }
-        if mtx.take().expect("sent once").send(Ok(manifest)).is_err() {
+        let sent = mtx.take().expect("sent once").send(Ok((manifest, h.manifest_stored)));
+        if sent.is_err() {
             return false;
         }
         // The mount makes an engine and plans the hot set; or gives up (the sender dropped).
@@ -1050,7 +1053,7 @@ mod tests {
         let opts = FetchOptions { backoff: Duration::from_millis(1), ..Default::default() };
         let remote: Arc<dyn Remote> = Arc::new(DirRemote::new(&f.bundle, opts));
         let fetch = StartFetch::begin(remote.clone()).unwrap();
-        let manifest = fetch.manifest()?;
+        let (manifest, _) = fetch.manifest()?;
         let cache = ChunkCache::open(&f.cache).unwrap();
         let e =
             Engine::new(manifest, remote, cache, EngineOptions { strategy, ..Default::default() });

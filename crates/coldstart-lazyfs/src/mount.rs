@@ -234,21 +234,25 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
     let remote: Arc<dyn coldstart_bundle::Remote> =
         Arc::from(open(url, opts.fetch.clone()).map_err(MountError::Manifest)?);
     let t = Instant::now();
-    // A hot-set strategy reads the manifest and the hot set in one request (the start object);
-    // `auto` must read the manifest before it knows the strategy.
-    let hot_first = opts.auto.is_none()
-        && matches!(
+    // A hot-set strategy reads the manifest and the hot set in one request (the start object).
+    // So does `auto` with the link given: it decides once the manifest has arrived, and keeps
+    // the request for a hot-set strategy or drops it for another. Measuring the link takes
+    // requests of its own, after the compressed manifest.
+    let hot_first = match &opts.auto {
+        None => matches!(
             opts.strategy,
             Strategy::Reordered | Strategy::ReorderedPaged | Strategy::Stream
-        );
+        ),
+        Some(auto) => auto.link.is_some(),
+    };
     let mut start = None;
     let fetched = if hot_first {
         let fetch = StartFetch::begin(remote.clone())
             .map_err(|e| MountError::Manifest(FetchError::Io { url: url.to_owned(), source: e }))?;
         match fetch.manifest() {
-            Ok(manifest) => {
+            Ok((manifest, bytes)) => {
                 start = Some(fetch);
-                FetchedManifest { manifest, source: START_OBJECT, fallback: None, bytes: 0 }
+                FetchedManifest { manifest, source: START_OBJECT, fallback: None, bytes }
             }
             Err(StartFailure::Invalid(e)) => {
                 return Err(MountError::Manifest(FetchError::Manifest(e)));
@@ -273,6 +277,18 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
     let mut strategy = opts.strategy;
     let choice = match &opts.auto {
         Some(auto) => {
+            // Predicted from the mount's start: with the start object, every strategy has paid
+            // its request and manifest, and the hot-set strategies' hot set is on its way.
+            let auto = match &start {
+                Some(_) => &AutoOptions {
+                    manifest: Some(model::ManifestCost {
+                        bytes: manifest_fetch.0,
+                        start_object: true,
+                    }),
+                    ..auto.clone()
+                },
+                None => auto,
+            };
             let c = choose(
                 remote.as_ref(),
                 &manifest,
@@ -293,9 +309,12 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         cache,
         EngineOptions { strategy, read_timeout: opts.read_timeout },
     );
+    let hot_set_strategy =
+        matches!(strategy, Strategy::Reordered | Strategy::ReorderedPaged | Strategy::Stream);
     let started = match start {
-        Some(fetch) => engine.start_from(fetch),
-        None => engine.start(),
+        Some(fetch) if hot_set_strategy => engine.start_from(fetch),
+        // `auto` chose `original` or `paged`: dropping the start object's request stops it.
+        _ => engine.start(),
     };
     if let Err(source) = started {
         engine.shutdown();

@@ -258,3 +258,46 @@ fn record_writes_the_first_touches() {
     assert_eq!(list.touches[0].path, "run.sh");
     assert_eq!(list.touches.len(), 1);
 }
+
+#[test]
+fn auto_with_the_link_given_reads_the_start_object_and_keeps_it_only_for_a_hot_set_strategy() {
+    use coldstart_lazyfs::model::LinkEstimate;
+    use coldstart_lazyfs::AutoOptions;
+    let f = fixture();
+    let server = serve(&f.bundle(), "127.0.0.1:0", None).unwrap();
+    // A slow, far link: a hot-set strategy, fed by the start object's request.
+    let link = |bits: f64, ms: u64| LinkEstimate::given(bits, Duration::from_millis(ms));
+    let mut o = quick(Strategy::Stream, &f.dir.path().join("cache-auto-slow"));
+    o.auto = Some(AutoOptions { link: Some(link(1e6, 200)), ..AutoOptions::default() });
+    let (mp, _guard) = f.mountpoint("mnt-auto-slow");
+    let m = mount(&server.url(), &mp, o).unwrap();
+    let chosen = m.choice().unwrap().chosen;
+    assert_eq!(chosen, Strategy::ReorderedPaged, "{:?}", m.choice());
+    assert_eq!(std::fs::read(mp.join("lib/big.so.1")).unwrap(), f.files[0].1);
+    let r = m.unmount().unwrap();
+    assert_eq!((r.manifest_source.as_str(), r.strategy.as_str()), ("start", "reordered-paged"));
+    assert!(r.hot_chunks > 0, "the hot set came in the start object's request: {r:?}");
+
+    // Without a hot set, on a fast link with latency: `original`; the start object's request
+    // is dropped and the files come whole.
+    let bare = f.dir.path().join("bare");
+    pack(
+        &f.dir.path().join("src"),
+        &HotList::default(),
+        &PackOptions { chunk_size: 16 * 1024, ..PackOptions::default() },
+        &bare,
+    )
+    .unwrap();
+    let server = serve(&bare, "127.0.0.1:0", None).unwrap();
+    let mut o = quick(Strategy::Stream, &f.dir.path().join("cache-auto-fast"));
+    o.auto = Some(AutoOptions { link: Some(link(1e9, 100)), ..AutoOptions::default() });
+    let (mp, _guard) = f.mountpoint("mnt-auto-fast");
+    let m = mount(&server.url(), &mp, o).unwrap();
+    assert_eq!(m.choice().unwrap().chosen, Strategy::Original, "{:?}", m.choice());
+    for (path, data) in &f.files[..2] {
+        assert_eq!(&std::fs::read(mp.join(path)).unwrap(), data, "{path}");
+    }
+    let r = m.unmount().unwrap();
+    assert_eq!((r.manifest_source.as_str(), r.strategy.as_str()), ("start", "original"));
+    assert_eq!((r.misses, r.errors), (0, 0), "{r:?}");
+}
