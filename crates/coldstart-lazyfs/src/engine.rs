@@ -179,38 +179,59 @@ pub enum StartFailure {
 /// manifest ([`StartFetch::manifest`]), then, handed to an engine ([`Engine::start_from`]), its
 /// hot chunks, received into the cache while the program runs.
 pub struct StartFetch {
-    manifest: mpsc::Receiver<Result<(Manifest, u64), StartFailure>>,
+    manifest: mpsc::Receiver<Result<StartHead, StartFailure>>,
     engine: mpsc::Sender<(Arc<Engine>, Option<HotPlan>)>,
     thread: std::thread::JoinHandle<()>,
 }
 
+/// What the start object's first bytes gave.
+#[derive(Debug)]
+pub struct StartHead {
+    pub manifest: Manifest,
+    /// Bytes of the stored manifest in the object.
+    pub manifest_bytes: u64,
+    /// With [`StartFetch::begin`]'s `sample`: the link as the object's own arrival measured
+    /// it, and the hot chunks that arrived meanwhile, verified.
+    pub sample: Option<crate::model::Probe>,
+}
+
+/// A link sample ends once this much of the object has arrived after its first bytes and
+/// [`crate::model::PROBE_ENOUGH`] has passed ...
+const SAMPLE_BYTES: usize = 16 * 1024;
+/// ... or this much, however fast.
+const SAMPLE_MAX_BYTES: usize = 512 * 1024;
+
 impl StartFetch {
-    /// Sends the request, on a thread of its own.
-    pub fn begin(remote: Arc<dyn Remote>) -> std::io::Result<StartFetch> {
+    /// Sends the request, on a thread of its own. With `sample`, the manifest is handed over
+    /// only once enough of the hot part has arrived to measure the link on it (the time to
+    /// the first bytes, then bytes over time): what `--strategy auto` needs to choose, at
+    /// the price of a wait the hot-set strategies spend receiving chunks they need anyway.
+    pub fn begin(remote: Arc<dyn Remote>, sample: bool) -> std::io::Result<StartFetch> {
         let (mtx, manifest) = mpsc::channel();
         let (engine, erx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("coldstart-start".into())
-            .spawn(move || start_thread(remote.as_ref(), mtx, erx))?;
+            .spawn(move || start_thread(remote.as_ref(), sample, mtx, erx))?;
         Ok(StartFetch { manifest, engine, thread })
     }
 
-    /// Waits for the manifest, and says how many bytes it took in the object: bounded by the
-    /// fetcher's timeouts, as the request is. Dropping the `StartFetch` instead of handing it
-    /// to an engine stops the request.
-    pub fn manifest(&self) -> Result<(Manifest, u64), StartFailure> {
+    /// Waits for the manifest: bounded by the fetcher's timeouts, as the request is.
+    /// Dropping the `StartFetch` instead of handing it to an engine stops the request.
+    pub fn manifest(&self) -> Result<StartHead, StartFailure> {
         self.manifest.recv().unwrap_or_else(|_| {
             Err(StartFailure::Fallback("the start object's reader stopped".into()))
         })
     }
 }
 
-/// Reads the start object: the header and manifest (sent on `mtx`), then, once an engine has
-/// been made from that manifest (received on `erx`), the hot chunks; after a failure in the hot
-/// part, the engine resumes with a Range from the first chunk not yet received.
+/// Reads the start object: the header and manifest (sent on `mtx`; with `sample`, once enough
+/// of the hot part has arrived to measure the link on it), then, once an engine has been made
+/// from that manifest (received on `erx`), the hot chunks; after a failure in the hot part, the
+/// engine resumes with a Range from the first chunk not yet received.
 fn start_thread(
     remote: &dyn Remote,
-    mtx: mpsc::Sender<Result<(Manifest, u64), StartFailure>>,
+    sample: bool,
+    mtx: mpsc::Sender<Result<StartHead, StartFailure>>,
     erx: mpsc::Receiver<(Arc<Engine>, Option<HotPlan>)>,
 ) {
     let mut mtx = Some(mtx);
@@ -219,57 +240,73 @@ fn start_thread(
     let mut failure: Option<StartFailure> = None;
     let mut got: Option<(Arc<Engine>, Option<HotPlan>)> = None;
     let mut cursor = HotCursor::default();
-    let result = remote.fetch(START_OBJECT, None, &mut |bytes| {
-        if let Some((engine, plan)) = &got {
-            return engine.feed_hot(plan.as_ref(), &mut cursor, bytes);
-        }
-        head.extend_from_slice(bytes);
-        if header.is_none() {
-            let Some(h) = head.get(..HEADER_LEN) else { return true };
-            match StartHeader::parse(h.try_into().expect("HEADER_LEN bytes")) {
-                Ok(h) => header = Some(h),
-                Err(e) => {
-                    failure = Some(StartFailure::Fallback(e.to_string()));
-                    return false;
-                }
-            }
-        }
-        let h = header.as_ref().expect("parsed above");
+    // The parsed manifest, until it is handed over.
+    let mut ready: Option<Manifest> = None;
+    let t0 = Instant::now();
+    let mut first: Option<(Instant, usize)> = None;
+    let mut received = 0usize;
+    // Hands the manifest (and the sample) over, waits for the engine and gives it the hot
+    // bytes received so far. Returns whether to go on receiving.
+    let mut hand_over = |head: &mut Vec<u8>,
+                         h: &StartHeader,
+                         manifest: Manifest,
+                         first: Option<(Instant, usize)>,
+                         received: usize,
+                         cursor: &mut HotCursor,
+                         got: &mut Option<(Arc<Engine>, Option<HotPlan>)>|
+     -> bool {
         let end = h.hot_offset() as usize;
-        if head.len() < end {
-            return true;
-        }
-        let manifest = match h.decode_manifest(&head[HEADER_LEN..end]) {
-            Ok(json) => match Manifest::parse(&json) {
-                Ok(m) => m,
-                Err(e) => {
-                    failure = Some(StartFailure::Invalid(e));
-                    return false;
-                }
-            },
-            Err(e) => {
-                failure = Some(StartFailure::Fallback(e.to_string()));
-                return false;
-            }
-        };
-        if manifest.hot.size != h.hot_len {
-            let e = coldstart_bundle::start::StartError::HotLength {
-                got: h.hot_len,
-                want: manifest.hot.size,
-            };
-            failure = Some(StartFailure::Fallback(e.to_string()));
-            return false;
-        }
-        let sent = mtx.take().expect("sent once").send(Ok((manifest, h.manifest_stored)));
-        if sent.is_err() {
+        let mut from = end;
+        let probe = first.filter(|_| sample).map(|(t1, n1)| {
+            let (probe, boundary, k) = sampled(&manifest, &head[end..], t0, t1, n1, received - n1);
+            cursor.idx = k;
+            from = end + boundary;
+            probe
+        });
+        let info = StartHead { manifest, manifest_bytes: h.manifest_stored, sample: probe };
+        if mtx.take().expect("sent once").send(Ok(info)).is_err() {
             return false;
         }
         // The mount makes an engine and plans the hot set; or gives up (the sender dropped).
         let Ok(g) = erx.recv() else { return false };
-        let rest = head.split_off(end);
+        let rest = head.split_off(from);
         let (engine, plan) = got.insert(g);
-        engine.feed_hot(plan.as_ref(), &mut cursor, &rest)
+        engine.feed_hot(plan.as_ref(), cursor, &rest)
+    };
+    let result = remote.fetch(START_OBJECT, None, &mut |bytes| {
+        if let Some((engine, plan)) = &got {
+            return engine.feed_hot(plan.as_ref(), &mut cursor, bytes);
+        }
+        first.get_or_insert((Instant::now(), bytes.len()));
+        received += bytes.len();
+        head.extend_from_slice(bytes);
+        if ready.is_none() {
+            match parse_head(&head, &mut header) {
+                Ok(None) => return true,
+                Ok(Some(m)) => ready = Some(m),
+                Err(e) => {
+                    failure = Some(e);
+                    return false;
+                }
+            }
+        }
+        let h = header.clone().expect("parsed with the manifest");
+        if sample {
+            let (t1, n1) = first.expect("set above");
+            let after = received - n1;
+            let complete = head.len() as u64 >= h.total_len();
+            let enough = after >= SAMPLE_BYTES && t1.elapsed() >= crate::model::PROBE_ENOUGH;
+            if !(enough || after >= SAMPLE_MAX_BYTES || complete) {
+                return true;
+            }
+        }
+        let manifest = ready.take().expect("parsed above");
+        hand_over(&mut head, &h, manifest, first, received, &mut cursor, &mut got)
     });
+    // A short object can end before the sample did: hand over what there is.
+    if let (Some(manifest), Some(h), Ok(_)) = (ready.take(), header.clone(), &result) {
+        hand_over(&mut head, &h, manifest, first, received, &mut cursor, &mut got);
+    }
     if let Some(tx) = mtx {
         let why = failure.unwrap_or_else(|| {
             StartFailure::Fallback(match result {
@@ -283,6 +320,76 @@ fn start_thread(
     let Some((engine, plan)) = got else { return };
     let base = header.map_or(0, |h| h.hot_offset());
     engine.finish_start(plan, cursor, base, result.is_err());
+}
+
+/// The header and manifest from the start object's first bytes: `None` until they are all
+/// there; an error if they cannot be used.
+fn parse_head(
+    head: &[u8],
+    header: &mut Option<StartHeader>,
+) -> Result<Option<Manifest>, StartFailure> {
+    if header.is_none() {
+        let Some(h) = head.get(..HEADER_LEN) else { return Ok(None) };
+        let h = StartHeader::parse(h.try_into().expect("HEADER_LEN bytes"))
+            .map_err(|e| StartFailure::Fallback(e.to_string()))?;
+        *header = Some(h);
+    }
+    let h = header.as_ref().expect("parsed above");
+    let end = h.hot_offset() as usize;
+    if head.len() < end {
+        return Ok(None);
+    }
+    let json = h
+        .decode_manifest(&head[HEADER_LEN..end])
+        .map_err(|e| StartFailure::Fallback(e.to_string()))?;
+    let manifest = Manifest::parse(&json).map_err(StartFailure::Invalid)?;
+    if manifest.hot.size != h.hot_len {
+        let e = coldstart_bundle::start::StartError::HotLength {
+            got: h.hot_len,
+            want: manifest.hot.size,
+        };
+        return Err(StartFailure::Fallback(e.to_string()));
+    }
+    Ok(Some(manifest))
+}
+
+/// The link measured on the start object's arrival (requested at `t0`, first bytes, `n1` of
+/// them, at `t1`, `after` more since) and the hot chunks wholly in `hot` (the hot part received
+/// so far), verified. Also the end of the last whole chunk in `hot` and the count of chunks.
+fn sampled(
+    manifest: &Manifest,
+    hot: &[u8],
+    t0: Instant,
+    t1: Instant,
+    n1: usize,
+    after: usize,
+) -> (crate::model::Probe, usize, usize) {
+    let took = t1.elapsed().as_secs_f64();
+    let bps = if after > 0 && took > 1e-4 {
+        after as f64 / took
+    } else {
+        // Too little or too fast to tell: as fast as the sample allows (at least 1 Gbit/s).
+        (after as f64 / 1e-4).max(125e6)
+    };
+    let latency = ((t1 - t0).as_secs_f64() - n1 as f64 / bps).max(0.0);
+    let link = crate::model::LinkEstimate {
+        bytes_per_second: bps,
+        latency_ms: latency * 1e3,
+        bandwidth_estimated: true,
+        latency_estimated: true,
+    };
+    let mut chunks = Vec::new();
+    let (mut boundary, mut k) = (0, 0);
+    for (o, c) in manifest.hot_chunks() {
+        let end = (o + c.stored_len()) as usize;
+        let Some(stored) = hot.get(o as usize..end) else { break };
+        // One that fails its check is left to the hot stream's end: readers fetch it then.
+        if let Some(data) = decode_chunk(manifest.compression, c, stored) {
+            chunks.push((c.clone(), data));
+        }
+        (boundary, k) = (end, k + 1);
+    }
+    (crate::model::Probe { link, chunks }, boundary, k)
 }
 
 struct Flight {
@@ -1052,8 +1159,8 @@ mod tests {
     fn engine_from_start(f: &Fixture, strategy: Strategy) -> Result<Arc<Engine>, StartFailure> {
         let opts = FetchOptions { backoff: Duration::from_millis(1), ..Default::default() };
         let remote: Arc<dyn Remote> = Arc::new(DirRemote::new(&f.bundle, opts));
-        let fetch = StartFetch::begin(remote.clone()).unwrap();
-        let (manifest, _) = fetch.manifest()?;
+        let fetch = StartFetch::begin(remote.clone(), false).unwrap();
+        let manifest = fetch.manifest()?.manifest;
         let cache = ChunkCache::open(&f.cache).unwrap();
         let e =
             Engine::new(manifest, remote, cache, EngineOptions { strategy, ..Default::default() });
@@ -1079,6 +1186,34 @@ mod tests {
                 assert_eq!((r.errors, r.hot_chunks, r.failed_attempts), (0, 2, 0), "{s}");
             }
         }
+    }
+
+    #[test]
+    fn a_sampled_start_object_hands_over_the_link_and_the_hot_chunks_it_brought() {
+        let f = fixture();
+        let opts = FetchOptions { backoff: Duration::from_millis(1), ..Default::default() };
+        let remote: Arc<dyn Remote> = Arc::new(DirRemote::new(&f.bundle, opts));
+        let fetch = StartFetch::begin(remote.clone(), true).unwrap();
+        let head = fetch.manifest().unwrap();
+        let p = head.sample.unwrap();
+        assert!(p.link.bandwidth_estimated && p.link.latency_estimated);
+        // The whole object arrived at once: both hot chunks, verified.
+        assert_eq!(p.chunks.len(), 2);
+        assert!(p.chunks.iter().all(|(c, d)| coldstart_bundle::verify_chunk(c, d)));
+        // As a mount does: keep them, then let the engine take the rest of the request.
+        let cache = ChunkCache::open(&f.cache).unwrap();
+        for (c, d) in &p.chunks {
+            cache.put(&c.sha256, d).unwrap();
+        }
+        let opts = EngineOptions { strategy: Strategy::ReorderedPaged, ..Default::default() };
+        let e = Engine::new(head.manifest, remote, cache, opts);
+        e.start_from(fetch).unwrap();
+        for (path, data) in &f.files {
+            assert_eq!(&read_all(&e, path).unwrap(), data, "{path}");
+        }
+        e.shutdown();
+        let r = e.report();
+        assert_eq!((r.errors, r.failed_attempts, r.hot_chunks), (0, 0, 0), "{r:?}");
     }
 
     #[test]

@@ -72,6 +72,9 @@ pub struct ManifestCost {
     /// Whether the bundle has a start object: the hot-set strategies then read the manifest
     /// and the hot set in one request.
     pub start_object: bool,
+    /// Bytes of the start object's hot part already received with the manifest (a link
+    /// sample): paid by every strategy, no longer to come for the hot-set strategies.
+    pub hot_received: u64,
 }
 
 impl Shape {
@@ -197,12 +200,13 @@ pub fn predict(shape: &Shape, link: &LinkEstimate, p: &Params) -> Vec<Prediction
         None => (0.0, None),
         Some(m) if m.start_object => {
             let head = coldstart_bundle::start::HEADER_LEN as u64;
-            (link.transfer(m.bytes) + lat, Some(link.transfer(m.bytes + head) + lat))
+            let paid = m.bytes + m.hot_received;
+            (link.transfer(paid) + lat, Some((link.transfer(paid + head) + lat, m.hot_received)))
         }
         Some(m) => (link.transfer(m.bytes) + lat, None),
     };
     let (before_hot, hot) = match start {
-        Some(first) => (first, link.transfer(shape.hot_prefix_bytes)),
+        Some((first, got)) => (first, link.transfer(shape.hot_prefix_bytes.saturating_sub(got))),
         None => (manifest, span),
     };
     let no_hot = demand(shape.all_miss_bytes, shape.all_misses) + local;
@@ -445,12 +449,12 @@ mod tests {
         let l = link(8.0, 100.0);
         let before = predict(&s, &l, &params(50));
         // 10 kB of manifest: 10 ms at 1 MB/s.
-        s.manifest = Some(ManifestCost { bytes: 10_000, start_object: false });
+        s.manifest = Some(ManifestCost { bytes: 10_000, start_object: false, hot_received: 0 });
         let separate = predict(&s, &l, &params(50));
         for (a, b) in before.iter().zip(&separate) {
             assert!((b.ms - a.ms - 110.0).abs() < 1e-6, "{a:?} {b:?}: one more request");
         }
-        s.manifest = Some(ManifestCost { bytes: 10_000, start_object: true });
+        s.manifest = Some(ManifestCost { bytes: 10_000, start_object: true, hot_received: 0 });
         let one = predict(&s, &l, &params(50));
         let head = coldstart_bundle::start::HEADER_LEN as f64 / 1e3;
         for s in [Strategy::Reordered, Strategy::ReorderedPaged, Strategy::Stream] {
@@ -459,6 +463,16 @@ mod tests {
         }
         assert_eq!(get(&one, Strategy::Paged), get(&separate, Strategy::Paged));
         assert_eq!(get(&one, Strategy::Original), get(&separate, Strategy::Original));
+        // A link sample's hot bytes: paid by all, no longer to come for the hot-set ones.
+        let mut sampled = s.clone();
+        sampled.manifest =
+            Some(ManifestCost { bytes: 10_000, start_object: true, hot_received: 65536 });
+        let p = predict(&sampled, &l, &params(50));
+        for st in Strategy::ALL {
+            let moved =
+                if matches!(st, Strategy::Original | Strategy::Paged) { 65.536 } else { 0.0 };
+            assert!((get(&p, st) - get(&one, st) - moved).abs() < 1e-6, "{st}");
+        }
         // The start object's hot part starts at the hot blob's start, cached chunks and all.
         let mut warm = s.clone();
         warm.hot_span_bytes = 65536;

@@ -235,24 +235,30 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         Arc::from(open(url, opts.fetch.clone()).map_err(MountError::Manifest)?);
     let t = Instant::now();
     // A hot-set strategy reads the manifest and the hot set in one request (the start object).
-    // So does `auto` with the link given: it decides once the manifest has arrived, and keeps
-    // the request for a hot-set strategy or drops it for another. Measuring the link takes
-    // requests of its own, after the compressed manifest.
-    let hot_first = match &opts.auto {
-        None => matches!(
+    // So does `auto`: it decides once the manifest has arrived (and, without the link given,
+    // enough of the hot part to measure the link on), and keeps the request for a hot-set
+    // strategy or drops it for another.
+    let hot_first = opts.auto.is_some()
+        || matches!(
             opts.strategy,
             Strategy::Reordered | Strategy::ReorderedPaged | Strategy::Stream
-        ),
-        Some(auto) => auto.link.is_some(),
-    };
+        );
+    let sample = opts.auto.as_ref().is_some_and(|a| a.link.is_none());
     let mut start = None;
+    let mut probe = None;
     let fetched = if hot_first {
-        let fetch = StartFetch::begin(remote.clone())
+        let fetch = StartFetch::begin(remote.clone(), sample)
             .map_err(|e| MountError::Manifest(FetchError::Io { url: url.to_owned(), source: e }))?;
         match fetch.manifest() {
-            Ok((manifest, bytes)) => {
+            Ok(head) => {
                 start = Some(fetch);
-                FetchedManifest { manifest, source: START_OBJECT, fallback: None, bytes }
+                probe = head.sample;
+                FetchedManifest {
+                    manifest: head.manifest,
+                    source: START_OBJECT,
+                    fallback: None,
+                    bytes: head.manifest_bytes,
+                }
             }
             Err(StartFailure::Invalid(e)) => {
                 return Err(MountError::Manifest(FetchError::Manifest(e)));
@@ -278,26 +284,33 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
     let choice = match &opts.auto {
         Some(auto) => {
             // Predicted from the mount's start: with the start object, every strategy has paid
-            // its request and manifest, and the hot-set strategies' hot set is on its way.
+            // its request, its manifest and the link sample's hot bytes, and the hot-set
+            // strategies' hot set is on its way.
+            let received: u64 =
+                probe.iter().flat_map(|p| &p.chunks).map(|(c, _)| c.stored_len()).sum();
             let auto = match &start {
                 Some(_) => &AutoOptions {
                     manifest: Some(model::ManifestCost {
                         bytes: manifest_fetch.0,
                         start_object: true,
+                        hot_received: received,
                     }),
                     ..auto.clone()
                 },
                 None => auto,
             };
-            let c = choose(
-                remote.as_ref(),
-                &manifest,
-                &cache,
-                Some(manifest_fetch),
-                auto,
-                &opts,
-                true,
-            )?;
+            let c = match probe.take() {
+                Some(p) => choose_with(p, &manifest, &cache, auto, &opts, true),
+                None => choose(
+                    remote.as_ref(),
+                    &manifest,
+                    &cache,
+                    Some(manifest_fetch),
+                    auto,
+                    &opts,
+                    true,
+                )?,
+            };
             strategy = c.chosen;
             Some(c)
         }
@@ -378,6 +391,18 @@ pub fn choose(
 ) -> Result<Choice, MountError> {
     let probe = model::estimate_link(remote, manifest, manifest_fetch, auto.link)
         .map_err(MountError::Probe)?;
+    Ok(choose_with(probe, manifest, cache, auto, opts, keep))
+}
+
+/// [`choose`] with the link (and the hot chunks its measuring brought) already at hand.
+fn choose_with(
+    probe: model::Probe,
+    manifest: &coldstart_bundle::Manifest,
+    cache: &ChunkCache,
+    auto: &AutoOptions,
+    opts: &MountOptions,
+    keep: bool,
+) -> Choice {
     let link = probe.link;
     let mut probed = std::collections::HashSet::new();
     for (c, data) in &probe.chunks {
@@ -394,7 +419,7 @@ pub fn choose(
         local: auto.local,
     };
     let predictions = model::predict(&shape, &link, &params);
-    Ok(Choice { chosen: model::choose(&predictions), link, predictions })
+    Choice { chosen: model::choose(&predictions), link, predictions }
 }
 
 impl Mount {

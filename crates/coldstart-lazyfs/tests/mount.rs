@@ -278,6 +278,18 @@ fn auto_with_the_link_given_reads_the_start_object_and_keeps_it_only_for_a_hot_s
     assert_eq!((r.manifest_source.as_str(), r.strategy.as_str()), ("start", "reordered-paged"));
     assert!(r.hot_chunks > 0, "the hot set came in the start object's request: {r:?}");
 
+    // The link measured on the start object's own arrival: the same request serves.
+    let mut o = quick(Strategy::Stream, &f.dir.path().join("cache-auto-measured"));
+    o.auto = Some(AutoOptions::default());
+    let (mp, _guard) = f.mountpoint("mnt-auto-measured");
+    let m = mount(&server.url(), &mp, o).unwrap();
+    let c = m.choice().unwrap().clone();
+    assert!(c.link.bandwidth_estimated && c.link.latency_estimated, "{c:?}");
+    assert_eq!(std::fs::read(mp.join("lib/big.so.1")).unwrap(), f.files[0].1);
+    let r = m.unmount().unwrap();
+    assert_eq!(r.manifest_source, "start", "{r:?}");
+    assert_eq!(r.strategy, c.chosen.name());
+
     // Without a hot set, on a fast link with latency: `original`; the start object's request
     // is dropped and the files come whole.
     let bare = f.dir.path().join("bare");

@@ -58,6 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cost = ManifestCost {
         bytes: fetched.bytes,
         start_object: fetched.source == coldstart_bundle::start::MANIFEST_ZST,
+        hot_received: 0,
     };
     let cache = ChunkCache::open(&cache_dir)?;
     let mut opts = MountOptions::new(Strategy::Stream, cache_dir);
