@@ -17,7 +17,8 @@
 # (bytes workload b reads / bandwidth + one latency + local start-up time) and the change
 # against the first strategy listed (`original` by default: each file downloaded whole, one
 # request per file, before the program starts). Each row also goes to DIR/results.tsv.
-# The strategy `auto` may be listed (-S) like the others. -P also runs `coldstart predict`
+# The strategy `auto` may be listed (-S) like the others, and `auto-hint`: `--strategy auto
+# --link-hint LINK`, the link given instead of measured. -P also runs `coldstart predict`
 # on each link with an empty cache and the local start-up time, once measuring the link and
 # once given it (--link-hint), into DIR/predict-N-{estimated,given}.json (N: the link's
 # position in -l), and adds both predictions to each row of results.tsv (columns 10 and 11;
@@ -69,7 +70,7 @@ now() { date +%s.%N; }
 # The predicted seconds of strategy $2 in predict's JSON $1 (for `auto`: its choice's).
 predicted() {
     want=$2
-    [ "$want" != auto ] || want=$(grep -o '"chosen": "[a-z-]*"' "$1" | cut -d'"' -f4)
+    case $want in auto|auto-hint) want=$(grep -o '"chosen": "[a-z-]*"' "$1" | cut -d'"' -f4) ;; esac
     awk -v s="\"$want\"," '$1 == "\"strategy\":" && $2 == s { getline; printf "%.3f", $2 / 1000 }' "$1"
 }
 # Local start-up: median of 21 warm runs.
@@ -131,7 +132,8 @@ for spec in $links; do
             rm -rf "$out/cache"
             t0=$(now)
             # shellcheck disable=SC2086
-            "$cs" run "$url" --readahead "$ra" --strategy "$s" --json --cache-dir "$out/cache" \
+            if [ "$s" = auto-hint ]; then set -- --strategy auto --link-hint "$link"; else set -- --strategy "$s"; fi
+            "$cs" run "$url" --readahead "$ra" "$@" --json --cache-dir "$out/cache" \
                 -- "{root}/$exe" $args_b > "$out/stdout.txt" 2> "$out/report.json"
             t1=$(now)
             echo "$t1 - $t0" | bc

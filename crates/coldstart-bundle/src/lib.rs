@@ -15,6 +15,8 @@
 //!
 //! ```text
 //! BUNDLE/blobs/hot                the hot set: the chunks start-up needs, contiguous, in first-touch order
+//! BUNDLE/start                    a header, the manifest (zstd) and the hot set: one GET to start
+//! BUNDLE/manifest.json.zst        the manifest, zstd-compressed
 //! ```
 //!
 //! The pieces of this crate:
@@ -25,6 +27,8 @@
 //! - [`remote`]: getting bytes of a bundle: [`HttpRemote`] (HTTP/1.1 Range requests over a
 //!   keep-alive pool, bounded retries and timeouts) and [`DirRemote`] (a bundle on local disk,
 //!   the fake used by unit tests);
+//! - [`start`]: the start object (manifest and hot set in one object) and the compressed
+//!   manifest;
 //! - [`cache`]: the local content-addressed chunk cache shared by mounts.
 //!
 //! Every chunk is checked against its SHA-256 before it is used ([`verify_chunk`]); a chunk that
@@ -44,6 +48,7 @@ pub mod manifest;
 pub mod pack;
 pub mod profile;
 pub mod remote;
+pub mod start;
 
 pub use cache::{CacheError, ChunkCache};
 pub use hotlist::{HotList, HotListError, Touch};

@@ -170,8 +170,19 @@ fn pack_into(
         hot: HotSet::default(),
     };
     manifest.hot = hot_set(&manifest, hot, tmp)?;
-    let path = tmp.join("manifest.json");
-    fs::write(&path, manifest.to_bytes()).map_err(io_err(&path))?;
+    let json = manifest.to_bytes();
+    let path = tmp.join(crate::start::MANIFEST_JSON);
+    fs::write(&path, &json).map_err(io_err(&path))?;
+    let path = tmp.join(crate::start::MANIFEST_ZST);
+    fs::write(&path, crate::start::compress_manifest(&json)).map_err(io_err(&path))?;
+    let hot_blob = if manifest.hot.blob.is_empty() {
+        Vec::new()
+    } else {
+        let p = tmp.join(&manifest.hot.blob);
+        fs::read(&p).map_err(io_err(&p))?
+    };
+    let path = tmp.join(crate::start::START_OBJECT);
+    fs::write(&path, crate::start::encode(&json, &hot_blob)).map_err(io_err(&path))?;
     Ok(manifest)
 }
 
@@ -444,6 +455,13 @@ mod tests {
         expect.extend(vec![0u8; 4096]);
         expect.extend(&app[..4096]);
         assert_eq!(blob, expect);
+        // The start object: the manifest and this hot blob; the compressed manifest.
+        let json = fs::read(b.join("manifest.json")).unwrap();
+        let start = fs::read(b.join(crate::start::START_OBJECT)).unwrap();
+        crate::start::check(&start, &json, &blob).unwrap();
+        let zst = fs::read(b.join(crate::start::MANIFEST_ZST)).unwrap();
+        crate::start::check_compressed(&zst, &json).unwrap();
+        assert_eq!(crate::start::parse_compressed_manifest(&zst).unwrap(), m);
     }
 
     #[test]

@@ -80,6 +80,16 @@ pub enum FetchError {
 }
 
 impl FetchError {
+    /// Whether the server answered with an error status (the last attempt's, after retries):
+    /// the file is not there, as opposed to a failed transfer.
+    pub fn is_status(&self) -> bool {
+        match self {
+            FetchError::Status { .. } => true,
+            FetchError::GaveUp { last, .. } => last.is_status(),
+            _ => false,
+        }
+    }
+
     /// Whether another attempt may succeed.
     fn retriable(&self) -> bool {
         match self {
@@ -124,7 +134,10 @@ pub fn with_retries<T>(
         match attempt() {
             Ok(v) => return Ok(v),
             Err(e) => {
-                stats.failures.fetch_add(1, Ordering::Relaxed);
+                // A transfer its reader stopped did not fail.
+                if !matches!(e, FetchError::Aborted { .. }) {
+                    stats.failures.fetch_add(1, Ordering::Relaxed);
+                }
                 if !e.retriable() || attempts > opts.retries {
                     return Err(FetchError::GaveUp {
                         what: what.to_owned(),
@@ -155,10 +168,49 @@ pub fn get(
     })
 }
 
-/// Fetches and validates the bundle's manifest.
-pub fn get_manifest(remote: &dyn Remote) -> Result<Manifest, FetchError> {
-    let bytes = get(remote, "manifest.json", None)?;
-    Ok(Manifest::parse(&bytes)?)
+/// A manifest and where it came from.
+#[derive(Debug, Clone)]
+pub struct FetchedManifest {
+    pub manifest: Manifest,
+    /// The bundle file it was read from: `start`, `manifest.json.zst` or `manifest.json`.
+    pub source: &'static str,
+    /// Why a preferred copy was not used, if one was not.
+    pub fallback: Option<String>,
+    /// Body bytes the manifest's requests received (failed copies included).
+    pub bytes: u64,
+}
+
+/// Fetches and validates the bundle's manifest: `manifest.json.zst` (one zstd frame), or
+/// `manifest.json` when the server does not have it (a bundle packed before it) or it does not
+/// decode. A compressed manifest that decodes but is not valid is refused like `manifest.json`.
+pub fn get_manifest(remote: &dyn Remote) -> Result<FetchedManifest, FetchError> {
+    use crate::start::{parse_compressed_manifest, CompressedManifestError, MANIFEST_ZST};
+    let before = remote.stats().bytes.load(Ordering::Relaxed);
+    let bytes = |r: &dyn Remote| r.stats().bytes.load(Ordering::Relaxed) - before;
+    let fallback = match get(remote, MANIFEST_ZST, None) {
+        Ok(z) => match parse_compressed_manifest(&z) {
+            Ok(manifest) => {
+                let bytes = bytes(remote);
+                return Ok(FetchedManifest {
+                    manifest,
+                    source: MANIFEST_ZST,
+                    fallback: None,
+                    bytes,
+                });
+            }
+            Err(CompressedManifestError::Manifest(e)) => return Err(e.into()),
+            Err(CompressedManifestError::Start(e)) => format!("{MANIFEST_ZST}: {e}"),
+        },
+        Err(e) if e.is_status() => e.to_string(),
+        Err(e) => return Err(e),
+    };
+    let json = get(remote, crate::start::MANIFEST_JSON, None)?;
+    Ok(FetchedManifest {
+        manifest: Manifest::parse(&json)?,
+        source: crate::start::MANIFEST_JSON,
+        fallback: Some(fallback),
+        bytes: bytes(remote),
+    })
 }
 
 /// Fetches one chunk's blob, accepting only bytes that match its SHA-256.
@@ -168,13 +220,24 @@ pub fn get_chunk(
     compression: Compression,
     chunk: &Chunk,
 ) -> Result<Vec<u8>, FetchError> {
+    get_chunk_while(remote, compression, chunk, &|| true)
+}
+
+/// [`get_chunk`], given up (an [`FetchError::Aborted`], not retried) as soon as `go` returns
+/// `false` while the body arrives: background work that is no longer wanted.
+pub fn get_chunk_while(
+    remote: &dyn Remote,
+    compression: Compression,
+    chunk: &Chunk,
+    go: &dyn Fn() -> bool,
+) -> Result<Vec<u8>, FetchError> {
     let path = blob_path(&chunk.sha256);
     let url = remote.describe(&path);
     with_retries(remote.options(), remote.stats(), &url, || {
         let mut body = Vec::with_capacity(chunk.stored_len() as usize);
         remote.fetch(&path, None, &mut |b| {
             body.extend_from_slice(b);
-            true
+            go()
         })?;
         decode_chunk(compression, chunk, &body)
             .ok_or_else(|| FetchError::Corrupt { url: url.clone() })

@@ -3,7 +3,8 @@
 //!
 //! The layers, outermost first:
 //!
-//! - [`mount()`] checks the mount point, fetches and validates the manifest, runs the
+//! - [`mount()`] checks the mount point, fetches and validates the manifest (for a hot-set
+//!   strategy from the start object, which brings the hot set in the same request), runs the
 //!   strategy's start-up work and mounts; [`Mount`] unmounts on drop and reports [`Report`].
 //! - `fs` answers the kernel (lookups, attributes, directory listings, symbolic links, reads)
 //!   from the inode table in `tree`, handing every read to a worker thread so that one slow
@@ -23,7 +24,10 @@ pub mod model;
 mod mount;
 mod tree;
 
-pub use engine::{Engine, EngineError, EngineOptions, Report, Strategy, StrategyParseError};
+pub use engine::{
+    Engine, EngineError, EngineOptions, Report, StartFailure, StartFetch, Strategy,
+    StrategyParseError,
+};
 pub use mount::{
     choose, is_mount_point, mount, AutoOptions, Mount, MountError, MountOptions, DEFAULT_READAHEAD,
 };

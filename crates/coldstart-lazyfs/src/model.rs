@@ -16,11 +16,18 @@
 //!   local)`. The engine starts `stream`'s background work only after the hot set, so up to
 //!   the end of the hot set the two are the same.
 //!
+//! The manifest, for a mount that has yet to read it ([`Shape::manifest`], what `coldstart
+//! predict` predicts): `original` and `paged` read it first (`manifest.json.zst`: one latency
+//! and its bytes); the hot-set strategies read it with the hot set in one request, the start
+//! object, so it adds its bytes but no latency, and the hot part is the hot blob from its
+//! start to its last chunk not cached. Under `--strategy auto` the manifest has been read
+//! before the prediction, and the hot set is a request of its own.
+//!
 //! What the model ignores: reads outside the hot set (a workload the hot set was not recorded
-//! from pays one latency per such miss under every strategy but `original`); the manifest
-//! request (common to all); connection set-up; the program's own think time interleaved with
-//! `paged`'s misses (counted once, in `local`); compression's decoding time. Bytes are the
-//! bytes on the wire (compressed sizes for a compressed bundle).
+//! from pays one latency per such miss under every strategy but `original`); connection
+//! set-up; the program's own think time interleaved with `paged`'s misses (counted once, in
+//! `local`); compression's decoding time. Bytes are the bytes on the wire (compressed sizes
+//! for a compressed bundle).
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -50,6 +57,24 @@ pub struct Shape {
     /// Bytes and count of all chunks not cached.
     pub all_miss_bytes: u64,
     pub all_misses: u64,
+    /// Bytes of the hot blob from its start to the end of the last chunk not cached (what the
+    /// start object sends after the manifest).
+    pub hot_prefix_bytes: u64,
+    /// The manifest, if the mount has yet to read it.
+    pub manifest: Option<ManifestCost>,
+}
+
+/// What reading the manifest costs a mount that has not read it yet.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ManifestCost {
+    /// Its bytes on the wire (`manifest.json.zst`, or `manifest.json` for an older bundle).
+    pub bytes: u64,
+    /// Whether the bundle has a start object: the hot-set strategies then read the manifest
+    /// and the hot set in one request.
+    pub start_object: bool,
+    /// Bytes of the start object's hot part already received with the manifest (a link
+    /// sample): paid by every strategy, no longer to come for the hot-set strategies.
+    pub hot_received: u64,
 }
 
 impl Shape {
@@ -90,6 +115,7 @@ impl Shape {
         }
         if let (Some(&a), Some(&b)) = (missing.first(), missing.last()) {
             s.hot_span_bytes = hot[b].0 + hot[b].1.stored_len() - hot[a].0;
+            s.hot_prefix_bytes = hot[b].0 + hot[b].1.stored_len();
         }
         s
     }
@@ -168,18 +194,40 @@ pub fn predict(shape: &Shape, link: &LinkEstimate, p: &Params) -> Vec<Prediction
         if shape.hot_span_bytes > 0 { link.transfer(shape.hot_span_bytes) + lat } else { 0.0 };
     let demand =
         |bytes: u64, misses: u64| link.transfer(bytes) + misses.div_ceil(batch) as f64 * lat;
+    // The manifest's request, for `original` and `paged`; for the hot-set strategies, the
+    // start object's manifest part (its latency is the hot set's) and its hot part.
+    let (manifest, start) = match shape.manifest {
+        None => (0.0, None),
+        Some(m) if m.start_object => {
+            let head = coldstart_bundle::start::HEADER_LEN as u64;
+            let paid = m.bytes + m.hot_received;
+            (link.transfer(paid) + lat, Some((link.transfer(paid + head) + lat, m.hot_received)))
+        }
+        Some(m) => (link.transfer(m.bytes) + lat, None),
+    };
+    let (before_hot, hot) = match start {
+        Some((first, got)) => (first, link.transfer(shape.hot_prefix_bytes.saturating_sub(got))),
+        None => (manifest, span),
+    };
     let no_hot = demand(shape.all_miss_bytes, shape.all_misses) + local;
     Strategy::ALL
         .iter()
         .map(|&strategy| {
             let secs = match strategy {
                 Strategy::Original => {
-                    link.transfer(shape.file_bytes) + shape.files as f64 * lat + local
+                    manifest + link.transfer(shape.file_bytes) + shape.files as f64 * lat + local
                 }
-                _ if !shape.has_hot_set => no_hot,
-                Strategy::Paged => demand(shape.hot_miss_bytes, shape.hot_misses) + local,
-                Strategy::Reordered => span + local,
-                Strategy::ReorderedPaged | Strategy::Stream => span.max(local),
+                Strategy::Paged => {
+                    manifest
+                        + if shape.has_hot_set {
+                            demand(shape.hot_miss_bytes, shape.hot_misses) + local
+                        } else {
+                            no_hot
+                        }
+                }
+                _ if !shape.has_hot_set => before_hot + no_hot,
+                Strategy::Reordered => before_hot + hot + local,
+                Strategy::ReorderedPaged | Strategy::Stream => before_hot + hot.max(local),
             };
             Prediction { strategy, ms: secs * 1e3 }
         })
@@ -376,6 +424,7 @@ mod tests {
             has_hot_set: true,
             all_miss_bytes: 100_000_000,
             all_misses: 1600,
+            ..Shape::default()
         }
     }
 
@@ -391,6 +440,45 @@ mod tests {
         assert!((get(&p, Strategy::Reordered) - (hot + 100.0 + 50.0)).abs() < 1.0);
         assert!((get(&p, Strategy::ReorderedPaged) - (hot + 100.0)).abs() < 1.0);
         assert_eq!(get(&p, Strategy::Stream), get(&p, Strategy::ReorderedPaged));
+    }
+
+    #[test]
+    fn the_start_object_saves_the_hot_sets_latency_not_the_manifests_bytes() {
+        let mut s = big();
+        s.hot_prefix_bytes = s.hot_span_bytes;
+        let l = link(8.0, 100.0);
+        let before = predict(&s, &l, &params(50));
+        // 10 kB of manifest: 10 ms at 1 MB/s.
+        s.manifest = Some(ManifestCost { bytes: 10_000, start_object: false, hot_received: 0 });
+        let separate = predict(&s, &l, &params(50));
+        for (a, b) in before.iter().zip(&separate) {
+            assert!((b.ms - a.ms - 110.0).abs() < 1e-6, "{a:?} {b:?}: one more request");
+        }
+        s.manifest = Some(ManifestCost { bytes: 10_000, start_object: true, hot_received: 0 });
+        let one = predict(&s, &l, &params(50));
+        let head = coldstart_bundle::start::HEADER_LEN as f64 / 1e3;
+        for s in [Strategy::Reordered, Strategy::ReorderedPaged, Strategy::Stream] {
+            // The manifest's bytes and the header's, but no request of its own.
+            assert!((get(&one, s) - get(&before, s) - 10.0 - head).abs() < 1e-6, "{s}");
+        }
+        assert_eq!(get(&one, Strategy::Paged), get(&separate, Strategy::Paged));
+        assert_eq!(get(&one, Strategy::Original), get(&separate, Strategy::Original));
+        // A link sample's hot bytes: paid by all, no longer to come for the hot-set ones.
+        let mut sampled = s.clone();
+        sampled.manifest =
+            Some(ManifestCost { bytes: 10_000, start_object: true, hot_received: 65536 });
+        let p = predict(&sampled, &l, &params(50));
+        for st in Strategy::ALL {
+            let moved =
+                if matches!(st, Strategy::Original | Strategy::Paged) { 65.536 } else { 0.0 };
+            assert!((get(&p, st) - get(&one, st) - moved).abs() < 1e-6, "{st}");
+        }
+        // The start object's hot part starts at the hot blob's start, cached chunks and all.
+        let mut warm = s.clone();
+        warm.hot_span_bytes = 65536;
+        let p = predict(&warm, &l, &params(0));
+        let sent = (10_000.0 + 64.0 * 65536.0) / 1e3 + head;
+        assert!((get(&p, Strategy::ReorderedPaged) - (sent + 100.0)).abs() < 1e-6);
     }
 
     #[test]
@@ -438,6 +526,7 @@ mod tests {
             has_hot_set: true,
             all_miss_bytes: 10_000,
             all_misses: 3,
+            ..Shape::default()
         };
         let mut p = params(0);
         p.local = None;
@@ -494,6 +583,7 @@ mod tests {
         assert!(all.has_hot_set);
         assert_eq!((all.all_misses, all.all_miss_bytes), (3, 300));
         assert_eq!((all.hot_misses, all.hot_miss_bytes, all.hot_span_bytes), (3, 300, 300));
+        assert_eq!(all.hot_prefix_bytes, 300);
         // File b cached: original downloads a only; the hot request spans all three chunks.
         let b = Shape::of(&m, |x| *x == h('3'));
         assert_eq!((b.files, b.file_bytes), (1, 200));
@@ -501,6 +591,10 @@ mod tests {
         // The first hot chunk cached: the request starts at the second.
         let first = Shape::of(&m, |x| *x == h('1'));
         assert_eq!(first.hot_span_bytes, 200);
+        assert_eq!(first.hot_prefix_bytes, 300, "the start object sends it all the same");
+        // The last hot chunk cached: neither request sends it.
+        let last = Shape::of(&m, |x| *x == h('2'));
+        assert_eq!((last.hot_span_bytes, last.hot_prefix_bytes), (200, 200));
         let none = Shape::of(&m, |_| true);
         assert_eq!(none, Shape { chunk_size: 100, has_hot_set: true, ..Shape::default() });
     }

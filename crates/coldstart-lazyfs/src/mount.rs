@@ -7,11 +7,14 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use coldstart_bundle::remote::{get_manifest, open};
+use coldstart_bundle::remote::{get_manifest, open, FetchedManifest};
+use coldstart_bundle::start::START_OBJECT;
 use coldstart_bundle::{CacheError, ChunkCache, FetchError, FetchOptions, HotListError};
 use fuser::{MountOption, Session, SessionUnmounter};
 
-use crate::engine::{Engine, EngineError, EngineOptions, Report, Strategy};
+use crate::engine::{
+    Engine, EngineError, EngineOptions, Report, StartFailure, StartFetch, Strategy,
+};
 use crate::fs::LazyFs;
 use crate::model::{self, Choice, LinkEstimate, Params, Shape};
 
@@ -41,6 +44,9 @@ pub struct AutoOptions {
     pub link: Option<LinkEstimate>,
     /// The program's start-up time with every byte local, if known.
     pub local: Option<Duration>,
+    /// The manifest's cost, to predict a mount that has yet to read it (`coldstart predict`);
+    /// `None` under `--strategy auto`, which has read it before predicting.
+    pub manifest: Option<model::ManifestCost>,
 }
 
 /// The default of [`MountOptions::readahead`]: 128 KiB, the kernel's own default.
@@ -96,6 +102,8 @@ pub struct Mount {
     session: Option<JoinHandle<std::io::Result<()>>>,
     watchdog: Option<Watchdog>,
     choice: Option<Choice>,
+    /// Where the manifest came from, and why a preferred copy was not used.
+    source: (&'static str, Option<String>),
 }
 
 /// Unmounts the mount when the mounting process dies without unmounting it (`kill -9`).
@@ -226,23 +234,83 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
     let remote: Arc<dyn coldstart_bundle::Remote> =
         Arc::from(open(url, opts.fetch.clone()).map_err(MountError::Manifest)?);
     let t = Instant::now();
-    let before = remote.stats().bytes.load(std::sync::atomic::Ordering::Relaxed);
-    let manifest = get_manifest(remote.as_ref()).map_err(MountError::Manifest)?;
-    let manifest_fetch =
-        (remote.stats().bytes.load(std::sync::atomic::Ordering::Relaxed) - before, t.elapsed());
+    // A hot-set strategy reads the manifest and the hot set in one request (the start object).
+    // So does `auto`: it decides once the manifest has arrived (and, without the link given,
+    // enough of the hot part to measure the link on), and keeps the request for a hot-set
+    // strategy or drops it for another.
+    let hot_first = opts.auto.is_some()
+        || matches!(
+            opts.strategy,
+            Strategy::Reordered | Strategy::ReorderedPaged | Strategy::Stream
+        );
+    let sample = opts.auto.as_ref().is_some_and(|a| a.link.is_none());
+    let mut start = None;
+    let mut probe = None;
+    let fetched = if hot_first {
+        let fetch = StartFetch::begin(remote.clone(), sample)
+            .map_err(|e| MountError::Manifest(FetchError::Io { url: url.to_owned(), source: e }))?;
+        match fetch.manifest() {
+            Ok(head) => {
+                start = Some(fetch);
+                probe = head.sample;
+                FetchedManifest {
+                    manifest: head.manifest,
+                    source: START_OBJECT,
+                    fallback: None,
+                    bytes: head.manifest_bytes,
+                }
+            }
+            Err(StartFailure::Invalid(e)) => {
+                return Err(MountError::Manifest(FetchError::Manifest(e)));
+            }
+            Err(StartFailure::Fallback(why)) => {
+                drop(fetch);
+                let mut m = get_manifest(remote.as_ref()).map_err(MountError::Manifest)?;
+                let why = format!("{}: {why}", remote.describe(START_OBJECT));
+                m.fallback = Some(match m.fallback {
+                    Some(f) => format!("{why}; {f}"),
+                    None => why,
+                });
+                m
+            }
+        }
+    } else {
+        get_manifest(remote.as_ref()).map_err(MountError::Manifest)?
+    };
+    let manifest_fetch = (fetched.bytes, t.elapsed());
+    let (manifest, source) = (fetched.manifest, (fetched.source, fetched.fallback));
     let cache = ChunkCache::open(&opts.cache_dir)?;
     let mut strategy = opts.strategy;
     let choice = match &opts.auto {
         Some(auto) => {
-            let c = choose(
-                remote.as_ref(),
-                &manifest,
-                &cache,
-                Some(manifest_fetch),
-                auto,
-                &opts,
-                true,
-            )?;
+            // Predicted from the mount's start: with the start object, every strategy has paid
+            // its request, its manifest and the link sample's hot bytes, and the hot-set
+            // strategies' hot set is on its way.
+            let received: u64 =
+                probe.iter().flat_map(|p| &p.chunks).map(|(c, _)| c.stored_len()).sum();
+            let auto = match &start {
+                Some(_) => &AutoOptions {
+                    manifest: Some(model::ManifestCost {
+                        bytes: manifest_fetch.0,
+                        start_object: true,
+                        hot_received: received,
+                    }),
+                    ..auto.clone()
+                },
+                None => auto,
+            };
+            let c = match probe.take() {
+                Some(p) => choose_with(p, &manifest, &cache, auto, &opts, true),
+                None => choose(
+                    remote.as_ref(),
+                    &manifest,
+                    &cache,
+                    Some(manifest_fetch),
+                    auto,
+                    &opts,
+                    true,
+                )?,
+            };
             strategy = c.chosen;
             Some(c)
         }
@@ -254,7 +322,14 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         cache,
         EngineOptions { strategy, read_timeout: opts.read_timeout },
     );
-    if let Err(source) = engine.start() {
+    let hot_set_strategy =
+        matches!(strategy, Strategy::Reordered | Strategy::ReorderedPaged | Strategy::Stream);
+    let started = match start {
+        Some(fetch) if hot_set_strategy => engine.start_from(fetch),
+        // `auto` chose `original` or `paged`: dropping the start object's request stops it.
+        _ => engine.start(),
+    };
+    if let Err(source) = started {
         engine.shutdown();
         return Err(MountError::Prefetch { strategy, source });
     }
@@ -294,6 +369,7 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         session: Some(thread),
         watchdog: None,
         choice,
+        source,
     };
     // Without the watchdog a `kill -9` could leave the mount behind: fail rather than risk it.
     mount.watchdog = Some(Watchdog::start(mountpoint).map_err(fail)?);
@@ -315,6 +391,18 @@ pub fn choose(
 ) -> Result<Choice, MountError> {
     let probe = model::estimate_link(remote, manifest, manifest_fetch, auto.link)
         .map_err(MountError::Probe)?;
+    Ok(choose_with(probe, manifest, cache, auto, opts, keep))
+}
+
+/// [`choose`] with the link (and the hot chunks its measuring brought) already at hand.
+fn choose_with(
+    probe: model::Probe,
+    manifest: &coldstart_bundle::Manifest,
+    cache: &ChunkCache,
+    auto: &AutoOptions,
+    opts: &MountOptions,
+    keep: bool,
+) -> Choice {
     let link = probe.link;
     let mut probed = std::collections::HashSet::new();
     for (c, data) in &probe.chunks {
@@ -323,14 +411,15 @@ pub fn choose(
             probed.insert(c.sha256.clone());
         }
     }
-    let shape = Shape::of(manifest, |h| probed.contains(h) || cache.contains(h));
+    let mut shape = Shape::of(manifest, |h| probed.contains(h) || cache.contains(h));
+    shape.manifest = auto.manifest;
     let params = Params {
         connections: opts.fetch.connections,
         readahead: opts.readahead,
         local: auto.local,
     };
     let predictions = model::predict(&shape, &link, &params);
-    Ok(Choice { chosen: model::choose(&predictions), link, predictions })
+    Choice { chosen: model::choose(&predictions), link, predictions }
 }
 
 impl Mount {
@@ -346,7 +435,10 @@ impl Mount {
 
     /// The statistics so far.
     pub fn report(&self) -> Report {
-        self.engine.report()
+        let mut report = self.engine.report();
+        report.manifest_source = self.source.0.to_owned();
+        report.manifest_fallback = self.source.1.clone();
+        report
     }
 
     /// Unmounts, writes the `--record` file and returns the statistics.
@@ -355,7 +447,7 @@ impl Mount {
         if let Some(path) = self.record.take() {
             self.engine.write_record(&path)?;
         }
-        let mut report = self.engine.report();
+        let mut report = self.report();
         report.auto = self.choice.clone();
         Ok(report)
     }

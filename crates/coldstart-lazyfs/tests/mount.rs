@@ -105,6 +105,27 @@ fn every_strategy_presents_the_tree_with_the_right_bytes() {
         assert!(!is_mount_point(&mp), "{s}: unmounted");
         assert_eq!(report.errors, 0, "{s}");
         assert!(report.bytes_fetched >= 300_000, "{s}: {report:?}");
+        // The hot-set strategies read the manifest and the hot set in one request.
+        let source = match s {
+            Strategy::Original | Strategy::Paged => "manifest.json.zst",
+            _ => "start",
+        };
+        assert_eq!(report.manifest_source, source, "{s}");
+        assert_eq!(report.manifest_fallback, None, "{s}");
+    }
+    // A bundle packed before the start object and the compressed manifest: both fall back.
+    std::fs::remove_file(f.bundle().join("start")).unwrap();
+    std::fs::remove_file(f.bundle().join("manifest.json.zst")).unwrap();
+    for s in [Strategy::Paged, Strategy::Stream] {
+        let cache = f.dir.path().join(format!("cache-old-{s}"));
+        let (mp, _guard) = f.mountpoint(&format!("mnt-old-{s}"));
+        let m = mount(&server.url(), &mp, quick(s, &cache)).unwrap();
+        assert_eq!(std::fs::read(mp.join("lib/big.so.1")).unwrap(), f.files[0].1, "{s}");
+        let report = m.unmount().unwrap();
+        assert_eq!(report.manifest_source, "manifest.json", "{s}");
+        let why = report.manifest_fallback.unwrap();
+        assert!(why.contains("manifest.json.zst") && why.contains("404"), "{s}: {why}");
+        assert_eq!(why.contains("start"), s == Strategy::Stream, "{s}: {why}");
     }
 }
 
@@ -131,14 +152,22 @@ fn a_malformed_manifest_is_rejected_before_mounting() {
     let f = fixture();
     let path = f.bundle().join("manifest.json");
     let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(&path, text.replace("\"run.sh\"", "\"../run.sh\"")).unwrap();
+    let bad = text.replace("\"run.sh\"", "\"../run.sh\"");
+    // In every copy a client may read: manifest.json, manifest.json.zst and the start object.
+    std::fs::write(&path, &bad).unwrap();
+    let zst = coldstart_bundle::start::compress_manifest(bad.as_bytes());
+    std::fs::write(f.bundle().join("manifest.json.zst"), zst).unwrap();
+    let hot = std::fs::read(f.bundle().join("blobs/hot")).unwrap();
+    let start = coldstart_bundle::start::encode(bad.as_bytes(), &hot);
+    std::fs::write(f.bundle().join("start"), start).unwrap();
     let (mp, _guard) = f.mountpoint("mnt");
-    let err = mount(&f.bundle().display().to_string(), &mp, quick(Strategy::Paged, &f.cache()))
-        .err()
-        .unwrap();
-    assert!(matches!(err, MountError::Manifest(_)), "{err}");
-    assert!(err.to_string().contains("../run.sh"), "{err}");
-    assert!(!is_mount_point(&mp));
+    for s in [Strategy::Paged, Strategy::Stream] {
+        let err =
+            mount(&f.bundle().display().to_string(), &mp, quick(s, &f.cache())).err().unwrap();
+        assert!(matches!(err, MountError::Manifest(_)), "{s}: {err}");
+        assert!(err.to_string().contains("../run.sh"), "{s}: {err}");
+        assert!(!is_mount_point(&mp));
+    }
 }
 
 #[test]
@@ -228,4 +257,59 @@ fn record_writes_the_first_touches() {
     let list = HotList::read(&rec).unwrap();
     assert_eq!(list.touches[0].path, "run.sh");
     assert_eq!(list.touches.len(), 1);
+}
+
+#[test]
+fn auto_with_the_link_given_reads_the_start_object_and_keeps_it_only_for_a_hot_set_strategy() {
+    use coldstart_lazyfs::model::LinkEstimate;
+    use coldstart_lazyfs::AutoOptions;
+    let f = fixture();
+    let server = serve(&f.bundle(), "127.0.0.1:0", None).unwrap();
+    // A slow, far link: a hot-set strategy, fed by the start object's request.
+    let link = |bits: f64, ms: u64| LinkEstimate::given(bits, Duration::from_millis(ms));
+    let mut o = quick(Strategy::Stream, &f.dir.path().join("cache-auto-slow"));
+    o.auto = Some(AutoOptions { link: Some(link(1e6, 200)), ..AutoOptions::default() });
+    let (mp, _guard) = f.mountpoint("mnt-auto-slow");
+    let m = mount(&server.url(), &mp, o).unwrap();
+    let chosen = m.choice().unwrap().chosen;
+    assert_eq!(chosen, Strategy::ReorderedPaged, "{:?}", m.choice());
+    assert_eq!(std::fs::read(mp.join("lib/big.so.1")).unwrap(), f.files[0].1);
+    let r = m.unmount().unwrap();
+    assert_eq!((r.manifest_source.as_str(), r.strategy.as_str()), ("start", "reordered-paged"));
+    assert!(r.hot_chunks > 0, "the hot set came in the start object's request: {r:?}");
+
+    // The link measured on the start object's own arrival: the same request serves.
+    let mut o = quick(Strategy::Stream, &f.dir.path().join("cache-auto-measured"));
+    o.auto = Some(AutoOptions::default());
+    let (mp, _guard) = f.mountpoint("mnt-auto-measured");
+    let m = mount(&server.url(), &mp, o).unwrap();
+    let c = m.choice().unwrap().clone();
+    assert!(c.link.bandwidth_estimated && c.link.latency_estimated, "{c:?}");
+    assert_eq!(std::fs::read(mp.join("lib/big.so.1")).unwrap(), f.files[0].1);
+    let r = m.unmount().unwrap();
+    assert_eq!(r.manifest_source, "start", "{r:?}");
+    assert_eq!(r.strategy, c.chosen.name());
+
+    // Without a hot set, on a fast link with latency: `original`; the start object's request
+    // is dropped and the files come whole.
+    let bare = f.dir.path().join("bare");
+    pack(
+        &f.dir.path().join("src"),
+        &HotList::default(),
+        &PackOptions { chunk_size: 16 * 1024, ..PackOptions::default() },
+        &bare,
+    )
+    .unwrap();
+    let server = serve(&bare, "127.0.0.1:0", None).unwrap();
+    let mut o = quick(Strategy::Stream, &f.dir.path().join("cache-auto-fast"));
+    o.auto = Some(AutoOptions { link: Some(link(1e9, 100)), ..AutoOptions::default() });
+    let (mp, _guard) = f.mountpoint("mnt-auto-fast");
+    let m = mount(&server.url(), &mp, o).unwrap();
+    assert_eq!(m.choice().unwrap().chosen, Strategy::Original, "{:?}", m.choice());
+    for (path, data) in &f.files[..2] {
+        assert_eq!(&std::fs::read(mp.join(path)).unwrap(), data, "{path}");
+    }
+    let r = m.unmount().unwrap();
+    assert_eq!((r.manifest_source.as_str(), r.strategy.as_str()), ("start", "original"));
+    assert_eq!((r.misses, r.errors), (0, 0), "{r:?}");
 }

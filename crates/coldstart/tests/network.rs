@@ -257,8 +257,75 @@ fn the_program_runs_from_the_mount_with_every_strategy_and_both_servers() {
             assert_eq!(check(&out), local, "{name}, {s}");
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert!(stderr.contains("\"bytes_fetched\""), "{name}, {s}: {stderr}");
+            // The hot-set strategies read the manifest and the hot set in one request, the
+            // others the compressed manifest: from nginx as from coldstart serve.
+            let report = report_of(&out);
+            let source =
+                if ["original", "paged"].contains(&s) { "manifest.json.zst" } else { "start" };
+            assert_eq!(report["manifest_source"], source, "{name}, {s}: {report:#}");
         }
     }
+}
+
+/// The `--json` report on a run's stderr.
+fn report_of(out: &Output) -> serde_json::Value {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let at = err.find("{\n").unwrap_or_else(|| panic!("no report: {err}"));
+    let mut de = serde_json::Deserializer::from_str(&err[at..]).into_iter::<serde_json::Value>();
+    de.next().unwrap().unwrap()
+}
+
+#[test]
+fn a_damaged_start_object_on_nginx_gives_the_right_bytes_or_falls_back() {
+    let d = tempfile::tempdir().unwrap();
+    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    build_program(d.path());
+    let local = run_local(d.path());
+    let first = pack(d.path(), "bundle0", None);
+    let record = d.path().join("hot.json");
+    let out = run_remote(
+        &first.display().to_string(),
+        "paged",
+        &d.path().join("cache0"),
+        &["--record", record.to_str().unwrap()],
+    );
+    assert_eq!(check(&out), local);
+    let bundle = pack(d.path(), "bundle", Some(&record));
+    let start = bundle.join("start");
+    let good = std::fs::read(&start).unwrap();
+    // `coldstart serve` refuses a bundle whose start object does not match its manifest;
+    // nginx serves whatever is there, as a damaged mirror would.
+    let (_nginx, url) = nginx(d.path(), &bundle);
+    let hot_offset = 72 + u64::from_le_bytes(good[16..24].try_into().unwrap()) as usize;
+    for (what, damaged, used) in [
+        ("a flipped byte in the hot part", flip(&good, good.len() - 100), true),
+        ("cut in the hot part", good[..hot_offset + 1000].to_vec(), true),
+        ("a flipped byte in the manifest", flip(&good, hot_offset - 10), false),
+        ("cut in the manifest", good[..hot_offset - 10].to_vec(), false),
+    ] {
+        std::fs::write(&start, &damaged).unwrap();
+        let refused = coldstart().arg("serve").arg(&bundle).output().unwrap();
+        assert_eq!(refused.status.code(), Some(2), "{what}: serve refuses it");
+        assert!(String::from_utf8_lossy(&refused.stderr).contains("start"), "{what}");
+        let cache = d.path().join(format!("cache-{}", what.replace(' ', "-")));
+        let out = run_remote(&url, "stream", &cache, &["--json", "--retries", "1"]);
+        assert_eq!(check(&out), local, "{what}: the right bytes");
+        let report = report_of(&out);
+        assert_eq!(report["errors"], 0, "{what}: {report:#}");
+        if used {
+            assert_eq!(report["manifest_source"], "start", "{what}: {report:#}");
+            assert!(report["failed_attempts"].as_u64().unwrap() > 0, "{what}: {report:#}");
+        } else {
+            assert_eq!(report["manifest_source"], "manifest.json.zst", "{what}: {report:#}");
+            assert!(report["manifest_fallback"].as_str().unwrap().contains("start"), "{what}");
+        }
+    }
+}
+
+fn flip(bytes: &[u8], at: usize) -> Vec<u8> {
+    let mut b = bytes.to_vec();
+    b[at] ^= 0x5a;
+    b
 }
 
 #[test]
@@ -413,6 +480,7 @@ fn a_malformed_manifest_is_rejected_before_mounting() {
     let bundle = pack(d.path(), "bundle", None);
     let path = bundle.join("manifest.json");
     let good = std::fs::read_to_string(&path).unwrap();
+    let hot = std::fs::read(bundle.join("blobs/hot")).unwrap_or_default();
     let mnt = d.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
     for (what, bad) in [
@@ -423,7 +491,12 @@ fn a_malformed_manifest_is_rejected_before_mounting() {
         ("overlap", good.replacen("\"offset\": 16384", "\"offset\": 16000", 1)),
     ] {
         assert_ne!(bad, good, "{what}: the fixture changed");
+        // In every copy a client may read.
         std::fs::write(&path, &bad).unwrap();
+        let zst = coldstart_bundle::start::compress_manifest(bad.as_bytes());
+        std::fs::write(bundle.join("manifest.json.zst"), zst).unwrap();
+        std::fs::write(bundle.join("start"), coldstart_bundle::start::encode(bad.as_bytes(), &hot))
+            .unwrap();
         let out = coldstart()
             .args(["mount", bundle.to_str().unwrap(), mnt.to_str().unwrap(), "--cache-dir"])
             .arg(d.path().join("cache"))

@@ -113,7 +113,7 @@ impl Common {
         }
         let mut o = MountOptions::new(fixed, cache);
         if self.strategy == StrategyArg::Auto {
-            o.auto = Some(AutoOptions { link: hint(self.link_hint), local: None });
+            o.auto = Some(AutoOptions { link: hint(self.link_hint), local: None, manifest: None });
         }
         o.record = self.record.clone();
         o.readahead = self.readahead;

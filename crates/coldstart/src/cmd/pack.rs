@@ -99,6 +99,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         manifest.hot.size,
         manifest.hot.chunks.len()
     );
+    let size = |name: &str| std::fs::metadata(args.output.join(name)).map_or(0, |m| m.len());
+    use coldstart_bundle::start::{MANIFEST_JSON, MANIFEST_ZST, START_OBJECT};
+    println!(
+        "manifest {} bytes, {} with zstd; start object (manifest and hot set, one request) {} bytes",
+        size(MANIFEST_JSON),
+        size(MANIFEST_ZST),
+        size(START_OBJECT)
+    );
     Ok(crate::exit::SUCCESS)
 }
 

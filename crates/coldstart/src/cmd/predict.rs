@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use coldstart_bundle::remote::{get_manifest, open};
 use coldstart_bundle::{ChunkCache, FetchOptions};
+use coldstart_lazyfs::model::ManifestCost;
 use coldstart_lazyfs::{AutoOptions, MountOptions, Strategy};
 
 #[derive(Debug, clap::Args)]
@@ -49,15 +50,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let remote = open(&args.url, fetch.clone())
         .map_err(|e| crate::exit::usage(format!("cannot open {}: {e}", args.url)))?;
     let t = Instant::now();
-    let manifest = get_manifest(remote.as_ref())
+    let fetched = get_manifest(remote.as_ref())
         .map_err(|e| crate::exit::usage(format!("cannot read the bundle's manifest: {e}")))?;
-    let manifest_fetch =
-        (remote.stats().bytes.load(std::sync::atomic::Ordering::Relaxed), t.elapsed());
+    let manifest_fetch = (fetched.bytes, t.elapsed());
+    let manifest = fetched.manifest;
+    // A bundle with the compressed manifest was packed with the start object too.
+    let cost = ManifestCost {
+        bytes: fetched.bytes,
+        start_object: fetched.source == coldstart_bundle::start::MANIFEST_ZST,
+        hot_received: 0,
+    };
     let cache = ChunkCache::open(&cache_dir)?;
     let mut opts = MountOptions::new(Strategy::Stream, cache_dir);
     opts.fetch = fetch;
     opts.readahead = args.readahead;
-    let auto = AutoOptions { link: super::mount::hint(args.link_hint), local };
+    let auto =
+        AutoOptions { link: super::mount::hint(args.link_hint), local, manifest: Some(cost) };
     let choice = coldstart_lazyfs::choose(
         remote.as_ref(),
         &manifest,

@@ -1,0 +1,348 @@
+//! The start object and the compressed manifest: what a client needs before a program can
+//! start, in as few round trips as possible.
+//!
+//! A mount must read the manifest before anything else, and a hot-set strategy then asks for
+//! the hot set: two round trips before the program's first byte. The *start object*
+//! (`BUNDLE/start`) is both in one static file, so one `GET` brings them:
+//!
+//! ```text
+//! offset  size  field
+//!      0     8  magic  "CSSTART\0"
+//!      8     4  start-object version, u32 little-endian (1)
+//!     12     4  manifest encoding, u32 LE: 0 = manifest.json as is, 1 = one zstd frame of it
+//!     16     8  stored manifest length (bytes that follow the header), u64 LE
+//!     24     8  manifest length (decoded: manifest.json's length), u64 LE
+//!     32    32  SHA-256 of the decoded manifest (manifest.json byte for byte)
+//!     64     8  hot part length (the manifest's `hot.size`), u64 LE
+//!     72     .  the stored manifest, then the hot blob's bytes
+//! ```
+//!
+//! A reader parses the manifest as soon as its bytes have arrived and keeps receiving the hot
+//! chunks while the program runs. The manifest is checked against its digest before it is
+//! parsed; every hot chunk, as everywhere, against its own SHA-256.
+//!
+//! `BUNDLE/manifest.json.zst` is `manifest.json` as one zstd frame (with zstd's content
+//! checksum), for the strategies that need the manifest only. Both are copies: a reader that
+//! finds neither (a bundle packed before them) reads `manifest.json`.
+
+use crate::manifest::{Manifest, ManifestError};
+
+/// The start object's path inside a bundle.
+pub const START_OBJECT: &str = "start";
+/// The zstd-compressed manifest's path inside a bundle.
+pub const MANIFEST_ZST: &str = "manifest.json.zst";
+/// The uncompressed manifest's path inside a bundle.
+pub const MANIFEST_JSON: &str = "manifest.json";
+/// The first bytes of a start object.
+pub const MAGIC: &[u8; 8] = b"CSSTART\0";
+/// The start-object version this build writes and reads.
+pub const START_VERSION: u32 = 1;
+/// The header's length in bytes.
+pub const HEADER_LEN: usize = 72;
+/// The largest manifest a reader accepts (a bound on what a header may make it allocate).
+pub const MAX_MANIFEST: u64 = 256 << 20;
+/// The zstd level of the compressed manifest (packing is done once, fetching often).
+const LEVEL: i32 = 19;
+
+/// How the start object stores the manifest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ManifestEncoding {
+    /// `manifest.json` as is.
+    Json,
+    /// One zstd frame of `manifest.json`.
+    Zstd,
+}
+
+/// The start object's header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartHeader {
+    pub encoding: ManifestEncoding,
+    /// Bytes of the stored manifest after the header.
+    pub manifest_stored: u64,
+    /// Bytes of the decoded manifest.
+    pub manifest_len: u64,
+    /// SHA-256 of the decoded manifest.
+    pub manifest_sha256: [u8; 32],
+    /// Bytes of the hot part (the hot blob) after the manifest.
+    pub hot_len: u64,
+}
+
+/// Why a start object or a compressed manifest was not used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StartError {
+    #[error("not a start object (bad magic)")]
+    Magic,
+    #[error("start object version {0}, this build reads version {START_VERSION}")]
+    Version(u32),
+    #[error("unknown manifest encoding {0}")]
+    Encoding(u32),
+    #[error("the manifest is {0} bytes, more than the {MAX_MANIFEST} a reader accepts")]
+    TooLarge(u64),
+    #[error("the manifest does not decode or does not match its SHA-256")]
+    Corrupt,
+    #[error("the hot part is {got} bytes, the manifest's hot set {want}")]
+    HotLength { got: u64, want: u64 },
+    #[error("the object is {got} bytes, its header says {want}")]
+    Length { got: u64, want: u64 },
+    #[error("its manifest is not manifest.json")]
+    Differs,
+}
+
+impl StartHeader {
+    /// Reads a header (the first [`HEADER_LEN`] bytes of a start object).
+    pub fn parse(b: &[u8; HEADER_LEN]) -> Result<StartHeader, StartError> {
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+        if &b[..8] != MAGIC {
+            return Err(StartError::Magic);
+        }
+        if u32_at(8) != START_VERSION {
+            return Err(StartError::Version(u32_at(8)));
+        }
+        let encoding = match u32_at(12) {
+            0 => ManifestEncoding::Json,
+            1 => ManifestEncoding::Zstd,
+            e => return Err(StartError::Encoding(e)),
+        };
+        let (manifest_stored, manifest_len) = (u64_at(16), u64_at(24));
+        for n in [manifest_stored, manifest_len] {
+            if n > MAX_MANIFEST {
+                return Err(StartError::TooLarge(n));
+            }
+        }
+        if encoding == ManifestEncoding::Json && manifest_stored != manifest_len {
+            return Err(StartError::Corrupt);
+        }
+        Ok(StartHeader {
+            encoding,
+            manifest_stored,
+            manifest_len,
+            manifest_sha256: b[32..64].try_into().unwrap(),
+            hot_len: u64_at(64),
+        })
+    }
+
+    /// The header's bytes.
+    pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[..8].copy_from_slice(MAGIC);
+        b[8..12].copy_from_slice(&START_VERSION.to_le_bytes());
+        let e: u32 = match self.encoding {
+            ManifestEncoding::Json => 0,
+            ManifestEncoding::Zstd => 1,
+        };
+        b[12..16].copy_from_slice(&e.to_le_bytes());
+        b[16..24].copy_from_slice(&self.manifest_stored.to_le_bytes());
+        b[24..32].copy_from_slice(&self.manifest_len.to_le_bytes());
+        b[32..64].copy_from_slice(&self.manifest_sha256);
+        b[64..72].copy_from_slice(&self.hot_len.to_le_bytes());
+        b
+    }
+
+    /// Where the hot part starts in the object.
+    pub fn hot_offset(&self) -> u64 {
+        HEADER_LEN as u64 + self.manifest_stored
+    }
+
+    /// The object's whole length.
+    pub fn total_len(&self) -> u64 {
+        self.hot_offset() + self.hot_len
+    }
+
+    /// The manifest's bytes from its stored form (the `manifest_stored` bytes after the
+    /// header): decoded if compressed (never to more than `manifest_len`), then checked
+    /// against its length and digest.
+    pub fn decode_manifest(&self, stored: &[u8]) -> Result<Vec<u8>, StartError> {
+        if stored.len() as u64 != self.manifest_stored {
+            return Err(StartError::Corrupt);
+        }
+        let json = match self.encoding {
+            ManifestEncoding::Json => stored.to_vec(),
+            ManifestEncoding::Zstd => zstd::bulk::decompress(stored, self.manifest_len as usize)
+                .map_err(|_| StartError::Corrupt)?,
+        };
+        if json.len() as u64 != self.manifest_len || digest(&json) != self.manifest_sha256 {
+            return Err(StartError::Corrupt);
+        }
+        Ok(json)
+    }
+}
+
+fn digest(data: &[u8]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(data).into()
+}
+
+/// `manifest.json`'s bytes as one zstd frame with zstd's content checksum (deterministic: the
+/// same input gives the same bytes).
+pub fn compress_manifest(json: &[u8]) -> Vec<u8> {
+    let mut z = zstd::bulk::Compressor::new(LEVEL).expect("zstd level 19 is valid");
+    z.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))
+        .expect("the checksum flag is a valid parameter");
+    z.compress(json).expect("compressing into a growing buffer does not fail")
+}
+
+/// The manifest from `manifest.json.zst`'s bytes: decoded (at most [`MAX_MANIFEST`] bytes, the
+/// frame's checksum checked by zstd), then parsed and validated.
+pub fn parse_compressed_manifest(bytes: &[u8]) -> Result<Manifest, CompressedManifestError> {
+    let mut out = Vec::new();
+    let mut dec = zstd::stream::read::Decoder::new(bytes).map_err(|_| StartError::Corrupt)?;
+    use std::io::Read;
+    (&mut dec).take(MAX_MANIFEST + 1).read_to_end(&mut out).map_err(|_| StartError::Corrupt)?;
+    if out.len() as u64 > MAX_MANIFEST {
+        return Err(StartError::TooLarge(out.len() as u64).into());
+    }
+    Ok(Manifest::parse(&out)?)
+}
+
+/// Why `manifest.json.zst` could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CompressedManifestError {
+    /// It does not decode: a reader falls back to `manifest.json`.
+    #[error("{0}")]
+    Start(#[from] StartError),
+    /// It decodes to a manifest that is not valid: the bundle is rejected.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+}
+
+/// The start object of a bundle whose manifest is `json` and hot blob `hot`: the manifest
+/// compressed when that is smaller.
+pub fn encode(json: &[u8], hot: &[u8]) -> Vec<u8> {
+    let z = compress_manifest(json);
+    let (encoding, stored) = if z.len() < json.len() {
+        (ManifestEncoding::Zstd, &z[..])
+    } else {
+        (ManifestEncoding::Json, json)
+    };
+    let header = StartHeader {
+        encoding,
+        manifest_stored: stored.len() as u64,
+        manifest_len: json.len() as u64,
+        manifest_sha256: digest(json),
+        hot_len: hot.len() as u64,
+    };
+    let mut out = Vec::with_capacity(HEADER_LEN + stored.len() + hot.len());
+    out.extend_from_slice(&header.to_bytes());
+    out.extend_from_slice(stored);
+    out.extend_from_slice(hot);
+    out
+}
+
+/// Checks a whole start object against the bundle's `manifest.json` and hot blob: what
+/// `coldstart serve` does before serving a bundle.
+pub fn check(object: &[u8], json: &[u8], hot: &[u8]) -> Result<(), StartError> {
+    let head: &[u8; HEADER_LEN] = object
+        .get(..HEADER_LEN)
+        .and_then(|h| h.try_into().ok())
+        .ok_or(StartError::Length { got: object.len() as u64, want: HEADER_LEN as u64 })?;
+    let h = StartHeader::parse(head)?;
+    if object.len() as u64 != h.total_len() {
+        return Err(StartError::Length { got: object.len() as u64, want: h.total_len() });
+    }
+    let stored = &object[HEADER_LEN..h.hot_offset() as usize];
+    if h.decode_manifest(stored)? != json {
+        return Err(StartError::Differs);
+    }
+    if &object[h.hot_offset() as usize..] != hot {
+        return Err(StartError::HotLength { got: h.hot_len, want: hot.len() as u64 });
+    }
+    Ok(())
+}
+
+/// Checks `manifest.json.zst` against `manifest.json`.
+pub fn check_compressed(zst: &[u8], json: &[u8]) -> Result<(), StartError> {
+    let out = zstd::bulk::decompress(zst, json.len()).map_err(|_| StartError::Corrupt)?;
+    if out != json {
+        return Err(StartError::Differs);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json() -> Vec<u8> {
+        let mut s = String::from("{\"files\": [");
+        for i in 0..200 {
+            s.push_str(&format!("{{\"path\": \"lib/f{i}\", \"size\": {}}},", i * 4096));
+        }
+        s.push_str("]}");
+        s.into_bytes()
+    }
+
+    #[test]
+    fn an_object_round_trips_and_is_deterministic() {
+        let (j, hot) = (json(), vec![7u8; 1000]);
+        let o = encode(&j, &hot);
+        assert_eq!(o, encode(&j, &hot), "deterministic");
+        let h = StartHeader::parse(o[..HEADER_LEN].try_into().unwrap()).unwrap();
+        assert_eq!(h.encoding, ManifestEncoding::Zstd, "a repetitive manifest compresses");
+        assert!(h.manifest_stored < j.len() as u64 / 2);
+        assert_eq!(h.total_len(), o.len() as u64);
+        let stored = &o[HEADER_LEN..h.hot_offset() as usize];
+        assert_eq!(h.decode_manifest(stored).unwrap(), j);
+        assert_eq!(&o[h.hot_offset() as usize..], &hot[..]);
+        check(&o, &j, &hot).unwrap();
+    }
+
+    #[test]
+    fn a_tiny_manifest_is_stored_as_is() {
+        let o = encode(b"{}", b"");
+        let h = StartHeader::parse(o[..HEADER_LEN].try_into().unwrap()).unwrap();
+        assert_eq!(h.encoding, ManifestEncoding::Json);
+        assert_eq!(h.decode_manifest(&o[HEADER_LEN..]).unwrap(), b"{}");
+    }
+
+    #[test]
+    fn damage_is_refused() {
+        let (j, hot) = (json(), vec![7u8; 10]);
+        let o = encode(&j, &hot);
+        let head = |o: &[u8]| StartHeader::parse(o[..HEADER_LEN].try_into().unwrap());
+        let mut bad = o.clone();
+        bad[0] = b'X';
+        assert_eq!(head(&bad), Err(StartError::Magic));
+        let mut bad = o.clone();
+        bad[8] = 9;
+        assert_eq!(head(&bad), Err(StartError::Version(9)));
+        let mut bad = o.clone();
+        bad[12] = 5;
+        assert_eq!(head(&bad), Err(StartError::Encoding(5)));
+        let mut bad = o.clone();
+        bad[23] = 0xff;
+        assert!(matches!(head(&bad), Err(StartError::TooLarge(_))));
+        // A flipped byte in the stored manifest: zstd or the digest refuses it.
+        let h = head(&o).unwrap();
+        for at in [HEADER_LEN, HEADER_LEN + 40, h.hot_offset() as usize - 1] {
+            let mut bad = o.clone();
+            bad[at] ^= 0x20;
+            let stored = &bad[HEADER_LEN..h.hot_offset() as usize];
+            assert_eq!(h.decode_manifest(stored), Err(StartError::Corrupt), "byte {at}");
+        }
+        // Truncated.
+        assert_eq!(
+            h.decode_manifest(&o[HEADER_LEN..h.hot_offset() as usize - 1]),
+            Err(StartError::Corrupt)
+        );
+        assert!(matches!(check(&o[..o.len() - 1], &j, &hot), Err(StartError::Length { .. })));
+        assert_eq!(check(&o, b"{}", &hot), Err(StartError::Differs));
+    }
+
+    #[test]
+    fn the_compressed_manifest_checks_its_content() {
+        let j = json();
+        let z = compress_manifest(&j);
+        check_compressed(&z, &j).unwrap();
+        let mut bad = z.clone();
+        let mid = bad.len() / 2;
+        bad[mid] ^= 1;
+        assert!(check_compressed(&bad, &j).is_err());
+        assert!(matches!(
+            parse_compressed_manifest(&bad),
+            Err(CompressedManifestError::Start(StartError::Corrupt))
+        ));
+        // It decodes, but is not a manifest: that is the bundle's fault, not the transfer's.
+        assert!(matches!(parse_compressed_manifest(&z), Err(CompressedManifestError::Manifest(_))));
+    }
+}
