@@ -376,6 +376,22 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
     if let Some(pages) = page_profile.as_mut() {
         let mut candidates: Vec<PathBuf> = traced.modules.iter().map(|m| m.path.clone()).collect();
         candidates.push(path.clone());
+        // The loader and its cache: every dynamic program's start-up reads them, but the loader
+        // is not a module of the audit tracer's run.
+        if pages.files.iter().any(|f| f.path.as_os_str().is_empty()) {
+            if let Some(interp) = coldstart_elf::ElfInfo::open(
+                &path,
+                &coldstart_elf::SymbolOptions { use_debug_files: false, ..Default::default() },
+            )
+            .ok()
+            .and_then(|i| i.interpreter)
+            {
+                // Named as the kernel names the mapping (the link resolved), as a snapshot of
+                // the maps would have named it.
+                candidates.push(std::fs::canonicalize(&interp).unwrap_or_else(|_| interp.into()));
+                candidates.push(PathBuf::from("/etc/ld.so.cache"));
+            }
+        }
         let unnamed = pages::resolve_with(pages, &candidates);
         if unnamed > 0 {
             warnings.push(format!(
