@@ -22,6 +22,20 @@ fn cc(dir: &Path, name: &str, source: &str, args: &[&str]) -> PathBuf {
     out
 }
 
+/// Build `out` as a shared library from `source` (written to DIR/NAME.c).
+fn shared_lib(dir: &Path, name: &str, out: &Path, source: &str) {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let status = Command::new("clang-19")
+        .args(["-O1", "-shared", "-fPIC", "-fuse-ld=lld"])
+        .arg(&src)
+        .arg("-o")
+        .arg(out)
+        .status()
+        .expect("clang-19 is installed (scripts/setup.sh)");
+    assert!(status.success(), "compiling {name}.c");
+}
+
 fn coldstart() -> Command {
     Command::cargo_bin("coldstart").unwrap()
 }
@@ -202,19 +216,12 @@ int main(void) {
 fn dlopened_library_is_covered() {
     let dir = tempfile::tempdir().unwrap();
     let plug = dir.path().join("libplug.so");
-    std::fs::write(
-        dir.path().join("plug.c"),
+    shared_lib(
+        dir.path(),
+        "plug",
+        &plug,
         "int plug_entry(int x) { return x * 5; }\nint plug_idle(void) { return 0; }\n",
-    )
-    .unwrap();
-    assert!(Command::new("clang-19")
-        .args(["-O1", "-shared", "-fPIC", "-fuse-ld=lld"])
-        .arg(dir.path().join("plug.c"))
-        .arg("-o")
-        .arg(&plug)
-        .status()
-        .unwrap()
-        .success());
+    );
     let source = format!(
         r#"
 #include <dlfcn.h>
@@ -944,19 +951,12 @@ int main(void) {
 fn library_closed_and_opened_again_is_armed_again() {
     let dir = tempfile::tempdir().unwrap();
     let plug = dir.path().join("libagain.so");
-    std::fs::write(
-        dir.path().join("again.c"),
+    shared_lib(
+        dir.path(),
+        "again",
+        &plug,
         "volatile int sink;\nvoid first_visit(void) { sink = 1; }\nvoid second_visit(void) { sink = 2; }\n",
-    )
-    .unwrap();
-    assert!(Command::new("clang-19")
-        .args(["-O1", "-shared", "-fPIC", "-fuse-ld=lld"])
-        .arg(dir.path().join("again.c"))
-        .arg("-o")
-        .arg(&plug)
-        .status()
-        .unwrap()
-        .success());
+    );
     let source = format!(
         r#"
 #include <dlfcn.h>
@@ -1055,19 +1055,12 @@ __asm__(".text\n.globl big_padding\n.type big_padding,@function\nbig_padding:\nr
 fn large_text_copied_for_breakpoints_runs_and_records_every_thread_and_library() {
     let dir = tempfile::tempdir().unwrap();
     let plug = dir.path().join("libbigplug.so");
-    std::fs::write(
-        dir.path().join("plug.c"),
-        format!("{BIG_TEXT}\nint plug_entry(int x) {{ return x * 5; }}\nint plug_idle(void) {{ return 0; }}\n"),
-    )
-    .unwrap();
-    assert!(Command::new("clang-19")
-        .args(["-O1", "-shared", "-fPIC", "-fuse-ld=lld"])
-        .arg(dir.path().join("plug.c"))
-        .arg("-o")
-        .arg(&plug)
-        .status()
-        .unwrap()
-        .success());
+    shared_lib(
+        dir.path(),
+        "plug",
+        &plug,
+        &format!("{BIG_TEXT}\nint plug_entry(int x) {{ return x * 5; }}\nint plug_idle(void) {{ return 0; }}\n"),
+    );
     let source = format!(
         r#"
 #include <dlfcn.h>
@@ -1180,23 +1173,16 @@ int main(void) {{
 fn functions_run_by_destructors_at_exit_are_recorded_by_both_tracers() {
     let dir = tempfile::tempdir().unwrap();
     let lib = dir.path().join("libfini.so");
-    std::fs::write(
-        dir.path().join("fini.c"),
+    shared_lib(
+        dir.path(),
+        "fini",
+        &lib,
         r#"
 static void (*at_unload)(void);
 void register_at_unload(void (*f)(void)) { at_unload = f; }
 __attribute__((destructor)) static void lib_fini(void) { if (at_unload) at_unload(); }
 "#,
-    )
-    .unwrap();
-    assert!(Command::new("clang-19")
-        .args(["-O1", "-shared", "-fPIC", "-fuse-ld=lld"])
-        .arg(dir.path().join("fini.c"))
-        .arg("-o")
-        .arg(&lib)
-        .status()
-        .unwrap()
-        .success());
+    );
     // The executable's function runs from the library's destructor, after the loader has
     // begun closing objects at exit (the main program first).
     let source = r#"
