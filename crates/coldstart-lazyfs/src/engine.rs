@@ -538,24 +538,24 @@ impl Engine {
             return false;
         }
         cur.buf.extend_from_slice(bytes);
+        // Whole chunks from the front of the buffer; the bytes they took go in one drain.
+        let mut used = 0;
         while cur.idx <= plan.last {
             let c = &plan.chunks[cur.idx].1;
             let len = c.stored_len() as usize;
-            if cur.buf.len() < len {
-                break;
-            }
-            let rest = cur.buf.split_off(len);
+            let Some(stored) = cur.buf.get(used..used + len) else { break };
             // Chunks before the first missing one were cached when the plan was made.
             if cur.idx >= plan.first {
-                let Some(data) = decode_chunk(self.manifest.compression, c, &cur.buf) else {
+                let Some(data) = decode_chunk(self.manifest.compression, c, stored) else {
                     cur.corrupt = true;
                     return false;
                 };
                 self.hot_done(c, &data);
             }
-            cur.buf = rest;
+            used += len;
             cur.idx += 1;
         }
+        cur.buf.drain(..used);
         // Past the last chunk not cached: stop, unless the body ends there anyway (then the
         // connection stays reusable).
         cur.idx <= plan.last || plan.last + 1 == plan.chunks.len()
