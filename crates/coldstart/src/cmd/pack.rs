@@ -50,18 +50,12 @@ fn parse_compression(s: &str) -> Result<Compression, String> {
     }
 }
 
-/// Parses `65536`, `64k`, `1m`.
+/// A chunk size: `65536`, `64k`, `1m`, between 1 byte and 1 GiB.
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let lower = s.trim().to_ascii_lowercase();
-    let (num, mult) = match lower.strip_suffix(['k', 'm']) {
-        Some(n) if lower.ends_with('k') => (n, 1024),
-        Some(n) => (n, 1024 * 1024),
-        None => (lower.as_str(), 1),
-    };
-    let n: u64 = num.parse().map_err(|_| format!("`{s}` is not a size like 65536, 64k or 1m"))?;
-    match n.checked_mul(mult) {
-        Some(v) if v > 0 && v <= 1 << 30 => Ok(v),
-        _ => Err(format!("`{s}`: a chunk size is between 1 byte and 1 GiB")),
+    match super::page_model::parse_size(s) {
+        Ok(v) if v > 0 && v <= 1 << 30 => Ok(v),
+        Ok(_) => Err(format!("`{s}`: a chunk size is between 1 byte and 1 GiB")),
+        Err(e) => Err(e),
     }
 }
 

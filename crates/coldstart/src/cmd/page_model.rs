@@ -1,5 +1,5 @@
 //! The page model's flags, shared by `analyze` and `order --evaluate`, and the byte-size
-//! parser of the layout commands.
+//! parser of every size flag (`--page-size`, `--readahead`, `--chunk-size`).
 
 use coldstart_layout::model::{PageModel, ReadAround};
 
