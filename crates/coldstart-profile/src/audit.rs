@@ -110,9 +110,17 @@ pub(crate) fn unsupported(path: &Path) -> Option<String> {
     })
 }
 
-/// Whether the ELF file at `path` names a program interpreter (`PT_INTERP`): read from the
-/// program headers alone, not the symbol tables. `None` if it cannot be read as ELF64.
+/// Whether the ELF file at `path` names a program interpreter (`PT_INTERP`). `None` if it
+/// cannot be read as ELF64.
 fn has_interpreter(path: &Path) -> Option<bool> {
+    interpreter(path).map(|i| i.is_some())
+}
+
+/// The program interpreter (`PT_INTERP`) the ELF file at `path` names, read from the program
+/// headers alone, not the symbol tables: `Some(None)` for a file without one (static), `None`
+/// if it cannot be read as ELF64.
+pub(crate) fn interpreter(path: &Path) -> Option<Option<PathBuf>> {
+    use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::FileExt;
     const PT_INTERP: u32 = 3;
     let file = std::fs::File::open(path).ok()?;
@@ -129,11 +137,22 @@ fn has_interpreter(path: &Path) -> Option<bool> {
     }
     let mut table = vec![0u8; phentsize as usize * phnum];
     file.read_exact_at(&mut table, phoff).ok()?;
-    Some(
-        table
-            .chunks_exact(phentsize as usize)
-            .any(|ph| u32::from_le_bytes([ph[0], ph[1], ph[2], ph[3]]) == PT_INTERP),
-    )
+    let Some(ph) = table
+        .chunks_exact(phentsize as usize)
+        .find(|ph| u32::from_le_bytes([ph[0], ph[1], ph[2], ph[3]]) == PT_INTERP)
+    else {
+        return Some(None);
+    };
+    // p_offset and p_filesz of an Elf64_Phdr; the name ends with its NUL. A header too short
+    // to hold them still names an interpreter, just not one this can read.
+    let field = |at: usize| ph.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
+    let name = field(8).zip(field(32)).filter(|&(_, len)| len <= 4096).and_then(|(off, len)| {
+        let mut name = vec![0u8; len as usize];
+        file.read_exact_at(&mut name, off).ok()?;
+        let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+        Some(PathBuf::from(std::ffi::OsStr::from_bytes(&name[..end])))
+    });
+    Some(Some(name.unwrap_or_default()))
 }
 
 /// A private directory for the agent, removed when dropped.
@@ -758,6 +777,8 @@ mod tests {
         assert_eq!(unsupported(Path::new("/bin/true")), None);
         assert_eq!(has_interpreter(Path::new("/bin/true")), Some(true));
         assert_eq!(has_interpreter(&script), None, "not ELF");
+        let loader = interpreter(Path::new("/bin/true")).unwrap().unwrap();
+        assert!(loader.is_absolute() && loader.exists(), "{}", loader.display());
         let copy = dir.path().join("suid-true");
         std::fs::copy("/bin/true", &copy).unwrap();
         use std::os::unix::fs::PermissionsExt;

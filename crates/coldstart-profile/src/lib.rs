@@ -379,16 +379,12 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
         // The loader and its cache: every dynamic program's start-up reads them, but the loader
         // is not a module of the audit tracer's run.
         if pages.files.iter().any(|f| f.path.as_os_str().is_empty()) {
-            if let Some(interp) = coldstart_elf::ElfInfo::open(
-                &path,
-                &coldstart_elf::SymbolOptions { use_debug_files: false, ..Default::default() },
-            )
-            .ok()
-            .and_then(|i| i.interpreter)
+            if let Some(interp) =
+                audit::interpreter(&path).flatten().filter(|i| !i.as_os_str().is_empty())
             {
                 // Named as the kernel names the mapping (the link resolved), as a snapshot of
                 // the maps would have named it.
-                candidates.push(std::fs::canonicalize(&interp).unwrap_or_else(|_| interp.into()));
+                candidates.push(std::fs::canonicalize(&interp).unwrap_or(interp));
                 candidates.push(PathBuf::from("/etc/ld.so.cache"));
             }
         }
