@@ -228,17 +228,7 @@ fn the_program_runs_from_the_mount_with_every_strategy_and_both_servers() {
     let local = run_local(d.path());
     assert!(local.starts_with("hello from libgreet"), "{local}");
 
-    // Record what a start reads, then re-pack with that as the hot set.
-    let first = pack(d.path(), "bundle0", None);
-    let record = d.path().join("hot.json");
-    let out = run_remote(
-        &first.display().to_string(),
-        "paged",
-        &d.path().join("cache0"),
-        &["--record", record.to_str().unwrap()],
-    );
-    assert_eq!(check(&out), local);
-    let bundle = pack(d.path(), "bundle", Some(&record));
+    let bundle = recorded_bundle(d.path(), &local);
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
     assert!(manifest["hot"]["size"].as_u64().unwrap() > 0, "the recorded start gave a hot set");
@@ -267,6 +257,21 @@ fn the_program_runs_from_the_mount_with_every_strategy_and_both_servers() {
     }
 }
 
+/// Record what a start of the program under ROOT reads (a paged run from a plain bundle),
+/// then pack ROOT/bundle with that as the hot set. `local`: the program's output run locally.
+fn recorded_bundle(root: &Path, local: &str) -> PathBuf {
+    let first = pack(root, "bundle0", None);
+    let record = root.join("hot.json");
+    let out = run_remote(
+        &first.display().to_string(),
+        "paged",
+        &root.join("cache0"),
+        &["--record", record.to_str().unwrap()],
+    );
+    assert_eq!(check(&out), local, "the recording run");
+    pack(root, "bundle", Some(&record))
+}
+
 /// The `--json` report on a run's stderr.
 fn report_of(out: &Output) -> serde_json::Value {
     let err = String::from_utf8_lossy(&out.stderr);
@@ -281,16 +286,7 @@ fn a_damaged_start_object_on_nginx_gives_the_right_bytes_or_falls_back() {
     let _mounts = NoStaleMounts(d.path().to_path_buf());
     build_program(d.path());
     let local = run_local(d.path());
-    let first = pack(d.path(), "bundle0", None);
-    let record = d.path().join("hot.json");
-    let out = run_remote(
-        &first.display().to_string(),
-        "paged",
-        &d.path().join("cache0"),
-        &["--record", record.to_str().unwrap()],
-    );
-    assert_eq!(check(&out), local);
-    let bundle = pack(d.path(), "bundle", Some(&record));
+    let bundle = recorded_bundle(d.path(), &local);
     let start = bundle.join("start");
     let good = std::fs::read(&start).unwrap();
     // `coldstart serve` refuses a bundle whose start object does not match its manifest;
