@@ -304,7 +304,6 @@ pub(crate) fn record_pages(
     let mut profile_files: Vec<PageFile> = Vec::new();
     let mut index: HashMap<(u32, u32, u64), usize> = HashMap::new();
     let mut accesses = Vec::new();
-    let mut unresolved = 0usize;
     // Between fork and exec the child still runs coldstart's own code: not the program's.
     let own = std::fs::metadata("/proc/self/exe")
         .ok()
@@ -319,11 +318,7 @@ pub(crate) fn record_pages(
         let fi = match index.get(&key) {
             Some(&i) => i,
             None => {
-                let path = files.get(&key).cloned();
-                if path.is_none() {
-                    unresolved += 1;
-                }
-                profile_files.push(describe(path, key));
+                profile_files.push(describe(files.get(&key).cloned(), key));
                 index.insert(key, profile_files.len() - 1);
                 profile_files.len() - 1
             }
@@ -337,7 +332,6 @@ pub(crate) fn record_pages(
             pid: event.pid,
         });
     }
-    let _ = unresolved;
     Ok((
         PageProfile {
             source: "tracefs".into(),
