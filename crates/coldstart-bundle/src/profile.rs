@@ -10,7 +10,7 @@
 //!
 //! The rules, in order:
 //!
-//! - Several profiles are merged by the profile crate's rule ([`coldstart_profile::merge`]):
+//! - Several profiles are merged by the profile crate's rule ([`coldstart_profile_format::merge`]):
 //!   each page's rank is its earliest normalised position over the workloads.
 //! - A profiled path is mapped to the packed directory by stripping the *profile root*: the
 //!   directory the program was profiled in. It is `DIR` itself unless given
@@ -29,7 +29,7 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
-use coldstart_profile::{FormatError, Profile};
+use coldstart_profile_format::{FormatError, Profile};
 
 use crate::hotlist::{HotList, Touch};
 
@@ -147,7 +147,7 @@ pub fn hot_list_from_profiles(
     let profile = match profiles.len() {
         0 => return Err(ProfileHotListError::NoProfiles),
         1 => profiles.into_iter().next().expect("one profile"),
-        _ => coldstart_profile::merge(profiles)?,
+        _ => coldstart_profile_format::merge(profiles)?,
     };
     let Some(pages) = profile.pages else {
         return Err(ProfileHotListError::NoPages { path: PathBuf::from(profile.workload) });
@@ -243,7 +243,7 @@ fn relative(path: &Path, roots: &[PathBuf]) -> Option<String> {
 }
 
 /// Why the file now differs from the profiled one, or `None` when it is the same.
-fn differs(profiled: &coldstart_profile::format::PageFile, now: &FileIdentity) -> Option<String> {
+fn differs(profiled: &coldstart_profile_format::PageFile, now: &FileIdentity) -> Option<String> {
     if let Some(b) = &profiled.build_id {
         if now.build_id.as_ref() != Some(b) {
             return Some(format!(
@@ -266,7 +266,7 @@ fn differs(profiled: &coldstart_profile::format::PageFile, now: &FileIdentity) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use coldstart_profile::format::{PageAccess, PageFile, PageProfile, Stop};
+    use coldstart_profile_format::{PageAccess, PageFile, PageProfile, Stop};
 
     /// A fake file system: path -> identity.
     struct Fake(HashMap<PathBuf, FileIdentity>);
@@ -294,8 +294,8 @@ mod tests {
 
     fn profile(label: &str, files: Vec<PageFile>, accesses: &[(usize, u64, u64)]) -> Profile {
         Profile {
-            format: coldstart_profile::format::FORMAT.into(),
-            version: coldstart_profile::format::VERSION,
+            format: coldstart_profile_format::FORMAT.into(),
+            version: coldstart_profile_format::VERSION,
             workload: label.into(),
             command: vec!["/app/bin/prog".into()],
             created_unix: 0,

@@ -87,19 +87,20 @@ impl Workload {
     /// Read a `coldstart-profile` file. A merged profile with its input workloads kept
     /// yields one workload per input; any other profile yields one.
     pub fn read_profile(path: &Path) -> Result<Vec<Workload>, LayoutError> {
-        let profile = coldstart_profile::Profile::read(path).map_err(|e| profile_error(path, e))?;
+        let profile =
+            coldstart_profile_format::Profile::read(path).map_err(|e| profile_error(path, e))?;
         Ok(Workload::from_profile(profile))
     }
 
     /// Parse a profile's JSON text; `path` names it in errors.
     pub fn from_profile_json(path: &Path, text: &str) -> Result<Vec<Workload>, LayoutError> {
-        let profile = coldstart_profile::Profile::from_json(path, text)
+        let profile = coldstart_profile_format::Profile::from_json(path, text)
             .map_err(|e| profile_error(path, e))?;
         Ok(Workload::from_profile(profile))
     }
 
     /// The adapter from the profile format: the one place that knows its fields.
-    pub fn from_profile(profile: coldstart_profile::Profile) -> Vec<Workload> {
+    pub fn from_profile(profile: coldstart_profile_format::Profile) -> Vec<Workload> {
         if !profile.workloads.is_empty() {
             return profile.workloads.into_iter().flat_map(Workload::from_profile).collect();
         }
@@ -154,12 +155,12 @@ impl Workload {
     }
 }
 
-fn profile_error(path: &Path, e: coldstart_profile::FormatError) -> LayoutError {
+fn profile_error(path: &Path, e: coldstart_profile_format::FormatError) -> LayoutError {
     match e {
-        coldstart_profile::FormatError::UnknownVersion { found, .. } => {
+        coldstart_profile_format::FormatError::UnknownVersion { found, .. } => {
             LayoutError::ProfileVersion { path: path.to_owned(), found }
         }
-        coldstart_profile::FormatError::Read { source, .. } => {
+        coldstart_profile_format::FormatError::Read { source, .. } => {
             LayoutError::io("read profile", path, source)
         }
         other => LayoutError::Profile { path: path.to_owned(), message: other.to_string() },

@@ -30,7 +30,7 @@
 //! ```
 
 mod audit;
-pub mod format;
+pub use coldstart_profile_format as format;
 pub mod pages;
 mod perf;
 pub mod ready;

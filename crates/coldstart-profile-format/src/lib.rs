@@ -1,5 +1,8 @@
 //! The profile file: format `coldstart-profile`, version 1 (docs/formats/profile.md).
 //!
+//! This crate is the profile's format alone: the profiler writes it, and `order`, `pack` and
+//! every later step read it, without depending on the profiler itself.
+//!
 //! A profile is plain JSON so people can read it and every later step (order, pack,
 //! prefetch) can consume it. It names each module by path *and* content (size, mtime,
 //! build-id), so a profile is never silently applied to a different build.
@@ -137,7 +140,7 @@ pub struct PageFile {
 }
 
 /// Pages of one ELF section that start-up touched (computed from a page profile and the
-/// file, see [`crate::pages::section_pages`]).
+/// file, see `coldstart_profile::pages::section_pages`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SectionPages {
     pub name: String,
@@ -435,7 +438,8 @@ fn merge_pages(workloads: &[Profile]) -> Option<PageProfile> {
     })
 }
 
-pub(crate) fn now_unix() -> u64 {
+/// Seconds since the Unix epoch, for `created_unix`.
+pub fn now_unix() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
