@@ -109,7 +109,7 @@ pub enum LaunchError {
     )]
     StorageWithoutCgroup(String),
     #[error(transparent)]
-    Window(#[from] crate::x11::WindowError),
+    Window(#[from] ready::x11::WindowError),
 }
 
 /// What a run on emulated storage ([`crate::storage`]) needs from the executor: the hook that
@@ -237,7 +237,7 @@ impl Executor for LinuxExecutor {
     fn run(&mut self, spec: &RunSpec) -> Result<RunOutput, LaunchError> {
         let watch = match &spec.ready {
             Ready::Window(re) => {
-                let watch = crate::x11::WindowWatch::connect()?;
+                let watch = ready::x11::WindowWatch::connect()?;
                 // The previous run's window may still be listed for a moment after its client
                 // was killed; wait until it is gone so it cannot end this run.
                 let start = Instant::now();
@@ -456,7 +456,7 @@ fn run_one(
     cgroup: Option<&RunCgroup>,
     enter: Option<&crate::storage::EnterHook>,
     device_stat: Option<&Path>,
-    watch: Option<&crate::x11::WindowWatch>,
+    watch: Option<&ready::x11::WindowWatch>,
     perf_supported: &mut Option<bool>,
 ) -> Result<RunOutput, LaunchError> {
     let program = resolve_program(&spec.argv)?;
@@ -582,8 +582,8 @@ fn run_one(
     };
     let disk_before = disk_reads();
     let device_before = device_stat.and_then(reads_completed);
-    let file_before = match &spec.ready {
-        Ready::File(p) => file_signature(p),
+    let marker = match &spec.ready {
+        Ready::File(p) => Some(ready::FileMarker::before(p)),
         _ => None,
     };
     // Let the child exec.
@@ -713,8 +713,8 @@ fn run_one(
         }
         if ready_at.is_none() {
             let polled = match &spec.ready {
-                Ready::Tcp(port) => std::net::TcpStream::connect(("127.0.0.1", *port)).is_ok(),
-                Ready::File(p) => file_signature(p) != file_before,
+                Ready::Tcp(port) => ready::tcp_accepts(*port),
+                Ready::File(_) => marker.as_ref().is_some_and(ready::FileMarker::appeared),
                 Ready::Window(re) => match watch {
                     Some(w)
                         if x_idx.is_some_and(|i| fds[i].revents != 0)
@@ -1059,12 +1059,6 @@ fn disk_reads() -> Option<u64> {
 
 /// Identity and modification time of a file, to tell a readiness file that appears (or is
 /// touched again) during the run from one left by an earlier run.
-fn file_signature(p: &std::path::Path) -> Option<(u64, u64, i64, i64)> {
-    use std::os::unix::fs::MetadataExt;
-    let m = fs::metadata(p).ok()?;
-    Some((m.dev(), m.ino(), m.mtime(), m.mtime_nsec()))
-}
-
 /// How often a discovery run samples the maps and open files of the tree.
 const DISCOVERY_SAMPLE_INTERVAL: Duration = Duration::from_micros(200);
 

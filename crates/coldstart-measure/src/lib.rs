@@ -7,7 +7,8 @@
 //!
 //! The modules, in the order a run uses them:
 //!
-//! - [`ready`]: readiness signals (`exit`, `stdout:REGEX`, `tcp:PORT`, `window:REGEX`, ...).
+//! - [`ready`] (the `coldstart-ready` crate): readiness signals (`exit`, `stdout:REGEX`,
+//!   `tcp:PORT`, `window:REGEX`, ...).
 //! - [`cache`]: cache states, eviction with `fadvise(DONTNEED)`, verification with
 //!   `cachestat(2)` / `mincore(2)`, and naming the process that keeps pages resident.
 //! - [`cgroup`]: one cgroup per run (v2 where its controllers are enabled, else v1), so the
@@ -26,13 +27,11 @@ pub mod cgroup;
 pub mod export;
 pub mod launch;
 pub mod measure;
-pub mod ready;
 pub mod result;
 pub mod stats;
 pub mod storage;
-pub mod x11;
 
 pub use cache::CacheState;
+pub use coldstart_ready::{self as ready, x11, Ready};
 pub use measure::{measure, MeasureOptions};
-pub use ready::Ready;
 pub use result::{MeasureReport, RunRecord};

@@ -1,5 +1,5 @@
 //! Readiness while profiling: the signals of `coldstart measure --ready`
-//! ([`coldstart_measure::Ready`], the same syntax), watched without disturbing the program.
+//! ([`coldstart_ready::Ready`], the same syntax), watched without disturbing the program.
 //!
 //! Each watcher raises a shared flag and writes one byte to a wake pipe the tracer polls, so
 //! the tracer stops as soon as start-up is over. Output signals (`stdout:`, `stderr:`) read a
@@ -9,14 +9,11 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
-pub use coldstart_measure::ready::{POLL_INTERVAL, READY_FD_ENV, WINDOW_POLL_INTERVAL};
-pub use coldstart_measure::Ready;
+pub use coldstart_ready::{Ready, POLL_INTERVAL, READY_FD_ENV, WINDOW_POLL_INTERVAL};
 
 /// Raised once, from any watcher thread.
 #[derive(Clone)]
@@ -121,26 +118,20 @@ pub(crate) fn watch_fd(mut from: File, signal: Signal) -> JoinHandle<()> {
 pub(crate) fn watch_polled(ready: &Ready, signal: Signal) -> Option<JoinHandle<()>> {
     let check: Box<dyn FnMut() -> bool + Send> = match ready {
         Ready::Tcp(port) => {
-            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], *port));
-            Box::new(move || {
-                std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(50)).is_ok()
-            })
+            let port = *port;
+            Box::new(move || coldstart_ready::tcp_accepts(port))
         }
         Ready::File(path) => {
-            let path: PathBuf = path.clone();
-            let before = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
-            Box::new(move || match std::fs::metadata(&path).and_then(|m| m.modified()) {
-                Ok(now) => before != Some(now),
-                Err(_) => false,
-            })
+            let marker = coldstart_ready::FileMarker::before(path);
+            Box::new(move || marker.appeared())
         }
         Ready::Window(name) => {
             let name = name.clone();
-            let mut watch: Option<coldstart_measure::x11::WindowWatch> = None;
+            let mut watch: Option<coldstart_ready::x11::WindowWatch> = None;
             Box::new(move || {
                 // No display yet (or it went away): keep trying until the run is over.
                 if watch.is_none() {
-                    watch = coldstart_measure::x11::WindowWatch::connect().ok();
+                    watch = coldstart_ready::x11::WindowWatch::connect().ok();
                 }
                 match watch.as_ref().map(|w| w.mapped(&name)) {
                     Some(Ok(found)) => found,

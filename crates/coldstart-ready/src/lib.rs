@@ -13,9 +13,15 @@
 //! | `file:PATH` | PATH appears, or is replaced or touched if it existed before the run (an earlier run's marker does not count) | polled every [`POLL_INTERVAL`] |
 //! | `window:REGEX` | an X11 window whose name matches REGEX is mapped (viewable) on `$DISPLAY` | watched by an X11 client of coldstart's own ([`crate::x11`]): a window created, mapped or reparented wakes the launcher, which walks the window tree at once (one pipelined batch of requests per tree level, on a local socket, instead of starting `xwininfo` processes); a walk every [`WINDOW_POLL_INTERVAL`] also catches a window renamed after it was mapped |
 //! | `fd` | the program writes anything to the file descriptor named in `COLDSTART_READY_FD` | exact (a pipe) |
+//!
+//! This crate is the signals' syntax and the checks that need no process of their own
+//! ([`tcp_accepts`], [`FileMarker`], [`x11::WindowWatch`]); `measure` and `profile` each wait
+//! for them in their own loop, measure beside its counters and profile beside its tracer.
+
+pub mod x11;
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -55,6 +61,43 @@ impl PartialEq for Ready {
     fn eq(&self, other: &Self) -> bool {
         self.to_string() == other.to_string()
     }
+}
+
+/// Whether a TCP connection to 127.0.0.1 on `port` is accepted now (`tcp:PORT`).
+pub fn tcp_accepts(port: u16) -> bool {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(50)).is_ok()
+}
+
+/// `file:PATH`: the path as it was before the run, so that a marker an earlier run left
+/// does not count, while one created, replaced or touched since does.
+#[derive(Debug, Clone)]
+pub struct FileMarker {
+    path: PathBuf,
+    before: Option<(u64, u64, i64, i64)>,
+}
+
+impl FileMarker {
+    /// Remember how `path` is now (or that it is absent).
+    pub fn before(path: &Path) -> FileMarker {
+        FileMarker { path: path.to_owned(), before: signature(path) }
+    }
+
+    /// Whether the path appeared, or was replaced or touched, since [`FileMarker::before`].
+    pub fn appeared(&self) -> bool {
+        match signature(&self.path) {
+            Some(now) => self.before != Some(now),
+            None => false,
+        }
+    }
+}
+
+/// Device, inode and modification time: a file replaced by rename has another inode, one
+/// rewritten in place another time.
+fn signature(p: &Path) -> Option<(u64, u64, i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).ok()?;
+    Some((m.dev(), m.ino(), m.mtime(), m.mtime_nsec()))
 }
 
 /// A readiness signal that cannot be parsed.
@@ -130,6 +173,32 @@ mod tests {
         }
         assert_eq!(Ready::default(), Ready::Exit);
         assert!(matches!("tcp:80".parse::<Ready>(), Ok(Ready::Tcp(80))));
+    }
+
+    #[test]
+    fn a_file_marker_counts_a_new_or_touched_file_not_an_old_one() {
+        let dir = std::env::temp_dir().join(format!("coldstart-ready-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("marker");
+        let absent = FileMarker::before(&path);
+        assert!(!absent.appeared());
+        std::fs::write(&path, b"x").unwrap();
+        assert!(absent.appeared());
+        let present = FileMarker::before(&path);
+        assert!(!present.appeared(), "a marker left before the run does not count");
+        std::fs::write(dir.join("new"), b"y").unwrap();
+        std::fs::rename(dir.join("new"), &path).unwrap();
+        assert!(present.appeared(), "a replaced marker counts");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn tcp_accepts_only_a_listening_port() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert!(tcp_accepts(port));
+        drop(l);
+        assert!(!tcp_accepts(port));
     }
 
     #[test]
