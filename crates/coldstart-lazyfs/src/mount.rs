@@ -485,10 +485,9 @@ impl Mount {
 }
 
 fn may_allow_other() -> bool {
-    // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() == 0 };
-    root || std::fs::read_to_string("/etc/fuse.conf")
-        .is_ok_and(|c| c.lines().any(|l| l.trim() == "user_allow_other"))
+    coldstart_sys::is_root()
+        || std::fs::read_to_string("/etc/fuse.conf")
+            .is_ok_and(|c| c.lines().any(|l| l.trim() == "user_allow_other"))
 }
 
 /// What to check when mounting failed with `cause`.

@@ -313,20 +313,7 @@ fn cstr(s: &OsStr) -> Result<CString, LaunchError> {
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills two fds, which we own from here on.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fresh fds.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime fills ts.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    coldstart_sys::pipe(libc::O_CLOEXEC)
 }
 
 /// A page shared between parent and child, where the child stores the clock before `exec`.
@@ -363,49 +350,16 @@ impl Drop for SharedClock {
     }
 }
 
-#[repr(C)]
-#[derive(Default)]
-struct PerfEventAttr {
-    type_: u32,
-    size: u32,
-    config: u64,
-    sample_period: u64,
-    sample_type: u64,
-    read_format: u64,
-    flags: u64,
-    wakeup_events: u32,
-    bp_type: u32,
-    bp_addr: u64,
-}
-
-const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
-
 /// An instruction counter on `pid` and its future descendants, user space only, enabled on exec.
 fn perf_instructions(pid: libc::pid_t) -> Option<OwnedFd> {
-    let attr = PerfEventAttr {
-        type_: 0, // PERF_TYPE_HARDWARE
-        size: std::mem::size_of::<PerfEventAttr>() as u32,
-        config: 1, // PERF_COUNT_HW_INSTRUCTIONS
-        // disabled | inherit | exclude_kernel | exclude_hv | enable_on_exec
-        flags: 1 | (1 << 1) | (1 << 5) | (1 << 6) | (1 << 12),
-        ..Default::default()
-    };
-    // SAFETY: perf_event_open with a valid attr; a returned fd is ours.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            &attr as *const PerfEventAttr,
-            pid,
-            -1,
-            -1,
-            PERF_FLAG_FD_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: fresh fd.
-    Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    use coldstart_sys::perf;
+    let mut attr = perf::Attr::new(perf::TYPE_HARDWARE, perf::COUNT_HW_INSTRUCTIONS);
+    attr.flags = perf::FLAG_DISABLED
+        | perf::FLAG_INHERIT
+        | perf::FLAG_EXCLUDE_KERNEL
+        | perf::FLAG_EXCLUDE_HV
+        | perf::FLAG_ENABLE_ON_EXEC;
+    perf::open(&attr, pid, -1).ok()
 }
 
 fn read_u64(fd: &OwnedFd) -> Option<u64> {
@@ -666,7 +620,7 @@ fn run_one(
         if discovery.is_some() && !root_exited {
             sample_files(&tree_members(cgroup, pid), &mut sampled);
         }
-        let t = monotonic_ns();
+        let t = coldstart_sys::monotonic_ns();
         if rc < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
@@ -734,7 +688,7 @@ fn run_one(
                 _ => false,
             };
             if polled {
-                ready_at = Some(monotonic_ns());
+                ready_at = Some(coldstart_sys::monotonic_ns());
             }
         }
         if ready_at.is_some() {
@@ -753,7 +707,7 @@ fn run_one(
             }
         }
     }
-    let end_ns = ready_at.unwrap_or_else(monotonic_ns);
+    let end_ns = ready_at.unwrap_or_else(coldstart_sys::monotonic_ns);
     // A root that exited right after signalling readiness is a zombie now: its /proc figures
     // read as zero, so reap it and count its rusage instead.
     guard.try_reap();

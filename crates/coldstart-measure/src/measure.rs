@@ -36,6 +36,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use coldstart_sys::is_root;
+
 use crate::cache::{self, CacheError, CacheState};
 use crate::launch::{resolve_program, Executor, LaunchError, RunOutput, RunSpec, RunStorage};
 use crate::result::{
@@ -192,11 +194,6 @@ fn discovery_runs() -> usize {
     } else {
         3
     }
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }
 
 /// The environment facts of the report.

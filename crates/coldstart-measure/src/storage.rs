@@ -184,8 +184,7 @@ impl StorageError {
 
 /// The error for a process that is not root, if it is not.
 pub fn require_root() -> Result<(), StorageError> {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !coldstart_sys::is_root() {
         return Err(StorageError::NotRoot);
     }
     Ok(())

@@ -523,7 +523,7 @@ pub(crate) fn run(
     let pid = launched.stopped.pid;
     let mut guard = TreeGuard { pgid: pid, armed: true };
     buffer.set(H_ROOT_PID, pid as u64);
-    let t0 = crate::pages::monotonic_ns();
+    let t0 = coldstart_sys::monotonic_ns();
     let started = Instant::now();
     // SAFETY: continuing our own child, stopped before its exec.
     unsafe { libc::kill(pid, libc::SIGCONT) };

@@ -171,8 +171,7 @@ fn check_program(options: &ProfileOptions) -> Result<PathBuf, ProfileError> {
         check_elf_header(&path)?;
     }
     let meta = std::fs::metadata(&path).map_err(|e| ProfileError::os("stat", e))?;
-    // SAFETY: geteuid has no preconditions.
-    if meta.mode() & 0o6000 != 0 && unsafe { libc::geteuid() } != 0 {
+    if meta.mode() & 0o6000 != 0 && !coldstart_sys::is_root() {
         return Err(ProfileError::Setuid { path });
     }
     Ok(path)

@@ -111,13 +111,6 @@ impl Drop for Instance {
     }
 }
 
-pub(crate) fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime fills the timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// (major, minor, inode) -> path, from the files the process group maps or holds open.
 fn snapshot_files(pgid: i32, into: &mut HashMap<(u32, u32, u64), PathBuf>) {
     let Ok(dir) = std::fs::read_dir("/proc") else { return };
@@ -224,8 +217,7 @@ pub(crate) fn record_pages(
     options: &ProfileOptions,
     path: &Path,
 ) -> Result<(PageProfile, Vec<String>), ProfileError> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !coldstart_sys::is_root() {
         return crate::perf::record_pages_perf(options, path);
     }
     let instance = Instance::create()?;
@@ -240,7 +232,7 @@ pub(crate) fn record_pages(
     let guard = crate::trace::TreeGuard { pgid: pid, armed: true };
     instance.write("set_event_pid", &pid.to_string())?;
     instance.write("tracing_on", "1")?;
-    let t0 = monotonic_ns();
+    let t0 = coldstart_sys::monotonic_ns();
     // SAFETY: continuing our own stopped child.
     unsafe { libc::kill(pid, libc::SIGCONT) };
 

@@ -12,6 +12,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
 
+use std::os::fd::IntoRawFd;
+
+use coldstart_sys::perf;
+
 use crate::format::{PageAccess, PageProfile};
 use crate::pages::PagesError;
 use crate::{ProfileError, ProfileOptions};
@@ -22,47 +26,6 @@ const PAGE: usize = 4096;
 const PERF_RECORD_MMAP2: u32 = 10;
 const PERF_RECORD_SAMPLE: u32 = 9;
 const PERF_RECORD_LOST: u32 = 2;
-const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
-
-/// `struct perf_event_attr` up to `aux_watermark` (PERF_ATTR_SIZE_VER5, 112 bytes).
-#[repr(C)]
-#[derive(Default)]
-struct PerfEventAttr {
-    kind: u32,
-    size: u32,
-    config: u64,
-    sample_period: u64,
-    sample_type: u64,
-    read_format: u64,
-    flags: u64,
-    wakeup_events: u32,
-    bp_type: u32,
-    config1: u64,
-    config2: u64,
-    branch_sample_type: u64,
-    sample_regs_user: u64,
-    sample_stack_user: u32,
-    clockid: i32,
-    sample_regs_intr: u64,
-    aux_watermark: u32,
-    sample_max_stack: u16,
-    reserved: u16,
-}
-
-const FLAG_DISABLED: u64 = 1 << 0;
-const FLAG_INHERIT: u64 = 1 << 1;
-const FLAG_EXCLUDE_KERNEL: u64 = 1 << 5;
-const FLAG_EXCLUDE_HV: u64 = 1 << 6;
-const FLAG_MMAP: u64 = 1 << 8;
-const FLAG_ENABLE_ON_EXEC: u64 = 1 << 12;
-const FLAG_MMAP_DATA: u64 = 1 << 17;
-const FLAG_SAMPLE_ID_ALL: u64 = 1 << 18;
-const FLAG_MMAP2: u64 = 1 << 23;
-const FLAG_USE_CLOCKID: u64 = 1 << 25;
-const SAMPLE_TID: u64 = 1 << 1;
-const SAMPLE_TIME: u64 = 1 << 2;
-const SAMPLE_ADDR: u64 = 1 << 3;
-
 struct Ring {
     fd: i32,
     base: *mut u8,
@@ -83,42 +46,25 @@ impl Ring {
     /// One ring per CPU: the kernel refuses to map an inherited per-task event, and
     /// inheritance is what covers the threads and children of the program.
     fn open(pid: i32, cpu: i32) -> Result<Ring, PagesError> {
-        let attr = PerfEventAttr {
-            kind: 1, // PERF_TYPE_SOFTWARE
-            size: std::mem::size_of::<PerfEventAttr>() as u32,
-            config: 2, // PERF_COUNT_SW_PAGE_FAULTS
-            sample_period: 1,
-            sample_type: SAMPLE_TID | SAMPLE_TIME | SAMPLE_ADDR,
-            flags: FLAG_DISABLED
-                | FLAG_INHERIT
-                | FLAG_EXCLUDE_KERNEL
-                | FLAG_EXCLUDE_HV
-                | FLAG_MMAP
-                | FLAG_ENABLE_ON_EXEC
-                | FLAG_MMAP_DATA
-                | FLAG_SAMPLE_ID_ALL
-                | FLAG_MMAP2
-                | FLAG_USE_CLOCKID,
-            clockid: libc::CLOCK_MONOTONIC,
-            ..Default::default()
-        };
-        // SAFETY: perf_event_open with a fully initialised attribute struct.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_perf_event_open,
-                &attr as *const PerfEventAttr,
-                pid,
-                cpu,
-                -1,
-                PERF_FLAG_FD_CLOEXEC,
-            )
-        } as i32;
-        if fd < 0 {
-            return Err(PagesError::Perf(format!(
-                "perf_event_open: {} (check /proc/sys/kernel/perf_event_paranoid <= 2, or run as root for tracefs)",
-                std::io::Error::last_os_error()
-            )));
-        }
+        let mut attr = perf::Attr::new(perf::TYPE_SOFTWARE, perf::COUNT_SW_PAGE_FAULTS);
+        attr.sample_period = 1;
+        attr.sample_type = perf::SAMPLE_TID | perf::SAMPLE_TIME | perf::SAMPLE_ADDR;
+        attr.flags = perf::FLAG_DISABLED
+            | perf::FLAG_INHERIT
+            | perf::FLAG_EXCLUDE_KERNEL
+            | perf::FLAG_EXCLUDE_HV
+            | perf::FLAG_MMAP
+            | perf::FLAG_ENABLE_ON_EXEC
+            | perf::FLAG_MMAP_DATA
+            | perf::FLAG_SAMPLE_ID_ALL
+            | perf::FLAG_MMAP2
+            | perf::FLAG_USE_CLOCKID;
+        attr.clockid = libc::CLOCK_MONOTONIC;
+        let fd = perf::open(&attr, pid, cpu).map(IntoRawFd::into_raw_fd).map_err(|e| {
+            PagesError::Perf(format!(
+                "perf_event_open: {e} (check /proc/sys/kernel/perf_event_paranoid <= 2, or run as root for tracefs)"
+            ))
+        })?;
         let len = (1 + DATA_PAGES) * PAGE;
         // SAFETY: mapping the event's ring buffer as the perf ABI describes.
         let base = unsafe {
@@ -188,7 +134,7 @@ pub(crate) fn record_pages_perf(
     // SAFETY: sysconf has no preconditions.
     let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as i32;
     let rings = (0..cpus).map(|cpu| Ring::open(pid, cpu)).collect::<Result<Vec<_>, _>>()?;
-    let t0 = crate::pages::monotonic_ns();
+    let t0 = coldstart_sys::monotonic_ns();
     // SAFETY: continuing our own stopped child.
     unsafe { libc::kill(pid, libc::SIGCONT) };
     let mut records = Vec::new();

@@ -4,7 +4,7 @@
 use std::ffi::{CString, OsString};
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -41,13 +41,7 @@ fn cstring(s: &[u8]) -> Result<CString, ProfileError> {
 }
 
 fn pipe() -> Result<(OwnedFd, OwnedFd), ProfileError> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two descriptors into `fds`.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(ProfileError::os("pipe2", std::io::Error::last_os_error()));
-    }
-    // SAFETY: both descriptors are fresh and owned by us.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    coldstart_sys::pipe(libc::O_CLOEXEC).map_err(|e| ProfileError::os("pipe2", e))
 }
 
 /// Fork; the child joins a new process group, optionally asks to be traced, stops itself,

@@ -74,8 +74,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         workload.startup.len(),
     );
 
-    // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = coldstart_sys::is_root();
     let caches = if root { "cold,selective,warm,hot" } else { "selective,warm,hot" };
     let json = args.dir.join("measure.json");
     println!("\n== 2. start-up in each cache state");

@@ -1,0 +1,73 @@
+//! The few Linux calls that several stages make, written once.
+//!
+//! Each is a thin, safe wrapper: the stage crates keep their own logic (what to count, what
+//! to trace) and share only the system interface. Nothing here allocates on a hot path or
+//! keeps state.
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd};
+
+pub mod perf;
+
+/// Whether the process runs with an effective user id of 0 (cgroups, `drop_caches`,
+/// tracefs, loop devices and ptrace of any program need it).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds: the clock of the kernel's trace events and of
+/// `perf_event_open` with `use_clockid`, so times from both can be compared.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime fills the timespec we own; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A pipe, `(read end, write end)`, with `pipe2` flags (`O_CLOEXEC`, `O_NONBLOCK`).
+pub fn pipe(flags: i32) -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two fds on success, which we own from here on.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), flags) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: two fresh descriptors nobody else owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    #[test]
+    fn the_monotonic_clock_moves_forward() {
+        let a = monotonic_ns();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert!(monotonic_ns() >= a + 2_000_000);
+    }
+
+    #[test]
+    fn a_pipe_carries_bytes_and_has_its_flags() {
+        let (r, w) = pipe(libc::O_CLOEXEC).unwrap();
+        std::fs::File::from(w).write_all(b"ok").unwrap();
+        let mut s = String::new();
+        std::fs::File::from(r).read_to_string(&mut s).unwrap();
+        assert_eq!(s, "ok");
+        let (r, _w) = pipe(libc::O_CLOEXEC | libc::O_NONBLOCK).unwrap();
+        let err = std::fs::File::from(r).read(&mut [0u8; 1]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+    }
+
+    #[test]
+    fn is_root_agrees_with_the_kernel() {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let euid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .unwrap();
+        assert_eq!(is_root(), euid == "0");
+    }
+}
