@@ -6,6 +6,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use coldstart_units::parse_size;
+
 use serde::{Deserialize, Serialize};
 
 /// The Linux default read-ahead (`read_ahead_kb`) of a block device.
@@ -141,20 +143,6 @@ impl FromStr for StorageProfile {
     }
 }
 
-/// `123`, `64k`, `20m`, `1g` (binary multiples; `KiB`/`MiB`/`GiB` and a trailing `b` accepted).
-fn parse_size(text: &str) -> Result<u64, String> {
-    let lower = text.to_ascii_lowercase();
-    let trimmed = lower.trim_end_matches('b').trim_end_matches('i');
-    let (digits, multiplier) = match trimmed.chars().last() {
-        Some('k') => (&trimmed[..trimmed.len() - 1], 1u64 << 10),
-        Some('m') => (&trimmed[..trimmed.len() - 1], 1 << 20),
-        Some('g') => (&trimmed[..trimmed.len() - 1], 1 << 30),
-        _ => (trimmed, 1),
-    };
-    let n: u64 = digits.parse().map_err(|_| format!("`{text}` is not a number with k, m or g"))?;
-    n.checked_mul(multiplier).ok_or_else(|| format!("`{text}` is too large"))
-}
-
 impl fmt::Display for StorageProfile {
     /// The profile's name, or a `custom:` spec that parses back to the same profile.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -219,7 +207,7 @@ mod tests {
             ("floppy", "unknown profile"),
             ("custom:", "at least one"),
             ("custom:iops=0", "greater than 0"),
-            ("custom:iops=ten", "not a number"),
+            ("custom:iops=ten", "is not a size"),
             ("custom:speed=5", "unknown key `speed`"),
             ("custom:iops=5,iops=6", "given twice"),
             ("custom:readahead=1000", "whole number of KiB"),

@@ -43,40 +43,11 @@ impl PageModelArgs {
     }
 }
 
-/// Parse a byte size: `4096`, `4k`, `128K`, `128KiB`, `2m`, `1g` (binary multiples).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let t = t.trim_end_matches('b').trim_end_matches('i');
-    let (num, mult) = match t.chars().last() {
-        Some('k') => (&t[..t.len() - 1], 1u64 << 10),
-        Some('m') => (&t[..t.len() - 1], 1 << 20),
-        Some('g') => (&t[..t.len() - 1], 1 << 30),
-        _ => (t, 1),
-    };
-    let n: u64 =
-        num.parse().map_err(|_| format!("`{s}` is not a size (examples: 4096, 4k, 128k, 2m)"))?;
-    n.checked_mul(mult).ok_or_else(|| format!("`{s}` is too large"))
-}
+pub use coldstart_units::parse_size;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_parse_with_binary_multiples() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("4k"), Ok(4096));
-        assert_eq!(parse_size("128K"), Ok(128 << 10));
-        assert_eq!(parse_size("128KiB"), Ok(128 << 10));
-        assert_eq!(parse_size("2mb"), Ok(2 << 20));
-        assert_eq!(parse_size(" 1g "), Ok(1 << 30));
-        assert_eq!(parse_size("0"), Ok(0));
-        assert!(parse_size("k").is_err());
-        assert!(parse_size("four").is_err());
-        assert!(parse_size("-4k").is_err());
-        assert!(parse_size("99999999999999999999k").is_err());
-        assert!(parse_size("18014398509481984k").unwrap_err().contains("too large"));
-    }
 
     #[test]
     fn a_zero_page_size_is_refused() {
