@@ -11,6 +11,8 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use coldstart_error::Category;
+
 use crate::manifest::{Chunk, Sha256Hex};
 use crate::verify_chunk;
 
@@ -19,6 +21,15 @@ use crate::verify_chunk;
 pub enum CacheError {
     #[error("cannot use chunk cache {path}: {source}; choose another with --cache-dir")]
     Io { path: PathBuf, source: io::Error },
+}
+
+impl CacheError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            CacheError::Io { .. } => Category::Environment,
+        }
+    }
 }
 
 /// A content-addressed chunk cache in a directory.

@@ -11,6 +11,7 @@
 
 use std::path::Path;
 
+use coldstart_error::Category;
 use serde::{Deserialize, Serialize};
 
 /// The `format` name of a hot list.
@@ -53,6 +54,19 @@ pub enum HotListError {
     Format { path: String, format: String },
     #[error("hot list {path} is version {version}; this build reads version {VERSION}")]
     Version { path: String, version: u32 },
+}
+
+impl HotListError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            HotListError::Read { .. }
+            | HotListError::Json { .. }
+            | HotListError::Format { .. }
+            | HotListError::Version { .. } => Category::Usage,
+            HotListError::Write { .. } => Category::Environment,
+        }
+    }
 }
 
 impl HotList {

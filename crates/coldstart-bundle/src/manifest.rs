@@ -9,6 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::{Component, Path};
 
+use coldstart_error::Category;
 use serde::{Deserialize, Serialize};
 
 /// The `format` name every manifest carries.
@@ -188,6 +189,29 @@ pub enum ManifestError {
     Stored { path: String, index: usize, detail: String },
     #[error("the hot set's size is {stated} but its chunks add up to {actual}")]
     HotSize { stated: u64, actual: u64 },
+}
+
+impl ManifestError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            ManifestError::Json(_)
+            | ManifestError::Format(_)
+            | ManifestError::Version(_)
+            | ManifestError::ChunkSize
+            | ManifestError::UnsafePath(_)
+            | ManifestError::Duplicate(_)
+            | ManifestError::NoParent(_)
+            | ManifestError::Overlap { .. }
+            | ManifestError::Size { .. }
+            | ManifestError::NoTarget(_)
+            | ManifestError::HotRef { .. }
+            | ManifestError::HotDuplicate { .. }
+            | ManifestError::NoFileDigest(_)
+            | ManifestError::Stored { .. }
+            | ManifestError::HotSize { .. } => Category::Usage,
+        }
+    }
 }
 
 /// Whether `p` is a safe relative path: non-empty, only normal components.

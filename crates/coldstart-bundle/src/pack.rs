@@ -11,6 +11,8 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use coldstart_error::Category;
+
 use crate::hotlist::HotList;
 use crate::manifest::{
     Chunk, ChunkRef, Compression, Entry, EntryKind, HotSet, Manifest, Sha256Hex, FORMAT, VERSION,
@@ -65,6 +67,21 @@ pub enum PackError {
     NotUtf8(PathBuf),
     #[error("{0}: the symbolic link's target is not UTF-8")]
     TargetNotUtf8(PathBuf),
+}
+
+impl PackError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            PackError::ChunkSize
+            | PackError::Level(_)
+            | PackError::Exists(_)
+            | PackError::Unsupported(_)
+            | PackError::NotUtf8(_)
+            | PackError::TargetNotUtf8(_) => Category::Usage,
+            PackError::Compress { .. } | PackError::Io { .. } => Category::Environment,
+        }
+    }
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> PackError + '_ {

@@ -29,6 +29,7 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
+use coldstart_error::Category;
 use coldstart_profile_format::{FormatError, Profile};
 
 use crate::hotlist::{HotList, Touch};
@@ -122,6 +123,18 @@ pub enum ProfileHotListError {
     NoPages { path: PathBuf },
     #[error("no profile given")]
     NoProfiles,
+}
+
+impl ProfileHotListError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            ProfileHotListError::Profile(e) => e.category(),
+            ProfileHotListError::NoPages { .. } | ProfileHotListError::NoProfiles => {
+                Category::Usage
+            }
+        }
+    }
 }
 
 /// Reads page profiles (unknown versions are refused by the profile reader).

@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
+use coldstart_error::Category;
+
 use crate::manifest::{Chunk, Compression, Manifest, ManifestError};
 use crate::{blob_path, decode_chunk};
 
@@ -77,6 +79,22 @@ pub enum FetchError {
     Aborted { url: String },
     #[error("manifest: {0}")]
     Manifest(#[from] ManifestError),
+}
+
+impl FetchError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            FetchError::Url(_) => Category::Usage,
+            FetchError::Manifest(e) => e.category(),
+            FetchError::Io { .. }
+            | FetchError::Status { .. }
+            | FetchError::Protocol { .. }
+            | FetchError::Corrupt { .. }
+            | FetchError::GaveUp { .. }
+            | FetchError::Aborted { .. } => Category::Environment,
+        }
+    }
 }
 
 impl FetchError {

@@ -25,6 +25,8 @@
 //! checksum), for the strategies that need the manifest only. Both are copies: a reader that
 //! finds neither (a bundle packed before them) reads `manifest.json`.
 
+use coldstart_error::Category;
+
 use crate::manifest::{Manifest, ManifestError};
 
 /// The start object's path inside a bundle.
@@ -86,6 +88,22 @@ pub enum StartError {
     Length { got: u64, want: u64 },
     #[error("its manifest is not manifest.json")]
     Differs,
+}
+
+impl StartError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            StartError::Magic
+            | StartError::Version(_)
+            | StartError::Encoding(_)
+            | StartError::TooLarge(_)
+            | StartError::Corrupt
+            | StartError::HotLength { .. }
+            | StartError::Length { .. }
+            | StartError::Differs => Category::Usage,
+        }
+    }
 }
 
 impl StartHeader {
@@ -204,6 +222,16 @@ pub enum CompressedManifestError {
     /// It decodes to a manifest that is not valid: the bundle is rejected.
     #[error(transparent)]
     Manifest(#[from] ManifestError),
+}
+
+impl CompressedManifestError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            CompressedManifestError::Start(e) => e.category(),
+            CompressedManifestError::Manifest(e) => e.category(),
+        }
+    }
 }
 
 /// The start object of a bundle whose manifest is `json` and hot blob `hot`: the manifest

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use coldstart_error::Category;
+
 /// Why an ELF file could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ElfError {
@@ -23,6 +25,18 @@ pub enum ElfError {
     /// The headers are damaged or truncated.
     #[error("{path} is a malformed ELF file: {message}")]
     Malformed { path: PathBuf, message: String },
+}
+
+impl ElfError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            ElfError::Io { .. }
+            | ElfError::NotElf { .. }
+            | ElfError::Unsupported32Bit { .. }
+            | ElfError::Malformed { .. } => Category::Usage,
+        }
+    }
 }
 
 impl ElfError {

@@ -172,13 +172,7 @@ pub fn bolt(
     has_relocations: bool,
 ) -> Result<String, LayoutError> {
     if !has_relocations {
-        return Err(LayoutError::Tool {
-            tool: "llvm-bolt".into(),
-            message: format!(
-                "{} has no static relocations (it was not linked with --emit-relocs): BOLT can move functions only when it can fix every reference to them, as the paper's own rewriting tool could. Relink with -Wl,--emit-relocs (or use `coldstart link`, which relinks with the order directly)",
-                binary.display()
-            ),
-        });
+        return Err(LayoutError::NoRelocations { binary: binary.to_owned() });
     }
     let bolt = find_bolt()?;
     let tmp_out = out.with_extension("coldstart-tmp");

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use coldstart_error::Category;
+
 /// Why a layout step failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LayoutError {
@@ -32,11 +34,32 @@ pub enum LayoutError {
     #[error("{linker} cannot take a function order: {reason}. Instead: {alternative}")]
     UnsupportedLinker { linker: String, reason: String, alternative: String },
     /// An external tool (llvm-bolt, the user's build) could not be run or failed.
+    #[error("{0} has no static relocations (it was not linked with --emit-relocs): BOLT can move functions only when it can fix every reference to them, as the paper's own rewriting tool could. Relink with -Wl,--emit-relocs (or use `coldstart link`, which relinks with the order directly)", .binary.display())]
+    NoRelocations { binary: PathBuf },
     #[error("{tool} failed: {message}")]
     Tool { tool: String, message: String },
     /// Bad option value.
     #[error("{0}")]
     Invalid(String),
+}
+
+impl LayoutError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            LayoutError::Invalid(_)
+            | LayoutError::NoSuchModule { .. }
+            | LayoutError::UnsupportedLinker { .. }
+            | LayoutError::Profile { .. }
+            | LayoutError::ProfileVersion { .. }
+            | LayoutError::EmptyOrder { .. }
+            | LayoutError::NoRelocations { .. } => Category::Usage,
+            LayoutError::Elf(e) => e.category(),
+            // Reading is of the user's inputs; writing and tools are the machine's.
+            LayoutError::Io { action, .. } if action.starts_with("read") => Category::Usage,
+            LayoutError::Io { .. } | LayoutError::Tool { .. } => Category::Environment,
+        }
+    }
 }
 
 impl LayoutError {

@@ -15,6 +15,7 @@ use coldstart_bundle::{
     decode_chunk, Chunk, ChunkCache, EntryKind, FetchError, HotList, Manifest, ManifestError,
     Remote, Sha256Hex, Touch,
 };
+use coldstart_error::Category;
 use serde::Serialize;
 
 /// When to fetch what.
@@ -100,6 +101,17 @@ pub enum EngineError {
     Timeout(Duration),
     #[error("no such chunk")]
     NoChunk,
+}
+
+impl EngineError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            EngineError::Fetch(_) | EngineError::Timeout(_) | EngineError::NoChunk => {
+                Category::Environment
+            }
+        }
+    }
 }
 
 /// What a mount did, for the report at unmount.

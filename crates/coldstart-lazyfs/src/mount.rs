@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use coldstart_bundle::remote::{get_manifest, open, FetchedManifest};
 use coldstart_bundle::start::START_OBJECT;
 use coldstart_bundle::{CacheError, ChunkCache, FetchError, FetchOptions, HotListError};
+use coldstart_error::Category;
 use fuser::{MountOption, Session, SessionUnmounter};
 
 use crate::engine::{
@@ -91,6 +92,25 @@ pub enum MountError {
     Record(#[from] HotListError),
     #[error("cannot measure the link for --strategy auto: {0}; give it with --link-hint BW/LAT")]
     Probe(#[source] FetchError),
+}
+
+impl MountError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            MountError::Missing(_)
+            | MountError::NotADirectory(_)
+            | MountError::NotEmpty(_)
+            | MountError::Busy(_)
+            | MountError::Manifest(_) => Category::Usage,
+            MountError::Cache(e) => e.category(),
+            MountError::Record(e) => e.category(),
+            MountError::Prefetch { .. }
+            | MountError::Fuse { .. }
+            | MountError::Unmount(_)
+            | MountError::Probe(_) => Category::Environment,
+        }
+    }
 }
 
 /// A mounted bundle. Dropping it unmounts.

@@ -47,6 +47,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use coldstart_error::Category;
 use serde::{Deserialize, Serialize};
 
 pub use holders::{find_holders, find_holders_in};
@@ -116,6 +117,16 @@ pub enum CacheError {
         #[source]
         source: io::Error,
     },
+}
+
+impl CacheError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            CacheError::NotRoot => Category::Privilege,
+            CacheError::Io { .. } => Category::Environment,
+        }
+    }
 }
 
 /// Residency of one file in the page cache.

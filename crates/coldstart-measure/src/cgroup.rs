@@ -42,6 +42,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use coldstart_error::Category;
+
 /// The directory (under each hierarchy's mount point) holding coldstart's run cgroups.
 pub const PARENT_NAME: &str = "coldstart";
 
@@ -70,6 +72,16 @@ pub enum CgroupError {
         "cannot create cgroup {path}: {source} (needs root, or write access to the cgroup tree)"
     )]
     Create { path: PathBuf, source: io::Error },
+}
+
+impl CgroupError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            CgroupError::Unavailable(_) => Category::Environment,
+            CgroupError::Create { .. } => Category::Privilege,
+        }
+    }
 }
 
 /// The cgroup hierarchies coldstart uses: the directories under which run cgroups are made.

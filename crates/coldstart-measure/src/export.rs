@@ -13,6 +13,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use coldstart_error::Category;
+
 use crate::result::{
     CommandResult, Comparison, Counters, MeasureReport, Outcome, RunRecord, FORMAT_NAME,
     FORMAT_VERSION,
@@ -37,6 +39,17 @@ pub enum ExportError {
     /// The JSON is malformed or does not match the format.
     #[error("invalid {FORMAT_NAME} report: {0}")]
     Json(#[from] serde_json::Error),
+}
+
+impl ExportError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            ExportError::WrongFormat { .. }
+            | ExportError::UnsupportedVersion { .. }
+            | ExportError::Json(_) => Category::Usage,
+        }
+    }
 }
 
 /// The per-run metrics, in the order of the CSV columns, as named in

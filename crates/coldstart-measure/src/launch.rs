@@ -48,6 +48,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use coldstart_error::Category;
+
 use crate::cgroup::{Hierarchy, RunCgroup};
 use crate::ready::{self, Ready};
 use crate::result::{Counters, Outcome};
@@ -110,6 +112,23 @@ pub enum LaunchError {
     StorageWithoutCgroup(String),
     #[error(transparent)]
     Window(#[from] ready::x11::WindowError),
+}
+
+impl LaunchError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            LaunchError::EmptyCommand
+            | LaunchError::NotFound(_)
+            | LaunchError::IsDirectory(_)
+            | LaunchError::NotExecutable(_)
+            | LaunchError::Exec { .. } => Category::Usage,
+            LaunchError::Setup(_) | LaunchError::StorageWithoutCgroup(_) => Category::Environment,
+            LaunchError::Cgroup(e) => e.category(),
+            LaunchError::Storage(e) => e.category(),
+            LaunchError::Window(e) => e.category(),
+        }
+    }
 }
 
 /// What a run on emulated storage ([`crate::storage`]) needs from the executor: the hook that

@@ -36,6 +36,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use coldstart_error::Category;
 use coldstart_sys::is_root;
 
 use crate::cache::{self, CacheError, CacheState};
@@ -117,6 +118,19 @@ pub enum MeasureError {
     Storage(#[from] StorageError),
     #[error("interrupted: the emulated storage was torn down")]
     Interrupted,
+}
+
+impl MeasureError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            MeasureError::Invalid(_) => Category::Usage,
+            MeasureError::Launch(e) => e.category(),
+            MeasureError::NeedsRoot => Category::Privilege,
+            MeasureError::Cache { .. } | MeasureError::Interrupted => Category::Environment,
+            MeasureError::Storage(e) => e.category(),
+        }
+    }
 }
 
 impl MeasureOptions {

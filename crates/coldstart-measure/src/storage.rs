@@ -69,6 +69,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
+use coldstart_error::Category;
+
 pub use loopdev::LoopDevice;
 pub use namespace::EnterHook;
 pub use profile::{ParseProfileError, StorageProfile, BUILTIN_PROFILES, DEFAULT_READAHEAD_KB};
@@ -174,6 +176,24 @@ pub enum StorageError {
         /// The program directory that contains it.
         entry: PathBuf,
     },
+}
+
+impl StorageError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            StorageError::NotRoot => Category::Privilege,
+            StorageError::NothingToCopy | StorageError::WorkDirInsideProgram { .. } => {
+                Category::Usage
+            }
+            StorageError::Io { .. }
+            | StorageError::Command { .. }
+            | StorageError::NoDirectIo { .. }
+            | StorageError::ReadAheadNotApplied { .. }
+            | StorageError::NoIoController { .. }
+            | StorageError::ThrottleNotApplied { .. } => Category::Environment,
+        }
+    }
 }
 
 impl StorageError {

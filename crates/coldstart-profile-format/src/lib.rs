@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use coldstart_error::Category;
 use serde::{Deserialize, Serialize};
 
 /// The format name written in every profile.
@@ -189,6 +190,22 @@ pub enum FormatError {
     ModuleNotInProfile { binary: PathBuf },
     #[error("cannot merge: {0}")]
     Merge(String),
+}
+
+impl FormatError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            FormatError::Read { .. }
+            | FormatError::Parse { .. }
+            | FormatError::WrongFormat { .. }
+            | FormatError::UnknownVersion { .. }
+            | FormatError::BuildIdMismatch { .. }
+            | FormatError::ModuleNotInProfile { .. }
+            | FormatError::Merge(_) => Category::Usage,
+            FormatError::Write { .. } => Category::Environment,
+        }
+    }
 }
 
 impl Profile {

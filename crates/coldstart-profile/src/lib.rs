@@ -42,6 +42,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use coldstart_error::Category;
+
 pub use coldstart_elf::SymbolOptions;
 pub use format::{merge, FormatError, Module, PageProfile, Profile, Stop, Touch};
 pub use ready::Ready;
@@ -148,6 +150,24 @@ pub enum ProfileError {
     Setup(String),
     #[error(transparent)]
     Pages(#[from] pages::PagesError),
+}
+
+impl ProfileError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            ProfileError::NoCommand
+            | ProfileError::CommandNotFound { .. }
+            | ProfileError::UnsupportedMachine { .. }
+            | ProfileError::AuditUnsupported { .. } => Category::Usage,
+            ProfileError::Elf(e) => e.category(),
+            ProfileError::Setuid { .. } | ProfileError::CannotTrace { .. } => Category::Privilege,
+            ProfileError::Exec { .. } | ProfileError::Os { .. } | ProfileError::Setup(_) => {
+                Category::Environment
+            }
+            ProfileError::Pages(e) => e.category(),
+        }
+    }
 }
 
 impl ProfileError {

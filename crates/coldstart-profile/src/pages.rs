@@ -20,6 +20,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use coldstart_error::Category;
+
 use crate::format::{PageAccess, PageFile, PageProfile};
 use crate::{ProfileError, ProfileOptions, Ready};
 
@@ -34,6 +36,16 @@ pub enum PagesError {
     Perf(String),
     #[error("tracefs at {path}: {message}")]
     Tracefs { path: PathBuf, message: String },
+}
+
+impl PagesError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            PagesError::Perf(_) => Category::Privilege,
+            PagesError::Tracefs { .. } => Category::Environment,
+        }
+    }
 }
 
 fn tracefs_err(path: &Path, e: impl std::fmt::Display) -> PagesError {

@@ -9,6 +9,7 @@
 
 use std::os::fd::{AsRawFd, RawFd};
 
+use coldstart_error::Category;
 use regex::Regex;
 use x11rb::connection::Connection;
 use x11rb::protocol::xproto::{
@@ -30,6 +31,16 @@ pub enum WindowError {
     Connect { display: String, reason: String },
     #[error("the X connection to DISPLAY={display} failed: {reason}")]
     Lost { display: String, reason: String },
+}
+
+impl WindowError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            WindowError::Connect { .. } => Category::Usage,
+            WindowError::Lost { .. } => Category::Environment,
+        }
+    }
 }
 
 /// A connection to `$DISPLAY` watching for a mapped window whose name matches a pattern.

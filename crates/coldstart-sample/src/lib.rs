@@ -40,6 +40,8 @@ mod rng;
 
 use std::path::PathBuf;
 
+use coldstart_error::Category;
+
 pub use builder::{
     build, build_cached, cflags, check_tools, generate_sources, ldflags, workloads, CC, LLD,
 };
@@ -101,6 +103,20 @@ pub enum Error {
         /// What is wrong and what to do.
         detail: String,
     },
+}
+
+impl Error {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            Error::Config(_)
+            | Error::OutputNotEmpty(_)
+            | Error::Manifest { .. }
+            | Error::Format { .. } => Category::Usage,
+            Error::ToolMissing { .. } => Category::Environment,
+            Error::Tool { .. } | Error::Io { .. } => Category::Environment,
+        }
+    }
 }
 
 #[cfg(test)]

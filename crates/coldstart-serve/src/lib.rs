@@ -37,6 +37,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use coldstart_error::Category;
+
 /// Why a server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -46,6 +48,16 @@ pub enum ServeError {
     NotADirectory { path: String },
     #[error("{path}: {source}")]
     Io { path: String, source: std::io::Error },
+}
+
+impl ServeError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            ServeError::Bind { .. } | ServeError::NotADirectory { .. } => Category::Usage,
+            ServeError::Io { .. } => Category::Environment,
+        }
+    }
 }
 
 /// Counters of a running server or proxy.

@@ -1,4 +1,4 @@
-//! Named exit codes.
+//! Named exit codes, and the one place where an error becomes one.
 //!
 //! | code | meaning |
 //! | --- | --- |
@@ -7,20 +7,25 @@
 //! | 2 | bad input: a flag, a file or a command that cannot be used; nothing was run |
 //! | 3 | a missing privilege or kernel feature |
 //! | 70 | an internal or environmental error while running |
+//!
+//! Every library error says what kind of failure it is ([`Category`], an exhaustive match in
+//! each library); [`code_for`] finds the first error of the chain that knows its category.
+//! Commands add context (the flag, the file) with anyhow and never pick a code themselves,
+//! except through [`usage`] and [`privilege`] for what they check before any library runs.
 
+use std::error::Error;
 use std::process::ExitCode;
+
+use coldstart_error::Category;
 
 pub const SUCCESS: ExitCode = ExitCode::SUCCESS;
 pub const FAILURE_FOUND: u8 = 1;
-pub const USAGE: u8 = 2;
-pub const PRIVILEGE: u8 = 3;
-pub const SOFTWARE: u8 = 70;
 
-/// An error that carries its exit code: raised by the command modules for bad input and
-/// missing privileges, so `main` can map it without inspecting message text.
+/// An error raised by the command line itself, with its category: bad input it checked, or a
+/// missing privilege.
 #[derive(Debug)]
 pub struct Coded {
-    pub code: u8,
+    pub category: Category,
     pub message: String,
 }
 
@@ -30,23 +35,106 @@ impl std::fmt::Display for Coded {
     }
 }
 
-impl std::error::Error for Coded {}
+impl Error for Coded {}
 
 /// Bad input: exit code 2.
 pub fn usage(message: impl Into<String>) -> anyhow::Error {
-    Coded { code: USAGE, message: message.into() }.into()
+    Coded { category: Category::Usage, message: message.into() }.into()
 }
 
 /// A missing privilege or kernel feature: exit code 3.
 #[allow(dead_code)]
 pub fn privilege(message: impl Into<String>) -> anyhow::Error {
-    Coded { code: PRIVILEGE, message: message.into() }.into()
+    Coded { category: Category::Privilege, message: message.into() }.into()
+}
+
+/// The category of an error: that of the outermost cause that knows its own; an error no
+/// library describes (a bare I/O error, say) is internal.
+pub fn category(err: &anyhow::Error) -> Category {
+    err.chain().find_map(category_of).unwrap_or(Category::Internal)
 }
 
 pub fn code_for(err: &anyhow::Error) -> ExitCode {
-    let code = err
-        .chain()
-        .find_map(|cause| cause.downcast_ref::<Coded>().map(|c| c.code))
-        .unwrap_or(SOFTWARE);
-    ExitCode::from(code)
+    ExitCode::from(category(err).exit_code())
+}
+
+/// Every error type of the libraries, by its own `category()`.
+fn category_of(cause: &(dyn Error + 'static)) -> Option<Category> {
+    macro_rules! known {
+        ($($ty:ty),+ $(,)?) => {
+            $(if let Some(e) = cause.downcast_ref::<$ty>() {
+                return Some(e.category());
+            })+
+        };
+    }
+    if let Some(c) = cause.downcast_ref::<Coded>() {
+        return Some(c.category);
+    }
+    known!(
+        coldstart_measure::measure::MeasureError,
+        coldstart_measure::launch::LaunchError,
+        coldstart_measure::cgroup::CgroupError,
+        coldstart_measure::cache::CacheError,
+        coldstart_measure::storage::StorageError,
+        coldstart_measure::export::ExportError,
+        coldstart_measure::x11::WindowError,
+        coldstart_profile::ProfileError,
+        coldstart_profile::pages::PagesError,
+        coldstart_profile::FormatError,
+        coldstart_elf::ElfError,
+        coldstart_layout::LayoutError,
+        coldstart_bundle::CacheError,
+        coldstart_bundle::HotListError,
+        coldstart_bundle::ManifestError,
+        coldstart_bundle::PackError,
+        coldstart_bundle::FetchError,
+        coldstart_bundle::profile::ProfileHotListError,
+        coldstart_bundle::start::StartError,
+        coldstart_bundle::start::CompressedManifestError,
+        coldstart_serve::ServeError,
+        coldstart_lazyfs::MountError,
+        coldstart_lazyfs::EngineError,
+        coldstart_sample::Error,
+    );
+    None
+}
+
+/// The message of an error and its causes, each cause once: a library message that already
+/// quotes its source (`cannot read P: No such file`) is not followed by the source again.
+pub fn render(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_outermost_known_cause_decides() {
+        let e: anyhow::Error = coldstart_measure::cache::CacheError::NotRoot.into();
+        assert_eq!(category(&e), Category::Privilege);
+        let e = e.context("--cache cold");
+        assert_eq!(category(&e), Category::Privilege, "context does not hide the category");
+        assert_eq!(code_for(&usage("bad flag")), ExitCode::from(2));
+        assert_eq!(category(&anyhow::anyhow!("no library said")), Category::Internal);
+    }
+
+    #[test]
+    fn a_cause_quoted_by_its_error_is_printed_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let e = coldstart_layout::LayoutError::Io { action: "read", path: "/p".into(), source: io };
+        let e = anyhow::Error::new(e).context("--binary /p");
+        assert_eq!(render(&e), "--binary /p: cannot read /p: No such file");
+    }
 }

@@ -21,7 +21,7 @@ fn main() -> ExitCode {
             if is_broken_pipe(&err) {
                 return exit::SUCCESS;
             }
-            eprintln!("coldstart: error: {err:#}");
+            eprintln!("coldstart: error: {}", exit::render(&err));
             exit::code_for(&err)
         }
     }

@@ -9,7 +9,6 @@ use coldstart_layout::binary::Binary;
 use coldstart_layout::input::Workload;
 use coldstart_layout::model::ReadAround;
 
-use super::order::coded;
 use super::page_model::PageModelArgs;
 
 #[derive(Debug, clap::Args)]
@@ -36,7 +35,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let workload =
         match &args.profile {
             Some(p) => {
-                let ws = Workload::read_profile(p).map_err(coded)?;
+                let ws = Workload::read_profile(p)?;
                 Some(ws.into_iter().next().ok_or_else(|| {
                     crate::exit::usage(format!("{} has no workload", p.display()))
                 })?)
@@ -55,9 +54,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let mut analyses = Vec::new();
     for (path, module) in targets {
-        let binary = Binary::open(&path).map_err(coded)?;
-        analyses
-            .push(analyze(&binary, workload.as_ref(), module.as_deref(), model).map_err(coded)?);
+        let binary = Binary::open(&path)?;
+        analyses.push(analyze(&binary, workload.as_ref(), module.as_deref(), model)?);
     }
     if args.json {
         if args.binary.is_some() {

@@ -7,8 +7,6 @@ use std::process::ExitCode;
 use coldstart_layout::binary::Binary;
 use coldstart_layout::verify::parse_order_file;
 
-use super::order::coded;
-
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The binary to rewrite (linked with -Wl,--emit-relocs).
@@ -25,7 +23,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let b = Binary::open(&args.binary).map_err(coded)?;
+    let b = Binary::open(&args.binary)?;
     let text = std::fs::read_to_string(&args.order).map_err(|e| {
         crate::exit::usage(format!("cannot read order file {}: {e}", args.order.display()))
     })?;
@@ -38,15 +36,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         list.path(),
         &args.output,
         b.info.has_emitted_relocations,
-    )
-    .map_err(|e| match e {
-        coldstart_layout::LayoutError::Tool { ref message, .. }
-            if message.contains("--emit-relocs") =>
-        {
-            crate::exit::usage(e.to_string())
-        }
-        other => coded(other),
-    })?;
+    )?;
     if args.verbose {
         eprint!("{log}");
     }

@@ -6,8 +6,6 @@ use std::process::ExitCode;
 
 use coldstart_layout::drivers::prepare_build;
 
-use super::order::coded;
-
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The order file (lld format: `coldstart order --format lld`).
@@ -31,7 +29,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let extra: Vec<String> =
         if args.pack_relocs { vec!["-Wl,-z,pack-relative-relocs".to_owned()] } else { vec![] };
-    let mut prepared = prepare_build(&args.build, &args.order, &extra).map_err(coded)?;
+    let mut prepared = prepare_build(&args.build, &args.order, &extra)?;
     eprintln!(
         "coldstart: building with {} and {}",
         prepared.flags.compile.join(" "),
@@ -60,7 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let expected = if args.profile.is_none() {
         // One order file may serve every module of the build: check the names this binary
         // defines (with --profile, every name of its module counts, missing ones included).
-        let b = coldstart_layout::binary::Binary::open(binary).map_err(coded)?;
+        let b = coldstart_layout::binary::Binary::open(binary)?;
         let defined: std::collections::HashSet<&str> =
             b.functions.iter().flat_map(|f| f.names.iter().map(String::as_str)).collect();
         let (mine, other): (Vec<String>, Vec<String>) =

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use coldstart_measure::launch::LinuxExecutor;
-use coldstart_measure::measure::{MeasureError, Progress, StorageOptions};
-use coldstart_measure::storage::{StorageError, StorageProfile};
+use coldstart_measure::measure::{Progress, StorageOptions};
+use coldstart_measure::storage::StorageProfile;
 use coldstart_measure::{export, CacheState, MeasureOptions, MeasureReport, Ready};
 
 use crate::exit;
@@ -150,18 +150,8 @@ fn options(args: &Args) -> anyhow::Result<MeasureOptions> {
         timeout: Duration::from_secs_f64(args.timeout),
         storage,
     };
-    opts.validate().map_err(coded)?;
+    opts.validate()?;
     Ok(opts)
-}
-
-fn coded(e: MeasureError) -> anyhow::Error {
-    match e {
-        MeasureError::NeedsRoot | MeasureError::Storage(StorageError::NotRoot) => {
-            exit::privilege(e.to_string())
-        }
-        MeasureError::Invalid(_) | MeasureError::Launch(_) => exit::usage(e.to_string()),
-        other => anyhow::Error::new(other),
-    }
 }
 
 fn write_exports(args: &Args, report: &MeasureReport) -> anyhow::Result<()> {
@@ -245,7 +235,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     };
-    let report = coldstart_measure::measure(&opts, &mut exec, &mut on_progress).map_err(coded)?;
+    let report = coldstart_measure::measure(&opts, &mut exec, &mut on_progress)?;
     if let Some(b) = &bar {
         b.finish_and_clear();
     }

@@ -189,13 +189,12 @@ pub fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A mount error, with the mount point where the error itself does not name it (bad input
+/// does: its message says which path and what to do).
 pub fn mount_error(dir: &Path, e: coldstart_lazyfs::MountError) -> anyhow::Error {
-    use coldstart_lazyfs::MountError as E;
-    match e {
-        E::Missing(_) | E::NotADirectory(_) | E::NotEmpty(_) | E::Busy(_) | E::Manifest(_) => {
-            crate::exit::usage(e.to_string())
-        }
-        other => anyhow::Error::new(other).context(format!("cannot mount on {}", dir.display())),
+    match e.category() {
+        coldstart_error::Category::Usage => e.into(),
+        _ => anyhow::Error::new(e).context(format!("cannot mount on {}", dir.display())),
     }
 }
 

@@ -10,7 +10,7 @@ use coldstart_layout::input::Workload;
 use coldstart_layout::model::ReadAround;
 use coldstart_layout::order::{compute, Algorithm, ClusterOptions};
 use coldstart_layout::symbols::Bindings;
-use coldstart_layout::{evaluate, writers, LayoutError};
+use coldstart_layout::{evaluate, writers};
 
 use super::page_model::PageModelArgs;
 
@@ -57,23 +57,6 @@ pub struct Args {
     pub json: bool,
 }
 
-/// Map a library error to an exit code: bad input is 2, the rest is an environment error.
-pub fn coded(err: LayoutError) -> anyhow::Error {
-    match err {
-        LayoutError::Invalid(_)
-        | LayoutError::NoSuchModule { .. }
-        | LayoutError::UnsupportedLinker { .. }
-        | LayoutError::Profile { .. }
-        | LayoutError::ProfileVersion { .. }
-        | LayoutError::EmptyOrder { .. }
-        | LayoutError::Elf(_) => crate::exit::usage(err.to_string()),
-        LayoutError::Io { action, .. } if action.starts_with("read") => {
-            crate::exit::usage(err.to_string())
-        }
-        other => anyhow::Error::new(other),
-    }
-}
-
 /// Read every profile into workloads, applying `weights` in order.
 pub fn read_workloads(profiles: &[PathBuf], weights: &[f64]) -> anyhow::Result<Vec<Workload>> {
     if !weights.is_empty() && weights.len() != profiles.len() {
@@ -85,7 +68,7 @@ pub fn read_workloads(profiles: &[PathBuf], weights: &[f64]) -> anyhow::Result<V
     }
     let mut out = Vec::new();
     for (i, p) in profiles.iter().enumerate() {
-        let mut ws = Workload::read_profile(p).map_err(coded)?;
+        let mut ws = Workload::read_profile(p)?;
         if let Some(w) = weights.get(i) {
             if !(w.is_finite() && *w >= 0.0) {
                 return Err(crate::exit::usage(format!(
@@ -102,7 +85,7 @@ pub fn read_workloads(profiles: &[PathBuf], weights: &[f64]) -> anyhow::Result<V
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let format = writers::parse_format(&args.format).map_err(coded)?;
+    let format = writers::parse_format(&args.format)?;
     if format == writers::Format::GnuLd {
         if let Some((major, minor)) = writers::gnu_ld_version() {
             if (major, minor) < (2, 43) {
@@ -117,9 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut workloads = read_workloads(&args.profiles, &args.weights)?;
     let model = args.page_model.model()?;
     let binary = match &args.binary {
-        Some(b) => Some(
-            Binary::open(b).map_err(coded).with_context(|| format!("--binary {}", b.display()))?,
-        ),
+        Some(b) => Some(Binary::open(b).with_context(|| format!("--binary {}", b.display()))?),
         None => None,
     };
     if let Some(b) = &binary {
@@ -135,7 +116,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "--evaluate needs --binary: the layouts are evaluated on the binary's functions",
             ));
         };
-        let held = Workload::read_profile(holdout).map_err(coded)?;
+        let held = Workload::read_profile(holdout)?;
         let held = held
             .first()
             .ok_or_else(|| crate::exit::usage("the held-out profile has no workload"))?;
@@ -146,8 +127,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             module.as_deref(),
             ClusterOptions::default(),
             model,
-        )
-        .map_err(coded)?;
+        )?;
         if args.json {
             println!("{}", serde_json::to_string_pretty(&e)?);
         } else {
@@ -161,8 +141,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         coldstart_layout::order::compute_all(&workloads, chosen, ClusterOptions::default())
     } else {
         compute(&workloads, module.as_deref(), chosen, ClusterOptions::default())
-    }
-    .map_err(coded)?;
+    }?;
     if args.data {
         let Some(b) = &args.binary else {
             return Err(crate::exit::usage(
@@ -175,20 +154,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 b.display()
             ))
         })?;
-        let symbols = coldstart_layout::data::data_symbols(b).map_err(coded)?;
+        let symbols = coldstart_layout::data::data_symbols(b)?;
         // Pages start-up faulted on, when the trace has them: pages merely read ahead or
         // mapped around a fault were not touched.
         let touched = if pages.faulted.is_empty() { &pages.pages } else { &pages.faulted };
         order.data = coldstart_layout::data::order_data(&symbols, touched);
     }
     let bindings = match &args.binary {
-        Some(b) => Some(Bindings::read(b).map_err(coded)?),
+        Some(b) => Some(Bindings::read(b)?),
         None => None,
     };
     let (text, report) = writers::write(&order, format, bindings.as_ref());
     match &args.output {
         Some(path) => {
-            coldstart_layout::write_atomic(path, text.as_bytes()).map_err(coded)?;
+            coldstart_layout::write_atomic(path, text.as_bytes())?;
             let of = if args.all_modules {
                 format!("{} and its own libraries", order.module.display())
             } else {

@@ -82,21 +82,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     options.tracer =
         args.tracer.parse().map_err(|e| crate::exit::usage(format!("--tracer: {e}")))?;
     options.timeout = (args.timeout > 0.0).then(|| Duration::from_secs_f64(args.timeout));
-    let recording = coldstart_profile::profile(&options).map_err(|e| match e {
-        coldstart_profile::ProfileError::NoCommand
-        | coldstart_profile::ProfileError::CommandNotFound { .. }
-        | coldstart_profile::ProfileError::Elf(_)
-        | coldstart_profile::ProfileError::UnsupportedMachine { .. }
-        | coldstart_profile::ProfileError::AuditUnsupported { .. } => {
-            crate::exit::usage(e.to_string())
-        }
-        coldstart_profile::ProfileError::Setuid { .. }
-        | coldstart_profile::ProfileError::CannotTrace { .. }
-        | coldstart_profile::ProfileError::Pages(coldstart_profile::pages::PagesError::Perf(_)) => {
-            crate::exit::privilege(e.to_string())
-        }
-        other => anyhow::Error::new(other),
-    })?;
+    let recording = coldstart_profile::profile(&options)?;
     if let Some(notice) = &recording.notice {
         eprintln!("coldstart: {notice}");
     }

@@ -8,7 +8,7 @@ use coldstart_layout::input::Workload;
 use coldstart_layout::model::PageModel;
 use coldstart_layout::verify::{parse_order_file, verify, Verification};
 
-use super::order::{coded, preview};
+use super::order::preview;
 use super::page_model::parse_size;
 
 #[derive(Debug, clap::Args)]
@@ -46,10 +46,10 @@ pub fn expected_names(
         return Ok(parse_order_file(&text));
     }
     let p = profile.ok_or_else(|| crate::exit::usage("give --profile or --order"))?;
-    let ws = Workload::read_profile(p).map_err(coded)?;
+    let ws = Workload::read_profile(p)?;
     let w =
         ws.first().ok_or_else(|| crate::exit::usage(format!("{} has no workload", p.display())))?;
-    let m = w.module(Some(binary), module).map_err(coded)?;
+    let m = w.module(Some(binary), module)?;
     Ok(m.functions.iter().map(|t| t.name().to_owned()).collect())
 }
 
@@ -60,7 +60,7 @@ pub fn check(
     page_size: u64,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let b = Binary::open(binary).map_err(coded)?;
+    let b = Binary::open(binary)?;
     let v = verify(&b, expected, PageModel { page_size, readahead: 0, ..PageModel::default() });
     if json {
         println!("{}", serde_json::to_string_pretty(&v)?);

@@ -1,0 +1,41 @@
+//! What kind of failure an error is, so that the command line maps it to an exit code in one
+//! place.
+//!
+//! Every library error type of coldstart has a `category()` method with an exhaustive match
+//! over its variants: a new variant cannot be added without deciding what it means to the
+//! user. The binary turns the category into an exit code; libraries never exit.
+//!
+//! ```
+//! use coldstart_error::Category;
+//!
+//! assert_eq!(Category::Usage.exit_code(), 2);
+//! assert_eq!(Category::Privilege.exit_code(), 3);
+//! ```
+
+/// The kind of a failure, as the user must act on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Category {
+    /// Bad input: a flag, a file, a URL or a command that cannot be used. Fix the input.
+    Usage,
+    /// A missing privilege or kernel feature (root, CAP_SYS_ADMIN, ptrace, perf). Run with it,
+    /// or choose an option that does not need it.
+    Privilege,
+    /// The machine or the network failed while the work ran (a full disk, a server that went
+    /// away, a tool that crashed). Try again, or fix the machine.
+    Environment,
+    /// A bug in coldstart: an invariant did not hold.
+    Internal,
+}
+
+impl Category {
+    /// The process exit code of the category (README, "Exit codes"): 2 bad input, 3 a missing
+    /// privilege, 70 (`EX_SOFTWARE`) an environmental or internal error. Code 1 is not an
+    /// error: the work ran and found a failure.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Category::Usage => 2,
+            Category::Privilege => 3,
+            Category::Environment | Category::Internal => 70,
+        }
+    }
+}
