@@ -8,20 +8,16 @@ use std::time::Duration;
 use coldstart_measure::launch::{Executor, LinuxExecutor, RunSpec};
 use coldstart_measure::result::Outcome;
 use coldstart_measure::Ready;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
+use coldstart_testkit::{require, require_root};
 
 /// The tests of this file run one at a time: one checks that no run cgroup of this process is
 /// left, which another test's live run would contradict.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-macro_rules! require_root {
+/// Root, then this file's lock; returns from the test where it cannot run.
+macro_rules! root_and_serial {
     () => {
-        if !is_root() {
-            eprintln!("skipped: needs root (cgroups, fanotify); run the tests as root");
+        if !require_root("cgroups, fanotify") {
             return;
         }
         let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -55,7 +51,7 @@ fn run_cgroups_of_this_process() -> Vec<PathBuf> {
 
 #[test]
 fn discovery_finds_files_read_and_closed_as_well_as_mapped() {
-    require_root!();
+    root_and_serial!();
     let dir = tempfile::tempdir().unwrap();
     let read_only = dir.path().join("config.txt");
     fs::write(&read_only, "x").unwrap();
@@ -78,7 +74,7 @@ fn discovery_finds_files_read_and_closed_as_well_as_mapped() {
 
 #[test]
 fn each_run_gets_a_cgroup_that_is_removed_afterwards() {
-    require_root!();
+    root_and_serial!();
     let mut exec = LinuxExecutor::new();
     assert!(exec.accounting() == "v1" || exec.accounting() == "v2");
     let out = exec
@@ -93,7 +89,7 @@ fn each_run_gets_a_cgroup_that_is_removed_afterwards() {
 
 #[test]
 fn no_empty_parent_cgroup_is_left_when_the_executor_ends() {
-    require_root!();
+    root_and_serial!();
     let mut exec = LinuxExecutor::new();
     exec.run(&spec(&["true"], Ready::Exit, false)).unwrap();
     drop(exec);
@@ -120,7 +116,7 @@ fn no_empty_parent_cgroup_is_left_when_the_executor_ends() {
 
 #[test]
 fn a_failing_command_is_reported_with_its_exit_code() {
-    require_root!();
+    root_and_serial!();
     let mut exec = LinuxExecutor::new();
     let out = exec.run(&spec(&["sh", "-c", "exit 7"], Ready::Exit, false)).unwrap();
     assert_eq!(out.outcome(), Outcome::Failed { code: Some(7), signal: None });
@@ -128,7 +124,7 @@ fn a_failing_command_is_reported_with_its_exit_code() {
 
 #[test]
 fn stale_run_cgroups_of_a_dead_coldstart_are_removed_at_start() {
-    require_root!();
+    root_and_serial!();
     // A pid that is not alive: a reaped child's.
     let mut child = std::process::Command::new("true").spawn().unwrap();
     let dead = child.id();
@@ -143,8 +139,7 @@ fn stale_run_cgroups_of_a_dead_coldstart_are_removed_at_start() {
             made.push(d);
         }
     }
-    if made.is_empty() {
-        eprintln!("skipped: no v1 hierarchy to plant a stale cgroup in");
+    if !require(!made.is_empty(), "a cgroup v1 hierarchy to plant a stale cgroup in") {
         return;
     }
     let _ = LinuxExecutor::new();

@@ -1,15 +1,14 @@
 //! `coldstart demo`: the main job runs end to end on the small sample program.
 
 mod common;
-use common::is_root;
+use common::require_root;
 
 use assert_cmd::Command;
 use predicates::prelude::*;
 
 #[test]
 fn demo_builds_the_sample_and_measures_every_cache_state() {
-    if !is_root() {
-        eprintln!("skipped: the demo's cgroups and cold cache need root");
+    if !require_root("the demo's cgroups and cold cache") {
         return;
     }
     // On the disk, not tmpfs: the demo refuses a directory whose pages cannot be evicted.

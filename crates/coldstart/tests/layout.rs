@@ -6,6 +6,7 @@ use std::process::Command;
 
 use assert_cmd::Command as Cli;
 use coldstart_profile::{Module, Profile, Stop, Touch};
+use coldstart_testkit::require;
 use predicates::prelude::*;
 
 const CLANG: &str = "clang-19";
@@ -262,8 +263,7 @@ fn bolt_works() -> bool {
 
 #[test]
 fn bolt_rewrites_an_emit_relocs_binary_in_the_order_and_refuses_one_without() {
-    if !bolt_works() {
-        eprintln!("skipped: llvm-bolt-19 does not run here");
+    if !require(bolt_works(), "llvm-bolt-19 (apt-get install bolt-19)") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

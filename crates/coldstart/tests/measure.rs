@@ -4,7 +4,7 @@
 //! other's caches mid-run.
 
 mod common;
-use common::{cache_lock, is_root};
+use common::{cache_lock, require_program, require_root};
 
 use std::fs;
 use std::os::unix::process::CommandExt;
@@ -14,17 +14,6 @@ use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::CommandCargoExt;
 use serde_json::Value;
-
-macro_rules! require_root {
-    () => {
-        if !is_root() {
-            eprintln!(
-                "skipped: needs root (cgroups, drop_caches, fanotify); run the tests as root"
-            );
-            return;
-        }
-    };
-}
 
 /// Compile a C program with clang-19 into `dir`.
 fn compile(dir: &Path, name: &str, source: &str) -> PathBuf {
@@ -195,7 +184,9 @@ fn stale_run_cgroups() -> Vec<PathBuf> {
 
 #[test]
 fn cold_run_faults_and_reads_at_least_the_touched_file() {
-    require_root!();
+    if !require_root("cgroups, drop_caches, fanotify") {
+        return;
+    }
     let _lock = cache_lock();
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path(), "touch", TOUCH_C);
@@ -218,7 +209,9 @@ fn cold_run_faults_and_reads_at_least_the_touched_file() {
 
 #[test]
 fn hot_run_has_no_major_faults_and_reads_nothing() {
-    require_root!();
+    if !require_root("cgroups, drop_caches, fanotify") {
+        return;
+    }
     let _lock = cache_lock();
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path(), "touch", TOUCH_C);
@@ -239,7 +232,9 @@ fn hot_run_has_no_major_faults_and_reads_nothing() {
 
 #[test]
 fn eviction_verification_names_the_process_that_keeps_a_file_mapped() {
-    require_root!();
+    if !require_root("cgroups, drop_caches, fanotify") {
+        return;
+    }
     let _lock = cache_lock();
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path(), "touch", TOUCH_C);
@@ -274,7 +269,9 @@ fn eviction_verification_names_the_process_that_keeps_a_file_mapped() {
 
 #[test]
 fn a_child_process_faults_are_counted_and_the_tree_is_killed() {
-    require_root!();
+    if !require_root("cgroups, drop_caches, fanotify") {
+        return;
+    }
     let _lock = cache_lock();
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path(), "touch", TOUCH_C);
@@ -317,7 +314,9 @@ fn assert_ready_quickly(m: &Measured, at_least_s: f64) {
 
 #[test]
 fn ready_on_stdout_and_stderr_regex() {
-    require_root!();
+    if !require_root("cgroups, drop_caches, fanotify") {
+        return;
+    }
     let (m, _d) = ready_run(
         "stdout:^listening on [0-9]+$",
         &["sh", "-c", "sleep 0.05; echo listening on 80; exec sleep 300"],
@@ -335,7 +334,9 @@ fn ready_on_stdout_and_stderr_regex() {
 
 #[test]
 fn output_is_drained_so_a_chatty_program_does_not_block() {
-    require_root!();
+    if !require_root("cgroups, drop_caches, fanotify") {
+        return;
+    }
     // 4 MiB of output before the marker: far more than a pipe buffer.
     let (m, _d) = ready_run(
         "stdout:^MARK$",
@@ -347,7 +348,9 @@ fn output_is_drained_so_a_chatty_program_does_not_block() {
 
 #[test]
 fn a_program_that_exits_before_its_signal_is_reported() {
-    require_root!();
+    if !require_root("cgroups, drop_caches, fanotify") {
+        return;
+    }
     let (m, _d) = ready_run("stdout:never", &["sh", "-c", "echo something else"], "20");
     assert_eq!(m.code, 1, "{}", m.stderr);
     let r = &runs(&m, 0)[0];
@@ -357,7 +360,9 @@ fn a_program_that_exits_before_its_signal_is_reported() {
 
 #[test]
 fn ready_on_file_and_fd() {
-    require_root!();
+    if !require_root("cgroups, drop_caches, fanotify") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let flag = dir.path().join("ready-flag");
     let script = format!("sleep 0.1; touch {}; exec sleep 303", flag.display());
@@ -389,7 +394,9 @@ int main(int argc, char **argv) {
 
 #[test]
 fn ready_on_tcp_port() {
-    require_root!();
+    if !require_root("cgroups, drop_caches, fanotify") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path(), "listen", LISTEN_C);
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -408,17 +415,11 @@ fn ready_on_tcp_port() {
 
 #[test]
 fn ready_on_an_x11_window_under_xvfb() {
-    require_root!();
-    for tool in ["Xvfb", "xmessage"] {
-        if Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .output()
-            .map(|o| !o.status.success())
-            .unwrap_or(true)
-        {
-            eprintln!("skipped: {tool} is not installed (apt-get install xvfb x11-utils)");
-            return;
-        }
+    if !require_root("cgroups, drop_caches, fanotify") {
+        return;
+    }
+    if !require_program("Xvfb", "xvfb") || !require_program("xmessage", "x11-utils") {
+        return;
     }
     let display = (90..190)
         .find(|n| {
@@ -479,7 +480,9 @@ fn ready_on_an_x11_window_under_xvfb() {
 
 #[test]
 fn a_hanging_program_is_killed_on_timeout_and_nothing_remains() {
-    require_root!();
+    if !require_root("cgroups, drop_caches, fanotify") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     // A tree: a shell with a background child and a foreground sleep, never ready.
     let m = measure(
@@ -512,7 +515,9 @@ fn a_hanging_program_is_killed_on_timeout_and_nothing_remains() {
 
 #[test]
 fn interrupting_coldstart_kills_the_current_run() {
-    require_root!();
+    if !require_root("cgroups, drop_caches, fanotify") {
+        return;
+    }
     for (signal, code, marker) in [(libc::SIGINT, 130, "919"), (libc::SIGTERM, 143, "921")] {
         let script = format!("sleep {marker} & sleep 9{marker}");
         let mut child = Command::cargo_bin("coldstart")
@@ -580,7 +585,9 @@ fn bad_commands_exit_2_with_one_line() {
 
 #[test]
 fn cold_without_root_names_the_privilege_and_offers_selective() {
-    require_root!(); // to become another user
+    if !require_root("cgroups, drop_caches, fanotify") {
+        return;
+    } // to become another user
     let out = Command::cargo_bin("coldstart")
         .unwrap()
         .args(["measure", "--cache", "cold", "--", "true"])
@@ -595,7 +602,9 @@ fn cold_without_root_names_the_privilege_and_offers_selective() {
 
 #[test]
 fn hot_works_without_root_with_a_warning() {
-    require_root!(); // to become another user
+    if !require_root("cgroups, drop_caches, fanotify") {
+        return;
+    } // to become another user
     let out = Command::cargo_bin("coldstart")
         .unwrap()
         .args(["measure", "--runs", "2", "--", "true"])
@@ -611,7 +620,9 @@ fn hot_works_without_root_with_a_warning() {
 
 #[test]
 fn comparison_runs_both_commands() {
-    require_root!();
+    if !require_root("cgroups, drop_caches, fanotify") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let m = measure(
         &["--compare", "--runs", "3"],
@@ -627,7 +638,9 @@ fn comparison_runs_both_commands() {
 
 #[test]
 fn cold_and_hot_together_report_the_io_share_and_every_export() {
-    require_root!();
+    if !require_root("cgroups, drop_caches, fanotify") {
+        return;
+    }
     let _lock = cache_lock();
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path(), "touch", TOUCH_C);
@@ -678,7 +691,9 @@ fn cold_and_hot_together_report_the_io_share_and_every_export() {
 
 #[test]
 fn selective_without_root_discovers_and_evicts_the_program_files() {
-    require_root!(); // to become another user
+    if !require_root("cgroups, drop_caches, fanotify") {
+        return;
+    } // to become another user
     let _lock = cache_lock();
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path(), "touch", TOUCH_C);

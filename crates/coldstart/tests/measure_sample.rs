@@ -4,7 +4,7 @@
 //! Needs root (drop_caches, cgroups) and clang-19/lld-19; skips with a message otherwise.
 
 mod common;
-use common::{cache_lock, is_root};
+use common::{cache_lock, require, require_root};
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -21,8 +21,10 @@ fn sample() -> Option<&'static Sample> {
     static SAMPLE: OnceLock<Option<Sample>> = OnceLock::new();
     SAMPLE
         .get_or_init(|| {
-            if let Err(e) = coldstart_sample::check_tools() {
-                eprintln!("skipped: {e}");
+            if !require(
+                coldstart_sample::check_tools().is_ok(),
+                "the sample's tools (clang-19, lld-19)",
+            ) {
                 return None;
             }
             let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("coldstart-measure-sample-small");
@@ -68,8 +70,7 @@ fn counter(run: &Value, name: &str) -> u64 {
 
 #[test]
 fn sample_cold_reads_the_pages_it_touches_and_hot_reads_nothing() {
-    if !is_root() {
-        eprintln!("skipped: needs root (drop_caches, cgroups)");
+    if !require_root("drop_caches, cgroups") {
         return;
     }
     let Some(sample) = sample() else { return };
@@ -104,8 +105,7 @@ fn sample_cold_reads_the_pages_it_touches_and_hot_reads_nothing() {
 
 #[test]
 fn sample_warm_and_selective_evict_its_own_files() {
-    if !is_root() {
-        eprintln!("skipped: needs root (cgroups, fanotify)");
+    if !require_root("cgroups, fanotify") {
         return;
     }
     let Some(sample) = sample() else { return };
@@ -125,8 +125,7 @@ fn sample_warm_and_selective_evict_its_own_files() {
 
 #[test]
 fn sample_signals_readiness_through_the_fd() {
-    if !is_root() {
-        eprintln!("skipped: needs root (cgroups)");
+    if !require_root("cgroups") {
         return;
     }
     let Some(sample) = sample() else { return };

@@ -4,7 +4,7 @@
 //! directory or run cgroup of its coldstart process is left.
 
 mod common;
-use common::{cache_lock, is_root};
+use common::{cache_lock, require_root};
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -14,15 +14,6 @@ use std::time::{Duration, Instant};
 use assert_cmd::cargo::CommandCargoExt;
 use coldstart_measure::storage::find_leftovers;
 use serde_json::Value;
-
-macro_rules! require_root {
-    () => {
-        if !is_root() {
-            eprintln!("skipped: needs root (loop devices, mounts, cgroups); run the tests as root");
-            return;
-        }
-    };
-}
 
 const MIB: u64 = 1 << 20;
 /// Bytes `data.bin` holds and the program reads with read(2).
@@ -177,7 +168,9 @@ fn ok(out: &Output) {
 
 #[test]
 fn cold_start_on_an_emulated_hdd_is_throttled_with_the_profiles_read_ahead() {
-    require_root!();
+    if !require_root("loop devices, mounts, cgroups") {
+        return;
+    }
     let _lock = cache_lock();
     let app = App::new();
     let work = app.work.path().to_str().unwrap();
@@ -257,7 +250,9 @@ fn cold_start_on_an_emulated_hdd_is_throttled_with_the_profiles_read_ahead() {
 
 #[test]
 fn custom_profile_is_parsed_and_exported_and_its_read_ahead_applies() {
-    require_root!();
+    if !require_root("loop devices, mounts, cgroups") {
+        return;
+    }
     let _lock = cache_lock();
     let app = App::new();
     let work = app.work.path().to_str().unwrap();
@@ -295,7 +290,9 @@ fn custom_profile_is_parsed_and_exported_and_its_read_ahead_applies() {
 
 #[test]
 fn a_timed_out_run_and_an_interrupt_leave_nothing_behind() {
-    require_root!();
+    if !require_root("loop devices, mounts, cgroups") {
+        return;
+    }
     let _lock = cache_lock();
     let app = App::new();
     let work = app.work.path().to_str().unwrap();
@@ -356,7 +353,9 @@ fn a_timed_out_run_and_an_interrupt_leave_nothing_behind() {
 
 #[test]
 fn without_root_storage_is_refused_with_exit_code_3_naming_the_privilege() {
-    require_root!();
+    if !require_root("loop devices, mounts, cgroups") {
+        return;
+    }
     // Drop to `nobody` for the one command (setpriv is part of util-linux).
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
@@ -390,7 +389,9 @@ fn a_bad_profile_is_a_usage_error() {
 
 #[test]
 fn warm_evicts_the_copy_so_the_run_reads_the_emulated_device_again() {
-    require_root!();
+    if !require_root("loop devices, mounts, cgroups") {
+        return;
+    }
     let _lock = cache_lock();
     let app = App::new();
     let work = app.work.path().to_str().unwrap();

@@ -5,7 +5,7 @@
 //! The `run` test needs root (FUSE); every server started here is stopped by a guard.
 
 mod common;
-use common::{check, is_root, serve};
+use common::{check, require_root, serve};
 
 use std::path::Path;
 use std::process::Command;
@@ -108,8 +108,7 @@ fn big_bundle_with_a_small_hot_set_on_a_slow_far_link_predicts_a_hot_set_strateg
 
 #[test]
 fn run_with_strategy_auto_reports_its_choice() {
-    if !is_root() {
-        eprintln!("skipped: FUSE mounts need root here");
+    if !require_root("FUSE mounts") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -5,7 +5,7 @@
 //! the mount with `--strategy reordered` (FUSE: root). Without root the test says so and passes.
 
 mod common;
-use common::{check, is_root, KillOnDrop};
+use common::{check, require_root, KillOnDrop};
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -101,8 +101,7 @@ fn hot_chunks(bundle: &Path) -> Vec<(String, u64)> {
 
 #[test]
 fn a_page_profile_gives_the_hot_set_and_the_bundle_runs_reordered() {
-    if !is_root() {
-        eprintln!("skipped: page profiles (tracefs) and FUSE mounts need root; run as root");
+    if !require_root("page profiles (tracefs) and FUSE mounts") {
         return;
     }
     let d = tempfile::tempdir().unwrap();
@@ -231,8 +230,7 @@ fn a_page_profile_gives_the_hot_set_and_the_bundle_runs_reordered() {
 
 #[test]
 fn a_rebuilt_library_is_left_out_with_a_warning_and_profile_root_maps_a_copy() {
-    if !is_root() {
-        eprintln!("skipped: page profiles (tracefs) need root; run as root");
+    if !require_root("page profiles (tracefs)") {
         return;
     }
     let d = tempfile::tempdir().unwrap();

@@ -317,7 +317,20 @@ mod tests {
 
     #[test]
     fn system_lib_dirs_include_the_real_libc_dir() {
-        let dirs = LibDirs::system();
-        assert!(dirs.contains(Path::new("/usr/lib")));
+        // The directory this very process loaded its C library from, wherever the
+        // distribution puts it (a multiarch subdirectory on Debian, /usr/lib64 on Fedora).
+        let maps = fs::read_to_string("/proc/self/maps").unwrap();
+        let libc = maps
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .map(Path::new)
+            .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("libc.so")))
+            .expect("the test process maps its C library");
+        let dir = libc.parent().unwrap();
+        assert!(
+            LibDirs::system().contains(dir),
+            "{} is not a system library directory",
+            dir.display()
+        );
     }
 }

@@ -4,39 +4,10 @@
 //! there.
 #![allow(dead_code)]
 
-use std::fs;
-use std::os::fd::AsRawFd;
 use std::process::{Child, Output};
 
-/// Whether the tests run as root (cgroups, `drop_caches`, fanotify, FUSE, tracefs need it).
-pub fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Held while a test drops or depends on the page cache: such tests run one at a time, across
-/// test binaries and concurrent `cargo test` processes too (an exclusive `flock` on one file).
-pub struct CacheLock(fs::File);
-
-/// Take the page-cache lock; released when the guard drops.
-pub fn cache_lock() -> CacheLock {
-    let f = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(std::env::temp_dir().join("coldstart-measure-tests.lock"))
-        .unwrap();
-    // SAFETY: flock on our own fd; released when the file is closed.
-    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
-    CacheLock(f)
-}
-
-impl Drop for CacheLock {
-    fn drop(&mut self) {
-        // SAFETY: unlocking our own fd.
-        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
-    }
-}
+#[allow(unused_imports)]
+pub use coldstart_testkit::{cache_lock, is_root, require, require_program, require_root};
 
 /// The command's standard output, after asserting it succeeded (its output in the message).
 pub fn check(out: &Output) -> String {

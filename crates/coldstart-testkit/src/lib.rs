@@ -1,0 +1,147 @@
+//! Helpers for coldstart's own tests.
+//!
+//! **Tests that cannot run here.** Many tests need root (cgroups, `drop_caches`, FUSE,
+//! tracefs, loop devices) or a tool that `scripts/setup.sh` installs (Xvfb, llvm-bolt). On a
+//! developer's machine without them such a test says why and passes without running. Where
+//! the suite must run whole, that would hide lost coverage, so `.ci/run` sets
+//! [`NO_SKIP_ENV`]: a test that would skip then fails, naming what was missing.
+//!
+//! ```no_run
+//! #[test]
+//! fn cold_runs_read_from_disk() {
+//!     if !coldstart_testkit::require_root("drop_caches and cgroups") {
+//!         return;
+//!     }
+//!     // ...
+//! }
+//! ```
+
+use std::fs;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The environment variable that turns every skip into a failure (set by `.ci/run`).
+pub const NO_SKIP_ENV: &str = "COLDSTART_TESTS_NO_SKIP";
+
+pub use coldstart_sys::is_root;
+
+/// Whether a skip must fail instead: [`NO_SKIP_ENV`] is set to anything but `0` or empty.
+pub fn no_skip() -> bool {
+    std::env::var_os(NO_SKIP_ENV).is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// `true` when the test may run; otherwise says why it does not and returns `false`, or
+/// panics under [`NO_SKIP_ENV`].
+pub fn require(available: bool, what: &str) -> bool {
+    decide(available, what, no_skip())
+}
+
+fn decide(available: bool, what: &str, no_skip: bool) -> bool {
+    if available {
+        return true;
+    }
+    if no_skip {
+        panic!("this test needs {what}, and {NO_SKIP_ENV} says the suite runs whole here");
+    }
+    eprintln!("skipped: needs {what}");
+    false
+}
+
+/// [`require`] root, saying what for (`"cgroups and drop_caches"`).
+pub fn require_root(what_for: &str) -> bool {
+    require(is_root(), &format!("root ({what_for}); run the tests as root"))
+}
+
+/// [`require`] a program on `PATH` (installed by `scripts/setup.sh`).
+pub fn require_program(program: &str, package: &str) -> bool {
+    require(
+        which(program).is_some(),
+        &format!("`{program}` (apt-get install {package}, or run scripts/setup.sh)"),
+    )
+}
+
+/// The path of `program` in `PATH`.
+pub fn which(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(program)).find(|p| p.is_file())
+}
+
+/// Held while a test drops or depends on the page cache: such tests run one at a time, across
+/// test binaries and concurrent `cargo test` processes too (an exclusive `flock` on one file).
+pub struct CacheLock(fs::File);
+
+/// Take the page-cache lock; released when the guard drops.
+pub fn cache_lock() -> CacheLock {
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(std::env::temp_dir().join("coldstart-measure-tests.lock"))
+        .expect("the page-cache lock file in the temporary directory");
+    // SAFETY: flock on our own fd; released when the file is closed.
+    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+    CacheLock(f)
+}
+
+impl Drop for CacheLock {
+    fn drop(&mut self) {
+        // SAFETY: unlocking our own fd.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+/// The C compiler the fixtures use (installed by `scripts/setup.sh`).
+pub const CC: &str = "clang-19";
+
+/// Compile the C `source` into `dir/name` with `clang-19 -O1 -g` and `args` (`-shared`,
+/// `-fPIC`, `-lfoo`, `-Wl,...`), panicking with the compiler's output if it fails.
+pub fn compile_c(dir: &Path, name: &str, source: &str, args: &[&str]) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    fs::write(&src, source).expect("writing a C fixture");
+    let out = dir.join(name);
+    let result = Command::new(CC)
+        .args(["-O1", "-g", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {CC}: {e} (run scripts/setup.sh)"));
+    assert!(
+        result.status.success(),
+        "{CC} failed on {name}.c: {}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fixture_compiles_and_runs() {
+        if !require_program(CC, "clang-19") {
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("coldstart-testkit-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let prog = compile_c(&dir, "seven", "int main(void) { return 7; }", &[]);
+        assert_eq!(Command::new(&prog).status().unwrap().code(), Some(7));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_available_requirement_runs_the_test() {
+        assert!(require(true, "nothing"));
+        assert!(decide(true, "nothing", true));
+    }
+
+    #[test]
+    fn a_missing_requirement_skips_or_fails_where_the_suite_runs_whole() {
+        assert!(!decide(false, "root", false), "skips on a developer's machine");
+        let failed = std::panic::catch_unwind(|| decide(false, "root", true)).unwrap_err();
+        let message = failed.downcast_ref::<String>().unwrap();
+        assert!(message.contains("needs root") && message.contains(NO_SKIP_ENV), "{message}");
+    }
+}
