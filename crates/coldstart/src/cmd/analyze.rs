@@ -9,7 +9,7 @@ use coldstart_layout::binary::Binary;
 use coldstart_layout::input::Workload;
 use coldstart_layout::model::ReadAround;
 
-use super::page_model::PageModelArgs;
+use super::common::PageModelArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -2,13 +2,13 @@
 
 pub mod analyze;
 pub mod bolt;
+pub mod common;
 pub mod demo;
 pub mod link;
 pub mod measure;
 pub mod mount;
 pub mod order;
 pub mod pack;
-pub mod page_model;
 pub mod predict;
 pub mod profile;
 pub mod run;

@@ -87,7 +87,7 @@ pub fn hint(link: Option<coldstart_serve::Link>) -> Option<LinkEstimate> {
 
 /// A read-ahead: a size of 4 KiB to 1 MiB.
 pub fn parse_readahead(s: &str) -> Result<u32, String> {
-    let v = crate::cmd::page_model::parse_size(s)?;
+    let v = super::common::parse_size(s)?;
     if (4096..=1 << 20).contains(&v) {
         Ok(v as u32)
     } else {

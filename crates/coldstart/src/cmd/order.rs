@@ -12,7 +12,7 @@ use coldstart_layout::order::{compute, Algorithm, ClusterOptions};
 use coldstart_layout::symbols::Bindings;
 use coldstart_layout::{evaluate, writers};
 
-use super::page_model::PageModelArgs;
+use super::common::{preview, PageModelArgs};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -222,14 +222,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(crate::exit::SUCCESS)
-}
-
-pub fn preview(names: &[String]) -> String {
-    let mut s = names.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
-    if names.len() > 5 {
-        s.push_str(&format!(", ... ({} more)", names.len() - 5));
-    }
-    s
 }
 
 fn print_evaluation(e: &evaluate::Evaluation) {

@@ -52,7 +52,7 @@ fn parse_compression(s: &str) -> Result<Compression, String> {
 
 /// A chunk size: `65536`, `64k`, `1m`, between 1 byte and 1 GiB.
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    match super::page_model::parse_size(s) {
+    match super::common::parse_size(s) {
         Ok(v) if v > 0 && v <= 1 << 30 => Ok(v),
         Ok(_) => Err(format!("`{s}`: a chunk size is between 1 byte and 1 GiB")),
         Err(e) => Err(e),

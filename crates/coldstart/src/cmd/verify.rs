@@ -8,8 +8,7 @@ use coldstart_layout::input::Workload;
 use coldstart_layout::model::PageModel;
 use coldstart_layout::verify::{parse_order_file, verify, Verification};
 
-use super::order::preview;
-use super::page_model::parse_size;
+use super::common::{parse_size, preview};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

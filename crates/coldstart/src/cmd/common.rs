@@ -1,5 +1,7 @@
-//! The page model's flags, shared by `analyze` and `order --evaluate`, and the byte-size
-//! parser of every size flag (`--page-size`, `--readahead`, `--chunk-size`).
+//! What several commands share: the page model's flags (`analyze`, `order --evaluate`), the
+//! byte-size parser of every size flag (`--page-size`, `--readahead`, `--chunk-size`), and how
+//! a list of names is shown in one line. A command module imports from here, never from
+//! another command's module.
 
 use coldstart_layout::model::{PageModel, ReadAround};
 
@@ -44,6 +46,15 @@ impl PageModelArgs {
 }
 
 pub use coldstart_units::parse_size;
+
+/// The first five names and how many more: a list in one line of a message.
+pub fn preview(names: &[String]) -> String {
+    let mut s = names.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+    if names.len() > 5 {
+        s.push_str(&format!(", ... ({} more)", names.len() - 5));
+    }
+    s
+}
 
 #[cfg(test)]
 mod tests {
