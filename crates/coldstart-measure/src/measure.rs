@@ -41,6 +41,7 @@ use coldstart_sys::is_root;
 
 use crate::cache::{self, CacheError, CacheState};
 use crate::launch::{resolve_program, Executor, LaunchError, RunOutput, RunSpec, RunStorage};
+use crate::metric::Metric;
 use crate::result::{
     CommandResult, Environment, IoShare, MeasureReport, Outcome, RunRecord, StorageInfo,
     FORMAT_NAME, FORMAT_VERSION,
@@ -602,7 +603,7 @@ fn measure_with(
     }
 
     if compare {
-        report.comparison = stats::compare(&report.commands[0], &report.commands[1], "wall_s");
+        report.comparison = stats::compare(&report.commands[0], &report.commands[1], Metric::Wall);
     }
     report.io_share = io_share(opts, &report);
     report.warnings = warnings(opts, &report, &exec.warnings());
@@ -688,10 +689,6 @@ fn eviction_reason(e: &cache::EvictionReport) -> String {
     format!("eviction did not hold: {why}")
 }
 
-fn median_of(c: &CommandResult, m: &str) -> Option<f64> {
-    c.summaries.iter().find(|(k, _)| k == m).map(|(_, s)| s.median)
-}
-
 fn io_share(opts: &MeasureOptions, report: &MeasureReport) -> Vec<IoShare> {
     let Some(hot_pos) = opts.caches.iter().position(|c| *c == CacheState::Hot) else {
         return Vec::new();
@@ -703,8 +700,9 @@ fn io_share(opts: &MeasureOptions, report: &MeasureReport) -> Vec<IoShare> {
             continue;
         }
         for i in 0..n {
-            let cold = report.commands.get(si * n + i).and_then(|c| median_of(c, "wall_s"));
-            let hot = report.commands.get(hot_pos * n + i).and_then(|c| median_of(c, "wall_s"));
+            let median =
+                |at: usize| report.commands.get(at)?.summary(Metric::Wall.name()).map(|s| s.median);
+            let (cold, hot) = (median(si * n + i), median(hot_pos * n + i));
             if let (Some(cold), Some(hot)) = (cold, hot) {
                 out.push(IoShare {
                     label: opts.commands[i].join(" "),
@@ -773,7 +771,7 @@ fn warnings(opts: &MeasureOptions, report: &MeasureReport, executor: &[String]) 
                 c.runs.len()
             ));
         }
-        if let Some((_, s)) = c.summaries.iter().find(|(k, _)| k == "wall_s") {
+        if let Some(s) = c.summary(Metric::Wall.name()) {
             if s.n >= 2 && s.median > 0.0 && (s.ci95.1 - s.ci95.0) > 0.1 * s.median {
                 w.push(format!(
                     "{}: high variance (95% CI of the median {:.1}% of it wide); use more --runs or \
