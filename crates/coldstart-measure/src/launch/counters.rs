@@ -41,13 +41,7 @@ pub(super) fn at_readiness(
     cgroup: Option<&RunCgroup>,
     perf: Option<&OwnedFd>,
 ) -> Counters {
-    let mut counters = Counters { wall_s, ..Counters::default() };
-    let tasks = TaskCounters::sum(members, root);
-    counters.major_faults = Some(tasks.major_faults);
-    counters.minor_faults = Some(tasks.minor_faults);
-    counters.read_bytes = Some(tasks.read_bytes);
-    counters.user_s = Some(tasks.user_s);
-    counters.sys_s = Some(tasks.sys_s);
+    let mut counters = Counters { wall_s, ..task_counters(members, root) };
     counters.read_requests = since(before.disk, disk_reads());
     // Only this run reads from the emulated device: its count is exact.
     counters.storage_read_requests = since(before.device, device_stat.and_then(reads_completed));
@@ -102,48 +96,45 @@ fn read_u64(fd: &OwnedFd) -> Option<u64> {
 /// counters, which the kernel flushes lazily (a small start-up's few dozen faults can be
 /// missing from them). What it misses: a process that exited and was reaped by init (a
 /// daemon's double fork) before readiness.
-#[derive(Debug, Default, Clone, PartialEq)]
-struct TaskCounters {
-    major_faults: u64,
-    minor_faults: u64,
-    read_bytes: u64,
-    user_s: f64,
-    sys_s: f64,
-}
-
-impl TaskCounters {
-    fn sum(members: &[u32], root: Option<&libc::rusage>) -> TaskCounters {
-        let mut t = TaskCounters::default();
-        if let Some(ru) = root {
-            let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-            t.major_faults += ru.ru_majflt as u64;
-            t.minor_faults += ru.ru_minflt as u64;
-            t.read_bytes += ru.ru_inblock as u64 * 512;
-            t.user_s += tv(ru.ru_utime);
-            t.sys_s += tv(ru.ru_stime);
+fn task_counters(members: &[u32], root: Option<&libc::rusage>) -> Counters {
+    let (mut major_faults, mut minor_faults, mut read_bytes) = (0u64, 0u64, 0u64);
+    let (mut user_s, mut sys_s) = (0f64, 0f64);
+    if let Some(ru) = root {
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        major_faults += ru.ru_majflt as u64;
+        minor_faults += ru.ru_minflt as u64;
+        read_bytes += ru.ru_inblock as u64 * 512;
+        user_s += tv(ru.ru_utime);
+        sys_s += tv(ru.ru_stime);
+    }
+    // SAFETY: sysconf is always safe.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    for pid in members {
+        if let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) {
+            let f = parse_stat(&stat);
+            let n = |i: usize| f.get(i).copied().unwrap_or(0);
+            // minflt, cminflt, majflt, cmajflt, utime, stime, cutime, cstime.
+            minor_faults += n(7) + n(8);
+            major_faults += n(9) + n(10);
+            user_s += (n(11) + n(13)) as f64 / hz;
+            sys_s += (n(12) + n(14)) as f64 / hz;
         }
-        // SAFETY: sysconf is always safe.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-        for pid in members {
-            if let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) {
-                let f = parse_stat(&stat);
-                let n = |i: usize| f.get(i).copied().unwrap_or(0);
-                // minflt, cminflt, majflt, cmajflt, utime, stime, cutime, cstime.
-                t.minor_faults += n(7) + n(8);
-                t.major_faults += n(9) + n(10);
-                t.user_s += (n(11) + n(13)) as f64 / hz;
-                t.sys_s += (n(12) + n(14)) as f64 / hz;
-            }
-            if let Ok(io) = fs::read_to_string(format!("/proc/{pid}/io")) {
-                t.read_bytes += io
-                    .lines()
-                    .find_map(|l| {
-                        l.strip_prefix("read_bytes: ").and_then(|v| v.trim().parse::<u64>().ok())
-                    })
-                    .unwrap_or(0);
-            }
+        if let Ok(io) = fs::read_to_string(format!("/proc/{pid}/io")) {
+            read_bytes += io
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("read_bytes: ").and_then(|v| v.trim().parse::<u64>().ok())
+                })
+                .unwrap_or(0);
         }
-        t
+    }
+    Counters {
+        major_faults: Some(major_faults),
+        minor_faults: Some(minor_faults),
+        read_bytes: Some(read_bytes),
+        user_s: Some(user_s),
+        sys_s: Some(sys_s),
+        ..Counters::default()
     }
 }
 

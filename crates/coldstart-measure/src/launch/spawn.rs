@@ -174,124 +174,123 @@ pub(super) struct Launched {
     pub(super) before: Before,
 }
 
-/// Fork, let the child join the cgroup and exec; see the module docs for what happens between
-/// `fork` and `exec` on either side. `perf_supported` remembers whether the instruction
-/// counter could be attached (it is not tried again once it failed).
-pub(super) fn spawn(
-    p: Prepared,
-    ready: &Ready,
-    cgroup: Option<&RunCgroup>,
-    enter: Option<&crate::storage::EnterHook>,
-    device_stat: Option<&Path>,
-    perf_supported: &mut Option<bool>,
-) -> Result<Launched, LaunchError> {
-    let setup = LaunchError::Setup;
-    let Prepared {
-        program,
-        prog_c,
-        argv_c,
-        env_c,
-        cwd_c,
-        devnull_in,
-        devnull_out,
-        capture,
-        ready_pipe,
-        err: (err_r, err_w),
-        go: (go_r, go_w),
-        clock,
-        procs_fds,
-    } = p;
-    let mut argv_p: Vec<*const libc::c_char> = argv_c.iter().map(|c| c.as_ptr()).collect();
-    argv_p.push(std::ptr::null());
-    let mut env_p: Vec<*const libc::c_char> = env_c.iter().map(|c| c.as_ptr()).collect();
-    env_p.push(std::ptr::null());
-    let procs_raw: Vec<RawFd> = procs_fds.iter().map(|f| f.as_raw_fd()).collect();
-    let (stdout_fd, stderr_fd) = match (ready, &capture) {
-        (Ready::Stdout(_), Some((_, w))) => (w.as_raw_fd(), devnull_out.as_raw_fd()),
-        (Ready::Stderr(_), Some((_, w))) => (devnull_out.as_raw_fd(), w.as_raw_fd()),
-        _ => (devnull_out.as_raw_fd(), devnull_out.as_raw_fd()),
-    };
-    let ready_w = ready_pipe.as_ref().map(|(_, w)| w.as_raw_fd()).unwrap_or(-1);
-    let clock_p = clock.0;
+impl Prepared {
+    /// Fork, let the child join the cgroup and exec; see the module docs for what happens between
+    /// `fork` and `exec` on either side. `perf_supported` remembers whether the instruction
+    /// counter could be attached (it is not tried again once it failed).
+    pub(super) fn spawn(
+        self,
+        ready: &Ready,
+        cgroup: Option<&RunCgroup>,
+        enter: Option<&crate::storage::EnterHook>,
+        device_stat: Option<&Path>,
+        perf_supported: &mut Option<bool>,
+    ) -> Result<Launched, LaunchError> {
+        let setup = LaunchError::Setup;
+        let (err_r, err_w) = self.err;
+        let (go_r, go_w) = self.go;
+        let mut argv_p: Vec<*const libc::c_char> = self.argv_c.iter().map(|c| c.as_ptr()).collect();
+        argv_p.push(std::ptr::null());
+        let mut env_p: Vec<*const libc::c_char> = self.env_c.iter().map(|c| c.as_ptr()).collect();
+        env_p.push(std::ptr::null());
+        let procs_raw: Vec<RawFd> = self.procs_fds.iter().map(|f| f.as_raw_fd()).collect();
+        let (stdout_fd, stderr_fd) = match (ready, &self.capture) {
+            (Ready::Stdout(_), Some((_, w))) => (w.as_raw_fd(), self.devnull_out.as_raw_fd()),
+            (Ready::Stderr(_), Some((_, w))) => (self.devnull_out.as_raw_fd(), w.as_raw_fd()),
+            _ => (self.devnull_out.as_raw_fd(), self.devnull_out.as_raw_fd()),
+        };
+        let ready_w = self.ready_pipe.as_ref().map(|(_, w)| w.as_raw_fd()).unwrap_or(-1);
+        let clock_p = self.clock.0;
 
-    // An interrupt takes this lock before killing the live runs, so no run starts after it.
-    let launch_lock = crate::cgroup::launch_lock();
-    // SAFETY: after fork the child only calls async-signal-safe functions on data prepared
-    // above, then execve or _exit.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(setup(io::Error::last_os_error()));
-    }
-    if pid == 0 {
-        unsafe {
-            child_after_fork(ChildPlan {
-                procs: &procs_raw,
-                stdin: devnull_in.as_raw_fd(),
-                stdout: stdout_fd,
-                stderr: stderr_fd,
-                ready_w,
-                go_r: go_r.as_raw_fd(),
-                err_w: err_w.as_raw_fd(),
-                cwd: cwd_c.as_ref().map(|c| c.as_ptr()),
-                enter,
-                clock: clock_p,
-                prog: prog_c.as_ptr(),
-                argv: argv_p.as_ptr(),
-                envp: env_p.as_ptr(),
-            })
+        // An interrupt takes this lock before killing the live runs, so no run starts after it.
+        let launch_lock = crate::cgroup::launch_lock();
+        // SAFETY: after fork the child only calls async-signal-safe functions on data prepared
+        // above, then execve or _exit.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(setup(io::Error::last_os_error()));
         }
-    }
-    // Parent.
-    let mut guard = ChildGuard { pid, reaped: false, rusage: None, status: 0 };
-    if cgroup.is_none() {
-        crate::cgroup::register_process_group(pid);
-    }
-    drop(launch_lock);
-    drop(err_w);
-    drop(go_r);
-    drop(procs_fds);
-    let capture_r = capture.map(|(r, w)| {
-        drop(w);
-        r
-    });
-    let ready_r = ready_pipe.map(|(r, w)| {
-        drop(w);
-        r
-    });
-    let perf = if *perf_supported != Some(false) {
-        let p = counters::perf_instructions(pid);
-        *perf_supported = Some(p.is_some());
-        p
-    } else {
-        None
-    };
-    let before = Before::read(device_stat);
-    let marker = match ready {
-        Ready::File(p) => Some(ready::FileMarker::before(p)),
-        _ => None,
-    };
-    // Let the child exec.
-    // SAFETY: writing one byte to our pipe.
-    unsafe { libc::write(go_w.as_raw_fd(), b"g".as_ptr().cast(), 1) };
-    drop(go_w);
-    let mut errno = [0u8; 4];
-    // SAFETY: reading up to 4 bytes; EOF means exec succeeded (the pipe is close-on-exec).
-    let n = unsafe { libc::read(err_r.as_raw_fd(), errno.as_mut_ptr().cast(), 4) };
-    if n == 4 {
-        let e = io::Error::from_raw_os_error(i32::from_ne_bytes(errno));
-        guard.reap();
-        return Err(LaunchError::Exec { path: program, source: e });
-    }
-    let start_ns = clock.get();
+        if pid == 0 {
+            unsafe {
+                child_after_fork(ChildPlan {
+                    procs: &procs_raw,
+                    stdin: self.devnull_in.as_raw_fd(),
+                    stdout: stdout_fd,
+                    stderr: stderr_fd,
+                    ready_w,
+                    go_r: go_r.as_raw_fd(),
+                    err_w: err_w.as_raw_fd(),
+                    cwd: self.cwd_c.as_ref().map(|c| c.as_ptr()),
+                    enter,
+                    clock: clock_p,
+                    prog: self.prog_c.as_ptr(),
+                    argv: argv_p.as_ptr(),
+                    envp: env_p.as_ptr(),
+                })
+            }
+        }
+        // Parent.
+        let mut guard = ChildGuard { pid, reaped: false, rusage: None, status: 0 };
+        if cgroup.is_none() {
+            crate::cgroup::register_process_group(pid);
+        }
+        drop(launch_lock);
+        drop(err_w);
+        drop(go_r);
+        drop(self.procs_fds);
+        let capture_r = self.capture.map(|(r, w)| {
+            drop(w);
+            r
+        });
+        let ready_r = self.ready_pipe.map(|(r, w)| {
+            drop(w);
+            r
+        });
+        let perf = if *perf_supported != Some(false) {
+            let p = counters::perf_instructions(pid);
+            *perf_supported = Some(p.is_some());
+            p
+        } else {
+            None
+        };
+        let before = Before::read(device_stat);
+        let marker = match ready {
+            Ready::File(p) => Some(ready::FileMarker::before(p)),
+            _ => None,
+        };
+        // Let the child exec.
+        // SAFETY: writing one byte to our pipe.
+        unsafe { libc::write(go_w.as_raw_fd(), b"g".as_ptr().cast(), 1) };
+        drop(go_w);
+        let mut errno = [0u8; 4];
+        // SAFETY: reading up to 4 bytes; EOF means exec succeeded (the pipe is close-on-exec).
+        let n = unsafe { libc::read(err_r.as_raw_fd(), errno.as_mut_ptr().cast(), 4) };
+        if n == 4 {
+            let e = io::Error::from_raw_os_error(i32::from_ne_bytes(errno));
+            guard.reap();
+            return Err(LaunchError::Exec { path: self.program, source: e });
+        }
+        let start_ns = self.clock.get();
 
-    // SAFETY: pidfd_open on our own child.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if pidfd < 0 {
-        return Err(setup(io::Error::last_os_error()));
+        // SAFETY: pidfd_open on our own child.
+        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if pidfd < 0 {
+            return Err(setup(io::Error::last_os_error()));
+        }
+        // SAFETY: fresh fd.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
+        Ok(Launched {
+            pid,
+            guard,
+            pidfd,
+            start_ns,
+            capture: capture_r,
+            ready_r,
+            marker,
+            perf,
+            before,
+        })
     }
-    // SAFETY: fresh fd.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
-    Ok(Launched { pid, guard, pidfd, start_ns, capture: capture_r, ready_r, marker, perf, before })
 }
 
 impl Launched {
