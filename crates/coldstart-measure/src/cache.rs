@@ -161,6 +161,13 @@ pub struct Holder {
     pub mapped: bool,
 }
 
+impl Holder {
+    /// `pid 4242 (firefox)`: how warnings and exclusion reasons name the process.
+    pub fn who(&self) -> String {
+        format!("pid {} ({})", self.pid, self.comm)
+    }
+}
+
 /// A file that eviction or verification could not check, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unreadable {
@@ -240,7 +247,7 @@ impl EvictionReport {
                     .holders
                     .iter()
                     .take(3)
-                    .map(|h| format!("pid {} ({}) {}", h.pid, h.comm, h.path.display()))
+                    .map(|h| format!("{} {}", h.who(), h.path.display()))
                     .collect();
                 s.push_str(&format!("; held by {}", named.join(", ")));
                 let more = self.holders.len().saturating_sub(3) + self.holders_omitted;
