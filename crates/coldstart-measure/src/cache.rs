@@ -50,6 +50,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use coldstart_error::Category;
 use serde::{Deserialize, Serialize};
 
+pub(crate) use holders::parse_maps_line;
 pub use holders::{find_holders, find_holders_in};
 pub use sets::{is_system_library, selective_set, warm_set, warm_set_with, LibDirs};
 

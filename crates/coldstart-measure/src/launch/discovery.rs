@@ -15,6 +15,7 @@ use std::time::Duration;
 
 #[cfg(doc)]
 use super::RunSpec;
+use crate::cache::parse_maps_line;
 use crate::cgroup::RunCgroup;
 
 /// The files a discovery run collects: fanotify's, and the samples of the tree's maps and open
@@ -100,11 +101,9 @@ fn sample_files(pids: &[u32], into: &mut BTreeSet<PathBuf>) {
 pub fn mapped_files(pid: u32) -> Vec<PathBuf> {
     let Ok(maps) = fs::read_to_string(format!("/proc/{pid}/maps")) else { return Vec::new() };
     let mut out: Vec<PathBuf> = Vec::new();
-    for line in maps.lines() {
-        // address perms offset dev inode path
-        let path = line.splitn(6, ' ').nth(5).map(str::trim_start).unwrap_or("");
-        if path.starts_with('/') && !path.ends_with(" (deleted)") {
-            let p = PathBuf::from(path);
+    for entry in maps.lines().filter_map(parse_maps_line) {
+        if entry.path.starts_with('/') && !entry.path.ends_with(" (deleted)") {
+            let p = PathBuf::from(entry.path);
             if !out.contains(&p) {
                 out.push(p);
             }
