@@ -348,6 +348,21 @@ mod tests {
         }
     }
 
+    /// Runs that became ready after these wall times.
+    fn ready(walls: &[f64]) -> Vec<RunOutput> {
+        walls.iter().map(|&wall| out(wall, Outcome::Ready)).collect()
+    }
+
+    /// A discovery run that found one data file of `len` bytes (in the returned directory).
+    fn discovery_of_a_data_file(len: usize) -> (tempfile::TempDir, RunOutput) {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data.bin");
+        std::fs::write(&data, vec![1u8; len]).unwrap();
+        let mut discovery = out(1.0, Outcome::Ready);
+        discovery.files = vec![data];
+        (dir, discovery)
+    }
+
     fn opts(commands: Vec<Vec<&str>>, cache: CacheState, runs: usize) -> MeasureOptions {
         MeasureOptions {
             commands: commands
@@ -444,11 +459,7 @@ mod tests {
 
     #[test]
     fn selective_discovers_then_evicts_before_every_run() {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().join("data.bin");
-        std::fs::write(&data, vec![1u8; 8192]).unwrap();
-        let mut discovery = out(1.0, Outcome::Ready);
-        discovery.files = vec![data.clone()];
+        let (_dir, discovery) = discovery_of_a_data_file(8192);
         let mut exec = FakeExecutor::new(vec![discovery, out(1.0, Outcome::Ready)]);
         let r =
             measure(&opts(vec![vec!["true"]], CacheState::Selective, 3), &mut exec, &mut |_| {})
@@ -466,22 +477,10 @@ mod tests {
 
     #[test]
     fn io_share_is_the_difference_of_medians() {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().join("data.bin");
-        std::fs::write(&data, vec![1u8; 4096]).unwrap();
-        let mut discovery = out(1.0, Outcome::Ready);
-        discovery.files = vec![data];
+        let (_dir, discovery) = discovery_of_a_data_file(4096);
         // selective: discovery, 3 runs of 0.5 s; hot: warm-up, 3 runs of 0.1 s.
         let mut script = vec![discovery; discovery_runs()];
-        script.extend([
-            out(0.5, Outcome::Ready),
-            out(0.5, Outcome::Ready),
-            out(0.5, Outcome::Ready),
-            out(0.1, Outcome::Ready),
-            out(0.1, Outcome::Ready),
-            out(0.1, Outcome::Ready),
-            out(0.1, Outcome::Ready),
-        ]);
+        script.extend(ready(&[0.5, 0.5, 0.5, 0.1, 0.1, 0.1, 0.1]));
         let mut exec = FakeExecutor::new(script);
         let mut o = opts(vec![vec!["true"]], CacheState::Selective, 3);
         o.caches = vec![CacheState::Selective, CacheState::Hot];
@@ -499,13 +498,8 @@ mod tests {
 
     #[test]
     fn first_slow_hot_run_is_warned_about() {
-        let script = vec![
-            out(1.0, Outcome::Ready), // warm-up
-            out(5.0, Outcome::Ready),
-            out(1.0, Outcome::Ready),
-            out(1.0, Outcome::Ready),
-            out(1.0, Outcome::Ready),
-        ];
+        // A warm-up, then the measured runs.
+        let script = ready(&[1.0, 5.0, 1.0, 1.0, 1.0]);
         let mut exec = FakeExecutor::new(script);
         let r =
             measure(&opts(vec![vec!["true"]], CacheState::Hot, 4), &mut exec, &mut |_| {}).unwrap();
@@ -538,14 +532,8 @@ mod tests {
 
     #[test]
     fn warns_about_frequency_scaling_and_high_variance_with_remedies() {
-        let script = vec![
-            out(1.0, Outcome::Ready), // warm-up
-            out(1.0, Outcome::Ready),
-            out(3.0, Outcome::Ready),
-            out(1.5, Outcome::Ready),
-            out(4.0, Outcome::Ready),
-            out(2.0, Outcome::Ready),
-        ];
+        // A warm-up, then the measured runs.
+        let script = ready(&[1.0, 1.0, 3.0, 1.5, 4.0, 2.0]);
         let mut exec = FakeExecutor::new(script);
         exec.warnings = vec!["instructions are not counted: ...".into()];
         let o = opts(vec![vec!["true"]], CacheState::Hot, 5);
