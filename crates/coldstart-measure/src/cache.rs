@@ -50,6 +50,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use coldstart_error::Category;
 use serde::{Deserialize, Serialize};
 
+pub(crate) use holders::parse_maps_line;
 pub use holders::{find_holders, find_holders_in};
 pub use sets::{is_system_library, selective_set, warm_set, warm_set_with, LibDirs};
 
@@ -161,6 +162,13 @@ pub struct Holder {
     pub mapped: bool,
 }
 
+impl Holder {
+    /// `pid 4242 (firefox)`: how warnings and exclusion reasons name the process.
+    pub fn who(&self) -> String {
+        format!("pid {} ({})", self.pid, self.comm)
+    }
+}
+
 /// A file that eviction or verification could not check, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unreadable {
@@ -240,7 +248,7 @@ impl EvictionReport {
                     .holders
                     .iter()
                     .take(3)
-                    .map(|h| format!("pid {} ({}) {}", h.pid, h.comm, h.path.display()))
+                    .map(|h| format!("{} {}", h.who(), h.path.display()))
                     .collect();
                 s.push_str(&format!("; held by {}", named.join(", ")));
                 let more = self.holders.len().saturating_sub(3) + self.holders_omitted;

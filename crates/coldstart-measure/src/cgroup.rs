@@ -44,6 +44,8 @@ use std::time::{Duration, Instant};
 
 use coldstart_error::Category;
 
+use crate::result::Counters;
+
 /// The directory (under each hierarchy's mount point) holding coldstart's run cgroups.
 pub const PARENT_NAME: &str = "coldstart";
 
@@ -91,18 +93,6 @@ pub struct Hierarchy {
     /// `coldstart` directory per controller mount: (controller, dir). For v2 a single entry
     /// with controller `"unified"`.
     parents: Vec<(String, PathBuf)>,
-}
-
-/// Figures read from a run's cgroup. `None` when the hierarchy lacks the file.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CgroupCounters {
-    pub user_s: Option<f64>,
-    pub sys_s: Option<f64>,
-    pub major_faults: Option<u64>,
-    pub minor_faults: Option<u64>,
-    pub read_bytes: Option<u64>,
-    pub read_requests: Option<u64>,
-    pub peak_memory_bytes: Option<u64>,
 }
 
 fn mounts() -> io::Result<Vec<(String, PathBuf, String)>> {
@@ -360,8 +350,10 @@ impl RunCgroup {
         pids
     }
 
-    /// Read the counters of the tree (children included).
-    pub fn counters(&self) -> CgroupCounters {
+    /// Read the counters of the tree (children included): CPU time, faults, bytes read, read
+    /// requests and peak memory, each `None` when the hierarchy lacks its file. The other
+    /// figures (wall time, instructions, ...) are not the cgroup's and stay at their defaults.
+    pub fn counters(&self) -> Counters {
         match self.hierarchy.version {
             Version::V1 => {
                 let ns =
@@ -378,7 +370,7 @@ impl RunCgroup {
                     }
                     _ => (None, None),
                 };
-                CgroupCounters {
+                Counters {
                     user_s,
                     sys_s,
                     major_faults: keyed(&mem, "total_pgmajfault"),
@@ -394,13 +386,14 @@ impl RunCgroup {
                     peak_memory_bytes: self
                         .read("memory", "memory.max_usage_in_bytes")
                         .and_then(|t| t.trim().parse().ok()),
+                    ..Counters::default()
                 }
             }
             Version::V2 => {
                 let cpu = self.read("cpu", "cpu.stat").unwrap_or_default();
                 let mem = self.read("memory", "memory.stat").unwrap_or_default();
                 let io = self.read("io", "io.stat");
-                CgroupCounters {
+                Counters {
                     user_s: keyed(&cpu, "user_usec").map(|v| v as f64 / 1e6),
                     sys_s: keyed(&cpu, "system_usec").map(|v| v as f64 / 1e6),
                     major_faults: keyed(&mem, "pgmajfault"),
@@ -411,6 +404,7 @@ impl RunCgroup {
                     peak_memory_bytes: self
                         .read("memory", "memory.peak")
                         .and_then(|t| t.trim().parse().ok()),
+                    ..Counters::default()
                 }
             }
         }

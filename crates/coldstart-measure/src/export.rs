@@ -15,11 +15,16 @@ use std::fmt::Write as _;
 
 use coldstart_error::Category;
 
+use crate::metric::{title_of, Metric, Unit, METRICS};
 use crate::result::{
-    CommandResult, Comparison, Counters, MeasureReport, Outcome, RunRecord, FORMAT_NAME,
-    FORMAT_VERSION,
+    CommandResult, Comparison, MeasureReport, Outcome, RunRecord, FORMAT_NAME, FORMAT_VERSION,
 };
-use crate::stats::Summary;
+// What the exporter tests build reports from (they see this module's names).
+#[cfg(test)]
+use crate::{
+    metric::metric_value,
+    result::{Counters, Summary},
+};
 
 /// Why a JSON report could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -52,39 +57,6 @@ impl ExportError {
     }
 }
 
-/// The per-run metrics, in the order of the CSV columns, as named in
-/// [`CommandResult::summaries`].
-pub const METRICS: [&str; 10] = [
-    "wall_s",
-    "user_s",
-    "sys_s",
-    "major_faults",
-    "minor_faults",
-    "read_bytes",
-    "read_requests",
-    "peak_memory_bytes",
-    "instructions",
-    "storage_read_requests",
-];
-
-/// The value of one of [`METRICS`] in `counters` (`None` when not measured or unknown).
-pub fn metric_value(counters: &Counters, metric: &str) -> Option<f64> {
-    let c = counters;
-    match metric {
-        "wall_s" => Some(c.wall_s),
-        "user_s" => c.user_s,
-        "sys_s" => c.sys_s,
-        "major_faults" => c.major_faults.map(|v| v as f64),
-        "minor_faults" => c.minor_faults.map(|v| v as f64),
-        "read_bytes" => c.read_bytes.map(|v| v as f64),
-        "read_requests" => c.read_requests.map(|v| v as f64),
-        "peak_memory_bytes" => c.peak_memory_bytes.map(|v| v as f64),
-        "instructions" => c.instructions.map(|v| v as f64),
-        "storage_read_requests" => c.storage_read_requests.map(|v| v as f64),
-        _ => None,
-    }
-}
-
 /// The report as pretty-printed JSON.
 pub fn to_json(r: &MeasureReport) -> String {
     // The report has no maps with non-string keys, the only way serde_json can fail here.
@@ -114,7 +86,7 @@ pub fn from_json(s: &str) -> Result<MeasureReport, ExportError> {
 
 /// One CSV row per run of every command, after a header row. Columns: `label`, `index`,
 /// `outcome` (`ready`, `timeout`, `exited_before_ready`, `failed`), `exit_code`, `signal`,
-/// `excluded` (the reason, empty when included), every counter of [`METRICS`], then
+/// `excluded` (the reason, empty when included), every counter of [`Metric::ALL`], then
 /// `eviction_held` and `resident_pages_after`. A figure that was not measured is an empty
 /// cell, never 0.
 pub fn to_csv(r: &MeasureReport) -> String {
@@ -135,21 +107,7 @@ pub fn to_csv(r: &MeasureReport) -> String {
                 opt(signal),
                 csv_field(run.excluded.as_deref().unwrap_or("")),
             ];
-            let c = &run.counters;
-            row.push(c.wall_s.to_string());
-            row.extend([opt(c.user_s), opt(c.sys_s)]);
-            row.extend(
-                [
-                    c.major_faults,
-                    c.minor_faults,
-                    c.read_bytes,
-                    c.read_requests,
-                    c.peak_memory_bytes,
-                    c.instructions,
-                    c.storage_read_requests,
-                ]
-                .map(opt),
-            );
+            row.extend(Metric::ALL.map(|m| opt(m.reading(&run.counters))));
             row.push(opt(run.eviction.as_ref().map(|e| e.held)));
             row.push(opt(run.eviction.as_ref().map(|e| e.resident_pages_after)));
             out.push_str(&row.join(","));
@@ -181,27 +139,14 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-/// How a metric's values read: seconds, bytes or plain counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Unit {
-    Seconds,
-    Bytes,
-    Count,
-}
-
-fn unit_of(metric: &str) -> Unit {
-    if metric.ends_with("_s") {
-        Unit::Seconds
-    } else if metric.ends_with("_bytes") {
-        Unit::Bytes
-    } else {
-        Unit::Count
-    }
+/// A value of the metric named `metric` in human units: `12.3 ms`, `4.2 MiB`, `153`.
+fn human(metric: &str, v: f64) -> String {
+    in_unit(Unit::of_name(metric), v)
 }
 
 /// A value in human units: `12.3 ms`, `4.2 MiB`, `153`.
-fn human(metric: &str, v: f64) -> String {
-    match unit_of(metric) {
+fn in_unit(unit: Unit, v: f64) -> String {
+    match unit {
         Unit::Seconds => {
             let a = v.abs();
             if a < 1e-3 {
@@ -238,27 +183,6 @@ fn count(v: f64) -> String {
     }
 }
 
-/// What a metric is called in tables.
-fn metric_title(metric: &str) -> &str {
-    match metric {
-        "wall_s" => "wall time",
-        "user_s" => "user CPU",
-        "sys_s" => "system CPU",
-        "major_faults" => "major faults",
-        "minor_faults" => "minor faults",
-        "read_bytes" => "read from storage",
-        "read_requests" => "read requests",
-        "peak_memory_bytes" => "peak memory",
-        "instructions" => "instructions",
-        "storage_read_requests" => "read requests to the emulated device",
-        other => other,
-    }
-}
-
-fn summary<'a>(cmd: &'a CommandResult, metric: &str) -> Option<&'a Summary> {
-    cmd.summaries.iter().find(|(m, _)| m == metric).map(|(_, s)| s)
-}
-
 fn excluded_runs(cmd: &CommandResult) -> Vec<&RunRecord> {
     cmd.runs.iter().filter(|r| r.excluded.is_some()).collect()
 }
@@ -284,7 +208,7 @@ fn command_line(cmd: &CommandResult) -> String {
     cmd.command.join(" ")
 }
 
-fn p_value(p: f64) -> String {
+fn p_text(p: f64) -> String {
     if p < 0.001 {
         "p < 0.001".to_string()
     } else {
@@ -300,17 +224,18 @@ pub fn comparison_sentence(r: &MeasureReport, c: &Comparison) -> String {
     let (a, b) = (label(0, "A"), label(1, "B"));
     let (lo, hi) = c.ratio_ci95;
     if !c.ratio.is_finite() || c.ratio <= 0.0 {
-        return format!("{b} and {a} cannot be compared on {}", metric_title(&c.metric));
+        return format!("{b} and {a} cannot be compared on {}", title_of(&c.metric));
     }
-    let p = p_value(c.p_value);
-    if unit_of(&c.metric) != Unit::Seconds {
+    let p = p_text(c.p_value);
+    if Unit::of_name(&c.metric) != Unit::Seconds {
         return format!(
             "{b} has {:.2}x the {} of {a} [{lo:.2}, {hi:.2}], {p}",
             c.ratio,
-            metric_title(&c.metric)
+            title_of(&c.metric)
         );
     }
-    let what = if c.metric == "wall_s" { String::new() } else { format!(" in {}", c.metric) };
+    let what =
+        if c.metric == Metric::Wall.name() { String::new() } else { format!(" in {}", c.metric) };
     if c.ratio >= 1.0 {
         format!("{b} is {:.2}x slower than {a}{what} [{lo:.2}, {hi:.2}], {p}", c.ratio)
     } else {
@@ -324,13 +249,13 @@ pub fn comparison_sentence(r: &MeasureReport, c: &Comparison) -> String {
 }
 
 /// The metrics of the terminal table, in order, with their row titles.
-const TABLE_ROWS: [(&str, &str); 5] = [
-    ("wall_s", "Time (median):"),
-    ("major_faults", "Major faults:"),
-    ("read_bytes", "Read from storage:"),
-    ("read_requests", "Read requests:"),
+const TABLE_ROWS: [(Metric, &str); 5] = [
+    (Metric::Wall, "Time (median):"),
+    (Metric::MajorFaults, "Major faults:"),
+    (Metric::ReadBytes, "Read from storage:"),
+    (Metric::ReadRequests, "Read requests:"),
     // Only with `--storage`.
-    ("storage_read_requests", "  on the device:"),
+    (Metric::StorageReadRequests, "  on the device:"),
 ];
 
 /// The compact terminal view: per command the median wall time with its 95% interval, the
@@ -341,25 +266,27 @@ pub fn to_table(r: &MeasureReport) -> String {
     for cmd in &r.commands {
         let _ = writeln!(out, "{}: {}", cmd.label, command_line(cmd));
         for (metric, title) in TABLE_ROWS {
-            if metric == "storage_read_requests" && summary(cmd, metric).is_none() {
+            let summary = cmd.summary(metric.name());
+            if metric == Metric::StorageReadRequests && summary.is_none() {
                 continue;
             }
-            let value = match summary(cmd, metric) {
+            let unit = metric.unit();
+            let value = match summary {
                 None => "n/a".to_string(),
                 Some(s) if s.n == 0 => "n/a (no included run)".to_string(),
-                Some(s) if metric == "wall_s" => format!(
+                Some(s) if metric == Metric::Wall => format!(
                     "{}   95% CI [{}, {}]   trimmed mean {}",
-                    human(metric, s.median),
-                    human(metric, s.ci95.0),
-                    human(metric, s.ci95.1),
-                    human(metric, s.trimmed_mean)
+                    in_unit(unit, s.median),
+                    in_unit(unit, s.ci95.0),
+                    in_unit(unit, s.ci95.1),
+                    in_unit(unit, s.trimmed_mean)
                 ),
-                Some(s) => human(metric, s.median),
+                Some(s) => in_unit(unit, s.median),
             };
             let _ = writeln!(out, "  {title:<20}{value}");
         }
         let _ = writeln!(out, "  {:<20}{}", "Runs:", excluded_summary(cmd));
-        if let Some(s) = summary(cmd, "wall_s").filter(|s| !s.outliers.is_empty()) {
+        if let Some(s) = cmd.summary(Metric::Wall.name()).filter(|s| !s.outliers.is_empty()) {
             let _ = writeln!(out, "  {:<20}{} of wall time", "Outliers:", s.outliers.len());
         }
         out.push('\n');
@@ -414,7 +341,7 @@ pub fn to_markdown(r: &MeasureReport) -> String {
             let _ = writeln!(
                 out,
                 "| {} | {} | {} | {} – {} | {} | {} |",
-                md_cell(metric_title(m)),
+                md_cell(title_of(m)),
                 human(m, s.median),
                 human(m, s.trimmed_mean),
                 human(m, s.ci95.0),
@@ -443,7 +370,7 @@ pub fn to_markdown(r: &MeasureReport) -> String {
             "## Comparison\n\n{} (ratio of median {}, 95% bootstrap interval, two-sided \
              Mann-Whitney U).\n",
             comparison_sentence(r, c),
-            metric_title(&c.metric)
+            title_of(&c.metric)
         );
     }
     if !r.warnings.is_empty() {

@@ -13,12 +13,16 @@
 //!   `cachestat(2)` / `mincore(2)`, and naming the process that keeps pages resident.
 //! - [`cgroup`]: one cgroup per run (v2 where its controllers are enabled, else v1), so the
 //!   whole process tree is counted and killed together.
-//! - [`launch`]: the [`launch::Executor`] trait and its Linux implementation.
+//! - [`launch`]: the [`launch::Executor`] trait and its Linux implementation: one run is
+//!   prepared, spawned into its cgroup, waited on until ready, and its counters (and, for a
+//!   discovery run, the files it read) collected.
+//! - [`result`]: the one serialisable result type, and [`metric`]: the per-run metrics (name,
+//!   unit, title, how each is read from the counters), which statistics and exporters share.
 //! - [`stats`]: median, trimmed mean, bootstrap confidence intervals, MAD outliers,
 //!   Mann-Whitney U.
-//! - [`result`]: the one serialisable result type; [`export`] renders it as JSON, CSV and
-//!   Markdown.
-//! - [`measure`](mod@measure): the orchestration of warm-up, cache preparation and runs.
+//! - [`export`]: renders the result as JSON, CSV and Markdown.
+//! - [`measure`](mod@measure): the orchestration of discovery, warm-up, cache preparation and
+//!   runs, from validated [`MeasureOptions`] to a [`MeasureReport`] with its warnings.
 //! - [`storage`]: slow storage emulation (`--storage`): the program's files on a throttled loop
 //!   device, seen by each run at their original paths.
 
@@ -27,6 +31,7 @@ pub mod cgroup;
 pub mod export;
 pub mod launch;
 pub mod measure;
+pub mod metric;
 pub mod result;
 pub mod stats;
 pub mod storage;

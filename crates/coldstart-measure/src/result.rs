@@ -6,7 +6,6 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cache::EvictionReport;
-use crate::stats::Summary;
 
 /// The `format` field of every exported report.
 pub const FORMAT_NAME: &str = "coldstart-measure";
@@ -77,8 +76,36 @@ pub struct CommandResult {
     pub label: String,
     pub command: Vec<String>,
     pub runs: Vec<RunRecord>,
-    /// Statistics over the included runs, per metric (`wall_s`, `major_faults`, ...).
+    /// Statistics over the included runs, per metric (`wall_s`, `major_faults`, ...: the
+    /// [`Metric::name`](crate::metric::Metric::name)s).
     pub summaries: Vec<(String, Summary)>,
+}
+
+impl CommandResult {
+    /// The statistics of the metric named `metric`, if it was measured.
+    pub fn summary(&self, metric: &str) -> Option<&Summary> {
+        self.summaries.iter().find(|(m, _)| m == metric).map(|(_, s)| s)
+    }
+}
+
+/// Statistics of one metric over the included runs (computed by [`Summary::from_samples`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub n: usize,
+    pub mean: f64,
+    pub median: f64,
+    /// Mean with the highest and lowest sample dropped (the paper's method); the plain mean
+    /// when fewer than 3 samples.
+    pub trimmed_mean: f64,
+    pub stddev: f64,
+    pub min: f64,
+    pub max: f64,
+    /// 95% bootstrap confidence interval of the median.
+    pub ci95: (f64, f64),
+    /// Median absolute deviation (scaled by 1.4826 to estimate sigma).
+    pub mad: f64,
+    /// Indices (into the samples given) of outliers: |x - median| > 3 MAD.
+    pub outliers: Vec<usize>,
 }
 
 /// The comparison of two commands measured interleaved (A B A B ...).

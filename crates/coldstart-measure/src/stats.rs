@@ -10,7 +10,9 @@
 //! Everything here is pure and deterministic: the bootstrap draws from a fixed-seed
 //! xoshiro256** generator, so the same samples always give the same interval.
 
-use serde::{Deserialize, Serialize};
+use crate::metric::Metric;
+pub use crate::result::Summary;
+use crate::result::{CommandResult, Comparison, RunRecord};
 
 /// Resamples drawn by the bootstrap unless told otherwise.
 pub const DEFAULT_RESAMPLES: usize = 2000;
@@ -20,26 +22,6 @@ pub const DEFAULT_SEED: u64 = 0x636f_6c64_7374_6172; // "coldstar"
 pub const MAD_SCALE: f64 = 1.4826;
 /// Samples farther than this many (scaled) MADs from the median are outliers.
 pub const OUTLIER_MADS: f64 = 3.0;
-
-/// Statistics of one metric over the included runs.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Summary {
-    pub n: usize,
-    pub mean: f64,
-    pub median: f64,
-    /// Mean with the highest and lowest sample dropped (the paper's method); the plain mean
-    /// when fewer than 3 samples.
-    pub trimmed_mean: f64,
-    pub stddev: f64,
-    pub min: f64,
-    pub max: f64,
-    /// 95% bootstrap confidence interval of the median.
-    pub ci95: (f64, f64),
-    /// Median absolute deviation (scaled by 1.4826 to estimate sigma).
-    pub mad: f64,
-    /// Indices (into the samples given) of outliers: |x - median| > 3 MAD.
-    pub outliers: Vec<usize>,
-}
 
 impl Summary {
     /// Summarise `samples` with [`DEFAULT_RESAMPLES`] bootstrap resamples.
@@ -156,18 +138,17 @@ fn bootstrap_ci(
     Some((quantile_sorted(&stats, 0.025), quantile_sorted(&stats, 0.975)))
 }
 
-/// Summaries of every metric of [`crate::export::METRICS`] over the *included* runs (those
-/// without an `excluded` reason), in that order. A metric no included run measured is left out
-/// (it was not available, which is not the same as 0). The outlier indices are mapped to the
-/// runs' own [`RunRecord::index`](crate::result::RunRecord::index).
-pub fn summarize_runs(runs: &[crate::result::RunRecord]) -> Vec<(String, Summary)> {
-    let included: Vec<&crate::result::RunRecord> =
-        runs.iter().filter(|r| r.excluded.is_none()).collect();
+/// Summaries of every metric of [`Metric::ALL`] over the *included* runs (those without an
+/// `excluded` reason), in that order, named by [`Metric::name`]. A metric no included run
+/// measured is left out (it was not available, which is not the same as 0). The outlier indices
+/// are mapped to the runs' own [`RunRecord::index`].
+pub fn summarize_runs(runs: &[RunRecord]) -> Vec<(String, Summary)> {
+    let included: Vec<&RunRecord> = runs.iter().filter(|r| r.excluded.is_none()).collect();
     let mut out = Vec::new();
-    for metric in crate::export::METRICS {
+    for metric in Metric::ALL {
         let values: Vec<(usize, f64)> = included
             .iter()
-            .filter_map(|r| crate::export::metric_value(&r.counters, metric).map(|v| (r.index, v)))
+            .filter_map(|r| metric.value(&r.counters).map(|v| (r.index, v)))
             .collect();
         if values.is_empty() {
             continue;
@@ -175,7 +156,7 @@ pub fn summarize_runs(runs: &[crate::result::RunRecord]) -> Vec<(String, Summary
         let samples: Vec<f64> = values.iter().map(|&(_, v)| v).collect();
         let mut summary = Summary::from_samples(&samples);
         summary.outliers = summary.outliers.iter().map(|&i| values[i].0).collect();
-        out.push((metric.to_string(), summary));
+        out.push((metric.name().to_string(), summary));
     }
     out
 }
@@ -184,16 +165,12 @@ pub fn summarize_runs(runs: &[crate::result::RunRecord]) -> Vec<(String, Summary
 /// with its bootstrap interval and the Mann-Whitney U p-value. `None` when either side has no
 /// included run with the metric, or when the ratio is undefined (median of A is 0, as for the
 /// major faults of hot runs); a report therefore never holds a NaN, which JSON cannot carry.
-pub fn compare(
-    a: &crate::result::CommandResult,
-    b: &crate::result::CommandResult,
-    metric: &str,
-) -> Option<crate::result::Comparison> {
-    let values = |c: &crate::result::CommandResult| -> Vec<f64> {
+pub fn compare(a: &CommandResult, b: &CommandResult, metric: Metric) -> Option<Comparison> {
+    let values = |c: &CommandResult| -> Vec<f64> {
         c.runs
             .iter()
             .filter(|r| r.excluded.is_none())
-            .filter_map(|r| crate::export::metric_value(&r.counters, metric))
+            .filter_map(|r| metric.value(&r.counters))
             .collect()
     };
     let (va, vb) = (values(a), values(b));
@@ -204,8 +181,8 @@ pub fn compare(
     if !ratio.is_finite() || !ratio_ci95.0.is_finite() || !ratio_ci95.1.is_finite() {
         return None;
     }
-    Some(crate::result::Comparison {
-        metric: metric.to_string(),
+    Some(Comparison {
+        metric: metric.name().to_string(),
         ratio,
         ratio_ci95,
         p_value: mann_whitney_p(&va, &vb),
@@ -405,10 +382,16 @@ impl Xoshiro256 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::result::{CommandResult, Counters, Outcome, RunRecord};
+    use crate::result::{Counters, Outcome};
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol * b.abs().max(1e-300)
+    }
+
+    /// The Mann-Whitney p-value of `a` and `b` is `want`, to a relative `tol`.
+    fn assert_p(a: &[f64], b: &[f64], want: f64, tol: f64) {
+        let p = mann_whitney_p(a, b);
+        assert!(close(p, want, tol), "{p} != {want}");
     }
 
     #[test]
@@ -533,11 +516,7 @@ mod tests {
         let a: Vec<f64> = (0..12).map(|i| 10.0 + i as f64 * 0.37).collect();
         let b: Vec<f64> = (0..15).map(|i| 11.1 + i as f64 * 0.41 + 0.001).collect();
         // scipy, method="exact": 0.008709688182026316
-        assert!(
-            close(mann_whitney_p(&a, &b), 0.008709688182026316, 1e-9),
-            "{}",
-            mann_whitney_p(&a, &b)
-        );
+        assert_p(&a, &b, 0.008709688182026316, 1e-9);
     }
 
     #[test]
@@ -545,11 +524,7 @@ mod tests {
         let a = [1.0, 2.0, 2.0, 3.0, 3.0, 3.0, 4.0, 5.0];
         let b = [3.0, 4.0, 4.0, 5.0, 5.0, 6.0, 6.0, 7.0];
         // scipy, method="asymptotic", use_continuity=True: 0.010515245935858907
-        assert!(
-            close(mann_whitney_p(&a, &b), 0.010515245935858907, 1e-9),
-            "{}",
-            mann_whitney_p(&a, &b)
-        );
+        assert_p(&a, &b, 0.010515245935858907, 1e-9);
     }
 
     #[test]
@@ -557,11 +532,7 @@ mod tests {
         let a: Vec<f64> = (0..30).map(|i| ((i * 37) % 101) as f64).collect();
         let b: Vec<f64> = (0..25).map(|i| ((i * 53) % 103) as f64 + 20.5).collect();
         // scipy, method="asymptotic", use_continuity=True: 0.07183244767003341
-        assert!(
-            close(mann_whitney_p(&a, &b), 0.07183244767003341, 1e-9),
-            "{}",
-            mann_whitney_p(&a, &b)
-        );
+        assert_p(&a, &b, 0.07183244767003341, 1e-9);
     }
 
     #[test]
@@ -614,14 +585,14 @@ mod tests {
         let mut b = a.clone();
         b.runs = (0..5).map(|i| run(i, 2.0 + i as f64 * 0.01, None, false)).collect();
         b.runs.push(run(5, 0.001, None, true));
-        let c = compare(&a, &b, "wall_s").unwrap();
+        let c = compare(&a, &b, Metric::Wall).unwrap();
         assert!(close(c.ratio, 2.02 / 1.02, 1e-12));
         assert!(close(c.p_value, 2.0 / 252.0, 1e-12));
         assert!(c.ratio_ci95.0 <= c.ratio && c.ratio <= c.ratio_ci95.1);
-        assert_eq!(compare(&a, &b, "major_faults"), None);
+        assert_eq!(compare(&a, &b, Metric::MajorFaults), None);
         let zero =
             CommandResult { runs: (0..3).map(|i| run(i, 0.0, None, false)).collect(), ..a.clone() };
-        assert_eq!(compare(&zero, &b, "wall_s"), None);
+        assert_eq!(compare(&zero, &b, Metric::Wall), None);
     }
 
     #[test]

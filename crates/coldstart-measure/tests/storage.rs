@@ -173,19 +173,9 @@ fn helper() {
         // Fault one page of the file through a mapping; print the pages then cached.
         ["touch", path, page] => {
             let page: usize = page.parse().unwrap();
-            let f = fs::File::open(path).unwrap();
-            let len = f.metadata().unwrap().len() as usize;
+            let (p, len) = map_whole(Path::new(path), libc::MAP_PRIVATE);
             // SAFETY: a private read-only mapping of the file, read once, unmapped.
             unsafe {
-                let p = libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ,
-                    libc::MAP_PRIVATE,
-                    f.as_raw_fd(),
-                    0,
-                );
-                assert_ne!(p, libc::MAP_FAILED);
                 let byte = std::ptr::read_volatile(p.cast::<u8>().add(page * PAGE));
                 libc::munmap(p, len);
                 std::hint::black_box(byte);
@@ -368,24 +358,26 @@ fn sequential_reads_run_at_the_profile_bandwidth() {
 
 /// Pages of `path` in the page cache (`mincore` over a mapping that faults nothing).
 fn resident_pages(path: &Path) -> usize {
-    let f = fs::File::open(path).unwrap();
-    let len = f.metadata().unwrap().len() as usize;
+    let (p, len) = map_whole(path, libc::MAP_SHARED);
     let mut vec = vec![0u8; len.div_ceil(PAGE)];
-    // SAFETY: map, query residency into a buffer of one byte per page, unmap.
+    // SAFETY: query residency into a buffer of one byte per page, unmap.
     unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            f.as_raw_fd(),
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED);
         assert_eq!(libc::mincore(p, len, vec.as_mut_ptr()), 0);
         libc::munmap(p, len);
     }
     vec.iter().filter(|b| **b & 1 == 1).count()
+}
+
+/// A read-only mapping (`MAP_PRIVATE` or `MAP_SHARED`) of the whole of `path`, and its length;
+/// the caller unmaps it. Mapping faults no page in.
+fn map_whole(path: &Path, flags: libc::c_int) -> (*mut libc::c_void, usize) {
+    let f = fs::File::open(path).unwrap();
+    let len = f.metadata().unwrap().len() as usize;
+    // SAFETY: a fresh read-only mapping of an open file, checked; the file may be closed after.
+    let p =
+        unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, flags, f.as_raw_fd(), 0) };
+    assert_ne!(p, libc::MAP_FAILED);
+    (p, len)
 }
 
 #[test]

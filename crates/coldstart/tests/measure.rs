@@ -4,7 +4,7 @@
 //! other's caches mid-run.
 
 mod common;
-use common::{cache_lock, require_program, require_root};
+use common::{cache_lock, require_program, require_root, KillOnDrop};
 
 use std::fs;
 use std::os::unix::process::CommandExt;
@@ -93,14 +93,11 @@ impl Drop for Xvfb {
     }
 }
 
-/// Kills a background process on drop.
-struct Background(Child);
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// `coldstart ARGS` as user and group 65534 (nobody); needs root to start.
+fn as_nobody<const N: usize>(args: [&str; N]) -> Command {
+    let mut cmd = Command::cargo_bin("coldstart").unwrap();
+    cmd.args(args).uid(65534).gid(65534);
+    cmd
 }
 
 struct Measured {
@@ -243,7 +240,7 @@ fn eviction_verification_names_the_process_that_keeps_a_file_mapped() {
         Command::new(&exe).arg(&data).arg("hold").stdout(Stdio::piped()).spawn().unwrap();
     let mut line = [0u8; 5];
     std::io::Read::read_exact(holder.stdout.as_mut().unwrap(), &mut line).unwrap();
-    let holder = Background(holder);
+    let holder = KillOnDrop(holder);
     let m = measure(
         &["--cache", "selective", "--runs", "2", "--warmup", "0"],
         &[exe.to_str().unwrap(), data.to_str().unwrap()],
@@ -588,13 +585,7 @@ fn cold_without_root_names_the_privilege_and_offers_selective() {
     if !require_root("cgroups, drop_caches, fanotify") {
         return;
     } // to become another user
-    let out = Command::cargo_bin("coldstart")
-        .unwrap()
-        .args(["measure", "--cache", "cold", "--", "true"])
-        .uid(65534)
-        .gid(65534)
-        .output()
-        .unwrap();
+    let out = as_nobody(["measure", "--cache", "cold", "--", "true"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(err.contains("CAP_SYS_ADMIN") && err.contains("--cache selective"), "{err}");
@@ -605,13 +596,7 @@ fn hot_works_without_root_with_a_warning() {
     if !require_root("cgroups, drop_caches, fanotify") {
         return;
     } // to become another user
-    let out = Command::cargo_bin("coldstart")
-        .unwrap()
-        .args(["measure", "--runs", "2", "--", "true"])
-        .uid(65534)
-        .gid(65534)
-        .output()
-        .unwrap();
+    let out = as_nobody(["measure", "--runs", "2", "--", "true"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     let table = String::from_utf8_lossy(&out.stdout);
@@ -703,14 +688,10 @@ fn selective_without_root_discovers_and_evicts_the_program_files() {
         std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
     }
     let json = dir.path().join("r.json");
-    let out = Command::cargo_bin("coldstart")
-        .unwrap()
-        .args(["measure", "--cache", "selective", "--runs", "2", "--export-json"])
+    let out = as_nobody(["measure", "--cache", "selective", "--runs", "2", "--export-json"])
         .arg(&json)
         .arg("--")
         .args([exe.to_str().unwrap(), data.to_str().unwrap(), "linger"])
-        .uid(65534)
-        .gid(65534)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));

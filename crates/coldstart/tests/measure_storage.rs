@@ -93,6 +93,14 @@ impl App {
         self.work.path().join("report.json")
     }
 
+    /// `--storage PROFILE --storage-dir WORK` (the work directory of this app), then `rest`.
+    fn storage_args<'a>(&'a self, profile: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
+        let work = self.work.path().to_str().unwrap();
+        let mut args = vec!["--storage", profile, "--storage-dir", work];
+        args.extend(rest);
+        args
+    }
+
     /// `coldstart measure ARGS -- ./prog` in the program's directory.
     fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::cargo_bin("coldstart").unwrap();
@@ -173,19 +181,8 @@ fn cold_start_on_an_emulated_hdd_is_throttled_with_the_profiles_read_ahead() {
     }
     let _lock = cache_lock();
     let app = App::new();
-    let work = app.work.path().to_str().unwrap();
-    let (out, emulated) = app.measure(&[
-        "--storage",
-        "hdd",
-        "--storage-dir",
-        work,
-        "--cache",
-        "cold",
-        "--runs",
-        "2",
-        "--warmup",
-        "0",
-    ]);
+    let (out, emulated) =
+        app.measure(&app.storage_args("hdd", &["--cache", "cold", "--runs", "2", "--warmup", "0"]));
     ok(&out);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("Storage: emulated hdd"), "{stdout}");
@@ -255,21 +252,19 @@ fn custom_profile_is_parsed_and_exported_and_its_read_ahead_applies() {
     }
     let _lock = cache_lock();
     let app = App::new();
-    let work = app.work.path().to_str().unwrap();
-    let (out, report) = app.measure(&[
-        "--storage",
+    let (out, report) = app.measure(&app.storage_args(
         "custom:iops=500,bps=20m,readahead=512k",
-        "--storage-dir",
-        work,
-        "--app-dir",
-        app.dir.path().to_str().unwrap(),
-        "--cache",
-        "cold",
-        "--runs",
-        "1",
-        "--warmup",
-        "0",
-    ]);
+        &[
+            "--app-dir",
+            app.dir.path().to_str().unwrap(),
+            "--cache",
+            "cold",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+        ],
+    ));
     ok(&out);
     let st = &report["storage"];
     assert_eq!(st["profile"], "custom");
@@ -295,39 +290,17 @@ fn a_timed_out_run_and_an_interrupt_leave_nothing_behind() {
     }
     let _lock = cache_lock();
     let app = App::new();
-    let work = app.work.path().to_str().unwrap();
     // Every run needs ~0.4 s on the hdd profile: a 0.1 s timeout excludes them all.
-    let (out, report) = app.measure(&[
-        "--storage",
+    let (out, report) = app.measure(&app.storage_args(
         "hdd",
-        "--storage-dir",
-        work,
-        "--cache",
-        "cold",
-        "--runs",
-        "1",
-        "--warmup",
-        "0",
-        "--timeout",
-        "0.1",
-    ]);
+        &["--cache", "cold", "--runs", "1", "--warmup", "0", "--timeout", "0.1"],
+    ));
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(runs(&report)[0]["excluded"].as_str().unwrap().contains("timeout"));
 
     // Ctrl-C while the runs go on.
     let child = app
-        .command(&[
-            "--storage",
-            "hdd",
-            "--storage-dir",
-            work,
-            "--cache",
-            "cold",
-            "--runs",
-            "100",
-            "--warmup",
-            "0",
-        ])
+        .command(&app.storage_args("hdd", &["--cache", "cold", "--runs", "100", "--warmup", "0"]))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -394,21 +367,10 @@ fn warm_evicts_the_copy_so_the_run_reads_the_emulated_device_again() {
     }
     let _lock = cache_lock();
     let app = App::new();
-    let work = app.work.path().to_str().unwrap();
     // The warm-up run brings the copy into the cache; warm must evict the copy's pages (not
     // only the originals') for the measured run to wait for the throttled device again.
-    let (out, report) = app.measure(&[
-        "--storage",
-        "hdd",
-        "--storage-dir",
-        work,
-        "--cache",
-        "warm",
-        "--runs",
-        "1",
-        "--warmup",
-        "1",
-    ]);
+    let (out, report) =
+        app.measure(&app.storage_args("hdd", &["--cache", "warm", "--runs", "1", "--warmup", "1"]));
     ok(&out);
     let run = runs(&report)[0];
     assert!(run["excluded"].is_null(), "{run}");

@@ -163,6 +163,16 @@ mod tests {
         assert_eq!(parse_maps_line("garbage"), None);
     }
 
+    /// Process `pid` named `comm` in the fake `/proc` at `proc_root`, with these `maps` and no
+    /// open file yet (its directory is returned).
+    fn fake_process(proc_root: &Path, pid: &str, comm: &str, maps: &str) -> PathBuf {
+        let p = proc_root.join(pid);
+        fs::create_dir_all(p.join("fd")).unwrap();
+        fs::write(p.join("comm"), format!("{comm}\n")).unwrap();
+        fs::write(p.join("maps"), maps).unwrap();
+        p
+    }
+
     /// A fake `/proc` with: pid 10 mapping the target, pid 11 holding it open, pid 12 (excluded)
     /// mapping it, pid 13 mapping another file, and a non-numeric entry.
     #[test]
@@ -171,13 +181,7 @@ mod tests {
         let proc_root = dir.path().join("proc");
         let target = dir.path().join("lib.so");
         fs::write(&target, b"x").unwrap();
-        let mk = |pid: &str, comm: &str, maps: &str| {
-            let p = proc_root.join(pid);
-            fs::create_dir_all(p.join("fd")).unwrap();
-            fs::write(p.join("comm"), format!("{comm}\n")).unwrap();
-            fs::write(p.join("maps"), maps).unwrap();
-            p
-        };
+        let mk = |pid: &str, comm: &str, maps: &str| fake_process(&proc_root, pid, comm, maps);
         let map_line = format!("1000-2000 r--p 00000000 00:00 77 {}\n", target.display());
         mk("10", "mapper", &map_line);
         let p11 = mk("11", "opener", "");
@@ -204,17 +208,11 @@ mod tests {
         fs::write(&target, b"x").unwrap();
         let m = fs::metadata(&target).unwrap();
         let (maj, min) = (libc::major(m.dev()), libc::minor(m.dev()));
-        let p = proc_root.join("20");
-        fs::create_dir_all(&p).unwrap();
-        fs::write(p.join("comm"), "renamer\n").unwrap();
-        fs::write(
-            p.join("maps"),
-            format!(
-                "1000-2000 r--p 00000000 {maj:02x}:{min:02x} {} /old/name (deleted)\n",
-                m.ino()
-            ),
-        )
-        .unwrap();
+        let maps = format!(
+            "1000-2000 r--p 00000000 {maj:02x}:{min:02x} {} /old/name (deleted)\n",
+            m.ino()
+        );
+        fake_process(&proc_root, "20", "renamer", &maps);
         let holders = find_holders_in(&proc_root, std::slice::from_ref(&target), &[]).unwrap();
         assert_eq!(holders.len(), 1);
         assert_eq!(holders[0].pid, 20);

@@ -1,0 +1,292 @@
+//! The files a run's tree reads, for `warm` and `selective` ([`RunSpec::discover_files`]).
+//!
+//! Two methods, described with their limits in the [`launch`](super) module docs: fanotify
+//! permission events (root), and samples of `/proc/PID/maps` and `/proc/PID/fd` of every live
+//! member during the run and at readiness.
+
+use std::collections::BTreeSet;
+use std::ffi::CString;
+use std::fs;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[cfg(doc)]
+use super::RunSpec;
+use crate::cache::parse_maps_line;
+use crate::cgroup::RunCgroup;
+
+/// The files a discovery run collects: fanotify's, and the samples of the tree's maps and open
+/// files.
+pub(super) struct Discovery {
+    fanotify: Fanotify,
+    sampled: BTreeSet<PathBuf>,
+}
+
+impl Discovery {
+    /// Start watching, before `fork` (so the marks are in place when the tree starts).
+    pub(super) fn start(cgroup: Option<&RunCgroup>) -> Discovery {
+        Discovery {
+            fanotify: Fanotify::start(cgroup.map(|c| c.name().to_string())),
+            sampled: BTreeSet::new(),
+        }
+    }
+
+    /// Sample the files of the live members of the tree of `root`.
+    pub(super) fn sample_tree(&mut self, cgroup: Option<&RunCgroup>, root: libc::pid_t) {
+        sample_files(&tree_members(cgroup, root), &mut self.sampled);
+    }
+
+    /// Sample the files of `pids`.
+    pub(super) fn sample(&mut self, pids: &[u32]) {
+        sample_files(pids, &mut self.sampled);
+    }
+
+    /// Stop watching (after the tree was killed): the regular files found, sorted and without
+    /// duplicates.
+    pub(super) fn finish(self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = self.sampled.into_iter().collect();
+        files.extend(self.fanotify.finish());
+        files.retain(|f| f.is_absolute() && fs::metadata(f).map(|m| m.is_file()).unwrap_or(false));
+        files.sort();
+        files.dedup();
+        files
+    }
+}
+
+/// How often a discovery run samples the maps and open files of the tree.
+pub(super) const DISCOVERY_SAMPLE_INTERVAL: Duration = Duration::from_micros(200);
+
+/// The live members of the run's tree: the cgroup's, or without one the root and its
+/// descendants (`/proc/PID/task/TID/children`).
+fn tree_members(cgroup: Option<&RunCgroup>, root: libc::pid_t) -> Vec<u32> {
+    if let Some(cg) = cgroup {
+        return cg.pids();
+    }
+    let mut out = vec![root as u32];
+    let mut i = 0;
+    while i < out.len() {
+        let pid = out[i];
+        if let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) {
+            for t in tasks.flatten() {
+                if let Ok(c) = fs::read_to_string(t.path().join("children")) {
+                    out.extend(c.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Add the files the processes map (`/proc/PID/maps`) or hold open (`/proc/PID/fd`).
+fn sample_files(pids: &[u32], into: &mut BTreeSet<PathBuf>) {
+    for &pid in pids {
+        into.extend(mapped_files(pid));
+        if let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) {
+            for fd in fds.flatten() {
+                if let Ok(target) = fs::read_link(fd.path()) {
+                    if target.is_absolute() {
+                        into.insert(target);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Files mapped by a process (`/proc/PID/maps`).
+pub fn mapped_files(pid: u32) -> Vec<PathBuf> {
+    let Ok(maps) = fs::read_to_string(format!("/proc/{pid}/maps")) else { return Vec::new() };
+    let mut out: Vec<PathBuf> = Vec::new();
+    for entry in maps.lines().filter_map(parse_maps_line) {
+        if entry.path.starts_with('/') && !entry.path.ends_with(" (deleted)") {
+            let p = PathBuf::from(entry.path);
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// fanotify-based discovery of the files a run's tree opens.
+struct Fanotify {
+    stop: Arc<AtomicBool>,
+    files: Arc<Mutex<Vec<PathBuf>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Fanotify {
+    /// Start watching; a no-op (maps only) when fanotify is unavailable (not root).
+    fn start(cgroup_name: Option<String>) -> Fanotify {
+        let stop = Arc::new(AtomicBool::new(false));
+        let files = Arc::new(Mutex::new(Vec::new()));
+        let mut d = Fanotify { stop: stop.clone(), files: files.clone(), thread: None };
+        let Some(fd) = fanotify_open() else { return d };
+        let root_pid = std::process::id();
+        d.thread = Some(std::thread::spawn(move || {
+            fanotify_loop(fd, &stop, &files, cgroup_name.as_deref(), root_pid);
+        }));
+        d
+    }
+
+    fn finish(mut self) -> Vec<PathBuf> {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        std::mem::take(&mut *self.files.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+impl Drop for Fanotify {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn fanotify_open() -> Option<OwnedFd> {
+    // SAFETY: fanotify_init returns a new fd or -1.
+    let fd = unsafe {
+        libc::fanotify_init(
+            libc::FAN_CLOEXEC | libc::FAN_CLASS_CONTENT | libc::FAN_NONBLOCK,
+            (libc::O_RDONLY | libc::O_LARGEFILE | libc::O_CLOEXEC) as u32,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: fresh fd.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut marked = 0;
+    let mut seen_devs = Vec::new();
+    let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    for line in text.lines() {
+        let Some((pre, post)) = line.split_once(" - ") else { continue };
+        let pre: Vec<&str> = pre.split(' ').collect();
+        let post: Vec<&str> = post.split(' ').collect();
+        if pre.len() < 5 || post.len() < 2 || !post[1].starts_with("/dev/") {
+            continue;
+        }
+        if seen_devs.contains(&pre[2]) {
+            continue;
+        }
+        seen_devs.push(pre[2]);
+        let Ok(mp) = CString::new(unescape_mount(pre[4])) else { continue };
+        // SAFETY: marking a mount point path.
+        let r = unsafe {
+            libc::fanotify_mark(
+                fd.as_raw_fd(),
+                libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM,
+                libc::FAN_OPEN_PERM | libc::FAN_OPEN_EXEC_PERM,
+                libc::AT_FDCWD,
+                mp.as_ptr(),
+            )
+        };
+        if r == 0 {
+            marked += 1;
+        }
+    }
+    (marked > 0).then_some(fd)
+}
+
+fn unescape_mount(s: &str) -> String {
+    s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+}
+
+fn fanotify_loop(
+    fd: OwnedFd,
+    stop: &AtomicBool,
+    files: &Mutex<Vec<PathBuf>>,
+    cgroup_name: Option<&str>,
+    own_pid: u32,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let meta_len = std::mem::size_of::<libc::fanotify_event_metadata>();
+    let mut pid_cache: Vec<(i32, bool)> = Vec::new();
+    let belongs = |pid: i32, cache: &mut Vec<(i32, bool)>| -> bool {
+        if let Some((_, b)) = cache.iter().find(|(p, _)| *p == pid) {
+            return *b;
+        }
+        let b = match cgroup_name {
+            Some(name) => fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                .map(|t| t.lines().any(|l| l.ends_with(&format!("/{name}"))))
+                .unwrap_or(false),
+            // Without a cgroup: the launched process group (the root's pid is the pgid),
+            // approximated by "not coldstart and in a group created after it".
+            None => {
+                // SAFETY: getpgid of any pid.
+                let pgid = unsafe { libc::getpgid(pid) };
+                pgid > 0 && pgid as u32 != own_pid && pgid != unsafe { libc::getpgid(0) }
+            }
+        };
+        cache.push((pid, b));
+        b
+    };
+    loop {
+        let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: polling our fd.
+        let rc = unsafe { libc::poll(&mut pfd, 1, 20) };
+        if rc <= 0 {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            continue;
+        }
+        // SAFETY: reading events into our buffer.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            continue;
+        }
+        let mut off = 0usize;
+        while off + meta_len <= n as usize {
+            // SAFETY: the kernel wrote a whole event at `off`.
+            let meta: libc::fanotify_event_metadata =
+                unsafe { std::ptr::read_unaligned(buf[off..].as_ptr().cast()) };
+            if meta.event_len == 0 {
+                break;
+            }
+            if meta.fd >= 0 {
+                if belongs(meta.pid, &mut pid_cache) {
+                    if let Ok(p) = fs::read_link(format!("/proc/self/fd/{}", meta.fd)) {
+                        if let Ok(mut f) = files.lock() {
+                            f.push(p);
+                        }
+                    }
+                }
+                let resp = libc::fanotify_response { fd: meta.fd, response: libc::FAN_ALLOW };
+                // SAFETY: answering the permission event, then closing its fd.
+                unsafe {
+                    libc::write(
+                        fd.as_raw_fd(),
+                        (&resp as *const libc::fanotify_response).cast(),
+                        std::mem::size_of::<libc::fanotify_response>(),
+                    );
+                    libc::close(meta.fd);
+                }
+            }
+            off += meta.event_len as usize;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_mapped_files_of_a_process() {
+        let files = mapped_files(std::process::id());
+        let exe = fs::read_link("/proc/self/exe").unwrap();
+        assert!(files.contains(&exe), "{files:?} lacks {exe:?}");
+    }
+}

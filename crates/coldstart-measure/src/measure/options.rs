@@ -1,0 +1,153 @@
+//! What a measurement is asked to do, checked before anything runs, and why it can fail as a
+//! whole.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use coldstart_error::Category;
+use coldstart_sys::is_root;
+
+use crate::cache::CacheState;
+use crate::launch::{resolve_program, LaunchError};
+use crate::storage::{StorageError, StorageProfile};
+use crate::Ready;
+
+/// Everything a measurement needs, validated by [`MeasureOptions::validate`].
+#[derive(Debug, Clone)]
+pub struct MeasureOptions {
+    /// The command (argv) to measure; a second one when comparing.
+    pub commands: Vec<Vec<String>>,
+    /// The cache states to measure, in order (usually one; `cold` and `hot` together give the
+    /// I/O share).
+    pub caches: Vec<CacheState>,
+    pub ready: Ready,
+    /// Measured runs per command and state.
+    pub runs: usize,
+    /// Unrecorded runs before the measured ones (per command and state).
+    pub warmup: usize,
+    /// Bound of each run.
+    pub timeout: Duration,
+    /// Run every run on emulated slow storage ([`crate::storage`]); `None`: on this machine's
+    /// own disk.
+    pub storage: Option<StorageOptions>,
+}
+
+/// Where and how to emulate slow storage for a measurement (`--storage`).
+///
+/// The program's files are copied onto one emulated device per measurement: the directory
+/// `app_dir` when given, else the program's own files found by a discovery run on the host
+/// (the executable, its non-system libraries, its data: [`cache::warm_set`](crate::cache::warm_set)). Every run (the
+/// warm-up runs too) then executes in a mount namespace where the copies are bind-mounted over
+/// the originals, in a cgroup whose reads of the device are throttled to the profile.
+#[derive(Debug, Clone)]
+pub struct StorageOptions {
+    pub profile: StorageProfile,
+    /// Copy this directory instead of the discovered files.
+    pub app_dir: Option<PathBuf>,
+    /// Where the session directory with the backing file goes
+    /// ([`crate::storage::DEFAULT_WORK_DIR`] by default).
+    pub work_dir: PathBuf,
+}
+
+impl Default for MeasureOptions {
+    fn default() -> Self {
+        MeasureOptions {
+            commands: Vec::new(),
+            caches: vec![CacheState::Hot],
+            ready: Ready::Exit,
+            runs: 10,
+            warmup: 1,
+            timeout: Duration::from_secs(60),
+            storage: None,
+        }
+    }
+}
+
+/// Why a measurement could not be done (as opposed to runs that failed, which are reported).
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    #[error(
+        "--cache cold needs root: dropping the page cache writes /proc/sys/vm/drop_caches, which needs \
+         CAP_SYS_ADMIN; run as root, or use --cache selective (evicts only the program's files, no root needed)"
+    )]
+    NeedsRoot,
+    #[error("cannot prepare the {state} cache state: {source}")]
+    Cache { state: CacheState, source: std::io::Error },
+    #[error("emulated storage: {0}")]
+    Storage(#[from] StorageError),
+    #[error("interrupted: the emulated storage was torn down")]
+    Interrupted,
+}
+
+impl MeasureError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            MeasureError::Invalid(_) => Category::Usage,
+            MeasureError::Launch(e) => e.category(),
+            MeasureError::NeedsRoot => Category::Privilege,
+            MeasureError::Cache { .. } | MeasureError::Interrupted => Category::Environment,
+            MeasureError::Storage(e) => e.category(),
+        }
+    }
+}
+
+impl MeasureOptions {
+    /// Check the options and the commands (exist, are programs) before anything runs.
+    pub fn validate(&self) -> Result<(), MeasureError> {
+        if self.commands.is_empty() || self.commands.len() > 2 {
+            return Err(MeasureError::Invalid(format!(
+                "give one command, or two to compare (got {})",
+                self.commands.len()
+            )));
+        }
+        for c in &self.commands {
+            resolve_program(c)?;
+        }
+        if self.runs == 0 {
+            return Err(MeasureError::Invalid("--runs must be at least 1".into()));
+        }
+        if self.timeout.is_zero() {
+            return Err(MeasureError::Invalid("--timeout must be positive".into()));
+        }
+        if self.caches.is_empty() {
+            return Err(MeasureError::Invalid("--cache needs at least one state".into()));
+        }
+        for (i, c) in self.caches.iter().enumerate() {
+            if self.caches[..i].contains(c) {
+                return Err(MeasureError::Invalid(format!("--cache lists `{c}` twice")));
+            }
+        }
+        if self.commands.len() == 2 && self.caches.len() > 1 {
+            return Err(MeasureError::Invalid(
+                "a comparison runs both commands in one cache state; give a single --cache".into(),
+            ));
+        }
+        if self.caches.contains(&CacheState::Cold) && !is_root() {
+            return Err(MeasureError::NeedsRoot);
+        }
+        if let Some(s) = &self.storage {
+            crate::storage::require_root()?;
+            if let Some(d) = &s.app_dir {
+                if !d.is_dir() {
+                    return Err(MeasureError::Invalid(format!(
+                        "--app-dir {}: not a directory; give the directory holding the program's files",
+                        d.display()
+                    )));
+                }
+            }
+            if !s.work_dir.is_dir() {
+                return Err(MeasureError::Invalid(format!(
+                    "--storage-dir {}: not a directory; give an existing directory on a disk file \
+                     system (the emulated device's backing file goes there)",
+                    s.work_dir.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
