@@ -15,6 +15,9 @@
 //!   strategies' background work and the statistics. It needs no FUSE, and its unit tests use
 //!   a bundle on local disk as the remote.
 //!
+//! - [`Strategy`] names when to fetch what; the engine carries it out and [`model`] predicts
+//!   it, and neither depends on the other for it.
+//!
 //! Every wait is bounded ([`EngineOptions::read_timeout`] and the fetcher's timeouts and
 //! retries); a chunk that cannot be had is `EIO` to the program, never zeros or stale bytes.
 
@@ -22,12 +25,11 @@ mod engine;
 mod fs;
 pub mod model;
 mod mount;
+mod strategy;
 mod tree;
 
-pub use engine::{
-    Engine, EngineError, EngineOptions, Report, StartFailure, StartFetch, Strategy,
-    StrategyParseError,
-};
+pub use engine::{Engine, EngineError, EngineOptions, Report, StartFailure, StartFetch};
 pub use mount::{
     choose, is_mount_point, mount, AutoOptions, Mount, MountError, MountOptions, DEFAULT_READAHEAD,
 };
+pub use strategy::{Strategy, StrategyParseError};

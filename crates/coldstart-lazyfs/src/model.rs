@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use coldstart_bundle::{EntryKind, FetchError, Manifest, Remote, Sha256Hex};
 use serde::Serialize;
 
-use crate::engine::Strategy;
+use crate::strategy::Strategy;
 
 /// What the model needs from a bundle and the local chunk cache.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

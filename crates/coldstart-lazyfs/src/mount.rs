@@ -13,11 +13,10 @@ use coldstart_bundle::{CacheError, ChunkCache, FetchError, FetchOptions, HotList
 use coldstart_error::Category;
 use fuser::{MountOption, Session, SessionUnmounter};
 
-use crate::engine::{
-    Engine, EngineError, EngineOptions, Report, StartFailure, StartFetch, Strategy,
-};
+use crate::engine::{Engine, EngineError, EngineOptions, Report, StartFailure, StartFetch};
 use crate::fs::LazyFs;
 use crate::model::{self, Choice, LinkEstimate, Params, Shape};
+use crate::strategy::Strategy;
 
 /// How to mount.
 #[derive(Debug, Clone)]
@@ -258,11 +257,7 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
     // So does `auto`: it decides once the manifest has arrived (and, without the link given,
     // enough of the hot part to measure the link on), and keeps the request for a hot-set
     // strategy or drops it for another.
-    let hot_first = opts.auto.is_some()
-        || matches!(
-            opts.strategy,
-            Strategy::Reordered | Strategy::ReorderedPaged | Strategy::Stream
-        );
+    let hot_first = opts.auto.is_some() || opts.strategy.uses_hot_set();
     let sample = opts.auto.as_ref().is_some_and(|a| a.link.is_none());
     let mut start = None;
     let mut probe = None;
@@ -342,10 +337,8 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         cache,
         EngineOptions { strategy, read_timeout: opts.read_timeout },
     );
-    let hot_set_strategy =
-        matches!(strategy, Strategy::Reordered | Strategy::ReorderedPaged | Strategy::Stream);
     let started = match start {
-        Some(fetch) if hot_set_strategy => engine.start_from(fetch),
+        Some(fetch) if strategy.uses_hot_set() => engine.start_from(fetch),
         // `auto` chose `original` or `paged`: dropping the start object's request stops it.
         _ => engine.start(),
     };

@@ -1,0 +1,86 @@
+//! The strategies: when to fetch what. The engine carries them out, the model predicts them;
+//! this module is what both name, and depends on neither.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+/// When to fetch what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    /// Download each file whole before the program starts: one request per file, one at a
+    /// time, in manifest order (what downloading the program does).
+    Original,
+    /// Fetch each chunk on first use.
+    Paged,
+    /// Start at once; the hot set streams in one request while the program runs, chunks
+    /// outside it are fetched on first use.
+    ReorderedPaged,
+    /// Fetch the hot set in one request before the program starts, the rest on first use.
+    Reordered,
+    /// Like `reordered-paged`, then the rest of the bundle in the background; a miss goes
+    /// ahead of background work.
+    Stream,
+}
+
+impl Strategy {
+    pub const ALL: [Strategy; 5] = [
+        Strategy::Original,
+        Strategy::Paged,
+        Strategy::ReorderedPaged,
+        Strategy::Reordered,
+        Strategy::Stream,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Original => "original",
+            Strategy::Paged => "paged",
+            Strategy::ReorderedPaged => "reordered-paged",
+            Strategy::Reordered => "reordered",
+            Strategy::Stream => "stream",
+        }
+    }
+
+    /// Whether it fetches the hot set in one request (the start object's): `reordered`,
+    /// `reordered-paged` and `stream`.
+    pub fn uses_hot_set(self) -> bool {
+        matches!(self, Strategy::Reordered | Strategy::ReorderedPaged | Strategy::Stream)
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown strategy name.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown strategy `{0}`: use original, paged, reordered-paged, reordered or stream")]
+pub struct StrategyParseError(String);
+
+impl FromStr for Strategy {
+    type Err = StrategyParseError;
+    fn from_str(s: &str) -> Result<Strategy, StrategyParseError> {
+        Strategy::ALL
+            .into_iter()
+            .find(|st| st.name() == s)
+            .ok_or_else(|| StrategyParseError(s.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strategies_parse_by_name() {
+        for s in Strategy::ALL {
+            assert_eq!(s.name().parse::<Strategy>().unwrap(), s);
+        }
+        assert!("fast".parse::<Strategy>().unwrap_err().to_string().contains("reordered-paged"));
+    }
+}
