@@ -13,8 +13,10 @@
 //!   [`ChunkCache`](coldstart_bundle::ChunkCache), from the hot set being streamed in, or by a
 //!   demand fetch (deduplicated, so two readers of one chunk cause one request). It owns the
 //!   strategies' background work and the statistics. It needs no FUSE, and its unit tests use
-//!   a bundle on local disk as the remote.
-//!
+//!   a bundle on local disk as the remote. Its parts: `engine::read` (the read path FUSE
+//!   calls), `engine::prefetch` (what each strategy does before the program starts),
+//!   `engine::stream` (the hot stream and `stream`'s background work) and
+//!   `engine::start_object` ([`StartFetch`]: the manifest and the hot set in one request).
 //! - [`Strategy`] names when to fetch what; the engine carries it out and [`model`] predicts
 //!   it, and neither depends on the other for it.
 //!
@@ -26,9 +28,11 @@ mod fs;
 pub mod model;
 mod mount;
 mod strategy;
+#[cfg(test)]
+mod testing;
 mod tree;
 
-pub use engine::{Engine, EngineError, EngineOptions, Report, StartFailure, StartFetch};
+pub use engine::{Engine, EngineError, EngineOptions, Report, StartFailure, StartFetch, StartHead};
 pub use mount::{
     choose, is_mount_point, mount, AutoOptions, Mount, MountError, MountOptions, DEFAULT_READAHEAD,
 };
