@@ -11,7 +11,7 @@ use coldstart_bundle::{
     Manifest, PackOptions, Remote, Touch,
 };
 
-use crate::engine::{Engine, EngineError, EngineOptions};
+use crate::engine::{Engine, EngineError, EngineOptions, Report};
 use crate::Strategy;
 
 /// A small bundle packed into a temporary directory, with an empty chunk cache beside it.
@@ -72,6 +72,16 @@ pub(crate) fn read_all(e: &Engine, path: &str) -> Result<Vec<u8>, EngineError> {
         out.extend_from_slice(&e.read_chunk(i, k)?);
     }
     Ok(out)
+}
+
+/// Reads every file of the fixture through `e`'s read path and checks its bytes, then stops
+/// `e`'s background work; returns its report. `what` names the case in a failure.
+pub(crate) fn read_back(e: &Engine, f: &Fixture, what: &str) -> Report {
+    for (path, data) in &f.files {
+        assert_eq!(&read_all(e, path).unwrap(), data, "{what}: {path}");
+    }
+    e.shutdown();
+    e.report()
 }
 
 /// A bundle on disk whose answers to the requests `slow` picks come as over a slow link: after

@@ -86,7 +86,7 @@ impl Engine {
 mod tests {
     use coldstart_bundle::{Chunk, Compression};
 
-    use crate::testing::{engine, fixture, fixture_with, read_all};
+    use crate::testing::{engine, fixture, fixture_with, read_all, read_back};
     use crate::Strategy;
 
     #[test]
@@ -108,11 +108,7 @@ mod tests {
             let f = fixture_with(compression);
             let e = engine(&f, s);
             e.start().unwrap();
-            for (path, data) in &f.files {
-                assert_eq!(&read_all(&e, path).unwrap(), data, "{s} {path}");
-            }
-            e.shutdown();
-            let r = e.report();
+            let r = read_back(&e, &f, s.name());
             assert_eq!(r.errors, 0);
             match s {
                 Strategy::Original => {

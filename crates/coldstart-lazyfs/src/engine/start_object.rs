@@ -13,7 +13,7 @@ use coldstart_bundle::{decode_chunk, Chunk, Manifest, ManifestError, Remote};
 
 use super::stream::HotPlan;
 use super::{Engine, EngineError};
-use crate::model::{LinkEstimate, Probe, PROBE_ENOUGH};
+use crate::model::{self, LinkEstimate, Probe, PROBE_ENOUGH};
 use crate::strategy::Strategy;
 
 /// Where the start object's hot part has got to.
@@ -227,32 +227,11 @@ fn sampled(
     n1: usize,
     after: usize,
 ) -> (Probe, usize, usize) {
-    let took = t1.elapsed().as_secs_f64();
-    let bps = if after > 0 && took > 1e-4 {
-        after as f64 / took
-    } else {
-        // Too little or too fast to tell: as fast as the sample allows (at least 1 Gbit/s).
-        (after as f64 / 1e-4).max(125e6)
-    };
+    let bps = model::bandwidth(after as u64, t1.elapsed().as_secs_f64());
     let latency = ((t1 - t0).as_secs_f64() - n1 as f64 / bps).max(0.0);
-    let link = LinkEstimate {
-        bytes_per_second: bps,
-        latency_ms: latency * 1e3,
-        bandwidth_estimated: true,
-        latency_estimated: true,
-    };
-    let mut chunks = Vec::new();
-    let (mut boundary, mut k) = (0, 0);
-    for (o, c) in manifest.hot_chunks() {
-        let end = (o + c.stored_len()) as usize;
-        let Some(stored) = hot.get(o as usize..end) else { break };
-        // One that fails its check is left to the hot stream's end: readers fetch it then.
-        if let Some(data) = decode_chunk(manifest.compression, c, stored) {
-            chunks.push((c.clone(), data));
-        }
-        (boundary, k) = (end, k + 1);
-    }
-    (Probe { link, chunks }, boundary, k)
+    // One that fails its check is left to the hot stream's end: readers fetch it then.
+    let (chunks, boundary, k) = model::whole_hot_chunks(manifest, hot);
+    (Probe { link: LinkEstimate::measured(bps, latency), chunks }, boundary, k)
 }
 
 impl Engine {
@@ -344,7 +323,7 @@ mod tests {
 
     use super::*;
     use crate::engine::EngineOptions;
-    use crate::testing::{fixture, fixture_with, quick, read_all, Fixture};
+    use crate::testing::{fixture, fixture_with, quick, read_back, Fixture};
 
     /// An engine made the way a mount of a hot-set strategy makes it: from the start object.
     fn engine_from_start(f: &Fixture, strategy: Strategy) -> Result<Arc<Engine>, StartFailure> {
@@ -368,11 +347,7 @@ mod tests {
                     let r = e.report();
                     assert_eq!((r.requests, r.hot_chunks), (1, 2), "{s}: one request, both chunks");
                 }
-                for (path, data) in &f.files {
-                    assert_eq!(&read_all(&e, path).unwrap(), data, "{s} {path}");
-                }
-                e.shutdown();
-                let r = e.report();
+                let r = read_back(&e, &f, s.name());
                 assert_eq!((r.errors, r.hot_chunks, r.failed_attempts), (0, 2, 0), "{s}");
             }
         }
@@ -397,11 +372,7 @@ mod tests {
         let opts = EngineOptions { strategy: Strategy::ReorderedPaged, ..Default::default() };
         let e = Engine::new(head.manifest, remote, cache, opts);
         e.start_from(fetch).unwrap();
-        for (path, data) in &f.files {
-            assert_eq!(&read_all(&e, path).unwrap(), data, "{path}");
-        }
-        e.shutdown();
-        let r = e.report();
+        let r = read_back(&e, &f, "sampled");
         assert_eq!((r.errors, r.failed_attempts, r.hot_chunks), (0, 0, 0), "{r:?}");
     }
 
@@ -464,11 +435,7 @@ mod tests {
             }
             std::fs::write(path(&f), o).unwrap();
             let e = engine_from_start(&f, Strategy::ReorderedPaged).unwrap();
-            for (p, data) in &f.files {
-                assert_eq!(&read_all(&e, p).unwrap(), data, "cut {cut}: {p}");
-            }
-            e.shutdown();
-            let r = e.report();
+            let r = read_back(&e, &f, &format!("cut {cut}"));
             assert_eq!(r.errors, 0);
             assert!(r.failed_attempts > 0 && r.background_error.is_some(), "cut {cut}: {r:?}");
         }

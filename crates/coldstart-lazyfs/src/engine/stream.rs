@@ -215,7 +215,7 @@ mod tests {
     use super::*;
     use crate::engine::EngineOptions;
     use crate::strategy::Strategy;
-    use crate::testing::{engine, fixture, read_all, Slow};
+    use crate::testing::{engine, fixture, read_back, Slow};
 
     #[test]
     fn unmounting_stops_a_background_transfer_midway() {
@@ -244,9 +244,6 @@ mod tests {
         assert_eq!((r.failed_attempts, r.errors), (0, 0), "stopping is not a failure: {r:?}");
         assert_eq!(r.background_error, None);
         // Nothing half-received was kept: every cached chunk reads back whole.
-        let again = engine(&f, Strategy::Paged);
-        for (path, data) in &f.files {
-            assert_eq!(&read_all(&again, path).unwrap(), data, "{path}");
-        }
+        read_back(&engine(&f, Strategy::Paged), &f, "again");
     }
 }
