@@ -3,9 +3,15 @@
 //!
 //! The layers, outermost first:
 //!
+//! - [`MountRequest`] is what a user gives (a strategy or `auto`, the cache directory, the
+//!   timeout and retries, the read-ahead); [`MountRequest::options`] checks it, fills in the
+//!   defaults ([`default_cache_dir`], [`DEFAULT_READAHEAD`]) and derives the rest (how long a
+//!   read may wait) into [`MountOptions`].
 //! - [`mount()`] checks the mount point, fetches and validates the manifest (for a hot-set
 //!   strategy from the start object, which brings the hot set in the same request), runs the
 //!   strategy's start-up work and mounts; [`Mount`] unmounts on drop and reports [`Report`].
+//!   Under `auto` it chooses the strategy first (module `auto`, with [`model`]); [`predict()`]
+//!   makes the same prediction without mounting. Both fail with a [`MountError`].
 //! - `fs` answers the kernel (lookups, attributes, directory listings, symbolic links, reads)
 //!   from the inode table in `tree`, handing every read to a worker thread so that one slow
 //!   miss does not stall other requests.
@@ -23,17 +29,23 @@
 //! Every wait is bounded ([`EngineOptions::read_timeout`] and the fetcher's timeouts and
 //! retries); a chunk that cannot be had is `EIO` to the program, never zeros or stale bytes.
 
+mod auto;
 mod engine;
+mod error;
 mod fs;
 pub mod model;
 mod mount;
+mod options;
 mod strategy;
 #[cfg(test)]
 mod testing;
 mod tree;
 
+pub use auto::{predict, PredictOptions};
 pub use engine::{Engine, EngineError, EngineOptions, Report, StartFailure, StartFetch, StartHead};
-pub use mount::{
-    choose, is_mount_point, mount, AutoOptions, Mount, MountError, MountOptions, DEFAULT_READAHEAD,
+pub use error::MountError;
+pub use mount::{is_mount_point, mount, Mount};
+pub use options::{
+    default_cache_dir, readahead, AutoOptions, MountOptions, MountRequest, DEFAULT_READAHEAD,
 };
-pub use strategy::{Strategy, StrategyParseError};
+pub use strategy::{Strategy, StrategyOrAuto, StrategyParseError};

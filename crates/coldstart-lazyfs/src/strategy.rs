@@ -1,5 +1,6 @@
 //! The strategies: when to fetch what. The engine carries them out, the model predicts them;
-//! this module is what both name, and depends on neither.
+//! this module is what both name, and depends on neither. A user asks for one of them or for
+//! `auto` ([`StrategyOrAuto`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -72,6 +73,34 @@ impl FromStr for Strategy {
     }
 }
 
+/// A strategy, or `auto`: predict each on the link and take the fastest
+/// ([`crate::model`]). What a user asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StrategyOrAuto {
+    Auto,
+    Fixed(Strategy),
+}
+
+impl FromStr for StrategyOrAuto {
+    type Err = StrategyParseError;
+    fn from_str(s: &str) -> Result<StrategyOrAuto, StrategyParseError> {
+        if s == "auto" {
+            Ok(StrategyOrAuto::Auto)
+        } else {
+            s.parse().map(StrategyOrAuto::Fixed)
+        }
+    }
+}
+
+impl fmt::Display for StrategyOrAuto {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StrategyOrAuto::Auto => f.write_str("auto"),
+            StrategyOrAuto::Fixed(s) => s.fmt(f),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,5 +111,8 @@ mod tests {
             assert_eq!(s.name().parse::<Strategy>().unwrap(), s);
         }
         assert!("fast".parse::<Strategy>().unwrap_err().to_string().contains("reordered-paged"));
+        assert_eq!("auto".parse::<StrategyOrAuto>().unwrap(), StrategyOrAuto::Auto);
+        assert_eq!("stream".parse::<StrategyOrAuto>().unwrap().to_string(), "stream");
+        assert!("fast".parse::<StrategyOrAuto>().is_err());
     }
 }
