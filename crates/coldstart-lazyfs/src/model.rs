@@ -32,10 +32,10 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use coldstart_bundle::{EntryKind, FetchError, Manifest, Remote, Sha256Hex};
+use coldstart_bundle::{FetchError, Manifest, Remote, Sha256Hex};
 use serde::Serialize;
 
-use crate::strategy::Strategy;
+use crate::strategy::{whole_files, Strategy};
 
 /// What the model needs from a bundle and the local chunk cache.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -85,7 +85,6 @@ impl Shape {
             has_hot_set: !manifest.hot.chunks.is_empty(),
             ..Shape::default()
         };
-        let mut seen = HashSet::new();
         let mut chunks = HashSet::new();
         for c in manifest.files.iter().flat_map(|e| &e.chunks) {
             if !cached(&c.sha256) && chunks.insert(&c.sha256) {
@@ -93,14 +92,7 @@ impl Shape {
                 s.all_miss_bytes += c.stored_len();
             }
         }
-        for e in manifest.files.iter().filter(|e| e.kind == EntryKind::File) {
-            let Some(sha) = &e.sha256 else { continue };
-            if e.chunks.is_empty() || !seen.insert(sha) {
-                continue;
-            }
-            if e.chunks.iter().all(|c| cached(&c.sha256)) {
-                continue;
-            }
+        for (e, _) in whole_files(manifest, &cached) {
             s.files += 1;
             s.file_bytes += e.chunks.iter().map(|c| c.stored_len()).sum::<u64>();
         }
@@ -407,6 +399,8 @@ pub(crate) fn whole_hot_chunks(
 
 #[cfg(test)]
 mod tests {
+    use coldstart_bundle::EntryKind;
+
     use super::*;
     use crate::testing::Slow;
 

@@ -2,9 +2,11 @@
 //! this module is what both name, and depends on neither. A user asks for one of them or for
 //! `auto` ([`StrategyOrAuto`]).
 
+use std::collections::HashSet;
 use std::fmt;
 use std::str::FromStr;
 
+use coldstart_bundle::{Entry, EntryKind, Manifest, Sha256Hex};
 use serde::Serialize;
 
 /// When to fetch what.
@@ -56,6 +58,26 @@ impl fmt::Display for Strategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// The regular files `original` downloads whole before the program starts, in manifest order:
+/// each distinct file (by the SHA-256 of its content) with any chunk not `cached`. Lazily, so
+/// that a download in between counts: the engine downloads them, the model counts them.
+pub(crate) fn whole_files<'m>(
+    manifest: &'m Manifest,
+    cached: impl Fn(&Sha256Hex) -> bool + 'm,
+) -> impl Iterator<Item = (&'m Entry, &'m Sha256Hex)> + 'm {
+    let mut seen = HashSet::new();
+    manifest.files.iter().filter(|e| e.kind == EntryKind::File).filter_map(move |e| {
+        let sha = e.sha256.as_ref()?;
+        if e.chunks.is_empty() || !seen.insert(sha) {
+            return None;
+        }
+        if e.chunks.iter().all(|c| cached(&c.sha256)) {
+            return None;
+        }
+        Some((e, sha))
+    })
 }
 
 /// An unknown strategy name.

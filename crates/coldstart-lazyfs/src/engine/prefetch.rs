@@ -4,14 +4,13 @@
 //! (then, for `stream`, the rest). A mount on the start object does the same from the start
 //! object's request instead ([`Engine::start_from`]).
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use coldstart_bundle::{Chunk, EntryKind};
+use coldstart_bundle::Chunk;
 
 use super::{Engine, EngineError};
-use crate::strategy::Strategy;
+use crate::strategy::{whole_files, Strategy};
 
 impl Engine {
     /// Runs the strategy's start-up work: blocking for `original` and `reordered`, background
@@ -53,15 +52,8 @@ impl Engine {
     /// per distinct file, one request at a time, in manifest order (sorted by path); every
     /// chunk is still verified as it arrives. A file whose chunks are all cached is skipped.
     fn fetch_all(&self) -> Result<(), EngineError> {
-        let mut seen = HashSet::new();
-        for e in self.manifest.files.iter().filter(|e| e.kind == EntryKind::File) {
-            let Some(sha) = &e.sha256 else { continue };
-            if e.chunks.is_empty() || !seen.insert(sha) {
-                continue;
-            }
-            if e.chunks.iter().all(|c| self.cache.contains(&c.sha256)) {
-                continue;
-            }
+        // Lazily: a file whose chunks the files before it brought is skipped.
+        for (e, sha) in whole_files(&self.manifest, |h| self.cache.contains(h)) {
             let mut offset = 0;
             let pieces: Vec<(u64, Chunk)> = e
                 .chunks
