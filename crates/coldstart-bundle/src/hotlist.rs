@@ -86,12 +86,14 @@ impl HotList {
         Ok(list)
     }
 
-    /// Writes the list atomically (temporary file, then rename).
+    /// Writes the list atomically (temporary file, then rename), with
+    /// [`coldstart_fs::write_atomic`]: a device or pipe such as `/dev/null` is written into,
+    /// never replaced.
     pub fn write(&self, path: &Path) -> Result<(), HotListError> {
         let p = path.display().to_string();
         let mut bytes = serde_json::to_vec_pretty(self).expect("a hot list serialises");
         bytes.push(b'\n');
-        crate::pack::write_atomic(path, &bytes)
+        coldstart_fs::write_atomic(path, &bytes)
             .map_err(|source| HotListError::Write { path: p, source })
     }
 }

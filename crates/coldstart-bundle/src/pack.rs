@@ -357,10 +357,6 @@ fn hot_set(manifest: &Manifest, hot: &HotList, bundle: &Path) -> Result<HotSet, 
     })
 }
 
-/// Writes `bytes` to `path` atomically (see [`coldstart_fs`]: a device or pipe such as
-/// `/dev/null` is written into, never replaced).
-pub use coldstart_fs::write_atomic;
-
 /// A name part unique within this host for the life of the process.
 pub(crate) fn unique() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};

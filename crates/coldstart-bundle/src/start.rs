@@ -25,6 +25,8 @@
 //! checksum), for the strategies that need the manifest only. Both are copies: a reader that
 //! finds neither (a bundle packed before them) reads `manifest.json`.
 
+use std::path::{Path, PathBuf};
+
 use coldstart_error::Category;
 
 use crate::manifest::{Manifest, ManifestError};
@@ -257,8 +259,8 @@ pub fn encode(json: &[u8], hot: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Checks a whole start object against the bundle's `manifest.json` and hot blob: what
-/// `coldstart serve` does before serving a bundle.
+/// Checks a whole start object against the bundle's `manifest.json` and hot blob (part of
+/// [`check_bundle`]).
 pub fn check(object: &[u8], json: &[u8], hot: &[u8]) -> Result<(), StartError> {
     let head: &[u8; HEADER_LEN] = object
         .get(..HEADER_LEN)
@@ -285,6 +287,65 @@ pub fn check_compressed(zst: &[u8], json: &[u8]) -> Result<(), StartError> {
         return Err(StartError::Differs);
     }
     Ok(())
+}
+
+/// Why a bundle directory cannot be served as it is: its manifest is missing or invalid, or a
+/// copy a client prefers to it does not match it.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeCheckError {
+    #[error("{}: {error}: is {} a bundle written by `coldstart pack`?", manifest.display(), bundle.display())]
+    NoManifest { bundle: PathBuf, manifest: PathBuf, error: std::io::Error },
+    #[error("{}: {error}", manifest.display())]
+    Invalid { manifest: PathBuf, error: ManifestError },
+    #[error("{}: {error}: it does not match manifest.json; re-pack the bundle, or delete {START_OBJECT} and {MANIFEST_ZST} to serve manifest.json alone", path.display())]
+    Copy { path: PathBuf, error: String },
+}
+
+impl ServeCheckError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            ServeCheckError::NoManifest { .. }
+            | ServeCheckError::Invalid { .. }
+            | ServeCheckError::Copy { .. } => Category::Usage,
+        }
+    }
+}
+
+/// Reads and validates `bundle`'s `manifest.json`, then checks the copies a client prefers
+/// to it, where they exist (`manifest.json.zst` against it, the start object against it and
+/// the hot blob): a client would mount what they say. What `coldstart serve` does before
+/// serving a bundle.
+pub fn check_bundle(bundle: &Path) -> Result<Manifest, ServeCheckError> {
+    let path = bundle.join(MANIFEST_JSON);
+    let json = std::fs::read(&path).map_err(|error| ServeCheckError::NoManifest {
+        bundle: bundle.to_path_buf(),
+        manifest: path.clone(),
+        error,
+    })?;
+    let manifest = Manifest::parse(&json)
+        .map_err(|error| ServeCheckError::Invalid { manifest: path.clone(), error })?;
+    let refuse = |name: &str, error: &dyn std::fmt::Display| ServeCheckError::Copy {
+        path: bundle.join(name),
+        error: error.to_string(),
+    };
+    let read = |name: &str| match std::fs::read(bundle.join(name)) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(refuse(name, &e)),
+    };
+    if let Some(z) = read(MANIFEST_ZST)? {
+        check_compressed(&z, &json).map_err(|e| refuse(MANIFEST_ZST, &e))?;
+    }
+    if let Some(object) = read(START_OBJECT)? {
+        let hot = if manifest.hot.blob.is_empty() {
+            Vec::new()
+        } else {
+            read(&manifest.hot.blob)?.unwrap_or_default()
+        };
+        check(&object, &json, &hot).map_err(|e| refuse(START_OBJECT, &e))?;
+    }
+    Ok(manifest)
 }
 
 #[cfg(test)]
@@ -372,5 +433,35 @@ mod tests {
         ));
         // It decodes, but is not a manifest: that is the bundle's fault, not the transfer's.
         assert!(matches!(parse_compressed_manifest(&z), Err(CompressedManifestError::Manifest(_))));
+    }
+
+    #[test]
+    fn a_bundle_is_served_only_when_the_copies_match_its_manifest() {
+        use crate::{pack, HotList, PackOptions, Touch};
+        let d = tempfile::tempdir().unwrap();
+        let src = d.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        std::fs::write(src.join("f"), vec![7u8; 100_000]).unwrap();
+        let touch = Touch { path: "f".into(), offset: 0, length: 10 };
+        let hot = HotList { touches: vec![touch], ..HotList::default() };
+        let b = d.path().join("b");
+        pack(&src, &hot, &PackOptions::default(), &b).unwrap();
+        assert_eq!(check_bundle(&b).unwrap().files.len(), 1);
+        let mut object = std::fs::read(b.join(START_OBJECT)).unwrap();
+        *object.last_mut().unwrap() ^= 1;
+        std::fs::write(b.join(START_OBJECT), &object).unwrap();
+        let e = check_bundle(&b).unwrap_err();
+        assert!(matches!(e, ServeCheckError::Copy { .. }), "{e}");
+        assert!(e.to_string().contains("re-pack the bundle"), "{e}");
+        // A copy that is not there is not checked: a client reads manifest.json instead.
+        std::fs::remove_file(b.join(START_OBJECT)).unwrap();
+        check_bundle(&b).unwrap();
+        std::fs::write(b.join(MANIFEST_ZST), b"not zstd").unwrap();
+        assert!(matches!(check_bundle(&b), Err(ServeCheckError::Copy { .. })));
+        std::fs::write(b.join(MANIFEST_JSON), b"{}").unwrap();
+        assert!(matches!(check_bundle(&b), Err(ServeCheckError::Invalid { .. })));
+        std::fs::remove_file(b.join(MANIFEST_JSON)).unwrap();
+        let e = check_bundle(&b).unwrap_err();
+        assert!(e.to_string().contains("a bundle written by `coldstart pack`"), "{e}");
     }
 }

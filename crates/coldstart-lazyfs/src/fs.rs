@@ -16,7 +16,7 @@ use fuser::{
     ReplyEntry, ReplyOpen, ReplyStatfs, Request,
 };
 
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineError};
 use crate::tree::{Ino, Tree};
 
 const TTL: Duration = Duration::from_secs(3600);
@@ -222,7 +222,7 @@ pub(crate) fn read_range(
     file: usize,
     offset: i64,
     size: u32,
-) -> Result<Vec<u8>, crate::EngineError> {
+) -> Result<Vec<u8>, EngineError> {
     let entry = &engine.manifest().files[file];
     let start = (offset.max(0) as u64).min(entry.size);
     let end = start.saturating_add(size as u64).min(entry.size);

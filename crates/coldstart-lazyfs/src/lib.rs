@@ -3,9 +3,15 @@
 //!
 //! The layers, outermost first:
 //!
+//! - [`MountRequest`] is what a user gives (a strategy or `auto`, the cache directory, the
+//!   timeout and retries, the read-ahead); [`MountRequest::options`] checks it, fills in the
+//!   defaults ([`default_cache_dir`], [`DEFAULT_READAHEAD`]) and derives the rest (how long a
+//!   read may wait) into [`MountOptions`].
 //! - [`mount()`] checks the mount point, fetches and validates the manifest (for a hot-set
 //!   strategy from the start object, which brings the hot set in the same request), runs the
 //!   strategy's start-up work and mounts; [`Mount`] unmounts on drop and reports [`Report`].
+//!   Under `auto` it chooses the strategy first (module `auto`, with [`model`]); [`predict()`]
+//!   makes the same prediction without mounting. Both fail with a [`MountError`].
 //! - `fs` answers the kernel (lookups, attributes, directory listings, symbolic links, reads)
 //!   from the inode table in `tree`, handing every read to a worker thread so that one slow
 //!   miss does not stall other requests.
@@ -13,21 +19,33 @@
 //!   [`ChunkCache`](coldstart_bundle::ChunkCache), from the hot set being streamed in, or by a
 //!   demand fetch (deduplicated, so two readers of one chunk cause one request). It owns the
 //!   strategies' background work and the statistics. It needs no FUSE, and its unit tests use
-//!   a bundle on local disk as the remote.
+//!   a bundle on local disk as the remote. Its parts: `engine::read` (the read path FUSE
+//!   calls), `engine::prefetch` (what each strategy does before the program starts),
+//!   `engine::stream` (the hot stream and `stream`'s background work) and
+//!   `engine::start_object` ([`StartFetch`]: the manifest and the hot set in one request).
+//! - [`Strategy`] names when to fetch what; the engine carries it out and [`model`] predicts
+//!   it, and neither depends on the other for it.
 //!
 //! Every wait is bounded ([`EngineOptions::read_timeout`] and the fetcher's timeouts and
 //! retries); a chunk that cannot be had is `EIO` to the program, never zeros or stale bytes.
 
+mod auto;
 mod engine;
+mod error;
 mod fs;
 pub mod model;
 mod mount;
+mod options;
+mod strategy;
+#[cfg(test)]
+mod testing;
 mod tree;
 
-pub use engine::{
-    Engine, EngineError, EngineOptions, Report, StartFailure, StartFetch, Strategy,
-    StrategyParseError,
+pub use auto::{predict, PredictOptions};
+pub use engine::{Engine, EngineError, EngineOptions, Report, StartFailure, StartFetch, StartHead};
+pub use error::MountError;
+pub use mount::{is_mount_point, mount, Mount};
+pub use options::{
+    default_cache_dir, readahead, AutoOptions, MountOptions, MountRequest, DEFAULT_READAHEAD,
 };
-pub use mount::{
-    choose, is_mount_point, mount, AutoOptions, Mount, MountError, MountOptions, DEFAULT_READAHEAD,
-};
+pub use strategy::{Strategy, StrategyOrAuto, StrategyParseError};

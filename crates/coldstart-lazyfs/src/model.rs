@@ -32,10 +32,10 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use coldstart_bundle::{EntryKind, FetchError, Manifest, Remote, Sha256Hex};
+use coldstart_bundle::{FetchError, Manifest, Remote, Sha256Hex};
 use serde::Serialize;
 
-use crate::engine::Strategy;
+use crate::strategy::{whole_files, Strategy};
 
 /// What the model needs from a bundle and the local chunk cache.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -85,7 +85,6 @@ impl Shape {
             has_hot_set: !manifest.hot.chunks.is_empty(),
             ..Shape::default()
         };
-        let mut seen = HashSet::new();
         let mut chunks = HashSet::new();
         for c in manifest.files.iter().flat_map(|e| &e.chunks) {
             if !cached(&c.sha256) && chunks.insert(&c.sha256) {
@@ -93,14 +92,7 @@ impl Shape {
                 s.all_miss_bytes += c.stored_len();
             }
         }
-        for e in manifest.files.iter().filter(|e| e.kind == EntryKind::File) {
-            let Some(sha) = &e.sha256 else { continue };
-            if e.chunks.is_empty() || !seen.insert(sha) {
-                continue;
-            }
-            if e.chunks.iter().all(|c| cached(&c.sha256)) {
-                continue;
-            }
+        for (e, _) in whole_files(manifest, &cached) {
             s.files += 1;
             s.file_bytes += e.chunks.iter().map(|c| c.stored_len()).sum::<u64>();
         }
@@ -142,6 +134,16 @@ impl LinkEstimate {
             latency_ms: latency.as_secs_f64() * 1e3,
             bandwidth_estimated: false,
             latency_estimated: false,
+        }
+    }
+
+    /// A link measured: `bytes_per_second`, and `latency` seconds per request.
+    pub(crate) fn measured(bytes_per_second: f64, latency: f64) -> LinkEstimate {
+        LinkEstimate {
+            bytes_per_second,
+            latency_ms: latency * 1e3,
+            bandwidth_estimated: true,
+            latency_estimated: true,
         }
     }
 
@@ -333,22 +335,8 @@ pub fn estimate_link(
         let latency = (t1 - a as f64 / bw).max(0.0);
         let mut bytes = first;
         bytes.extend_from_slice(&second);
-        let mut chunks = Vec::new();
-        for (o, c) in hot.iter().filter(|(o, c)| o + c.stored_len() <= b) {
-            let stored = bytes.get(*o as usize..(o + c.stored_len()) as usize);
-            if let Some(data) =
-                stored.and_then(|s| coldstart_bundle::decode_chunk(manifest.compression, c, s))
-            {
-                chunks.push(((*c).clone(), data));
-            }
-        }
-        let link = LinkEstimate {
-            bytes_per_second: bw,
-            latency_ms: latency * 1e3,
-            bandwidth_estimated: true,
-            latency_estimated: true,
-        };
-        return Ok(Probe { link, chunks });
+        let (chunks, _, _) = whole_hot_chunks(manifest, &bytes);
+        return Ok(Probe { link: LinkEstimate::measured(bw, latency), chunks });
     }
     let latency = fetch("manifest.json", (0, 1))?.1;
     let (bytes, secs) = match manifest_fetch.filter(|(b, _)| *b >= MIN_BANDWIDTH_SAMPLE) {
@@ -376,25 +364,45 @@ pub fn estimate_link(
             }
         }
     };
-    let transfer = secs - latency;
-    let bytes_per_second = if bytes > 0 && transfer > 1e-4 {
-        bytes as f64 / transfer
-    } else {
-        // Too small or too fast to tell: as fast as the sample allows (at least 1 Gbit/s).
-        (bytes as f64 / 1e-4).max(125e6)
-    };
-    let link = LinkEstimate {
-        bytes_per_second,
-        latency_ms: latency * 1e3,
-        bandwidth_estimated: true,
-        latency_estimated: true,
-    };
+    let link = LinkEstimate::measured(bandwidth(bytes, secs - latency), latency);
     Ok(Probe { link, chunks: Vec::new() })
+}
+
+/// Bytes per second of `bytes` received in `secs`; when that is too little or too fast to
+/// tell, as fast as the sample allows (at least 1 Gbit/s).
+pub(crate) fn bandwidth(bytes: u64, secs: f64) -> f64 {
+    if bytes > 0 && secs > 1e-4 {
+        bytes as f64 / secs
+    } else {
+        (bytes as f64 / 1e-4).max(125e6)
+    }
+}
+
+/// The hot chunks wholly within `hot`, the hot blob's first bytes, each verified (one that
+/// fails its check is left out); also the end of the last of them and how many there were.
+pub(crate) fn whole_hot_chunks(
+    manifest: &Manifest,
+    hot: &[u8],
+) -> (Vec<(coldstart_bundle::Chunk, Vec<u8>)>, usize, usize) {
+    let mut chunks = Vec::new();
+    let (mut end, mut count) = (0, 0);
+    for (o, c) in manifest.hot_chunks() {
+        let until = (o + c.stored_len()) as usize;
+        let Some(stored) = hot.get(o as usize..until) else { break };
+        if let Some(data) = coldstart_bundle::decode_chunk(manifest.compression, c, stored) {
+            chunks.push((c.clone(), data));
+        }
+        (end, count) = (until, count + 1);
+    }
+    (chunks, end, count)
 }
 
 #[cfg(test)]
 mod tests {
+    use coldstart_bundle::EntryKind;
+
     use super::*;
+    use crate::testing::Slow;
 
     fn link(mbit: f64, ms: f64) -> LinkEstimate {
         LinkEstimate::given(mbit * 1e6, Duration::from_secs_f64(ms / 1e3))
@@ -425,6 +433,29 @@ mod tests {
             all_miss_bytes: 100_000_000,
             all_misses: 1600,
             ..Shape::default()
+        }
+    }
+
+    /// One file of `bytes` in `chunks` chunks of 4 KiB, none cached; with `hot`, every chunk is
+    /// in the hot set.
+    fn one_file(bytes: u64, chunks: u64, hot: bool) -> Shape {
+        let s = Shape {
+            file_bytes: bytes,
+            files: 1,
+            chunk_size: 4096,
+            all_miss_bytes: bytes,
+            all_misses: chunks,
+            ..Shape::default()
+        };
+        if !hot {
+            return s;
+        }
+        Shape {
+            hot_miss_bytes: bytes,
+            hot_misses: chunks,
+            hot_span_bytes: bytes,
+            has_hot_set: true,
+            ..s
         }
     }
 
@@ -501,14 +532,7 @@ mod tests {
     #[test]
     fn a_tiny_bundle_without_a_hot_set_on_a_fast_link_chooses_original() {
         // One 40 KB file in 10 chunks of 4 KiB, packed without a hot list.
-        let s = Shape {
-            file_bytes: 40_000,
-            files: 1,
-            chunk_size: 4096,
-            all_miss_bytes: 40_000,
-            all_misses: 10,
-            ..Shape::default()
-        };
+        let s = one_file(40_000, 10, false);
         let pred = predict(&s, &link(1000.0, 1.0), &params(5));
         assert!(get(&pred, Strategy::Stream) > get(&pred, Strategy::Original));
         assert_eq!(choose(&pred), Strategy::Original);
@@ -516,18 +540,7 @@ mod tests {
 
     #[test]
     fn a_wholly_hot_bundle_ties_and_the_tie_goes_to_reordered_paged() {
-        let s = Shape {
-            file_bytes: 10_000,
-            files: 1,
-            hot_miss_bytes: 10_000,
-            hot_misses: 3,
-            hot_span_bytes: 10_000,
-            chunk_size: 4096,
-            has_hot_set: true,
-            all_miss_bytes: 10_000,
-            all_misses: 3,
-            ..Shape::default()
-        };
+        let s = one_file(10_000, 3, true);
         let mut p = params(0);
         p.local = None;
         p.readahead = 4096; // one chunk a read: three round trips
@@ -599,50 +612,23 @@ mod tests {
         assert_eq!(none, Shape { chunk_size: 100, has_hot_set: true, ..Shape::default() });
     }
 
-    /// A remote that answers after `latency`, then sends at 1 KiB per millisecond.
-    struct SlowRemote {
-        opts: coldstart_bundle::FetchOptions,
-        stats: coldstart_bundle::FetchStats,
-        latency: Duration,
-        /// The hot blob (zeros past its end).
-        data: Vec<u8>,
-    }
-
-    impl Remote for SlowRemote {
-        fn fetch(
-            &self,
-            _path: &str,
-            range: Option<(u64, u64)>,
-            sink: &mut dyn FnMut(&[u8]) -> bool,
-        ) -> Result<u64, FetchError> {
-            let (a, b) = range.unwrap();
-            std::thread::sleep(self.latency + Duration::from_micros((b - a) * 1000 / 1024));
-            let mut body = vec![0; (b - a) as usize];
-            for (i, x) in body.iter_mut().enumerate() {
-                *x = self.data.get(a as usize + i).copied().unwrap_or(0);
-            }
-            sink(&body);
-            Ok(b - a)
-        }
-        fn options(&self) -> &coldstart_bundle::FetchOptions {
-            &self.opts
-        }
-        fn stats(&self) -> &coldstart_bundle::FetchStats {
-            &self.stats
-        }
-        fn describe(&self, path: &str) -> String {
-            path.to_owned()
-        }
+    /// A bundle directory whose hot blob is `data`, on a link of 30 ms and 1 KiB per ms.
+    fn slow_hot_blob(data: &[u8]) -> (tempfile::TempDir, Slow) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("blobs")).unwrap();
+        std::fs::write(dir.path().join("blobs/hot"), data).unwrap();
+        std::fs::write(dir.path().join("manifest.json"), b"{}").unwrap();
+        let remote = Slow {
+            latency: Duration::from_millis(30),
+            bytes_per_second: 1_024_000,
+            ..Slow::new(dir.path(), |_| true)
+        };
+        (dir, remote)
     }
 
     #[test]
     fn the_link_is_measured_unless_given() {
-        let remote = SlowRemote {
-            opts: Default::default(),
-            stats: Default::default(),
-            latency: Duration::from_millis(30),
-            data: Vec::new(),
-        };
+        let (_dir, remote) = slow_hot_blob(&vec![0; 1 << 20]);
         let m = Manifest {
             format: coldstart_bundle::FORMAT.into(),
             version: coldstart_bundle::VERSION,
@@ -704,12 +690,7 @@ mod tests {
                 sha256: Some(sha256_hex(&data)),
             }],
         };
-        let remote = SlowRemote {
-            opts: Default::default(),
-            stats: Default::default(),
-            latency: Duration::from_millis(30),
-            data,
-        };
+        let (_dir, remote) = slow_hot_blob(&data);
         let p = estimate_link(&remote, &m, None, None).unwrap();
         // 16 KiB, then 256 KiB more: the first 17 chunks, each checked against its SHA-256.
         assert_eq!(p.chunks.len(), 17);

@@ -9,109 +9,15 @@ use std::time::{Duration, Instant};
 
 use coldstart_bundle::remote::{get_manifest, open, FetchedManifest};
 use coldstart_bundle::start::START_OBJECT;
-use coldstart_bundle::{CacheError, ChunkCache, FetchError, FetchOptions, HotListError};
-use coldstart_error::Category;
+use coldstart_bundle::{ChunkCache, FetchError};
 use fuser::{MountOption, Session, SessionUnmounter};
 
-use crate::engine::{
-    Engine, EngineError, EngineOptions, Report, StartFailure, StartFetch, Strategy,
-};
+use crate::auto::{choose, choose_with, ChooseOptions};
+use crate::engine::{Engine, EngineOptions, Report, StartFailure, StartFetch};
+use crate::error::MountError;
 use crate::fs::LazyFs;
-use crate::model::{self, Choice, LinkEstimate, Params, Shape};
-
-/// How to mount.
-#[derive(Debug, Clone)]
-pub struct MountOptions {
-    pub strategy: Strategy,
-    /// The chunk cache directory (shared by mounts).
-    pub cache_dir: PathBuf,
-    /// Write what was read, in first-touch order, here at unmount.
-    pub record: Option<PathBuf>,
-    pub fetch: FetchOptions,
-    /// Bound on a read waiting for a chunk another fetch is bringing.
-    pub read_timeout: Duration,
-    /// The kernel's read-ahead (and page-fault read-around) in bytes: how far past a read it
-    /// asks for more. Larger helps sequential reads of cached data; smaller keeps a page
-    /// fault from fetching neighbouring chunks the program never touches.
-    pub readahead: u32,
-    /// Choose the strategy with the model ([`crate::model`]) instead of `strategy`.
-    pub auto: Option<AutoOptions>,
-}
-
-/// What `--strategy auto` is told.
-#[derive(Debug, Clone, Default)]
-pub struct AutoOptions {
-    /// The link, given instead of measured.
-    pub link: Option<LinkEstimate>,
-    /// The program's start-up time with every byte local, if known.
-    pub local: Option<Duration>,
-    /// The manifest's cost, to predict a mount that has yet to read it (`coldstart predict`);
-    /// `None` under `--strategy auto`, which has read it before predicting.
-    pub manifest: Option<model::ManifestCost>,
-}
-
-/// The default of [`MountOptions::readahead`]: 128 KiB, the kernel's own default.
-pub const DEFAULT_READAHEAD: u32 = 128 * 1024;
-
-impl MountOptions {
-    pub fn new(strategy: Strategy, cache_dir: PathBuf) -> MountOptions {
-        MountOptions {
-            strategy,
-            cache_dir,
-            record: None,
-            fetch: FetchOptions::default(),
-            read_timeout: EngineOptions::default().read_timeout,
-            readahead: DEFAULT_READAHEAD,
-            auto: None,
-        }
-    }
-}
-
-/// Why a mount failed.
-#[derive(Debug, thiserror::Error)]
-pub enum MountError {
-    #[error("mount point {0} does not exist: create an empty directory")]
-    Missing(PathBuf),
-    #[error("mount point {0} is not a directory")]
-    NotADirectory(PathBuf),
-    #[error("mount point {0} is not empty: mount on an empty directory")]
-    NotEmpty(PathBuf),
-    #[error("mount point {0} is busy: something is already mounted there; unmount it (fusermount3 -u) or choose another")]
-    Busy(PathBuf),
-    #[error("cannot read the bundle's manifest: {0}")]
-    Manifest(#[source] FetchError),
-    #[error(transparent)]
-    Cache(#[from] CacheError),
-    #[error("the {strategy} strategy could not fetch what it needs before start: {source}")]
-    Prefetch { strategy: Strategy, source: EngineError },
-    #[error("cannot mount FUSE on {path}: {cause}; {}", fuse_hint(cause))]
-    Fuse { path: PathBuf, cause: std::io::Error },
-    #[error("cannot unmount {0}: it stays busy; run `fusermount3 -u -z {0}`")]
-    Unmount(PathBuf),
-    #[error(transparent)]
-    Record(#[from] HotListError),
-    #[error("cannot measure the link for --strategy auto: {0}; give it with --link-hint BW/LAT")]
-    Probe(#[source] FetchError),
-}
-
-impl MountError {
-    /// What kind of failure this is (the exit code follows from it).
-    pub fn category(&self) -> Category {
-        match self {
-            MountError::Missing(_)
-            | MountError::NotADirectory(_)
-            | MountError::NotEmpty(_)
-            | MountError::Busy(_)
-            | MountError::Manifest(_) => Category::Usage,
-            MountError::Cache(e) => e.category(),
-            MountError::Record(e) => e.category(),
-            MountError::Prefetch { .. }
-            | MountError::Fuse { .. }
-            | MountError::Unmount(_)
-            | MountError::Probe(_) => Category::Environment,
-        }
-    }
-}
+use crate::model::{Choice, ManifestCost};
+use crate::options::MountOptions;
 
 /// A mounted bundle. Dropping it unmounts.
 pub struct Mount {
@@ -258,11 +164,7 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
     // So does `auto`: it decides once the manifest has arrived (and, without the link given,
     // enough of the hot part to measure the link on), and keeps the request for a hot-set
     // strategy or drops it for another.
-    let hot_first = opts.auto.is_some()
-        || matches!(
-            opts.strategy,
-            Strategy::Reordered | Strategy::ReorderedPaged | Strategy::Stream
-        );
+    let hot_first = opts.auto.is_some() || opts.strategy.uses_hot_set();
     let sample = opts.auto.as_ref().is_some_and(|a| a.link.is_none());
     let mut start = None;
     let mut probe = None;
@@ -308,28 +210,21 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
             // strategies' hot set is on its way.
             let received: u64 =
                 probe.iter().flat_map(|p| &p.chunks).map(|(c, _)| c.stored_len()).sum();
-            let auto = match &start {
-                Some(_) => &AutoOptions {
-                    manifest: Some(model::ManifestCost {
-                        bytes: manifest_fetch.0,
-                        start_object: true,
-                        hot_received: received,
-                    }),
-                    ..auto.clone()
-                },
-                None => auto,
+            let how = ChooseOptions {
+                auto: auto.clone(),
+                manifest_cost: start.as_ref().map(|_| ManifestCost {
+                    bytes: manifest_fetch.0,
+                    start_object: true,
+                    hot_received: received,
+                }),
+                manifest_fetch: Some(manifest_fetch),
+                connections: opts.fetch.connections,
+                readahead: opts.readahead,
+                keep_probed: true,
             };
             let c = match probe.take() {
-                Some(p) => choose_with(p, &manifest, &cache, auto, &opts, true),
-                None => choose(
-                    remote.as_ref(),
-                    &manifest,
-                    &cache,
-                    Some(manifest_fetch),
-                    auto,
-                    &opts,
-                    true,
-                )?,
+                Some(p) => choose_with(p, &manifest, &cache, &how),
+                None => choose(remote.as_ref(), &manifest, &cache, &how)?,
             };
             strategy = c.chosen;
             Some(c)
@@ -342,10 +237,8 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         cache,
         EngineOptions { strategy, read_timeout: opts.read_timeout },
     );
-    let hot_set_strategy =
-        matches!(strategy, Strategy::Reordered | Strategy::ReorderedPaged | Strategy::Stream);
     let started = match start {
-        Some(fetch) if hot_set_strategy => engine.start_from(fetch),
+        Some(fetch) if strategy.uses_hot_set() => engine.start_from(fetch),
         // `auto` chose `original` or `paged`: dropping the start object's request stops it.
         _ => engine.start(),
     };
@@ -394,52 +287,6 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
     // Without the watchdog a `kill -9` could leave the mount behind: fail rather than risk it.
     mount.watchdog = Some(Watchdog::start(mountpoint).map_err(fail)?);
     Ok(mount)
-}
-
-/// Predicts every strategy for this bundle, cache and link (measured unless `auto` gives it)
-/// and picks the fastest: what `--strategy auto` and `coldstart predict` do. The hot chunks
-/// the link probe brought are put in `cache` and count as cached if `keep`; otherwise the
-/// predictions are for the cache as it is.
-pub fn choose(
-    remote: &dyn coldstart_bundle::Remote,
-    manifest: &coldstart_bundle::Manifest,
-    cache: &ChunkCache,
-    manifest_fetch: Option<(u64, Duration)>,
-    auto: &AutoOptions,
-    opts: &MountOptions,
-    keep: bool,
-) -> Result<Choice, MountError> {
-    let probe = model::estimate_link(remote, manifest, manifest_fetch, auto.link)
-        .map_err(MountError::Probe)?;
-    Ok(choose_with(probe, manifest, cache, auto, opts, keep))
-}
-
-/// [`choose`] with the link (and the hot chunks its measuring brought) already at hand.
-fn choose_with(
-    probe: model::Probe,
-    manifest: &coldstart_bundle::Manifest,
-    cache: &ChunkCache,
-    auto: &AutoOptions,
-    opts: &MountOptions,
-    keep: bool,
-) -> Choice {
-    let link = probe.link;
-    let mut probed = std::collections::HashSet::new();
-    for (c, data) in &probe.chunks {
-        if keep {
-            let _ = cache.put(&c.sha256, data);
-            probed.insert(c.sha256.clone());
-        }
-    }
-    let mut shape = Shape::of(manifest, |h| probed.contains(h) || cache.contains(h));
-    shape.manifest = auto.manifest;
-    let params = Params {
-        connections: opts.fetch.connections,
-        readahead: opts.readahead,
-        local: auto.local,
-    };
-    let predictions = model::predict(&shape, &link, &params);
-    Choice { chosen: model::choose(&predictions), link, predictions }
 }
 
 impl Mount {
@@ -508,17 +355,6 @@ fn may_allow_other() -> bool {
     coldstart_sys::is_root()
         || std::fs::read_to_string("/etc/fuse.conf")
             .is_ok_and(|c| c.lines().any(|l| l.trim() == "user_allow_other"))
-}
-
-/// What to check when mounting failed with `cause`.
-fn fuse_hint(cause: &std::io::Error) -> &'static str {
-    match cause.kind() {
-        std::io::ErrorKind::PermissionDenied => {
-            "the user needs read and write access to /dev/fuse and to the mount point, and \
-             fusermount3 must be setuid root (Debian's fuse3 package installs it so)"
-        }
-        _ => "is /dev/fuse there and fusermount3 installed (Debian: fuse3)?",
-    }
 }
 
 /// Unmounts `dir`: `umount2` (lazily if busy) when privileged, else `fusermount3 -u -z`.

@@ -91,6 +91,7 @@ fn category_of(cause: &(dyn Error + 'static)) -> Option<Category> {
         coldstart_bundle::profile::ProfileHotListError,
         coldstart_bundle::start::StartError,
         coldstart_bundle::start::CompressedManifestError,
+        coldstart_bundle::start::ServeCheckError,
         coldstart_serve::ServeError,
         coldstart_lazyfs::MountError,
         coldstart_lazyfs::EngineError,

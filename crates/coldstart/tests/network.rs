@@ -22,6 +22,23 @@ fn coldstart() -> Command {
 /// Asserts on drop that nothing is left mounted under the directory, and cleans up if it is.
 struct NoStaleMounts(PathBuf);
 
+/// A temporary directory to work in, checked for mounts left behind before it is removed.
+struct Scratch {
+    _mounts: NoStaleMounts,
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        let dir = tempfile::tempdir().unwrap();
+        Scratch { _mounts: NoStaleMounts(dir.path().to_path_buf()), dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
 /// Mount points under `dir`.
 fn mounts_under(dir: &Path) -> Vec<String> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
@@ -94,33 +111,37 @@ int main(int argc, char **argv) {
 "#,
     )
     .unwrap();
-    let cc = |args: &[&str]| {
-        let out = Command::new("clang-19").args(args).output().expect("clang-19 is installed");
-        check(&out);
-    };
-    let lib = root.join("app/lib/libgreet.so.1");
-    cc(&[
-        "-O1",
-        "-shared",
-        "-fPIC",
-        "-Wl,-soname,libgreet.so.1",
-        src.join("greet.c").to_str().unwrap(),
-        "-o",
-        lib.to_str().unwrap(),
-    ]);
+    shared_library(root, "greet.c", "libgreet.so.1", &["-Wl,-soname,libgreet.so.1"]);
     std::os::unix::fs::symlink("libgreet.so.1", root.join("app/lib/libgreet.so")).unwrap();
-    cc(&[
-        "-O1",
-        src.join("main.c").to_str().unwrap(),
-        "-L",
-        root.join("app/lib").to_str().unwrap(),
-        "-lgreet",
-        "-Wl,-rpath,$ORIGIN/../lib",
-        "-o",
-        root.join("app/bin/hello").to_str().unwrap(),
-    ]);
+    executable(root, "main.c", "greet", "hello");
     let data: Vec<u8> = (0..400_000u32).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect();
     std::fs::write(root.join("app/share/data.bin"), data).unwrap();
+}
+
+/// ROOT/src/SRC compiled with clang-19 into the shared library ROOT/app/lib/OUT.
+fn shared_library(root: &Path, src: &str, out: &str, extra: &[&str]) {
+    clang(root, &["-shared", "-fPIC"], src, extra, &format!("app/lib/{out}"));
+}
+
+/// ROOT/src/SRC compiled with clang-19 into ROOT/app/bin/OUT, linked to `-lLIB` from
+/// ROOT/app/lib and finding it at run time through `$ORIGIN/../lib`.
+fn executable(root: &Path, src: &str, lib: &str, out: &str) {
+    let libs = root.join("app/lib");
+    let link = ["-L", libs.to_str().unwrap(), &format!("-l{lib}"), "-Wl,-rpath,$ORIGIN/../lib"];
+    clang(root, &[], src, &link, &format!("app/bin/{out}"));
+}
+
+fn clang(root: &Path, before: &[&str], src: &str, after: &[&str], out: &str) {
+    let out = Command::new("clang-19")
+        .arg("-O1")
+        .args(before)
+        .arg(root.join("src").join(src))
+        .args(after)
+        .arg("-o")
+        .arg(root.join(out))
+        .output()
+        .expect("clang-19 is installed");
+    check(&out);
 }
 
 fn run_local(root: &Path) -> String {
@@ -129,14 +150,21 @@ fn run_local(root: &Path) -> String {
 }
 
 fn pack(root: &Path, out: &str, hot: Option<&Path>) -> PathBuf {
+    pack_with(root, out, hot, &[]).0
+}
+
+/// `coldstart pack ROOT/app` in chunks of 16 KiB, with `extra` arguments; the bundle and what
+/// pack printed.
+fn pack_with(root: &Path, out: &str, hot: Option<&Path>, extra: &[&str]) -> (PathBuf, String) {
     let bundle = root.join(out);
     let mut cmd = coldstart();
-    cmd.arg("pack").arg(root.join("app")).args(["--chunk-size", "16k", "-o"]).arg(&bundle);
+    cmd.arg("pack").arg(root.join("app")).args(["--chunk-size", "16k"]).args(extra);
+    cmd.arg("-o").arg(&bundle);
     if let Some(h) = hot {
         cmd.arg("--hot-list").arg(h);
     }
-    check(&cmd.output().unwrap());
-    bundle
+    let said = check(&cmd.output().unwrap());
+    (bundle, said)
 }
 
 /// `coldstart serve --proxy UPSTREAM --link LINK` as a child; returns it and its URL.
@@ -222,13 +250,12 @@ fn run_remote(url: &str, strategy: &str, cache: &Path, extra: &[&str]) -> Output
 
 #[test]
 fn the_program_runs_from_the_mount_with_every_strategy_and_both_servers() {
-    let d = tempfile::tempdir().unwrap();
-    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    let d = Scratch::new();
     build_program(d.path());
     let local = run_local(d.path());
     assert!(local.starts_with("hello from libgreet"), "{local}");
 
-    let bundle = recorded_bundle(d.path(), &local);
+    let (bundle, _) = recorded_bundle(d.path(), "bundle", &[], &local);
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
     assert!(manifest["hot"]["size"].as_u64().unwrap() > 0, "the recorded start gave a hot set");
@@ -258,18 +285,19 @@ fn the_program_runs_from_the_mount_with_every_strategy_and_both_servers() {
 }
 
 /// Record what a start of the program under ROOT reads (a paged run from a plain bundle),
-/// then pack ROOT/bundle with that as the hot set. `local`: the program's output run locally.
-fn recorded_bundle(root: &Path, local: &str) -> PathBuf {
-    let first = pack(root, "bundle0", None);
-    let record = root.join("hot.json");
-    let out = run_remote(
+/// then pack ROOT/OUT with that as the hot set and `extra` arguments. `local`: the program's
+/// output run locally. Returns the bundle and what pack printed.
+fn recorded_bundle(root: &Path, out: &str, extra: &[&str], local: &str) -> (PathBuf, String) {
+    let first = pack(root, &format!("{out}-plain"), None);
+    let record = root.join(format!("{out}-hot.json"));
+    let run = run_remote(
         &first.display().to_string(),
         "paged",
-        &root.join("cache0"),
+        &root.join(format!("cache-record-{out}")),
         &["--record", record.to_str().unwrap()],
     );
-    assert_eq!(check(&out), local, "the recording run");
-    pack(root, "bundle", Some(&record))
+    assert_eq!(check(&run), local, "the recording run");
+    pack_with(root, out, Some(&record), extra)
 }
 
 /// The `--json` report on a run's stderr.
@@ -282,11 +310,10 @@ fn report_of(out: &Output) -> serde_json::Value {
 
 #[test]
 fn a_damaged_start_object_on_nginx_gives_the_right_bytes_or_falls_back() {
-    let d = tempfile::tempdir().unwrap();
-    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    let d = Scratch::new();
     build_program(d.path());
     let local = run_local(d.path());
-    let bundle = recorded_bundle(d.path(), &local);
+    let (bundle, _) = recorded_bundle(d.path(), "bundle", &[], &local);
     let start = bundle.join("start");
     let good = std::fs::read(&start).unwrap();
     // `coldstart serve` refuses a bundle whose start object does not match its manifest;
@@ -326,11 +353,18 @@ fn flip(bytes: &[u8], at: usize) -> Vec<u8> {
 
 #[test]
 fn a_corrupt_blob_fails_the_program_with_eio_and_says_so() {
-    let d = tempfile::tempdir().unwrap();
-    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    let d = Scratch::new();
     build_program(d.path());
     let bundle = pack(d.path(), "bundle", None);
     // Damage one chunk of the data file.
+    damage_blob(&bundle, &data_chunks(&bundle)[5], |_| 7);
+    let stderr = fails_with_eio(d.path(), &bundle);
+    assert!(stderr.contains("SHA-256"), "{stderr}");
+    assert!(stderr.contains("failed"), "the failure is reported: {stderr}");
+}
+
+/// The chunks of `share/data.bin` in the bundle's manifest.
+fn data_chunks(bundle: &Path) -> Vec<serde_json::Value> {
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
     let file = manifest["files"]
@@ -339,54 +373,47 @@ fn a_corrupt_blob_fails_the_program_with_eio_and_says_so() {
         .iter()
         .find(|f| f["path"] == "share/data.bin")
         .unwrap();
-    let hash = file["chunks"][5]["sha256"].as_str().unwrap();
+    file["chunks"].as_array().unwrap().clone()
+}
+
+/// Flips bits of one byte of the blob of `chunk` (an entry of the manifest), at `at(length)`.
+fn damage_blob(bundle: &Path, chunk: &serde_json::Value, at: impl FnOnce(usize) -> usize) {
+    let hash = chunk["sha256"].as_str().unwrap();
     let blob = bundle.join(format!("blobs/sha256/{}/{hash}", &hash[..2]));
     let mut bytes = std::fs::read(&blob).unwrap();
-    bytes[7] ^= 0x55;
+    let i = at(bytes.len());
+    bytes[i] ^= 0x55;
     std::fs::write(&blob, bytes).unwrap();
-    let (_server, url) = serve(&bundle, &[]);
-    let out = run_remote(&url, "paged", &d.path().join("cache"), &["--retries", "1"]);
+}
+
+/// Runs the program from `bundle` (served by `coldstart serve`, `paged`, one retry) and checks
+/// that it failed on EIO without printing a checksum of wrong bytes, and that the report says
+/// so; returns its stderr.
+fn fails_with_eio(root: &Path, bundle: &Path) -> String {
+    let (_server, url) = serve(bundle, &[]);
+    let out = run_remote(&url, "paged", &root.join("cache"), &["--retries", "1"]);
     assert_eq!(out.status.code(), Some(1), "the program fails");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!stdout.contains("checksum"), "no checksum of wrong bytes: {stdout}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(stderr.contains("Input/output error"), "the program saw EIO: {stderr}");
-    assert!(stderr.contains("reads failed with EIO") && stderr.contains("SHA-256"), "{stderr}");
-    assert!(stderr.contains("failed"), "the failure is reported: {stderr}");
+    assert!(stderr.contains("reads failed with EIO"), "{stderr}");
+    stderr
 }
 
 /// `coldstart pack --compress zstd` of the program, with the hot set of one recorded start.
-fn pack_compressed(root: &Path) -> PathBuf {
-    let first = pack(root, "bundle0", None);
-    let record = root.join("hot-z.json");
-    let out = run_remote(
-        &first.display().to_string(),
-        "paged",
-        &root.join("cache-rec-z"),
-        &["--record", record.to_str().unwrap()],
-    );
-    check(&out);
-    let bundle = root.join("bundle-z");
-    let out = coldstart()
-        .arg("pack")
-        .arg(root.join("app"))
-        .args(["--chunk-size", "16k", "--compress", "zstd", "--hot-list"])
-        .arg(&record)
-        .arg("-o")
-        .arg(&bundle)
-        .output()
-        .unwrap();
-    assert!(check(&out).contains("stored with zstd"));
+fn pack_compressed(root: &Path, local: &str) -> PathBuf {
+    let (bundle, said) = recorded_bundle(root, "bundle-z", &["--compress", "zstd"], local);
+    assert!(said.contains("stored with zstd"), "{said}");
     bundle
 }
 
 #[test]
 fn a_compressed_bundle_gives_identical_bytes_with_every_strategy() {
-    let d = tempfile::tempdir().unwrap();
-    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    let d = Scratch::new();
     build_program(d.path());
     let local = run_local(d.path());
-    let bundle = pack_compressed(d.path());
+    let bundle = pack_compressed(d.path(), &local);
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["compression"], "zstd");
@@ -411,41 +438,21 @@ fn a_compressed_bundle_gives_identical_bytes_with_every_strategy() {
 
 #[test]
 fn a_corrupt_compressed_chunk_fails_the_program_with_eio() {
-    let d = tempfile::tempdir().unwrap();
-    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    let d = Scratch::new();
     build_program(d.path());
-    let bundle = pack_compressed(d.path());
-    let manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
-    let file = manifest["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["path"] == "share/data.bin")
-        .unwrap();
+    let local = run_local(d.path());
+    let bundle = pack_compressed(d.path(), &local);
     // The last chunk: outside the hot set of a start that only maps the program.
-    let chunk = file["chunks"].as_array().unwrap().last().unwrap();
-    let hash = chunk["sha256"].as_str().unwrap();
+    let chunks = data_chunks(&bundle);
+    let chunk = chunks.last().unwrap();
     assert!(chunk["stored"].as_u64().unwrap() > 0);
-    let blob = bundle.join(format!("blobs/sha256/{}/{hash}", &hash[..2]));
-    let mut bytes = std::fs::read(&blob).unwrap();
-    let mid = bytes.len() / 2;
-    bytes[mid] ^= 0x55;
-    std::fs::write(&blob, bytes).unwrap();
-    let (_server, url) = serve(&bundle, &[]);
-    let out = run_remote(&url, "paged", &d.path().join("cache"), &["--retries", "1"]);
-    assert_eq!(out.status.code(), Some(1), "the program fails");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(!stdout.contains("checksum"), "no checksum of wrong bytes: {stdout}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("Input/output error"), "the program saw EIO: {stderr}");
-    assert!(stderr.contains("reads failed with EIO"), "{stderr}");
+    damage_blob(&bundle, chunk, |len| len / 2);
+    fails_with_eio(d.path(), &bundle);
 }
 
 #[test]
 fn a_server_killed_mid_start_gives_eio_within_the_bound() {
-    let d = tempfile::tempdir().unwrap();
-    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    let d = Scratch::new();
     build_program(d.path());
     let bundle = pack(d.path(), "bundle", None);
     // 400 kB of data at 1 Mbit/s takes over 3 s: kill the server well before that.
@@ -470,15 +477,12 @@ fn a_server_killed_mid_start_gives_eio_within_the_bound() {
 
 #[test]
 fn a_malformed_manifest_is_rejected_before_mounting() {
-    let d = tempfile::tempdir().unwrap();
-    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    let d = Scratch::new();
     build_program(d.path());
     let bundle = pack(d.path(), "bundle", None);
     let path = bundle.join("manifest.json");
     let good = std::fs::read_to_string(&path).unwrap();
     let hot = std::fs::read(bundle.join("blobs/hot")).unwrap_or_default();
-    let mnt = d.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
     for (what, bad) in [
         ("dot-dot", good.replacen("\"bin/hello\"", "\"bin/../../hello\"", 1)),
         ("absolute", good.replacen("\"bin/hello\"", "\"/bin/hello\"", 1)),
@@ -493,11 +497,7 @@ fn a_malformed_manifest_is_rejected_before_mounting() {
         std::fs::write(bundle.join("manifest.json.zst"), zst).unwrap();
         std::fs::write(bundle.join("start"), coldstart_bundle::start::encode(bad.as_bytes(), &hot))
             .unwrap();
-        let out = coldstart()
-            .args(["mount", bundle.to_str().unwrap(), mnt.to_str().unwrap(), "--cache-dir"])
-            .arg(d.path().join("cache"))
-            .output()
-            .unwrap();
+        let out = mount_cmd(d.path(), &bundle).0.output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{what}: {}", String::from_utf8_lossy(&out.stderr));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("manifest"), "{what}: {stderr}");
@@ -506,46 +506,49 @@ fn a_malformed_manifest_is_rejected_before_mounting() {
     }
 }
 
+/// `coldstart mount BUNDLE ROOT/mnt --cache-dir ROOT/cache`, and the mount point (created).
+fn mount_cmd(root: &Path, bundle: &Path) -> (Command, PathBuf) {
+    let mnt = root.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mut cmd = coldstart();
+    cmd.arg("mount").arg(bundle).arg(&mnt).arg("--cache-dir").arg(root.join("cache"));
+    (cmd, mnt)
+}
+
+/// A bundle of one file, `x`: `content`.
+fn one_file_bundle(root: &Path) -> PathBuf {
+    std::fs::create_dir(root.join("app")).unwrap();
+    std::fs::write(root.join("app/x"), b"content").unwrap();
+    pack(root, "bundle", None)
+}
+
+/// `coldstart mount` of [`one_file_bundle`] as a child with the stderr given, once `x` reads
+/// back through the mount; and the mount point.
+fn mounted(root: &Path, stderr: Stdio) -> (KillOnDrop, PathBuf) {
+    let (mut cmd, mnt) = mount_cmd(root, &one_file_bundle(root));
+    let child = KillOnDrop(cmd.stderr(stderr).spawn().unwrap());
+    let t = Instant::now();
+    while std::fs::read(mnt.join("x")).ok().as_deref() != Some(b"content".as_slice()) {
+        assert!(t.elapsed() < Duration::from_secs(10), "the mount did not appear");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (child, mnt)
+}
+
 #[test]
 fn mount_refuses_a_non_empty_mount_point() {
-    let d = tempfile::tempdir().unwrap();
-    let _mounts = NoStaleMounts(d.path().to_path_buf());
-    let mnt = d.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
+    let d = Scratch::new();
+    let (mut cmd, mnt) = mount_cmd(d.path(), &one_file_bundle(d.path()));
     std::fs::write(mnt.join("file"), b"").unwrap();
-    std::fs::create_dir(d.path().join("app")).unwrap();
-    std::fs::write(d.path().join("app/x"), b"x").unwrap();
-    let bundle = pack(d.path(), "bundle", None);
-    let out = coldstart()
-        .args(["mount", bundle.to_str().unwrap(), mnt.to_str().unwrap(), "--cache-dir"])
-        .arg(d.path().join("cache"))
-        .output()
-        .unwrap();
+    let out = cmd.output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not empty"));
 }
 
 #[test]
 fn mount_unmounts_on_ctrl_c_and_reports() {
-    let d = tempfile::tempdir().unwrap();
-    let _mounts = NoStaleMounts(d.path().to_path_buf());
-    std::fs::create_dir(d.path().join("app")).unwrap();
-    std::fs::write(d.path().join("app/x"), b"content").unwrap();
-    let bundle = pack(d.path(), "bundle", None);
-    let mnt = d.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let child = coldstart()
-        .args(["mount", bundle.to_str().unwrap(), mnt.to_str().unwrap(), "--cache-dir"])
-        .arg(d.path().join("cache"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = KillOnDrop(child);
-    let t = Instant::now();
-    while std::fs::read(mnt.join("x")).ok().as_deref() != Some(b"content".as_slice()) {
-        assert!(t.elapsed() < Duration::from_secs(10), "the mount did not appear");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let d = Scratch::new();
+    let (mut child, mnt) = mounted(d.path(), Stdio::piped());
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
     let status = child.0.wait().unwrap();
@@ -558,25 +561,8 @@ fn mount_unmounts_on_ctrl_c_and_reports() {
 
 #[test]
 fn a_killed_mount_leaves_no_mount_behind() {
-    let d = tempfile::tempdir().unwrap();
-    let _mounts = NoStaleMounts(d.path().to_path_buf());
-    std::fs::create_dir(d.path().join("app")).unwrap();
-    std::fs::write(d.path().join("app/x"), b"content").unwrap();
-    let bundle = pack(d.path(), "bundle", None);
-    let mnt = d.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let child = coldstart()
-        .args(["mount", bundle.to_str().unwrap(), mnt.to_str().unwrap(), "--cache-dir"])
-        .arg(d.path().join("cache"))
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut child = KillOnDrop(child);
-    let t = Instant::now();
-    while std::fs::read(mnt.join("x")).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(10), "the mount did not appear");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let d = Scratch::new();
+    let (mut child, _mnt) = mounted(d.path(), Stdio::null());
     child.0.kill().unwrap();
     child.0.wait().unwrap();
     // The mount's watchdog notices the death and unmounts.
@@ -622,25 +608,8 @@ int main(int argc, char **argv) {
 "#,
     )
     .unwrap();
-    let cc = |args: &[&str]| check(&Command::new("clang-19").args(args).output().unwrap());
-    cc(&[
-        "-O1",
-        "-shared",
-        "-fPIC",
-        src.join("big.c").to_str().unwrap(),
-        "-o",
-        root.join("app/lib/libbig.so").to_str().unwrap(),
-    ]);
-    cc(&[
-        "-O1",
-        src.join("app.c").to_str().unwrap(),
-        "-L",
-        root.join("app/lib").to_str().unwrap(),
-        "-lbig",
-        "-Wl,-rpath,$ORIGIN/../lib",
-        "-o",
-        root.join("app/bin/app").to_str().unwrap(),
-    ]);
+    shared_library(root, "big.c", "libbig.so", &[]);
+    executable(root, "app.c", "big", "app");
 }
 
 /// Prints a Markdown table: every strategy on a few of the paper's links, profiled on
@@ -649,8 +618,7 @@ int main(int argc, char **argv) {
 #[test]
 #[ignore = "benchmark: about a minute on emulated slow links"]
 fn network_start_benchmark() {
-    let d = tempfile::tempdir().unwrap();
-    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    let d = Scratch::new();
     build_bench_program(d.path());
     let app = d.path().join("app/bin/app");
     let local = check(&Command::new(&app).arg("b").output().unwrap());
@@ -737,8 +705,7 @@ fn walk_size(dir: &Path) -> u64 {
 #[test]
 fn the_sample_program_runs_from_the_mount_profiled_on_one_workload() {
     use coldstart_sample::{build, Config, Size};
-    let d = tempfile::tempdir().unwrap();
-    let _mounts = NoStaleMounts(d.path().to_path_buf());
+    let d = Scratch::new();
     let dir = d.path().join("app");
     build(&Config::for_size(Size::Small, 7), &dir).unwrap();
     let local = |w: &str| {

@@ -1,7 +1,9 @@
 //! What several commands share: the page model's flags (`analyze`, `order --evaluate`), the
 //! byte-size parser of every size flag (`--page-size`, `--readahead`, `--chunk-size`), and how
-//! a list of names is shown in one line. A command module imports from here, never from
-//! another command's module.
+//! a list of names is shown in one line; in [`network`], what `mount`, `run` and `predict`
+//! share. A command module imports from here, never from another command's module.
+
+pub mod network;
 
 use coldstart_layout::model::{PageModel, ReadAround};
 

@@ -3,12 +3,10 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
 
-use coldstart_bundle::remote::{get_manifest, open};
-use coldstart_bundle::{ChunkCache, FetchOptions};
-use coldstart_lazyfs::model::ManifestCost;
-use coldstart_lazyfs::{AutoOptions, MountOptions, Strategy};
+use coldstart_lazyfs::PredictOptions;
+
+use super::common::network::{link_hint, parse_readahead};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -24,7 +22,7 @@ pub struct Args {
     #[arg(long, default_value_t = 4)]
     pub connections: usize,
     /// The read-ahead `mount --readahead` would use.
-    #[arg(long, default_value = "128k", value_parser = super::mount::parse_readahead)]
+    #[arg(long, default_value = "128k", value_parser = parse_readahead)]
     pub readahead: u32,
     /// The program's start-up time with every byte local, in milliseconds, if known.
     #[arg(long, value_name = "MS")]
@@ -35,46 +33,14 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let cache_dir = match args.cache_dir {
-        Some(d) => d,
-        None => super::mount::default_cache_dir()?,
+    let opts = PredictOptions {
+        link_hint: link_hint(args.link_hint),
+        cache_dir: args.cache_dir,
+        connections: args.connections,
+        readahead: args.readahead,
+        local_ms: args.local_ms,
     };
-    let local = match args.local_ms {
-        Some(ms) if ms.is_finite() && ms >= 0.0 => {
-            Some(std::time::Duration::from_secs_f64(ms / 1e3))
-        }
-        Some(_) => return Err(crate::exit::usage("--local-ms must be a non-negative number")),
-        None => None,
-    };
-    let fetch = FetchOptions { connections: args.connections.max(1), ..FetchOptions::default() };
-    let remote = open(&args.url, fetch.clone())
-        .map_err(|e| crate::exit::usage(format!("cannot open {}: {e}", args.url)))?;
-    let t = Instant::now();
-    let fetched = get_manifest(remote.as_ref())
-        .map_err(|e| crate::exit::usage(format!("cannot read the bundle's manifest: {e}")))?;
-    let manifest_fetch = (fetched.bytes, t.elapsed());
-    let manifest = fetched.manifest;
-    // A bundle with the compressed manifest was packed with the start object too.
-    let cost = ManifestCost {
-        bytes: fetched.bytes,
-        start_object: fetched.source == coldstart_bundle::start::MANIFEST_ZST,
-        hot_received: 0,
-    };
-    let cache = ChunkCache::open(&cache_dir)?;
-    let mut opts = MountOptions::new(Strategy::Stream, cache_dir);
-    opts.fetch = fetch;
-    opts.readahead = args.readahead;
-    let auto =
-        AutoOptions { link: super::mount::hint(args.link_hint), local, manifest: Some(cost) };
-    let choice = coldstart_lazyfs::choose(
-        remote.as_ref(),
-        &manifest,
-        &cache,
-        Some(manifest_fetch),
-        &auto,
-        &opts,
-        false,
-    )?;
+    let choice = coldstart_lazyfs::predict(&args.url, &opts)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&choice)?);
         return Ok(crate::exit::SUCCESS);
@@ -88,7 +54,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         l.latency_ms,
         how(l.latency_estimated)
     );
-    if local.is_none() {
+    if opts.local_ms.is_none() {
         println!("local start-up: unknown (not counted; give --local-ms)");
     }
     println!("{:<16} {:>12}", "strategy", "predicted ms");

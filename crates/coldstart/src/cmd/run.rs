@@ -13,21 +13,21 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::mount::{block_signals, mount_error, print_report, wait_signal, Common};
+use super::common::network::{block_signals, mount_error, print_report, wait_signal, MountFlags};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The bundle: `http://HOST[:PORT]/PATH/` (as printed by `coldstart serve`) or a directory.
     pub url: String,
     #[command(flatten)]
-    pub common: Common,
+    pub flags: MountFlags,
     /// The command; `{root}` in any argument is replaced by the mount point.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let opts = args.common.options()?;
+    let opts = args.flags.options()?;
     let signals = block_signals();
     let tmp = tempfile::Builder::new()
         .prefix("coldstart-run-")
@@ -83,7 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let report = mount.unmount()?;
-    print_report(&report, args.common.json)?;
+    print_report(&report, args.flags.json)?;
     if report.errors > 0 {
         eprintln!(
             "coldstart: {} reads failed with EIO; last: {}",

@@ -29,17 +29,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         (_, Some(upstream)) => coldstart_serve::proxy(&args.addr, upstream, args.link)
             .with_context(|| format!("cannot start the proxy to {upstream}"))?,
         (Some(bundle), None) => {
-            let manifest = bundle.join("manifest.json");
-            let bytes = std::fs::read(&manifest).map_err(|e| {
-                crate::exit::usage(format!(
-                    "{}: {e}: is {} a bundle written by `coldstart pack`?",
-                    manifest.display(),
-                    bundle.display()
-                ))
-            })?;
-            let parsed = coldstart_bundle::Manifest::parse(&bytes)
-                .map_err(|e| crate::exit::usage(format!("{}: {e}", manifest.display())))?;
-            check_copies(bundle, &bytes, &parsed)?;
+            coldstart_bundle::start::check_bundle(bundle)?;
             coldstart_serve::serve(bundle, &args.addr, args.link)
                 .with_context(|| format!("cannot serve {}", bundle.display()))?
         }
@@ -57,39 +47,4 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     running.wait();
     Ok(crate::exit::SUCCESS)
-}
-
-/// Refuses a bundle whose start object or compressed manifest (copies a client prefers to
-/// `manifest.json`) do not match `manifest.json` and the hot blob: a client would mount what
-/// they say.
-fn check_copies(
-    bundle: &std::path::Path,
-    json: &[u8],
-    manifest: &coldstart_bundle::Manifest,
-) -> anyhow::Result<()> {
-    use coldstart_bundle::start::{check, check_compressed, MANIFEST_ZST, START_OBJECT};
-    let refuse = |path: &str, e: &dyn std::fmt::Display| {
-        crate::exit::usage(format!(
-            "{}: {e}: it does not match manifest.json; re-pack the bundle, or delete {START_OBJECT} \
-             and {MANIFEST_ZST} to serve manifest.json alone",
-            bundle.join(path).display()
-        ))
-    };
-    let read = |path: &str| match std::fs::read(bundle.join(path)) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(refuse(path, &e)),
-    };
-    if let Some(z) = read(MANIFEST_ZST)? {
-        check_compressed(&z, json).map_err(|e| refuse(MANIFEST_ZST, &e))?;
-    }
-    if let Some(object) = read(START_OBJECT)? {
-        let hot = if manifest.hot.blob.is_empty() {
-            Vec::new()
-        } else {
-            read(&manifest.hot.blob)?.unwrap_or_default()
-        };
-        check(&object, json, &hot).map_err(|e| refuse(START_OBJECT, &e))?;
-    }
-    Ok(())
 }

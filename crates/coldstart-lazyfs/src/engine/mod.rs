@@ -1,0 +1,222 @@
+//! Chunks to verified bytes, for one mount: the engine owns the chunk cache's use, the fetches
+//! and the strategy's work, and counts what happened for the report. It needs no FUSE; its
+//! unit tests use a bundle on local disk as the remote.
+//!
+//! - `read`: the read path (cache, hot stream, demand fetch), what FUSE calls;
+//! - `prefetch`: what each strategy does before the program starts;
+//! - `stream`: the hot set in one request and `stream`'s background work;
+//! - `start_object`: the manifest and the hot set from the start object's one request.
+
+mod prefetch;
+mod read;
+mod start_object;
+mod stream;
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use coldstart_bundle::{ChunkCache, HotList, Manifest, Remote, Sha256Hex, Touch};
+use coldstart_error::Category;
+use serde::Serialize;
+
+use crate::strategy::Strategy;
+use read::Flight;
+pub use start_object::{StartFailure, StartFetch, StartHead};
+use stream::HotState;
+
+/// How the engine works.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    pub strategy: Strategy,
+    /// Bound on how long one read waits for a chunk another fetch is bringing.
+    pub read_timeout: Duration,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions { strategy: Strategy::Paged, read_timeout: Duration::from_secs(60) }
+    }
+}
+
+/// Why a chunk could not be had.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum EngineError {
+    #[error("{0}")]
+    Fetch(String),
+    #[error("timed out after {0:?} waiting for a chunk")]
+    Timeout(Duration),
+    #[error("no such chunk")]
+    NoChunk,
+}
+
+impl EngineError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            EngineError::Fetch(_) | EngineError::Timeout(_) | EngineError::NoChunk => {
+                Category::Environment
+            }
+        }
+    }
+}
+
+/// What a mount did, for the report at unmount.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    pub strategy: String,
+    /// Body bytes received from the server.
+    pub bytes_fetched: u64,
+    /// Requests sent, retries included.
+    pub requests: u64,
+    /// Attempts that failed.
+    pub failed_attempts: u64,
+    /// Chunk reads served from the local cache.
+    pub cache_hits: u64,
+    /// Chunk reads that had to wait for the network.
+    pub misses: u64,
+    /// Chunk reads that failed (EIO to the program).
+    pub errors: u64,
+    /// Time the program waited on misses: total, longest and median.
+    pub miss_wait_total_ms: f64,
+    pub miss_wait_max_ms: f64,
+    pub miss_wait_median_ms: f64,
+    /// Time spent in the strategy's work before the mount was ready.
+    pub prefetch_ms: f64,
+    /// Chunks fetched by the hot-set stream and by background work.
+    pub hot_chunks: u64,
+    pub background_chunks: u64,
+    /// The last error of a read, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// The last error of background work, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub background_error: Option<String>,
+    /// What `--strategy auto` predicted and chose.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto: Option<crate::model::Choice>,
+    /// The bundle file the manifest was read from: `start` (with the hot set, one request),
+    /// `manifest.json.zst` or `manifest.json`.
+    pub manifest_source: String,
+    /// Why a preferred copy of the manifest was not used (an older bundle, a damaged copy).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub manifest_fallback: Option<String>,
+}
+
+/// What the report counts, as reads and fetches happen.
+#[derive(Default)]
+struct Counters {
+    cache_hits: AtomicU64,
+    misses: AtomicU64,
+    errors: AtomicU64,
+    hot_chunks: AtomicU64,
+    background_chunks: AtomicU64,
+    waits: Mutex<Vec<Duration>>,
+    prefetch: Mutex<Duration>,
+    background_error: Mutex<Option<String>>,
+    last_error: Mutex<Option<String>>,
+}
+
+/// The chunks read so far, each once, in first-touch order (`--record`).
+#[derive(Default)]
+struct Recorder {
+    seen: HashSet<(usize, usize)>,
+    touches: Vec<Touch>,
+}
+
+/// Gets chunks of one bundle for one mount.
+pub struct Engine {
+    manifest: Manifest,
+    remote: Arc<dyn Remote>,
+    cache: ChunkCache,
+    opts: EngineOptions,
+    inflight: Mutex<HashMap<Sha256Hex, Arc<Flight>>>,
+    hot: Mutex<HotState>,
+    hot_cv: Condvar,
+    demand: AtomicUsize,
+    /// When the last demand fetch ended, and a signal when one does.
+    demand_cv: (Mutex<Option<Instant>>, Condvar),
+    stop: AtomicBool,
+    counters: Counters,
+    recorder: Mutex<Recorder>,
+    background: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+impl Engine {
+    /// An engine over a validated manifest.
+    pub fn new(
+        manifest: Manifest,
+        remote: Arc<dyn Remote>,
+        cache: ChunkCache,
+        opts: EngineOptions,
+    ) -> Arc<Engine> {
+        Arc::new(Engine {
+            manifest,
+            remote,
+            cache,
+            opts,
+            inflight: Mutex::default(),
+            hot: Mutex::default(),
+            hot_cv: Condvar::new(),
+            demand: AtomicUsize::new(0),
+            demand_cv: (Mutex::new(None), Condvar::new()),
+            stop: AtomicBool::new(false),
+            counters: Counters::default(),
+            recorder: Mutex::default(),
+            background: Mutex::default(),
+        })
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// Stops background work and waits for it (bounded by the fetcher's timeouts).
+    pub fn shutdown(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.demand_cv.1.notify_all();
+        for h in self.background.lock().unwrap().drain(..) {
+            let _ = h.join();
+        }
+    }
+
+    /// The statistics so far.
+    pub fn report(&self) -> Report {
+        let stats = self.remote.stats();
+        let mut waits: Vec<f64> =
+            self.counters.waits.lock().unwrap().iter().map(|d| d.as_secs_f64() * 1e3).collect();
+        waits.sort_by(|a, b| a.total_cmp(b));
+        Report {
+            strategy: self.opts.strategy.to_string(),
+            bytes_fetched: stats.bytes.load(Ordering::Relaxed),
+            requests: stats.requests.load(Ordering::Relaxed),
+            failed_attempts: stats.failures.load(Ordering::Relaxed),
+            cache_hits: self.counters.cache_hits.load(Ordering::Relaxed),
+            misses: self.counters.misses.load(Ordering::Relaxed),
+            errors: self.counters.errors.load(Ordering::Relaxed),
+            miss_wait_total_ms: waits.iter().fold(0.0, |a, b| a + b),
+            miss_wait_max_ms: waits.last().copied().unwrap_or(0.0),
+            miss_wait_median_ms: waits.get(waits.len() / 2).copied().unwrap_or(0.0),
+            prefetch_ms: self.counters.prefetch.lock().unwrap().as_secs_f64() * 1e3,
+            hot_chunks: self.counters.hot_chunks.load(Ordering::Relaxed),
+            background_chunks: self.counters.background_chunks.load(Ordering::Relaxed),
+            background_error: self.counters.background_error.lock().unwrap().clone(),
+            auto: None,
+            last_error: self.counters.last_error.lock().unwrap().clone(),
+            manifest_source: String::new(),
+            manifest_fallback: None,
+        }
+    }
+
+    /// What was read, chunk by chunk in first-touch order, as a hot list for `pack`.
+    pub fn recorded(&self) -> HotList {
+        HotList { touches: self.recorder.lock().unwrap().touches.clone(), ..HotList::default() }
+    }
+
+    /// Writes [`Engine::recorded`] to `path`.
+    pub fn write_record(&self, path: &Path) -> Result<(), coldstart_bundle::HotListError> {
+        self.recorded().write(path)
+    }
+}

@@ -1,0 +1,167 @@
+//! What each strategy does before the program starts: nothing for `paged`, every file whole
+//! for `original`, the hot set for `reordered` (the program waits for it), and for
+//! `reordered-paged` and `stream` the hot set on a thread of its own while the program runs
+//! (then, for `stream`, the rest). A mount on the start object does the same from the start
+//! object's request instead ([`Engine::start_from`]).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use coldstart_bundle::Chunk;
+
+use super::{Engine, EngineError};
+use crate::strategy::{whole_files, Strategy};
+
+impl Engine {
+    /// Runs the strategy's start-up work: blocking for `original` and `reordered`, background
+    /// threads for `reordered-paged` and `stream`.
+    pub fn start(self: &Arc<Self>) -> Result<(), EngineError> {
+        let t = Instant::now();
+        let result = match self.opts.strategy {
+            Strategy::Paged => Ok(()),
+            Strategy::Original => self.fetch_all(),
+            Strategy::Reordered => {
+                let plan = self.plan_hot();
+                self.load_hot(plan)
+            }
+            Strategy::ReorderedPaged | Strategy::Stream => {
+                // Plan before returning, so that a read right after the mount waits for the
+                // stream instead of fetching the same chunk again.
+                let plan = self.plan_hot();
+                let me = self.clone();
+                let h = std::thread::Builder::new()
+                    .name("coldstart-hot".into())
+                    .spawn(move || {
+                        if let Err(e) = me.load_hot(plan) {
+                            *me.counters.background_error.lock().unwrap() = Some(e.to_string());
+                        }
+                        if me.opts.strategy == Strategy::Stream {
+                            me.stream_rest();
+                        }
+                    })
+                    .map_err(|e| EngineError::Fetch(e.to_string()))?;
+                self.background.lock().unwrap().push(h);
+                Ok(())
+            }
+        };
+        *self.counters.prefetch.lock().unwrap() = t.elapsed();
+        result
+    }
+
+    /// `original`: what downloading the program does. Each regular file whole, one request
+    /// per distinct file, one request at a time, in manifest order (sorted by path); every
+    /// chunk is still verified as it arrives. A file whose chunks are all cached is skipped.
+    fn fetch_all(&self) -> Result<(), EngineError> {
+        // Lazily: a file whose chunks the files before it brought is skipped.
+        for (e, sha) in whole_files(&self.manifest, |h| self.cache.contains(h)) {
+            let mut offset = 0;
+            let pieces: Vec<(u64, Chunk)> = e
+                .chunks
+                .iter()
+                .map(|c| {
+                    let o = offset;
+                    offset += c.stored_len();
+                    (o, c.clone())
+                })
+                .collect();
+            let blob = coldstart_bundle::file_blob_path(sha);
+            self.stream_chunks(&blob, &pieces, 0, pieces.len() - 1, |c, data| {
+                let _ = self.cache.put(&c.sha256, data);
+            })
+            .map_err(|err| EngineError::Fetch(format!("{}: {err}", e.path)))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use coldstart_bundle::{Chunk, Compression};
+
+    use crate::testing::{engine, fixture, fixture_with, read_all, read_back};
+    use crate::Strategy;
+
+    #[test]
+    fn every_strategy_reads_the_right_bytes() {
+        for s in Strategy::ALL {
+            every_strategy_case(s, Compression::None);
+        }
+    }
+
+    #[test]
+    fn every_strategy_reads_the_right_bytes_from_a_compressed_bundle() {
+        for s in Strategy::ALL {
+            every_strategy_case(s, Compression::Zstd);
+        }
+    }
+
+    fn every_strategy_case(s: Strategy, compression: Compression) {
+        {
+            let f = fixture_with(compression);
+            let e = engine(&f, s);
+            e.start().unwrap();
+            let r = read_back(&e, &f, s.name());
+            assert_eq!(r.errors, 0);
+            match s {
+                Strategy::Original => {
+                    assert_eq!(r.misses, 0, "{s}: everything was fetched before start");
+                    assert_eq!(r.requests, 2, "{s}: one request per file");
+                    let total: u64 = e
+                        .manifest()
+                        .files
+                        .iter()
+                        .flat_map(|x| &x.chunks)
+                        .map(Chunk::stored_len)
+                        .sum();
+                    assert_eq!(r.bytes_fetched, total, "{s}: each file once, whole");
+                    if compression == Compression::Zstd {
+                        let plain: usize = f.files.iter().map(|(_, d)| d.len()).sum();
+                        assert!(total < plain as u64 / 2, "{s}: compressed on the wire");
+                    }
+                }
+                Strategy::Paged => assert_eq!(r.cache_hits, 0, "{s}: nothing before start"),
+                Strategy::Reordered => {
+                    assert_eq!(r.hot_chunks, 2);
+                    assert!(r.cache_hits >= 2, "{s}: the hot chunks were local");
+                }
+                _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn the_hot_set_is_one_request_and_a_second_mount_is_all_hits() {
+        let f = fixture();
+        let e = engine(&f, Strategy::Reordered);
+        e.start().unwrap();
+        assert_eq!(e.report().requests, 1);
+        read_all(&e, "app").unwrap();
+        read_all(&e, "lib/b").unwrap();
+        let again = engine(&f, Strategy::Paged);
+        read_all(&again, "app").unwrap();
+        read_all(&again, "lib/b").unwrap();
+        let r = again.report();
+        assert_eq!((r.requests, r.misses), (0, 0), "the cache persists across mounts");
+    }
+
+    #[test]
+    fn original_refuses_a_corrupt_whole_file_and_skips_cached_files() {
+        let f = fixture();
+        let e = engine(&f, Strategy::Original);
+        let sha = e.manifest().files[2].sha256.clone().unwrap();
+        let blob = f.bundle.join(coldstart_bundle::file_blob_path(&sha));
+        let good = std::fs::read(&blob).unwrap();
+        let mut bad = good.clone();
+        bad[20_000] ^= 1;
+        std::fs::write(&blob, bad).unwrap();
+        let err = e.start().unwrap_err();
+        assert!(err.to_string().contains("lib/b"), "{err}");
+        assert!(err.to_string().contains("SHA-256"), "{err}");
+        std::fs::write(&blob, good).unwrap();
+        // `app` is cached now: only lib/b is fetched again.
+        let again = engine(&f, Strategy::Original);
+        again.start().unwrap();
+        assert_eq!(again.report().requests, 1);
+        assert_eq!(read_all(&again, "lib/b").unwrap(), f.files[1].1);
+    }
+}

@@ -1,0 +1,249 @@
+//! The hot stream and the background stream: the hot set in one request, each chunk stored
+//! as soon as it has arrived and been verified while readers wait on exactly the chunks still
+//! to come; then, for `stream`, the rest of the bundle behind the program's own misses.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use coldstart_bundle::remote::with_retries;
+use coldstart_bundle::{decode_chunk, Chunk, FetchError, Sha256Hex};
+
+use super::{Engine, EngineError};
+
+/// How long no miss must have been waiting before background work starts a fetch.
+const QUIET: Duration = Duration::from_millis(100);
+
+/// The hot chunks with their offsets in the hot blob, and the first and last of them not
+/// cached when the plan was made.
+pub(super) struct HotPlan {
+    pub(super) chunks: Vec<(u64, Chunk)>,
+    pub(super) first: usize,
+    pub(super) last: usize,
+}
+
+/// What the hot stream has still to bring; readers of those chunks wait for it.
+#[derive(Default)]
+pub(super) struct HotState {
+    /// Hashes the hot stream will still bring.
+    pub(super) pending: HashSet<Sha256Hex>,
+    pub(super) running: bool,
+}
+
+impl Engine {
+    /// The hot chunks with their offsets in the hot blob, and the first and last index not
+    /// yet in the cache; marks those as pending.
+    pub(super) fn plan_hot(&self) -> Option<HotPlan> {
+        let chunks: Vec<(u64, Chunk)> =
+            self.manifest.hot_chunks().into_iter().map(|(o, c)| (o, c.clone())).collect();
+        let missing: Vec<usize> =
+            (0..chunks.len()).filter(|&i| !self.cache.contains(&chunks[i].1.sha256)).collect();
+        let (&first, &last) = (missing.first()?, missing.last()?);
+        let mut state = self.hot.lock().unwrap();
+        state.running = true;
+        state.pending = missing.iter().map(|&i| chunks[i].1.sha256.clone()).collect();
+        Some(HotPlan { chunks, first, last })
+    }
+
+    /// Streams the hot blob in one request (resuming with a Range after a failure), storing
+    /// each chunk as soon as its bytes have arrived and been verified.
+    pub(super) fn load_hot(&self, plan: Option<HotPlan>) -> Result<(), EngineError> {
+        let result = match plan {
+            Some(plan) => self.load_hot_inner(plan),
+            None => Ok(()),
+        };
+        // The caller decides where a failure goes (the mount's error, or the report's).
+        self.end_hot(Ok(()));
+        result.map_err(|e| EngineError::Fetch(e.to_string()))
+    }
+
+    fn load_hot_inner(&self, plan: HotPlan) -> Result<(), FetchError> {
+        let HotPlan { chunks, first, last } = plan;
+        self.stream_chunks(&self.manifest.hot.blob, &chunks, first, last, |c, data| {
+            self.hot_done(c, data)
+        })
+    }
+
+    /// A hot chunk has arrived, verified: into the cache, and readers waiting on it go on.
+    pub(super) fn hot_done(&self, c: &Chunk, data: &[u8]) {
+        let _ = self.cache.put(&c.sha256, data);
+        self.counters.hot_chunks.fetch_add(1, Ordering::Relaxed);
+        let mut state = self.hot.lock().unwrap();
+        state.pending.remove(&c.sha256);
+        self.hot_cv.notify_all();
+    }
+
+    /// The hot stream is over: readers still waiting on a hot chunk fetch it themselves.
+    pub(super) fn end_hot(&self, result: Result<(), String>) {
+        if let Err(e) = result {
+            *self.counters.background_error.lock().unwrap() = Some(e);
+        }
+        let mut hot = self.hot.lock().unwrap();
+        hot.running = false;
+        hot.pending.clear();
+        self.hot_cv.notify_all();
+    }
+
+    /// Reads `chunks[first..=last]` (each with its offset in `blob`, stored back to back) in
+    /// one request, handing each decoded and verified chunk to `done` as soon as its bytes
+    /// have arrived; after a failure, resumes with a Range from the first chunk not yet
+    /// received.
+    pub(super) fn stream_chunks(
+        &self,
+        blob: &str,
+        chunks: &[(u64, Chunk)],
+        first: usize,
+        last: usize,
+        mut done: impl FnMut(&Chunk, &[u8]),
+    ) -> Result<(), FetchError> {
+        let end = chunks[last].0 + chunks[last].1.stored_len();
+        let compression = self.manifest.compression;
+        let mut idx = first;
+        let url = self.remote.describe(blob);
+        with_retries(self.remote.options(), self.remote.stats(), &url, || {
+            let mut buf: Vec<u8> = Vec::new();
+            let mut corrupt = false;
+            let start = chunks[idx].0;
+            let result = self.remote.fetch(blob, Some((start, end)), &mut |bytes| {
+                if self.stop.load(Ordering::Relaxed) {
+                    return false;
+                }
+                buf.extend_from_slice(bytes);
+                while idx <= last && buf.len() as u64 >= chunks[idx].1.stored_len() {
+                    let c = &chunks[idx].1;
+                    let rest = buf.split_off(c.stored_len() as usize);
+                    let Some(data) = decode_chunk(compression, c, &buf) else {
+                        corrupt = true;
+                        return false;
+                    };
+                    done(c, &data);
+                    buf = rest;
+                    idx += 1;
+                }
+                true
+            });
+            if corrupt {
+                return Err(FetchError::Corrupt { url: url.clone() });
+            }
+            result.map(|_| ())
+        })
+    }
+
+    /// `stream`: everything not yet cached, files in order of their first hot chunk, then
+    /// the rest; waits while any demand fetch is in flight.
+    pub(super) fn stream_rest(&self) {
+        let index: HashMap<&str, usize> =
+            self.manifest.files.iter().enumerate().map(|(i, e)| (e.path.as_str(), i)).collect();
+        let mut order: Vec<usize> = Vec::new();
+        let mut placed = HashSet::new();
+        for r in &self.manifest.hot.chunks {
+            if let Some(&i) = index.get(r.path.as_str()) {
+                if placed.insert(i) {
+                    order.push(i);
+                }
+            }
+        }
+        order.extend((0..self.manifest.files.len()).filter(|i| placed.insert(*i)));
+        let mut seen = HashSet::new();
+        let todo: Vec<&Chunk> = order
+            .into_iter()
+            .flat_map(|i| &self.manifest.files[i].chunks)
+            .filter(|c| seen.insert(&c.sha256))
+            .collect();
+        // Two in flight keep a high-latency link busy; more would queue ahead of misses.
+        let workers = self.remote.options().connections.saturating_sub(1).clamp(1, 2);
+        let next = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                s.spawn(|| self.stream_worker(&todo, &next));
+            }
+        });
+    }
+
+    fn stream_worker(&self, todo: &[&Chunk], next: &AtomicUsize) {
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let Some(c) = todo.get(next.fetch_add(1, Ordering::SeqCst)) else { return };
+            if self.cache.contains(&c.sha256) {
+                continue;
+            }
+            // Misses go first: wait while any is in flight, and until none has been for
+            // QUIET, so that background transfers do not take the link from a program that
+            // is still faulting.
+            {
+                let (lock, cv) = &self.demand_cv;
+                let mut last = lock.lock().unwrap();
+                loop {
+                    if self.stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let busy = self.demand.load(Ordering::SeqCst) > 0;
+                    let quiet_for = last.map_or(QUIET, |t| t.elapsed());
+                    if !busy && quiet_for >= QUIET {
+                        break;
+                    }
+                    let wait = if busy { QUIET } else { QUIET - quiet_for };
+                    last = cv.wait_timeout(last, wait).unwrap().0;
+                }
+            }
+            if self.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            match self.shared_fetch(c, false) {
+                Ok(_) => {
+                    self.counters.background_chunks.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(_) if self.stop.load(Ordering::SeqCst) => return,
+                Err(e) => {
+                    *self.counters.background_error.lock().unwrap() = Some(e.to_string());
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use coldstart_bundle::{ChunkCache, Manifest};
+
+    use super::*;
+    use crate::engine::EngineOptions;
+    use crate::strategy::Strategy;
+    use crate::testing::{engine, fixture, read_back, Slow};
+
+    #[test]
+    fn unmounting_stops_a_background_transfer_midway() {
+        let f = fixture();
+        let manifest =
+            Manifest::parse(&std::fs::read(f.bundle.join("manifest.json")).unwrap()).unwrap();
+        // Chunk blobs arrive 256 bytes every 5 ms.
+        let remote = Arc::new(Slow {
+            bytes_per_second: 51_200,
+            piece: 256,
+            ..Slow::new(&f.bundle, |path| path.starts_with("blobs/sha256/"))
+        });
+        let cache = ChunkCache::open(&f.cache).unwrap();
+        let opts = EngineOptions { strategy: Strategy::Stream, ..Default::default() };
+        let e = Engine::new(manifest, remote.clone(), cache, opts);
+        e.start().unwrap();
+        // Background work starts once no miss has been waiting for 100 ms.
+        let t = Instant::now();
+        while !remote.started.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(remote.started.load(Ordering::SeqCst), "background work began");
+        e.shutdown();
+        assert!(remote.aborted.load(Ordering::SeqCst), "the transfer in flight was stopped");
+        let r = e.report();
+        assert_eq!((r.failed_attempts, r.errors), (0, 0), "stopping is not a failure: {r:?}");
+        assert_eq!(r.background_error, None);
+        // Nothing half-received was kept: every cached chunk reads back whole.
+        read_back(&engine(&f, Strategy::Paged), &f, "again");
+    }
+}

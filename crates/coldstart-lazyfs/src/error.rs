@@ -1,0 +1,86 @@
+//! Why a mount, or a prediction, could not be made: one error type for the crate's front
+//! ([`crate::mount()`], [`crate::predict()`] and the options they are given), each variant
+//! with the category its exit code follows from.
+
+use std::path::PathBuf;
+
+use coldstart_bundle::{CacheError, FetchError, HotListError};
+use coldstart_error::Category;
+
+use crate::engine::EngineError;
+use crate::strategy::Strategy;
+
+/// Why a mount (or a prediction) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    #[error("mount point {0} does not exist: create an empty directory")]
+    Missing(PathBuf),
+    #[error("mount point {0} is not a directory")]
+    NotADirectory(PathBuf),
+    #[error("mount point {0} is not empty: mount on an empty directory")]
+    NotEmpty(PathBuf),
+    #[error("mount point {0} is busy: something is already mounted there; unmount it (fusermount3 -u) or choose another")]
+    Busy(PathBuf),
+    #[error("cannot open {url}: {source}")]
+    Open { url: String, source: FetchError },
+    #[error("cannot read the bundle's manifest: {0}")]
+    Manifest(#[source] FetchError),
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    #[error("the {strategy} strategy could not fetch what it needs before start: {source}")]
+    Prefetch { strategy: Strategy, source: EngineError },
+    #[error("cannot mount FUSE on {path}: {cause}; {}", fuse_hint(cause))]
+    Fuse { path: PathBuf, cause: std::io::Error },
+    #[error("cannot unmount {0}: it stays busy; run `fusermount3 -u -z {0}`")]
+    Unmount(PathBuf),
+    #[error(transparent)]
+    Record(#[from] HotListError),
+    #[error("cannot measure the link for --strategy auto: {0}; give it with --link-hint BW/LAT")]
+    Probe(#[source] FetchError),
+    #[error("no HOME or XDG_CACHE_HOME: give --cache-dir")]
+    NoCacheDir,
+    #[error("--timeout must be a positive number of seconds")]
+    Timeout,
+    #[error("--link-hint is for --strategy auto")]
+    LinkHintWithoutAuto,
+    #[error("--local-ms must be a non-negative number")]
+    LocalTime,
+    #[error("a read-ahead is between 4k and 1m")]
+    Readahead,
+}
+
+impl MountError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            MountError::Missing(_)
+            | MountError::NotADirectory(_)
+            | MountError::NotEmpty(_)
+            | MountError::Busy(_)
+            | MountError::Open { .. }
+            | MountError::Manifest(_)
+            | MountError::NoCacheDir
+            | MountError::Timeout
+            | MountError::LinkHintWithoutAuto
+            | MountError::LocalTime
+            | MountError::Readahead => Category::Usage,
+            MountError::Cache(e) => e.category(),
+            MountError::Record(e) => e.category(),
+            MountError::Prefetch { .. }
+            | MountError::Fuse { .. }
+            | MountError::Unmount(_)
+            | MountError::Probe(_) => Category::Environment,
+        }
+    }
+}
+
+/// What to check when mounting failed with `cause`.
+fn fuse_hint(cause: &std::io::Error) -> &'static str {
+    match cause.kind() {
+        std::io::ErrorKind::PermissionDenied => {
+            "the user needs read and write access to /dev/fuse and to the mount point, and \
+             fusermount3 must be setuid root (Debian's fuse3 package installs it so)"
+        }
+        _ => "is /dev/fuse there and fusermount3 installed (Debian: fuse3)?",
+    }
+}
