@@ -241,7 +241,7 @@ pub(crate) fn record_pages(
     }
     let mut launched = crate::launch(options, path, false, &[])?;
     let pid = launched.stopped.pid;
-    let guard = crate::trace::TreeGuard { pgid: pid, armed: true };
+    let guard = crate::tree::TreeGuard { pgid: pid, armed: true };
     instance.write("set_event_pid", &pid.to_string())?;
     instance.write("tracing_on", "1")?;
     let t0 = coldstart_sys::monotonic_ns();

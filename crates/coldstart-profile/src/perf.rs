@@ -130,7 +130,7 @@ pub(crate) fn record_pages_perf(
 ) -> Result<(PageProfile, Vec<String>), ProfileError> {
     let mut launched = crate::launch(options, path, false, &[])?;
     let pid = launched.stopped.pid;
-    let guard = crate::trace::TreeGuard { pgid: pid, armed: true };
+    let guard = crate::tree::TreeGuard { pgid: pid, armed: true };
     // SAFETY: sysconf has no preconditions.
     let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as i32;
     let rings = (0..cpus).map(|cpu| Ring::open(pid, cpu)).collect::<Result<Vec<_>, _>>()?;
