@@ -32,6 +32,7 @@
 mod audit;
 pub use coldstart_profile_format as format;
 mod modules;
+mod page_files;
 pub mod pages;
 mod perf;
 pub mod ready;
@@ -409,7 +410,7 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
                 candidates.push(PathBuf::from("/etc/ld.so.cache"));
             }
         }
-        let unnamed = pages::resolve_with(pages, &candidates);
+        let unnamed = page_files::resolve_with(pages, &candidates);
         if unnamed > 0 {
             warnings.push(format!(
                 "{unnamed} files in the page trace were closed before readiness and are named by device and inode only"
