@@ -37,7 +37,7 @@ use crate::modules::{location, profile_modules, stripped_warning, ModuleTouches,
 use crate::tree::{signal_name, ChildWake, TreeGuard};
 use crate::{Launched, ProfileError, ProfileOptions};
 
-/// The agent, compiled by `build.rs` from `agent/agent.c`.
+/// The agent, compiled by `build.rs` from `agent/agent.c` and `agent/symbols.c`.
 static AGENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/coldstart-audit-agent.so"));
 
 /// Buffer layout, shared with `agent/agent.c` (header words).

@@ -9,7 +9,7 @@
 //!   each (module, function, thread, time since exec, ordinal). One trap per function that
 //!   runs, none after, so the cost is bounded by the number of distinct functions.
 //! - By default the breakpoints are handled in the program itself: an rtld-audit agent
-//!   (`LD_AUDIT`, built from `agent/agent.c`) plants them as the loader maps each object and
+//!   (`LD_AUDIT`, built from `agent/*.c`) plants them as the loader maps each object and
 //!   its `SIGTRAP` handler records the touch, with no ptrace stop. Static and setuid programs,
 //!   which the loader does not audit, fall back to the ptrace tracer ([`Tracer`]).
 //! - [`pages`] records every file page start-up faults in or reads, from the kernel's
