@@ -5,8 +5,6 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
-use super::Space;
-
 pub(super) const INT3: u8 = 0xCC;
 /// Breakpoints closer than this are written with one system call (the bytes between are
 /// written back unchanged); farther apart, each gets its own write, so pages without
@@ -99,17 +97,10 @@ pub(super) fn write_breakpoints(
     Ok(())
 }
 
-/// Put every original byte back (the rendezvous breakpoint included).
-pub(super) fn restore_all(space: &mut Space) {
-    let rendezvous = space.rendezvous.take();
-    restore_breakpoints(
-        &*space.mem,
-        &mut space.breakpoints,
-        rendezvous.map(|r| (r.address, r.orig)),
-    );
-}
-
-fn restore_breakpoints(
+/// Put the original byte of every armed breakpoint back, and `extra` (an address and its
+/// byte: the rendezvous), a run of close ones in one write; the breakpoints stay known,
+/// disarmed.
+pub(super) fn restore_breakpoints(
     mem: &dyn Memory,
     breakpoints: &mut HashMap<u64, Breakpoint>,
     extra: Option<(u64, u8)>,

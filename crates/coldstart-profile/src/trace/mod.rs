@@ -45,7 +45,7 @@ use crate::modules::{location, profile_modules, ModuleTouches, Traced};
 use crate::tree::{signal_name, ChildWake};
 use crate::ProfileError;
 
-use breakpoints::{Breakpoint, Memory};
+use breakpoints::{restore_breakpoints, Breakpoint, Memory};
 use loader::Rendezvous;
 
 /// Offset of `rip` in `struct user_regs_struct` (x86-64), for PTRACE_PEEKUSER/POKEUSER.
@@ -88,6 +88,18 @@ struct Space {
     /// A vfork child that is not followed: detached at its exec.
     detach_at_exec: bool,
     alive: bool,
+}
+
+impl Space {
+    /// Put every original byte back (the rendezvous breakpoint included).
+    fn restore_all(&mut self) {
+        let rendezvous = self.rendezvous.take();
+        restore_breakpoints(
+            &*self.mem,
+            &mut self.breakpoints,
+            rendezvous.map(|r| (r.address, r.orig)),
+        );
+    }
 }
 
 struct Thread {

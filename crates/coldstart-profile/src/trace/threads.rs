@@ -4,7 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use super::breakpoints::restore_all;
 use super::{cont, ptrace, Space, Thread, Tracer};
 use crate::ProfileError;
 
@@ -120,7 +119,7 @@ impl Tracer<'_> {
 
     /// Restore every breakpoint of a (not followed) fork child, then let it go.
     pub(super) fn clean_and_detach(&mut self, space: usize, tid: i32) {
-        restore_all(&mut self.spaces[space]);
+        self.spaces[space].restore_all();
         self.spaces[space].alive = false;
         self.threads.remove(&tid);
         let _ = ptrace(libc::PTRACE_DETACH, tid, 0, 0);
@@ -219,7 +218,7 @@ impl Tracer<'_> {
         }
         for space in &mut self.spaces {
             if space.alive {
-                restore_all(space);
+                space.restore_all();
             }
         }
         // A thread stopped by the clone of a thread of some space: find its space by tgid.
