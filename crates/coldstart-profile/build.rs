@@ -1,11 +1,17 @@
-//! Builds the in-process tracer (`agent/agent.c`, an rtld-audit library) with the system's C
+//! Builds the in-process tracer (`agent/*.c`, an rtld-audit library) with the system's C
 //! compiler; the binary embeds it and writes it out at profile time (`src/audit.rs`).
 
 use std::path::PathBuf;
 use std::process::Command;
 
+/// The agent's sources, compiled and linked in one command; `HEADERS` only trigger a rebuild.
+const SOURCES: [&str; 2] = ["agent/agent.c", "agent/symbols.c"];
+const HEADERS: [&str; 1] = ["agent/symbols.h"];
+
 fn main() {
-    println!("cargo:rerun-if-changed=agent/agent.c");
+    for file in SOURCES.iter().chain(&HEADERS) {
+        println!("cargo:rerun-if-changed={file}");
+    }
     println!("cargo:rerun-if-env-changed=CC");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let target = out.join("coldstart-audit-agent.so");
@@ -22,13 +28,13 @@ fn main() {
             .args(["-std=gnu11", "-O2", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror"])
             .args(["-fno-stack-protector", "-Wl,-z,now", "-Wl,-z,noexecstack", "-o"])
             .arg(&target)
-            .arg("agent/agent.c")
+            .args(SOURCES)
             .output();
         match result {
             Ok(o) if o.status.success() => return,
             Ok(o) => {
                 panic!(
-                    "building the audit agent (crates/coldstart-profile/agent/agent.c) with {cc} failed:\n{}",
+                    "building the audit agent (crates/coldstart-profile/agent/) with {cc} failed:\n{}",
                     String::from_utf8_lossy(&o.stderr)
                 );
             }
@@ -36,7 +42,7 @@ fn main() {
         }
     }
     panic!(
-        "no C compiler to build the audit agent (crates/coldstart-profile/agent/agent.c): tried {}; \
+        "no C compiler to build the audit agent (crates/coldstart-profile/agent/): tried {}; \
          install clang-19 (apt-get install clang-19, as scripts/setup.sh does) or set CC",
         tried.join(", ")
     );

@@ -134,12 +134,6 @@ pub fn analyze(
 
 fn static_picture(binary: &Binary, model: PageModel) -> StaticPicture {
     let info = &binary.info;
-    let code_pages: std::collections::BTreeSet<u64> = binary
-        .loaded_sections()
-        .iter()
-        .filter(|s| s.1 == SectionClass::Code)
-        .flat_map(|s| model.pages_of(s.2, s.3))
-        .collect();
     let rust = info.functions.iter().any(|f| f.names.iter().any(|n| is_rust_symbol(n)));
     let function_sections = if info.functions.iter().any(|f| f.own_section) {
         "yes".to_owned()
@@ -184,7 +178,7 @@ fn static_picture(binary: &Binary, model: PageModel) -> StaticPicture {
         file_bytes: info.size,
         position_independent: info.position_independent,
         code_bytes: binary.code_bytes(),
-        code_pages: code_pages.len() as u64,
+        code_pages: static_code_pages(binary, model),
         functions: info.functions.len(),
         symbols: info.symbol_source.to_string(),
         function_sections,
@@ -251,6 +245,7 @@ pub fn is_rust_symbol(n: &str) -> bool {
         && b[b.len() - 17..b.len() - 1].iter().all(u8::is_ascii_hexdigit)
 }
 
+/// Pages of the file holding code (each counted once, whatever the sections sharing it).
 fn static_code_pages(binary: &Binary, model: PageModel) -> u64 {
     let pages: std::collections::BTreeSet<u64> = binary
         .loaded_sections()

@@ -168,9 +168,11 @@ impl Binary {
 /// leave a few such relocations too, so a handful is not enough: `None` when the binary has
 /// no static relocations, else the count found.
 pub fn cross_section_code_relocations(path: &Path) -> Option<usize> {
+    with_object(path, code_relocations_between_sections).ok().flatten()
+}
+
+fn code_relocations_between_sections(file: &object::File<'_>) -> Option<usize> {
     use object::{Object, ObjectSection, ObjectSymbol, RelocationTarget, SectionKind, SymbolKind};
-    let map = coldstart_elf::Mmap::open(path).ok()?;
-    let file = object::File::parse(map.bytes()).ok()?;
     let mut found = None;
     for section in file.sections().filter(|s| s.kind() == SectionKind::Text) {
         for (_, reloc) in section.relocations() {
@@ -187,4 +189,20 @@ pub fn cross_section_code_relocations(path: &Path) -> Option<usize> {
         }
     }
     found
+}
+
+/// Parse `path` with `object` for what `coldstart-elf` does not keep (symbol binding, data
+/// objects, static relocations) and hand the parsed file to `read`.
+pub(crate) fn with_object<T>(
+    path: &Path,
+    read: impl FnOnce(&object::File<'_>) -> T,
+) -> Result<T, LayoutError> {
+    let map = coldstart_elf::Mmap::open(path)?;
+    let file = object::File::parse(map.bytes()).map_err(|e| {
+        LayoutError::Elf(coldstart_elf::ElfError::Malformed {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })
+    })?;
+    Ok(read(&file))
 }

@@ -71,14 +71,10 @@ pub struct DataSymbol {
 
 /// The data objects of `binary` (with file bytes) in data sections, by file offset.
 pub fn data_symbols(binary: &Path) -> Result<Vec<DataSymbol>, LayoutError> {
-    let map = coldstart_elf::Mmap::open(binary)?;
-    let bytes = map.bytes();
-    let file = object::File::parse(bytes).map_err(|e| {
-        LayoutError::Elf(coldstart_elf::ElfError::Malformed {
-            path: binary.to_owned(),
-            message: e.to_string(),
-        })
-    })?;
+    crate::binary::with_object(binary, read_data_symbols)
+}
+
+fn read_data_symbols(file: &object::File<'_>) -> Vec<DataSymbol> {
     let mut out = Vec::new();
     for sym in file.symbols() {
         if sym.kind() != SymbolKind::Data || sym.size() == 0 || sym.is_undefined() {
@@ -97,7 +93,7 @@ pub fn data_symbols(binary: &Path) -> Result<Vec<DataSymbol>, LayoutError> {
         out.push(DataSymbol { name: name.to_owned(), kind, size: sym.size(), offset });
     }
     out.sort_by_key(|d| d.offset);
-    Ok(out)
+    out
 }
 
 /// The data objects lying in `pages` (4 KiB file pages in first-touch order), in that

@@ -14,7 +14,10 @@
 //! - [`analyze`]: the paper's Tables 2 and 3 for a binary and a start-up, plus the pages
 //!   read per section class (code, read-only data, relocations, relocated data).
 //! - [`evaluate`]: every algorithm against a held-out start-up, before linking.
-//! - [`verify`]: whether an order took effect in a linked binary.
+//! - [`request`]: one order request (`coldstart order`) with its defaults: which module,
+//!   which algorithm after an evaluation, which pages for data.
+//! - [`verify`]: the names an order expects (from an order file or a profile) and whether
+//!   it took effect in a linked binary.
 //! - [`drivers`]: running the user's build with the order injected, and llvm-bolt.
 //!
 //! ```no_run
@@ -37,6 +40,7 @@ pub mod evaluate;
 pub mod input;
 pub mod model;
 pub mod order;
+pub mod request;
 pub mod symbols;
 pub mod verify;
 pub mod writers;

@@ -329,31 +329,36 @@ mod tests {
         o.functions.iter().map(|f| f.name()).collect()
     }
 
+    /// The order of the executable of `workloads` by `algorithm`, with default options.
+    fn ordered(workloads: &[Workload], algorithm: Algorithm) -> Order {
+        compute(workloads, None, algorithm, ClusterOptions::default()).unwrap()
+    }
+
+    /// The names `algorithm` orders for workloads given as (weight, first-touch sequence).
+    fn names_ordered(workloads: &[(f64, &[&str])], algorithm: Algorithm) -> Vec<String> {
+        let w: Vec<Workload> =
+            workloads.iter().map(|(weight, funcs)| workload("w", *weight, funcs)).collect();
+        names(&ordered(&w, algorithm)).into_iter().map(str::to_owned).collect()
+    }
+
     #[test]
     fn first_touch_keeps_the_recorded_order_and_appends_later_workloads() {
-        let w = [
-            workload("a", 1.0, &["main", "init", "parse"]),
-            workload("b", 1.0, &["main", "draw", "init"]),
-        ];
-        let o = compute(&w, None, Algorithm::FirstTouch, ClusterOptions::default()).unwrap();
-        assert_eq!(names(&o), ["main", "init", "parse", "draw"]);
+        let w: [(f64, &[&str]); 2] =
+            [(1.0, &["main", "init", "parse"]), (1.0, &["main", "draw", "init"])];
+        assert_eq!(names_ordered(&w, Algorithm::FirstTouch), ["main", "init", "parse", "draw"]);
     }
 
     #[test]
     fn merged_puts_common_functions_before_ones_a_single_workload_needs() {
-        let w = [
-            workload("a", 1.0, &["main", "only_a", "common"]),
-            workload("b", 1.0, &["main", "common", "only_b"]),
-        ];
-        let o = compute(&w, None, Algorithm::Merged, ClusterOptions::default()).unwrap();
-        assert_eq!(names(&o), ["main", "common", "only_a", "only_b"]);
+        let w: [(f64, &[&str]); 2] =
+            [(1.0, &["main", "only_a", "common"]), (1.0, &["main", "common", "only_b"])];
+        assert_eq!(names_ordered(&w, Algorithm::Merged), ["main", "common", "only_a", "only_b"]);
     }
 
     #[test]
     fn merged_weights_decide_between_workloads() {
-        let w = [workload("a", 1.0, &["x", "y"]), workload("b", 5.0, &["y", "x"])];
-        let o = compute(&w, None, Algorithm::Merged, ClusterOptions::default()).unwrap();
-        assert_eq!(names(&o), ["y", "x"]);
+        let w: [(f64, &[&str]); 2] = [(1.0, &["x", "y"]), (5.0, &["y", "x"])];
+        assert_eq!(names_ordered(&w, Algorithm::Merged), ["y", "x"]);
     }
 
     #[test]
@@ -361,7 +366,7 @@ mod tests {
         let seq: Vec<String> = (0..50).map(|i| format!("f{i}")).collect();
         let refs: Vec<&str> = seq.iter().map(String::as_str).collect();
         let w = [workload("a", 1.0, &refs)];
-        let o = compute(&w, None, Algorithm::Cluster, ClusterOptions::default()).unwrap();
+        let o = ordered(&w, Algorithm::Cluster);
         assert_eq!(o.functions.len(), 50);
         let mut sorted = names(&o);
         sorted.sort();

@@ -20,26 +20,20 @@ pub struct Bindings {
 impl Bindings {
     /// Read the function symbols of `path` (`.symtab`, else `.dynsym`).
     pub fn read(path: &Path) -> Result<Bindings, LayoutError> {
-        let map = coldstart_elf::Mmap::open(path)?;
-        let data = map.bytes();
-        let file = object::File::parse(data).map_err(|e| {
-            LayoutError::Elf(coldstart_elf::ElfError::Malformed {
-                path: path.to_owned(),
-                message: e.to_string(),
-            })
-        })?;
-        let mut b = Bindings::default();
-        let mut any = false;
-        for sym in file.symbols() {
-            any = true;
-            b.add(&sym);
-        }
-        if !any {
-            for sym in file.dynamic_symbols() {
+        crate::binary::with_object(path, |file| {
+            let mut b = Bindings::default();
+            let mut any = false;
+            for sym in file.symbols() {
+                any = true;
                 b.add(&sym);
             }
-        }
-        Ok(b)
+            if !any {
+                for sym in file.dynamic_symbols() {
+                    b.add(&sym);
+                }
+            }
+            b
+        })
     }
 
     fn add<'a>(&mut self, sym: &impl ObjectSymbol<'a>) {

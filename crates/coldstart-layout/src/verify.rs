@@ -4,13 +4,57 @@
 //! ideal one (their bytes packed) and mostly in the order asked for. Functions the binary
 //! no longer has by any name are reported as missing (inlined, renamed, removed), and
 //! names that share one address as folded (identical code folding).
+//!
+//! The names expected come from an order file or from a profile ([`expected_names`]); one
+//! order file may serve every link of a build, so a binary is checked against the names it
+//! defines ([`split_defined`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
 
 use serde::Serialize;
 
 use crate::binary::Binary;
+use crate::input::Workload;
 use crate::model::PageModel;
+use crate::LayoutError;
+
+/// Where the expected order of functions comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum Expected<'a> {
+    /// An order file in any format coldstart writes.
+    OrderFile(&'a Path),
+    /// The first-touch order of a profile's module: `module` (a path or a file name), else
+    /// the one named like the binary.
+    Profile { path: &'a Path, module: Option<&'a str> },
+}
+
+/// The function names expected in `binary`, in order.
+pub fn expected_names(from: Expected<'_>, binary: &Path) -> Result<Vec<String>, LayoutError> {
+    match from {
+        Expected::OrderFile(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| LayoutError::io("read order file", path, e))?;
+            Ok(parse_order_file(&text))
+        }
+        Expected::Profile { path, module } => {
+            let workloads = Workload::read_profile(path)?;
+            let w = workloads.first().ok_or_else(|| {
+                LayoutError::Invalid(format!("{} has no workload", path.display()))
+            })?;
+            let m = w.module(Some(binary), module)?;
+            Ok(m.functions.iter().map(|t| t.name().to_owned()).collect())
+        }
+    }
+}
+
+/// Split `names` into those `binary` defines (by any of a function's names) and the others
+/// (other modules of the build, or inlined), each in the given order.
+pub fn split_defined(binary: &Binary, names: Vec<String>) -> (Vec<String>, Vec<String>) {
+    let defined: HashSet<&str> =
+        binary.functions.iter().flat_map(|f| f.names.iter().map(String::as_str)).collect();
+    names.into_iter().partition(|n| defined.contains(n.as_str()))
+}
 
 /// What verification found.
 #[derive(Debug, Clone, Serialize)]
@@ -105,7 +149,7 @@ pub fn verify(binary: &Binary, expected: &[String], model: PageModel) -> Verific
 /// `.text.NAME` lines, GNU ld `*(.text.NAME ...)` lines, ld64 `_NAME`).
 pub fn parse_order_file(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = HashSet::new();
     let mut in_text_block = false;
     for line in text.lines() {
         let line = line.trim();
@@ -155,6 +199,24 @@ pub fn parse_order_file(text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn expected_names_come_from_an_order_file_and_a_binary_keeps_the_names_it_defines() {
+        let dir = tempfile::tempdir().unwrap();
+        let order = dir.path().join("order.txt");
+        std::fs::write(&order, "# c\nmain\nsurely_not_a_function_of_this_test\n").unwrap();
+        let exe = std::fs::canonicalize("/proc/self/exe").unwrap();
+        let names = expected_names(Expected::OrderFile(&order), &exe).unwrap();
+        assert_eq!(names, ["main", "surely_not_a_function_of_this_test"]);
+        let binary = Binary::open(&exe).unwrap();
+        let (mine, other) = split_defined(&binary, names);
+        assert_eq!(mine, ["main"]);
+        assert_eq!(other, ["surely_not_a_function_of_this_test"]);
+        let err = expected_names(Expected::OrderFile(&dir.path().join("absent")), &exe)
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("cannot read order file"), "{err}");
+    }
 
     #[test]
     fn order_files_of_every_writer_parse_back_to_names() {

@@ -273,6 +273,11 @@ mod tests {
         }
     }
 
+    /// The order file of [`order`] in `format`, without a binary.
+    fn written(format: Format) -> String {
+        write(&order(), format, None).0
+    }
+
     fn with_data() -> Order {
         use crate::data::{DataKind, DataSymbol};
         let mut o = order();
@@ -319,7 +324,7 @@ mod tests {
 
     #[test]
     fn gold_lists_function_sections_without_comments() {
-        let (text, _) = write(&order(), Format::Gold, None);
+        let text = written(Format::Gold);
         assert_eq!(
             text,
             ".text.main\n.text.*.main\n.text._ZN3foo3barEv\n.text.*._ZN3foo3barEv\n\
@@ -330,7 +335,7 @@ mod tests {
 
     #[test]
     fn gnu_ld_writes_a_script_fragment_for_the_text_output_section() {
-        let (text, _) = write(&order(), Format::GnuLd, None);
+        let text = written(Format::GnuLd);
         assert_eq!(
             text,
             "/* coldstart first-touch order of /bin/prog (4 functions, 64 bytes) */\n\
@@ -345,13 +350,13 @@ mod tests {
 
     #[test]
     fn ld64_prefixes_the_mach_o_underscore() {
-        let (text, _) = write(&order(), Format::Ld64, None);
+        let text = written(Format::Ld64);
         assert!(text.starts_with("_main\n__ZN3foo3barEv\n"), "{text}");
     }
 
     #[test]
     fn bolt_has_no_comment_line() {
-        let (text, _) = write(&order(), Format::Bolt, None);
+        let text = written(Format::Bolt);
         assert!(text.starts_with("main\n"), "{text}");
         assert!(!text.contains('#'));
     }

@@ -13,10 +13,10 @@
  *   la_version installs the SIGTRAP handler, or returns 0 (the loader then drops the library).
  * - la_objopen is called for every object of the base namespace as it is mapped, before its
  *   relocation and constructors: the main program, its libraries, later dlopen()s. For each,
- *   the agent reads the file's function symbols (.symtab and .dynsym, or the .symtab of a
- *   separate debug file found by build-id), makes its executable segments writable (a
- *   private copy, in transparent huge pages where the kernel gives them: see copy_text) and
- *   writes int3 at every function entry.
+ *   the agent reads the file's function symbols (symbols.c: .symtab and .dynsym, or the
+ *   .symtab of a separate debug file found by build-id), makes its executable segments
+ *   writable (a private copy, in transparent huge pages where the kernel gives them: see
+ *   copy_text) and writes int3 at every function entry.
  * - On a trap the handler finds the entry (binary search), claims it with an atomic exchange,
  *   appends (module, offset, CLOCK_MONOTONIC time, pid, tid) to the buffer, puts the original
  *   byte back and rewinds the instruction pointer. A second thread racing into the same entry
@@ -57,6 +57,8 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 #include <unistd.h>
+
+#include "symbols.h"
 
 /* ---- Buffer layout, shared with crates/coldstart-profile/src/audit.rs ---- */
 
@@ -428,291 +430,14 @@ unsigned int la_version(unsigned int version) {
     return LAV_CURRENT;
 }
 
-/* Collected function entries of one object (ELF virtual addresses). */
-struct list {
-    uint64_t *v;
-    size_t n, cap;
-};
+/* ---- Arming an object ---- */
 
-static int push(struct list *l, uint64_t x) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 4096;
-        void *p = mmap(NULL, cap * 8, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) return -1;
-        if (l->v) {
-            memcpy(p, l->v, l->n * 8);
-            munmap(l->v, l->cap * 8);
-        }
-        l->v = p;
-        l->cap = cap;
-    }
-    l->v[l->n++] = x;
-    return 0;
-}
-
-struct file {
-    const uint8_t *data;
-    size_t size;
-};
-
-static int map_file(const char *path, struct file *f) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
-        close(fd);
-        return -1;
-    }
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) return -1;
-    f->data = p;
-    f->size = (size_t)st.st_size;
-    const Elf64_Ehdr *eh = p;
-    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
-        eh->e_machine != EM_X86_64 || eh->e_shoff == 0 || eh->e_shentsize != sizeof(Elf64_Shdr) ||
-        eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > f->size) {
-        munmap(p, f->size);
-        return -1;
-    }
-    return 0;
-}
-
-/* Functions the C library calls with every signal blocked (thread exit, posix_spawn's
- * child) or after resetting SIGTRAP to its default (posix_spawn's and vfork children): a
- * breakpoint there would kill the process, since a blocked or defaulted SIGTRAP from int3 is
- * fatal. They are left alone (and so are never in an audit profile), whatever object
- * defines them (an allocator's free runs at thread exit too). */
-static const char *const never_armed[] = {
-    "madvise", "munmap", "free", "cfree", "__libc_free", "_dl_deallocate_tls",
-    "sigprocmask", "pthread_sigmask", "__sigprocmask", "__pthread_sigmask",
-    "execve", "execv", "execvp", "execvpe", "execl", "execle", "execlp", "fexecve", "execveat",
-    "_exit", "_Exit", "__libc_sigaction", "sigaction", "__sigaction",
-    "setsid", "setpgid", "dup2", "dup3", "close", "close_range", "__close", "chdir", "fchdir",
-    "sched_setparam", "sched_setscheduler", "seteuid", "setegid", "getuid", "getgid",
-    "__pthread_exit", "pthread_exit", "__call_tls_dtors", "__nptl_deallocate_tsd",
-    "vfork", "__vfork", "clone", "__clone", "__clone3", "fork", "__fork", "__libc_fork", "_Fork",
-};
-
-/* The first two bytes of every never-armed name, one bit each: most symbols are ruled out
- * by one lookup instead of a comparison with every name (which was a tenth of the arming of
- * a program with many functions). */
-static uint64_t never_armed_prefixes[65536 / 64];
-
-static unsigned prefix_of(const char *name) {
-    return (unsigned)(uint8_t)name[0] | (name[0] ? (unsigned)(uint8_t)name[1] << 8 : 0);
-}
-
-static int is_never_armed(const char *name) {
-    if (!never_armed_prefixes[0]) {
-        never_armed_prefixes[0] = 1; /* "": built (no name is empty) */
-        for (unsigned i = 0; i < sizeof never_armed / sizeof *never_armed; i++) {
-            unsigned p = prefix_of(never_armed[i]);
-            never_armed_prefixes[p / 64] |= 1ull << (p % 64);
-        }
-    }
-    unsigned p = prefix_of(name);
-    if (p == 0 || !(never_armed_prefixes[p / 64] >> (p % 64) & 1)) return 0;
-    for (unsigned i = 0; i < sizeof never_armed / sizeof *never_armed; i++)
-        if (strcmp(name, never_armed[i]) == 0) return 1;
-    return 0;
-}
-
-/* Add the defined, sized function symbols of the first section of `type` that lie in an
- * executable section. Returns how many were found. */
-static size_t add_symbols(const struct file *f, uint32_t type, struct list *out, struct list *skip) {
-    const Elf64_Ehdr *eh = (const void *)f->data;
-    const Elf64_Shdr *sh = (const void *)(f->data + eh->e_shoff);
-    size_t found = 0;
-    for (unsigned i = 0; i < eh->e_shnum; i++) {
-        if (sh[i].sh_type != type || sh[i].sh_entsize != sizeof(Elf64_Sym)) continue;
-        if (sh[i].sh_offset + sh[i].sh_size > f->size) continue;
-        const Elf64_Sym *sym = (const void *)(f->data + sh[i].sh_offset);
-        size_t n = sh[i].sh_size / sizeof(Elf64_Sym);
-        const char *strtab = NULL;
-        size_t strsize = 0;
-        if (sh[i].sh_link < eh->e_shnum && sh[sh[i].sh_link].sh_offset + sh[sh[i].sh_link].sh_size <= f->size) {
-            strtab = (const char *)f->data + sh[sh[i].sh_link].sh_offset;
-            strsize = sh[sh[i].sh_link].sh_size;
-        }
-        for (size_t k = 0; k < n; k++) {
-            unsigned t = ELF64_ST_TYPE(sym[k].st_info);
-            if (t != STT_FUNC && t != STT_GNU_IFUNC) continue;
-            if (sym[k].st_size == 0 || sym[k].st_shndx == SHN_UNDEF || sym[k].st_shndx >= SHN_LORESERVE ||
-                sym[k].st_shndx >= eh->e_shnum)
-                continue;
-            if (!(sh[sym[k].st_shndx].sh_flags & SHF_EXECINSTR)) continue;
-            if (strtab && sym[k].st_name < strsize && memchr(strtab + sym[k].st_name, 0, strsize - sym[k].st_name) &&
-                is_never_armed(strtab + sym[k].st_name)) {
-                if (push(skip, sym[k].st_value) != 0) return found;
-                continue;
-            }
-            if (push(out, sym[k].st_value) != 0) return found;
-            found++;
-        }
-        break;
-    }
-    return found;
-}
-
-/* The GNU build-id of a file, from its note sections. */
-static size_t build_id(const struct file *f, const uint8_t **id) {
-    const Elf64_Ehdr *eh = (const void *)f->data;
-    const Elf64_Shdr *sh = (const void *)(f->data + eh->e_shoff);
-    for (unsigned i = 0; i < eh->e_shnum; i++) {
-        if (sh[i].sh_type != SHT_NOTE || sh[i].sh_offset + sh[i].sh_size > f->size) continue;
-        size_t at = 0;
-        while (at + sizeof(Elf64_Nhdr) <= sh[i].sh_size) {
-            const Elf64_Nhdr *nh = (const void *)(f->data + sh[i].sh_offset + at);
-            size_t name = (nh->n_namesz + 3) & ~3u, desc = (nh->n_descsz + 3) & ~3u;
-            const uint8_t *p = (const uint8_t *)(nh + 1);
-            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(p, "GNU", 4) == 0 &&
-                at + sizeof *nh + name + nh->n_descsz <= sh[i].sh_size) {
-                *id = p + name;
-                return nh->n_descsz;
-            }
-            at += sizeof *nh + name + desc;
-        }
-    }
-    return 0;
-}
-
-/* Symbols of the separate debug file ROOT/.build-id/xx/rest.debug, for each debug root. */
-static size_t add_debug_file_symbols(const struct file *f, struct list *out, struct list *skip) {
-    const uint8_t *id;
-    size_t n = build_id(f, &id);
-    if (n < 2 || !debug_roots[0]) return 0;
-    static const char hex[] = "0123456789abcdef";
-    char rest[256];
-    size_t r = 0;
-    for (size_t i = 1; i < n && r + 2 < sizeof rest; i++) {
-        rest[r++] = hex[id[i] >> 4];
-        rest[r++] = hex[id[i] & 15];
-    }
-    rest[r] = 0;
-    const char *root = debug_roots;
-    while (*root) {
-        const char *end = strchr(root, ':');
-        size_t len = end ? (size_t)(end - root) : strlen(root);
-        char path[4096];
-        if (len + r + 32 < sizeof path) {
-            memcpy(path, root, len);
-            size_t p = len;
-            memcpy(path + p, "/.build-id/", 11);
-            p += 11;
-            path[p++] = hex[id[0] >> 4];
-            path[p++] = hex[id[0] & 15];
-            path[p++] = '/';
-            memcpy(path + p, rest, r);
-            p += r;
-            memcpy(path + p, ".debug", 7);
-            struct file d;
-            if (map_file(path, &d) == 0) {
-                size_t found = add_symbols(&d, SHT_SYMTAB, out, skip);
-                munmap((void *)d.data, d.size);
-                if (found) return found;
-            }
-        }
-        if (!end) break;
-        root = end + 1;
-    }
-    return 0;
-}
-
+/* The program's C library's fork functions, found when it is armed (see agent_vfork). */
 typedef pid_t (*fork_fn)(void);
 static fork_fn real_fork; /* the program's C library's fork (from its .dynsym) */
 typedef int (*register_atfork_fn)(void (*)(void), void (*)(void), void (*)(void), void *);
 static register_atfork_fn register_atfork; /* and its __register_atfork */
 static void redirect_vfork(uint64_t vfork_at, uint64_t size);
-
-/* The address of the defined function `name` in .dynsym, 0 if none. */
-static uint64_t find_dynamic(const struct file *f, const char *name, uint64_t *size) {
-    const Elf64_Ehdr *eh = (const void *)f->data;
-    const Elf64_Shdr *sh = (const void *)(f->data + eh->e_shoff);
-    for (unsigned i = 0; i < eh->e_shnum; i++) {
-        if (sh[i].sh_type != SHT_DYNSYM || sh[i].sh_offset + sh[i].sh_size > f->size ||
-            sh[i].sh_link >= eh->e_shnum)
-            continue;
-        const Elf64_Shdr *str = &sh[sh[i].sh_link];
-        if (str->sh_offset + str->sh_size > f->size) continue;
-        const char *strtab = (const char *)f->data + str->sh_offset;
-        const Elf64_Sym *sym = (const void *)(f->data + sh[i].sh_offset);
-        for (size_t k = 0; k < sh[i].sh_size / sizeof(Elf64_Sym); k++)
-            if (ELF64_ST_TYPE(sym[k].st_info) == STT_FUNC && sym[k].st_shndx != SHN_UNDEF &&
-                sym[k].st_name < str->sh_size && strcmp(strtab + sym[k].st_name, name) == 0) {
-                if (size) *size = sym[k].st_size;
-                return sym[k].st_value;
-            }
-    }
-    return 0;
-}
-
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Sort in place (heap sort: no allocation, no recursion). */
-static void heap_sort_u64(uint64_t *v, size_t n) {
-    for (size_t start = n / 2; start-- > 0;) {
-        size_t root = start;
-        for (;;) {
-            size_t child = 2 * root + 1;
-            if (child >= n) break;
-            if (child + 1 < n && cmp_u64(&v[child], &v[child + 1]) < 0) child++;
-            if (cmp_u64(&v[root], &v[child]) >= 0) break;
-            uint64_t t = v[root]; v[root] = v[child]; v[child] = t;
-            root = child;
-        }
-    }
-    for (size_t end = n; end-- > 1;) {
-        uint64_t t = v[0]; v[0] = v[end]; v[end] = t;
-        size_t root = 0;
-        for (;;) {
-            size_t child = 2 * root + 1;
-            if (child >= end) break;
-            if (child + 1 < end && cmp_u64(&v[child], &v[child + 1]) < 0) child++;
-            if (cmp_u64(&v[root], &v[child]) >= 0) break;
-            uint64_t tt = v[root]; v[root] = v[child]; v[child] = tt;
-            root = child;
-        }
-    }
-}
-
-/* Sort in place: a byte-wise radix sort (bytes that are the same in every value are
- * skipped), with heap sort for short lists or when no scratch memory can be had. The heap
- * sort's cache misses were most of the agent's own time in a module of 10,000 functions. */
-static void sort_u64(uint64_t *v, size_t n) {
-    static size_t count[8][256]; /* la_objopen calls do not overlap (the loader's lock) */
-    if (n < 256) {
-        heap_sort_u64(v, n);
-        return;
-    }
-    uint64_t *scratch = mmap(NULL, n * 8, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (scratch == MAP_FAILED) {
-        heap_sort_u64(v, n);
-        return;
-    }
-    memset(count, 0, sizeof count);
-    for (size_t i = 0; i < n; i++)
-        for (unsigned b = 0; b < 8; b++) count[b][(v[i] >> (8 * b)) & 255]++;
-    uint64_t *from = v, *to = scratch;
-    for (unsigned b = 0; b < 8; b++) {
-        if (count[b][(v[0] >> (8 * b)) & 255] == n) continue;
-        size_t at = 0;
-        for (unsigned d = 0; d < 256; d++) {
-            size_t c = count[b][d];
-            count[b][d] = at;
-            at += c;
-        }
-        for (size_t i = 0; i < n; i++) to[count[b][(from[i] >> (8 * b)) & 255]++] = from[i];
-        uint64_t *t = from;
-        from = to;
-        to = t;
-    }
-    if (from != v) memcpy(v, from, n * 8);
-    munmap(scratch, n * 8);
-}
 
 #define HUGE (2ull << 20)
 
@@ -766,7 +491,7 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
     size_t full_table = 0;
     if (strncmp(base, "libc.so", 7) != 0) {
         full_table = add_symbols(&f, SHT_SYMTAB, &l, &skip);
-        if (!full_table) full_table = add_debug_file_symbols(&f, &l, &skip);
+        if (!full_table) full_table = add_debug_file_symbols(&f, debug_roots, &l, &skip);
     }
     /* The C library's fork, vfork and fork handlers (see agent_vfork, la_preinit). */
     uint64_t fork_at = 0, vfork_at = 0, vfork_size = 0, atfork_at = 0;
@@ -887,6 +612,14 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
 
 /* ---- fork and vfork ---- */
 
+/* Put back the byte of every entry of `m` no thread has claimed (claiming it here, so a
+ * trap still on its way only rewinds). */
+static void disarm(struct module *m) {
+    for (size_t k = 0; k < m->count; k++)
+        if (!__atomic_exchange_n(&m->entries[k].hit, 1, __ATOMIC_ACQ_REL))
+            *(volatile uint8_t *)m->entries[k].addr = m->entries[k].orig;
+}
+
 /* Put every byte back in this process's copy of the program and forget the entries: a fork
  * child that is not followed runs without breakpoints, as under the ptrace tracer (which
  * cleans and detaches such a child). The child may also block every signal or reset
@@ -894,13 +627,8 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
  * kill it. */
 static void disarm_all(void) {
     int n = __atomic_load_n(&module_count, __ATOMIC_ACQUIRE);
-    for (int i = 0; i < n; i++) {
-        struct module *m = &modules[i];
-        if (!m->live) continue;
-        for (size_t k = 0; k < m->count; k++)
-            if (!__atomic_exchange_n(&m->entries[k].hit, 1, __ATOMIC_ACQ_REL))
-                *(volatile uint8_t *)m->entries[k].addr = m->entries[k].orig;
-    }
+    for (int i = 0; i < n; i++)
+        if (modules[i].live) disarm(&modules[i]);
 }
 
 
@@ -984,9 +712,7 @@ unsigned int la_objclose(uintptr_t *cookie) {
     if (!closing || exiting || !*cookie || *cookie > MAX_MODULES) return 0;
     struct module *m = &modules[*cookie - 1];
     /* Put every byte back before forgetting the entries: a thread may still run there. */
-    for (size_t i = 0; i < m->count; i++)
-        if (!__atomic_exchange_n(&m->entries[i].hit, 1, __ATOMIC_ACQ_REL))
-            *(volatile uint8_t *)m->entries[i].addr = m->entries[i].orig;
+    disarm(m);
     __atomic_store_n(&m->live, 0, __ATOMIC_RELEASE);
     return 0;
 }

@@ -32,11 +32,12 @@ use std::time::Instant;
 
 use coldstart_elf::{ElfInfo, SymbolOptions};
 
-use crate::format::{Fault, Module, Stop, Touch};
-use crate::trace::{mtime_of, profile_module, signal_name, stripped_warning, Traced, TreeGuard};
+use crate::format::{Fault, Module, Stop};
+use crate::modules::{location, profile_modules, stripped_warning, ModuleTouches, Traced};
+use crate::tree::{signal_name, ChildWake, TreeGuard};
 use crate::{Launched, ProfileError, ProfileOptions};
 
-/// The agent, compiled by `build.rs` from `agent/agent.c`.
+/// The agent, compiled by `build.rs` from `agent/agent.c` and `agent/symbols.c`.
 static AGENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/coldstart-audit-agent.so"));
 
 /// Buffer layout, shared with `agent/agent.c` (header words).
@@ -355,16 +356,6 @@ impl Snapshot {
 /// Symbols of module files, read once each (an error says why a file is not profiled).
 type Infos = HashMap<PathBuf, Result<Arc<ElfInfo>, String>>;
 
-/// A module of the profile being assembled (one per file and build).
-struct Rec {
-    info: Arc<ElfInfo>,
-    mtime: i64,
-    load_bias: u64,
-    touched: Vec<bool>,
-    order: Vec<Touch>,
-    first_ordinal: u64,
-}
-
 /// Turn the buffer's records into profile modules: each touch is mapped to the function
 /// starting at its address (entries the agent armed but coldstart does not count as
 /// functions are dropped); a module loaded twice (dlclose, dlopen) keeps its first touches.
@@ -375,7 +366,7 @@ fn assemble(
     mut infos: Infos,
     warnings: &mut Vec<String>,
 ) -> Vec<Module> {
-    let mut recs: Vec<Rec> = Vec::new();
+    let mut recs: Vec<ModuleTouches> = Vec::new();
     let mut by_key: HashMap<(PathBuf, Option<Vec<u8>>), usize> = HashMap::new();
     let mut by_id: HashMap<u64, usize> = HashMap::new();
     let mut warned: Vec<PathBuf> = Vec::new();
@@ -410,14 +401,7 @@ fn assemble(
         let key = (m.path.clone(), info.build_id.clone());
         let index = *by_key.entry(key).or_insert_with(|| {
             warnings.extend(stripped_warning(&info, &m.path));
-            recs.push(Rec {
-                touched: vec![false; info.functions.len()],
-                mtime: mtime_of(&m.path),
-                load_bias: m.bias,
-                info: info.clone(),
-                order: Vec::new(),
-                first_ordinal: u64::MAX,
-            });
+            recs.push(ModuleTouches::new(info.clone(), &m.path, m.bias));
             recs.len() - 1
         });
         by_id.insert(m.id, index);
@@ -433,22 +417,10 @@ fn assemble(
         let Ok(f) = rec.info.functions.binary_search_by_key(&t.offset, |f| f.address) else {
             continue;
         };
-        if rec.touched[f] {
+        if rec.touched(f) {
             continue;
         }
-        rec.touched[f] = true;
-        let function = &rec.info.functions[f];
-        rec.first_ordinal = rec.first_ordinal.min(ordinal);
-        rec.order.push(Touch {
-            address: function.address,
-            size: function.size,
-            names: function.names.clone(),
-            first_touch_ns: t.time_ns.saturating_sub(t0_ns),
-            pid: t.pid,
-            tid: t.tid,
-            ordinal,
-            workloads: Vec::new(),
-        });
+        rec.record(f, ordinal, t.time_ns.saturating_sub(t0_ns), t.pid, t.tid);
         ordinal += 1;
     }
     if unknown > 0 {
@@ -468,15 +440,7 @@ fn assemble(
             snapshot.header[H_MODULES_DROPPED]
         ));
     }
-    let mut order: Vec<usize> = (0..recs.len()).collect();
-    order.sort_by_key(|&i| recs[i].first_ordinal);
-    let modules = order
-        .into_iter()
-        .map(|i| {
-            let rec = &mut recs[i];
-            profile_module(&rec.info, rec.mtime, rec.load_bias, std::mem::take(&mut rec.order))
-        })
-        .collect();
+    let modules = profile_modules(&mut recs);
     // Freeing the symbol tables (a large program's take milliseconds) need not delay the
     // profile: another thread does it.
     std::thread::spawn(move || drop((recs, infos)));
@@ -485,11 +449,7 @@ fn assemble(
 
 /// Name the function at `ip` among the modules of the profile.
 fn locate(modules: &[Module], infos: &HashMap<PathBuf, Arc<ElfInfo>>, ip: u64) -> Option<String> {
-    modules.iter().find_map(|m| {
-        let info = infos.get(&m.path)?;
-        let f = info.function_at(ip.wrapping_sub(m.load_bias))?;
-        Some(format!("{}: {}", info.path.display(), coldstart_elf::demangle(&f.names[0])))
-    })
+    modules.iter().find_map(|m| location(infos.get(&m.path)?, ip.wrapping_sub(m.load_bias)))
 }
 
 /// Profile one start-up with the agent. Returns the result, the run (whose output
@@ -531,7 +491,7 @@ pub(crate) fn run(
         return Err(e);
     }
     let deadline = options.timeout.map(|t| started + t);
-    let wake = crate::trace::ChildWake::new();
+    let wake = ChildWake::new();
     let ready_fd = launched.ready_read.as_raw_fd();
     // Modules are read (symbols, debug files) while the program runs, on the other core.
     let done = AtomicBool::new(false);
@@ -585,7 +545,7 @@ fn wait(
     launched: &Launched,
     pid: i32,
     deadline: Option<Instant>,
-    wake: &crate::trace::ChildWake,
+    wake: &ChildWake,
     ready_fd: i32,
 ) -> (Stop, bool) {
     // SAFETY: pidfd_open on our own child; the descriptor is owned below.

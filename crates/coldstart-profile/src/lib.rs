@@ -9,7 +9,7 @@
 //!   each (module, function, thread, time since exec, ordinal). One trap per function that
 //!   runs, none after, so the cost is bounded by the number of distinct functions.
 //! - By default the breakpoints are handled in the program itself: an rtld-audit agent
-//!   (`LD_AUDIT`, built from `agent/agent.c`) plants them as the loader maps each object and
+//!   (`LD_AUDIT`, built from `agent/*.c`) plants them as the loader maps each object and
 //!   its `SIGTRAP` handler records the touch, with no ptrace stop. Static and setuid programs,
 //!   which the loader does not audit, fall back to the ptrace tracer ([`Tracer`]).
 //! - [`pages`] records every file page start-up faults in or reads, from the kernel's
@@ -31,11 +31,14 @@
 
 mod audit;
 pub use coldstart_profile_format as format;
+mod modules;
+mod page_files;
 pub mod pages;
 mod perf;
 pub mod ready;
 mod spawn;
 mod trace;
+mod tree;
 
 use std::ffi::OsString;
 use std::io::Read;
@@ -338,7 +341,7 @@ impl Recording {
 /// `options.pages` (in a separate run before the function run).
 pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
     let path = check_program(options)?;
-    block_sigchld();
+    tree::block_sigchld();
     let mut warnings = Vec::new();
     let page_profile = if options.pages {
         match pages::record_pages(options, &path) {
@@ -407,7 +410,7 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
                 candidates.push(PathBuf::from("/etc/ld.so.cache"));
             }
         }
-        let unnamed = pages::resolve_with(pages, &candidates);
+        let unnamed = page_files::resolve_with(pages, &candidates);
         if unnamed > 0 {
             warnings.push(format!(
                 "{unnamed} files in the page trace were closed before readiness and are named by device and inode only"
@@ -434,11 +437,11 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
 fn run_ptrace(
     options: &ProfileOptions,
     path: &Path,
-) -> Result<(trace::Traced, Launched), ProfileError> {
+) -> Result<(modules::Traced, Launched), ProfileError> {
     use std::os::fd::AsRawFd;
     let mut launched = launch(options, path, true, &[])?;
     let pid = launched.stopped.pid;
-    let mut guard = trace::TreeGuard { pgid: pid, armed: true };
+    let mut guard = tree::TreeGuard { pgid: pid, armed: true };
     let trace_options = trace::TraceOptions {
         follow_forks: options.follow_forks,
         follow_exec: options.follow_exec,
@@ -453,18 +456,6 @@ fn run_ptrace(
     let traced = traced?;
     guard.armed = false;
     Ok((traced, launched))
-}
-
-/// Block `SIGCHLD` in the calling thread before any helper thread starts, so helper threads
-/// inherit the mask and the tracer's `signalfd` sees every child state change.
-fn block_sigchld() {
-    // SAFETY: changing this thread's signal mask.
-    unsafe {
-        let mut mask: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut mask);
-        libc::sigaddset(&mut mask, libc::SIGCHLD);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut());
-    }
 }
 
 #[cfg(test)]

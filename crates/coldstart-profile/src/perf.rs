@@ -17,7 +17,7 @@ use std::os::fd::IntoRawFd;
 use coldstart_sys::perf;
 
 use crate::format::{PageAccess, PageProfile};
-use crate::pages::PagesError;
+use crate::page_files::{describe, PagesError};
 use crate::{ProfileError, ProfileOptions};
 
 /// Data pages per CPU ring (a power of two; unprivileged users may lock ~516 KiB in all).
@@ -130,7 +130,7 @@ pub(crate) fn record_pages_perf(
 ) -> Result<(PageProfile, Vec<String>), ProfileError> {
     let mut launched = crate::launch(options, path, false, &[])?;
     let pid = launched.stopped.pid;
-    let guard = crate::trace::TreeGuard { pgid: pid, armed: true };
+    let guard = crate::tree::TreeGuard { pgid: pid, armed: true };
     // SAFETY: sysconf has no preconditions.
     let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as i32;
     let rings = (0..cpus).map(|cpu| Ring::open(pid, cpu)).collect::<Result<Vec<_>, _>>()?;
@@ -192,7 +192,7 @@ pub(crate) fn record_pages_perf(
                     continue;
                 }
                 let fi = *file_index.entry(name.clone()).or_insert_with(|| {
-                    files.push(crate::pages::describe(Some(name.clone()), (maj, min, ino)));
+                    files.push(describe(Some(name.clone()), (maj, min, ino)));
                     files.len() - 1
                 });
                 maps.retain(|m| m.pid != p || m.end <= addr || m.start >= addr + len);

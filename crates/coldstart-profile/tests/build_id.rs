@@ -1,23 +1,14 @@
 //! A profile is tied to the build it was recorded on.
 
 use std::path::Path;
-use std::process::Command;
 
 use coldstart_profile::{profile, FormatError, Profile, ProfileOptions};
+use coldstart_testkit::compile_c;
 
+/// DIR/prog, whose `main` is `body`, with a build-id.
 fn build(dir: &Path, body: &str) -> std::path::PathBuf {
-    let src = dir.join("prog.c");
-    std::fs::write(&src, format!("int main(void) {{ {body} }}\n")).unwrap();
-    let out = dir.join("prog");
-    assert!(Command::new("clang-19")
-        .args(["-O1", "-Wl,--build-id"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .unwrap()
-        .success());
-    out
+    let source = format!("int main(void) {{ {body} }}\n");
+    compile_c(dir, "prog", &source, &["-g0", "-Wl,--build-id"])
 }
 
 #[test]

@@ -5,9 +5,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use assert_cmd::Command as Cli;
-use coldstart_profile::{Module, Profile, Stop, Touch};
+use coldstart_profile::format::PageAccess;
+use coldstart_profile::Profile;
 use coldstart_testkit::require;
 use predicates::prelude::*;
+
+mod common;
 
 const CLANG: &str = "clang-19";
 
@@ -40,62 +43,36 @@ fn hot_names(hot: &[usize]) -> Vec<String> {
     v
 }
 
+/// Compile `src` into DIR/OUT with function sections, linked with lld, and `extra`.
 fn compile(dir: &Path, src: &str, out: &str, extra: &[&str]) -> PathBuf {
-    let c = dir.join(format!("{out}.c"));
-    std::fs::write(&c, src).unwrap();
-    let exe = dir.join(out);
-    let status = Command::new(CLANG)
-        .args(["-O1", "-ffunction-sections", "-fuse-ld=lld"])
-        .args(extra)
-        .arg(&c)
-        .arg("-o")
-        .arg(&exe)
-        .status()
-        .expect("clang-19 runs");
-    assert!(status.success(), "clang-19 failed for {out}");
-    exe
+    let flags = [&["-g0", "-ffunction-sections", "-fuse-ld=lld"][..], extra].concat();
+    coldstart_testkit::compile_c(dir, out, src, &flags)
 }
 
-/// A profile of `module` whose start-up touched `names` in this order.
+/// A profile of `module` whose start-up touched `names` in this order, written to `path`.
 fn profile(path: &Path, workload: &str, module: &Path, names: &[String]) -> PathBuf {
-    let functions = names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| Touch {
-            address: 0,
-            size: 0,
-            names: vec![n.clone()],
-            first_touch_ns: 1000 * i as u64,
-            pid: 1,
-            tid: 1,
-            ordinal: i as u64,
-            workloads: vec![],
-        })
-        .collect();
-    let p = Profile {
-        format: "coldstart-profile".into(),
-        version: 1,
-        workload: workload.into(),
-        command: vec![],
-        created_unix: 0,
-        duration_ns: 1,
-        stop: Stop::Exit { code: 0 },
-        modules: vec![Module {
-            path: module.to_owned(),
-            build_id: None,
+    common::touch_profile(workload, module, names, 1000).write(path).unwrap();
+    path.to_owned()
+}
+
+/// Add page data to the profile at `path`: `accesses` to the one file `file`.
+fn add_pages(path: &Path, file: &Path, accesses: Vec<PageAccess>) {
+    let mut p = Profile::read(path).unwrap();
+    p.pages = Some(coldstart_profile::PageProfile {
+        source: "tracefs".into(),
+        sampled: false,
+        files: vec![coldstart_profile::format::PageFile {
+            path: file.to_owned(),
             size: 0,
             mtime: 0,
-            load_bias: 0,
-            symbols: "symtab".into(),
-            functions_total: names.len(),
-            functions,
+            build_id: None,
+            dev: "0:0".into(),
+            ino: 0,
         }],
-        pages: None,
-        warnings: vec![],
-        workloads: vec![],
-    };
+        accesses,
+        lost_events: 0,
+    });
     p.write(path).unwrap();
-    path.to_owned()
 }
 
 /// Addresses of `names` in `binary`, through coldstart-elf.
@@ -518,7 +495,7 @@ fn data_objects_are_ordered_by_the_first_touch_of_their_pages() {
     let mut accesses = Vec::new();
     for (k, name) in table_names.iter().enumerate() {
         let d = symbols.iter().find(|d| &d.name == name).unwrap();
-        accesses.push(coldstart_profile::format::PageAccess {
+        accesses.push(PageAccess {
             file: 0,
             page: (d.offset + 8) / 4096,
             count: 1,
@@ -529,22 +506,7 @@ fn data_objects_are_ordered_by_the_first_touch_of_their_pages() {
     }
     let p = dir.path().join("a.json");
     profile(&p, "a", &exe, &["main".into()]);
-    let mut prof = Profile::read(&p).unwrap();
-    prof.pages = Some(coldstart_profile::PageProfile {
-        source: "tracefs".into(),
-        sampled: false,
-        files: vec![coldstart_profile::format::PageFile {
-            path: exe.clone(),
-            size: 0,
-            mtime: 0,
-            build_id: None,
-            dev: "0:0".into(),
-            ino: 0,
-        }],
-        accesses,
-        lost_events: 0,
-    });
-    prof.write(&p).unwrap();
+    add_pages(&p, &exe, accesses);
     let order = dir.path().join("order.txt");
     coldstart()
         .arg("order")
@@ -635,8 +597,7 @@ fn analyze_breaks_the_pages_start_up_read_down_by_section() {
     let code_pages = [page_of("f1"), page_of("f3"), page_of("f5")];
     let p = dir.path().join("a.json");
     profile(&p, "a", &exe, &["main".into(), "f3".into(), "f7".into()]);
-    let mut prof = Profile::read(&p).unwrap();
-    let access = |page: u64, event: &str| coldstart_profile::format::PageAccess {
+    let access = |page: u64, event: &str| PageAccess {
         file: 0,
         page,
         count: 1,
@@ -647,21 +608,7 @@ fn analyze_breaks_the_pages_start_up_read_down_by_section() {
     let mut accesses = vec![access(rela_page, "fault")];
     accesses.extend(code_pages.iter().map(|&pg| access(pg, "fault")));
     accesses.push(access(code_pages[0] + 1, "map"));
-    prof.pages = Some(coldstart_profile::PageProfile {
-        source: "tracefs".into(),
-        sampled: false,
-        files: vec![coldstart_profile::format::PageFile {
-            path: exe.clone(),
-            size: 0,
-            mtime: 0,
-            build_id: None,
-            dev: "0:0".into(),
-            ino: 0,
-        }],
-        accesses,
-        lost_events: 0,
-    });
-    prof.write(&p).unwrap();
+    add_pages(&p, &exe, accesses);
     let out = coldstart()
         .arg("analyze")
         .arg(&exe)

@@ -5,8 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command as Cli;
-use coldstart_profile::{Module, Profile, Stop, Touch};
 use coldstart_sample::{Config, Sample};
+
+mod common;
 
 fn coldstart() -> Cli {
     Cli::cargo_bin("coldstart").unwrap()
@@ -43,46 +44,13 @@ fn profile_of(sample: &Sample, workload: &str, out: &Path) {
     );
     let modules = sample.function_modules();
     let truth = sample.workload(workload).unwrap();
-    let functions = truth
+    let names: Vec<String> = truth
         .startup
         .iter()
         .filter(|f| modules.get(f.as_str()) == Some(&coldstart_sample::Module::Exe))
-        .enumerate()
-        .map(|(i, f)| Touch {
-            address: 0,
-            size: 0,
-            names: vec![f.clone()],
-            first_touch_ns: i as u64,
-            pid: 1,
-            tid: 1,
-            ordinal: i as u64,
-            workloads: vec![],
-        })
-        .collect::<Vec<_>>();
-    Profile {
-        format: "coldstart-profile".into(),
-        version: 1,
-        workload: workload.into(),
-        command: vec![],
-        created_unix: 0,
-        duration_ns: 1,
-        stop: Stop::Exit { code: 0 },
-        modules: vec![Module {
-            path: sample.exe(),
-            build_id: None,
-            size: 0,
-            mtime: 0,
-            load_bias: 0,
-            symbols: "symtab".into(),
-            functions_total: functions.len(),
-            functions,
-        }],
-        pages: None,
-        warnings: vec![],
-        workloads: vec![],
-    }
-    .write(out)
-    .unwrap();
+        .cloned()
+        .collect();
+    common::touch_profile(workload, &sample.exe(), &names, 1).write(out).unwrap();
 }
 
 fn touched_pages(binary: &Path, profile: &Path) -> u64 {

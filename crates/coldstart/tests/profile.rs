@@ -4,58 +4,85 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use assert_cmd::cargo::CommandCargoExt;
+use coldstart_testkit::compile_c;
 use serde_json::Value;
-
-fn cc(dir: &Path, name: &str, source: &str, args: &[&str]) -> PathBuf {
-    let src = dir.join(format!("{name}.c"));
-    std::fs::write(&src, source).unwrap();
-    let out = dir.join(name);
-    let status = Command::new("clang-19")
-        .args(["-O1", "-fno-inline", "-fuse-ld=lld"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .args(args)
-        .status()
-        .expect("clang-19 is installed (scripts/setup.sh)");
-    assert!(status.success(), "compiling {name}");
-    out
-}
-
-/// Build `out` as a shared library from `source` (written to DIR/NAME.c).
-fn shared_lib(dir: &Path, name: &str, out: &Path, source: &str) {
-    let src = dir.join(format!("{name}.c"));
-    std::fs::write(&src, source).unwrap();
-    let status = Command::new("clang-19")
-        .args(["-O1", "-shared", "-fPIC", "-fuse-ld=lld"])
-        .arg(&src)
-        .arg("-o")
-        .arg(out)
-        .status()
-        .expect("clang-19 is installed (scripts/setup.sh)");
-    assert!(status.success(), "compiling {name}.c");
-}
 
 fn coldstart() -> Command {
     Command::cargo_bin("coldstart").unwrap()
 }
 
-/// Run `coldstart profile ARGS -o DIR/p.json -- CMD`, return (exit code, stderr, profile).
-fn profile(dir: &Path, args: &[&str], cmd: &[&str]) -> (i32, String, Option<Value>) {
-    let out = dir.join("p.json");
-    let _ = std::fs::remove_file(&out);
-    let result = coldstart()
-        .arg("profile")
-        .args(args)
-        .arg("-o")
-        .arg(&out)
-        .arg("--")
-        .args(cmd)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&result.stderr).into_owned();
-    let json = std::fs::read_to_string(&out).ok().map(|t| serde_json::from_str(&t).unwrap());
-    (result.status.code().unwrap_or(-1), stderr, json)
+/// A temporary directory holding a test's programs, compiled there with clang-19 (no debug
+/// information, as Debian ships programs), and `coldstart profile` run on them.
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        Fixture { dir: tempfile::tempdir().unwrap() }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Compile the C `source` into DIR/NAME (`-O1 -fno-inline`, linked with lld) with `args`.
+    fn program(&self, name: &str, source: &str, args: &[&str]) -> PathBuf {
+        let flags = [&["-g0", "-fno-inline", "-fuse-ld=lld"][..], args].concat();
+        compile_c(self.path(), name, source, &flags)
+    }
+
+    /// Compile the C `source` into the shared library DIR/FILE (`-O1 -fPIC`, linked with lld)
+    /// with `args`.
+    fn library(&self, file: &str, source: &str, args: &[&str]) -> PathBuf {
+        let flags = [&["-g0", "-shared", "-fPIC", "-fuse-ld=lld"][..], args].concat();
+        compile_c(self.path(), file, source, &flags)
+    }
+
+    /// Run `coldstart profile FLAGS -o DIR/p.json -- PROGRAM ARGS`.
+    fn profile(&self, flags: &[&str], program: &Path, args: &[&str]) -> Profiled {
+        let out = self.path().join("p.json");
+        let _ = std::fs::remove_file(&out);
+        let result = coldstart()
+            .arg("profile")
+            .args(flags)
+            .arg("-o")
+            .arg(&out)
+            .arg("--")
+            .arg(program)
+            .args(args)
+            .output()
+            .unwrap();
+        Profiled {
+            run: format!("{flags:?} {} {args:?}", program.display()),
+            code: result.status.code().unwrap_or(-1),
+            stderr: String::from_utf8_lossy(&result.stderr).into_owned(),
+            profile: std::fs::read_to_string(&out).ok().map(|t| serde_json::from_str(&t).unwrap()),
+        }
+    }
+}
+
+/// What a `coldstart profile` run left: its exit code, its standard error and the profile.
+struct Profiled {
+    /// The flags, program and arguments, for messages.
+    run: String,
+    code: i32,
+    stderr: String,
+    profile: Option<Value>,
+}
+
+impl Profiled {
+    /// The profile of a run that exited 0, and its standard error.
+    fn ok(self) -> (Value, String) {
+        let (stderr, profile) = self.exited(0);
+        (profile.expect("a profile is written"), stderr)
+    }
+
+    /// The standard error and the profile (if one was written) of a run that exited `code`.
+    fn exited(self, code: i32) -> (String, Option<Value>) {
+        assert_eq!(self.code, code, "{}: {}", self.run, self.stderr);
+        (self.stderr, self.profile)
+    }
 }
 
 /// Names of the touched functions of the module whose path ends with `suffix`, in order.
@@ -107,41 +134,19 @@ int never_called(int x) { return x / 7; }
 int main(int argc, char **argv) { printf("%d\n", second(argc)); return argc > 5 ? never_called(argc) : 0; }
 "#;
 
-fn build_with_library(dir: &Path) -> PathBuf {
-    let lib = dir.join("libt.so");
-    assert!(
-        Command::new("clang-19")
-            .args(["-O1", "-fno-inline", "-shared", "-fPIC", "-fuse-ld=lld"])
-            .arg(dir.join("lib.c"))
-            .arg("-o")
-            .arg(&lib)
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false)
-            || {
-                std::fs::write(dir.join("lib.c"), LIB).unwrap();
-                Command::new("clang-19")
-                    .args(["-O1", "-fno-inline", "-shared", "-fPIC", "-fuse-ld=lld"])
-                    .arg(dir.join("lib.c"))
-                    .arg("-o")
-                    .arg(&lib)
-                    .status()
-                    .unwrap()
-                    .success()
-            }
-    );
-    let rpath = format!("-Wl,-rpath,{}", dir.display());
-    let libdir = format!("-L{}", dir.display());
-    cc(dir, "prog", MAIN, &[&libdir, "-lt", &rpath])
+/// The program `prog` (MAIN) linked with its library `libt.so` (LIB), found by its rpath.
+fn build_with_library(f: &Fixture) -> PathBuf {
+    f.library("libt.so", LIB, &["-fno-inline"]);
+    let rpath = format!("-Wl,-rpath,{}", f.path().display());
+    let libdir = format!("-L{}", f.path().display());
+    f.program("prog", MAIN, &[&libdir, "-lt", &rpath])
 }
 
 #[test]
 fn records_functions_of_the_executable_and_its_library_in_call_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let prog = build_with_library(dir.path());
-    let (code, stderr, p) = profile(dir.path(), &["--workload", "w1"], &[prog.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
-    let p = p.unwrap();
+    let f = Fixture::new();
+    let prog = build_with_library(&f);
+    let (p, _) = f.profile(&["--workload", "w1"], &prog, &[]).ok();
     assert_eq!(p["format"], "coldstart-profile");
     assert_eq!(p["version"], 1);
     assert_eq!(p["workload"], "w1");
@@ -173,9 +178,8 @@ fn records_functions_of_the_executable_and_its_library_in_call_order() {
 
 #[test]
 fn threads_are_all_recorded() {
-    let dir = tempfile::tempdir().unwrap();
-    let prog = cc(
-        dir.path(),
+    let f = Fixture::new();
+    let prog = f.program(
         "threads",
         r#"
 #include <pthread.h>
@@ -194,9 +198,7 @@ int main(void) {
 "#,
         &["-pthread"],
     );
-    let (code, stderr, p) = profile(dir.path(), &[], &[prog.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
-    let p = p.unwrap();
+    let (p, _) = f.profile(&[], &prog, &[]).ok();
     let funcs: Vec<&Value> = p["modules"]
         .as_array()
         .unwrap()
@@ -214,13 +216,11 @@ int main(void) {
 
 #[test]
 fn dlopened_library_is_covered() {
-    let dir = tempfile::tempdir().unwrap();
-    let plug = dir.path().join("libplug.so");
-    shared_lib(
-        dir.path(),
-        "plug",
-        &plug,
+    let f = Fixture::new();
+    let plug = f.library(
+        "libplug.so",
         "int plug_entry(int x) { return x * 5; }\nint plug_idle(void) { return 0; }\n",
+        &[],
     );
     let source = format!(
         r#"
@@ -234,19 +234,16 @@ int main(void) {{
 "#,
         plug.display()
     );
-    let prog = cc(dir.path(), "dl", &source, &["-ldl"]);
-    let (code, stderr, p) = profile(dir.path(), &[], &[prog.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
-    let p = p.unwrap();
+    let prog = f.program("dl", &source, &["-ldl"]);
+    let (p, _) = f.profile(&[], &prog, &[]).ok();
     assert_eq!(p["stop"]["code"], 0, "the program itself succeeded");
     assert_eq!(touched(&p, "/libplug.so"), ["plug_entry"]);
 }
 
 #[test]
 fn crash_mid_start_up_keeps_the_profile_and_reports_the_signal() {
-    let dir = tempfile::tempdir().unwrap();
-    let prog = cc(
-        dir.path(),
+    let f = Fixture::new();
+    let prog = f.program(
         "crash",
         r#"
 volatile int sink;
@@ -257,8 +254,7 @@ int main(int argc, char **argv) { (void)argv; before_crash(argc); crashes((volat
 "#,
         &[],
     );
-    let (code, stderr, p) = profile(dir.path(), &[], &[prog.to_str().unwrap()]);
-    assert_eq!(code, 1, "{stderr}");
+    let (stderr, p) = f.profile(&[], &prog, &[]).exited(1);
     assert!(stderr.contains("crashed") && stderr.contains("SIGSEGV"), "{stderr}");
     assert!(stderr.contains("crashes"), "the fault is located: {stderr}");
     let p = p.unwrap();
@@ -270,9 +266,8 @@ int main(int argc, char **argv) { (void)argv; before_crash(argc); crashes((volat
 
 #[test]
 fn readiness_on_stdout_then_kill() {
-    let dir = tempfile::tempdir().unwrap();
-    let prog = cc(
-        dir.path(),
+    let f = Fixture::new();
+    let prog = f.program(
         "server",
         r#"
 #include <stdio.h>
@@ -284,13 +279,7 @@ int main(void) { setup(); printf("listening\n"); fflush(stdout); return serve_fo
 "#,
         &[],
     );
-    let (code, stderr, p) = profile(
-        dir.path(),
-        &["--ready", "stdout:^listening$", "--kill-at-ready"],
-        &[prog.to_str().unwrap()],
-    );
-    assert_eq!(code, 0, "{stderr}");
-    let p = p.unwrap();
+    let (p, _) = f.profile(&["--ready", "stdout:^listening$", "--kill-at-ready"], &prog, &[]).ok();
     assert_eq!(p["stop"]["kind"], "ready");
     assert_eq!(p["stop"]["killed"], true);
     assert!(touched(&p, "/server").contains(&"setup".to_string()));
@@ -299,8 +288,8 @@ int main(void) { setup(); printf("listening\n"); fflush(stdout); return serve_fo
 
 #[test]
 fn detached_program_runs_on_without_breakpoints_and_forks_survive() {
-    let dir = tempfile::tempdir().unwrap();
-    let marker = dir.path().join("done");
+    let f = Fixture::new();
+    let marker = f.path().join("done");
     let source = format!(
         r#"
 #include <stdio.h>
@@ -323,11 +312,9 @@ int main(void) {{
 "#,
         marker.display()
     );
-    let prog = cc(dir.path(), "runs_on", &source, &[]);
-    let (code, stderr, p) =
-        profile(dir.path(), &["--ready", "stdout:ready"], &[prog.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
-    assert_eq!(p.unwrap()["stop"]["killed"], false);
+    let prog = f.program("runs_on", &source, &[]);
+    let (p, _) = f.profile(&["--ready", "stdout:ready"], &prog, &[]).ok();
+    assert_eq!(p["stop"]["killed"], false);
     for _ in 0..100 {
         if marker.exists() {
             break;
@@ -339,9 +326,8 @@ int main(void) {{
 
 #[test]
 fn followed_fork_records_the_child() {
-    let dir = tempfile::tempdir().unwrap();
-    let prog = cc(
-        dir.path(),
+    let f = Fixture::new();
+    let prog = f.program(
         "forks",
         r#"
 #include <unistd.h>
@@ -357,52 +343,43 @@ int main(void) {
 "#,
         &[],
     );
-    let (code, stderr, p) = profile(dir.path(), &[], &[prog.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
-    let p = p.unwrap();
+    let (p, _) = f.profile(&[], &prog, &[]).ok();
     assert_eq!(p["stop"]["code"], 0, "the unfollowed child did not trip on a breakpoint");
     assert!(!touched(&p, "/forks").contains(&"only_in_child".to_string()));
 
-    let (code, stderr, p) = profile(dir.path(), &["--follow-forks"], &[prog.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
-    let p = p.unwrap();
+    let (p, _) = f.profile(&["--follow-forks"], &prog, &[]).ok();
     assert_eq!(p["stop"]["code"], 0);
     assert!(touched(&p, "/forks").contains(&"only_in_child".to_string()));
 }
 
 #[test]
 fn not_elf_and_32_bit_are_refused_before_running() {
-    let dir = tempfile::tempdir().unwrap();
-    let text = dir.path().join("notes.txt");
+    let f = Fixture::new();
+    let text = f.path().join("notes.txt");
     std::fs::write(&text, "plain text\n").unwrap();
     std::process::Command::new("chmod").arg("+x").arg(&text).status().unwrap();
-    let (code, stderr, p) = profile(dir.path(), &[], &[text.to_str().unwrap()]);
-    assert_eq!(code, 2, "{stderr}");
+    let (stderr, p) = f.profile(&[], &text, &[]).exited(2);
     assert!(stderr.contains("not an ELF file"), "{stderr}");
     assert!(p.is_none());
 
-    let elf32 = dir.path().join("elf32");
+    let elf32 = f.path().join("elf32");
     let mut header = vec![0u8; 52];
     header[..7].copy_from_slice(b"\x7fELF\x01\x01\x01");
     header[16] = 2;
     header[18] = 3;
     header[20] = 1;
     std::fs::write(&elf32, header).unwrap();
-    let (code, stderr, _) = profile(dir.path(), &[], &[elf32.to_str().unwrap()]);
-    assert_eq!(code, 2, "{stderr}");
+    let (stderr, _) = f.profile(&[], &elf32, &[]).exited(2);
     assert!(stderr.contains("32-bit"), "{stderr}");
 
-    let (code, stderr, _) = profile(dir.path(), &[], &["/nonexistent/program"]);
-    assert_eq!(code, 2, "{stderr}");
+    let (stderr, _) = f.profile(&[], Path::new("/nonexistent/program"), &[]).exited(2);
     assert!(stderr.contains("not found"), "{stderr}");
 }
 
 #[test]
 fn debian_python3_start_up_reaches_py_initialize() {
-    let dir = tempfile::tempdir().unwrap();
-    let (code, stderr, p) = profile(dir.path(), &[], &["/usr/bin/python3", "-c", "pass"]);
-    assert_eq!(code, 0, "{stderr}");
-    let p = p.unwrap();
+    let f = Fixture::new();
+    let (p, _) = f.profile(&[], Path::new("/usr/bin/python3"), &["-c", "pass"]).ok();
     let python = touched(&p, "python3.11");
     let python = if python.is_empty() { touched(&p, "python3") } else { python };
     assert!(python.iter().any(|n| n.starts_with("Py_Initialize")), "{python:?}");
@@ -411,12 +388,10 @@ fn debian_python3_start_up_reaches_py_initialize() {
 
 #[test]
 fn debian_cpp_program_records_mangled_libstdcxx_functions() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("t.tbl");
+    let f = Fixture::new();
+    let input = f.path().join("t.tbl");
     std::fs::write(&input, ".TS\nl.\na\n.TE\n").unwrap();
-    let (code, stderr, p) = profile(dir.path(), &[], &["/usr/bin/tbl", input.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
-    let p = p.unwrap();
+    let (p, _) = f.profile(&[], Path::new("/usr/bin/tbl"), &[input.to_str().unwrap()]).ok();
     let stdcxx: Vec<String> = p["modules"]
         .as_array()
         .unwrap()
@@ -431,10 +406,10 @@ fn debian_cpp_program_records_mangled_libstdcxx_functions() {
 
 #[test]
 fn merge_keeps_workloads_and_refuses_unknown_versions() {
-    let dir = tempfile::tempdir().unwrap();
-    let prog = build_with_library(dir.path());
-    let a = dir.path().join("a.json");
-    let b = dir.path().join("b.json");
+    let f = Fixture::new();
+    let prog = build_with_library(&f);
+    let a = f.path().join("a.json");
+    let b = f.path().join("b.json");
     for (label, out) in [("one", &a), ("two", &b)] {
         let st = coldstart()
             .args(["profile", "--workload", label, "-o"])
@@ -446,7 +421,7 @@ fn merge_keeps_workloads_and_refuses_unknown_versions() {
             .unwrap();
         assert!(st.success());
     }
-    let m = dir.path().join("m.json");
+    let m = f.path().join("m.json");
     let st =
         coldstart().args(["profile", "merge"]).arg(&a).arg(&b).arg("-o").arg(&m).status().unwrap();
     assert!(st.success());
@@ -471,7 +446,7 @@ fn merge_keeps_workloads_and_refuses_unknown_versions() {
 
 #[test]
 fn stripped_binary_page_profile_names_its_pages() {
-    let dir = tempfile::tempdir().unwrap();
+    let f = Fixture::new();
     // More than a page of code, so that it is worth a warning when stripped.
     let mut source = String::from("volatile int sink;\n");
     for i in 0..200 {
@@ -480,11 +455,9 @@ fn stripped_binary_page_profile_names_its_pages() {
         ));
     }
     source.push_str("int main(void) { f0(3); f1(4); return 0; }\n");
-    let prog = cc(dir.path(), "stripped", &source, &["-s", "-Wl,--build-id"]);
+    let prog = f.program("stripped", &source, &["-s", "-Wl,--build-id"]);
     let mounted_before = std::fs::read_to_string("/proc/mounts").unwrap().contains(" tracefs ");
-    let (code, stderr, p) = profile(dir.path(), &["--pages"], &[prog.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
-    let p = p.unwrap();
+    let (p, stderr) = f.profile(&["--pages"], &prog, &[]).ok();
     let warning = format!("{} has no function symbols", prog.display());
     assert!(
         stderr.contains(&warning) && stderr.contains("-dbgsym") && stderr.contains("debuginfod"),
@@ -500,7 +473,7 @@ fn stripped_binary_page_profile_names_its_pages() {
         .expect("the binary's pages are named");
     assert!(files[index]["build_id"].as_str().is_some_and(|b| !b.is_empty()));
     assert_eq!(files[index]["size"], std::fs::metadata(&prog).unwrap().len());
-    let read = coldstart_profile::Profile::read(&dir.path().join("p.json")).unwrap();
+    let read = coldstart_profile::Profile::read(&f.path().join("p.json")).unwrap();
     let sections = coldstart_profile::pages::section_pages(read.pages.as_ref().unwrap());
     let text = sections[index].iter().find(|s| s.name == ".text").expect(".text listed");
     assert!(
@@ -541,8 +514,7 @@ fn stripped_binary_page_profile_names_its_pages() {
     }
     let stale = Path::new("/sys/kernel/tracing/instances/coldstart-999999999");
     std::fs::create_dir(stale).unwrap();
-    let (code, stderr, _) = profile(dir.path(), &["--pages"], &[prog.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
+    f.profile(&["--pages"], &prog, &[]).ok();
     assert!(!stale.exists(), "stale instance removed");
     assert!(
         std::fs::read_to_string("/proc/mounts").unwrap().contains(" tracefs "),
@@ -559,12 +531,10 @@ int main(void) { step_one(); step_two(); return 0; }
 
 #[test]
 fn non_pie_and_static_executables() {
-    let dir = tempfile::tempdir().unwrap();
+    let f = Fixture::new();
     for (name, flags) in [("nopie", &["-no-pie"][..]), ("static", &["-static"][..])] {
-        let prog = cc(dir.path(), name, PLAIN, flags);
-        let (code, stderr, p) = profile(dir.path(), &[], &[prog.to_str().unwrap()]);
-        assert_eq!(code, 0, "{name}: {stderr}");
-        let p = p.unwrap();
+        let prog = f.program(name, PLAIN, flags);
+        let (p, stderr) = f.profile(&[], &prog, &[]).ok();
         let funcs = touched(&p, &format!("/{name}"));
         let main = funcs.iter().position(|n| n == "main").expect("main recorded");
         assert_eq!(funcs[main + 1..main + 3], ["step_one", "step_two"], "{name}: {funcs:?}");
@@ -589,14 +559,12 @@ fn non_pie_and_static_executables() {
 
 #[test]
 fn audit_tracer_asked_for_on_a_static_program_is_a_usage_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let prog = cc(dir.path(), "static_only", PLAIN, &["-static"]);
-    let (code, stderr, p) = profile(dir.path(), &["--tracer", "audit"], &[prog.to_str().unwrap()]);
-    assert_eq!(code, 2, "{stderr}");
+    let f = Fixture::new();
+    let prog = f.program("static_only", PLAIN, &["-static"]);
+    let (stderr, p) = f.profile(&["--tracer", "audit"], &prog, &[]).exited(2);
     assert!(stderr.contains("statically linked") && stderr.contains("--tracer ptrace"), "{stderr}");
     assert!(p.is_none());
-    let (code, stderr, _) = profile(dir.path(), &["--tracer", "strace"], &[prog.to_str().unwrap()]);
-    assert_eq!(code, 2, "{stderr}");
+    let (stderr, _) = f.profile(&["--tracer", "strace"], &prog, &[]).exited(2);
     assert!(stderr.contains("auto, audit or ptrace"), "{stderr}");
 }
 
@@ -609,9 +577,9 @@ fn agent_refused_by_the_loader_is_profiled_again_with_ptrace() {
             let _ = Command::new("umount").arg("-l").arg(&self.0).status();
         }
     }
-    let dir = tempfile::tempdir().unwrap();
-    let prog = cc(dir.path(), "plain_noexec", PLAIN, &[]);
-    let tmp = dir.path().join("noexec");
+    let f = Fixture::new();
+    let prog = f.program("plain_noexec", PLAIN, &[]);
+    let tmp = f.path().join("noexec");
     std::fs::create_dir(&tmp).unwrap();
     let mounted = Command::new("mount")
         .args(["-t", "tmpfs", "-o", "noexec,size=64m", "tmpfs"])
@@ -620,7 +588,7 @@ fn agent_refused_by_the_loader_is_profiled_again_with_ptrace() {
         .unwrap();
     assert!(mounted.success(), "mounting a tmpfs (tests run as root)");
     let _unmount = Unmount(tmp.clone());
-    let out = dir.path().join("p.json");
+    let out = f.path().join("p.json");
     let o = coldstart()
         .env("TMPDIR", &tmp)
         .args(["profile", "-o"])
@@ -642,10 +610,10 @@ fn agent_refused_by_the_loader_is_profiled_again_with_ptrace() {
 
 #[test]
 fn rust_program_keeps_mangled_names() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("hello.rs");
+    let f = Fixture::new();
+    let src = f.path().join("hello.rs");
     std::fs::write(&src, "#[inline(never)] fn greet() -> usize { std::hint::black_box(42) }\nfn main() { std::process::exit((greet() != 42) as i32) }\n").unwrap();
-    let out = dir.path().join("hello");
+    let out = f.path().join("hello");
     assert!(Command::new("rustc")
         .args(["-C", "opt-level=1", "-o"])
         .arg(&out)
@@ -653,9 +621,8 @@ fn rust_program_keeps_mangled_names() {
         .status()
         .unwrap()
         .success());
-    let (code, stderr, p) = profile(dir.path(), &[], &[out.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
-    let names = touched(&p.unwrap(), "/hello");
+    let (p, _) = f.profile(&[], &out, &[]).ok();
+    let names = touched(&p, "/hello");
     let greet = names
         .iter()
         .find(|n| coldstart_elf::demangle(n) == "hello::greet")
@@ -676,9 +643,9 @@ fn as_nobody(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn setuid_and_unreadable_programs_are_refused_without_root() {
-    let dir = tempfile::tempdir().unwrap();
-    std::process::Command::new("chmod").arg("755").arg(dir.path()).status().unwrap();
-    let out_path = dir.path().join("p.json");
+    let f = Fixture::new();
+    std::process::Command::new("chmod").arg("755").arg(f.path()).status().unwrap();
+    let out_path = f.path().join("p.json");
     let out = out_path.to_str().unwrap();
 
     let o = as_nobody(&["profile", "-o", out, "--", "/usr/bin/passwd", "--help"]);
@@ -686,7 +653,7 @@ fn setuid_and_unreadable_programs_are_refused_without_root() {
     assert_eq!(o.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("setuid") && stderr.contains("root"), "{stderr}");
 
-    let secret = dir.path().join("secret");
+    let secret = f.path().join("secret");
     std::fs::copy("/usr/bin/true", &secret).unwrap();
     std::process::Command::new("chmod").arg("711").arg(&secret).status().unwrap();
     let o = as_nobody(&["profile", "-o", out, "--", secret.to_str().unwrap()]);
@@ -721,10 +688,10 @@ int main(int argc, char **argv) {
 
 #[test]
 fn a_program_that_cannot_be_traced_is_a_clear_error_and_leaves_nothing_behind() {
-    let dir = tempfile::tempdir().unwrap();
-    let jail = cc(dir.path(), "no_ptrace", NO_PTRACE, &[]);
-    let prog = cc(dir.path(), "victim", PLAIN, &[]);
-    let out = dir.path().join("p.json");
+    let f = Fixture::new();
+    let jail = f.program("no_ptrace", NO_PTRACE, &[]);
+    let prog = f.program("victim", PLAIN, &[]);
+    let out = f.path().join("p.json");
     let run = |tracer: &str| {
         Command::new(&jail)
             .arg(assert_cmd::cargo::cargo_bin("coldstart"))
@@ -752,10 +719,10 @@ fn a_program_that_cannot_be_traced_is_a_clear_error_and_leaves_nothing_behind() 
 
 #[test]
 fn without_root_pages_come_from_page_fault_samples_labelled_sampled() {
-    let dir = tempfile::tempdir().unwrap();
-    std::process::Command::new("chmod").arg("777").arg(dir.path()).status().unwrap();
-    let prog = cc(dir.path(), "plain", PLAIN, &[]);
-    let out = dir.path().join("p.json");
+    let f = Fixture::new();
+    std::process::Command::new("chmod").arg("777").arg(f.path()).status().unwrap();
+    let prog = f.program("plain", PLAIN, &[]);
+    let out = f.path().join("p.json");
     let o = as_nobody(&[
         "profile",
         "--pages",
@@ -781,8 +748,8 @@ fn without_root_pages_come_from_page_fault_samples_labelled_sampled() {
 
 #[test]
 fn busy_threads_are_stopped_restored_and_detached_at_readiness() {
-    let dir = tempfile::tempdir().unwrap();
-    let marker = dir.path().join("done");
+    let f = Fixture::new();
+    let marker = f.path().join("done");
     let source = format!(
         r#"
 #include <pthread.h>
@@ -814,11 +781,8 @@ int main(void) {{
 "#,
         marker.display()
     );
-    let prog = cc(dir.path(), "busy", &source, &["-pthread"]);
-    let (code, stderr, p) =
-        profile(dir.path(), &["--ready", "stdout:^ready"], &[prog.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
-    let p = p.unwrap();
+    let prog = f.program("busy", &source, &["-pthread"]);
+    let (p, _) = f.profile(&["--ready", "stdout:^ready"], &prog, &[]).ok();
     assert_eq!(p["stop"]["kind"], "ready");
     assert!(
         !touched(&p, "/busy").contains(&"late_only".to_string()),
@@ -829,8 +793,8 @@ int main(void) {{
 
 #[test]
 fn follow_exec_profiles_the_next_program() {
-    let dir = tempfile::tempdir().unwrap();
-    let second = cc(dir.path(), "second_image", PLAIN, &[]);
+    let f = Fixture::new();
+    let second = f.program("second_image", PLAIN, &[]);
     let source = format!(
         r#"
 #include <unistd.h>
@@ -840,27 +804,22 @@ int main(void) {{ before_exec(); execl("{0}", "{0}", (char *)0); return 1; }}
 "#,
         second.display()
     );
-    let first = cc(dir.path(), "first_image", &source, &[]);
+    let first = f.program("first_image", &source, &[]);
 
-    let (code, stderr, p) = profile(dir.path(), &[], &[first.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
-    let p = p.unwrap();
+    let (p, stderr) = f.profile(&[], &first, &[]).ok();
     assert!(touched(&p, "/first_image").contains(&"before_exec".to_string()));
     assert!(touched(&p, "/second_image").is_empty());
     assert!(stderr.contains("--follow-exec"), "says how to follow: {stderr}");
 
-    let (code, stderr, p) = profile(dir.path(), &["--follow-exec"], &[first.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
-    let p = p.unwrap();
+    let (p, _) = f.profile(&["--follow-exec"], &first, &[]).ok();
     assert!(touched(&p, "/first_image").contains(&"before_exec".to_string()));
     assert_eq!(touched(&p, "/second_image"), ["_start", "main", "step_one", "step_two"]);
 }
 
 #[test]
 fn posix_spawn_helpers_run_and_the_parent_is_profiled_on() {
-    let dir = tempfile::tempdir().unwrap();
-    let prog = cc(
-        dir.path(),
+    let f = Fixture::new();
+    let prog = f.program(
         "spawner",
         r#"
 #include <spawn.h>
@@ -881,9 +840,7 @@ int main(void) {
         &[],
     );
     for flags in [&[][..], &["--follow-forks"][..], &["--follow-forks", "--follow-exec"][..]] {
-        let (code, stderr, p) = profile(dir.path(), flags, &[prog.to_str().unwrap()]);
-        assert_eq!(code, 0, "{flags:?}: {stderr}");
-        let p = p.unwrap();
+        let (p, _) = f.profile(flags, &prog, &[]).ok();
         assert_eq!(p["stop"]["code"], 0, "{flags:?}: the helper ran and exited 0");
         assert!(touched(&p, "/spawner").contains(&"after_spawn".to_string()), "{flags:?}");
         if flags.contains(&"--follow-exec") {
@@ -905,9 +862,8 @@ int main(void) {
 fn vfork_child_with_every_signal_blocked_runs_under_the_default_tracer() {
     // What Python's subprocess does: block every signal, vfork, run code of its own in the
     // child, exec. A breakpoint the child reaches with SIGTRAP blocked would kill it.
-    let dir = tempfile::tempdir().unwrap();
-    let prog = cc(
-        dir.path(),
+    let f = Fixture::new();
+    let prog = f.program(
         "vforker",
         r#"
 #include <signal.h>
@@ -937,9 +893,7 @@ int main(void) {
 "#,
         &[],
     );
-    let (code, stderr, p) = profile(dir.path(), &[], &[prog.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
-    let p = p.unwrap();
+    let (p, stderr) = f.profile(&[], &prog, &[]).ok();
     assert_eq!(p["stop"]["code"], 0, "the child ran and executed /bin/true: {stderr}");
     assert!(!stderr.contains("profiled again"), "no fallback was needed: {stderr}");
     let main = touched(&p, "/vforker");
@@ -949,13 +903,11 @@ int main(void) {
 
 #[test]
 fn library_closed_and_opened_again_is_armed_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let plug = dir.path().join("libagain.so");
-    shared_lib(
-        dir.path(),
-        "again",
-        &plug,
+    let f = Fixture::new();
+    let plug = f.library(
+        "libagain.so",
         "volatile int sink;\nvoid first_visit(void) { sink = 1; }\nvoid second_visit(void) { sink = 2; }\n",
+        &[],
     );
     let source = format!(
         r#"
@@ -972,10 +924,8 @@ int main(void) {{ return call("first_visit") || call("second_visit"); }}
 "#,
         plug.display()
     );
-    let prog = cc(dir.path(), "again", &source, &["-ldl"]);
-    let (code, stderr, p) = profile(dir.path(), &[], &[prog.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
-    let p = p.unwrap();
+    let prog = f.program("again", &source, &["-ldl"]);
+    let (p, _) = f.profile(&[], &prog, &[]).ok();
     assert_eq!(p["stop"]["code"], 0);
     let recorded = touched(&p, "/libagain.so");
     assert!(
@@ -987,8 +937,8 @@ int main(void) {{ return call("first_visit") || call("second_visit"); }}
 
 #[test]
 fn readiness_signals_of_measure_fd_file_and_tcp() {
-    let dir = tempfile::tempdir().unwrap();
-    let marker = dir.path().join("ready-marker");
+    let f = Fixture::new();
+    let marker = f.path().join("ready-marker");
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let source = format!(
         r#"
@@ -1017,19 +967,15 @@ int main(int argc, char **argv) {{
 "#,
         marker.display()
     );
-    let prog = cc(dir.path(), "signals", &source, &[]);
+    let prog = f.program("signals", &source, &[]);
     let file_signal = format!("file:{}", marker.display());
     let tcp_signal = format!("tcp:{port}");
     for (mode, signal) in
         [("fd", "fd"), ("file", file_signal.as_str()), ("tcp", tcp_signal.as_str())]
     {
-        let (code, stderr, p) = profile(
-            dir.path(),
-            &["--ready", signal, "--kill-at-ready", "--timeout", "20"],
-            &[prog.to_str().unwrap(), mode],
-        );
-        assert_eq!(code, 0, "{mode}: {stderr}");
-        let p = p.unwrap();
+        let (p, _) = f
+            .profile(&["--ready", signal, "--kill-at-ready", "--timeout", "20"], &prog, &[mode])
+            .ok();
         assert_eq!(p["stop"]["kind"], "ready", "{mode}");
         assert_eq!(p["stop"]["signal"], signal);
         assert!(touched(&p, "/signals").contains(&"before_ready".to_string()), "{mode}");
@@ -1053,13 +999,11 @@ __asm__(".text\n.globl big_padding\n.type big_padding,@function\nbig_padding:\nr
 
 #[test]
 fn large_text_copied_for_breakpoints_runs_and_records_every_thread_and_library() {
-    let dir = tempfile::tempdir().unwrap();
-    let plug = dir.path().join("libbigplug.so");
-    shared_lib(
-        dir.path(),
-        "plug",
-        &plug,
+    let f = Fixture::new();
+    let plug = f.library(
+        "libbigplug.so",
         &format!("{BIG_TEXT}\nint plug_entry(int x) {{ return x * 5; }}\nint plug_idle(void) {{ return 0; }}\n"),
+        &[],
     );
     let source = format!(
         r#"
@@ -1124,10 +1068,10 @@ int main(void) {{
 "#,
         plug = plug.display()
     );
-    let prog = cc(dir.path(), "big", &source, &["-ldl", "-pthread"]);
+    let prog = f.program("big", &source, &["-ldl", "-pthread"]);
     let mut recorded = Vec::new();
     for (tracer, follow) in [("audit", false), ("ptrace", false), ("audit", true)] {
-        let out = dir.path().join(format!("{tracer}.json"));
+        let out = f.path().join(format!("{tracer}.json"));
         let result = coldstart()
             .args(["profile", "--tracer", tracer, "-o"])
             .arg(&out)
@@ -1171,17 +1115,15 @@ int main(void) {{
 
 #[test]
 fn functions_run_by_destructors_at_exit_are_recorded_by_both_tracers() {
-    let dir = tempfile::tempdir().unwrap();
-    let lib = dir.path().join("libfini.so");
-    shared_lib(
-        dir.path(),
-        "fini",
-        &lib,
+    let f = Fixture::new();
+    f.library(
+        "libfini.so",
         r#"
 static void (*at_unload)(void);
 void register_at_unload(void (*f)(void)) { at_unload = f; }
 __attribute__((destructor)) static void lib_fini(void) { if (at_unload) at_unload(); }
 "#,
+        &[],
     );
     // The executable's function runs from the library's destructor, after the loader has
     // begun closing objects at exit (the main program first).
@@ -1191,21 +1133,18 @@ void register_at_unload(void (*f)(void));
 void called_at_unload(void) { sink = 2; }
 int main(void) { register_at_unload(called_at_unload); return 0; }
 "#;
-    let prog = cc(
-        dir.path(),
+    let prog = f.program(
         "fini",
         source,
         &[
-            &format!("-L{}", dir.path().display()),
+            &format!("-L{}", f.path().display()),
             "-lfini",
-            &format!("-Wl,-rpath,{}", dir.path().display()),
+            &format!("-Wl,-rpath,{}", f.path().display()),
         ],
     );
     for tracer in ["audit", "ptrace"] {
-        let (code, stderr, p) =
-            profile(dir.path(), &["--tracer", tracer], &[prog.to_str().unwrap()]);
-        assert_eq!(code, 0, "{tracer}: {stderr}");
-        let exe = touched(&p.unwrap(), "/fini");
+        let (p, _) = f.profile(&["--tracer", tracer], &prog, &[]).ok();
+        let exe = touched(&p, "/fini");
         assert!(exe.iter().any(|f| f == "called_at_unload"), "{tracer}: {exe:?}");
     }
 }

@@ -28,18 +28,7 @@ fn generate(dir: &Path) -> std::path::PathBuf {
         src.push_str(&format!("f{i},"));
     }
     src.push_str("};\nint main(void) { int acc = 0; for (unsigned i = 0; i < sizeof table / sizeof *table; i++) acc += table[i](i); return acc == 12345 ? 1 : 0; }\n");
-    let c = dir.join("many.c");
-    std::fs::write(&c, src).unwrap();
-    let out = dir.join("many");
-    assert!(Command::new("clang-19")
-        .args(["-O1", "-fuse-ld=lld"])
-        .arg(&c)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .unwrap()
-        .success());
-    out
+    coldstart_testkit::compile_c(dir, "many", &src, &["-g0", "-fuse-ld=lld"])
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use coldstart_layout::binary::Binary;
-use coldstart_layout::verify::parse_order_file;
+use coldstart_layout::verify::{expected_names, Expected};
+
+use super::common::check_layout;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -24,10 +26,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let b = Binary::open(&args.binary)?;
-    let text = std::fs::read_to_string(&args.order).map_err(|e| {
-        crate::exit::usage(format!("cannot read order file {}: {e}", args.order.display()))
-    })?;
-    let names = parse_order_file(&text);
+    let names = expected_names(Expected::OrderFile(&args.order), &args.binary)?;
     // BOLT takes every line as a name: give it a clean list whatever format came in.
     let list = tempfile::NamedTempFile::new()?;
     std::fs::write(list.path(), names.join("\n") + "\n")?;
@@ -41,5 +40,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprint!("{log}");
     }
     eprintln!("coldstart: wrote {}", args.output.display());
-    super::verify::check(&args.output, &names, 4096, false)
+    check_layout(&args.output, &names, 4096, false)
 }

@@ -1,11 +1,17 @@
 //! What several commands share: the page model's flags (`analyze`, `order --evaluate`), the
-//! byte-size parser of every size flag (`--page-size`, `--readahead`, `--chunk-size`), and how
-//! a list of names is shown in one line; in [`network`], what `mount`, `run` and `predict`
-//! share. A command module imports from here, never from another command's module.
+//! byte-size parser of every size flag (`--page-size`, `--readahead`, `--chunk-size`), how
+//! a list of names is shown in one line, and the verification of a layout that `verify`,
+//! `link` and `bolt` end with; in [`network`], what `mount`, `run` and `predict` share. A
+//! command module imports from here, never from another command's module.
 
 pub mod network;
 
+use std::path::Path;
+use std::process::ExitCode;
+
+use coldstart_layout::binary::Binary;
 use coldstart_layout::model::{PageModel, ReadAround};
+use coldstart_layout::verify::{verify, Verification};
 
 /// Page size, read-ahead window and where the window lies: how a start-up's touched pages
 /// become page faults.
@@ -56,6 +62,55 @@ pub fn preview(names: &[String]) -> String {
         s.push_str(&format!(", ... ({} more)", names.len() - 5));
     }
     s
+}
+
+/// Verify that the order `expected` took effect in `binary` and print the verification (text
+/// or JSON); the exit code says whether it did.
+pub fn check_layout(
+    binary: &Path,
+    expected: &[String],
+    page_size: u64,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let b = Binary::open(binary)?;
+    let v = verify(&b, expected, PageModel { page_size, readahead: 0, ..PageModel::default() });
+    if json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print!("{}", render_verification(binary, &v));
+    }
+    Ok(if v.took_effect {
+        crate::exit::SUCCESS
+    } else {
+        ExitCode::from(crate::exit::FAILURE_FOUND)
+    })
+}
+
+fn render_verification(binary: &Path, v: &Verification) -> String {
+    let mut out = format!(
+        "{}: {} of {} ordered functions placed; they span {} pages (ideal {}); {} of {} neighbours in order\n",
+        binary.display(),
+        v.placed,
+        v.expected,
+        v.span_pages,
+        v.ideal_pages,
+        v.in_order_pairs,
+        v.pairs
+    );
+    if !v.missing.is_empty() {
+        out.push_str(&format!(
+            "  not placed (missing: inlined, renamed or removed): {}\n",
+            preview(&v.missing)
+        ));
+    }
+    for group in &v.folded {
+        out.push_str(&format!("  folded into one body: {}\n", group.join(", ")));
+    }
+    match &v.reason {
+        None => out.push_str("  the order took effect\n"),
+        Some(r) => out.push_str(&format!("  the order did NOT take effect: {r}\n")),
+    }
+    out
 }
 
 #[cfg(test)]

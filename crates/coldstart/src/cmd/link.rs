@@ -4,7 +4,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use coldstart_layout::binary::Binary;
 use coldstart_layout::drivers::prepare_build;
+use coldstart_layout::verify::{expected_names, split_defined, Expected};
+
+use super::common::check_layout;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -49,30 +53,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("coldstart: built; pass --binary OUT to verify the layout (or run `coldstart verify OUT --order {}`)", args.order.display());
         return Ok(crate::exit::SUCCESS);
     };
-    let expected = super::verify::expected_names(
-        args.profile.as_deref(),
-        Some(&args.order).filter(|_| args.profile.is_none()).map(|p| p.as_path()),
-        binary,
-        None,
-    )?;
-    let expected = if args.profile.is_none() {
-        // One order file may serve every module of the build: check the names this binary
-        // defines (with --profile, every name of its module counts, missing ones included).
-        let b = coldstart_layout::binary::Binary::open(binary)?;
-        let defined: std::collections::HashSet<&str> =
-            b.functions.iter().flat_map(|f| f.names.iter().map(String::as_str)).collect();
-        let (mine, other): (Vec<String>, Vec<String>) =
-            expected.into_iter().partition(|n| defined.contains(n.as_str()));
-        if !other.is_empty() {
-            eprintln!(
-                "coldstart: {} names of the order are not in {} (other modules of the build, or inlined); use --profile to count them",
-                other.len(),
-                binary.display()
-            );
+    let expected = match &args.profile {
+        Some(path) => expected_names(Expected::Profile { path, module: None }, binary)?,
+        None => {
+            // One order file may serve every module of the build: check the names this
+            // binary defines (with --profile, every name of its module counts, missing ones
+            // included).
+            let names = expected_names(Expected::OrderFile(&args.order), binary)?;
+            let (mine, other) = split_defined(&Binary::open(binary)?, names);
+            if !other.is_empty() {
+                eprintln!(
+                    "coldstart: {} names of the order are not in {} (other modules of the build, or inlined); use --profile to count them",
+                    other.len(),
+                    binary.display()
+                );
+            }
+            mine
         }
-        mine
-    } else {
-        expected
     };
-    super::verify::check(binary, &expected, 4096, false)
+    check_layout(binary, &expected, 4096, false)
 }

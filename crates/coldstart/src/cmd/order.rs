@@ -8,8 +8,8 @@ use anyhow::Context;
 use coldstart_layout::binary::Binary;
 use coldstart_layout::input::Workload;
 use coldstart_layout::model::ReadAround;
-use coldstart_layout::order::{compute, Algorithm, ClusterOptions};
-use coldstart_layout::symbols::Bindings;
+use coldstart_layout::order::Algorithm;
+use coldstart_layout::request::{OrderOutcome, OrderRequest};
 use coldstart_layout::{evaluate, writers};
 
 use super::common::{preview, PageModelArgs};
@@ -58,7 +58,7 @@ pub struct Args {
 }
 
 /// Read every profile into workloads, applying `weights` in order.
-pub fn read_workloads(profiles: &[PathBuf], weights: &[f64]) -> anyhow::Result<Vec<Workload>> {
+fn read_workloads(profiles: &[PathBuf], weights: &[f64]) -> anyhow::Result<Vec<Workload>> {
     if !weights.is_empty() && weights.len() != profiles.len() {
         return Err(crate::exit::usage(format!(
             "--weights has {} values for {} profiles: give one weight per profile",
@@ -97,74 +97,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let algorithm: Option<Algorithm> =
         args.algorithm.as_deref().map(str::parse).transpose().map_err(crate::exit::usage)?;
-    let mut workloads = read_workloads(&args.profiles, &args.weights)?;
+    let workloads = read_workloads(&args.profiles, &args.weights)?;
     let model = args.page_model.model()?;
     let binary = match &args.binary {
         Some(b) => Some(Binary::open(b).with_context(|| format!("--binary {}", b.display()))?),
         None => None,
     };
-    if let Some(b) = &binary {
-        b.fill_sizes(&mut workloads);
-    }
-    let module = args.module.clone().or_else(|| {
-        args.binary.as_ref().and_then(|b| b.file_name()).map(|f| f.to_string_lossy().into_owned())
-    });
-    let mut chosen = algorithm.unwrap_or(Algorithm::FirstTouch);
-    if let Some(holdout) = &args.evaluate {
-        let Some(binary) = &binary else {
-            return Err(crate::exit::usage(
-                "--evaluate needs --binary: the layouts are evaluated on the binary's functions",
-            ));
-        };
-        let held = Workload::read_profile(holdout)?;
-        let held = held
-            .first()
-            .ok_or_else(|| crate::exit::usage("the held-out profile has no workload"))?;
-        let e = evaluate::evaluate(
-            binary,
-            &workloads,
-            held,
-            module.as_deref(),
-            ClusterOptions::default(),
-            model,
-        )?;
+    let mut request = OrderRequest::new(workloads, binary.as_ref());
+    request.module = args.module.clone();
+    request.all_modules = args.all_modules;
+    request.algorithm = algorithm;
+    request.data = args.data;
+    request.holdout = args.evaluate.as_deref();
+    request.model = model;
+    request.format = format;
+    let evaluation = request.evaluate()?;
+    if let Some(e) = &evaluation {
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&e)?);
+            println!("{}", serde_json::to_string_pretty(e)?);
         } else {
-            print_evaluation(&e);
-        }
-        if algorithm.is_none() {
-            chosen = e.best;
+            print_evaluation(e);
         }
     }
-    let mut order = if args.all_modules {
-        coldstart_layout::order::compute_all(&workloads, chosen, ClusterOptions::default())
-    } else {
-        compute(&workloads, module.as_deref(), chosen, ClusterOptions::default())
-    }?;
-    if args.data {
-        let Some(b) = &args.binary else {
-            return Err(crate::exit::usage(
-                "--data needs --binary: data objects are found in the binary's symbols",
-            ));
-        };
-        let pages = workloads.iter().find_map(|w| w.pages_of(b)).ok_or_else(|| {
-            crate::exit::usage(format!(
-                "the profile has no page data for {}: record it with `coldstart profile --pages`",
-                b.display()
-            ))
-        })?;
-        let symbols = coldstart_layout::data::data_symbols(b)?;
-        // Pages start-up faulted on, when the trace has them: pages merely read ahead or
-        // mapped around a fault were not touched.
-        let touched = if pages.faulted.is_empty() { &pages.pages } else { &pages.faulted };
-        order.data = coldstart_layout::data::order_data(&symbols, touched);
-    }
-    let bindings = match &args.binary {
-        Some(b) => Some(Bindings::read(b)?),
-        None => None,
-    };
-    let (text, report) = writers::write(&order, format, bindings.as_ref());
+    let OrderOutcome { order, chosen, text, report, .. } = request.order(evaluation)?;
     match &args.output {
         Some(path) => {
             coldstart_layout::write_atomic(path, text.as_bytes())?;

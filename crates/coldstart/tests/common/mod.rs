@@ -48,3 +48,51 @@ pub fn serve(bundle: &std::path::Path, extra: &[&str]) -> (KillOnDrop, String) {
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
     (KillOnDrop(child), url)
 }
+
+/// A profile of `module` in which start-up (`workload`) touched `names` in this order, one
+/// every `step_ns`: what the profiler records, less the addresses and sizes (0), which
+/// `coldstart order --binary` fills in from the binary.
+pub fn touch_profile(
+    workload: &str,
+    module: &std::path::Path,
+    names: &[String],
+    step_ns: u64,
+) -> coldstart_profile::Profile {
+    use coldstart_profile::{Module, Profile, Stop, Touch};
+    let functions = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| Touch {
+            address: 0,
+            size: 0,
+            names: vec![n.clone()],
+            first_touch_ns: step_ns * i as u64,
+            pid: 1,
+            tid: 1,
+            ordinal: i as u64,
+            workloads: vec![],
+        })
+        .collect();
+    Profile {
+        format: "coldstart-profile".into(),
+        version: 1,
+        workload: workload.into(),
+        command: vec![],
+        created_unix: 0,
+        duration_ns: 1,
+        stop: Stop::Exit { code: 0 },
+        modules: vec![Module {
+            path: module.to_owned(),
+            build_id: None,
+            size: 0,
+            mtime: 0,
+            load_bias: 0,
+            symbols: "symtab".into(),
+            functions_total: names.len(),
+            functions,
+        }],
+        pages: None,
+        warnings: vec![],
+        workloads: vec![],
+    }
+}

@@ -1,0 +1,216 @@
+//! One order request (`coldstart order`) as a library call: training workloads and the binary
+//! in, the order file out. Every default of the pipeline is decided here, not in the command
+//! line:
+//!
+//! - the module ordered is [`OrderRequest::module`], else the binary's file name, else the
+//!   executable of the first workload (see [`find_module`](crate::input::find_module));
+//!   [`OrderRequest::all_modules`] orders every module outside the system directories
+//!   instead, in one file;
+//! - with a held-out profile ([`OrderRequest::holdout`], which needs the binary) every
+//!   layout is scored on it first, and the best algorithm is used unless one was asked for;
+//!   without either, first-touch;
+//! - [`OrderRequest::data`] (which needs the binary and page data) appends the data objects
+//!   in the order start-up first touched their pages: the pages it faulted on when the trace
+//!   has them (pages merely read ahead or mapped around a fault were not touched), else every
+//!   page it had in memory;
+//! - with the binary, the order file reports names it defines more than once or not at all.
+//!
+//! The evaluation is a step of its own ([`OrderRequest::evaluate`], then
+//! [`OrderRequest::order`]) so a caller can show it before the order is made;
+//! [`OrderRequest::run`] does both.
+
+use std::path::Path;
+
+use crate::binary::Binary;
+use crate::evaluate::{evaluate, Evaluation};
+use crate::input::Workload;
+use crate::model::PageModel;
+use crate::order::{compute, compute_all, Algorithm, ClusterOptions, Order};
+use crate::symbols::Bindings;
+use crate::writers::{self, Format, WriteReport};
+use crate::LayoutError;
+
+/// What to order, for which binary, and how.
+#[derive(Debug, Clone)]
+pub struct OrderRequest<'a> {
+    /// The training workloads (sizes the profiles lack filled in from the binary).
+    workloads: Vec<Workload>,
+    binary: Option<&'a Binary>,
+    /// The module to order (a path or a file name); default: the binary's file name.
+    pub module: Option<String>,
+    /// Order every module outside the system directories in one file.
+    pub all_modules: bool,
+    /// The algorithm; default: the best of the evaluation, else first-touch.
+    pub algorithm: Option<Algorithm>,
+    /// Also order the data objects (needs the binary and a profile with page data).
+    pub data: bool,
+    /// A held-out profile to evaluate every layout on (needs the binary).
+    pub holdout: Option<&'a Path>,
+    /// The page model of the evaluation.
+    pub model: PageModel,
+    pub cluster: ClusterOptions,
+    /// The order file's format.
+    pub format: Format,
+}
+
+/// What an order request produced.
+#[derive(Debug, Clone)]
+pub struct OrderOutcome {
+    pub order: Order,
+    /// The algorithm the order was made with.
+    pub chosen: Algorithm,
+    /// The evaluation on the held-out profile, when there was one.
+    pub evaluation: Option<Evaluation>,
+    /// The order file.
+    pub text: String,
+    pub report: WriteReport,
+}
+
+impl<'a> OrderRequest<'a> {
+    /// A request for `workloads` (for the `binary` when given, whose symbols fill in the
+    /// function sizes the profiles lack); first-touch in lld's format unless changed.
+    pub fn new(mut workloads: Vec<Workload>, binary: Option<&'a Binary>) -> OrderRequest<'a> {
+        if let Some(b) = binary {
+            b.fill_sizes(&mut workloads);
+        }
+        OrderRequest {
+            workloads,
+            binary,
+            module: None,
+            all_modules: false,
+            algorithm: None,
+            data: false,
+            holdout: None,
+            model: PageModel::default(),
+            cluster: ClusterOptions::default(),
+            format: Format::Lld,
+        }
+    }
+
+    /// The module to order: the one asked for, else the binary's file name.
+    pub fn module(&self) -> Option<String> {
+        self.module.clone().or_else(|| {
+            let binary = self.binary?;
+            binary.info.path.file_name().map(|f| f.to_string_lossy().into_owned())
+        })
+    }
+
+    /// Score every layout on the held-out profile, when there is one.
+    pub fn evaluate(&self) -> Result<Option<Evaluation>, LayoutError> {
+        let Some(holdout) = self.holdout else { return Ok(None) };
+        let Some(binary) = self.binary else {
+            return Err(LayoutError::Invalid(
+                "--evaluate needs --binary: the layouts are evaluated on the binary's functions"
+                    .into(),
+            ));
+        };
+        let held = Workload::read_profile(holdout)?;
+        let held = held
+            .first()
+            .ok_or_else(|| LayoutError::Invalid("the held-out profile has no workload".into()))?;
+        let module = self.module();
+        evaluate(binary, &self.workloads, held, module.as_deref(), self.cluster, self.model)
+            .map(Some)
+    }
+
+    /// Make the order and its file, with the algorithm asked for, else the best of
+    /// `evaluation` (from [`evaluate`](Self::evaluate)), else first-touch.
+    pub fn order(&self, evaluation: Option<Evaluation>) -> Result<OrderOutcome, LayoutError> {
+        let chosen =
+            self.algorithm.or(evaluation.as_ref().map(|e| e.best)).unwrap_or(Algorithm::FirstTouch);
+        let mut order = if self.all_modules {
+            compute_all(&self.workloads, chosen, self.cluster)
+        } else {
+            compute(&self.workloads, self.module().as_deref(), chosen, self.cluster)
+        }?;
+        if self.data {
+            order.data = self.data_order()?;
+        }
+        let bindings = self.binary.map(|b| Bindings::read(&b.info.path)).transpose()?;
+        let (text, report) = writers::write(&order, self.format, bindings.as_ref());
+        Ok(OrderOutcome { order, chosen, evaluation, text, report })
+    }
+
+    /// [`evaluate`](Self::evaluate), then [`order`](Self::order).
+    pub fn run(&self) -> Result<OrderOutcome, LayoutError> {
+        let evaluation = self.evaluate()?;
+        self.order(evaluation)
+    }
+
+    /// The binary's data objects in the order start-up first touched their pages.
+    fn data_order(&self) -> Result<Vec<crate::data::DataSymbol>, LayoutError> {
+        let Some(binary) = self.binary else {
+            return Err(LayoutError::Invalid(
+                "--data needs --binary: data objects are found in the binary's symbols".into(),
+            ));
+        };
+        let path = &binary.info.path;
+        let pages = self.workloads.iter().find_map(|w| w.pages_of(path)).ok_or_else(|| {
+            LayoutError::Invalid(format!(
+                "the profile has no page data for {}: record it with `coldstart profile --pages`",
+                path.display()
+            ))
+        })?;
+        let symbols = crate::data::data_symbols(path)?;
+        // Pages start-up faulted on, when the trace has them: pages merely read ahead or
+        // mapped around a fault were not touched.
+        let touched = if pages.faulted.is_empty() { &pages.pages } else { &pages.faulted };
+        Ok(crate::data::order_data(&symbols, touched))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::{ModuleTouches, Touched};
+
+    fn workload(funcs: &[&str]) -> Workload {
+        let touched = |(i, f): (usize, &&str)| Touched {
+            names: vec![(*f).into()],
+            address: 0x1000 + 0x100 * i as u64,
+            size: 100,
+            first_touch_ns: i as u64,
+        };
+        Workload {
+            name: "a".into(),
+            weight: 1.0,
+            modules: vec![ModuleTouches {
+                path: "/bin/prog".into(),
+                build_id: None,
+                functions: funcs.iter().enumerate().map(touched).collect(),
+            }],
+            pages: vec![],
+        }
+    }
+
+    #[test]
+    fn without_an_evaluation_or_an_algorithm_the_order_is_first_touch() {
+        let outcome = OrderRequest::new(vec![workload(&["main", "init"])], None).run().unwrap();
+        assert_eq!(outcome.chosen, Algorithm::FirstTouch);
+        assert!(outcome.evaluation.is_none());
+        assert!(outcome.text.ends_with("main\ninit\n"), "{}", outcome.text);
+        assert_eq!(outcome.report.written, 2);
+    }
+
+    #[test]
+    fn the_algorithm_asked_for_is_used() {
+        let mut request = OrderRequest::new(vec![workload(&["main", "init"])], None);
+        request.algorithm = Some(Algorithm::Cluster);
+        request.format = Format::Bolt;
+        let outcome = request.run().unwrap();
+        assert_eq!(outcome.chosen, Algorithm::Cluster);
+        assert_eq!(outcome.order.algorithm, Algorithm::Cluster);
+    }
+
+    #[test]
+    fn evaluation_and_data_need_the_binary() {
+        let mut request = OrderRequest::new(vec![workload(&["main"])], None);
+        request.holdout = Some(Path::new("held-out.json"));
+        let err = request.evaluate().unwrap_err().to_string();
+        assert!(err.contains("--evaluate needs --binary"), "{err}");
+        request.holdout = None;
+        request.data = true;
+        let err = request.run().unwrap_err().to_string();
+        assert!(err.contains("--data needs --binary"), "{err}");
+    }
+}

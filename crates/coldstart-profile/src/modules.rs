@@ -1,0 +1,135 @@
+//! The profile's modules, built the same way by both function tracers: one record per file
+//! and build (however often it is loaded), each function recorded at its first call, modules
+//! listed in the order of their first touch. Kept apart from the tracers so that a profile
+//! reads the same whichever tracer made it.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use coldstart_elf::{ElfInfo, SymbolSource};
+
+use crate::format::{Module, Stop, Touch};
+
+/// What a tracer returns.
+pub(crate) struct Traced {
+    pub modules: Vec<Module>,
+    pub stop: Stop,
+    pub duration_ns: u64,
+    pub warnings: Vec<String>,
+}
+
+/// A module being recorded (one per file and build).
+pub(crate) struct ModuleTouches {
+    pub info: Arc<ElfInfo>,
+    mtime: i64,
+    load_bias: u64,
+    touched: Vec<bool>,
+    order: Vec<Touch>,
+    first_ordinal: u64,
+}
+
+impl ModuleTouches {
+    /// The module `info` read from `path`, loaded at `load_bias`; nothing touched yet.
+    pub fn new(info: Arc<ElfInfo>, path: &Path, load_bias: u64) -> ModuleTouches {
+        ModuleTouches {
+            touched: vec![false; info.functions.len()],
+            mtime: mtime_of(path),
+            info,
+            load_bias,
+            order: Vec::new(),
+            first_ordinal: u64::MAX,
+        }
+    }
+
+    /// Whether the function `function` (an index of `info.functions`) was recorded.
+    pub fn touched(&self, function: usize) -> bool {
+        self.touched[function]
+    }
+
+    /// Record the first call of `function` (not [`touched`](Self::touched) yet): the
+    /// `ordinal`-th touch of the run, `first_touch_ns` after exec, by thread `tid` of `pid`.
+    pub fn record(
+        &mut self,
+        function: usize,
+        ordinal: u64,
+        first_touch_ns: u64,
+        pid: i32,
+        tid: i32,
+    ) {
+        self.touched[function] = true;
+        let f = &self.info.functions[function];
+        self.first_ordinal = self.first_ordinal.min(ordinal);
+        self.order.push(Touch {
+            address: f.address,
+            size: f.size,
+            names: f.names.clone(),
+            first_touch_ns,
+            pid,
+            tid,
+            ordinal,
+            workloads: Vec::new(),
+        });
+    }
+
+    /// The profile's record of the module, its functions in first-touch order (taken out).
+    fn take_module(&mut self) -> Module {
+        let info = &self.info;
+        Module {
+            path: info.path.clone(),
+            build_id: info.build_id_hex(),
+            size: info.size,
+            mtime: self.mtime,
+            load_bias: self.load_bias,
+            symbols: symbols_label(&info.symbol_source),
+            functions_total: info.functions.len(),
+            functions: std::mem::take(&mut self.order),
+        }
+    }
+}
+
+/// The profile's modules, in the order of their first touch (modules touched alike keep
+/// the order they were loaded in).
+pub(crate) fn profile_modules<'a>(
+    records: impl IntoIterator<Item = &'a mut ModuleTouches>,
+) -> Vec<Module> {
+    let mut records: Vec<&mut ModuleTouches> = records.into_iter().collect();
+    records.sort_by_key(|r| r.first_ordinal);
+    records.into_iter().map(ModuleTouches::take_module).collect()
+}
+
+/// The `symbols` field of a profile module: where its function names come from.
+fn symbols_label(source: &SymbolSource) -> String {
+    match source {
+        SymbolSource::Symtab => "symtab".into(),
+        SymbolSource::Dynsym => "dynsym".into(),
+        SymbolSource::DebugFile(p) => format!("debug-file:{}", p.display()),
+        SymbolSource::None => "none".into(),
+    }
+}
+
+/// The warning for a module with code but no function symbols, which is profiled at page
+/// level only. (A data-only library, a few bytes of crt code, has nothing to profile.)
+pub(crate) fn stripped_warning(info: &ElfInfo, path: &Path) -> Option<String> {
+    let code: u64 = info.sections.iter().filter(|s| s.executable).map(|s| s.size).sum();
+    (info.symbol_source == SymbolSource::None && code >= coldstart_elf::PAGE_SIZE).then(|| {
+        format!(
+            "{} has no function symbols (stripped, no debug file): profiled at page level only (use --pages); \
+             to get symbols install its -dbgsym package (apt-get install PACKAGE-dbgsym from the debian-debug archive) \
+             or fetch them with debuginfod (debuginfod-find debuginfo {})",
+            path.display(),
+            info.build_id_hex().unwrap_or_else(|| "BUILD-ID".into())
+        )
+    })
+}
+
+/// Where a crash happened, for its report: `PATH: function` of the function of `info`
+/// holding `offset` (an address less the module's load bias).
+pub(crate) fn location(info: &ElfInfo, offset: u64) -> Option<String> {
+    let f = info.function_at(offset)?;
+    Some(format!("{}: {}", info.path.display(), coldstart_elf::demangle(&f.names[0])))
+}
+
+fn mtime_of(path: &Path) -> i64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).map(|m| m.mtime()).unwrap_or(0)
+}
