@@ -17,10 +17,7 @@ while getopts m:c:a:r:po: opt; do
         *) echo "usage: $0 [-m MB] [-c CHUNK] [-a READAHEAD] [-r RUNS] [-p] [-o DIR]" >&2; exit 2 ;;
     esac
 done
-root=$(cd "$(dirname "$0")/.." && pwd)
-cs=${COLDSTART:-$root/target/release/coldstart}
-[ -x "$cs" ] || cargo build --release -p coldstart --manifest-path "$root/Cargo.toml"
-[ -n "$out" ] || out=$(mktemp -d /tmp/coldstart-bench-cached.XXXXXX)
+. "$(dirname "$0")/lib.sh"
 mkdir -p "$out/app"
 [ "$(stat -c %s "$out/app/big" 2>/dev/null || echo 0)" = $((mb * 1048576)) ] ||
     head -c $((mb * 1048576)) /dev/urandom > "$out/app/big"

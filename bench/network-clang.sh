@@ -12,10 +12,7 @@ while getopts l:S:o: opt; do
         *) echo "usage: $0 [-l LINK] [-S STRATEGIES] [-o DIR]" >&2; exit 2 ;;
     esac
 done
-root=$(cd "$(dirname "$0")/.." && pwd)
-cs=$root/target/release/coldstart
-[ -x "$cs" ] || cargo build --release -p coldstart --manifest-path "$root/Cargo.toml"
-[ -n "$out" ] || out=$(mktemp -d /tmp/coldstart-bench-clang.XXXXXX)
+. "$(dirname "$0")/lib.sh"
 mkdir -p "$out"
 server=""
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; true' EXIT INT TERM

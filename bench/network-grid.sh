@@ -33,8 +33,7 @@ while getopts l:a:o:S:Pw: opt; do
     esac
 done
 case $profiled in a|b) ;; *) echo "$0: -w takes a or b" >&2; exit 2 ;; esac
-root=$(cd "$(dirname "$0")/.." && pwd)
-[ -n "$out" ] || out=$(mktemp -d /tmp/coldstart-bench-grid.XXXXXX)
+. "$(dirname "$0")/lib.sh"
 mkdir -p "$out/prog/src" "$out/prog/app/bin" "$out/prog/app/lib"
 
 # The program: big_table[i] = bits 24-31 of i * 2654435761 (mod 2^32), as in the test.

@@ -20,8 +20,7 @@ while getopts l:a:o: opt; do
         *) echo "usage: $0 [-l LINKS] [-a READAHEAD] [-o DIR]" >&2; exit 2 ;;
     esac
 done
-root=$(cd "$(dirname "$0")/.." && pwd)
-[ -n "$out" ] || out=$(mktemp -d /tmp/coldstart-bench-model.XXXXXX)
+. "$(dirname "$0")/lib.sh"
 "$root/bench/network-grid.sh" -l "$links" -a "$ra" -o "$out" -P \
     -S "original paged reordered-paged reordered stream auto auto-hint"
 

@@ -37,10 +37,7 @@ while getopts s:f:p:e:A:B:l:r:c:a:S:o:P opt; do
         *) echo "usage: $0 [-s SIZE] [-f FUNCTIONS] [-p APPDIR -e EXE -A ARGS -B ARGS] [-l LINKS] [-r RUNS] [-c CHUNK] [-a READAHEAD] [-S STRATEGIES] [-o DIR] [-P]" >&2; exit 2 ;;
     esac
 done
-root=$(cd "$(dirname "$0")/.." && pwd)
-cs=${COLDSTART:-$root/target/release/coldstart}
-[ -x "$cs" ] || cargo build --release -p coldstart --manifest-path "$root/Cargo.toml"
-[ -n "$out" ] || out=$(mktemp -d /tmp/coldstart-bench-network.XXXXXX)
+. "$(dirname "$0")/lib.sh"
 mkdir -p "$out"
 server=""
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; true' EXIT INT TERM
