@@ -12,6 +12,10 @@ use coldstart_layout::model::ReadAround;
 use super::common::PageModelArgs;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  coldstart analyze /usr/bin/python3.11\n  \
+    coldstart profile -o p.json -- ./myprog --version && coldstart analyze ./myprog --profile p.json\n  \
+    coldstart analyze --profile p.json --readahead 128k --read-around forward\n  \
+    coldstart analyze ./myprog --profile p.json --json > analysis.json")]
 pub struct Args {
     /// The executable or shared library to analyse (without: every module of the profile
     /// that start-up called into, the executable and each of its libraries).

@@ -10,6 +10,8 @@ use coldstart_layout::verify::{expected_names, Expected};
 use super::common::check_layout;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  coldstart order p.json --format bolt -o order.txt\n  \
+    coldstart bolt ./myprog --order order.txt -o ./myprog.bolt   (myprog linked with -Wl,--emit-relocs)")]
 pub struct Args {
     /// The binary to rewrite (linked with -Wl,--emit-relocs).
     pub binary: PathBuf,

@@ -30,6 +30,8 @@ use coldstart_sample::{Config, Size};
 use crate::exit;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  coldstart demo\n  \
+    coldstart demo --size small --runs 5 --dir /var/tmp/coldstart-demo")]
 pub struct Args {
     /// Size of the sample program: small, medium or bench (20,000+ functions, 40+ MiB of code;
     /// minutes to build).

@@ -11,6 +11,11 @@ use coldstart_layout::verify::{expected_names, split_defined, Expected};
 use super::common::check_layout;
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  coldstart link --order order.txt --binary build/myprog -- make -B -C build\n  \
+    coldstart link --order order.txt --binary target/release/myprog -- cargo build --release\n  \
+    coldstart link --order order.txt --pack-relocs --binary myprog -- clang -O2 -o myprog main.c"
+)]
 pub struct Args {
     /// The order file (lld format: `coldstart order --format lld`).
     #[arg(long)]

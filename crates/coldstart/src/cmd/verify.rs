@@ -8,6 +8,8 @@ use coldstart_layout::verify::{expected_names, Expected};
 use super::common::{check_layout, parse_size};
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  coldstart verify build/myprog --order order.txt\n  \
+    coldstart verify build/myprog --profile p.json --json")]
 pub struct Args {
     /// The linked or rewritten binary.
     pub binary: PathBuf,
