@@ -253,6 +253,7 @@ mod tests {
                 total_pages: 4,
                 cached_pages: 3,
                 dirty_pages: None,
+                ..Residency::default()
             }],
             holders: vec![Holder {
                 pid: 4242,
