@@ -63,9 +63,10 @@ use std::str::FromStr;
 use coldstart_error::Category;
 use serde::{Deserialize, Serialize};
 
-pub(crate) use holders::parse_maps_line;
 pub use holders::{find_holders, find_holders_in};
+pub(crate) use holders::{parse_maps_line, MapsEntry};
 use pages::{FileId, TouchedPages};
+pub(crate) use residency::page_size;
 use residency::{open_read, residency_auto, RangeCounter};
 pub use residency::{residency, residency_with, Method};
 pub use sets::{is_system_library, selective_set, warm_set, warm_set_with, LibDirs};

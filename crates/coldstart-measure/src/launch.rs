@@ -38,6 +38,13 @@
 //!   root, but misses a file that was opened, read and closed (or a process that lived) between
 //!   two samples.
 //!
+//! The same samples read, for the files that other processes also map (found in `/proc/*/maps`
+//! when the run starts), which of their pages the tree has in its page tables
+//! (`/proc/PID/pagemap`): [`RunOutput::touched`]. Those are the pages a cold state may leave
+//! cached, held by the other processes, and this says how many of them start-up uses. It is an
+//! estimate at the kernel's fault-around granularity (a fault maps up to 16 neighbouring
+//! cached pages), and misses pages read with `read(2)` rather than mapped.
+//!
 //! ## Where the code is
 //!
 //! [`LinuxExecutor`] below drives one run through `run` (prepare, spawn, wait, collect):
@@ -90,6 +97,9 @@ pub struct RunOutput {
     /// Regular files the tree opened or mapped (only with [`RunSpec::discover_files`]),
     /// sorted and without duplicates.
     pub files: Vec<PathBuf>,
+    /// Of the files other processes mapped when the run started, the pages the tree had in
+    /// its page tables (only with [`RunSpec::discover_files`]; see the module docs).
+    pub touched: crate::cache::pages::TouchedPages,
 }
 
 impl RunOutput {

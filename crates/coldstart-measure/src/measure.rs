@@ -344,7 +344,7 @@ mod tests {
         RunOutput {
             outcome: Some(outcome),
             counters: Counters { wall_s: wall, major_faults: Some(0), ..Counters::default() },
-            files: Vec::new(),
+            ..RunOutput::default()
         }
     }
 

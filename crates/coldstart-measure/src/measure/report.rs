@@ -268,7 +268,7 @@ mod tests {
         let out = RunOutput {
             outcome: Some(Outcome::Ready),
             counters: Counters { wall_s: 1.0, major_faults: Some(0), ..Counters::default() },
-            files: Vec::new(),
+            ..RunOutput::default()
         };
         let r = record(0, out, Some(e), Duration::from_secs(1));
         let why = r.excluded.unwrap();
