@@ -649,6 +649,7 @@ fn bad_commands_exit_2_with_one_line() {
         (vec![dir.path().to_str().unwrap()], "is a directory"),
         (vec![], "no command"),
         (vec!["true", ":::", "true"], "--compare"),
+        (vec!["python3 -c pass"], "without a shell"),
     ] {
         let out = Command::cargo_bin("coldstart")
             .unwrap()
