@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Install everything coldstart and its tests need on a Debian 12 (bookworm) machine, as root.
 # Idempotent: packages already installed are not fetched again.
+#
+#   scripts/setup.sh           what the tests need
+#   scripts/setup.sh --bench   also what bench/ measures beyond them (firefox-esr: 300 MB
+#                              installed, so not for every CI run; the tests measure it where
+#                              it is installed)
 set -euo pipefail
 
 PACKAGES=(
@@ -11,7 +16,11 @@ PACKAGES=(
   nginx-light                           # network start served by a real web server
   linux-perf                            # instruction counts where the CPU exposes them
   python3 build-essential
+  perl git                              # real programs measured by the tests
 )
+if [ "${1:-}" = "--bench" ]; then
+  PACKAGES+=(firefox-esr)               # bench/real-programs.sh
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

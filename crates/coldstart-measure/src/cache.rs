@@ -8,23 +8,33 @@
 //! | `cold` | everything: `sync` and `drop_caches` (root only) |
 //!
 //! Eviction is `fdatasync` + `posix_fadvise(POSIX_FADV_DONTNEED)` per file, then *verified*
-//! with `cachestat(2)` (falling back to `mincore(2)` on kernels without it). A run whose
-//! eviction did not hold is labelled and excluded, with the process that keeps the pages mapped
-//! named.
+//! with `cachestat(2)` (falling back to `mincore(2)` on kernels without it), page by page.
 //!
 //! # Why verify
 //!
 //! `POSIX_FADV_DONTNEED` is advice: the kernel drops only clean, unmapped, unlocked pages. A page
-//! that another live process maps (a shared library every process uses, an editor that has the
-//! file open with `mmap`) stays resident, and a measurement that believes it is cold is then
-//! silently warm. So every eviction is followed by a residency check, and the processes that
-//! map or hold the still-resident files are named so that the user can act.
+//! that another live process maps (a shared library every process uses, the locale archive and
+//! the gconv cache every shell maps, the shell binary itself, a data file a desktop keeps
+//! mapped) stays resident, and a measurement that believes it is cold is then partly warm. So
+//! every eviction is followed by a residency check, and the processes that map or hold the
+//! still-resident files are named so that the user can act.
 //!
-//! # Tolerance
+//! # Held pages and failed evictions
 //!
-//! None: [`EvictionReport::held`] is `true` only when *every* verified file has zero pages in
-//! the page cache, and every file could be checked. A remaining page is a page the measured
-//! program will not fault in from storage, so it is not cold. Two cases are treated specially:
+//! Every resident page after eviction is classified by *who* keeps it, not by the type of its
+//! file. A page in a range that a live process outside the measured tree maps (`/proc/PID/maps`:
+//! the mapping's file offset and length) is **held** ([`Residency::held_pages`]): it cannot
+//! leave the cache without stopping that process, which is inherent on a running system. Any
+//! other resident page means eviction failed (a locked page, a dirty page that would not write
+//! back, a page read back at once), after [`EVICTION_RETRIES`] more attempts on its file.
+//! [`EvictionReport::held_except_mapped`] is `true` when only held pages stayed;
+//! [`EvictionReport::held`] is the strict answer: *every* verified file has zero pages in the
+//! page cache. The measurement decides which one a run must pass (`--strict` asks for the
+//! second). A mapped range is held whether or not the holder has touched each of its pages:
+//! `fadvise` drops the pages of a range that nobody has faulted in, so after eviction a resident
+//! page inside a mapped range is, but for a read racing the check, one the holder maps.
+//!
+//! Two cases are treated specially:
 //!
 //! - A file that no longer exists ([`EvictionReport::vanished`]) counts as evicted: a run that
 //!   opens the same path gets a new inode whose pages start uncached.
@@ -33,25 +43,32 @@
 //!   goes for a file whose residency the kernel hides from this user: since Linux 6.x
 //!   `cachestat` refuses (`EPERM`) files the caller neither owns nor may write, unless it has
 //!   `CAP_SYS_ADMIN`, and `mincore` then reports every page resident. Without root, `warm`
-//!   (the user's own program files) verifies; system files in `selective` do not.
+//!   (the user's own program files) verifies; system files in `selective` do not. Without root
+//!   the mappings of other users' processes are not visible either, so pages they hold count as
+//!   an eviction that failed.
 
+mod folios;
 mod holders;
+pub mod pages;
+mod residency;
 mod sets;
 
 use std::fmt;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU8, Ordering};
 
 use coldstart_error::Category;
 use serde::{Deserialize, Serialize};
 
-pub(crate) use holders::parse_maps_line;
 pub use holders::{find_holders, find_holders_in};
+pub(crate) use holders::{parse_maps_line, MapsEntry};
+use pages::{FileId, TouchedPages};
+pub(crate) use residency::page_size;
+use residency::{open_read, residency_auto, RangeCounter};
+pub use residency::{residency, residency_with, Method};
 pub use sets::{is_system_library, selective_set, warm_set, warm_set_with, LibDirs};
 
 /// A cache state to put the system in before each run.
@@ -131,7 +148,7 @@ impl CacheError {
 }
 
 /// Residency of one file in the page cache.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Residency {
     pub path: PathBuf,
     /// Pages of the file (rounded up).
@@ -140,12 +157,25 @@ pub struct Residency {
     pub cached_pages: u64,
     /// Dirty pages, where `cachestat` reports them.
     pub dirty_pages: Option<u64>,
+    /// Of `cached_pages`, those in ranges that live processes outside the measured tree map
+    /// (see the module docs); `None` where not classified (absent in older reports).
+    #[serde(default)]
+    pub held_pages: Option<u64>,
+    /// Of `held_pages`, those start-up uses, as a discovery run saw them in its page tables;
+    /// `None` when not counted or when start-up was not seen to map the file.
+    #[serde(default)]
+    pub touched_held_pages: Option<u64>,
 }
 
 impl Residency {
     /// Whether no page of the file is cached.
     pub fn is_evicted(&self) -> bool {
         self.cached_pages == 0
+    }
+
+    /// Resident pages that no process outside the measured tree maps: an eviction that failed.
+    pub fn unheld_pages(&self) -> u64 {
+        self.cached_pages - self.held_pages.unwrap_or(0).min(self.cached_pages)
     }
 }
 
@@ -189,9 +219,13 @@ pub struct EvictionReport {
     pub still_resident: Vec<Residency>,
     /// Live processes (outside the measured tree) that map the still-resident files.
     pub holders: Vec<Holder>,
-    /// `true` when every file's residency after eviction is zero (within the
-    /// verification's tolerance); a run after an eviction that did not hold is excluded.
+    /// `true` when every file's residency after eviction is zero and every file was verified:
+    /// the strict answer (see [`EvictionReport::held_except_mapped`] for the other one).
     pub held: bool,
+    /// Of `resident_pages_after`, the pages held by processes outside the measured tree
+    /// (summed [`Residency::held_pages`]; absent in older reports).
+    #[serde(default)]
+    pub held_pages: u64,
     /// Whether `cachestat(2)` or `mincore(2)` verified it.
     pub method: String,
     /// Holders found beyond [`MAX_HOLDERS_PER_FILE`] per file (a system library is mapped by
@@ -212,16 +246,64 @@ pub const MAX_HOLDERS_PER_FILE: usize = 8;
 
 impl EvictionReport {
     /// Whether eviction held except for pages that live processes outside the measured tree
-    /// keep mapped: every still-resident file is mapped by a named holder, and every file was
-    /// verified. Those pages cannot be evicted without stopping the holder (a system library
-    /// mapped by every process, typically), so a caller may choose to accept them and say so;
-    /// [`EvictionReport::held`] stays the strict answer.
+    /// keep mapped: every resident page lies in a range such a process maps, and every file
+    /// was verified. Those pages cannot be evicted without stopping the holder (a library, the
+    /// locale archive or the shell binary that other processes map), so a measurement counts
+    /// such a run and reports the held pages; [`EvictionReport::held`] stays the strict answer.
     pub fn held_except_mapped(&self) -> bool {
-        self.unreadable.is_empty()
-            && self
-                .still_resident
+        self.unreadable.is_empty() && self.unheld_pages() == 0
+    }
+
+    /// Resident pages that no process outside the measured tree maps: an eviction that failed.
+    pub fn unheld_pages(&self) -> u64 {
+        self.still_resident.iter().map(Residency::unheld_pages).sum()
+    }
+
+    /// A one-line reason why eviction failed beyond the held pages (see
+    /// [`EvictionReport::held_except_mapped`]): the resident pages no other process maps, the
+    /// processes that hold those files open, and the files that could not be verified; `None`
+    /// when only held pages stayed.
+    pub fn unheld_reason(&self) -> Option<String> {
+        if self.held_except_mapped() {
+            return None;
+        }
+        let mut parts = Vec::new();
+        let failed: Vec<&Residency> =
+            self.still_resident.iter().filter(|r| r.unheld_pages() > 0).collect();
+        if let Some(first) = failed.first() {
+            let mut s = format!(
+                "{} page(s) of {} file(s) stayed cached that no other process maps, e.g. {} ({} of \
+                 its {} cached pages)",
+                self.unheld_pages(),
+                failed.len(),
+                first.path.display(),
+                first.unheld_pages(),
+                first.cached_pages
+            );
+            let openers: Vec<String> = self
+                .holders
                 .iter()
-                .all(|r| self.holders.iter().any(|h| h.mapped && h.path == r.path))
+                .filter(|h| failed.iter().any(|r| r.path == h.path))
+                .take(3)
+                .map(|h| {
+                    let how = if h.mapped { "maps part of" } else { "holds open" };
+                    format!("{} {how} {}", h.who(), h.path.display())
+                })
+                .collect();
+            if !openers.is_empty() {
+                s.push_str(&format!(" ({})", openers.join(", ")));
+            }
+            parts.push(s);
+        }
+        if let Some(u) = self.unreadable.first() {
+            parts.push(format!(
+                "{} file(s) could not be verified, e.g. {}: {}",
+                self.unreadable.len(),
+                u.path.display(),
+                u.reason
+            ));
+        }
+        Some(parts.join("; "))
     }
 
     /// A one-line reason why eviction did not hold, naming the files and the processes that
@@ -270,204 +352,6 @@ impl EvictionReport {
     }
 }
 
-/// How residency was measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    /// `cachestat(2)`: cached and dirty pages of the whole file, without mapping it.
-    Cachestat,
-    /// `mincore(2)` on a fresh `mmap` of the file: cached pages only.
-    Mincore,
-}
-
-impl Method {
-    /// The name written into [`EvictionReport::method`].
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Method::Cachestat => "cachestat",
-            Method::Mincore => "mincore",
-        }
-    }
-}
-
-/// `cachestat(2)` (Linux 6.5+) has the same number on every architecture Rust targets (only
-/// alpha differs); the `libc` crate does not define it for x86_64 glibc yet.
-const SYS_CACHESTAT: libc::c_long = 451;
-
-#[repr(C)]
-struct CachestatRange {
-    off: u64,
-    /// 0 means "to the end of the file".
-    len: u64,
-}
-
-#[repr(C)]
-#[derive(Default)]
-struct Cachestat {
-    nr_cache: u64,
-    nr_dirty: u64,
-    nr_writeback: u64,
-    nr_evicted: u64,
-    nr_recently_evicted: u64,
-}
-
-/// 0: not probed yet, 1: cachestat works, 2: cachestat missing (ENOSYS), use mincore.
-static CACHESTAT_SUPPORT: AtomicU8 = AtomicU8::new(0);
-
-fn page_size() -> u64 {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if size > 0 {
-        size as u64
-    } else {
-        4096
-    }
-}
-
-fn pages_of(len: u64) -> u64 {
-    len.div_ceil(page_size())
-}
-
-fn open_read(path: &Path) -> io::Result<File> {
-    // O_NONBLOCK so that a FIFO in a discovered list cannot block us; regular files ignore it.
-    OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC).open(path)
-}
-
-fn cachestat_fd(file: &File) -> io::Result<(u64, u64)> {
-    let range = CachestatRange { off: 0, len: 0 };
-    let mut cs = Cachestat::default();
-    // SAFETY: both pointers are to live, properly laid-out structs; flags must be 0.
-    let rc = unsafe {
-        libc::syscall(
-            SYS_CACHESTAT,
-            file.as_raw_fd(),
-            &range as *const CachestatRange,
-            &mut cs as *mut Cachestat,
-            0 as libc::c_uint,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok((cs.nr_cache, cs.nr_dirty))
-}
-
-fn mincore_fd(file: &File, len: u64) -> io::Result<u64> {
-    if len == 0 {
-        return Ok(0);
-    }
-    let len_usize = usize::try_from(len)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file too large to map"))?;
-    // SAFETY: a fresh shared read-only mapping of an open file; no pages are touched.
-    let addr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len_usize,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    if addr == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    let mut vec = vec![0u8; pages_of(len) as usize];
-    // SAFETY: `addr` is a mapping of `len_usize` bytes and `vec` has one byte per page of it.
-    let rc = unsafe { libc::mincore(addr, len_usize, vec.as_mut_ptr()) };
-    let err = io::Error::last_os_error();
-    // SAFETY: unmapping the mapping created above, not used after this.
-    unsafe { libc::munmap(addr, len_usize) };
-    if rc != 0 {
-        return Err(err);
-    }
-    Ok(vec.iter().filter(|&&b| b & 1 != 0).count() as u64)
-}
-
-fn residency_file(path: &Path, file: &File, method: Method) -> io::Result<Residency> {
-    let len = file.metadata()?.len();
-    let total_pages = pages_of(len);
-    match method {
-        Method::Cachestat => {
-            let (cached, dirty) = cachestat_fd(file)?;
-            Ok(Residency {
-                path: path.to_path_buf(),
-                total_pages,
-                cached_pages: cached,
-                dirty_pages: Some(dirty),
-            })
-        }
-        Method::Mincore => Ok(Residency {
-            path: path.to_path_buf(),
-            total_pages,
-            cached_pages: mincore_fd(file, len)?,
-            dirty_pages: None,
-        }),
-    }
-}
-
-/// The message for a file whose residency this user may not read.
-const NOT_VERIFIABLE: &str = "page-cache residency of a file is only visible to its owner, to \
-     a user who may write it, or with CAP_SYS_ADMIN (cachestat: EPERM; mincore would report every \
-     page resident); run as root to verify eviction";
-
-/// Residency of an open file with the best method available: `cachestat(2)`, or `mincore(2)`
-/// when the kernel lacks it (`ENOSYS`). Both hide residency from a caller that neither owns the
-/// file nor may write it (nor has `CAP_SYS_ADMIN`): `cachestat` fails with `EPERM` and
-/// `mincore` claims every page is resident. That case is an error of kind
-/// [`io::ErrorKind::PermissionDenied`] rather than a wrong answer.
-fn residency_auto(path: &Path, file: &File) -> io::Result<(Residency, Method)> {
-    if CACHESTAT_SUPPORT.load(Ordering::Relaxed) != 2 {
-        match residency_file(path, file, Method::Cachestat) {
-            Ok(r) => {
-                CACHESTAT_SUPPORT.store(1, Ordering::Relaxed);
-                return Ok((r, Method::Cachestat));
-            }
-            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
-                CACHESTAT_SUPPORT.store(2, Ordering::Relaxed);
-            }
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-                return Err(io::Error::new(io::ErrorKind::PermissionDenied, NOT_VERIFIABLE));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    if !mincore_sees_cache(path, file) {
-        return Err(io::Error::new(io::ErrorKind::PermissionDenied, NOT_VERIFIABLE));
-    }
-    Ok((residency_file(path, file, Method::Mincore)?, Method::Mincore))
-}
-
-/// Whether `mincore` reports page-cache residency of this file to us rather than claiming
-/// every page resident: the kernel's `can_do_mincore` (owner, write permission, or
-/// `CAP_FOWNER`, which we approximate by root).
-fn mincore_sees_cache(path: &Path, file: &File) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::MetadataExt;
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    if euid == 0 || file.metadata().is_ok_and(|m| m.uid() == euid) {
-        return true;
-    }
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
-    // SAFETY: `c` is a valid C string; faccessat only reads it.
-    unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
-}
-
-/// How much of `path` is in the page cache: `cachestat(2)` (with dirty pages), falling back
-/// to `mincore(2)` on a fresh mapping when `cachestat` is unavailable. An empty file has
-/// zero pages. Fails with [`io::ErrorKind::PermissionDenied`] when this user may not see the
-/// file's residency (neither owner nor writer, without `CAP_SYS_ADMIN`).
-pub fn residency(path: &Path) -> io::Result<Residency> {
-    let file = open_read(path)?;
-    residency_auto(path, &file).map(|(r, _)| r)
-}
-
-/// [`residency`] with a chosen method (to compare them, or to force `mincore`).
-pub fn residency_with(path: &Path, method: Method) -> io::Result<Residency> {
-    let file = open_read(path)?;
-    residency_file(path, &file, method)
-}
-
 /// Open `path` for verification or eviction; `Err` says how to classify a failure.
 fn open_regular(path: &Path) -> Result<File, Skip> {
     match open_read(path) {
@@ -486,42 +370,93 @@ enum Skip {
     Unreadable(String),
 }
 
-/// Evict `paths` from the page cache and verify it: per file `fdatasync` (dirty pages cannot
-/// be dropped) and `posix_fadvise(POSIX_FADV_DONTNEED)`, then, once every file is advised, the
-/// residency of each. Still-resident files are named with the live processes (other than
-/// `exclude_pids` and this one) that map them or hold them open. Files that cannot be opened
-/// are reported in the result, not returned as an error.
-pub fn evict(paths: &[PathBuf], exclude_pids: &[u32]) -> io::Result<EvictionReport> {
+/// `fdatasync` (dirty pages cannot be dropped) and `posix_fadvise(POSIX_FADV_DONTNEED)` on each
+/// file. Failures are not recorded: the verification that follows is the judge, and it sees
+/// every page that stayed, dirty or not.
+fn advise_out(paths: &[PathBuf]) {
     for path in paths {
         let Ok(file) = open_regular(path) else {
-            continue; // classified by the verification below
+            continue; // classified by the verification
         };
         let fd = file.as_raw_fd();
-        // Dirty pages cannot be dropped, so write them back first. Failures of either call (a
-        // read-only file system, one without fsync) are not recorded: the verification below
-        // is the judge, and it sees every page that stayed, dirty or not.
         // SAFETY: fd is a valid descriptor owned by `file` for the duration of both calls.
         unsafe { libc::fdatasync(fd) };
         // SAFETY: as above; offset 0 with length 0 means the whole file.
         unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED) };
     }
-    verify_evicted(paths, exclude_pids)
+}
+
+/// Eviction is tried this many more times on the files whose resident pages no other process
+/// maps, before such pages count as an eviction that failed. A process that exits between
+/// eviction and verification leaves the pages it mapped resident but unmapped; evicting them
+/// again makes the state cold for real, while a page that cannot leave the cache (locked,
+/// dirty and failing to write back, read back at once) stays and fails.
+pub const EVICTION_RETRIES: usize = 2;
+
+/// What a verification needs besides the files: the processes of the measured tree (not
+/// holders: their mappings are what is being measured) and the pages start-up uses.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Verify<'a> {
+    /// Processes whose mappings do not hold pages (the measured tree).
+    pub exclude_pids: &'a [u32],
+    /// The pages start-up uses of the files other processes map, to count how many of the held
+    /// pages it would have read ([`Residency::touched_held_pages`]); `None`: not counted.
+    pub touched: Option<&'a TouchedPages>,
+}
+
+/// Evict `paths` from the page cache and verify it: per file `fdatasync` (dirty pages cannot
+/// be dropped) and `posix_fadvise(POSIX_FADV_DONTNEED)`, then, once every file is advised, the
+/// residency of each, page by page: resident pages in ranges that live processes other than
+/// `exclude_pids` map are held by them (named in [`EvictionReport::holders`]); files with other
+/// resident pages are evicted again, up to [`EVICTION_RETRIES`] times. Files that cannot be
+/// opened are reported in the result, not returned as an error.
+pub fn evict(paths: &[PathBuf], exclude_pids: &[u32]) -> io::Result<EvictionReport> {
+    evict_with(paths, Verify { exclude_pids, touched: None })
+}
+
+/// [`evict`] with the pages start-up uses, to count the held ones it would read.
+pub fn evict_with(paths: &[PathBuf], verify: Verify<'_>) -> io::Result<EvictionReport> {
+    advise_out(paths);
+    let mut report = verify_with_proc(paths, verify, Path::new("/proc"))?;
+    for _ in 0..EVICTION_RETRIES {
+        let again: Vec<PathBuf> = report
+            .still_resident
+            .iter()
+            .filter(|r| r.unheld_pages() > 0)
+            .map(|r| r.path.clone())
+            .collect();
+        if again.is_empty() {
+            break;
+        }
+        advise_out(&again);
+        report = verify_with_proc(paths, verify, Path::new("/proc"))?;
+    }
+    Ok(report)
 }
 
 /// Verify that `paths` are not in the page cache (after [`evict`] or [`drop_all_caches`]) and
-/// name the processes that keep the still-resident ones. Nothing is evicted.
+/// name the processes that keep the still-resident ones, page by page as [`evict`] does.
+/// Nothing is evicted.
 pub fn verify_evicted(paths: &[PathBuf], exclude_pids: &[u32]) -> io::Result<EvictionReport> {
-    verify_with_proc(paths, exclude_pids, Path::new("/proc"))
+    verify_with_proc(paths, Verify { exclude_pids, touched: None }, Path::new("/proc"))
+}
+
+/// A still-resident file during verification: kept open to count its held pages.
+struct Resident {
+    index: usize,
+    file: File,
+    method: Method,
 }
 
 fn verify_with_proc(
     paths: &[PathBuf],
-    exclude_pids: &[u32],
+    verify: Verify<'_>,
     proc_root: &Path,
 ) -> io::Result<EvictionReport> {
     let mut report = EvictionReport { files: paths.len(), ..EvictionReport::default() };
     let mut used_cachestat = false;
     let mut used_mincore = false;
+    let mut open: Vec<Resident> = Vec::new();
     for path in paths {
         let file = match open_regular(path) {
             Ok(file) => file,
@@ -548,6 +483,7 @@ fn verify_with_proc(
         report.total_pages += res.total_pages;
         report.resident_pages_after += res.cached_pages;
         if !res.is_evicted() {
+            open.push(Resident { index: report.still_resident.len(), file, method });
             report.still_resident.push(res);
         }
     }
@@ -559,11 +495,38 @@ fn verify_with_proc(
     .to_string();
     if !report.still_resident.is_empty() {
         let resident: Vec<PathBuf> = report.still_resident.iter().map(|r| r.path.clone()).collect();
-        let mut exclude = exclude_pids.to_vec();
-        exclude.push(std::process::id());
-        let all = find_holders_in(proc_root, &resident, &exclude)?;
+        // This process is a holder too when it maps a file for its own reasons (its own
+        // executable and libraries); the mapping `mincore` makes is gone by now.
+        let scan = holders::scan(proc_root, &resident, verify.exclude_pids)?;
+        for r in &open {
+            let res = &mut report.still_resident[r.index];
+            let mapped = &scan.mapped[r.index];
+            let mut counter = RangeCounter::new(&r.file, r.method);
+            // Pages can come and go between the two readings: keep the parts within the total.
+            let mut held = counter.cached(mapped)?.min(res.cached_pages);
+            let mut holding = mapped.clone();
+            if held < res.cached_pages {
+                // Pages that share a large folio with a mapped one are held too.
+                let len = r.file.metadata()?.len();
+                let by_folio = residency::mincore_vec(&r.file, len)
+                    .and_then(|resident| folios::held_by_folio(&r.file, &resident, mapped))
+                    .unwrap_or_default();
+                if !by_folio.is_empty() {
+                    holding.extend(&by_folio);
+                    held = counter.cached(&holding)?.min(res.cached_pages);
+                }
+            }
+            res.held_pages = Some(held);
+            report.held_pages += held;
+            if let Some(touched) = verify.touched {
+                res.touched_held_pages = match FileId::of(&r.file).and_then(|id| touched.get(&id)) {
+                    Some(used) => Some(counter.cached(&holding.intersect(used))?.min(held)),
+                    None => None,
+                };
+            }
+        }
         let mut per_file: std::collections::HashMap<PathBuf, usize> = Default::default();
-        for holder in all {
+        for holder in scan.holders {
             let kept = per_file.entry(holder.path.clone()).or_default();
             if *kept < MAX_HOLDERS_PER_FILE {
                 *kept += 1;
@@ -624,7 +587,7 @@ pub fn drop_all_caches() -> Result<(), CacheError> {
             CacheError::Io { path: PathBuf::from(DROP_CACHES), source }
         }
     };
-    let mut file = OpenOptions::new().write(true).open(DROP_CACHES).map_err(io_err)?;
+    let mut file = std::fs::OpenOptions::new().write(true).open(DROP_CACHES).map_err(io_err)?;
     io::Write::write_all(&mut file, b"3\n").map_err(io_err)
 }
 
@@ -691,6 +654,7 @@ mod tests {
                 total_pages: 10,
                 cached_pages: 3,
                 dirty_pages: Some(0),
+                ..Residency::default()
             }],
             holders: vec![Holder {
                 pid: 4242,
@@ -705,12 +669,63 @@ mod tests {
         let reason = report.failure_reason().unwrap();
         assert!(reason.contains("pid 4242 (firefox)"), "{reason}");
         assert!(reason.contains("3 of 10 pages"), "{reason}");
-        assert!(report.held_except_mapped());
-        let only_open = EvictionReport {
-            holders: vec![Holder { mapped: false, ..report.holders[0].clone() }],
-            ..report.clone()
+        // Not classified: every resident page counts as failed.
+        assert!(!report.held_except_mapped());
+        assert_eq!(report.unheld_pages(), 3);
+    }
+
+    #[test]
+    fn only_pages_no_other_process_maps_fail_the_eviction() {
+        let resident = |held| Residency {
+            path: "/opt/app/data".into(),
+            total_pages: 10,
+            cached_pages: 3,
+            held_pages: Some(held),
+            ..Residency::default()
         };
-        assert!(!only_open.held_except_mapped());
+        let holder =
+            Holder { pid: 7, comm: "reader".into(), path: "/opt/app/data".into(), mapped: false };
+        let all_held = EvictionReport {
+            files: 1,
+            resident_pages_after: 3,
+            held_pages: 3,
+            total_pages: 10,
+            still_resident: vec![resident(3)],
+            ..EvictionReport::default()
+        };
+        assert!(all_held.held_except_mapped() && !all_held.held);
+        assert_eq!(all_held.unheld_reason(), None);
+        let part = EvictionReport {
+            still_resident: vec![resident(1)],
+            held_pages: 1,
+            holders: vec![holder],
+            ..all_held.clone()
+        };
+        assert!(!part.held_except_mapped());
+        assert_eq!(part.unheld_pages(), 2);
+        let why = part.unheld_reason().unwrap();
+        assert!(why.contains("2 page(s) of 1 file(s)") && why.contains("/opt/app/data"), "{why}");
+        assert!(why.contains("pid 7 (reader) holds open /opt/app/data"), "{why}");
+        let unverified = EvictionReport {
+            unreadable: vec![Unreadable { path: "/x".into(), reason: "EPERM".into() }],
+            ..all_held
+        };
+        assert!(!unverified.held_except_mapped());
+        assert!(unverified.unheld_reason().unwrap().contains("could not be verified"));
+    }
+
+    #[test]
+    fn failure_reason_counts_omitted_holders() {
+        let report = EvictionReport {
+            resident_pages_after: 1,
+            still_resident: vec![Residency {
+                path: "/a".into(),
+                cached_pages: 1,
+                ..Default::default()
+            }],
+            holders: vec![Holder { pid: 1, comm: "x".into(), path: "/a".into(), mapped: true }],
+            ..EvictionReport::default()
+        };
         let omitted = EvictionReport { holders_omitted: 5, ..report };
         assert!(omitted.failure_reason().unwrap().contains("and 5 more"));
     }

@@ -17,7 +17,8 @@ use coldstart_error::Category;
 
 use crate::metric::{title_of, Metric, Unit, METRICS};
 use crate::result::{
-    CommandResult, Comparison, MeasureReport, Outcome, RunRecord, FORMAT_NAME, FORMAT_VERSION,
+    CommandResult, Comparison, HeldByOthers, MeasureReport, Outcome, RunRecord, FORMAT_NAME,
+    FORMAT_VERSION, READABLE_VERSIONS,
 };
 // What the exporter tests build reports from (they see this module's names).
 #[cfg(test)]
@@ -32,13 +33,13 @@ pub enum ExportError {
     /// The `format` field is missing or is not `coldstart-measure`.
     #[error(
         "not a {FORMAT_NAME} report: its format is {found} (version {version}); this build reads \
-         format \"{FORMAT_NAME}\" version {FORMAT_VERSION}"
+         format \"{FORMAT_NAME}\" versions 1 to {FORMAT_VERSION}"
     )]
     WrongFormat { found: String, version: String },
     /// The format is right but the version is not one this build reads.
     #[error(
         "unsupported {FORMAT_NAME} report version {found}: this build reads format \
-         \"{FORMAT_NAME}\" version {FORMAT_VERSION}; re-export it with a matching coldstart"
+         \"{FORMAT_NAME}\" versions 1 to {FORMAT_VERSION}; re-export it with a matching coldstart"
     )]
     UnsupportedVersion { found: String },
     /// The JSON is malformed or does not match the format.
@@ -63,7 +64,9 @@ pub fn to_json(r: &MeasureReport) -> String {
     serde_json::to_string_pretty(r).expect("a MeasureReport always serialises to JSON")
 }
 
-/// Read a report written by [`to_json`], rejecting other formats and versions by name.
+/// Read a report written by [`to_json`], rejecting other formats and versions by name. A
+/// version 1 report reads as the current version: its fields are a subset, and none of its
+/// counted runs had pages held by other processes (such runs were excluded then).
 pub fn from_json(s: &str) -> Result<MeasureReport, ExportError> {
     let value: serde_json::Value = serde_json::from_str(s)?;
     let shown = |v: Option<&serde_json::Value>| match v {
@@ -78,22 +81,34 @@ pub fn from_json(s: &str) -> Result<MeasureReport, ExportError> {
         });
     }
     let version = value.get("version");
-    if version.and_then(|v| v.as_u64()) != Some(u64::from(FORMAT_VERSION)) {
+    if !version
+        .and_then(|v| v.as_u64())
+        .is_some_and(|v| READABLE_VERSIONS.map(u64::from).contains(&v))
+    {
         return Err(ExportError::UnsupportedVersion { found: shown(version) });
     }
-    Ok(serde_json::from_value(value)?)
+    let mut report: MeasureReport = serde_json::from_value(value)?;
+    report.version = FORMAT_VERSION;
+    Ok(report)
 }
 
 /// One CSV row per run of every command, after a header row. Columns: `label`, `index`,
 /// `outcome` (`ready`, `timeout`, `exited_before_ready`, `failed`), `exit_code`, `signal`,
 /// `excluded` (the reason, empty when included), every counter of [`Metric::ALL`], then
-/// `eviction_held` and `resident_pages_after`. A figure that was not measured is an empty
-/// cell, never 0.
+/// `eviction_held`, `resident_pages_after`, and the pages other processes held
+/// (`held_pages`, `held_bytes`, `held_touched_bytes`: 0 when none was, empty for `hot`). A
+/// figure that was not measured is an empty cell, never 0.
 pub fn to_csv(r: &MeasureReport) -> String {
     let mut out = String::new();
     let mut header = vec!["label", "index", "outcome", "exit_code", "signal", "excluded"];
     header.extend(METRICS);
-    header.extend(["eviction_held", "resident_pages_after"]);
+    header.extend([
+        "eviction_held",
+        "resident_pages_after",
+        "held_pages",
+        "held_bytes",
+        "held_touched_bytes",
+    ]);
     out.push_str(&header.join(","));
     out.push('\n');
     for cmd in &r.commands {
@@ -110,6 +125,13 @@ pub fn to_csv(r: &MeasureReport) -> String {
             row.extend(Metric::ALL.map(|m| opt(m.reading(&run.counters))));
             row.push(opt(run.eviction.as_ref().map(|e| e.held)));
             row.push(opt(run.eviction.as_ref().map(|e| e.resident_pages_after)));
+            let held = run.held_by_others.as_ref();
+            let evicted = run.eviction.is_some();
+            let held_figure =
+                |f: fn(&HeldByOthers) -> u64| opt(held.map(f).or(evicted.then_some(0)));
+            row.push(held_figure(|h| h.pages));
+            row.push(held_figure(|h| h.bytes));
+            row.push(held_figure(|h| h.touched_bytes));
             out.push_str(&row.join(","));
             out.push('\n');
         }
@@ -286,6 +308,10 @@ pub fn to_table(r: &MeasureReport) -> String {
             let _ = writeln!(out, "  {title:<20}{value}");
         }
         let _ = writeln!(out, "  {:<20}{}", "Runs:", excluded_summary(cmd));
+        if let Some((first, second)) = held_lines(cmd) {
+            let _ = writeln!(out, "  {:<20}{first}", "Stayed cached:");
+            let _ = writeln!(out, "  {:<20}{second}", "");
+        }
         if let Some(s) = cmd.summary(Metric::Wall.name()).filter(|s| !s.outliers.is_empty()) {
             let _ = writeln!(out, "  {:<20}{} of wall time", "Outliers:", s.outliers.len());
         }
@@ -301,6 +327,46 @@ pub fn to_table(r: &MeasureReport) -> String {
         out.pop();
     }
     out
+}
+
+/// The pages other processes held before the runs of `cmd`, from the run where most were (the
+/// counted runs first): a line of figures and a line naming the files and the processes.
+fn held_lines(cmd: &CommandResult) -> Option<(String, String)> {
+    let worst = |counted: bool| {
+        cmd.runs
+            .iter()
+            .filter(|r| r.excluded.is_none() == counted)
+            .filter_map(|r| r.held_by_others.as_ref())
+            .max_by_key(|h| h.pages)
+    };
+    let h = worst(true).or_else(|| worst(false))?;
+    let varies = cmd.runs.iter().any(|r| {
+        r.eviction.is_some() && r.held_by_others.as_ref().map_or(0, |o| o.pages) != h.pages
+    });
+    let figures = format!(
+        "{}{} pages ({}) of {} file{} that other processes map; start-up uses {} of them",
+        if varies { "up to " } else { "" },
+        h.pages,
+        in_unit(Unit::Bytes, h.bytes as f64),
+        h.files,
+        if h.files == 1 { "" } else { "s" },
+        in_unit(Unit::Bytes, h.touched_bytes as f64),
+    );
+    let mut files: Vec<String> =
+        h.by_file.iter().take(3).map(|f| format!("{} ({})", f.path.display(), f.pages)).collect();
+    if h.by_file.len() > 3 {
+        files.push(format!("{} more", h.by_file.len() - 3));
+    }
+    let mut holders: Vec<String> = h.holders.iter().take(3).map(|p| p.who()).collect();
+    let more = h.holders.len().saturating_sub(3) + h.holders_omitted;
+    let holders = match more {
+        0 => holders.join(", "),
+        _ => {
+            holders.push(format!("{more} more"));
+            holders.join(", ")
+        }
+    };
+    Some((figures, format!("{}; mapped by {holders}", files.join(", "))))
 }
 
 /// Escape what would break a Markdown table cell.
@@ -334,6 +400,9 @@ pub fn to_markdown(r: &MeasureReport) -> String {
     for cmd in &r.commands {
         let _ = writeln!(out, "## {}: {}\n", md_cell(&cmd.label), md_code(&command_line(cmd)));
         let _ = writeln!(out, "Runs: {}.\n", excluded_summary(cmd));
+        if let Some((first, second)) = held_lines(cmd) {
+            let _ = writeln!(out, "Stayed cached: {}; {}.\n", md_cell(&first), md_cell(&second));
+        }
         out.push_str("| metric | median | trimmed mean | 95% CI of the median | n | outliers |\n");
         out.push_str("| --- | ---: | ---: | ---: | ---: | ---: |\n");
         for (metric, s) in &cmd.summaries {

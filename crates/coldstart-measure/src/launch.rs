@@ -38,6 +38,13 @@
 //!   root, but misses a file that was opened, read and closed (or a process that lived) between
 //!   two samples.
 //!
+//! The same samples read, for the files that other processes also map (found in `/proc/*/maps`
+//! when the run starts), which of their pages the tree has in its page tables
+//! (`/proc/PID/pagemap`): [`RunOutput::touched`]. Those are the pages a cold state may leave
+//! cached, held by the other processes, and this says how many of them start-up uses. It is an
+//! estimate at the kernel's fault-around granularity (a fault maps up to 16 neighbouring
+//! cached pages), and misses pages read with `read(2)` rather than mapped.
+//!
 //! ## Where the code is
 //!
 //! [`LinuxExecutor`] below drives one run through `run` (prepare, spawn, wait, collect):
@@ -90,6 +97,9 @@ pub struct RunOutput {
     /// Regular files the tree opened or mapped (only with [`RunSpec::discover_files`]),
     /// sorted and without duplicates.
     pub files: Vec<PathBuf>,
+    /// Of the files other processes mapped when the run started, the pages the tree had in
+    /// its page tables (only with [`RunSpec::discover_files`]; see the module docs).
+    pub touched: crate::cache::pages::TouchedPages,
 }
 
 impl RunOutput {
@@ -106,6 +116,15 @@ pub enum LaunchError {
     EmptyCommand,
     #[error("command `{0}` not found in PATH")]
     NotFound(String),
+    /// A program name with spaces, as a shell command line would be: nothing runs it through a
+    /// shell.
+    #[error(
+        "command `{0}` not found in PATH: the command runs directly, without a shell, so `{0}` \
+         is taken as one program name; give its words separately (-- {words}) or run it through \
+         a shell (-- sh -c '{0}')",
+        words = .0.split_whitespace().collect::<Vec<_>>().join(" ")
+    )]
+    NotFoundNoShell(String),
     #[error("`{0}` is a directory, not a program")]
     IsDirectory(PathBuf),
     #[error("`{0}` is not executable (chmod +x?)")]
@@ -132,6 +151,7 @@ impl LaunchError {
         match self {
             LaunchError::EmptyCommand
             | LaunchError::NotFound(_)
+            | LaunchError::NotFoundNoShell(_)
             | LaunchError::IsDirectory(_)
             | LaunchError::NotExecutable(_)
             | LaunchError::Exec { .. } => Category::Usage,
@@ -213,7 +233,9 @@ pub fn resolve_program(argv: &[String]) -> Result<PathBuf, LaunchError> {
     }
     match non_exec {
         Some(p) => Err(LaunchError::NotExecutable(p)),
-        None if name.contains('/') => Err(LaunchError::NotFound(name.clone())),
+        None if name.trim().contains(char::is_whitespace) => {
+            Err(LaunchError::NotFoundNoShell(name.clone()))
+        }
         None => Err(LaunchError::NotFound(name.clone())),
     }
 }
@@ -400,5 +422,26 @@ mod tests {
         ));
         assert!(matches!(resolve_program(&["/tmp".into()]), Err(LaunchError::IsDirectory(_))));
         assert!(resolve_program(&["true".into()]).unwrap().is_absolute());
+    }
+
+    #[test]
+    fn a_command_line_in_one_word_says_there_is_no_shell() {
+        let err = resolve_program(&["python3 -c pass".into()]).unwrap_err();
+        assert!(matches!(err, LaunchError::NotFoundNoShell(_)), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains("without a shell"), "{msg}");
+        assert!(
+            msg.contains("-- python3 -c pass") && msg.contains("sh -c 'python3 -c pass'"),
+            "{msg}"
+        );
+        // An existing path with a space is still found, and a plain missing name is not told
+        // about shells.
+        let dir = tempfile::tempdir().unwrap();
+        let prog = dir.path().join("my prog");
+        fs::write(&prog, "#!/bin/sh\n").unwrap();
+        fs::set_permissions(&prog, fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(resolve_program(&[prog.to_string_lossy().into_owned()]).unwrap(), prog);
+        let plain = resolve_program(&["coldstart-no-such-program".into()]).unwrap_err();
+        assert!(!plain.to_string().contains("shell"), "{plain}");
     }
 }

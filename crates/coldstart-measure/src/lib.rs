@@ -10,7 +10,8 @@
 //! - [`ready`] (the `coldstart-ready` crate): readiness signals (`exit`, `stdout:REGEX`,
 //!   `tcp:PORT`, `window:REGEX`, ...).
 //! - [`cache`]: cache states, eviction with `fadvise(DONTNEED)`, verification with
-//!   `cachestat(2)` / `mincore(2)`, and naming the process that keeps pages resident.
+//!   `cachestat(2)` / `mincore(2)` page by page: a page that another process maps is held by
+//!   it (named), any other page that stayed is an eviction that failed.
 //! - [`cgroup`]: one cgroup per run (v2 where its controllers are enabled, else v1), so the
 //!   whole process tree is counted and killed together.
 //! - [`launch`]: the [`launch::Executor`] trait and its Linux implementation: one run is

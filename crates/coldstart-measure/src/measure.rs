@@ -3,22 +3,29 @@
 //! For each cache state asked for (in the order given) and each command:
 //!
 //! 1. **Discovery** (`warm`, `selective`, `cold`): one run that collects the files the tree
-//!    opens and maps ([`crate::launch`]). They split into the program's *own* files
-//!    ([`cache::warm_set`]: the executable, its non-system libraries, its data; minus the
-//!    system-wide data under [`SYSTEM_SHARED_DIRS`]) and the *shared* system files (the rest
-//!    of [`cache::selective_set`]: system libraries, `/etc/ld.so.cache`, locales). `warm` evicts its own
-//!    files, `selective` both, `cold` drops every cache. Eviction of the own files must hold,
-//!    or the run is excluded. Shared libraries mapped by other processes (every shell maps
-//!    libc) cannot leave the cache on a running system: their residency is reported as a
-//!    warning instead, since excluding every run for it would make the states unusable.
+//!    opens and maps ([`crate::launch`]), and which pages it uses of the files other processes
+//!    map. The files split into the program's *own* files ([`cache::warm_set`]: the
+//!    executable, its non-system libraries, its data; minus the system-wide data under
+//!    [`SYSTEM_SHARED_DIRS`]) and the *shared* system files (the rest of
+//!    [`cache::selective_set`]: system libraries, `/etc/ld.so.cache`, locales). `warm` evicts
+//!    its own files, `selective` both, `cold` drops every cache and evicts both again (pages
+//!    another process read back since the drop).
 //! 2. **Warm-up**: `warmup` runs that are not recorded (at least one for `hot`, whose point is
 //!    a warm cache).
 //! 3. **Measured runs**: `runs` per command, interleaved when there are two (A B A B ...), so
 //!    a drift of the machine affects both alike. Before every run the cache is prepared and
-//!    the eviction verified; the [`EvictionReport`] is kept with the run.
+//!    the eviction verified page by page; the [`EvictionReport`] of the own files is kept with
+//!    the run, and the pages of own and shared files that processes outside the run hold
+//!    (they map them: a shell maps libc, the locale archive, the gconv cache and its own
+//!    binary) in [`RunRecord::held_by_others`].
 //!
-//! A run is *excluded* from the statistics, with the reason, when its eviction did not hold,
-//! when it did not become ready in time, or when it failed. Comparisons use `wall_s`.
+//! A run is *excluded* from the statistics, with the reason, when its eviction failed (a page
+//! of the program's own files stayed cached that no other process maps, or a file could not be
+//! verified; with [`MeasureOptions::strict`], any page of them that stayed cached), when it did
+//! not become ready in time, or when it failed. Held pages do not exclude a run: they are
+//! inherent on a running system, and counted with it. Shared system files never exclude a
+//! run: any process that starts on the machine reads `/etc/ld.so.cache` and libc back a moment
+//! after they were evicted; what of them stayed cached is reported. Comparisons use `wall_s`.
 //!
 //! With [`MeasureOptions::storage`] (`--storage`) the program's files are first copied onto an
 //! emulated slow device ([`crate::storage`]): one discovery run on the host finds them (or
@@ -45,7 +52,8 @@ use std::path::PathBuf;
 
 use coldstart_sys::is_root;
 
-use crate::cache::{self, CacheError, CacheState, EvictionReport};
+use crate::cache::pages::TouchedPages;
+use crate::cache::{self, CacheError, CacheState, EvictionReport, Verify};
 use crate::launch::{Executor, RunSpec};
 use crate::metric::Metric;
 use crate::result::{CommandResult, MeasureReport, RunRecord, FORMAT_NAME, FORMAT_VERSION};
@@ -55,7 +63,7 @@ pub use files::SYSTEM_SHARED_DIRS;
 use files::{executable, own_files};
 pub use options::{MeasureError, MeasureOptions, StorageOptions};
 pub use report::environment;
-use report::{io_share, record, warnings, SharedKept};
+use report::{held_by_others, io_share, record, warnings, SharedKept};
 
 /// What the orchestration is doing, for a progress bar.
 #[derive(Debug, Clone)]
@@ -116,15 +124,23 @@ fn run_spec(opts: &MeasureOptions, i: usize, discover: bool) -> RunSpec {
     }
 }
 
-/// The program's own files of each command, from discovery runs on the host.
+/// What discovery runs of one command found: the files it reads, and the pages it uses of the
+/// files other processes map.
+#[derive(Debug, Clone, Default)]
+struct Discovered {
+    files: Vec<PathBuf>,
+    touched: TouchedPages,
+}
+
+/// The files command `i` reads, from discovery runs on the host.
 fn discover(
     opts: &MeasureOptions,
     exec: &mut dyn Executor,
     progress: &mut dyn FnMut(Progress),
     i: usize,
     label: &str,
-) -> Result<Vec<PathBuf>, MeasureError> {
-    let mut files: Vec<PathBuf> = Vec::new();
+) -> Result<Discovered, MeasureError> {
+    let mut found = Discovered::default();
     for _ in 0..discovery_runs() {
         let out = exec.run(&run_spec(opts, i, true))?;
         progress(Progress::Run {
@@ -132,11 +148,12 @@ fn discover(
             measured: false,
             wall_s: out.counters.wall_s,
         });
-        files.extend(out.files);
+        found.files.extend(out.files);
+        found.touched.merge(&out.touched);
     }
-    files.sort();
-    files.dedup();
-    Ok(files)
+    found.files.sort();
+    found.files.dedup();
+    Ok(found)
 }
 
 fn measure_with(
@@ -173,20 +190,21 @@ fn measure_with(
     // Emulated storage: discover the program's files once, on the host, before they are
     // copied; every cache state reuses this discovery (inside the mount namespace the files
     // would be reported by their paths on the copy).
-    let mut upfront: Option<Vec<Vec<PathBuf>>> = None;
+    let mut upfront: Option<Vec<Discovered>> = None;
     if let Some(so) = &opts.storage {
         let needed = so.app_dir.is_none() || opts.caches.iter().any(|c| *c != CacheState::Hot);
-        let mut files = vec![Vec::new(); opts.commands.len()];
+        let mut found = vec![Discovered::default(); opts.commands.len()];
         if needed {
-            for (i, f) in files.iter_mut().enumerate() {
+            for (i, f) in found.iter_mut().enumerate() {
                 *f = discover(opts, exec, progress, i, &cmd_label(i))?;
             }
         }
+        let files: Vec<Vec<PathBuf>> = found.iter().map(|f| f.files.clone()).collect();
         let (emulation, info, fidelity) = start_emulation(opts, so, &files, exec)?;
         *emulation_slot = Some(emulation);
         report.storage = Some(info);
         state_warnings.extend(fidelity);
-        upfront = Some(files);
+        upfront = Some(found);
     }
     let emulation = emulation_slot.as_ref();
 
@@ -209,12 +227,15 @@ fn measure_with(
         // map cannot leave the cache; that is reported, not excluded).
         let mut own: Vec<Vec<PathBuf>> = vec![Vec::new(); n];
         let mut shared: Vec<Vec<PathBuf>> = vec![Vec::new(); n];
+        let mut touched: Vec<TouchedPages> = vec![TouchedPages::new(); n];
         if needs_discovery {
             for i in 0..n {
-                let files = match &upfront {
+                let found = match &upfront {
                     Some(found) => found[i].clone(),
                     None => discover(opts, exec, progress, i, &cmd_label(i))?,
                 };
+                touched[i] = found.touched;
+                let files = found.files;
                 let exe = executable(&opts.commands[i])?;
                 own[i] = own_files(&files, &exe);
                 shared[i] = cache::selective_set(&files)
@@ -259,16 +280,18 @@ fn measure_with(
         let mut runs: Vec<Vec<RunRecord>> = vec![Vec::new(); n];
         for index in 0..opts.runs {
             for i in 0..n {
-                let eviction = prepare_cache(state, &own[i], &shared[i], emulation, |r| {
-                    shared_kept.note(i, r)
-                })?;
+                let prepared = prepare_cache(state, &own[i], &shared[i], &touched[i], emulation)?;
+                if let Some(r) = &prepared.shared {
+                    shared_kept.note(i, r);
+                }
+                let held = held_by_others(prepared.own.as_ref(), prepared.shared.as_ref());
                 let out = exec.run(&run_spec(opts, i, false))?;
                 progress(Progress::Run {
                     label: cmd_label(i),
                     measured: true,
                     wall_s: out.counters.wall_s,
                 });
-                runs[i].push(record(index, out, eviction, opts.timeout));
+                runs[i].push(record(index, out, prepared.own, held, opts));
             }
         }
         state_warnings.extend(shared_kept.warnings(result_label));
@@ -293,20 +316,35 @@ fn measure_with(
     Ok(report)
 }
 
+/// The verified evictions before one run: of the command's own files (`None` for `hot`) and
+/// of the shared system files (`None` when there are none, or the state keeps them).
+#[derive(Debug, Default)]
+struct Prepared {
+    own: Option<EvictionReport>,
+    shared: Option<EvictionReport>,
+}
+
 /// Put the page cache in `state` before a run of a command whose own files are `own` and
-/// shared files `shared` (see the module docs), and return the verified eviction of the own
-/// files (`None` for `hot`). The eviction of the shared files goes to `shared_evicted`.
+/// shared files `shared` (see the module docs), and verify it; `touched` are the pages start-up
+/// uses of files other processes map, to count the held ones it would read.
 fn prepare_cache(
     state: CacheState,
     own: &[PathBuf],
     shared: &[PathBuf],
+    touched: &TouchedPages,
     emulation: Option<&Emulation>,
-    mut shared_evicted: impl FnMut(&EvictionReport),
-) -> Result<Option<EvictionReport>, MeasureError> {
-    let own_pids = [std::process::id()];
+) -> Result<Prepared, MeasureError> {
+    // The measured tree does not exist yet: every live process may hold pages.
+    let verify = Verify { exclude_pids: &[], touched: Some(touched) };
     let cache_err = |source| MeasureError::Cache { state, source };
+    let evict_shared = |shared: &[PathBuf]| -> Result<Option<EvictionReport>, MeasureError> {
+        if shared.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(cache::evict_with(shared, verify).map_err(cache_err)?))
+    };
     Ok(match state {
-        CacheState::Hot => None,
+        CacheState::Hot => Prepared::default(),
         CacheState::Cold => {
             if let Some(e) = emulation {
                 // The copy's pages, inodes and directories, and the device's buffers.
@@ -318,18 +356,17 @@ fn prepare_cache(
                     MeasureError::Cache { state, source: std::io::Error::other(other.to_string()) }
                 }
             })?;
-            if !shared.is_empty() {
-                shared_evicted(&cache::verify_evicted(shared, &own_pids).map_err(cache_err)?);
-            }
-            Some(cache::verify_evicted(own, &own_pids).map_err(cache_err)?)
+            // After the drop, eviction only has work where another process read pages back.
+            let shared = evict_shared(shared)?;
+            Prepared { own: Some(cache::evict_with(own, verify).map_err(cache_err)?), shared }
         }
         CacheState::Selective => {
-            if !shared.is_empty() {
-                shared_evicted(&cache::evict(shared, &own_pids).map_err(cache_err)?);
-            }
-            Some(cache::evict(own, &own_pids).map_err(cache_err)?)
+            let shared = evict_shared(shared)?;
+            Prepared { own: Some(cache::evict_with(own, verify).map_err(cache_err)?), shared }
         }
-        CacheState::Warm => Some(cache::evict(own, &own_pids).map_err(cache_err)?),
+        CacheState::Warm => {
+            Prepared { own: Some(cache::evict_with(own, verify).map_err(cache_err)?), shared: None }
+        }
     })
 }
 
@@ -344,7 +381,7 @@ mod tests {
         RunOutput {
             outcome: Some(outcome),
             counters: Counters { wall_s: wall, major_faults: Some(0), ..Counters::default() },
-            files: Vec::new(),
+            ..RunOutput::default()
         }
     }
 

@@ -3,14 +3,20 @@
 //! The JSON form is the documented, versioned `coldstart-measure` format
 //! (docs/formats/measure.md). Bump [`FORMAT_VERSION`] on any incompatible change.
 
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
 
-use crate::cache::EvictionReport;
+use crate::cache::{EvictionReport, Holder};
 
 /// The `format` field of every exported report.
 pub const FORMAT_NAME: &str = "coldstart-measure";
-/// The `version` field of every exported report.
-pub const FORMAT_VERSION: u32 = 1;
+/// The `version` field of every exported report. Version 2 counts runs whose own files kept
+/// pages that other processes map (reported in [`RunRecord::held_by_others`]); in version 1
+/// such runs were excluded, so a reader of version 1 would take them for fully cold.
+pub const FORMAT_VERSION: u32 = 2;
+/// Versions this build reads: version 1 reads as version 2 without held pages.
+pub const READABLE_VERSIONS: [u32; 2] = [1, 2];
 
 /// Figures for one run of one command. `None` means "not available on this system", never 0.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -62,11 +68,60 @@ pub struct RunRecord {
     pub index: usize,
     pub outcome: Outcome,
     pub counters: Counters,
-    /// What eviction did before this run, and the residency measured after it.
+    /// What eviction of the program's own files did before this run, and the residency
+    /// measured after it.
     pub eviction: Option<EvictionReport>,
-    /// Why this run is kept out of the statistics, if it is (eviction did not hold, not ready,
+    /// The pages of the program's files (its own and the shared system files) that stayed
+    /// cached before this run because live processes outside it map them; `None` for `hot`
+    /// and when no page was held (absent in older reports).
+    #[serde(default)]
+    pub held_by_others: Option<HeldByOthers>,
+    /// Why this run is kept out of the statistics, if it is (eviction failed, not ready,
     /// failed). Such runs are reported, never silently counted.
     pub excluded: Option<String>,
+}
+
+/// Pages that stayed cached before a run because processes outside it map them: inherent on
+/// a running system (every shell maps libc, the locale archive, the gconv cache and its own
+/// binary), so they do not exclude the run, and are reported with it instead.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HeldByOthers {
+    /// Files with held pages.
+    pub files: usize,
+    /// Held pages, summed over the files.
+    pub pages: u64,
+    /// `pages` in bytes.
+    pub bytes: u64,
+    /// Of `pages`, those start-up uses: the pages a discovery run had in its page tables (at
+    /// fault-around granularity), with every held page of a file it was not seen to map
+    /// counted (so this is an upper bound where [`HeldFile::touched_pages`] is `None`).
+    pub touched_pages: u64,
+    /// `touched_pages` in bytes: what start-up would have read of them after a fresh boot.
+    pub touched_bytes: u64,
+    /// Per file, most held pages first.
+    pub by_file: Vec<HeldFile>,
+    /// Processes that map them, at most [`HeldByOthers::MAX_HOLDERS`], one entry each.
+    pub holders: Vec<Holder>,
+    /// Processes beyond those.
+    pub holders_omitted: usize,
+}
+
+impl HeldByOthers {
+    /// At most this many holders are recorded.
+    pub const MAX_HOLDERS: usize = 8;
+}
+
+/// One file with held pages.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldFile {
+    pub path: PathBuf,
+    /// Held pages of the file.
+    pub pages: u64,
+    /// Of those, the pages start-up uses; `None` when start-up was not seen to map the file.
+    pub touched_pages: Option<u64>,
+    /// Whether it is one of the program's own files (else a shared system file: a system
+    /// library, system-wide data).
+    pub own: bool,
 }
 
 /// All runs of one command and their statistics.

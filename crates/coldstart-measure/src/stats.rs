@@ -549,6 +549,7 @@ mod tests {
             outcome: Outcome::Ready,
             counters: Counters { wall_s, major_faults: major, ..Counters::default() },
             eviction: None,
+            held_by_others: None,
             excluded: excluded.then(|| "eviction did not hold".to_string()),
         }
     }

@@ -14,6 +14,8 @@ use std::sync::{RwLock, RwLockReadGuard};
 use coldstart_measure::cache::{self, Method};
 
 const HOLDER_ENV: &str = "COLDSTART_TEST_HOLD_FILE";
+/// `FIRST:COUNT`: the holder maps only these pages of the file.
+const HOLDER_PAGES_ENV: &str = "COLDSTART_TEST_HOLD_PAGES";
 
 /// Tests that expect pages to stay cached between two steps share this lock; the test that
 /// drops the whole page cache takes it exclusively, so that it cannot run in between.
@@ -137,8 +139,17 @@ impl Drop for ChildGuard {
 /// Start this test binary again, running only [`holder_child`], which maps `path` with
 /// `MAP_POPULATE` and sleeps; return once it says the pages are mapped.
 fn spawn_holder(path: &Path) -> ChildGuard {
+    spawn_holder_of(path, None)
+}
+
+/// [`spawn_holder`] mapping only `pages` (first page, count) of the file.
+fn spawn_holder_of(path: &Path, pages: Option<(u64, u64)>) -> ChildGuard {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    if let Some((first, count)) = pages {
+        command.env(HOLDER_PAGES_ENV, format!("{first}:{count}"));
+    }
     let mut child = ChildGuard(
-        Command::new(std::env::current_exe().unwrap())
+        command
             .args(["--exact", "holder_child", "--ignored", "--nocapture", "--test-threads=1"])
             .env(HOLDER_ENV, path)
             .stdout(Stdio::piped())
@@ -165,7 +176,14 @@ fn spawn_holder(path: &Path) -> ChildGuard {
 fn holder_child() {
     let Some(path) = std::env::var_os(HOLDER_ENV) else { return };
     let f = File::open(&path).unwrap();
-    let len = f.metadata().unwrap().len() as usize;
+    let (offset, len) = match std::env::var(HOLDER_PAGES_ENV) {
+        Ok(range) => {
+            let (first, count) = range.split_once(':').unwrap();
+            let ps = page_size() as usize;
+            (first.parse::<usize>().unwrap() * ps, count.parse::<usize>().unwrap() * ps)
+        }
+        Err(_) => (0, f.metadata().unwrap().len() as usize),
+    };
     // SAFETY: a private read-only mapping of an open file, kept until the process is killed.
     let addr = unsafe {
         libc::mmap(
@@ -174,7 +192,7 @@ fn holder_child() {
             libc::PROT_READ,
             libc::MAP_SHARED | libc::MAP_POPULATE,
             f.as_raw_fd(),
-            0,
+            offset as libc::off_t,
         )
     };
     assert_ne!(addr, libc::MAP_FAILED);
@@ -205,19 +223,130 @@ fn eviction_names_the_process_that_maps_the_file() {
     assert_eq!(holder.path, held_file);
     assert!(holder.mapped);
     assert!(report.held_except_mapped(), "every remaining page is explained by a mapping");
+    assert_eq!(report.held_pages, report.resident_pages_after, "{report:?}");
+    assert_eq!(report.still_resident[0].held_pages, Some(report.still_resident[0].cached_pages));
     assert!(report.holders.iter().all(|h| h.path == held_file), "{report:?}");
     let reason = report.failure_reason().unwrap();
     assert!(reason.contains(&format!("pid {pid} ({comm})")), "{reason}");
 
-    // The child is part of the measured tree when its pid is excluded: not named.
+    // The child is part of the measured tree when its pid is excluded: not named, and its
+    // pages are not held by anyone else, so eviction failed.
     let verified = cache::verify_evicted(&paths, &[pid]).unwrap();
     assert!(!verified.held);
     assert!(verified.holders.iter().all(|h| h.pid != pid), "{verified:?}");
+    assert_eq!(verified.held_pages, 0, "{verified:?}");
+    assert!(!verified.held_except_mapped());
 
     // Once the holder is gone, eviction holds.
     drop(child);
     let report = cache::evict(&paths, &[]).unwrap();
     assert!(report.held, "{report:?}");
+}
+
+/// A cached file of `pages` pages read back one page at a time without read-ahead, so that the
+/// page cache holds it in folios of one page (see [`pages_in_one_folio_are_held_together`]).
+fn cached_file_in_small_folios(dir: &Path, name: &str, pages: u64) -> PathBuf {
+    let path = cached_file(dir, name, (pages * page_size()) as usize);
+    assert!(cache::evict(std::slice::from_ref(&path), &[]).unwrap().held);
+    let f = File::open(&path).unwrap();
+    // SAFETY: valid descriptor; advice only.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    let mut page = vec![0u8; page_size() as usize];
+    for i in 0..pages {
+        // SAFETY: `page` is a writable buffer of its length.
+        let n = unsafe {
+            libc::pread(
+                f.as_raw_fd(),
+                page.as_mut_ptr().cast(),
+                page.len(),
+                (i * page_size()) as i64,
+            )
+        };
+        assert_eq!(n, page.len() as isize);
+    }
+    assert_eq!(cache::residency(&path).unwrap().cached_pages, pages);
+    path
+}
+
+/// Held is decided per page: a page counts as held only inside the range another process maps.
+/// Here one process maps the first 16 pages of a 64-page file and a process of the "measured
+/// tree" (excluded) maps all of it: the other 48 resident pages are an eviction that failed,
+/// even after the retries.
+#[test]
+fn only_pages_in_a_range_another_process_maps_are_held() {
+    let _cache = shared();
+    let dir = disk_dir();
+    let pages: u64 = 64;
+    let path = cached_file_in_small_folios(dir.path(), "partly-held", pages);
+    let outside = spawn_holder_of(&path, Some((0, 16)));
+    let tree = spawn_holder(&path);
+    let tree_pid = tree.0.id();
+
+    let report = cache::evict(std::slice::from_ref(&path), &[tree_pid]).unwrap();
+    let r = &report.still_resident[0];
+    assert_eq!(r.cached_pages, pages, "{report:?}");
+    assert_eq!(r.held_pages, Some(16), "{report:?}");
+    assert_eq!(report.unheld_pages(), 48);
+    assert!(!report.held_except_mapped() && !report.held);
+    let why = report.unheld_reason().unwrap();
+    assert!(why.contains("48 page(s) of 1 file(s)"), "{why}");
+    assert!(report.holders.iter().any(|h| h.pid == outside.0.id()), "{report:?}");
+
+    // Without the tree's mapping only the held range stays.
+    drop(tree);
+    let report = cache::evict(std::slice::from_ref(&path), &[]).unwrap();
+    assert_eq!(report.resident_pages_after, 16, "{report:?}");
+    assert_eq!(report.held_pages, 16);
+    assert!(report.held_except_mapped() && !report.held);
+    drop(outside);
+}
+
+/// The page cache drops whole folios, and reads a file read in one go into large ones: a
+/// process that maps the first pages of a folio keeps all of it resident. Those pages are held
+/// by that process, not an eviction that failed (seen through /proc/kpageflags, as root).
+#[test]
+fn pages_in_one_folio_are_held_together() {
+    if !coldstart_testkit::require_root("/proc/kpageflags shows where folios begin and end") {
+        return;
+    }
+    let _cache = shared();
+    let dir = disk_dir();
+    let path = cached_file(dir.path(), "one-folio", 64 * page_size() as usize);
+    let outside = spawn_holder_of(&path, Some((0, 1)));
+    let report = cache::evict(std::slice::from_ref(&path), &[]).unwrap();
+    assert!(report.held_except_mapped(), "{report:?}");
+    assert!(
+        report.held_pages >= 1 && report.held_pages == report.resident_pages_after,
+        "{report:?}"
+    );
+    drop(outside);
+    let report = cache::evict(std::slice::from_ref(&path), &[]).unwrap();
+    assert!(report.held, "{report:?}");
+}
+
+/// The pages start-up uses of a held file are counted against the held range.
+#[test]
+fn held_pages_start_up_uses_are_counted() {
+    use coldstart_measure::cache::pages::{FileId, PageSet, TouchedPages};
+    let _cache = shared();
+    let dir = disk_dir();
+    let path = cached_file_in_small_folios(dir.path(), "used", 32);
+    let outside = spawn_holder_of(&path, Some((8, 16)));
+    let mut touched = TouchedPages::new();
+    let id = FileId::of(&File::open(&path).unwrap()).unwrap();
+    touched.add(id, &PageSet::from_ranges([(0, 12)]));
+    let verify = cache::Verify { exclude_pids: &[], touched: Some(&touched) };
+    let report = cache::evict_with(std::slice::from_ref(&path), verify).unwrap();
+    let r = &report.still_resident[0];
+    assert_eq!((r.held_pages, r.touched_held_pages), (Some(16), Some(4)), "{report:?}");
+    // A file start-up was not seen to map: unknown.
+    let report = cache::evict_with(
+        std::slice::from_ref(&path),
+        cache::Verify { touched: Some(&TouchedPages::new()), ..verify },
+    )
+    .unwrap();
+    assert_eq!(report.still_resident[0].touched_held_pages, None);
+    drop(outside);
 }
 
 #[test]

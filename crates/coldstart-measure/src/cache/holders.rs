@@ -14,30 +14,50 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use super::pages::{FileId, PageSet};
+use super::residency::page_size;
 use super::Holder;
 
-/// One file to look for: its path and, when it can be stat'ed, its (major, minor, inode).
+/// One file to look for: its path and, when it can be stat'ed, its device and inode.
 struct Target {
     path: PathBuf,
-    id: Option<(u64, u64, u64)>,
+    id: Option<FileId>,
 }
 
 impl Target {
     fn new(path: &Path) -> Target {
-        let id = fs::metadata(path).ok().map(|m| {
-            let dev = m.dev();
-            (libc::major(dev) as u64, libc::minor(dev) as u64, m.ino())
-        });
+        let id = fs::metadata(path).ok().map(|m| FileId { dev: m.dev(), ino: m.ino() });
         Target { path: path.to_path_buf(), id }
     }
 }
 
-/// A parsed line of `/proc/PID/maps`: the device (major, minor), the inode and the path.
+/// A parsed line of `/proc/PID/maps`: the addresses, the file offset, the device (major,
+/// minor), the inode and the path.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct MapsEntry<'a> {
+    /// First address of the mapping.
+    pub start: u64,
+    /// The address just past the mapping.
+    pub end: u64,
+    /// Offset in the file of `start`, bytes.
+    pub offset: u64,
     pub dev: (u64, u64),
     pub inode: u64,
     pub path: &'a str,
+}
+
+impl MapsEntry<'_> {
+    /// The file this entry maps.
+    pub fn file_id(&self) -> FileId {
+        FileId::from_maps(self.dev.0, self.dev.1, self.inode)
+    }
+
+    /// The pages of the file this entry maps (it may reach past the end of the file).
+    pub fn file_pages(&self) -> (u64, u64) {
+        let ps = page_size();
+        let first = self.offset / ps;
+        (first, first + (self.end.saturating_sub(self.start)).div_ceil(ps))
+    }
 }
 
 /// Parse one `/proc/PID/maps` line:
@@ -61,7 +81,10 @@ pub(crate) fn parse_maps_line(line: &str) -> Option<MapsEntry<'_>> {
     }
     let (major, minor) = fields[3].split_once(':')?;
     let dev = (u64::from_str_radix(major, 16).ok()?, u64::from_str_radix(minor, 16).ok()?);
-    Some(MapsEntry { dev, inode, path })
+    let (start, end) = fields[0].split_once('-')?;
+    let (start, end) = (u64::from_str_radix(start, 16).ok()?, u64::from_str_radix(end, 16).ok()?);
+    let offset = u64::from_str_radix(fields[2], 16).ok()?;
+    Some(MapsEntry { start, end, offset, dev, inode, path })
 }
 
 /// Live processes (other than `exclude_pids`) that map or hold open any of `paths`, from
@@ -78,10 +101,26 @@ pub fn find_holders_in(
     paths: &[PathBuf],
     exclude_pids: &[u32],
 ) -> io::Result<Vec<Holder>> {
+    Ok(scan(proc_root, paths, exclude_pids)?.holders)
+}
+
+/// What a scan of `/proc` found for a list of files.
+#[derive(Debug, Default)]
+pub(crate) struct Scan {
+    /// The processes that map or hold open the files, sorted by pid then path.
+    pub holders: Vec<Holder>,
+    /// Per file, in the order given: the pages those processes map.
+    pub mapped: Vec<PageSet>,
+}
+
+/// The processes other than `exclude_pids` that map or hold open any of `paths`, and the pages
+/// of each file they map (see [`Scan`]).
+pub(crate) fn scan(proc_root: &Path, paths: &[PathBuf], exclude_pids: &[u32]) -> io::Result<Scan> {
     let targets: Vec<Target> = paths.iter().map(|p| Target::new(p)).collect();
     let mut found: BTreeMap<(u32, PathBuf), Holder> = BTreeMap::new();
+    let mut mapped = vec![PageSet::new(); targets.len()];
     if targets.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Scan::default());
     }
     for entry in fs::read_dir(proc_root)? {
         let Ok(entry) = entry else { continue };
@@ -97,20 +136,22 @@ pub fn find_holders_in(
             for entry in maps.lines().filter_map(parse_maps_line) {
                 let shown = entry.path.strip_suffix(" (deleted)").unwrap_or(entry.path);
                 for (i, t) in targets.iter().enumerate() {
-                    let same_id = t.id == Some((entry.dev.0, entry.dev.1, entry.inode));
+                    let same_id = t.id == Some(entry.file_id());
                     if same_id || Path::new(shown) == t.path {
                         hits.push((i, true));
+                        let (a, b) = entry.file_pages();
+                        mapped[i].insert(a, b);
                     }
                 }
             }
         }
-        if let Ok(fds) = fs::read_dir(dir.join("fd")) {
-            for fd in fds.flatten() {
-                let Ok(link) = fs::read_link(fd.path()) else { continue };
-                for (i, t) in targets.iter().enumerate() {
-                    if link == t.path {
-                        hits.push((i, false));
-                    }
+        // This process holds the files open to verify them; it is a holder only by its maps.
+        let fds = if pid == std::process::id() { None } else { fs::read_dir(dir.join("fd")).ok() };
+        for fd in fds.into_iter().flatten().flatten() {
+            let Ok(link) = fs::read_link(fd.path()) else { continue };
+            for (i, t) in targets.iter().enumerate() {
+                if link == t.path {
+                    hits.push((i, false));
                 }
             }
         }
@@ -120,15 +161,15 @@ pub fn find_holders_in(
         let comm = fs::read_to_string(dir.join("comm"))
             .map(|s| s.trim_end().to_string())
             .unwrap_or_default();
-        for (i, mapped) in hits {
+        for (i, is_mapped) in hits {
             let path = targets[i].path.clone();
             found
                 .entry((pid, path.clone()))
-                .and_modify(|h| h.mapped |= mapped)
-                .or_insert_with(|| Holder { pid, comm: comm.clone(), path, mapped });
+                .and_modify(|h| h.mapped |= is_mapped)
+                .or_insert_with(|| Holder { pid, comm: comm.clone(), path, mapped: is_mapped });
         }
     }
-    Ok(found.into_values().collect())
+    Ok(Scan { holders: found.into_values().collect(), mapped })
 }
 
 #[cfg(test)]
@@ -141,6 +182,9 @@ mod tests {
         assert_eq!(
             parse_maps_line(line),
             Some(MapsEntry {
+                start: 0x7f1c2a000000,
+                end: 0x7f1c2a021000,
+                offset: 0,
                 dev: (0xfd, 1),
                 inode: 1835009,
                 path: "/usr/lib/x86_64-linux-gnu/libc.so.6"
@@ -217,5 +261,54 @@ mod tests {
         assert_eq!(holders.len(), 1);
         assert_eq!(holders[0].pid, 20);
         assert!(holders[0].mapped);
+    }
+
+    #[test]
+    fn collects_the_pages_other_processes_map() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc_root = dir.path().join("proc");
+        let target = dir.path().join("data");
+        fs::write(&target, vec![1u8; 8 * 4096]).unwrap();
+        let other = dir.path().join("other");
+        fs::write(&other, b"x").unwrap();
+        let t = target.display();
+        // Pages 0-1; page 5 (offset 0x5000); pages 2-4 by an excluded process; another file.
+        fake_process(
+            &proc_root,
+            "10",
+            "a",
+            &format!("7f0000000000-7f0000002000 r--p 00000000 00:00 1 {t}\n"),
+        );
+        fake_process(
+            &proc_root,
+            "11",
+            "b",
+            &format!("7f0000010000-7f0000011000 r--p 00005000 00:00 1 {t}\n"),
+        );
+        fake_process(
+            &proc_root,
+            "12",
+            "c",
+            &format!("7f0000020000-7f0000023000 r--p 00002000 00:00 1 {t}\n"),
+        );
+        fake_process(
+            &proc_root,
+            "13",
+            "d",
+            &format!("7f0000030000-7f0000038000 r--p 00000000 00:00 2 {}\n", other.display()),
+        );
+        let found = scan(&proc_root, &[target.clone(), other.clone()], &[12]).unwrap();
+        assert_eq!(found.mapped[0].ranges(), &[(0, 2), (5, 6)]);
+        assert_eq!(found.mapped[1].ranges(), &[(0, 8)]);
+        let pids: Vec<u32> = found.holders.iter().map(|h| h.pid).collect();
+        assert_eq!(pids, [10, 11, 13]);
+    }
+
+    #[test]
+    fn a_mapping_names_the_file_pages_it_covers() {
+        let e =
+            parse_maps_line("7f0000001000-7f0000003800 r-xp 00003000 fd:01 9 /lib/x.so").unwrap();
+        // 0x2800 bytes from page 3: pages 3 to 5 (the last one partly).
+        assert_eq!(e.file_pages(), (3, 6));
     }
 }

@@ -34,6 +34,7 @@ fn run(index: usize, wall_s: f64, major: Option<u64>, excluded: Option<&str>) ->
             method: "cachestat".into(),
             ..EvictionReport::default()
         }),
+        held_by_others: None,
         excluded: excluded.map(str::to_string),
     }
 }
@@ -180,14 +181,15 @@ fn csv_has_a_header_and_one_row_per_run_with_empty_cells_for_none() {
         lines[0],
         "label,index,outcome,exit_code,signal,excluded,wall_s,user_s,sys_s,major_faults,\
          minor_faults,read_bytes,read_requests,peak_memory_bytes,instructions,\
-         storage_read_requests,eviction_held,resident_pages_after"
+         storage_read_requests,eviction_held,resident_pages_after,held_pages,held_bytes,\
+         held_touched_bytes"
     );
     assert_eq!(lines.len(), 1 + 7);
-    assert_eq!(lines[1], "A,0,ready,,,,0.0123,0.004,,150,812,614400,37,3145728,,,true,0");
+    assert_eq!(lines[1], "A,0,ready,,,,0.0123,0.004,,150,812,614400,37,3145728,,,true,0,0,0,0");
     assert_eq!(
         lines[2],
         "A,1,ready,,,eviction did not hold: /opt/app/lib.so held by pid 42 (editor),0.0051,\
-         0.004,,3,812,12288,0,3145728,,,false,12"
+         0.004,,3,812,12288,0,3145728,,,false,12,0,0,0"
     );
     assert!(lines[7].starts_with("B,2,ready,"));
 }
@@ -204,7 +206,7 @@ fn csv_quotes_fields_and_spells_out_outcomes() {
     let lines: Vec<&str> = csv.lines().collect();
     assert!(lines[1].starts_with("\"A, \"\"fast\"\"\",0,failed,3,,,"), "{}", lines[1]);
     assert!(lines[3].starts_with("\"A, \"\"fast\"\"\",2,exited_before_ready,,9,,"));
-    assert!(lines[4].contains(",timeout,") && lines[4].ends_with(",,"), "{}", lines[4]);
+    assert!(lines[4].contains(",timeout,") && lines[4].ends_with(",,,,,"), "{}", lines[4]);
 }
 
 #[test]
@@ -222,7 +224,7 @@ fn json_of_another_format_is_rejected_by_name() {
     let err = from_json(&v.to_string()).unwrap_err().to_string();
     assert!(err.contains("\"hyperfine\""), "{err}");
     assert!(err.contains("coldstart-measure"), "{err}");
-    assert!(err.contains("version 1"), "{err}");
+    assert!(err.contains("versions 1 to 2"), "{err}");
 
     let err = from_json(r#"{"results": []}"#).unwrap_err().to_string();
     assert!(err.contains("format is missing"), "{err}");
@@ -234,8 +236,83 @@ fn json_of_an_unknown_version_is_rejected_by_name() {
     v["version"] = 99.into();
     let err = from_json(&v.to_string()).unwrap_err().to_string();
     assert!(err.contains("version 99"), "{err}");
-    assert!(err.contains("coldstart-measure\" version 1"), "{err}");
+    assert!(err.contains("coldstart-measure\" versions 1 to 2"), "{err}");
     assert!(matches!(from_json("{not json"), Err(ExportError::Json(_))));
+}
+
+#[test]
+fn json_of_version_1_reads_without_held_pages() {
+    let mut v: serde_json::Value = serde_json::from_str(&to_json(&report())).unwrap();
+    v["version"] = 1.into();
+    for cmd in v["commands"].as_array_mut().unwrap() {
+        for run in cmd["runs"].as_array_mut().unwrap() {
+            run.as_object_mut().unwrap().remove("held_by_others");
+            if let Some(e) = run["eviction"].as_object_mut() {
+                e.remove("held_pages");
+            }
+        }
+    }
+    let read = from_json(&v.to_string()).unwrap();
+    assert_eq!(read.version, FORMAT_VERSION);
+    assert_eq!(read, report());
+}
+
+#[test]
+fn held_pages_are_shown_with_the_figures() {
+    let mut r = report();
+    let held = crate::result::HeldByOthers {
+        files: 2,
+        pages: 12,
+        bytes: 12 * 4096,
+        touched_pages: 4,
+        touched_bytes: 4 * 4096,
+        by_file: vec![
+            crate::result::HeldFile {
+                path: "/usr/bin/bash".into(),
+                pages: 10,
+                touched_pages: Some(3),
+                own: true,
+            },
+            crate::result::HeldFile {
+                path: "/usr/lib/locale/locale-archive".into(),
+                pages: 2,
+                touched_pages: None,
+                own: false,
+            },
+        ],
+        holders: vec![crate::cache::Holder {
+            pid: 832,
+            comm: "bash".into(),
+            path: "/usr/bin/bash".into(),
+            mapped: true,
+        }],
+        holders_omitted: 0,
+    };
+    for run in &mut r.commands[0].runs {
+        run.held_by_others = Some(held.clone());
+    }
+    let table = to_table(&r);
+    assert!(
+        table.contains(
+            "  Stayed cached:      12 pages (48.0 KiB) of 2 files that other processes map; \
+             start-up uses 16.0 KiB of them\n"
+        ),
+        "{table}"
+    );
+    assert!(
+        table.contains(
+            "/usr/bin/bash (10), /usr/lib/locale/locale-archive (2); mapped by pid 832 (bash)"
+        ),
+        "{table}"
+    );
+    let md = to_markdown(&r);
+    assert!(md.contains("Stayed cached: 12 pages (48.0 KiB) of 2 files"), "{md}");
+    let csv = to_csv(&r);
+    assert!(csv.lines().nth(1).unwrap().ends_with(",12,49152,16384"), "{csv}");
+    assert_eq!(from_json(&to_json(&r)).unwrap(), r);
+    // The other command held nothing: no line.
+    let b = table.split("B: ").nth(1).unwrap();
+    assert!(!b.contains("Stayed cached"), "{table}");
 }
 
 #[test]

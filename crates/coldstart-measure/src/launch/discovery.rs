@@ -3,11 +3,19 @@
 //! Two methods, described with their limits in the [`launch`](super) module docs: fanotify
 //! permission events (root), and samples of `/proc/PID/maps` and `/proc/PID/fd` of every live
 //! member during the run and at readiness.
+//!
+//! The samples also record which pages of the files *other* processes map the tree has in
+//! its page tables (`/proc/PID/pagemap`, the present bit): those files' pages may stay cached
+//! in a cold state, held by the other processes, and these are the ones start-up would have
+//! read. Which files other processes map is read from `/proc/*/maps` once, when the run
+//! starts; only their mappings are sampled, which keeps a sample cheap (a large program's own
+//! libraries are mapped by nobody else).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::CString;
 use std::fs;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,14 +23,18 @@ use std::time::Duration;
 
 #[cfg(doc)]
 use super::RunSpec;
+use crate::cache::pages::{FileId, PageSet, TouchedPages};
 use crate::cache::parse_maps_line;
 use crate::cgroup::RunCgroup;
 
 /// The files a discovery run collects: fanotify's, and the samples of the tree's maps and open
-/// files.
+/// files; and the pages of files other processes map that the tree has in its page tables.
 pub(super) struct Discovery {
     fanotify: Fanotify,
     sampled: BTreeSet<PathBuf>,
+    /// Files mapped by processes other than the tree when the run started.
+    shared: HashSet<FileId>,
+    touched: HashMap<FileId, PageSet>,
 }
 
 impl Discovery {
@@ -31,29 +43,52 @@ impl Discovery {
         Discovery {
             fanotify: Fanotify::start(cgroup.map(|c| c.name().to_string())),
             sampled: BTreeSet::new(),
+            shared: files_mapped_by_any_process(),
+            touched: HashMap::new(),
         }
     }
 
     /// Sample the files of the live members of the tree of `root`.
     pub(super) fn sample_tree(&mut self, cgroup: Option<&RunCgroup>, root: libc::pid_t) {
-        sample_files(&tree_members(cgroup, root), &mut self.sampled);
+        self.sample(&tree_members(cgroup, root));
     }
 
     /// Sample the files of `pids`.
     pub(super) fn sample(&mut self, pids: &[u32]) {
-        sample_files(pids, &mut self.sampled);
+        for &pid in pids {
+            sample_process(pid, &mut self.sampled, &self.shared, &mut self.touched);
+        }
     }
 
     /// Stop watching (after the tree was killed): the regular files found, sorted and without
-    /// duplicates.
-    pub(super) fn finish(self) -> Vec<PathBuf> {
+    /// duplicates, and the pages of files other processes map that the tree used.
+    pub(super) fn finish(self) -> (Vec<PathBuf>, TouchedPages) {
         let mut files: Vec<PathBuf> = self.sampled.into_iter().collect();
         files.extend(self.fanotify.finish());
         files.retain(|f| f.is_absolute() && fs::metadata(f).map(|m| m.is_file()).unwrap_or(false));
         files.sort();
         files.dedup();
-        files
+        let mut touched = TouchedPages::new();
+        for (id, pages) in &self.touched {
+            touched.add(*id, pages);
+        }
+        (files, touched)
     }
+}
+
+/// Every file some live process maps (this one included), by device and inode. Processes
+/// whose maps this user may not read are left out.
+fn files_mapped_by_any_process() -> HashSet<FileId> {
+    let mut out = HashSet::new();
+    let Ok(dir) = fs::read_dir("/proc") else { return out };
+    for entry in dir.flatten() {
+        if !entry.file_name().to_str().is_some_and(|s| s.bytes().all(|b| b.is_ascii_digit())) {
+            continue;
+        }
+        let Ok(maps) = fs::read_to_string(entry.path().join("maps")) else { continue };
+        out.extend(maps.lines().filter_map(parse_maps_line).map(|e| e.file_id()));
+    }
+    out
 }
 
 /// How often a discovery run samples the maps and open files of the tree.
@@ -81,19 +116,80 @@ fn tree_members(cgroup: Option<&RunCgroup>, root: libc::pid_t) -> Vec<u32> {
     out
 }
 
-/// Add the files the processes map (`/proc/PID/maps`) or hold open (`/proc/PID/fd`).
-fn sample_files(pids: &[u32], into: &mut BTreeSet<PathBuf>) {
-    for &pid in pids {
-        into.extend(mapped_files(pid));
-        if let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) {
-            for fd in fds.flatten() {
-                if let Ok(target) = fs::read_link(fd.path()) {
-                    if target.is_absolute() {
-                        into.insert(target);
-                    }
+/// Add the files process `pid` maps (`/proc/PID/maps`) or holds open (`/proc/PID/fd`) to
+/// `into`, and the pages of its mappings of `shared` files that are present in its page tables
+/// (`/proc/PID/pagemap`) to `touched`.
+fn sample_process(
+    pid: u32,
+    into: &mut BTreeSet<PathBuf>,
+    shared: &HashSet<FileId>,
+    touched: &mut HashMap<FileId, PageSet>,
+) {
+    if let Ok(maps) = fs::read_to_string(format!("/proc/{pid}/maps")) {
+        let mut pagemap = None;
+        for entry in maps.lines().filter_map(parse_maps_line) {
+            if entry.path.starts_with('/') && !entry.path.ends_with(" (deleted)") {
+                into.insert(PathBuf::from(entry.path));
+            }
+            let id = entry.file_id();
+            if !shared.contains(&id) {
+                continue;
+            }
+            let pagemap =
+                pagemap.get_or_insert_with(|| fs::File::open(format!("/proc/{pid}/pagemap")));
+            let Ok(pagemap) = pagemap else { continue };
+            let set = touched.entry(id).or_default();
+            present_pages(pagemap, &entry, set);
+        }
+    }
+    if let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) {
+        for fd in fds.flatten() {
+            if let Ok(target) = fs::read_link(fd.path()) {
+                if target.is_absolute() {
+                    into.insert(target);
                 }
             }
         }
+    }
+}
+
+/// Add the file pages of `entry` present in the page tables of its process (`pagemap` open on
+/// its `/proc/PID/pagemap`: one 64-bit word per virtual page, bit 63 set when present).
+fn present_pages(pagemap: &fs::File, entry: &crate::cache::MapsEntry<'_>, into: &mut PageSet) {
+    let ps = crate::cache::page_size();
+    let (first_page, _) = entry.file_pages();
+    let vpages = (entry.end.saturating_sub(entry.start) / ps) as usize;
+    // Read in chunks so that a large mapping does not need one large buffer.
+    const CHUNK: usize = 4096;
+    let mut buf = vec![0u8; CHUNK.min(vpages) * 8];
+    let mut done = 0usize;
+    let mut run: Option<u64> = None;
+    while done < vpages {
+        let n = CHUNK.min(vpages - done);
+        let off = (entry.start / ps + done as u64) * 8;
+        let words = pagemap.read_at(&mut buf[..n * 8], off).map_or(0, |read| read / 8);
+        for word in buf[..words * 8].chunks_exact(8) {
+            let word = u64::from_ne_bytes([
+                word[0], word[1], word[2], word[3], word[4], word[5], word[6], word[7],
+            ]);
+            let present = word >> 63 == 1;
+            let page = first_page + done as u64;
+            match (present, run) {
+                (true, None) => run = Some(page),
+                (false, Some(start)) => {
+                    into.insert(start, page);
+                    run = None;
+                }
+                _ => {}
+            }
+            done += 1;
+        }
+        if words < n {
+            break;
+        }
+    }
+    if let Some(start) = run {
+        into.insert(start, first_page + done as u64);
     }
 }
 
@@ -288,5 +384,60 @@ mod tests {
         let files = mapped_files(std::process::id());
         let exe = fs::read_link("/proc/self/exe").unwrap();
         assert!(files.contains(&exe), "{files:?} lacks {exe:?}");
+    }
+
+    /// The pages a process has in its page tables are read from its pagemap, for the files
+    /// other processes map only.
+    #[test]
+    fn samples_the_pages_a_process_maps_of_shared_files() {
+        let dir = tempfile::Builder::new().tempdir_in("/var/tmp").unwrap();
+        let path = dir.path().join("data");
+        fs::write(&path, vec![7u8; 64 * 4096]).unwrap();
+        let file = fs::File::open(&path).unwrap();
+        file.sync_all().unwrap();
+        let ps = crate::cache::page_size() as usize;
+        // SAFETY: a private read-only mapping of an open file, unmapped below.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                64 * ps,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(addr, libc::MAP_FAILED);
+        // SAFETY: advice on our mapping; reading one byte of its page 40.
+        let byte = unsafe {
+            libc::madvise(addr, 64 * ps, libc::MADV_RANDOM);
+            std::ptr::read_volatile((addr as *const u8).add(40 * ps))
+        };
+        assert_eq!(byte, 7);
+        let id = FileId::of(&file).unwrap();
+        let mut files = BTreeSet::new();
+        let mut touched = HashMap::new();
+        sample_process(std::process::id(), &mut files, &HashSet::from([id]), &mut touched);
+        let not_shared = sample_touched_none(&path);
+        // SAFETY: unmapping our mapping.
+        unsafe { libc::munmap(addr, 64 * ps) };
+        assert!(files.contains(&path), "{files:?}");
+        let pages = touched.get(&id).expect("the shared file was sampled");
+        assert!(pages.intersect(&PageSet::from_ranges([(40, 41)])).len() == 1, "{pages:?}");
+        // Fault-around maps at most the cached neighbours of the page in its 16-page window
+        // (aligned in virtual memory, so not necessarily at a file page multiple of 16).
+        assert!(
+            pages.len() <= 16 && pages.ranges().iter().all(|&(a, b)| a > 24 && b < 57),
+            "{pages:?}"
+        );
+        assert!(not_shared, "a file no other process maps is not sampled");
+    }
+
+    /// Whether sampling this process with no shared file records no pages.
+    fn sample_touched_none(path: &std::path::Path) -> bool {
+        let mut files = BTreeSet::new();
+        let mut touched = HashMap::new();
+        sample_process(std::process::id(), &mut files, &HashSet::new(), &mut touched);
+        files.contains(path) && touched.is_empty()
     }
 }

@@ -59,7 +59,7 @@ fn collect(
         d.sample(&members);
     }
     child.kill_tree(cgroup)?;
-    let files = discovery.map(Discovery::finish).unwrap_or_default();
+    let (files, touched) = discovery.map(Discovery::finish).unwrap_or_default();
 
     let mut outcome = waited.outcome;
     if outcome.is_none() && matches!(spec.ready, Ready::Exit) {
@@ -68,7 +68,7 @@ fn collect(
             outcome = Some(Outcome::Failed { code, signal });
         }
     }
-    Ok(RunOutput { outcome: Some(outcome.unwrap_or(Outcome::Ready)), counters, files })
+    Ok(RunOutput { outcome: Some(outcome.unwrap_or(Outcome::Ready)), counters, files, touched })
 }
 
 /// The processes whose `/proc` figures count at readiness: the cgroup's members, or without a

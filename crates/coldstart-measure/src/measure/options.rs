@@ -30,6 +30,11 @@ pub struct MeasureOptions {
     /// Run every run on emulated slow storage ([`crate::storage`]); `None`: on this machine's
     /// own disk.
     pub storage: Option<StorageOptions>,
+    /// Exclude a run when any page of the program's own files stayed cached, even one that a
+    /// process outside the run maps (`--strict`: a perfectly cold state, as on a dedicated
+    /// benchmark machine). By default such held pages are counted and reported, and only pages
+    /// no other process maps exclude a run.
+    pub strict: bool,
 }
 
 /// Where and how to emulate slow storage for a measurement (`--storage`).
@@ -59,6 +64,7 @@ impl Default for MeasureOptions {
             warmup: 1,
             timeout: Duration::from_secs(60),
             storage: None,
+            strict: false,
         }
     }
 }

@@ -1,16 +1,22 @@
 //! What the runs become in the report: each run's record and why it is excluded, the I/O
 //! share, the warnings with their remedies, and the facts about the machine.
 
-use std::time::Duration;
-
 use coldstart_sys::is_root;
 
 use super::options::MeasureOptions;
-use crate::cache::{CacheState, EvictionReport, Holder};
+use crate::cache::{page_size, CacheState, EvictionReport, Holder};
 use crate::launch::RunOutput;
 use crate::metric::Metric;
-use crate::result::{Environment, IoShare, MeasureReport, Outcome, RunRecord};
+use crate::result::{
+    Environment, HeldByOthers, HeldFile, IoShare, MeasureReport, Outcome, RunRecord,
+};
 use crate::stats::Summary;
+
+/// Held pages that start-up uses are worth a warning from this share of what start-up would
+/// read from storage after a fresh boot (the bytes it read plus those pages) on: the cold
+/// figures are then a tenth or more short of a fresh boot's I/O, the same relative error at
+/// which the report calls a median's confidence interval too wide.
+pub const HELD_SHARE_WARNING: f64 = 0.10;
 
 /// The environment facts of the report.
 pub fn environment(accounting: &str) -> Environment {
@@ -30,20 +36,21 @@ pub fn environment(accounting: &str) -> Environment {
     }
 }
 
-/// The record of measured run `index`: excluded, with the reason, when its eviction did not
-/// hold, it did not become ready in time, or it failed.
+/// The record of measured run `index`: excluded, with the reason, when its eviction failed
+/// (see [`eviction_failed`]), it did not become ready in time, or it failed.
 pub(super) fn record(
     index: usize,
     out: RunOutput,
     eviction: Option<EvictionReport>,
-    timeout: Duration,
+    held_by_others: Option<HeldByOthers>,
+    opts: &MeasureOptions,
 ) -> RunRecord {
     let outcome = out.outcome();
     let excluded = match (&outcome, &eviction) {
-        (_, Some(e)) if !e.held => Some(eviction_reason(e)),
+        (_, Some(e)) if eviction_failed(e, opts.strict) => Some(eviction_reason(e, opts.strict)),
         (Outcome::Ready, _) => None,
         (Outcome::Timeout, _) => {
-            Some(format!("not ready within the timeout ({}s)", timeout.as_secs_f64()))
+            Some(format!("not ready within the timeout ({}s)", opts.timeout.as_secs_f64()))
         }
         (Outcome::ExitedBeforeReady { code, signal }, _) => {
             Some(format!("exited before the readiness signal ({})", status_text(*code, *signal)))
@@ -52,7 +59,67 @@ pub(super) fn record(
             Some(format!("failed ({})", status_text(*code, *signal)))
         }
     };
-    RunRecord { index, outcome, counters: out.counters, eviction, excluded }
+    RunRecord { index, outcome, counters: out.counters, eviction, held_by_others, excluded }
+}
+
+/// Whether the eviction of the program's own files failed: a page stayed cached that no
+/// process outside the run maps, or a file could not be verified; with `strict`, any page that
+/// stayed cached.
+pub(super) fn eviction_failed(e: &EvictionReport, strict: bool) -> bool {
+    if strict {
+        !e.held
+    } else {
+        !e.held_except_mapped()
+    }
+}
+
+/// The pages of `own` and `shared` (the evictions before one run) that processes outside the
+/// run map; `None` when there are none.
+pub(super) fn held_by_others(
+    own: Option<&EvictionReport>,
+    shared: Option<&EvictionReport>,
+) -> Option<HeldByOthers> {
+    let mut held = HeldByOthers::default();
+    let mut pids: Vec<u32> = Vec::new();
+    for (report, own) in [(own, true), (shared, false)] {
+        let Some(report) = report else { continue };
+        let mut files = Vec::new();
+        for r in &report.still_resident {
+            let pages = r.held_pages.unwrap_or(0);
+            if pages == 0 {
+                continue;
+            }
+            held.files += 1;
+            held.pages += pages;
+            held.touched_pages += r.touched_held_pages.unwrap_or(pages);
+            held.by_file.push(HeldFile {
+                path: r.path.clone(),
+                pages,
+                touched_pages: r.touched_held_pages,
+                own,
+            });
+            files.push(&r.path);
+        }
+        for h in report.holders.iter().filter(|h| h.mapped && files.contains(&&h.path)) {
+            if pids.contains(&h.pid) {
+                continue;
+            }
+            pids.push(h.pid);
+            if held.holders.len() < HeldByOthers::MAX_HOLDERS {
+                held.holders.push(h.clone());
+            } else {
+                held.holders_omitted += 1;
+            }
+        }
+        held.holders_omitted += report.holders_omitted;
+    }
+    if held.pages == 0 {
+        return None;
+    }
+    held.by_file.sort_by(|a, b| b.pages.cmp(&a.pages).then_with(|| a.path.cmp(&b.path)));
+    held.bytes = held.pages * page_size();
+    held.touched_bytes = held.touched_pages * page_size();
+    Some(held)
 }
 
 fn status_text(code: Option<i32>, signal: Option<i32>) -> String {
@@ -63,9 +130,14 @@ fn status_text(code: Option<i32>, signal: Option<i32>) -> String {
     }
 }
 
-fn eviction_reason(e: &EvictionReport) -> String {
-    let why = e.failure_reason().unwrap_or_else(|| "pages stayed cached".into());
-    format!("eviction did not hold: {why}")
+fn eviction_reason(e: &EvictionReport, strict: bool) -> String {
+    let why = if strict { e.failure_reason() } else { e.unheld_reason() };
+    let why = why.unwrap_or_else(|| "pages stayed cached".into());
+    if strict && e.held_except_mapped() {
+        format!("eviction did not hold: {why} (--strict: pages other processes map count too)")
+    } else {
+        format!("eviction did not hold: {why}")
+    }
 }
 
 /// Each colder state's median wall time minus the hot one, per command, when `hot` was measured.
@@ -116,31 +188,17 @@ pub(super) fn warnings(
         }
     }
     for c in &report.commands {
-        let failed: Vec<&RunRecord> =
-            c.runs.iter().filter(|r| r.eviction.as_ref().is_some_and(|e| !e.held)).collect();
-        if !failed.is_empty() {
-            let holders =
-                holder_names(failed.iter().flat_map(|r| &r.eviction.as_ref().unwrap().holders));
-            let by = if holders.is_empty() {
-                failed[0]
-                    .eviction
-                    .as_ref()
-                    .and_then(|e| e.failure_reason())
-                    .unwrap_or_else(|| "pages stayed cached".into())
-            } else {
-                format!("pages are held by {}", holders.join(", "))
-            };
-            let remedy = if holders.is_empty() {
-                "those runs are excluded"
-            } else {
-                "those runs are excluded: stop the holding process or use --cache hot"
-            };
-            w.push(format!(
-                "{}: eviction failed before {} of {} runs ({by}); {remedy}",
-                c.label,
-                failed.len(),
-                c.runs.len()
-            ));
+        let failed: Vec<&EvictionReport> = c
+            .runs
+            .iter()
+            .filter_map(|r| r.eviction.as_ref())
+            .filter(|e| eviction_failed(e, opts.strict))
+            .collect();
+        if let Some(first) = failed.first() {
+            w.push(eviction_warning(&c.label, &failed, first, c.runs.len(), opts.strict));
+        }
+        if let Some(held) = held_warning(c) {
+            w.push(held);
         }
         let not_ready = c.runs.iter().filter(|r| r.outcome != Outcome::Ready).count();
         if not_ready > 0 {
@@ -180,26 +238,124 @@ pub(super) fn warnings(
     w
 }
 
-/// The worst residency of shared system files seen per command in one cache state, for one
-/// warning each: pages other processes map cannot leave the cache, which is reported, not
-/// excluded.
+/// The warning about runs whose eviction failed, naming the processes involved and a remedy.
+fn eviction_warning(
+    label: &str,
+    failed: &[&EvictionReport],
+    first: &EvictionReport,
+    runs: usize,
+    strict: bool,
+) -> String {
+    let reason = if strict { first.failure_reason() } else { first.unheld_reason() };
+    let reason = reason.unwrap_or_else(|| "pages stayed cached".into());
+    if strict {
+        let holders = holder_names(failed.iter().flat_map(|e| &e.holders).filter(|h| h.mapped));
+        let by = if holders.is_empty() {
+            reason
+        } else {
+            format!("pages are held by {}", holders.join(", "))
+        };
+        let remedy = if failed.iter().all(|e| e.held_except_mapped()) {
+            "those runs are excluded (--strict): stop the holding processes, or drop --strict to \
+             count the runs and report the held pages"
+        } else {
+            "those runs are excluded: stop the holding process or use --cache hot"
+        };
+        format!("{label}: eviction failed before {} of {runs} runs ({by}); {remedy}", failed.len())
+    } else {
+        let remedy = if first.unreadable.is_empty() {
+            "those runs are excluded: a process reads those files back, or their pages are \
+             locked or dirty and failing to write back; stop the process named, or use --cache hot"
+        } else {
+            "those runs are excluded: run as root to verify every file, or use --cache hot"
+        };
+        format!(
+            "{label}: eviction failed before {} of {runs} runs ({reason}); {remedy}",
+            failed.len()
+        )
+    }
+}
+
+/// The warning when the held pages start-up uses are a large share of what it would read
+/// from storage after a fresh boot ([`HELD_SHARE_WARNING`]), over the counted runs.
+fn held_warning(c: &crate::result::CommandResult) -> Option<String> {
+    let counted: Vec<&RunRecord> = c.runs.iter().filter(|r| r.excluded.is_none()).collect();
+    let touched: Vec<f64> = counted
+        .iter()
+        .map(|r| r.held_by_others.as_ref().map_or(0.0, |h| h.touched_bytes as f64))
+        .collect();
+    if touched.is_empty() {
+        return None;
+    }
+    let touched_median = Summary::from_samples(&touched).median;
+    if touched_median <= 0.0 {
+        return None;
+    }
+    let read: Vec<f64> =
+        counted.iter().filter_map(|r| r.counters.read_bytes).map(|b| b as f64).collect();
+    let holders = holder_names(
+        counted.iter().filter_map(|r| r.held_by_others.as_ref()).flat_map(|h| &h.holders),
+    );
+    let mut held_by = holders.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+    if holders.len() > 3 {
+        held_by.push_str(", ...");
+    }
+    let remedy = format!(
+        "to measure without them, stop the processes that map them ({held_by}), or use a \
+         dedicated machine with --strict"
+    );
+    let mib = |b: f64| b / (1024.0 * 1024.0);
+    if read.len() < touched.len() {
+        return Some(format!(
+            "{}: {:.2} MiB that start-up uses stayed cached, held by other processes' mappings \
+             (median of the counted runs); bytes read from storage are not counted here, so \
+             their share of what a fresh boot reads is unknown; {remedy}",
+            c.label,
+            mib(touched_median)
+        ));
+    }
+    let read_median = Summary::from_samples(&read).median;
+    let share = touched_median / (touched_median + read_median);
+    (share >= HELD_SHARE_WARNING).then(|| {
+        format!(
+            "{}: {:.2} MiB that start-up uses stayed cached, held by other processes' mappings: \
+             {:.0}% of what it would read from storage after a fresh boot ({:.2} MiB read + {:.2} \
+             MiB held; medians of the counted runs), so these figures understate a fresh boot's \
+             I/O; {remedy}",
+            c.label,
+            mib(touched_median),
+            share * 100.0,
+            mib(read_median),
+            mib(touched_median)
+        )
+    })
+}
+
+/// The worst residency of shared system files that no process mapped, seen per command in one
+/// cache state, for one warning each: other processes read them back between eviction and the
+/// run (any process that starts reads `/etc/ld.so.cache` and libc), which is reported, not
+/// excluded. Their pages that processes map are in [`RunRecord::held_by_others`].
 #[derive(Debug, Default)]
-pub(super) struct SharedKept(Vec<(usize, u64, u64, Vec<String>)>);
+pub(super) struct SharedKept(Vec<(usize, u64, u64, String)>);
 
 impl SharedKept {
-    /// Keep `r`, the eviction of command `i`'s shared files, if it left more pages than before.
+    /// Keep `r`, the eviction of command `i`'s shared files, if it left more unmapped pages
+    /// than before.
     pub(super) fn note(&mut self, i: usize, r: &EvictionReport) {
-        if r.resident_pages_after == 0 {
+        let pages = r.unheld_pages();
+        if pages == 0 {
             return;
         }
-        let mut holders = holder_names(r.holders.iter().take(3));
-        if r.holders.len() > 3 {
-            holders.push("...".into());
-        }
+        let example = r
+            .still_resident
+            .iter()
+            .max_by_key(|f| f.unheld_pages())
+            .map(|f| f.path.display().to_string())
+            .unwrap_or_default();
         match self.0.iter_mut().find(|k| k.0 == i) {
-            Some(k) if k.1 >= r.resident_pages_after => {}
-            Some(k) => *k = (i, r.resident_pages_after, r.total_pages, holders),
-            None => self.0.push((i, r.resident_pages_after, r.total_pages, holders)),
+            Some(k) if k.1 >= pages => {}
+            Some(k) => *k = (i, pages, r.total_pages, example),
+            None => self.0.push((i, pages, r.total_pages, example)),
         }
     }
 
@@ -207,17 +363,12 @@ impl SharedKept {
     pub(super) fn warnings(&self, label: impl Fn(usize) -> String) -> Vec<String> {
         self.0
             .iter()
-            .map(|(i, pages, total, holders)| {
+            .map(|(i, pages, total, example)| {
                 format!(
-                    "{}: up to {pages} of {total} pages of shared system files stayed cached{}; \
-                     their I/O is not in these figures (inherent on a running system; the program's own \
-                     files were evicted)",
+                    "{}: up to {pages} of {total} pages of shared system files were cached again \
+                     before a run, read back by other processes (none mapped them when checked), \
+                     e.g. {example}; their I/O is not in these figures (inherent on a busy machine)",
                     label(*i),
-                    if holders.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (mapped by {})", holders.join(", "))
-                    }
                 )
             })
             .collect()
@@ -253,6 +404,7 @@ mod tests {
                 total_pages: 4,
                 cached_pages: 3,
                 dirty_pages: None,
+                ..Residency::default()
             }],
             holders: vec![Holder {
                 pid: 4242,
@@ -267,10 +419,147 @@ mod tests {
         let out = RunOutput {
             outcome: Some(Outcome::Ready),
             counters: Counters { wall_s: 1.0, major_faults: Some(0), ..Counters::default() },
-            files: Vec::new(),
+            ..RunOutput::default()
         };
-        let r = record(0, out, Some(e), Duration::from_secs(1));
+        let r = record(0, out, Some(e), None, &MeasureOptions::default());
         let why = r.excluded.unwrap();
         assert!(why.contains("pid 4242 (firefox)") && why.contains("libxul.so"), "{why}");
+    }
+
+    fn resident(path: &str, cached: u64, held: u64, touched: Option<u64>) -> Residency {
+        Residency {
+            path: path.into(),
+            total_pages: 100,
+            cached_pages: cached,
+            held_pages: Some(held),
+            touched_held_pages: touched,
+            ..Residency::default()
+        }
+    }
+
+    fn holder(pid: u32, path: &str) -> Holder {
+        Holder { pid, comm: "bash".into(), path: path.into(), mapped: true }
+    }
+
+    fn evicted(files: Vec<Residency>, holders: Vec<Holder>) -> EvictionReport {
+        EvictionReport {
+            files: files.len(),
+            resident_pages_after: files.iter().map(|f| f.cached_pages).sum(),
+            held_pages: files.iter().filter_map(|f| f.held_pages).sum(),
+            total_pages: 100 * files.len() as u64,
+            held: files.is_empty(),
+            still_resident: files,
+            holders,
+            method: "cachestat".into(),
+            ..EvictionReport::default()
+        }
+    }
+
+    fn ready_run(read_bytes: Option<u64>) -> RunOutput {
+        RunOutput {
+            outcome: Some(Outcome::Ready),
+            counters: Counters { wall_s: 1.0, read_bytes, ..Counters::default() },
+            ..RunOutput::default()
+        }
+    }
+
+    #[test]
+    fn held_pages_count_unless_strict() {
+        let e = evicted(
+            vec![resident("/usr/bin/bash", 270, 270, Some(200))],
+            vec![holder(832, "/usr/bin/bash")],
+        );
+        let held = held_by_others(Some(&e), None);
+        let r = record(
+            0,
+            ready_run(Some(1)),
+            Some(e.clone()),
+            held.clone(),
+            &MeasureOptions::default(),
+        );
+        assert_eq!(r.excluded, None);
+        assert_eq!(r.held_by_others.as_ref().unwrap().pages, 270);
+        let strict = MeasureOptions { strict: true, ..MeasureOptions::default() };
+        let r = record(0, ready_run(Some(1)), Some(e), held, &strict);
+        let why = r.excluded.unwrap();
+        assert!(why.contains("eviction did not hold") && why.contains("--strict"), "{why}");
+        assert!(why.contains("pid 832 (bash)"), "{why}");
+    }
+
+    #[test]
+    fn a_page_nobody_maps_excludes_the_run_even_beside_held_ones() {
+        let e = evicted(
+            vec![resident("/opt/app/data", 10, 4, None)],
+            vec![holder(832, "/opt/app/data")],
+        );
+        let held = held_by_others(Some(&e), None);
+        let r = record(0, ready_run(Some(1)), Some(e), held, &MeasureOptions::default());
+        let why = r.excluded.unwrap();
+        assert!(
+            why.contains("6 page(s) of 1 file(s) stayed cached that no other process maps"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn held_by_others_sums_own_and_shared_files_and_names_each_process_once() {
+        let own = evicted(
+            vec![resident("/usr/bin/bash", 10, 10, Some(3)), resident("/opt/app/x", 5, 0, None)],
+            vec![holder(832, "/usr/bin/bash"), holder(900, "/opt/app/x")],
+        );
+        let shared = evicted(
+            vec![resident("/usr/lib/libc.so.6", 20, 20, None)],
+            vec![holder(832, "/usr/lib/libc.so.6"), holder(833, "/usr/lib/libc.so.6")],
+        );
+        let h = held_by_others(Some(&own), Some(&shared)).unwrap();
+        assert_eq!((h.files, h.pages), (2, 30));
+        // A file start-up was not seen to map counts whole.
+        assert_eq!(h.touched_pages, 3 + 20);
+        assert_eq!(h.bytes, 30 * page_size());
+        assert_eq!(h.by_file[0].path, std::path::PathBuf::from("/usr/lib/libc.so.6"));
+        assert!(!h.by_file[0].own && h.by_file[1].own);
+        let pids: Vec<u32> = h.holders.iter().map(|h| h.pid).collect();
+        assert_eq!(pids, [832, 833], "900 holds no held page");
+        assert_eq!(held_by_others(Some(&evicted(vec![], vec![])), None), None);
+        assert_eq!(held_by_others(None, None), None);
+    }
+
+    /// A command whose counted runs read `read` bytes with `touched` bytes of held pages used.
+    fn command(touched: u64, read: Option<u64>) -> crate::result::CommandResult {
+        let e = evicted(
+            vec![resident("/lib/libc.so.6", 1, 1, Some(1))],
+            vec![holder(832, "/lib/libc.so.6")],
+        );
+        let mut held = held_by_others(Some(&e), None).unwrap();
+        held.touched_bytes = touched;
+        let runs = (0..3)
+            .map(|i| {
+                record(
+                    i,
+                    ready_run(read),
+                    Some(e.clone()),
+                    Some(held.clone()),
+                    &MeasureOptions::default(),
+                )
+            })
+            .collect();
+        crate::result::CommandResult {
+            label: "cold".into(),
+            command: vec!["prog".into()],
+            runs,
+            summaries: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn held_pages_are_worth_a_warning_only_as_a_large_share_of_what_start_up_reads() {
+        const MIB: u64 = 1 << 20;
+        assert_eq!(held_warning(&command(MIB, Some(20 * MIB))), None, "5%");
+        let w = held_warning(&command(MIB, Some(4 * MIB))).expect("20%");
+        assert!(w.starts_with("cold: ") && w.contains("20%") && w.contains("--strict"), "{w}");
+        assert!(w.contains("pid 832 (bash)"), "{w}");
+        assert_eq!(held_warning(&command(0, Some(MIB))), None, "nothing used");
+        let unknown = held_warning(&command(MIB, None)).expect("share unknown");
+        assert!(unknown.contains("unknown"), "{unknown}");
     }
 }

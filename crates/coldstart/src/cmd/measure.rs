@@ -26,7 +26,12 @@ const SEPARATOR: &str = ":::";
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "The program runs with standard input and output on /dev/null (except the stream a \
-    stdout:/stderr: signal reads), in its own process group and cgroup.\n\nExamples:\n  coldstart measure --cache cold,hot -- ./myprog --version\n  \
+    stdout:/stderr: signal reads), in its own process group and cgroup, without a shell: a script \
+    (#!) or a wrapper that runs another program is measured whole, as typed.\n\nIn cold, selective \
+    and warm states, pages that other processes map cannot leave the page cache; they are \
+    counted and shown (Stayed cached), and only pages no other process maps exclude a run \
+    (--strict: any page).\n\nExamples:\n  coldstart measure --cache cold,hot -- ./myprog --version\n  \
+    coldstart measure --cache cold --strict --runs 20 -- python3 -c pass\n  \
     coldstart measure --ready 'stdout:listening' -- ./server\n  \
     coldstart measure --compare --cache selective -- ./old ::: ./new\n  \
     sudo coldstart measure --storage hdd --cache cold,hot -- ./myprog"
@@ -61,6 +66,13 @@ pub struct Args {
     /// Compare two commands separated by `:::`, run interleaved (A B A B ...).
     #[arg(long)]
     pub compare: bool,
+    /// Exclude a run when any page of the program's own files stayed cached, even one another
+    /// process maps (a shell maps libc, the locale archive, the gconv cache and its own
+    /// binary): a perfectly cold state, as on a dedicated benchmark machine. Without it such
+    /// held pages are counted and shown with the figures, and only pages no other process maps
+    /// exclude a run.
+    #[arg(long)]
+    pub strict: bool,
     /// Run on emulated slow storage (needs root): hdd, emmc, sata-ssd, nvme or
     /// custom:iops=N,bps=N[k|m|g],readahead=N[k|m]. The program's files are copied onto a
     /// throttled loop device and every run sees the copy at the original paths
@@ -149,6 +161,7 @@ fn options(args: &Args) -> anyhow::Result<MeasureOptions> {
         warmup: args.warmup,
         timeout: Duration::from_secs_f64(args.timeout),
         storage,
+        strict: args.strict,
     };
     opts.validate()?;
     Ok(opts)
