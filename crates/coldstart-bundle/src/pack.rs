@@ -49,8 +49,8 @@ impl Default for PackOptions {
 /// Why packing failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PackError {
-    #[error("chunk size must be at least 1 byte")]
-    ChunkSize,
+    #[error("the chunk size must be 1 byte to 64 MiB, not {0}")]
+    ChunkSize(u64),
     #[error("zstd level {0} is out of range: use 1 to 22")]
     Level(i32),
     #[error("{path}: zstd could not compress a chunk: {source}")]
@@ -73,7 +73,7 @@ impl PackError {
     /// What kind of failure this is (the exit code follows from it).
     pub fn category(&self) -> Category {
         match self {
-            PackError::ChunkSize
+            PackError::ChunkSize(_)
             | PackError::Level(_)
             | PackError::Exists(_)
             | PackError::Unsupported(_)
@@ -98,8 +98,8 @@ pub fn pack(
     options: &PackOptions,
     out: &Path,
 ) -> Result<Manifest, PackError> {
-    if options.chunk_size == 0 {
-        return Err(PackError::ChunkSize);
+    if !(1..=crate::manifest::MAX_CHUNK_SIZE).contains(&options.chunk_size) {
+        return Err(PackError::ChunkSize(options.chunk_size));
     }
     if options.compression == Compression::Zstd && !(1..=22).contains(&options.level) {
         return Err(PackError::Level(options.level));
@@ -471,7 +471,7 @@ mod tests {
         // The start object: the manifest and this hot blob; the compressed manifest.
         let json = fs::read(b.join("manifest.json")).unwrap();
         let start = fs::read(b.join(crate::start::START_OBJECT)).unwrap();
-        crate::start::check(&start, &json, &blob).unwrap();
+        crate::start::check(&start, &json, &blob, "blobs/hot").unwrap();
         let zst = fs::read(b.join(crate::start::MANIFEST_ZST)).unwrap();
         crate::start::check_compressed(&zst, &json).unwrap();
         assert_eq!(crate::start::parse_compressed_manifest(&zst).unwrap(), m);

@@ -50,11 +50,11 @@ fn parse_compression(s: &str) -> Result<Compression, String> {
     }
 }
 
-/// A chunk size: `65536`, `64k`, `1m`, between 1 byte and 1 GiB.
+/// A chunk size: `65536`, `64k`, `1m`, between 1 byte and 64 MiB (what a manifest may give).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     match super::common::parse_size(s) {
-        Ok(v) if v > 0 && v <= 1 << 30 => Ok(v),
-        Ok(_) => Err(format!("`{s}`: a chunk size is between 1 byte and 1 GiB")),
+        Ok(v) if v > 0 && v <= coldstart_bundle::manifest::MAX_CHUNK_SIZE => Ok(v),
+        Ok(_) => Err(format!("`{s}`: a chunk size is between 1 byte and 64 MiB")),
         Err(e) => Err(e),
     }
 }
@@ -152,6 +152,8 @@ mod tests {
         assert_eq!(parse_size("1M"), Ok(1 << 20));
         assert_eq!(parse_size("4096"), Ok(4096));
         assert!(parse_size("0").is_err());
+        assert_eq!(parse_size("64m"), Ok(64 << 20));
+        assert!(parse_size("65m").is_err());
         assert!(parse_size("big").is_err());
     }
 }
