@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use coldstart_bundle::{
     pack, ChunkCache, Compression, DirRemote, FetchError, FetchOptions, FetchStats, HotList,
-    Manifest, PackOptions, Remote, Touch,
+    Manifest, PackOptions, Remote, Span, Touch,
 };
 
 use crate::engine::{Engine, EngineError, EngineOptions, Report};
@@ -115,14 +115,14 @@ impl Remote for Slow {
     fn fetch(
         &self,
         path: &str,
-        range: Option<(u64, u64)>,
+        span: Span,
         sink: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<u64, FetchError> {
         if !(self.slow)(path) {
-            return self.inner.fetch(path, range, sink);
+            return self.inner.fetch(path, span, sink);
         }
         let t0 = Instant::now();
-        let body = coldstart_bundle::remote::get(&self.inner, path, range)?;
+        let body = coldstart_bundle::remote::get(&self.inner, path, span)?;
         self.started.store(true, Ordering::SeqCst);
         let mut sent = 0u64;
         for piece in body.chunks(self.piece) {

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use coldstart_bundle::remote::{get, HttpRemote};
-use coldstart_bundle::FetchOptions;
+use coldstart_bundle::{FetchOptions, Span};
 use coldstart_serve::{proxy, serve, Link};
 
 fn data(n: usize) -> Vec<u8> {
@@ -126,7 +126,7 @@ fn timed_fetches(url: &str, count: usize) -> Duration {
         HttpRemote::new(url, FetchOptions { connections: 1, ..Default::default() }).unwrap();
     let t = Instant::now();
     for _ in 0..count {
-        get(&remote, "big", None).unwrap();
+        get(&remote, "big", Span::Whole { max: 1 << 20 }).unwrap();
     }
     t.elapsed()
 }

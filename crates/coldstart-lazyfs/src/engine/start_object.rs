@@ -9,7 +9,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
 use coldstart_bundle::start::{StartHeader, HEADER_LEN, START_OBJECT};
-use coldstart_bundle::{decode_chunk, Chunk, Manifest, ManifestError, Remote};
+use coldstart_bundle::{decode_chunk, Chunk, Manifest, ManifestError, Remote, Span};
 
 use super::stream::HotPlan;
 use super::{Engine, EngineError};
@@ -136,7 +136,17 @@ fn start_thread(
         let (engine, plan) = got.insert(g);
         engine.feed_hot(plan.as_ref(), cursor, &rest)
     };
-    let result = remote.fetch(START_OBJECT, None, &mut |bytes| {
+    // Every byte of the object so far: no more than its header says is taken.
+    let mut taken = 0u64;
+    let result = remote.fetch(START_OBJECT, Span::Whole { max: u64::MAX }, &mut |bytes| {
+        taken += bytes.len() as u64;
+        if header.as_ref().is_some_and(|h| taken > h.total_len()) {
+            if failure.is_none() && got.is_none() {
+                let why = "it is longer than its header says".to_owned();
+                failure = Some(StartFailure::Fallback(why));
+            }
+            return false;
+        }
         if let Some((engine, plan)) = &got {
             return engine.feed_hot(plan.as_ref(), &mut cursor, bytes);
         }

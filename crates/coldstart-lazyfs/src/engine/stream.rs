@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use coldstart_bundle::remote::with_retries;
-use coldstart_bundle::{decode_chunk, Chunk, FetchError, Sha256Hex};
+use coldstart_bundle::{decode_chunk, Chunk, FetchError, Sha256Hex, Span};
 
 use super::{Engine, EngineError};
 
@@ -104,7 +104,7 @@ impl Engine {
             let mut buf: Vec<u8> = Vec::new();
             let mut corrupt = false;
             let start = chunks[idx].0;
-            let result = self.remote.fetch(blob, Some((start, end)), &mut |bytes| {
+            let result = self.remote.fetch(blob, Span::Range(start, end), &mut |bytes| {
                 if self.stop.load(Ordering::Relaxed) {
                     return false;
                 }
