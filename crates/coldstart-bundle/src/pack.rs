@@ -31,6 +31,8 @@ pub struct PackOptions {
     pub compression: Compression,
     /// The zstd level (1 to 22) when compressing.
     pub level: i32,
+    /// Stops the pack between two chunks ([`PackError::Cancelled`]; nothing is left).
+    pub cancel: crate::remote::Cancel,
 }
 
 /// The zstd level `pack` uses unless told otherwise: packing is done once, fetching often.
@@ -42,6 +44,7 @@ impl Default for PackOptions {
             chunk_size: 64 * 1024,
             compression: Compression::None,
             level: DEFAULT_ZSTD_LEVEL,
+            cancel: crate::remote::Cancel::default(),
         }
     }
 }
@@ -67,6 +70,8 @@ pub enum PackError {
     NotUtf8(PathBuf),
     #[error("{0}: the symbolic link's target is not UTF-8")]
     TargetNotUtf8(PathBuf),
+    #[error("interrupted: nothing was written")]
+    Cancelled,
 }
 
 impl PackError {
@@ -79,7 +84,9 @@ impl PackError {
             | PackError::Unsupported(_)
             | PackError::NotUtf8(_)
             | PackError::TargetNotUtf8(_) => Category::Usage,
-            PackError::Compress { .. } | PackError::Io { .. } => Category::Environment,
+            PackError::Compress { .. } | PackError::Io { .. } | PackError::Cancelled => {
+                Category::Environment
+            }
         }
     }
 }
@@ -111,7 +118,13 @@ pub fn pack(
     let tmp = out.with_file_name(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
     let _ = fs::remove_dir_all(&tmp);
     fs::create_dir_all(&tmp).map_err(io_err(&tmp))?;
-    let result = pack_into(dir, hot, options, &tmp);
+    let result = pack_into(dir, hot, options, &tmp).and_then(|m| {
+        if options.cancel.is_cancelled() {
+            Err(PackError::Cancelled)
+        } else {
+            Ok(m)
+        }
+    });
     match result {
         Ok(manifest) => {
             fs::rename(&tmp, out).map_err(io_err(out))?;
@@ -256,6 +269,9 @@ fn chunk_file(
     };
     let mut offset = 0u64;
     loop {
+        if options.cancel.is_cancelled() {
+            return Err(PackError::Cancelled);
+        }
         let n = read_full(&mut file, &mut buf).map_err(io_err(path))?;
         if n == 0 {
             break;
@@ -482,7 +498,12 @@ mod tests {
         let src = tree();
         let out = tempfile::tempdir().unwrap();
         let b = out.path().join("z");
-        let opts = PackOptions { chunk_size: 4096, compression: Compression::Zstd, level: 3 };
+        let opts = PackOptions {
+            chunk_size: 4096,
+            compression: Compression::Zstd,
+            level: 3,
+            ..PackOptions::default()
+        };
         let m = pack(src.path(), &hot(), &opts, &b).unwrap();
         assert_eq!(m.compression, Compression::Zstd);
         let zeros = &m.entry("lib/zeros").unwrap().chunks[0];

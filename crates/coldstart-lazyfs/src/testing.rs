@@ -44,7 +44,7 @@ pub(crate) fn fixture_with(compression: Compression) -> Fixture {
         ..HotList::default()
     };
     let bundle = dir.path().join("bundle");
-    let opts = PackOptions { chunk_size: 8192, compression, level: 3 };
+    let opts = PackOptions { chunk_size: 8192, compression, level: 3, ..PackOptions::default() };
     pack(&src, &hot, &opts, &bundle).unwrap();
     let cache = dir.path().join("cache");
     Fixture { bundle, cache, files: vec![("app".into(), a), ("lib/b".into(), b)], _dir: dir }

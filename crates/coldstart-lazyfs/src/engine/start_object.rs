@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
+use coldstart_bundle::remote::POLL;
 use coldstart_bundle::start::{StartHeader, HEADER_LEN, START_OBJECT};
 use coldstart_bundle::{decode_chunk, Chunk, Manifest, ManifestError, Remote, Span};
 
@@ -259,11 +260,16 @@ impl Engine {
         let mut result = Ok(());
         if self.opts.strategy == Strategy::Reordered {
             let mut hot = self.hot.lock().unwrap();
-            while hot.running {
-                hot = self.hot_cv.wait(hot).unwrap();
+            while hot.running && !self.cancelled() {
+                hot = self.hot_cv.wait_timeout(hot, POLL).unwrap().0;
             }
-            if let Some(e) = self.counters.background_error.lock().unwrap().clone() {
-                result = Err(EngineError::Fetch(e));
+            drop(hot);
+            let failed = self.counters.background_error.lock().unwrap().is_some();
+            if self.cancelled() {
+                result = Err(EngineError::Cancelled);
+            } else if failed {
+                // As from `blobs/hot`: the chunks' own blobs, before start.
+                result = self.fall_back_hot();
             }
         }
         *self.counters.prefetch.lock().unwrap() = t.elapsed();

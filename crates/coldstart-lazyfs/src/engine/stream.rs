@@ -54,7 +54,13 @@ impl Engine {
         };
         // The caller decides where a failure goes (the mount's error, or the report's).
         self.end_hot(Ok(()));
-        result.map_err(|e| EngineError::Fetch(e.to_string()))
+        result.map_err(|e| {
+            if e.is_cancelled() {
+                EngineError::Cancelled
+            } else {
+                EngineError::Fetch(e.to_string())
+            }
+        })
     }
 
     fn load_hot_inner(&self, plan: HotPlan) -> Result<(), FetchError> {

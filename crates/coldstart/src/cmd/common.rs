@@ -1,9 +1,11 @@
 //! What several commands share: the page model's flags (`analyze`, `order --evaluate`), the
 //! byte-size parser of every size flag (`--page-size`, `--readahead`, `--chunk-size`), and how
 //! a list of names is shown in one line; in [`network`], what `mount`, `run` and `predict`
-//! share. A command module imports from here, never from another command's module.
+//! share; in [`signals`], how the commands that clean up wait for SIGINT, SIGTERM and
+//! SIGHUP. A command module imports from here, never from another command's module.
 
 pub mod network;
+pub mod signals;
 
 use coldstart_layout::model::{PageModel, ReadAround};
 

@@ -3,11 +3,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use coldstart_bundle::{
-    hot_list_from_profiles, pack, read_profiles, Compression, HotList, PackOptions, ProfileMapping,
-    RealFiles, DEFAULT_ZSTD_LEVEL,
+    hot_list_from_profiles, pack, read_profiles, Cancel, Compression, HotList, PackError,
+    PackOptions, ProfileMapping, RealFiles, DEFAULT_ZSTD_LEVEL,
 };
+
+use super::common::signals::{self, Signals};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -71,14 +72,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None if !args.profile.is_empty() => hot_list_from(&args)?,
         None => HotList::default(),
     };
+    let cancel = Cancel::new();
     let options = PackOptions {
         chunk_size: args.chunk_size,
         compression: args.compress,
         level: args.compress_level,
+        cancel: cancel.clone(),
     };
-    let manifest = pack(&args.dir, &hot, &options, &args.output).with_context(|| {
-        format!("cannot pack {} into {}", args.dir.display(), args.output.display())
-    })?;
+    // A signal stops the pack between two chunks; its temporary directory is removed.
+    let signals = Signals::start(cancel);
+    let manifest = match pack(&args.dir, &hot, &options, &args.output) {
+        Ok(m) => m,
+        Err(PackError::Cancelled) if signals.first().is_some() => {
+            let s = signals.first().expect("checked");
+            eprintln!("coldstart: {}: pack stopped, nothing written", signals::name(s));
+            return Ok(signals::exit_code(s));
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!(
+                "cannot pack {} into {}",
+                args.dir.display(),
+                args.output.display()
+            )))
+        }
+    };
     let (bytes, distinct) = manifest.total_bytes();
     let stored = match manifest.compression {
         Compression::None => String::new(),
