@@ -48,3 +48,6 @@ pub fn serve(bundle: &std::path::Path, extra: &[&str]) -> (KillOnDrop, String) {
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
     (KillOnDrop(child), url)
 }
+
+pub mod faults;
+pub mod leftovers;
