@@ -505,3 +505,65 @@ fn serve_within_64_descriptors_answers_every_connection() {
         assert!(read.is_ok() && all.starts_with(b"HTTP/1.1 200 OK"), "connection {i}: {read:?}");
     }
 }
+
+/// Signals: `pack` killed by SIGTERM left its half-written temporary bundle beside the
+/// output; now it stops between two chunks, removes it and exits 128 + 15.
+#[test]
+fn sigterm_stops_pack_and_leaves_nothing_half_written() {
+    let d = Scratch::new();
+    let src = d.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    // Incompressible data, packed with zstd at its slowest: seconds of work.
+    let mut x = 0x2545f4914f6cdd1du64;
+    for f in 0..4 {
+        let data: Vec<u8> = (0..8 << 20)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        std::fs::write(src.join(format!("f{f}")), data).unwrap();
+    }
+    let out = d.path().join("bundle");
+    let mut child = coldstart()
+        .arg("pack")
+        .arg(&src)
+        .args(["--compress", "zstd", "--compress-level", "22", "-o"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    signal(child.id(), libc::SIGTERM);
+    let status = wait_bounded(&mut child, Duration::from_secs(5)).expect("pack ended");
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{status}");
+    let left: Vec<_> = std::fs::read_dir(d.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("bundle"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// Signals: `predict` against a server that never answers ends at once on SIGINT.
+#[test]
+fn sigint_stops_predict_waiting_on_a_server() {
+    let d = Scratch::new();
+    let t = tools(d.path());
+    let server = FaultServer::start(&t.bundle, Fault::Hang, Target::Manifest);
+    let mut child = coldstart()
+        .args(["predict", &server.url(), "--cache-dir"])
+        .arg(d.cache())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    signal(child.id(), libc::SIGINT);
+    let status = wait_bounded(&mut child, Duration::from_secs(5)).expect("predict ended");
+    assert_eq!(status.code(), Some(128 + libc::SIGINT), "{status}");
+    nothing_left(&d, &[child.id()], "SIGINT to predict");
+}

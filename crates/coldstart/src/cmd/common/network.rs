@@ -50,8 +50,8 @@ pub struct NetworkFlags {
     /// bytes.
     #[arg(long, default_value_t = 10.0)]
     pub timeout: f64,
-    /// The slowest transfer accepted, in bytes per second (k or m suffix): a fetch that brings
-    /// less over --timeout seconds fails and is retried.
+    /// The slowest transfer accepted, in bytes per second (k or m suffix): a response that
+    /// brings fewer bytes per second over any --timeout seconds fails and is retried.
     #[arg(long, default_value = "1k", value_parser = super::parse_size)]
     pub min_rate: u64,
     /// Requests in flight at most.
