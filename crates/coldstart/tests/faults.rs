@@ -567,3 +567,58 @@ fn sigint_stops_predict_waiting_on_a_server() {
     assert_eq!(status.code(), Some(128 + libc::SIGINT), "{status}");
     nothing_left(&d, &[child.id()], "SIGINT to predict");
 }
+
+/// A profile of `/usr/bin/true` as if recorded from another build of it (another build-id).
+fn profile_of_another_build(dir: &Path) -> PathBuf {
+    let example = include_str!("../../../fuzz/seeds/profile/example.json");
+    let mut p: serde_json::Value = serde_json::from_str(example).unwrap();
+    let m = &mut p["modules"][0];
+    m["path"] = "/usr/bin/true".into();
+    m["build_id"] = "0123456789abcdef0123456789abcdef01234567".into();
+    let path = dir.join("other-build.json");
+    std::fs::write(&path, serde_json::to_vec(&p).unwrap()).unwrap();
+    path
+}
+
+/// Item 9: `order` of a profile recorded from another build said nothing and exited 0.
+#[test]
+fn order_warns_when_the_profile_is_of_another_build() {
+    let d = Scratch::new();
+    let profile = profile_of_another_build(d.path());
+    for extra in [&[][..], &["--binary", "/usr/bin/true"][..]] {
+        let out = coldstart().arg("order").arg(&profile).args(extra).output().unwrap();
+        let err = stderr(&out);
+        assert!(err.contains("0123456789abcdef0123456789abcdef01234567"), "{extra:?}: {err}");
+        assert!(err.contains("another build"), "{extra:?}: {err}");
+    }
+}
+
+/// Item 9: `bolt` with an empty order ran llvm-bolt, wrote its output, then exited 1.
+#[test]
+fn bolt_refuses_an_empty_order_before_writing_anything() {
+    let d = Scratch::new();
+    std::fs::write(d.path().join("m.c"), "int main(void) { return 0; }\n").unwrap();
+    let bin = d.path().join("m");
+    let built = Command::new("clang-19")
+        .arg(d.path().join("m.c"))
+        .args(["-Wl,--emit-relocs", "-o"])
+        .arg(&bin)
+        .status()
+        .expect("clang-19 is installed");
+    assert!(built.success());
+    let order = d.path().join("empty.txt");
+    std::fs::write(&order, "# nothing\n").unwrap();
+    let out_bin = d.path().join("m.bolt");
+    let out = coldstart()
+        .arg("bolt")
+        .arg(&bin)
+        .arg("--order")
+        .arg(&order)
+        .arg("-o")
+        .arg(&out_bin)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no function names"), "{}", stderr(&out));
+    assert!(!out_bin.exists(), "nothing written");
+}

@@ -28,6 +28,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         crate::exit::usage(format!("cannot read order file {}: {e}", args.order.display()))
     })?;
     let names = parse_order_file(&text);
+    if names.is_empty() {
+        return Err(crate::exit::usage(format!(
+            "order file {} has no function names: nothing to order (write it with `coldstart order`)",
+            args.order.display()
+        )));
+    }
     // BOLT takes every line as a name: give it a clean list whatever format came in.
     let list = tempfile::NamedTempFile::new()?;
     std::fs::write(list.path(), names.join("\n") + "\n")?;

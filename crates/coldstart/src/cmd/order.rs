@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use coldstart_layout::binary::Binary;
-use coldstart_layout::input::Workload;
+use coldstart_layout::input::{find_module, Workload};
 use coldstart_layout::model::ReadAround;
 use coldstart_layout::order::{compute, Algorithm, ClusterOptions};
 use coldstart_layout::symbols::Bindings;
@@ -109,6 +109,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let module = args.module.clone().or_else(|| {
         args.binary.as_ref().and_then(|b| b.file_name()).map(|f| f.to_string_lossy().into_owned())
     });
+    if !args.all_modules {
+        warn_another_build(&workloads, binary.as_ref(), args.binary.as_deref(), module.as_deref());
+    }
     let mut chosen = algorithm.unwrap_or(Algorithm::FirstTouch);
     if let Some(holdout) = &args.evaluate {
         let Some(binary) = &binary else {
@@ -222,6 +225,38 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(crate::exit::SUCCESS)
+}
+
+/// Warns when a profile names the module being ordered by another build-id than the file's
+/// (`--binary`, else the file at the profiled path): the order is by names, which another
+/// build may have moved, renamed or dropped.
+fn warn_another_build(
+    workloads: &[Workload],
+    binary: Option<&Binary>,
+    binary_path: Option<&std::path::Path>,
+    module: Option<&str>,
+) {
+    let mut warned = std::collections::HashSet::new();
+    for w in workloads {
+        let Ok(m) = find_module(&w.modules, binary_path, module) else { continue };
+        let Some(want) = m.build_id.as_deref() else { continue };
+        let (path, have) = match binary {
+            Some(b) => (binary_path.unwrap_or(&m.path).to_path_buf(), b.info.build_id_hex()),
+            None => match Binary::open(&m.path) {
+                Ok(b) => (m.path.clone(), b.info.build_id_hex()),
+                Err(_) => continue,
+            },
+        };
+        if let Some(have) = have.filter(|h| h != want) {
+            if warned.insert((path.clone(), want.to_owned())) {
+                eprintln!(
+                    "coldstart: warning: the profile `{}` was recorded from another build of {} (build-id {want}; this one is {have}): functions it names may have moved, been renamed or gone; profile this build again",
+                    w.name,
+                    path.display()
+                );
+            }
+        }
+    }
 }
 
 fn print_evaluation(e: &evaluate::Evaluation) {
