@@ -33,6 +33,8 @@ pub enum MountError {
     Fuse { path: PathBuf, cause: std::io::Error },
     #[error("cannot unmount {0}: it stays busy; run `fusermount3 -u -z {0}`")]
     Unmount(PathBuf),
+    #[error("cannot start the watchdog that cleans up if coldstart dies (/bin/sh): {0}")]
+    Watchdog(#[source] std::io::Error),
     #[error(transparent)]
     Record(#[from] HotListError),
     #[error("cannot measure the link for --strategy auto: {0}; give it with --link-hint BW/LAT")]
@@ -80,6 +82,7 @@ impl MountError {
             MountError::Prefetch { .. }
             | MountError::Fuse { .. }
             | MountError::Unmount(_)
+            | MountError::Watchdog(_)
             | MountError::Probe(_)
             | MountError::Cancelled => Category::Environment,
         }

@@ -81,6 +81,9 @@ fn check_mountpoint(dir: &Path) -> Result<(), MountError> {
 /// `mountpoint`. Returns when the strategy's start-up work is done and the tree is visible.
 pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, MountError> {
     check_mountpoint(mountpoint)?;
+    // Before anything that may take long: if this process dies from here on, the watchdog
+    // cleans up (the directories it is given now, the mount once there is one).
+    let mut watchdog = Watchdog::start(&opts.remove_on_death).map_err(MountError::Watchdog)?;
     let remote: Arc<dyn coldstart_bundle::Remote> =
         Arc::from(open(url, opts.fetch.clone()).map_err(MountError::Manifest)?);
     let t = Instant::now();
@@ -205,7 +208,8 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         source,
     };
     // Without the watchdog a `kill -9` could leave the mount behind: fail rather than risk it.
-    mount.watchdog = Some(Watchdog::start(mountpoint).map_err(fail)?);
+    watchdog.watch(mountpoint).map_err(fail)?;
+    mount.watchdog = Some(watchdog);
     Ok(mount)
 }
 
@@ -286,14 +290,6 @@ impl Mount {
         Ok(Group { child, pgid })
     }
 
-    /// Asks the watchdog to remove the empty directory `dir` if this process dies (a
-    /// temporary mount point and its parent, in the order given).
-    pub fn remove_on_death(&mut self, dir: &Path) {
-        if let (Some(w), Some(d)) = (self.watchdog.as_mut(), dir.to_str()) {
-            w.tell(&format!("rmdir {d}"));
-        }
-    }
-
     fn teardown(&mut self) -> Result<(), MountError> {
         let Some(mut unmounter) = self.unmounter.take() else { return Ok(()) };
         // Unmount directly when we may (root), else through fusermount3. Lazily if a process still
@@ -313,9 +309,11 @@ impl Mount {
             let _ = h.join();
         }
         let stuck = is_mount_point(&self.mountpoint);
-        // If it is still mounted, the watchdog detaches it once this process is gone.
-        if !stuck {
-            if let Some(w) = self.watchdog.take() {
+        if let Some(w) = self.watchdog.take() {
+            if stuck {
+                // It detaches the mount once this process is gone: keep its pipe open till then.
+                std::mem::forget(w);
+            } else {
                 w.finish();
             }
         }

@@ -31,6 +31,9 @@ pub struct MountOptions {
     pub readahead: u32,
     /// Choose the strategy with the model ([`crate::model`]) instead of `strategy`.
     pub auto: Option<AutoOptions>,
+    /// Empty directories the mount's watchdog removes, in order, if this process dies from the
+    /// start of [`crate::mount()`] on (a temporary mount point and its parent).
+    pub remove_on_death: Vec<PathBuf>,
 }
 
 /// What `--strategy auto` is told.
@@ -55,6 +58,7 @@ impl MountOptions {
             read_timeout: None,
             readahead: DEFAULT_READAHEAD,
             auto: None,
+            remove_on_death: Vec::new(),
         }
     }
 }

@@ -16,11 +16,12 @@ use crate::mount::unescape;
 /// executable from the mount) waits for an answer nobody will give, in state D, and keeps the
 /// connection alive.
 ///
-/// The watchdog is a shell whose standard input is a pipe only this process writes to (a
-/// command started on the mount closes its copy before `exec`: [`crate::Mount::spawn`]). It reads
-/// lines: `pgid N` (a process group to kill), `rmdir PATH` (a directory to remove), `done`
-/// (this process unmounted: nothing to do). At end of file without `done` this process is
-/// gone, and the watchdog kills the process group, aborts the FUSE connection
+/// The watchdog is a shell, started before the manifest is fetched, whose standard input is a
+/// pipe only this process writes to (a command started on the mount closes its copy before
+/// `exec`: [`crate::Mount::spawn`]). It reads lines: `rmdir PATH` (a directory to remove),
+/// `mount ID N TYPE PATH` (the mount, once there is one), `pgid N` (a process group to kill),
+/// `done` (this process cleaned up: nothing to do). At end of file without `done` this process
+/// is gone, and the watchdog kills the process group, aborts the FUSE connection
 /// (`/sys/fs/fuse/connections/N/abort`: every blocked read fails at once, so every process can
 /// exit), detaches the mount (if the mount table still shows it, by id, device and type) and
 /// removes the directories.
@@ -30,32 +31,60 @@ pub(crate) struct Watchdog {
 }
 
 const WATCHDOG: &str = r#"
-id=$1 dir=$2 fstype=$3 conn=$4
 set --
-pg=
+pg= id= conn= fstype= dir=
 while IFS= read -r line; do
     case $line in
         done) exit 0 ;;
         "pgid "*) pg=${line#pgid } ;;
         "rmdir "*) set -- "$@" "${line#rmdir }" ;;
+        "mount "*)
+            rest=${line#mount }
+            id=${rest%% *}; rest=${rest#* }
+            conn=${rest%% *}; rest=${rest#* }
+            fstype=${rest%% *}; dir=${rest#* } ;;
     esac
 done
 [ -n "$pg" ] && kill -s KILL -- "-$pg" 2>/dev/null
-while read -r mid _ dev _ _ rest; do
-    [ "$mid" = "$id" ] && [ "$dev" = "0:$conn" ] || continue
-    case "$rest" in
-        *" - $fstype "*)
-            echo 1 > "/sys/fs/fuse/connections/$conn/abort" 2>/dev/null
-            fusermount3 -u -z -- "$dir" 2>/dev/null || umount -l -- "$dir" ;;
-    esac
-done < /proc/self/mountinfo
+if [ -n "$id" ]; then
+    while read -r mid _ dev _ _ rest; do
+        [ "$mid" = "$id" ] && [ "$dev" = "0:$conn" ] || continue
+        case "$rest" in
+            *" - $fstype "*)
+                echo 1 > "/sys/fs/fuse/connections/$conn/abort" 2>/dev/null
+                fusermount3 -u -z -- "$dir" 2>/dev/null || umount -l -- "$dir" ;;
+        esac
+    done < /proc/self/mountinfo
+fi
 for d in "$@"; do rmdir -- "$d" 2>/dev/null; done
 exit 0
 "#;
 
 impl Watchdog {
-    /// Starts watching the mount on `mountpoint`, which must be mounted now.
-    pub(crate) fn start(mountpoint: &Path) -> std::io::Result<Watchdog> {
+    /// Starts a watchdog for this process, before anything is mounted: if the process dies,
+    /// it removes the empty directories `dirs`, in order (a temporary mount point and its
+    /// parent). [`Watchdog::watch`] gives it the mount once there is one.
+    pub(crate) fn start(dirs: &[std::path::PathBuf]) -> std::io::Result<Watchdog> {
+        let mut child = Command::new("/bin/sh")
+            .args(["-c", WATCHDOG, "coldstart-unmount-watchdog"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Out of the terminal's process group: a Ctrl-C reaches only the mounting process,
+            // which unmounts itself.
+            .process_group(0)
+            .spawn()?;
+        let stdin = child.stdin.take();
+        let mut w = Watchdog { child, stdin };
+        for d in dirs {
+            w.tell_path("rmdir", d)?;
+        }
+        Ok(w)
+    }
+
+    /// Tells the watchdog the mount on `mountpoint` (mounted now), by id, connection, file
+    /// system type and path, so that it aborts and detaches exactly that mount.
+    pub(crate) fn watch(&mut self, mountpoint: &Path) -> std::io::Result<()> {
         let entry = mount_entry(mountpoint).ok_or_else(|| {
             std::io::Error::other(format!("{} is not in the mount table", mountpoint.display()))
         })?;
@@ -66,21 +95,18 @@ impl Watchdog {
                 entry.dev
             ))
         })?;
-        let mut child = Command::new("/bin/sh")
-            .args(["-c", WATCHDOG, "coldstart-unmount-watchdog"])
-            .arg(entry.id.to_string())
-            .arg(mountpoint.canonicalize()?)
-            .arg(&entry.fstype)
-            .arg(conn)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            // Out of the terminal's process group: a Ctrl-C reaches only the mounting process,
-            // which unmounts itself.
-            .process_group(0)
-            .spawn()?;
-        let stdin = child.stdin.take();
-        Ok(Watchdog { child, stdin })
+        let what = format!("mount {} {conn} {}", entry.id, entry.fstype);
+        self.tell_path(&what, &mountpoint.canonicalize()?)
+    }
+
+    /// Tells `what PATH`; a path the watchdog cannot be told (a newline in it, not UTF-8) is
+    /// an error.
+    fn tell_path(&mut self, what: &str, path: &Path) -> std::io::Result<()> {
+        let p = path.to_str().filter(|p| !p.contains('\n')).ok_or_else(|| {
+            std::io::Error::other(format!("{}: a path the watchdog cannot be told", path.display()))
+        })?;
+        self.tell(&format!("{what} {p}"));
+        Ok(())
     }
 
     /// The descriptor of the pipe to the watchdog, which a forked child must close.
@@ -101,7 +127,15 @@ impl Watchdog {
     }
 
     /// Tells the watchdog this process is done with the mount, and reaps it.
-    pub(crate) fn finish(mut self) {
+    pub(crate) fn finish(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Watchdog {
+    /// What [`Watchdog::finish`] does: a watchdog is never dropped while this process still
+    /// needs it (a mount that could not be detached keeps its watchdog to the end).
+    fn drop(&mut self) {
         self.tell("done");
         drop(self.stdin.take());
         let t = Instant::now();

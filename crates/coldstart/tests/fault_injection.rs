@@ -285,3 +285,114 @@ fn a_server_that_behaves() {
     let left = leftovers::after(d.path(), &[], Duration::from_secs(5));
     assert!(left.is_empty(), "left behind: {left:#?}");
 }
+
+/// How long each command takes to end after a signal (or, for `kill -9` of `run`, until
+/// nothing of it is left), median and longest of five: the 1 s target of docs/network.md.
+/// Prints a Markdown table; run by `bench/signals.sh`.
+#[test]
+#[ignore = "benchmark: bench/signals.sh"]
+fn signal_benchmark() {
+    if !require_root("FUSE") {
+        return;
+    }
+    let d = Scratch::new();
+    let t = tools(d.path());
+    let hang = FaultServer::start(&t.bundle, Fault::Hang, Target::Manifest);
+    let drip = FaultServer::start(&t.bundle, Fault::Drip, Target::Data);
+    let good = FaultServer::start(&t.bundle, Fault::None, Target::All);
+    let mounted = |d: &Scratch| {
+        let tmp = d.path().join("tmp").canonicalize().unwrap().display().to_string();
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        info.lines().filter_map(|l| l.split(' ').nth(4)).any(|m| m.starts_with(&tmp))
+    };
+    let run = |url: &str, cmd: &[&str]| {
+        let mut c = coldstart();
+        c.env("TMPDIR", d.path().join("tmp"))
+            .args(["run", url, "--strategy", "paged", "--cache-dir"])
+            .arg(d.fresh("cache"))
+            .arg("--")
+            .args(cmd)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    };
+    // (what, command, when to signal it, the signal)
+    type Make<'a> = Box<dyn Fn() -> Command + 'a>;
+    type Ready = Box<dyn Fn(&Scratch) -> bool>;
+    type Case<'a> = (&'static str, Make<'a>, Ready, i32);
+    let cases: Vec<Case> = vec![
+        (
+            "mount, SIGTERM while the manifest is fetched (server never answers)",
+            Box::new(|| {
+                let mnt = d.fresh("mnt");
+                std::fs::create_dir(&mnt).unwrap();
+                let mut c = coldstart();
+                c.args(["mount", &hang.url()]).arg(&mnt).arg("--cache-dir").arg(d.fresh("cache"));
+                c.stderr(Stdio::null());
+                c
+            }),
+            Box::new(|_| true),
+            libc::SIGTERM,
+        ),
+        (
+            "run, SIGTERM while its command's exec waits on a dripping read",
+            Box::new(|| run(&drip.url(), &["{root}/bin/sum", "{root}/data.bin"])),
+            Box::new(mounted),
+            libc::SIGTERM,
+        ),
+        (
+            "run, SIGINT while its command runs (sh -c 'nap 60; true')",
+            Box::new(|| run(&good.url(), &["sh", "-c", "{root}/bin/nap 60; true"])),
+            Box::new(mounted),
+            libc::SIGINT,
+        ),
+        (
+            "predict, SIGHUP while the manifest is fetched (server never answers)",
+            Box::new(|| {
+                let mut c = coldstart();
+                c.args(["predict", &hang.url(), "--cache-dir"]).arg(d.fresh("cache"));
+                c.stdout(Stdio::null()).stderr(Stdio::null());
+                c
+            }),
+            Box::new(|_| true),
+            libc::SIGHUP,
+        ),
+        (
+            "run killed (SIGKILL) while its command's exec waits: until nothing is left",
+            Box::new(|| run(&drip.url(), &["{root}/bin/sum", "{root}/data.bin"])),
+            Box::new(mounted),
+            libc::SIGKILL,
+        ),
+    ];
+    println!("\n| command and signal | median | longest |");
+    println!("| --- | --- | --- |");
+    for (what, make, ready, sig) in &cases {
+        let mut times = Vec::new();
+        for _ in 0..5 {
+            let mut child = make().spawn().unwrap();
+            let t0 = Instant::now();
+            while !ready(&d) {
+                assert!(t0.elapsed() < Duration::from_secs(20), "{what}: never ready");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::thread::sleep(Duration::from_millis(500));
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(child.id() as i32, *sig) };
+            let t1 = Instant::now();
+            let pid = child.id();
+            while child.try_wait().unwrap().is_none() {
+                assert!(t1.elapsed() < Duration::from_secs(20), "{what}: did not end");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let ended = t1.elapsed();
+            let left = leftovers::after(d.path(), &[pid], Duration::from_secs(10));
+            assert!(left.is_empty(), "{what}: {left:#?}");
+            times.push(if *sig == libc::SIGKILL { t1.elapsed() } else { ended });
+            // Let the kill -9 case's cleanup finish before the next.
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        times.sort();
+        let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1e3);
+        println!("| {what} | {} | {} |", ms(times[2]), ms(times[4]));
+    }
+}

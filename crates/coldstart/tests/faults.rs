@@ -151,6 +151,31 @@ fn a_killed_run_leaves_no_mount_no_process_and_no_temporary_directory() {
     nothing_left(&d, &[pid], "kill -9 of run");
 }
 
+/// Item 1, before the mount: `kill -9` of `run` while it still fetched the manifest left its
+/// temporary directory behind (the watchdog started only once mounted).
+#[test]
+fn a_run_killed_while_fetching_the_manifest_leaves_no_temporary_directory() {
+    if !require_root("FUSE") {
+        return;
+    }
+    let d = Scratch::new();
+    let t = tools(d.path());
+    let server = FaultServer::start(&t.bundle, Fault::Hang, Target::Manifest);
+    let mut child = run(&d, &server.url(), "paged", &[], &SUM)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while server.requests.load(Ordering::SeqCst) == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "no request came");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    nothing_left(&d, &[child.id()], "kill -9 of run while fetching the manifest");
+}
+
 /// Item 2: a manifest's sizes were trusted: a chunk size of 2^50 made the client try to
 /// allocate that much and abort, and `serve` accepted such a bundle.
 #[test]

@@ -39,7 +39,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cancel = Cancel::new();
-    let opts = args.flags.options(cancel.clone())?;
+    let mut opts = args.flags.options(cancel.clone())?;
     // A signal while mounting stops every fetch at once.
     let signals = Signals::start(cancel.clone());
     let tmp = tempfile::Builder::new()
@@ -48,7 +48,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .context("cannot create a temporary mount point")?;
     let root = tmp.path().join("root");
     std::fs::create_dir(&root).with_context(|| format!("cannot create {}", root.display()))?;
-    let mut mount = match coldstart_lazyfs::mount(&args.url, &root, opts) {
+    // If this process dies, its watchdog removes them (after unmounting).
+    opts.remove_on_death = vec![root.clone(), tmp.path().to_path_buf()];
+    let mount = match coldstart_lazyfs::mount(&args.url, &root, opts) {
         Ok(m) => m,
         Err(e) => match signals.first() {
             Some(s) if e.is_cancelled() => {
@@ -62,9 +64,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
     };
     signals.report_only();
-    // If this process dies, its watchdog removes them after unmounting.
-    mount.remove_on_death(&root);
-    mount.remove_on_death(tmp.path());
     if let Some(c) = mount.choice() {
         eprintln!("coldstart: {}", c.summary());
     }
