@@ -298,7 +298,8 @@ fn sigterm_ends_a_run_stuck_on_a_dripping_server() {
         std::thread::sleep(Duration::from_millis(500));
         signal(child.id(), sig);
         let status = wait_bounded(&mut child, Duration::from_secs(5));
-        assert!(status.is_some(), "signal {sig}: run still running 5 s later");
+        let status = status.unwrap_or_else(|| panic!("signal {sig}: run still running 5 s later"));
+        assert_eq!(status.code(), Some(128 + sig), "{status}");
         nothing_left(&d, &[child.id()], &format!("signal {sig}"));
     }
 }

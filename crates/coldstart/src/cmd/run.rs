@@ -93,8 +93,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("coldstart: {}: the command did not run", signals::name(s));
             return Ok(signals::exit_code(s));
         }
-        Some(Ok(status)) => status,
+        Some(Ok(ended)) => ended,
         Some(Err(Failed::Wait(e))) => return Err(e),
+        // A signal while it was being started: its exec's reads were failed on purpose.
+        Some(Err(Failed::Start(_))) if signals.first().is_some() => {
+            let s = signals.first().expect("checked");
+            eprintln!(
+                "coldstart: {} while `{}` was starting: it did not run",
+                signals::name(s),
+                argv[0]
+            );
+            return Ok(signals::exit_code(s));
+        }
         Some(Err(Failed::Start(e))) if e.raw_os_error() == Some(libc::EIO) => {
             return Err(crate::exit::environment(format!(
                 "cannot start `{}`: {e}: it could not be read from the bundle{}",
@@ -109,15 +119,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             )));
         }
     };
-    let code = match (status.code(), status.signal()) {
-        (Some(c), _) => c,
-        (None, Some(s)) => 128 + s,
+    let Ended { status, signalled } = status;
+    let code = match (status.code(), status.signal(), signalled) {
+        (Some(c), _, _) => c,
+        // Killed after a signal was forwarded (or by what its reads failing did to it): it
+        // ended on that signal.
+        (None, Some(_), Some(s)) => 128 + s,
+        (None, Some(s), None) => 128 + s,
         _ => 1,
     };
     if code != 0 {
         eprintln!("coldstart: `{}` failed: {status}", argv.join(" "));
     }
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+/// How the command ended: its status, and the signal forwarded to it, if one was.
+struct Ended {
+    status: std::process::ExitStatus,
+    signalled: Option<i32>,
 }
 
 /// Why the command gave no exit status.
@@ -163,7 +183,7 @@ fn run_command(
     signals: &Signals,
     cancel: &Cancel,
     name: &str,
-) -> Result<std::process::ExitStatus, Failed> {
+) -> Result<Ended, Failed> {
     let mut interrupts = Interrupts { signals, cancel, first: None };
     let spawned = std::thread::scope(|scope| {
         let starting = scope.spawn(|| mount.spawn(cmd));
@@ -190,5 +210,5 @@ fn run_command(
     if group.end(GRACE) {
         eprintln!("coldstart: ended what `{name}` left running");
     }
-    Ok(status)
+    Ok(Ended { status, signalled: interrupts.first.map(|(s, _)| s) })
 }
