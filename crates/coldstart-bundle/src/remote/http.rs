@@ -235,7 +235,9 @@ fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
 }
 
 /// The deadlines of one exchange: the head within `io_timeout` of the request, then a byte
-/// at least every `io_timeout` and `min_rate x io_timeout` bytes in every `io_timeout`.
+/// at least every `io_timeout` and `min_rate x io_timeout` bytes in every `io_timeout`. Only
+/// time spent waiting for the server counts: the time the reader spends with the bytes
+/// between two reads (storing a chunk, a mount being made) does not.
 struct Watch<'a> {
     opts: &'a FetchOptions,
     url: &'a str,
@@ -243,12 +245,14 @@ struct Watch<'a> {
     head: bool,
     last: Instant,
     window: (Instant, u64),
+    /// When the last read returned.
+    returned: Instant,
 }
 
 impl<'a> Watch<'a> {
     fn new(opts: &'a FetchOptions, url: &'a str) -> Watch<'a> {
         let now = Instant::now();
-        Watch { opts, url, sent: now, head: false, last: now, window: (now, 0) }
+        Watch { opts, url, sent: now, head: false, last: now, window: (now, 0), returned: now }
     }
 
     fn timeout(&self, what: String) -> FetchError {
@@ -301,11 +305,17 @@ impl<'a> Watch<'a> {
 
     /// One read of `stream`, waiting within the deadlines.
     fn read(&mut self, stream: &mut dyn Read, buf: &mut [u8]) -> Result<usize, FetchError> {
+        // The reader's own time since the last read moves every clock forward.
+        let away = self.returned.elapsed();
+        self.sent += away;
+        self.last += away;
+        self.window.0 += away;
         loop {
             self.check()?;
             match stream.read(buf) {
                 Ok(n) => {
                     self.got(n);
+                    self.returned = Instant::now();
                     return Ok(n);
                 }
                 Err(e)
@@ -777,6 +787,27 @@ mod tests {
         assert!(err.to_string().contains("slower than the 1024 bytes/s"), "{err}");
         // The head at once, then one window of 0.3 s.
         assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn a_slow_reader_is_not_taken_for_a_slow_server() {
+        let url = misbehave(|mut s| {
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n");
+            let _ = s.write_all(&vec![b'x'; 200_000]);
+            std::thread::sleep(Duration::from_secs(2));
+        });
+        let r = HttpRemote::new(&url, once(300)).unwrap();
+        let mut got = 0;
+        r.fetch("m", WHOLE, &mut |b| {
+            // The reader takes longer than the timeout with its first bytes.
+            if got == 0 {
+                std::thread::sleep(Duration::from_millis(700));
+            }
+            got += b.len();
+            true
+        })
+        .unwrap();
+        assert_eq!(got, 200_000);
     }
 
     #[test]
