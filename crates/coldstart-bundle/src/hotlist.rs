@@ -48,7 +48,7 @@ pub enum HotListError {
     Read { path: String, source: std::io::Error },
     #[error("cannot write hot list {path}: {source}")]
     Write { path: String, source: std::io::Error },
-    #[error("hot list {path} is not valid JSON: {source}")]
+    #[error("hot list {path} is not valid JSON: {}", crate::manifest::shown(&source.to_string()))]
     Json { path: String, source: serde_json::Error },
     #[error("hot list {path} has format `{}`, not `{FORMAT}`", crate::manifest::shown(format))]
     Format { path: String, format: String },

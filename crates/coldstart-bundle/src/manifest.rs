@@ -26,11 +26,11 @@ pub const MAX_PATH: usize = 4095;
 pub const MAX_NAME: usize = 255;
 
 /// `s` as it may be printed in a message: control characters escaped (`\n`, `\u{1b}`), so
-/// that a hostile manifest cannot write to the terminal, and at most 200 characters.
+/// that a hostile manifest cannot write to the terminal, and at most 300 characters.
 pub fn shown(s: &str) -> String {
-    let mut out = String::with_capacity(s.len().min(210));
+    let mut out = String::with_capacity(s.len().min(310));
     for (i, c) in s.chars().enumerate() {
-        if i == 200 {
+        if i == 300 {
             out.push_str("...");
             break;
         }
@@ -185,7 +185,8 @@ pub struct HotSet {
 /// Why a manifest was rejected.
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
-    #[error("the manifest is not valid JSON for a coldstart bundle: {0}")]
+    // serde_json quotes what it did not expect (an unknown `kind`) as it is: escaped too.
+    #[error("the manifest is not valid JSON for a coldstart bundle: {}", shown(&.0.to_string()))]
     Json(#[from] serde_json::Error),
     #[error("the manifest's format is `{0}`, not `{FORMAT}`: is this a coldstart bundle?")]
     Format(String),
@@ -665,7 +666,23 @@ mod tests {
         assert!(!text.chars().any(char::is_control), "{text:?}");
         assert!(text.contains("\\u{1b}[31mred\\nline"), "{text}");
         let long = "x".repeat(10_000);
-        assert!(shown(&long).len() < 300);
+        assert!(shown(&long).len() < 400);
+    }
+
+    /// Found by the `manifest` fuzz target: serde_json's message for an unknown variant quoted
+    /// it raw, control characters included.
+    #[test]
+    fn control_characters_in_what_json_did_not_expect_are_escaped() {
+        let text = String::from_utf8(good().to_bytes()).unwrap().replacen(
+            "\"kind\": \"file\"",
+            "\"kind\": \"\\u007f\\u001b[2Jfile\"",
+            1,
+        );
+        let err = Manifest::parse(text.as_bytes()).unwrap_err();
+        assert!(matches!(err, ManifestError::Json(_)));
+        let shown = err.to_string();
+        assert!(!shown.chars().any(char::is_control), "{shown:?}");
+        assert!(shown.contains("\\u{1b}[2Jfile"), "{shown}");
     }
 
     #[test]

@@ -248,6 +248,7 @@ fn serve_under_load_answers_every_client_and_leaks_no_socket() {
     let d = root();
     let server = serve(&d.path().join("bundle"), "127.0.0.1:0", None).unwrap();
     let addr = server.addr();
+    let t = Instant::now();
     std::thread::scope(|s| {
         // 5,000 over 50 keep-alive connections, 5,000 on connections of their own.
         for t in 0..50 {
@@ -272,8 +273,13 @@ fn serve_under_load_answers_every_client_and_leaks_no_socket() {
             });
         }
     });
-    assert!(server.stats().requests.load(Ordering::Relaxed) >= 10_000);
-    assert_eq!(settled_close_wait(addr.port()), 0);
+    let requests = server.stats().requests.load(Ordering::Relaxed);
+    let took = t.elapsed();
+    assert!(requests >= 10_000);
+    let left = settled_close_wait(addr.port());
+    let conns = server.stats().connections.load(Ordering::Relaxed);
+    println!("{requests} requests on {conns} connections in {took:?}: {left} in CLOSE-WAIT");
+    assert_eq!(left, 0);
     // 500 clients at once, each connected before any is answered.
     let barrier = std::sync::Barrier::new(500);
     let answered = std::sync::atomic::AtomicUsize::new(0);
@@ -291,6 +297,11 @@ fn serve_under_load_answers_every_client_and_leaks_no_socket() {
             });
         }
     });
+    let left = settled_close_wait(addr.port());
+    println!(
+        "{} of 500 clients at once answered: {left} in CLOSE-WAIT",
+        answered.load(Ordering::SeqCst)
+    );
     assert_eq!(answered.load(Ordering::SeqCst), 500);
-    assert_eq!(settled_close_wait(addr.port()), 0);
+    assert_eq!(left, 0);
 }
