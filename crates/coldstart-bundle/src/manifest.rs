@@ -188,7 +188,7 @@ pub enum ManifestError {
     // serde_json quotes what it did not expect (an unknown `kind`) as it is: escaped too.
     #[error("the manifest is not valid JSON for a coldstart bundle: {}", shown(&.0.to_string()))]
     Json(#[from] serde_json::Error),
-    #[error("the manifest's format is `{0}`, not `{FORMAT}`: is this a coldstart bundle?")]
+    #[error("the manifest's format is `{}`, not `{FORMAT}`: is this a coldstart bundle?", shown(.0))]
     Format(String),
     #[error("the manifest is version {0}, this build reads version {VERSION}: use a coldstart that reads it, or re-pack the bundle")]
     Version(u32),
@@ -670,7 +670,7 @@ mod tests {
     }
 
     /// Found by the `manifest` fuzz target: serde_json's message for an unknown variant quoted
-    /// it raw, control characters included.
+    /// it raw, control characters included; so did the message for an unknown format.
     #[test]
     fn control_characters_in_what_json_did_not_expect_are_escaped() {
         let text = String::from_utf8(good().to_bytes()).unwrap().replacen(
@@ -683,6 +683,15 @@ mod tests {
         let shown = err.to_string();
         assert!(!shown.chars().any(char::is_control), "{shown:?}");
         assert!(shown.contains("\\u{1b}[2Jfile"), "{shown}");
+        // And the format name, found next.
+        let text = String::from_utf8(good().to_bytes()).unwrap().replacen(
+            "coldstart-bundle",
+            "c\\u007fldstart-bundle",
+            1,
+        );
+        let err = Manifest::parse(text.as_bytes()).unwrap_err();
+        assert!(matches!(err, ManifestError::Format(_)));
+        assert!(!err.to_string().chars().any(char::is_control), "{err}");
     }
 
     #[test]
