@@ -25,6 +25,8 @@
 //!   `engine::start_object` ([`StartFetch`]: the manifest and the hot set in one request).
 //! - [`Strategy`] names when to fetch what; the engine carries it out and [`model`] predicts
 //!   it, and neither depends on the other for it.
+//! - `watchdog` cleans up after a mounting process that dies without unmounting, and `group`
+//!   is a command running from the mount in a process group of its own ([`Group`]).
 //!
 //! Every wait is bounded ([`EngineOptions::read_timeout`] and the fetcher's bounds: see
 //! [`coldstart_bundle::remote`]) and every fetch stops at once when cancelled
