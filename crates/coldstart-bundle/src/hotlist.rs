@@ -48,9 +48,9 @@ pub enum HotListError {
     Read { path: String, source: std::io::Error },
     #[error("cannot write hot list {path}: {source}")]
     Write { path: String, source: std::io::Error },
-    #[error("hot list {path} is not valid JSON: {source}")]
+    #[error("hot list {path} is not valid JSON: {}", crate::manifest::shown(&source.to_string()))]
     Json { path: String, source: serde_json::Error },
-    #[error("hot list {path} has format `{format}`, not `{FORMAT}`")]
+    #[error("hot list {path} has format `{}`, not `{FORMAT}`", crate::manifest::shown(format))]
     Format { path: String, format: String },
     #[error("hot list {path} is version {version}; this build reads version {VERSION}")]
     Version { path: String, version: u32 },
@@ -75,7 +75,13 @@ impl HotList {
         let p = path.display().to_string();
         let bytes =
             std::fs::read(path).map_err(|source| HotListError::Read { path: p.clone(), source })?;
-        let list: HotList = serde_json::from_slice(&bytes)
+        HotList::parse(&p, &bytes)
+    }
+
+    /// Reads and checks a hot list's bytes; `path` names it in errors.
+    pub fn parse(path: &str, bytes: &[u8]) -> Result<HotList, HotListError> {
+        let p = path.to_owned();
+        let list: HotList = serde_json::from_slice(bytes)
             .map_err(|source| HotListError::Json { path: p.clone(), source })?;
         if list.format != FORMAT {
             return Err(HotListError::Format { path: p, format: list.format });

@@ -25,8 +25,8 @@
 //! - [`pack()`]: building a bundle from a directory and a [`HotList`];
 //! - [`profile`]: page profiles of `coldstart profile --pages` converted to that hot list;
 //! - [`remote`]: getting bytes of a bundle: [`HttpRemote`] (HTTP/1.1 Range requests over a
-//!   keep-alive pool, bounded retries and timeouts) and [`DirRemote`] (a bundle on local disk,
-//!   the fake used by unit tests);
+//!   keep-alive pool) and [`DirRemote`] (a bundle on local disk, the fake used by unit
+//!   tests), every wait, length and retry bounded and every fetch cancellable;
 //! - [`start`]: the start object (manifest and hot set in one object) and the compressed
 //!   manifest;
 //! - [`cache`]: the local content-addressed chunk cache shared by mounts.
@@ -61,7 +61,9 @@ pub use profile::{
     hot_list_from_profiles, read_profiles, ProfileHotList, ProfileHotListError, ProfileMapping,
     RealFiles,
 };
-pub use remote::{DirRemote, FetchError, FetchOptions, FetchStats, HttpRemote, Remote};
+pub use remote::{
+    Cancel, DirRemote, FetchError, FetchOptions, FetchStats, HttpRemote, Remote, Span,
+};
 
 use sha2::{Digest, Sha256};
 

@@ -16,6 +16,32 @@ use serde::{Deserialize, Serialize};
 pub const FORMAT: &str = "coldstart-bundle";
 /// The manifest version this build reads and writes.
 pub const VERSION: u32 = 2;
+/// The largest chunk size a manifest may give: a reader holds one chunk of a fetch in memory,
+/// so this bounds the memory of every fetch (`pack --chunk-size` takes no more).
+pub const MAX_CHUNK_SIZE: u64 = 64 << 20;
+/// The longest path a manifest may hold, in bytes (Linux's `PATH_MAX` less its NUL); also the
+/// longest symbolic-link target.
+pub const MAX_PATH: usize = 4095;
+/// The longest name of one path component, in bytes (Linux's `NAME_MAX`).
+pub const MAX_NAME: usize = 255;
+
+/// `s` as it may be printed in a message: control characters escaped (`\n`, `\u{1b}`), so
+/// that a hostile manifest cannot write to the terminal, and at most 300 characters.
+pub fn shown(s: &str) -> String {
+    let mut out = String::with_capacity(s.len().min(310));
+    for (i, c) in s.chars().enumerate() {
+        if i == 300 {
+            out.push_str("...");
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
 
 /// A SHA-256 digest as 64 lowercase hex digits.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -28,7 +54,7 @@ impl Sha256Hex {
         if s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
             Ok(Sha256Hex(s))
         } else {
-            Err(format!("`{s}` is not a SHA-256 (64 lowercase hex digits)"))
+            Err(format!("`{}` is not a SHA-256 (64 lowercase hex digits)", shown(&s)))
         }
     }
 
@@ -159,33 +185,36 @@ pub struct HotSet {
 /// Why a manifest was rejected.
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
-    #[error("the manifest is not valid JSON for a coldstart bundle: {0}")]
+    // serde_json quotes what it did not expect (an unknown `kind`) as it is: escaped too.
+    #[error("the manifest is not valid JSON for a coldstart bundle: {}", shown(&.0.to_string()))]
     Json(#[from] serde_json::Error),
-    #[error("the manifest's format is `{0}`, not `{FORMAT}`: is this a coldstart bundle?")]
+    #[error("the manifest's format is `{}`, not `{FORMAT}`: is this a coldstart bundle?", shown(.0))]
     Format(String),
     #[error("the manifest is version {0}, this build reads version {VERSION}: use a coldstart that reads it, or re-pack the bundle")]
     Version(u32),
-    #[error("the manifest's chunk size is 0")]
-    ChunkSize,
-    #[error("unsafe path `{0}` in the manifest: paths must be relative, without `.` or `..`")]
+    #[error("the manifest's chunk size is {0}, not 1 byte to {MAX_CHUNK_SIZE} (64 MiB): re-pack the bundle with a smaller --chunk-size")]
+    ChunkSize(u64),
+    #[error("unsafe path `{}` in the manifest: paths must be relative, without `.` or `..`", shown(.0))]
     UnsafePath(String),
-    #[error("`{0}` appears twice in the manifest")]
+    #[error("path `{}` in the manifest is too long: at most {MAX_PATH} bytes, {MAX_NAME} per name", shown(.0))]
+    LongPath(String),
+    #[error("`{}` appears twice in the manifest", shown(.0))]
     Duplicate(String),
-    #[error("`{0}` has no parent directory in the manifest")]
+    #[error("`{}` has no parent directory in the manifest", shown(.0))]
     NoParent(String),
-    #[error("`{path}`: chunk {index} at offset {offset} overlaps the chunk before it")]
+    #[error("`{}`: chunk {index} at offset {offset} overlaps the chunk before it", shown(path))]
     Overlap { path: String, index: usize, offset: u64 },
-    #[error("`{path}`: {detail}")]
+    #[error("`{}`: {detail}", shown(path))]
     Size { path: String, detail: String },
-    #[error("`{0}` is a symbolic link without a target")]
+    #[error("`{}` is a symbolic link without a target", shown(.0))]
     NoTarget(String),
-    #[error("the hot set refers to `{path}` chunk {index}, which does not exist")]
+    #[error("the hot set refers to `{}` chunk {index}, which does not exist", shown(path))]
     HotRef { path: String, index: usize },
-    #[error("the hot set lists `{path}` chunk {index} twice")]
+    #[error("the hot set lists `{}` chunk {index} twice", shown(path))]
     HotDuplicate { path: String, index: usize },
-    #[error("`{0}` is a regular file without the SHA-256 of its whole content")]
+    #[error("`{}` is a regular file without the SHA-256 of its whole content", shown(.0))]
     NoFileDigest(String),
-    #[error("`{path}`: chunk {index}: {detail}")]
+    #[error("`{}`: chunk {index}: {detail}", shown(path))]
     Stored { path: String, index: usize, detail: String },
     #[error("the hot set's size is {stated} but its chunks add up to {actual}")]
     HotSize { stated: u64, actual: u64 },
@@ -198,8 +227,9 @@ impl ManifestError {
             ManifestError::Json(_)
             | ManifestError::Format(_)
             | ManifestError::Version(_)
-            | ManifestError::ChunkSize
+            | ManifestError::ChunkSize(_)
             | ManifestError::UnsafePath(_)
+            | ManifestError::LongPath(_)
             | ManifestError::Duplicate(_)
             | ManifestError::NoParent(_)
             | ManifestError::Overlap { .. }
@@ -261,13 +291,17 @@ impl Manifest {
         if self.version != VERSION {
             return Err(ManifestError::Version(self.version));
         }
-        if self.chunk_size == 0 {
-            return Err(ManifestError::ChunkSize);
+        if !(1..=MAX_CHUNK_SIZE).contains(&self.chunk_size) {
+            return Err(ManifestError::ChunkSize(self.chunk_size));
         }
         let mut kinds: HashMap<&str, EntryKind> = HashMap::new();
         for e in &self.files {
             if !is_safe_path(&e.path) {
                 return Err(ManifestError::UnsafePath(e.path.clone()));
+            }
+            let long = |p: &str| p.len() > MAX_PATH || p.split('/').any(|n| n.len() > MAX_NAME);
+            if long(&e.path) || e.target.as_ref().is_some_and(|t| t.len() > MAX_PATH) {
+                return Err(ManifestError::LongPath(e.path.clone()));
             }
             if kinds.insert(&e.path, e.kind).is_some() {
                 return Err(ManifestError::Duplicate(e.path.clone()));
@@ -377,7 +411,7 @@ impl Manifest {
             if !seen.insert(r) {
                 return Err(ManifestError::HotDuplicate { path: r.path.clone(), index: r.index });
             }
-            total += chunk.stored_len();
+            total = total.saturating_add(chunk.stored_len());
         }
         if total != self.hot.size {
             return Err(ManifestError::HotSize { stated: self.hot.size, actual: total });
@@ -432,7 +466,7 @@ impl Manifest {
             .flat_map(|e| &e.chunks)
             .filter(|c| distinct.insert(&c.sha256))
             .map(Chunk::stored_len)
-            .sum()
+            .fold(0, u64::saturating_add)
     }
 
     /// Total bytes of all files and of the distinct chunks (uncompressed).
@@ -441,10 +475,10 @@ impl Manifest {
         let mut files = 0;
         let mut unique = 0;
         for e in self.files.iter().filter(|e| e.kind == EntryKind::File) {
-            files += e.size;
+            files = e.size.saturating_add(files);
             for c in &e.chunks {
                 if distinct.insert(&c.sha256) {
-                    unique += c.length;
+                    unique = c.length.saturating_add(unique);
                 }
             }
         }
@@ -605,6 +639,71 @@ mod tests {
         assert!(matches!(reject(m.clone()), ManifestError::HotSize { stated: 2, actual: 11 }));
         m.hot.size = 11;
         assert_eq!(Manifest::parse(&m.to_bytes()).unwrap(), m);
+    }
+
+    #[test]
+    fn a_chunk_size_no_reader_can_hold_is_rejected() {
+        for size in [0, MAX_CHUNK_SIZE + 1, 1 << 50] {
+            let mut m = good();
+            m.chunk_size = size;
+            let err = reject(m);
+            assert!(matches!(err, ManifestError::ChunkSize(s) if s == size), "{err}");
+            assert!(err.to_string().contains("64 MiB"), "{err}");
+        }
+        let mut m = good();
+        m.chunk_size = MAX_CHUNK_SIZE;
+        assert_eq!(Manifest::parse(&m.to_bytes()).unwrap(), m);
+    }
+
+    #[test]
+    fn control_characters_in_manifest_paths_are_escaped_in_messages() {
+        let mut m = good();
+        m.files[1].path = "\u{1b}[31mred\nline/app".into();
+        m.hot.chunks[0].path = m.files[1].path.clone();
+        let err = reject(m);
+        let text = err.to_string();
+        assert!(matches!(err, ManifestError::NoParent(_)), "{text}");
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+        assert!(text.contains("\\u{1b}[31mred\\nline"), "{text}");
+        let long = "x".repeat(10_000);
+        assert!(shown(&long).len() < 400);
+    }
+
+    /// Found by the `manifest` fuzz target: serde_json's message for an unknown variant quoted
+    /// it raw, control characters included; so did the message for an unknown format.
+    #[test]
+    fn control_characters_in_what_json_did_not_expect_are_escaped() {
+        let text = String::from_utf8(good().to_bytes()).unwrap().replacen(
+            "\"kind\": \"file\"",
+            "\"kind\": \"\\u007f\\u001b[2Jfile\"",
+            1,
+        );
+        let err = Manifest::parse(text.as_bytes()).unwrap_err();
+        assert!(matches!(err, ManifestError::Json(_)));
+        let shown = err.to_string();
+        assert!(!shown.chars().any(char::is_control), "{shown:?}");
+        assert!(shown.contains("\\u{1b}[2Jfile"), "{shown}");
+        // And the format name, found next.
+        let text = String::from_utf8(good().to_bytes()).unwrap().replacen(
+            "coldstart-bundle",
+            "c\\u007fldstart-bundle",
+            1,
+        );
+        let err = Manifest::parse(text.as_bytes()).unwrap_err();
+        assert!(matches!(err, ManifestError::Format(_)));
+        assert!(!err.to_string().chars().any(char::is_control), "{err}");
+    }
+
+    #[test]
+    fn paths_longer_than_linux_takes_are_rejected() {
+        let mut m = good();
+        m.files[2].path = format!("bin/{}", "n".repeat(MAX_NAME + 1));
+        assert!(matches!(reject(m), ManifestError::LongPath(_)));
+        let mut m = good();
+        let target = "t".repeat(MAX_PATH + 1);
+        m.files[2].size = target.len() as u64;
+        m.files[2].target = Some(target);
+        assert!(matches!(reject(m), ManifestError::LongPath(_)));
     }
 
     #[test]

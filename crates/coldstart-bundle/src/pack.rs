@@ -31,6 +31,8 @@ pub struct PackOptions {
     pub compression: Compression,
     /// The zstd level (1 to 22) when compressing.
     pub level: i32,
+    /// Stops the pack between two chunks ([`PackError::Cancelled`]; nothing is left).
+    pub cancel: crate::remote::Cancel,
 }
 
 /// The zstd level `pack` uses unless told otherwise: packing is done once, fetching often.
@@ -42,6 +44,7 @@ impl Default for PackOptions {
             chunk_size: 64 * 1024,
             compression: Compression::None,
             level: DEFAULT_ZSTD_LEVEL,
+            cancel: crate::remote::Cancel::default(),
         }
     }
 }
@@ -49,8 +52,8 @@ impl Default for PackOptions {
 /// Why packing failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PackError {
-    #[error("chunk size must be at least 1 byte")]
-    ChunkSize,
+    #[error("the chunk size must be 1 byte to 64 MiB, not {0}")]
+    ChunkSize(u64),
     #[error("zstd level {0} is out of range: use 1 to 22")]
     Level(i32),
     #[error("{path}: zstd could not compress a chunk: {source}")]
@@ -67,19 +70,23 @@ pub enum PackError {
     NotUtf8(PathBuf),
     #[error("{0}: the symbolic link's target is not UTF-8")]
     TargetNotUtf8(PathBuf),
+    #[error("interrupted: nothing was written")]
+    Cancelled,
 }
 
 impl PackError {
     /// What kind of failure this is (the exit code follows from it).
     pub fn category(&self) -> Category {
         match self {
-            PackError::ChunkSize
+            PackError::ChunkSize(_)
             | PackError::Level(_)
             | PackError::Exists(_)
             | PackError::Unsupported(_)
             | PackError::NotUtf8(_)
             | PackError::TargetNotUtf8(_) => Category::Usage,
-            PackError::Compress { .. } | PackError::Io { .. } => Category::Environment,
+            PackError::Compress { .. } | PackError::Io { .. } | PackError::Cancelled => {
+                Category::Environment
+            }
         }
     }
 }
@@ -98,8 +105,8 @@ pub fn pack(
     options: &PackOptions,
     out: &Path,
 ) -> Result<Manifest, PackError> {
-    if options.chunk_size == 0 {
-        return Err(PackError::ChunkSize);
+    if !(1..=crate::manifest::MAX_CHUNK_SIZE).contains(&options.chunk_size) {
+        return Err(PackError::ChunkSize(options.chunk_size));
     }
     if options.compression == Compression::Zstd && !(1..=22).contains(&options.level) {
         return Err(PackError::Level(options.level));
@@ -111,7 +118,13 @@ pub fn pack(
     let tmp = out.with_file_name(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
     let _ = fs::remove_dir_all(&tmp);
     fs::create_dir_all(&tmp).map_err(io_err(&tmp))?;
-    let result = pack_into(dir, hot, options, &tmp);
+    let result = pack_into(dir, hot, options, &tmp).and_then(|m| {
+        if options.cancel.is_cancelled() {
+            Err(PackError::Cancelled)
+        } else {
+            Ok(m)
+        }
+    });
     match result {
         Ok(manifest) => {
             fs::rename(&tmp, out).map_err(io_err(out))?;
@@ -256,6 +269,9 @@ fn chunk_file(
     };
     let mut offset = 0u64;
     loop {
+        if options.cancel.is_cancelled() {
+            return Err(PackError::Cancelled);
+        }
         let n = read_full(&mut file, &mut buf).map_err(io_err(path))?;
         if n == 0 {
             break;
@@ -471,7 +487,7 @@ mod tests {
         // The start object: the manifest and this hot blob; the compressed manifest.
         let json = fs::read(b.join("manifest.json")).unwrap();
         let start = fs::read(b.join(crate::start::START_OBJECT)).unwrap();
-        crate::start::check(&start, &json, &blob).unwrap();
+        crate::start::check(&start, &json, &blob, "blobs/hot").unwrap();
         let zst = fs::read(b.join(crate::start::MANIFEST_ZST)).unwrap();
         crate::start::check_compressed(&zst, &json).unwrap();
         assert_eq!(crate::start::parse_compressed_manifest(&zst).unwrap(), m);
@@ -482,7 +498,12 @@ mod tests {
         let src = tree();
         let out = tempfile::tempdir().unwrap();
         let b = out.path().join("z");
-        let opts = PackOptions { chunk_size: 4096, compression: Compression::Zstd, level: 3 };
+        let opts = PackOptions {
+            chunk_size: 4096,
+            compression: Compression::Zstd,
+            level: 3,
+            ..PackOptions::default()
+        };
         let m = pack(src.path(), &hot(), &opts, &b).unwrap();
         assert_eq!(m.compression, Compression::Zstd);
         let zeros = &m.entry("lib/zeros").unwrap().chunks[0];

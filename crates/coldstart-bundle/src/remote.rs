@@ -1,40 +1,77 @@
 //! Getting a bundle's bytes: over HTTP/1.1 with Range requests, or from a local directory.
 //!
 //! [`HttpRemote`] keeps a pool of keep-alive connections and lets several requests be in
-//! flight at once (one per connection, up to [`FetchOptions::connections`]). Every wait is
-//! bounded: connecting by [`FetchOptions::connect_timeout`], every read and write by
-//! [`FetchOptions::io_timeout`]. [`get`] and [`get_chunk`] retry a failed attempt with
-//! exponential back-off, at most [`FetchOptions::retries`] times, and [`get_chunk`] accepts
-//! only bytes whose SHA-256 matches the manifest.
+//! flight at once (one per connection, up to [`FetchOptions::connections`]). [`DirRemote`]
+//! reads a bundle on local disk through the same trait: the fake for unit tests, and the way
+//! to mount a bundle that is already on this machine.
 //!
-//! [`DirRemote`] reads a bundle on local disk through the same trait: the fake for unit tests,
-//! and the way to mount a bundle that is already on this machine.
+//! # Bounds
+//!
+//! Every fetch ends, whatever the server does. They are properties of [`FetchOptions`] and of
+//! each request's [`Span`], which any [`Remote`] honours:
+//!
+//! - connecting: at most [`FetchOptions::connect_timeout`];
+//! - the response's head (status line and headers, at most 64 KiB): complete within
+//!   [`FetchOptions::io_timeout`] of sending the request;
+//! - the body: a byte at least every `io_timeout`, and at least
+//!   [`FetchOptions::min_rate`]` x io_timeout` bytes in every `io_timeout`; so a body of `n`
+//!   bytes arrives within `2 x io_timeout + n / min_rate` or fails;
+//! - its length: at most what the span asks for ([`Span::Whole`]'s `max`, a range's length):
+//!   more is an error as soon as the server says or sends it, so the memory of a fetch is
+//!   bounded by the span, and a manifest's sizes are themselves bounded
+//!   ([`crate::manifest::MAX_CHUNK_SIZE`], [`crate::start::MAX_MANIFEST`]);
+//! - retries: [`with_retries`] tries at most `1 + retries` times ([`MAX_RETRIES`] at most),
+//!   with a back-off from [`FetchOptions::backoff`] doubling to at most 5 s;
+//! - cancellation: [`FetchOptions::cancel`] stops every fetch made with those options
+//!   (connecting, waiting for bytes, backing off) within [`POLL`], with
+//!   [`FetchError::Cancelled`].
+//!
+//! So one attempt of a fetch of `n` bytes takes at most `connect_timeout + 2 x io_timeout +
+//! n / min_rate`, and [`get`] and [`get_chunk`] at most `1 + retries` of those plus the
+//! back-off. [`get_chunk`] accepts only bytes whose SHA-256 matches the manifest.
 
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+mod http;
+
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use coldstart_error::Category;
 
+pub use http::{parse_response, HttpRemote};
+
 use crate::manifest::{Chunk, Compression, Manifest, ManifestError};
 use crate::{blob_path, decode_chunk};
+
+/// The most retries [`FetchOptions::retries`] may ask for.
+pub const MAX_RETRIES: u32 = 10;
+/// The default of [`FetchOptions::min_rate`]: 1 KiB/s, below a 56 kbit/s modem's share of
+/// four connections.
+pub const DEFAULT_MIN_RATE: u64 = 1024;
+/// How often every wait of a fetch looks at its deadlines and at [`FetchOptions::cancel`].
+pub const POLL: Duration = Duration::from_millis(100);
 
 /// How to fetch.
 #[derive(Debug, Clone)]
 pub struct FetchOptions {
     /// Requests in flight at most (keep-alive connections in the pool).
     pub connections: usize,
-    /// Retries after a failed attempt.
+    /// Retries after a failed attempt (at most [`MAX_RETRIES`]).
     pub retries: u32,
-    /// Wait before the first retry; doubled for each further one.
+    /// Wait before the first retry; doubled for each further one, up to 5 s.
     pub backoff: Duration,
     /// Bound on connecting.
     pub connect_timeout: Duration,
-    /// Bound on each read or write of a connection.
+    /// Bound on waiting for a response's head after sending the request, and on every wait
+    /// for the body's next bytes.
     pub io_timeout: Duration,
+    /// The slowest body accepted, in bytes per second: one that brings fewer than
+    /// `min_rate x io_timeout` bytes in an `io_timeout` fails (a server that drips).
+    pub min_rate: u64,
+    /// Stops every fetch made with these options ([`FetchError::Cancelled`]).
+    pub cancel: Cancel,
 }
 
 impl Default for FetchOptions {
@@ -45,6 +82,84 @@ impl Default for FetchOptions {
             backoff: Duration::from_millis(100),
             connect_timeout: Duration::from_secs(5),
             io_timeout: Duration::from_secs(10),
+            min_rate: DEFAULT_MIN_RATE,
+            cancel: Cancel::default(),
+        }
+    }
+}
+
+impl FetchOptions {
+    /// The back-off before retry `n` (0-based): [`FetchOptions::backoff`] doubled `n` times,
+    /// at most 5 s.
+    pub fn backoff_before(&self, n: u32) -> Duration {
+        self.backoff.saturating_mul(1u32 << n.min(20)).min(Duration::from_secs(5))
+    }
+
+    /// The longest one attempt to fetch `bytes` may take: connecting, the head, and the body
+    /// at the slowest rate accepted (see the module's bounds).
+    pub fn attempt_bound(&self, bytes: u64) -> Duration {
+        let body = Duration::from_secs_f64(bytes as f64 / self.min_rate.max(1) as f64);
+        self.connect_timeout + self.io_timeout * 2 + body
+    }
+
+    /// The longest a fetch of `bytes` with every retry may take.
+    pub fn fetch_bound(&self, bytes: u64) -> Duration {
+        let retries = self.retries.min(MAX_RETRIES);
+        let backoff: Duration = (0..retries).map(|n| self.backoff_before(n)).sum();
+        self.attempt_bound(bytes) * (retries + 1) + backoff
+    }
+}
+
+/// A flag shared by everything that should stop together (a mount's fetches, a pack): once
+/// set, it stays set.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    pub fn new() -> Cancel {
+        Cancel::default()
+    }
+
+    /// Stops everything that watches this flag.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Sleeps `d`, waking every [`POLL`] to look at the flag; `true` if it was set.
+    pub fn sleep(&self, d: Duration) -> bool {
+        let end = Instant::now() + d;
+        loop {
+            if self.is_cancelled() {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= end {
+                return false;
+            }
+            std::thread::sleep((end - now).min(POLL));
+        }
+    }
+}
+
+/// What part of a bundle file a request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Span {
+    /// The whole file, which may not be longer than `max` bytes.
+    Whole { max: u64 },
+    /// Bytes `start..end`.
+    Range(u64, u64),
+}
+
+impl Span {
+    /// The most bytes the body may bring.
+    pub fn max_len(self) -> u64 {
+        match self {
+            Span::Whole { max } => max,
+            Span::Range(s, e) => e.saturating_sub(s),
         }
     }
 }
@@ -67,8 +182,12 @@ pub enum FetchError {
     Url(String),
     #[error("{url}: {source}")]
     Io { url: String, source: io::Error },
+    #[error("{url}: {what}")]
+    Timeout { url: String, what: String },
     #[error("{url}: the server answered {status}")]
     Status { url: String, status: u16 },
+    #[error("{url}: the server redirects to `{}`: coldstart follows no redirects; give the URL of the bundle itself", crate::manifest::shown(location))]
+    Redirect { url: String, location: String },
     #[error("{url}: malformed response: {detail}")]
     Protocol { url: String, detail: String },
     #[error("{url}: the bytes do not match their SHA-256 (corrupt or changed on the server)")]
@@ -77,27 +196,32 @@ pub enum FetchError {
     GaveUp { what: String, attempts: u32, last: Box<FetchError> },
     #[error("{url}: the transfer was stopped by its reader")]
     Aborted { url: String },
+    #[error("{url}: stopped: coldstart was interrupted")]
+    Cancelled { url: String },
     #[error("manifest: {0}")]
     Manifest(#[from] ManifestError),
 }
 
 impl FetchError {
-    /// What kind of failure this is (the exit code follows from it).
+    /// What kind of failure this is (the exit code follows from it). A URL that cannot name a
+    /// bundle (malformed, redirected elsewhere, or a server that has no such file) is bad
+    /// input; a server or network that misbehaves is the environment.
     pub fn category(&self) -> Category {
         match self {
-            FetchError::Url(_) => Category::Usage,
+            FetchError::Url(_) | FetchError::Redirect { .. } => Category::Usage,
+            FetchError::Status { status: 404 | 410, .. } => Category::Usage,
             FetchError::Manifest(e) => e.category(),
+            FetchError::GaveUp { last, .. } => last.category(),
             FetchError::Io { .. }
+            | FetchError::Timeout { .. }
             | FetchError::Status { .. }
             | FetchError::Protocol { .. }
             | FetchError::Corrupt { .. }
-            | FetchError::GaveUp { .. }
-            | FetchError::Aborted { .. } => Category::Environment,
+            | FetchError::Aborted { .. }
+            | FetchError::Cancelled { .. } => Category::Environment,
         }
     }
-}
 
-impl FetchError {
     /// Whether the server answered with an error status (the last attempt's, after retries):
     /// the file is not there, as opposed to a failed transfer.
     pub fn is_status(&self) -> bool {
@@ -108,26 +232,48 @@ impl FetchError {
         }
     }
 
+    /// Whether the server said the file is not there (404 or 410, the last attempt's).
+    pub fn is_not_found(&self) -> bool {
+        match self {
+            FetchError::Status { status, .. } => matches!(status, 404 | 410),
+            FetchError::GaveUp { last, .. } => last.is_not_found(),
+            _ => false,
+        }
+    }
+
+    /// Whether it was stopped by [`FetchOptions::cancel`].
+    pub fn is_cancelled(&self) -> bool {
+        match self {
+            FetchError::Cancelled { .. } => true,
+            FetchError::GaveUp { last, .. } => last.is_cancelled(),
+            _ => false,
+        }
+    }
+
     /// Whether another attempt may succeed.
     fn retriable(&self) -> bool {
         match self {
-            FetchError::Io { .. } | FetchError::Protocol { .. } | FetchError::Corrupt { .. } => {
-                true
-            }
+            FetchError::Io { .. }
+            | FetchError::Timeout { .. }
+            | FetchError::Protocol { .. }
+            | FetchError::Corrupt { .. } => true,
             FetchError::Status { status, .. } => *status >= 500 || *status == 408 || *status == 429,
             _ => false,
         }
     }
 }
 
-/// A source of a bundle's bytes.
+/// A source of a bundle's bytes. Every implementation keeps the bounds of the module
+/// documentation: its waits end, it never hands over more than `span` allows, and it stops
+/// within [`POLL`] of [`FetchOptions::cancel`].
 pub trait Remote: Send + Sync {
-    /// One attempt to read `range` (start, end exclusive; whole file if `None`) of the bundle
-    /// file `path`, handing the body to `sink` as it arrives. Returns the body length.
+    /// One attempt to read `span` of the bundle file `path`, handing the body to `sink` as it
+    /// arrives (`sink` returns `false` to stop: [`FetchError::Aborted`]). Returns the body
+    /// length.
     fn fetch(
         &self,
         path: &str,
-        range: Option<(u64, u64)>,
+        span: Span,
         sink: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<u64, FetchError>;
     /// The options this remote was made with.
@@ -138,47 +284,49 @@ pub trait Remote: Send + Sync {
     fn describe(&self, path: &str) -> String;
 }
 
-/// Runs `attempt` until it succeeds, fails for good, or the retries run out.
+/// Runs `attempt` until it succeeds, fails for good, the retries run out, or the fetches are
+/// cancelled (then [`FetchError::Cancelled`], not wrapped).
 pub fn with_retries<T>(
     opts: &FetchOptions,
     stats: &FetchStats,
     what: &str,
     mut attempt: impl FnMut() -> Result<T, FetchError>,
 ) -> Result<T, FetchError> {
-    let mut wait = opts.backoff;
+    let cancelled = || FetchError::Cancelled { url: what.to_owned() };
     let mut attempts = 0;
     loop {
+        if opts.cancel.is_cancelled() {
+            return Err(cancelled());
+        }
         attempts += 1;
         match attempt() {
             Ok(v) => return Ok(v),
+            Err(e) if e.is_cancelled() => return Err(e),
             Err(e) => {
                 // A transfer its reader stopped did not fail.
                 if !matches!(e, FetchError::Aborted { .. }) {
                     stats.failures.fetch_add(1, Ordering::Relaxed);
                 }
-                if !e.retriable() || attempts > opts.retries {
+                if !e.retriable() || attempts > opts.retries.min(MAX_RETRIES) {
                     return Err(FetchError::GaveUp {
                         what: what.to_owned(),
                         attempts,
                         last: Box::new(e),
                     });
                 }
-                std::thread::sleep(wait);
-                wait = wait.saturating_mul(2).min(Duration::from_secs(5));
+                if opts.cancel.sleep(opts.backoff_before(attempts - 1)) {
+                    return Err(cancelled());
+                }
             }
         }
     }
 }
 
-/// Reads `range` of `path` whole, with retries.
-pub fn get(
-    remote: &dyn Remote,
-    path: &str,
-    range: Option<(u64, u64)>,
-) -> Result<Vec<u8>, FetchError> {
+/// Reads `span` of `path` whole, with retries.
+pub fn get(remote: &dyn Remote, path: &str, span: Span) -> Result<Vec<u8>, FetchError> {
     with_retries(remote.options(), remote.stats(), &remote.describe(path), || {
         let mut body = Vec::new();
-        remote.fetch(path, range, &mut |b| {
+        remote.fetch(path, span, &mut |b| {
             body.extend_from_slice(b);
             true
         })?;
@@ -201,11 +349,13 @@ pub struct FetchedManifest {
 /// Fetches and validates the bundle's manifest: `manifest.json.zst` (one zstd frame), or
 /// `manifest.json` when the server does not have it (a bundle packed before it) or it does not
 /// decode. A compressed manifest that decodes but is not valid is refused like `manifest.json`.
+/// Each copy may be at most [`crate::start::MAX_MANIFEST`] bytes.
 pub fn get_manifest(remote: &dyn Remote) -> Result<FetchedManifest, FetchError> {
     use crate::start::{parse_compressed_manifest, CompressedManifestError, MANIFEST_ZST};
+    let whole = Span::Whole { max: crate::start::MAX_MANIFEST };
     let before = remote.stats().bytes.load(Ordering::Relaxed);
     let bytes = |r: &dyn Remote| r.stats().bytes.load(Ordering::Relaxed) - before;
-    let fallback = match get(remote, MANIFEST_ZST, None) {
+    let fallback = match get(remote, MANIFEST_ZST, whole) {
         Ok(z) => match parse_compressed_manifest(&z) {
             Ok(manifest) => {
                 let bytes = bytes(remote);
@@ -222,7 +372,7 @@ pub fn get_manifest(remote: &dyn Remote) -> Result<FetchedManifest, FetchError> 
         Err(e) if e.is_status() => e.to_string(),
         Err(e) => return Err(e),
     };
-    let json = get(remote, crate::start::MANIFEST_JSON, None)?;
+    let json = get(remote, crate::start::MANIFEST_JSON, whole)?;
     Ok(FetchedManifest {
         manifest: Manifest::parse(&json)?,
         source: crate::start::MANIFEST_JSON,
@@ -242,7 +392,8 @@ pub fn get_chunk(
 }
 
 /// [`get_chunk`], given up (an [`FetchError::Aborted`], not retried) as soon as `go` returns
-/// `false` while the body arrives: background work that is no longer wanted.
+/// `false` while the body arrives: background work that is no longer wanted. The blob may
+/// bring no more than the chunk's stored length.
 pub fn get_chunk_while(
     remote: &dyn Remote,
     compression: Compression,
@@ -251,9 +402,10 @@ pub fn get_chunk_while(
 ) -> Result<Vec<u8>, FetchError> {
     let path = blob_path(&chunk.sha256);
     let url = remote.describe(&path);
+    let span = Span::Whole { max: chunk.stored_len() };
     with_retries(remote.options(), remote.stats(), &url, || {
         let mut body = Vec::with_capacity(chunk.stored_len() as usize);
-        remote.fetch(&path, None, &mut |b| {
+        remote.fetch(&path, span, &mut |b| {
             body.extend_from_slice(b);
             go()
         })?;
@@ -293,7 +445,7 @@ impl Remote for DirRemote {
     fn fetch(
         &self,
         path: &str,
-        range: Option<(u64, u64)>,
+        span: Span,
         sink: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<u64, FetchError> {
         use std::io::{Seek, SeekFrom};
@@ -311,7 +463,14 @@ impl Remote for DirRemote {
             }
         })?;
         let size = f.metadata().map_err(io)?.len();
-        let (start, end) = range.unwrap_or((0, size));
+        let (start, end) = match span {
+            Span::Range(s, e) => (s, e),
+            Span::Whole { max } if size > max => {
+                let detail = format!("{size} bytes, more than the {max} a reader takes");
+                return Err(FetchError::Protocol { url, detail });
+            }
+            Span::Whole { .. } => (0, size),
+        };
         if start > end || end > size {
             return Err(FetchError::Status { url, status: 416 });
         }
@@ -319,6 +478,9 @@ impl Remote for DirRemote {
         let mut left = end - start;
         let mut buf = vec![0u8; 64 * 1024];
         while left > 0 {
+            if self.opts.cancel.is_cancelled() {
+                return Err(FetchError::Cancelled { url });
+            }
             let n = f.read(&mut buf[..left.min(65536) as usize]).map_err(io)?;
             if n == 0 {
                 return Err(FetchError::Protocol { url, detail: "file shrank".into() });
@@ -345,367 +507,76 @@ impl Remote for DirRemote {
     }
 }
 
-/// A bundle served over HTTP/1.1.
-#[derive(Debug)]
-pub struct HttpRemote {
-    host: String,
-    addrs: Vec<SocketAddr>,
-    prefix: String,
-    opts: FetchOptions,
-    stats: FetchStats,
-    idle: Mutex<Vec<TcpStream>>,
-    in_flight: Mutex<usize>,
-    slot_freed: Condvar,
-}
-
-impl HttpRemote {
-    /// A remote for `http://HOST[:PORT][/PATH]`, the URL of the bundle directory.
-    pub fn new(url: &str, opts: FetchOptions) -> Result<HttpRemote, FetchError> {
-        let bad = || FetchError::Url(url.to_owned());
-        let rest = url.strip_prefix("http://").ok_or_else(bad)?;
-        let (hostport, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/"),
-        };
-        if hostport.is_empty() {
-            return Err(bad());
-        }
-        let with_port = if hostport.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-        {
-            hostport.to_owned()
-        } else {
-            format!("{hostport}:80")
-        };
-        let addrs: Vec<SocketAddr> = with_port
-            .to_socket_addrs()
-            .map_err(|source| FetchError::Io { url: url.to_owned(), source })?
-            .collect();
-        if addrs.is_empty() {
-            return Err(bad());
-        }
-        let mut prefix = path.to_owned();
-        if !prefix.ends_with('/') {
-            prefix.push('/');
-        }
-        Ok(HttpRemote {
-            host: hostport.to_owned(),
-            addrs,
-            prefix,
-            opts,
-            stats: FetchStats::default(),
-            idle: Mutex::new(Vec::new()),
-            in_flight: Mutex::new(0),
-            slot_freed: Condvar::new(),
-        })
-    }
-
-    fn connect(&self, url: &str) -> Result<TcpStream, FetchError> {
-        let mut last = None;
-        for a in &self.addrs {
-            match TcpStream::connect_timeout(a, self.opts.connect_timeout) {
-                Ok(s) => {
-                    let _ = s.set_nodelay(true);
-                    s.set_read_timeout(Some(self.opts.io_timeout))
-                        .and_then(|_| s.set_write_timeout(Some(self.opts.io_timeout)))
-                        .map_err(|source| FetchError::Io { url: url.to_owned(), source })?;
-                    return Ok(s);
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(FetchError::Io { url: url.to_owned(), source: last.expect("at least one address") })
-    }
-
-    fn acquire_slot(&self) {
-        let mut n = self.in_flight.lock().unwrap();
-        while *n >= self.opts.connections.max(1) {
-            n = self.slot_freed.wait(n).unwrap();
-        }
-        *n += 1;
-    }
-
-    fn release_slot(&self) {
-        *self.in_flight.lock().unwrap() -= 1;
-        self.slot_freed.notify_one();
-    }
-
-    fn exchange(
-        &self,
-        stream: &mut TcpStream,
-        url: &str,
-        target: &str,
-        range: Option<(u64, u64)>,
-        sink: &mut dyn FnMut(&[u8]) -> bool,
-        started: &mut bool,
-    ) -> Result<(u64, bool), FetchError> {
-        let io = |source| FetchError::Io { url: url.to_owned(), source };
-        let proto = |detail: String| FetchError::Protocol { url: url.to_owned(), detail };
-        let mut req = format!("GET {target} HTTP/1.1\r\nHost: {}\r\n", self.host);
-        if let Some((s, e)) = range {
-            if e == s {
-                return Ok((0, true));
-            }
-            req.push_str(&format!("Range: bytes={}-{}\r\n", s, e - 1));
-        }
-        req.push_str("User-Agent: coldstart\r\n\r\n");
-        stream.write_all(req.as_bytes()).map_err(io)?;
-        // Headers.
-        let mut buf = Vec::with_capacity(4096);
-        let mut tmp = [0u8; 16 * 1024];
-        let head_end = loop {
-            if let Some(i) = find(&buf, b"\r\n\r\n") {
-                break i;
-            }
-            if buf.len() > 64 * 1024 {
-                return Err(proto("headers longer than 64 KiB".into()));
-            }
-            let n = stream.read(&mut tmp).map_err(io)?;
-            if n == 0 {
-                return Err(io(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "connection closed before the response",
-                )));
-            }
-            *started = true;
-            buf.extend_from_slice(&tmp[..n]);
-        };
-        let head = std::str::from_utf8(&buf[..head_end])
-            .map_err(|_| proto("headers are not UTF-8".into()))?;
-        let mut lines = head.split("\r\n");
-        let status_line = lines.next().unwrap_or("");
-        let status: u16 = status_line
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| proto(format!("bad status line `{status_line}`")))?;
-        let mut length = None;
-        let mut close = status_line.starts_with("HTTP/1.0");
-        let mut content_range = None;
-        for line in lines {
-            let Some((k, v)) = line.split_once(':') else { continue };
-            let v = v.trim();
-            match k.trim().to_ascii_lowercase().as_str() {
-                "content-length" => {
-                    length = Some(v.parse::<u64>().map_err(|_| proto("bad Content-Length".into()))?)
-                }
-                "connection" => close = v.eq_ignore_ascii_case("close"),
-                "transfer-encoding" if !v.eq_ignore_ascii_case("identity") => {
-                    return Err(proto(format!("unsupported Transfer-Encoding `{v}`")))
-                }
-                "content-range" => content_range = Some(v.to_owned()),
-                _ => {}
-            }
-        }
-        let body_start = buf.split_off(head_end + 4);
-        // What part of the body the caller wants.
-        let (skip, want) = match (status, range) {
-            (206, Some((s, e))) => {
-                let cr = content_range.ok_or_else(|| proto("206 without Content-Range".into()))?;
-                let first: u64 = cr
-                    .strip_prefix("bytes ")
-                    .and_then(|r| r.split('-').next())
-                    .and_then(|n| n.parse().ok())
-                    .ok_or_else(|| proto(format!("bad Content-Range `{cr}`")))?;
-                if first != s {
-                    return Err(proto(format!("asked for bytes from {s}, got `{cr}`")));
-                }
-                (0, e - s)
-            }
-            (200, Some((s, e))) => (s, e - s),
-            (200, None) => (0, u64::MAX),
-            _ => {
-                // Drain a short error body so the connection could be reused; simpler to close.
-                return Err(FetchError::Status { url: url.to_owned(), status });
-            }
-        };
-        let total = match length {
-            Some(l) => l,
-            None => {
-                close = true;
-                u64::MAX
-            }
-        };
-        // Stream the body: skip `skip` bytes, hand over `want`, read to `total`.
-        let mut pos = 0u64;
-        let mut given = 0u64;
-        let mut deliver = |chunk: &[u8], pos: &mut u64| -> Result<(), FetchError> {
-            let from = skip.saturating_sub(*pos).min(chunk.len() as u64) as usize;
-            let until =
-                (skip.saturating_add(want).saturating_sub(*pos)).min(chunk.len() as u64) as usize;
-            *pos += chunk.len() as u64;
-            if from < until {
-                given += (until - from) as u64;
-                if !sink(&chunk[from..until]) {
-                    return Err(FetchError::Aborted { url: url.to_owned() });
-                }
-            }
-            Ok(())
-        };
-        let first = &body_start[..body_start.len().min(total as usize)];
-        self.stats.bytes.fetch_add(first.len() as u64, Ordering::Relaxed);
-        deliver(first, &mut pos)?;
-        while pos < total {
-            let cap = (total - pos).min(tmp.len() as u64) as usize;
-            let n = stream.read(&mut tmp[..cap]).map_err(io)?;
-            if n == 0 {
-                if length.is_none() {
-                    break;
-                }
-                return Err(io(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("connection closed after {pos} of {total} body bytes"),
-                )));
-            }
-            self.stats.bytes.fetch_add(n as u64, Ordering::Relaxed);
-            deliver(&tmp[..n], &mut pos)?;
-        }
-        if let Some((s, e)) = range {
-            if given != e - s {
-                return Err(proto(format!("got {given} bytes, wanted {}", e - s)));
-            }
-        }
-        Ok((given, !close))
-    }
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-impl Remote for HttpRemote {
-    fn fetch(
-        &self,
-        path: &str,
-        range: Option<(u64, u64)>,
-        sink: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> Result<u64, FetchError> {
-        let url = self.describe(path);
-        let target = format!("{}{}", self.prefix, path);
-        self.acquire_slot();
-        let result = (|| {
-            // A pooled connection may have been closed by the server while idle: if it fails
-            // before any response byte arrives, try once more on a fresh one.
-            loop {
-                let pooled = self.idle.lock().unwrap().pop();
-                let reused = pooled.is_some();
-                let mut stream = match pooled {
-                    Some(s) => s,
-                    None => self.connect(&url)?,
-                };
-                self.stats.requests.fetch_add(1, Ordering::Relaxed);
-                let mut started = false;
-                match self.exchange(&mut stream, &url, &target, range, sink, &mut started) {
-                    Ok((n, keep)) => {
-                        if keep {
-                            self.idle.lock().unwrap().push(stream);
-                        }
-                        return Ok(n);
-                    }
-                    Err(FetchError::Io { .. }) if reused && !started => continue,
-                    Err(e) => return Err(e),
-                }
-            }
-        })();
-        self.release_slot();
-        result
-    }
-
-    fn options(&self) -> &FetchOptions {
-        &self.opts
-    }
-
-    fn stats(&self) -> &FetchStats {
-        &self.stats
-    }
-
-    fn describe(&self, path: &str) -> String {
-        format!("http://{}{}{}", self.host, self.prefix, path)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::TcpListener;
 
-    /// A one-shot server answering each connection's requests with canned responses.
-    fn serve(responses: Vec<&'static [u8]>) -> (String, std::thread::JoinHandle<Vec<String>>) {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/b", l.local_addr().unwrap());
+    #[test]
+    fn retries_back_off_and_stop_when_cancelled() {
+        let opts = FetchOptions { retries: 50, ..FetchOptions::default() };
+        assert_eq!(opts.backoff_before(0), Duration::from_millis(100));
+        assert_eq!(opts.backoff_before(3), Duration::from_millis(800));
+        assert_eq!(opts.backoff_before(30), Duration::from_secs(5));
+        // More retries than the cap are not made.
+        let stats = FetchStats::default();
+        let quick = FetchOptions { retries: 50, backoff: Duration::ZERO, ..Default::default() };
+        let mut n = 0;
+        let err = with_retries(&quick, &stats, "x", || -> Result<(), _> {
+            n += 1;
+            Err(FetchError::Corrupt { url: "x".into() })
+        })
+        .unwrap_err();
+        assert_eq!(n, MAX_RETRIES + 1, "{err}");
+        // A cancel during the back-off ends it within a poll.
+        let cancel = opts.cancel.clone();
+        let t = Instant::now();
         let h = std::thread::spawn(move || {
-            let mut requests = Vec::new();
-            let (mut s, _) = l.accept().unwrap();
-            for r in responses {
-                let mut buf = [0u8; 4096];
-                let n = s.read(&mut buf).unwrap();
-                requests.push(String::from_utf8_lossy(&buf[..n]).into_owned());
-                s.write_all(r).unwrap();
-            }
-            requests
+            std::thread::sleep(Duration::from_millis(150));
+            cancel.cancel();
         });
-        (url, h)
+        let slow = FetchOptions { backoff: Duration::from_secs(60), ..opts };
+        let err = with_retries(&slow, &stats, "x", || -> Result<(), _> {
+            Err(FetchError::Corrupt { url: "x".into() })
+        })
+        .unwrap_err();
+        h.join().unwrap();
+        assert!(err.is_cancelled(), "{err}");
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     }
 
     #[test]
-    fn range_requests_reuse_one_connection() {
-        let (url, h) = serve(vec![
-            b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 2-4/10\r\nContent-Length: 3\r\n\r\ncde",
-            b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabcdefghij",
-        ]);
-        let r = HttpRemote::new(&url, FetchOptions::default()).unwrap();
-        assert_eq!(get(&r, "x", Some((2, 5))).unwrap(), b"cde");
-        // A server that ignores Range: the client takes the part it asked for.
-        assert_eq!(get(&r, "x", Some((7, 9))).unwrap(), b"hi");
-        let reqs = h.join().unwrap();
-        assert!(reqs[0].starts_with("GET /b/x HTTP/1.1\r\n"), "{}", reqs[0]);
-        assert!(reqs[0].contains("Range: bytes=2-4\r\n"));
-        assert!(reqs[1].contains("Range: bytes=7-8\r\n"));
-        assert_eq!(r.stats().requests.load(Ordering::Relaxed), 2);
+    fn the_bound_of_a_fetch_adds_every_attempt_and_back_off() {
+        let o = FetchOptions {
+            retries: 2,
+            connect_timeout: Duration::from_secs(1),
+            io_timeout: Duration::from_secs(2),
+            min_rate: 1000,
+            ..FetchOptions::default()
+        };
+        assert_eq!(o.attempt_bound(10_000), Duration::from_secs(15));
+        assert_eq!(o.fetch_bound(10_000), Duration::from_millis(45_300));
     }
 
     #[test]
-    fn a_corrupt_chunk_is_retried_then_refused() {
-        let (url, _h) = serve(vec![
-            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabX",
-            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabY",
-        ]);
-        let opts =
-            FetchOptions { retries: 1, backoff: Duration::from_millis(1), ..Default::default() };
-        let r = HttpRemote::new(&url, opts).unwrap();
-        let chunk = Chunk { offset: 0, length: 3, sha256: crate::sha256_hex(b"abc"), stored: None };
-        let err = get_chunk(&r, Compression::None, &chunk).unwrap_err();
-        assert!(matches!(err, FetchError::GaveUp { attempts: 2, .. }), "{err}");
-        assert!(err.to_string().contains("SHA-256"), "{err}");
+    fn a_local_file_longer_than_the_span_allows_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("f"), vec![1u8; 100]).unwrap();
+        let r = DirRemote::new(d.path(), FetchOptions::default());
+        assert_eq!(get(&r, "f", Span::Whole { max: 100 }).unwrap().len(), 100);
+        let err = get(&r, "f", Span::Whole { max: 99 }).unwrap_err();
+        assert!(err.to_string().contains("more than the 99"), "{err}");
+        assert_eq!(get(&r, "f", Span::Range(10, 20)).unwrap(), vec![1u8; 10]);
     }
 
     #[test]
-    fn a_dead_server_fails_within_the_bound() {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/", l.local_addr().unwrap());
-        drop(l);
-        let opts =
-            FetchOptions { retries: 2, backoff: Duration::from_millis(10), ..Default::default() };
-        let r = HttpRemote::new(&url, opts).unwrap();
-        let t = std::time::Instant::now();
-        assert!(get(&r, "manifest.json", None).is_err());
-        assert!(t.elapsed() < Duration::from_secs(2));
-        assert_eq!(r.stats().requests.load(Ordering::Relaxed), 0, "nothing was sent");
-    }
-
-    #[test]
-    fn bad_urls_are_named() {
-        assert!(matches!(open("ftp://x/", FetchOptions::default()), Err(FetchError::Url(_))));
-        assert!(matches!(
-            HttpRemote::new("http://", FetchOptions::default()),
-            Err(FetchError::Url(_))
-        ));
-    }
-
-    #[test]
-    fn error_statuses_are_not_retried_forever() {
-        let (url, _h) = serve(vec![b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"]);
-        let r = HttpRemote::new(&url, FetchOptions::default()).unwrap();
-        let err = get(&r, "nope", None).unwrap_err();
-        assert!(matches!(err, FetchError::GaveUp { attempts: 1, .. }), "{err}");
+    fn a_url_that_names_no_bundle_is_bad_input_and_a_failing_server_the_environment() {
+        let status = |s| FetchError::Status { url: "u".into(), status: s };
+        let gave_up = |e| FetchError::GaveUp { what: "u".into(), attempts: 1, last: Box::new(e) };
+        assert_eq!(gave_up(status(404)).category(), Category::Usage);
+        assert_eq!(gave_up(status(503)).category(), Category::Environment);
+        let timeout = FetchError::Timeout { url: "u".into(), what: "w".into() };
+        assert_eq!(gave_up(timeout).category(), Category::Environment);
+        let redirect = FetchError::Redirect { url: "u".into(), location: "/x".into() };
+        assert_eq!(redirect.category(), Category::Usage);
     }
 }

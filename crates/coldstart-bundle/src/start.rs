@@ -86,6 +86,10 @@ pub enum StartError {
     Corrupt,
     #[error("the hot part is {got} bytes, the manifest's hot set {want}")]
     HotLength { got: u64, want: u64 },
+    #[error(
+        "its hot part is not the bytes of the hot blob ({0}) (first difference at byte {1} of {2})"
+    )]
+    HotDiffers(String, u64, u64),
     #[error("the object is {got} bytes, its header says {want}")]
     Length { got: u64, want: u64 },
     #[error("its manifest is not manifest.json")]
@@ -102,6 +106,7 @@ impl StartError {
             | StartError::TooLarge(_)
             | StartError::Corrupt
             | StartError::HotLength { .. }
+            | StartError::HotDiffers(..)
             | StartError::Length { .. }
             | StartError::Differs => Category::Usage,
         }
@@ -259,9 +264,9 @@ pub fn encode(json: &[u8], hot: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Checks a whole start object against the bundle's `manifest.json` and hot blob (part of
-/// [`check_bundle`]).
-pub fn check(object: &[u8], json: &[u8], hot: &[u8]) -> Result<(), StartError> {
+/// Checks a whole start object against the bundle's `manifest.json` and hot blob (at
+/// `hot_path`; part of [`check_bundle`]).
+pub fn check(object: &[u8], json: &[u8], hot: &[u8], hot_path: &str) -> Result<(), StartError> {
     let head: &[u8; HEADER_LEN] = object
         .get(..HEADER_LEN)
         .and_then(|h| h.try_into().ok())
@@ -274,8 +279,12 @@ pub fn check(object: &[u8], json: &[u8], hot: &[u8]) -> Result<(), StartError> {
     if h.decode_manifest(stored)? != json {
         return Err(StartError::Differs);
     }
-    if &object[h.hot_offset() as usize..] != hot {
-        return Err(StartError::HotLength { got: h.hot_len, want: hot.len() as u64 });
+    let part = &object[h.hot_offset() as usize..];
+    if part.len() != hot.len() {
+        return Err(StartError::HotLength { got: part.len() as u64, want: hot.len() as u64 });
+    }
+    if let Some(at) = part.iter().zip(hot).position(|(a, b)| a != b) {
+        return Err(StartError::HotDiffers(hot_path.to_owned(), at as u64, hot.len() as u64));
     }
     Ok(())
 }
@@ -343,7 +352,7 @@ pub fn check_bundle(bundle: &Path) -> Result<Manifest, ServeCheckError> {
         } else {
             read(&manifest.hot.blob)?.unwrap_or_default()
         };
-        check(&object, &json, &hot).map_err(|e| refuse(START_OBJECT, &e))?;
+        check(&object, &json, &hot, &manifest.hot.blob).map_err(|e| refuse(START_OBJECT, &e))?;
     }
     Ok(manifest)
 }
@@ -373,7 +382,7 @@ mod tests {
         let stored = &o[HEADER_LEN..h.hot_offset() as usize];
         assert_eq!(h.decode_manifest(stored).unwrap(), j);
         assert_eq!(&o[h.hot_offset() as usize..], &hot[..]);
-        check(&o, &j, &hot).unwrap();
+        check(&o, &j, &hot, "blobs/hot").unwrap();
     }
 
     #[test]
@@ -414,8 +423,8 @@ mod tests {
             h.decode_manifest(&o[HEADER_LEN..h.hot_offset() as usize - 1]),
             Err(StartError::Corrupt)
         );
-        assert!(matches!(check(&o[..o.len() - 1], &j, &hot), Err(StartError::Length { .. })));
-        assert_eq!(check(&o, b"{}", &hot), Err(StartError::Differs));
+        assert!(matches!(check(&o[..o.len() - 1], &j, &hot, "h"), Err(StartError::Length { .. })));
+        assert_eq!(check(&o, b"{}", &hot, "h"), Err(StartError::Differs));
     }
 
     #[test]
@@ -453,6 +462,9 @@ mod tests {
         let e = check_bundle(&b).unwrap_err();
         assert!(matches!(e, ServeCheckError::Copy { .. }), "{e}");
         assert!(e.to_string().contains("re-pack the bundle"), "{e}");
+        // The same length, other bytes: said so, not as two equal lengths.
+        let text = e.to_string();
+        assert!(text.contains("not the bytes of the hot blob (blobs/hot)"), "{text}");
         // A copy that is not there is not checked: a client reads manifest.json instead.
         std::fs::remove_file(b.join(START_OBJECT)).unwrap();
         check_bundle(&b).unwrap();

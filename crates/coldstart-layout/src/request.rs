@@ -23,7 +23,7 @@ use std::path::Path;
 
 use crate::binary::Binary;
 use crate::evaluate::{evaluate, Evaluation};
-use crate::input::Workload;
+use crate::input::{find_module, Workload};
 use crate::model::PageModel;
 use crate::order::{compute, compute_all, Algorithm, ClusterOptions, Order};
 use crate::symbols::Bindings;
@@ -51,6 +51,18 @@ pub struct OrderRequest<'a> {
     pub cluster: ClusterOptions,
     /// The order file's format.
     pub format: Format,
+}
+
+/// A training profile recorded from another build of the module it orders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnotherBuild {
+    /// The workload's name.
+    pub workload: String,
+    /// The binary compared with (the one given, else the file at the profiled path).
+    pub path: std::path::PathBuf,
+    /// The build-id the profile recorded, and the one the binary has.
+    pub profiled: String,
+    pub found: String,
 }
 
 /// What an order request produced.
@@ -93,6 +105,35 @@ impl<'a> OrderRequest<'a> {
             let binary = self.binary?;
             binary.info.path.file_name().map(|f| f.to_string_lossy().into_owned())
         })
+    }
+
+    /// The training profiles recorded from another build of the module ordered: compared with
+    /// the binary given, else with the file at the profiled path; once per build.
+    pub fn another_build(&self) -> Vec<AnotherBuild> {
+        let module = self.module();
+        let binary_path = self.binary.map(|b| b.info.path.as_path());
+        let mut out: Vec<AnotherBuild> = Vec::new();
+        for w in &self.workloads {
+            let Ok(m) = find_module(&w.modules, binary_path, module.as_deref()) else { continue };
+            let Some(want) = m.build_id.as_deref() else { continue };
+            let (path, have) = match self.binary {
+                Some(b) => (b.info.path.clone(), b.info.build_id_hex()),
+                None => match Binary::open(&m.path) {
+                    Ok(b) => (m.path.clone(), b.info.build_id_hex()),
+                    Err(_) => continue,
+                },
+            };
+            let Some(have) = have.filter(|h| h != want) else { continue };
+            if !out.iter().any(|o| o.path == path && o.profiled == want) {
+                out.push(AnotherBuild {
+                    workload: w.name.clone(),
+                    path,
+                    profiled: want.to_owned(),
+                    found: have,
+                });
+            }
+        }
+        out
     }
 
     /// Score every layout on the held-out profile, when there is one.

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use coldstart_bundle::remote::{get_manifest, open};
 use coldstart_bundle::start::MANIFEST_ZST;
-use coldstart_bundle::{ChunkCache, FetchOptions, Manifest, Remote};
+use coldstart_bundle::{ChunkCache, Manifest, Remote};
 
 use crate::error::MountError;
 use crate::model::{self, Choice, LinkEstimate, ManifestCost, Params, Probe, Shape};
-use crate::options::{default_cache_dir, AutoOptions};
+use crate::options::{default_cache_dir, AutoOptions, NetworkRequest};
 
 /// How to predict, besides the bundle and the cache.
 #[derive(Debug, Clone)]
@@ -79,8 +79,8 @@ pub struct PredictOptions {
     pub link_hint: Option<LinkEstimate>,
     /// The chunk cache whose chunks need no fetch; `None`: [`default_cache_dir`], as a mount.
     pub cache_dir: Option<PathBuf>,
-    /// Requests in flight at most (0 is taken as 1).
-    pub connections: usize,
+    /// How to fetch (requests in flight, timeouts, retries; a mount's too).
+    pub network: NetworkRequest,
     /// The read-ahead a mount would use, in bytes.
     pub readahead: u32,
     /// The program's start-up time with every byte local, in milliseconds (not negative), if
@@ -101,7 +101,7 @@ pub fn predict(url: &str, opts: &PredictOptions) -> Result<Choice, MountError> {
         Some(_) => return Err(MountError::LocalTime),
         None => None,
     };
-    let fetch = FetchOptions { connections: opts.connections.max(1), ..FetchOptions::default() };
+    let fetch = opts.network.fetch_options()?;
     let remote = open(url, fetch.clone())
         .map_err(|source| MountError::Open { url: url.to_owned(), source })?;
     let t = Instant::now();

@@ -23,7 +23,7 @@ pub enum MountError {
     Busy(PathBuf),
     #[error("cannot open {url}: {source}")]
     Open { url: String, source: FetchError },
-    #[error("cannot read the bundle's manifest: {0}")]
+    #[error("cannot read the bundle's manifest: {}{}", .0, not_found_hint(.0))]
     Manifest(#[source] FetchError),
     #[error(transparent)]
     Cache(#[from] CacheError),
@@ -33,6 +33,8 @@ pub enum MountError {
     Fuse { path: PathBuf, cause: std::io::Error },
     #[error("cannot unmount {0}: it stays busy; run `fusermount3 -u -z {0}`")]
     Unmount(PathBuf),
+    #[error("cannot start the watchdog that cleans up if coldstart dies (/bin/sh): {0}")]
+    Watchdog(#[source] std::io::Error),
     #[error(transparent)]
     Record(#[from] HotListError),
     #[error("cannot measure the link for --strategy auto: {0}; give it with --link-hint BW/LAT")]
@@ -41,6 +43,14 @@ pub enum MountError {
     NoCacheDir,
     #[error("--timeout must be a positive number of seconds")]
     Timeout,
+    #[error("--retries {0} is more than the {max} a fetch may make", max = coldstart_bundle::remote::MAX_RETRIES)]
+    Retries(u32),
+    #[error("--min-rate must be at least 1 byte per second")]
+    MinRate,
+    #[error("--record {}: {why}: give a file in an existing directory you may write", path.display())]
+    RecordDir { path: PathBuf, why: String },
+    #[error("interrupted")]
+    Cancelled,
     #[error("--link-hint is for --strategy auto")]
     LinkHintWithoutAuto,
     #[error("--local-ms must be a non-negative number")]
@@ -57,20 +67,48 @@ impl MountError {
             | MountError::NotADirectory(_)
             | MountError::NotEmpty(_)
             | MountError::Busy(_)
-            | MountError::Open { .. }
-            | MountError::Manifest(_)
             | MountError::NoCacheDir
             | MountError::Timeout
+            | MountError::Retries(_)
+            | MountError::MinRate
+            | MountError::RecordDir { .. }
             | MountError::LinkHintWithoutAuto
             | MountError::LocalTime
             | MountError::Readahead => Category::Usage,
+            // A URL that names no bundle is bad input, a server that fails the environment's.
+            MountError::Open { source, .. } | MountError::Manifest(source) => source.category(),
             MountError::Cache(e) => e.category(),
             MountError::Record(e) => e.category(),
             MountError::Prefetch { .. }
             | MountError::Fuse { .. }
             | MountError::Unmount(_)
-            | MountError::Probe(_) => Category::Environment,
+            | MountError::Watchdog(_)
+            | MountError::Probe(_)
+            | MountError::Cancelled => Category::Environment,
         }
+    }
+}
+
+impl MountError {
+    /// Whether the mount (or prediction) stopped because it was cancelled
+    /// ([`crate::NetworkRequest::cancel`]), not because something failed.
+    pub fn is_cancelled(&self) -> bool {
+        match self {
+            MountError::Cancelled => true,
+            MountError::Open { source, .. }
+            | MountError::Manifest(source)
+            | MountError::Probe(source) => source.is_cancelled(),
+            MountError::Prefetch { source, .. } => matches!(source, EngineError::Cancelled),
+            _ => false,
+        }
+    }
+}
+
+fn not_found_hint(e: &FetchError) -> &'static str {
+    if e.is_not_found() {
+        "; is this the URL of a bundle written by `coldstart pack` (the directory holding manifest.json)?"
+    } else {
+        ""
     }
 }
 

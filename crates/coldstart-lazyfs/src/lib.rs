@@ -25,14 +25,24 @@
 //!   `engine::start_object` ([`StartFetch`]: the manifest and the hot set in one request).
 //! - [`Strategy`] names when to fetch what; the engine carries it out and [`model`] predicts
 //!   it, and neither depends on the other for it.
+//! - `watchdog` cleans up after a mounting process that dies without unmounting, and `group`
+//!   is a command running from the mount in a process group of its own ([`Group`]).
 //!
-//! Every wait is bounded ([`EngineOptions::read_timeout`] and the fetcher's timeouts and
-//! retries); a chunk that cannot be had is `EIO` to the program, never zeros or stale bytes.
+//! Every wait is bounded ([`EngineOptions::read_timeout`] and the fetcher's bounds: see
+//! [`coldstart_bundle::remote`]) and every fetch stops at once when cancelled
+//! ([`NetworkRequest::cancel`], [`Mount::cancel`]); a chunk that cannot be had is `EIO` to the
+//! program, never zeros or stale bytes.
+//!
+//! [`Mount::spawn`] starts a command on the mount in a process group of its own; if the
+//! mounting process dies (`kill -9`), a watchdog it started at mount time kills that group,
+//! aborts the FUSE connection (so that no process stays blocked on a read nobody will answer),
+//! detaches the mount and removes the directories it was told of.
 
 mod auto;
 mod engine;
 mod error;
 mod fs;
+mod group;
 pub mod model;
 mod mount;
 mod options;
@@ -40,12 +50,15 @@ mod strategy;
 #[cfg(test)]
 mod testing;
 mod tree;
+mod watchdog;
 
 pub use auto::{predict, PredictOptions};
 pub use engine::{Engine, EngineError, EngineOptions, Report, StartFailure, StartFetch, StartHead};
 pub use error::MountError;
+pub use group::Group;
 pub use mount::{is_mount_point, mount, Mount};
 pub use options::{
-    default_cache_dir, readahead, AutoOptions, MountOptions, MountRequest, DEFAULT_READAHEAD,
+    default_cache_dir, read_timeout, readahead, AutoOptions, MountOptions, MountRequest,
+    NetworkRequest, DEFAULT_READAHEAD,
 };
 pub use strategy::{Strategy, StrategyOrAuto, StrategyParseError};

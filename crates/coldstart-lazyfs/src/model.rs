@@ -32,7 +32,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use coldstart_bundle::{FetchError, Manifest, Remote, Sha256Hex};
+use coldstart_bundle::{FetchError, Manifest, Remote, Sha256Hex, Span};
 use serde::Serialize;
 
 use crate::strategy::{whole_files, Strategy};
@@ -313,7 +313,7 @@ pub fn estimate_link(
     let fetch = |path: &str, range: (u64, u64)| -> Result<(Vec<u8>, f64), FetchError> {
         let t = Instant::now();
         let mut body = Vec::new();
-        remote.fetch(path, Some(range), &mut |b| {
+        remote.fetch(path, Span::Range(range.0, range.1), &mut |b| {
             body.extend_from_slice(b);
             true
         })?;

@@ -2,7 +2,7 @@
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -16,8 +16,10 @@ use crate::auto::{choose, choose_with, ChooseOptions};
 use crate::engine::{Engine, EngineOptions, Report, StartFailure, StartFetch};
 use crate::error::MountError;
 use crate::fs::LazyFs;
+use crate::group::{pgid_line, Group};
 use crate::model::{Choice, ManifestCost};
-use crate::options::MountOptions;
+use crate::options::{read_timeout, MountOptions};
+use crate::watchdog::Watchdog;
 
 /// A mounted bundle. Dropping it unmounts.
 pub struct Mount {
@@ -32,84 +34,6 @@ pub struct Mount {
     source: (&'static str, Option<String>),
 }
 
-/// Unmounts the mount when the mounting process dies without unmounting it (`kill -9`).
-///
-/// fusermount3's `auto_unmount` option is not enough: it unmounts only if opening the mount point
-/// fails with `ENOTCONN`, and when it looks while the dying process still holds `/dev/fuse` the
-/// open fails with `ECONNABORTED` instead, and the mount stays. The watchdog decides from the
-/// mount table alone: when its standard input, which only this process holds, reaches end of
-/// file and the mount it was given (by mount id and file system type) is still there, it
-/// detaches it.
-struct Watchdog {
-    child: Child,
-    stdin: Option<ChildStdin>,
-}
-
-const WATCHDOG: &str = r#"
-read -r _ || true
-while read -r id _ _ _ _ rest; do
-    [ "$id" = "$1" ] || continue
-    case "$rest" in
-        *" - $3 "*) fusermount3 -u -z -- "$2" || umount -l -- "$2" ;;
-    esac
-done < /proc/self/mountinfo
-"#;
-
-impl Watchdog {
-    /// Starts watching the mount on `mountpoint`, which must be mounted now.
-    fn start(mountpoint: &Path) -> std::io::Result<Watchdog> {
-        let (id, fstype) = mount_entry(mountpoint).ok_or_else(|| {
-            std::io::Error::other(format!("{} is not in the mount table", mountpoint.display()))
-        })?;
-        let mut child = Command::new("/bin/sh")
-            .args(["-c", WATCHDOG, "coldstart-unmount-watchdog"])
-            .arg(id.to_string())
-            .arg(mountpoint.canonicalize()?)
-            .arg(fstype)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            // Out of the terminal's process group: a Ctrl-C reaches only the mounting process,
-            // which unmounts itself.
-            .process_group(0)
-            .spawn()?;
-        let stdin = child.stdin.take();
-        Ok(Watchdog { child, stdin })
-    }
-
-    /// Tells the watchdog this process is done with the mount, and reaps it.
-    fn finish(mut self) {
-        drop(self.stdin.take());
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(5) {
-            if !matches!(self.child.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The id and file system type of the mount on `path` (the last one, if mounts are stacked),
-/// from `/proc/self/mountinfo`.
-fn mount_entry(path: &Path) -> Option<(u64, String)> {
-    let path = path.canonicalize().ok()?;
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    info.lines()
-        .filter_map(|l| {
-            let mut f = l.split(' ');
-            let id = f.next()?.parse().ok()?;
-            let dir = f.nth(3)?;
-            let fstype = f.skip_while(|&x| x != "-").nth(1)?;
-            Some((id, dir, fstype))
-        })
-        .filter(|(_, dir, _)| unescape(dir) == path.as_os_str().to_string_lossy())
-        .map(|(id, _, fstype)| (id, fstype.to_owned()))
-        .next_back()
-}
-
 /// Whether `path` is a mount point (it appears in `/proc/self/mountinfo`).
 pub fn is_mount_point(path: &Path) -> bool {
     let Ok(path) = path.canonicalize() else { return false };
@@ -120,7 +44,7 @@ pub fn is_mount_point(path: &Path) -> bool {
 }
 
 /// Undoes mountinfo's octal escapes (`\040` for a space).
-fn unescape(s: &str) -> String {
+pub(crate) fn unescape(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -157,6 +81,9 @@ fn check_mountpoint(dir: &Path) -> Result<(), MountError> {
 /// `mountpoint`. Returns when the strategy's start-up work is done and the tree is visible.
 pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, MountError> {
     check_mountpoint(mountpoint)?;
+    // Before anything that may take long: if this process dies from here on, the watchdog
+    // cleans up (the directories it is given now, the mount once there is one).
+    let mut watchdog = Watchdog::start(&opts.remove_on_death).map_err(MountError::Watchdog)?;
     let remote: Arc<dyn coldstart_bundle::Remote> =
         Arc::from(open(url, opts.fetch.clone()).map_err(MountError::Manifest)?);
     let t = Instant::now();
@@ -231,12 +158,8 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         }
         None => None,
     };
-    let engine = Engine::new(
-        manifest,
-        remote,
-        cache,
-        EngineOptions { strategy, read_timeout: opts.read_timeout },
-    );
+    let read_timeout = opts.read_timeout.unwrap_or_else(|| read_timeout(&opts.fetch, &manifest));
+    let engine = Engine::new(manifest, remote, cache, EngineOptions { strategy, read_timeout });
     let started = match start {
         Some(fetch) if strategy.uses_hot_set() => engine.start_from(fetch),
         // `auto` chose `original` or `paged`: dropping the start object's request stops it.
@@ -285,7 +208,8 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         source,
     };
     // Without the watchdog a `kill -9` could leave the mount behind: fail rather than risk it.
-    mount.watchdog = Some(Watchdog::start(mountpoint).map_err(fail)?);
+    watchdog.watch(mountpoint).map_err(fail)?;
+    mount.watchdog = Some(watchdog);
     Ok(mount)
 }
 
@@ -309,14 +233,61 @@ impl Mount {
     }
 
     /// Unmounts, writes the `--record` file and returns the statistics.
-    pub fn unmount(mut self) -> Result<Report, MountError> {
-        self.teardown()?;
+    pub fn unmount(self) -> Result<Report, MountError> {
+        let (report, result) = self.close();
+        result.map(|()| report)
+    }
+
+    /// Unmounts and writes the `--record` file; returns the statistics, which are there even
+    /// when unmounting or writing failed, and what failed.
+    pub fn close(mut self) -> (Report, Result<(), MountError>) {
+        let mut result = self.teardown();
         if let Some(path) = self.record.take() {
-            self.engine.write_record(&path)?;
+            if let Err(e) = self.engine.write_record(&path) {
+                result = result.and(Err(e.into()));
+            }
         }
         let mut report = self.report();
         report.auto = self.choice.clone();
-        Ok(report)
+        (report, result)
+    }
+
+    /// Stops every fetch at once: a read that needs the network fails with `EIO` instead of
+    /// waiting (what is cached still reads), and background work stops. For a mount whose
+    /// user is going away (a signal).
+    pub fn cancel(&self) {
+        self.engine.cancel();
+    }
+
+    /// Starts `cmd` on the mount in a process group of its own (its id is the command's pid),
+    /// with no signal blocked. The mount's watchdog is told the group before the command
+    /// runs, and kills it if this process dies; the command closes its copy of the pipe to the
+    /// watchdog before `exec`, so that a command stuck in `exec` on a read from the mount
+    /// does not hide this process's death from it.
+    pub fn spawn(&self, cmd: &mut Command) -> std::io::Result<Group> {
+        let fd = self.watchdog.as_ref().and_then(Watchdog::fd);
+        // SAFETY: only async-signal-safe calls (sigprocmask, setpgid, getpid, write, close)
+        // between fork and exec, on memory of the child's own stack.
+        unsafe {
+            cmd.pre_exec(move || {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+                if libc::setpgid(0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if let Some(fd) = fd {
+                    let mut line = [0u8; 32];
+                    let n = pgid_line(libc::getpid(), &mut line);
+                    libc::write(fd, line.as_ptr() as *const libc::c_void, n);
+                    libc::close(fd);
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn()?;
+        let pgid = child.id() as i32;
+        Ok(Group { child, pgid })
     }
 
     fn teardown(&mut self) -> Result<(), MountError> {
@@ -338,9 +309,11 @@ impl Mount {
             let _ = h.join();
         }
         let stuck = is_mount_point(&self.mountpoint);
-        // If it is still mounted, the watchdog detaches it once this process is gone.
-        if !stuck {
-            if let Some(w) = self.watchdog.take() {
+        if let Some(w) = self.watchdog.take() {
+            if stuck {
+                // It detaches the mount once this process is gone: keep its pipe open till then.
+                std::mem::forget(w);
+            } else {
                 w.finish();
             }
         }
@@ -407,8 +380,5 @@ mod tests {
         std::fs::remove_file(d.path().join("f")).unwrap();
         assert!(check_mountpoint(d.path()).is_ok());
         assert!(is_mount_point(Path::new("/")));
-        assert_eq!(mount_entry(d.path()), None);
-        let (_, fstype) = mount_entry(Path::new("/proc")).unwrap();
-        assert_eq!(fstype, "proc");
     }
 }

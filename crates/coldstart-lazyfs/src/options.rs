@@ -1,13 +1,14 @@
 //! How to mount, and how what a user gives becomes it: the defaults (the chunk cache's
-//! directory, the read-ahead) and the settings derived from others (how long a read may wait)
-//! are decided here, once, for every front end.
+//! directory, the read-ahead), the network's bounds (timeouts, the slowest rate accepted,
+//! retries) and the settings derived from others (how long a read may wait) are decided here,
+//! once, for every front end.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use coldstart_bundle::FetchOptions;
+use coldstart_bundle::remote::MAX_RETRIES;
+use coldstart_bundle::{Cancel, FetchOptions, Manifest};
 
-use crate::engine::EngineOptions;
 use crate::error::MountError;
 use crate::model::LinkEstimate;
 use crate::strategy::{Strategy, StrategyOrAuto};
@@ -21,14 +22,18 @@ pub struct MountOptions {
     /// Write what was read, in first-touch order, here at unmount.
     pub record: Option<PathBuf>,
     pub fetch: FetchOptions,
-    /// Bound on a read waiting for a chunk another fetch is bringing.
-    pub read_timeout: Duration,
+    /// Bound on a read waiting for a chunk another fetch (or the hot stream) is bringing;
+    /// `None`: [`read_timeout`] of the fetch options and the manifest.
+    pub read_timeout: Option<Duration>,
     /// The kernel's read-ahead (and page-fault read-around) in bytes: how far past a read it
     /// asks for more. Larger helps sequential reads of cached data; smaller keeps a page
     /// fault from fetching neighbouring chunks the program never touches.
     pub readahead: u32,
     /// Choose the strategy with the model ([`crate::model`]) instead of `strategy`.
     pub auto: Option<AutoOptions>,
+    /// Empty directories the mount's watchdog removes, in order, if this process dies from the
+    /// start of [`crate::mount()`] on (a temporary mount point and its parent).
+    pub remove_on_death: Vec<PathBuf>,
 }
 
 /// What `--strategy auto` is told.
@@ -50,9 +55,10 @@ impl MountOptions {
             cache_dir,
             record: None,
             fetch: FetchOptions::default(),
-            read_timeout: EngineOptions::default().read_timeout,
+            read_timeout: None,
             readahead: DEFAULT_READAHEAD,
             auto: None,
+            remove_on_death: Vec::new(),
         }
     }
 }
@@ -69,26 +75,87 @@ pub struct MountRequest {
     pub cache_dir: Option<PathBuf>,
     /// At unmount, write what was read, in first-touch order, as a hot list for `pack`.
     pub record: Option<PathBuf>,
-    /// Retries of a failed fetch before a read fails with `EIO`.
-    pub retries: u32,
-    /// Bound in seconds on connecting and on each network read; positive.
-    pub timeout: f64,
-    /// Requests in flight at most (0 is taken as 1).
-    pub connections: usize,
+    /// How to fetch.
+    pub network: NetworkRequest,
     /// The kernel's read-ahead in bytes ([`readahead`] checks a value).
     pub readahead: u32,
 }
 
-impl MountRequest {
-    /// The mount's options; a usage error for a timeout that is not a positive number, no
-    /// home directory to put the cache in, or a link hint without `auto`.
-    ///
-    /// Under `auto` the strategy is `stream` until the model has chosen. A read waits at most
-    /// for every attempt of the fetch it depends on: connecting and reading, each bounded by
-    /// the timeout, once and again for each retry, and 10 s more.
-    pub fn options(&self) -> Result<MountOptions, MountError> {
-        if !(self.timeout.is_finite() && self.timeout > 0.0) {
+/// How a user asked the network to be used (`mount`, `run` and `predict`), as given;
+/// [`NetworkRequest::fetch_options`] checks it.
+#[derive(Debug, Clone)]
+pub struct NetworkRequest {
+    /// Retries of a failed fetch before a read fails with `EIO` (at most [`MAX_RETRIES`]).
+    pub retries: u32,
+    /// Bound in seconds on connecting, on waiting for an answer and on each wait for more
+    /// bytes; positive.
+    pub timeout: f64,
+    /// The slowest transfer accepted, in bytes per second; at least 1.
+    pub min_rate: u64,
+    /// Requests in flight at most (0 is taken as 1).
+    pub connections: usize,
+    /// Stops every fetch (a signal): set by the caller, watched by the fetcher and the engine.
+    pub cancel: Cancel,
+}
+
+impl Default for NetworkRequest {
+    fn default() -> Self {
+        let f = FetchOptions::default();
+        NetworkRequest {
+            retries: f.retries,
+            timeout: f.io_timeout.as_secs_f64(),
+            min_rate: f.min_rate,
+            connections: f.connections,
+            cancel: Cancel::default(),
+        }
+    }
+}
+
+impl NetworkRequest {
+    /// The fetcher's options; a usage error for a timeout that is not a positive number, more
+    /// retries than [`MAX_RETRIES`] or a rate of 0.
+    pub fn fetch_options(&self) -> Result<FetchOptions, MountError> {
+        if !(self.timeout.is_finite() && self.timeout > 0.0 && self.timeout < 1e6) {
             return Err(MountError::Timeout);
+        }
+        if self.retries > MAX_RETRIES {
+            return Err(MountError::Retries(self.retries));
+        }
+        if self.min_rate == 0 {
+            return Err(MountError::MinRate);
+        }
+        let timeout = Duration::from_secs_f64(self.timeout);
+        Ok(FetchOptions {
+            retries: self.retries,
+            connections: self.connections.max(1),
+            connect_timeout: timeout,
+            io_timeout: timeout,
+            min_rate: self.min_rate,
+            cancel: self.cancel.clone(),
+            ..FetchOptions::default()
+        })
+    }
+}
+
+/// How long a read waits for a chunk another fetch (or the hot stream) is bringing, unless
+/// told: every attempt of a fetch of the manifest's largest chunk
+/// ([`FetchOptions::fetch_bound`]), and 10 s more.
+pub fn read_timeout(fetch: &FetchOptions, manifest: &Manifest) -> Duration {
+    let largest = manifest.files.iter().flat_map(|e| &e.chunks).map(|c| c.stored_len()).max();
+    fetch.fetch_bound(largest.unwrap_or(0)) + Duration::from_secs(10)
+}
+
+impl MountRequest {
+    /// The mount's options; a usage error for bad network settings
+    /// ([`NetworkRequest::fetch_options`]), no home directory to put the cache in, a link
+    /// hint without `auto`, or a `--record` file in a directory that is not there or cannot
+    /// be written.
+    ///
+    /// Under `auto` the strategy is `stream` until the model has chosen.
+    pub fn options(&self) -> Result<MountOptions, MountError> {
+        let fetch = self.network.fetch_options()?;
+        if let Some(r) = &self.record {
+            check_record(r)?;
         }
         let cache = match &self.cache_dir {
             Some(d) => d.clone(),
@@ -107,14 +174,30 @@ impl MountRequest {
         }
         o.record = self.record.clone();
         o.readahead = self.readahead;
-        o.fetch.retries = self.retries;
-        o.fetch.connections = self.connections.max(1);
-        o.fetch.connect_timeout = Duration::from_secs_f64(self.timeout);
-        o.fetch.io_timeout = Duration::from_secs_f64(self.timeout);
-        o.read_timeout = Duration::from_secs_f64(self.timeout * 2.0 * (self.retries + 1) as f64)
-            + Duration::from_secs(10);
+        o.fetch = fetch;
         Ok(o)
     }
+}
+
+/// Checks, before anything is mounted, that the hot list can be written at `path`: its
+/// directory exists and may be written.
+fn check_record(path: &Path) -> Result<(), MountError> {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let refuse = |why: &str| MountError::RecordDir { path: path.to_path_buf(), why: why.into() };
+    if !dir.is_dir() {
+        return Err(refuse("its directory does not exist"));
+    }
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| refuse("its path holds a NUL byte"))?;
+    // SAFETY: a valid NUL-terminated path.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+        return Err(refuse("its directory cannot be written"));
+    }
+    Ok(())
 }
 
 /// The chunk cache's directory when none is given: `$XDG_CACHE_HOME/coldstart/chunks`, else
@@ -148,27 +231,55 @@ mod tests {
             link_hint: None,
             cache_dir: Some("/c".into()),
             record: None,
-            retries: 3,
-            timeout: 10.0,
-            connections: 0,
+            network: NetworkRequest { connections: 0, ..NetworkRequest::default() },
             readahead: DEFAULT_READAHEAD,
         }
     }
 
     #[test]
-    fn a_read_waits_for_every_attempt_of_its_fetch() {
+    fn a_read_waits_for_every_attempt_of_a_fetch_of_the_largest_chunk() {
         let o = request().options().unwrap();
-        assert_eq!(o.read_timeout, Duration::from_secs(4 * 20 + 10));
+        assert_eq!(o.read_timeout, None);
         assert_eq!((o.fetch.connections, o.fetch.io_timeout), (1, Duration::from_secs(10)));
         assert!(o.auto.is_none());
+        let m: Manifest = serde_json::from_str(
+            r#"{"format": "coldstart-bundle", "version": 2, "chunk_size": 65536, "files": [
+                {"path": "f", "kind": "file", "mode": 420, "size": 102400,
+                 "sha256": "0000000000000000000000000000000000000000000000000000000000000000",
+                 "chunks": [
+                  {"offset": 0, "length": 65536, "sha256": "1111111111111111111111111111111111111111111111111111111111111111"},
+                  {"offset": 65536, "length": 36864, "sha256": "2222222222222222222222222222222222222222222222222222222222222222"}]}],
+               "hot": {"blob": "", "size": 0, "chunks": []}}"#,
+        )
+        .unwrap();
+        // 4 attempts of (10 s to connect, 10 s to the answer, 10 s more, 64 KiB at 1 KiB/s),
+        // 0.1 + 0.2 + 0.4 s of back-off, and 10 s.
+        let want = Duration::from_secs(4 * (30 + 64)) + Duration::from_millis(700 + 10_000);
+        assert_eq!(read_timeout(&o.fetch, &m), want);
     }
 
     #[test]
     fn what_cannot_be_used_is_refused() {
         for t in [0.0, -1.0, f64::NAN, f64::INFINITY] {
-            let r = MountRequest { timeout: t, ..request() };
+            let network = NetworkRequest { timeout: t, ..NetworkRequest::default() };
+            let r = MountRequest { network, ..request() };
             assert!(matches!(r.options(), Err(MountError::Timeout)), "{t}");
         }
+        let network = NetworkRequest { retries: MAX_RETRIES + 1, ..NetworkRequest::default() };
+        let r = MountRequest { network, ..request() };
+        let err = r.options().unwrap_err();
+        assert!(err.to_string().contains("--retries"), "{err}");
+        let network = NetworkRequest { min_rate: 0, ..NetworkRequest::default() };
+        assert!(matches!(
+            MountRequest { network, ..request() }.options(),
+            Err(MountError::MinRate)
+        ));
+        let d = tempfile::tempdir().unwrap();
+        let r = MountRequest { record: Some(d.path().join("no/h.json")), ..request() };
+        let err = r.options().unwrap_err();
+        assert!(err.to_string().contains("--record"), "{err}");
+        let r = MountRequest { record: Some(d.path().join("h.json")), ..request() };
+        assert!(r.options().is_ok());
         let link = Some(LinkEstimate::given(1e6, Duration::from_millis(10)));
         let r = MountRequest { link_hint: link, ..request() };
         assert!(matches!(r.options(), Err(MountError::LinkHintWithoutAuto)));

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use coldstart_bundle::{
     pack, ChunkCache, Compression, DirRemote, FetchError, FetchOptions, FetchStats, HotList,
-    Manifest, PackOptions, Remote, Touch,
+    Manifest, PackOptions, Remote, Span, Touch,
 };
 
 use crate::engine::{Engine, EngineError, EngineOptions, Report};
@@ -44,7 +44,7 @@ pub(crate) fn fixture_with(compression: Compression) -> Fixture {
         ..HotList::default()
     };
     let bundle = dir.path().join("bundle");
-    let opts = PackOptions { chunk_size: 8192, compression, level: 3 };
+    let opts = PackOptions { chunk_size: 8192, compression, level: 3, ..PackOptions::default() };
     pack(&src, &hot, &opts, &bundle).unwrap();
     let cache = dir.path().join("cache");
     Fixture { bundle, cache, files: vec![("app".into(), a), ("lib/b".into(), b)], _dir: dir }
@@ -115,14 +115,14 @@ impl Remote for Slow {
     fn fetch(
         &self,
         path: &str,
-        range: Option<(u64, u64)>,
+        span: Span,
         sink: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<u64, FetchError> {
         if !(self.slow)(path) {
-            return self.inner.fetch(path, range, sink);
+            return self.inner.fetch(path, span, sink);
         }
         let t0 = Instant::now();
-        let body = coldstart_bundle::remote::get(&self.inner, path, range)?;
+        let body = coldstart_bundle::remote::get(&self.inner, path, span)?;
         self.started.store(true, Ordering::SeqCst);
         let mut sent = 0u64;
         for piece in body.chunks(self.piece) {

@@ -75,7 +75,7 @@ fn quick(strategy: Strategy, cache: &Path) -> MountOptions {
         io_timeout: Duration::from_secs(2),
         ..FetchOptions::default()
     };
-    o.read_timeout = Duration::from_secs(5);
+    o.read_timeout = Some(Duration::from_secs(5));
     o
 }
 

@@ -28,10 +28,11 @@ mod http;
 mod link;
 mod proxy;
 
-pub use http::serve;
+pub use http::{request_status, serve};
 pub use link::{Link, LinkParseError, Pacer};
 pub use proxy::proxy;
 
+use std::collections::HashMap;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -71,11 +72,15 @@ pub struct ServerStats {
     pub connections: AtomicU64,
 }
 
+/// The open connections of a server, by number: each is forgotten (and so closed) as soon as
+/// its thread is done with it, and the rest are shut down when the server stops.
+type Connections = Arc<Mutex<HashMap<u64, TcpStream>>>;
+
 /// A running server or proxy. Dropping it stops it and closes its connections.
 pub struct Running {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
-    conns: Arc<Mutex<Vec<TcpStream>>>,
+    conns: Connections,
     stats: Arc<ServerStats>,
     accept: Option<JoinHandle<()>>,
 }
@@ -113,7 +118,7 @@ impl Running {
         if let Some(h) = self.accept.take() {
             let _ = h.join();
         }
-        for c in self.conns.lock().unwrap().drain(..) {
+        for (_, c) in self.conns.lock().unwrap().drain() {
             let _ = c.shutdown(std::net::Shutdown::Both);
         }
     }
@@ -125,35 +130,56 @@ impl Drop for Running {
     }
 }
 
-/// The accept loop shared by the server and the proxy.
+/// How many connections may wait to be accepted.
+const BACKLOG: i32 = 1024;
+
+/// The accept loop shared by the server and the proxy: a thread per connection, which closes
+/// it when done (the copy kept to stop the server is dropped then too). When accepting fails
+/// (out of descriptors) it waits a little instead of spinning.
 pub(crate) fn start(
     listener: std::net::TcpListener,
     handle: impl Fn(TcpStream, Arc<ServerStats>) + Send + Sync + 'static,
 ) -> std::io::Result<Running> {
+    use std::os::fd::AsRawFd;
     let addr = listener.local_addr()?;
+    // std listens with a backlog of 128; many clients at once need more.
+    // SAFETY: listen on a socket that is already listening only changes its backlog.
+    unsafe { libc::listen(listener.as_raw_fd(), BACKLOG) };
     let stop = Arc::new(AtomicBool::new(false));
-    let conns: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+    let conns: Connections = Arc::default();
     let stats: Arc<ServerStats> = Arc::default();
     let handle = Arc::new(handle);
     let accept = {
         let (stop, conns, stats) = (stop.clone(), conns.clone(), stats.clone());
         std::thread::Builder::new().name("coldstart-accept".into()).spawn(move || {
+            let mut next = 0u64;
             for conn in listener.incoming() {
                 if stop.load(Ordering::SeqCst) {
                     break;
                 }
-                let Ok(conn) = conn else { continue };
+                let conn = match conn {
+                    Ok(c) => c,
+                    Err(_) => {
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                        continue;
+                    }
+                };
                 stats.connections.fetch_add(1, Ordering::Relaxed);
+                next += 1;
+                let id = next;
                 if let Ok(c) = conn.try_clone() {
-                    let mut list = conns.lock().unwrap();
-                    // Forget connections that have closed.
-                    list.retain(|c| c.peer_addr().is_ok());
-                    list.push(c);
+                    conns.lock().unwrap().insert(id, c);
                 }
-                let (handle, stats) = (handle.clone(), stats.clone());
-                let _ = std::thread::Builder::new()
-                    .name("coldstart-conn".into())
-                    .spawn(move || handle(conn, stats));
+                let (handle, stats, mine) = (handle.clone(), stats.clone(), conns.clone());
+                let spawned =
+                    std::thread::Builder::new().name("coldstart-conn".into()).spawn(move || {
+                        handle(conn, stats);
+                        mine.lock().unwrap().remove(&id);
+                    });
+                if spawned.is_err() {
+                    // The connection was dropped with the closure: forget its copy too.
+                    conns.lock().unwrap().remove(&id);
+                }
             }
         })?
     };

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use coldstart_bundle::remote::{get, HttpRemote};
-use coldstart_bundle::FetchOptions;
+use coldstart_bundle::{FetchOptions, Span};
 use coldstart_serve::{proxy, serve, Link};
 
 fn data(n: usize) -> Vec<u8> {
@@ -126,7 +126,7 @@ fn timed_fetches(url: &str, count: usize) -> Duration {
         HttpRemote::new(url, FetchOptions { connections: 1, ..Default::default() }).unwrap();
     let t = Instant::now();
     for _ in 0..count {
-        get(&remote, "big", None).unwrap();
+        get(&remote, "big", Span::Whole { max: 1 << 20 }).unwrap();
     }
     t.elapsed()
 }
@@ -163,4 +163,145 @@ fn the_proxy_applies_the_same_link_to_another_server() {
     let sent = p.stats().bytes_sent.load(Ordering::Relaxed);
     assert_eq!(p.stats().requests.load(Ordering::Relaxed), 8);
     assert_matches_model(measured, link, sent, 8);
+}
+
+/// Sockets of the server on `port` in CLOSE-WAIT: the client closed, the server did not.
+fn close_wait(port: u16) -> usize {
+    let mut n = 0;
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let local_port = f[1].rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok());
+            if local_port == Some(port) && f[3] == "08" {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// Waits up to 2 s for the server on `port` to have no socket in CLOSE-WAIT; returns how
+/// many are left.
+fn settled_close_wait(port: u16) -> usize {
+    let t = Instant::now();
+    loop {
+        let n = close_wait(port);
+        if n == 0 || t.elapsed() > Duration::from_secs(2) {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Sends `request` on a new connection and reads until the server closes it (within 2 s).
+fn until_closed(addr: std::net::SocketAddr, request: &str) -> Vec<u8> {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    c.write_all(request.as_bytes()).unwrap();
+    let mut all = Vec::new();
+    c.read_to_end(&mut all).expect("the server closes the connection it said it would close");
+    all
+}
+
+/// Item 8 of issue 12: the accept loop kept a copy of every connection, so a connection the
+/// server was done with never closed: `Connection: close` was sent but the socket stayed
+/// open, and every connection a client closed stayed in CLOSE-WAIT.
+#[test]
+fn serve_closes_every_connection_it_is_done_with() {
+    let d = root();
+    let server = serve(&d.path().join("bundle"), "127.0.0.1:0", None).unwrap();
+    for _ in 0..200 {
+        let r = until_closed(server.addr(), &get_req("/file", "Connection: close\r\n"));
+        assert!(r.starts_with(b"HTTP/1.1 200 OK\r\n"));
+        assert!(r.ends_with(&data(1000)));
+    }
+    // Clients that close first.
+    for _ in 0..50 {
+        let mut c = TcpStream::connect(server.addr()).unwrap();
+        exchange(&mut c, &get_req("/file", ""), false);
+    }
+    assert_eq!(settled_close_wait(server.addr().port()), 0);
+}
+
+/// Item 8 of issue 12: a request with LF-only line ends hung until the idle timeout, and one
+/// without `Host` was served.
+#[test]
+fn serve_reads_lf_only_requests_and_refuses_one_without_host() {
+    let d = root();
+    let server = serve(&d.path().join("bundle"), "127.0.0.1:0", None).unwrap();
+    let r = until_closed(server.addr(), "GET /file HTTP/1.1\nHost: x\nConnection: close\n\n");
+    assert!(r.starts_with(b"HTTP/1.1 200 OK\r\n"), "{}", String::from_utf8_lossy(&r));
+    let r = until_closed(server.addr(), "GET /file HTTP/1.1\r\nRange: bytes=0-1\r\n\r\n");
+    assert!(r.starts_with(b"HTTP/1.1 400 "), "{}", String::from_utf8_lossy(&r));
+    // HTTP/1.0 has no Host.
+    let r = until_closed(server.addr(), "GET /file HTTP/1.0\r\n\r\n");
+    assert!(r.starts_with(b"HTTP/1.1 200 OK\r\n"), "{}", String::from_utf8_lossy(&r));
+    assert_eq!(coldstart_serve::request_status(b"GET / HTTP/1.1"), 400);
+    assert_eq!(coldstart_serve::request_status(b"GET / HTTP/1.1\nHost: x\nRange: bytes=5-"), 206);
+}
+
+/// `coldstart serve` under load (issue 12): 10,000 requests over keep-alive and closed
+/// connections leave no socket in CLOSE-WAIT, and 500 clients at once are all answered.
+#[test]
+fn serve_under_load_answers_every_client_and_leaks_no_socket() {
+    let d = root();
+    let server = serve(&d.path().join("bundle"), "127.0.0.1:0", None).unwrap();
+    let addr = server.addr();
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        // 5,000 over 50 keep-alive connections, 5,000 on connections of their own.
+        for t in 0..50 {
+            s.spawn(move || {
+                let mut c = TcpStream::connect(addr).unwrap();
+                for _ in 0..100 {
+                    assert_eq!(exchange(&mut c, &get_req("/file", ""), false).body, data(1000));
+                }
+                if t % 2 == 0 {
+                    drop(c);
+                } else {
+                    let _ = exchange(&mut c, &get_req("/file", "Connection: close\r\n"), false);
+                }
+            });
+        }
+        for _ in 0..10 {
+            s.spawn(move || {
+                for _ in 0..500 {
+                    let mut c = TcpStream::connect(addr).unwrap();
+                    assert_eq!(exchange(&mut c, &get_req("/file", ""), false).status, 200);
+                }
+            });
+        }
+    });
+    let requests = server.stats().requests.load(Ordering::Relaxed);
+    let took = t.elapsed();
+    assert!(requests >= 10_000);
+    let left = settled_close_wait(addr.port());
+    let conns = server.stats().connections.load(Ordering::Relaxed);
+    println!("{requests} requests on {conns} connections in {took:?}: {left} in CLOSE-WAIT");
+    assert_eq!(left, 0);
+    // 500 clients at once, each connected before any is answered.
+    let barrier = std::sync::Barrier::new(500);
+    let answered = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..500 {
+            s.spawn(|| {
+                let mut c = TcpStream::connect(addr).unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                barrier.wait();
+                if exchange(&mut c, &get_req("/file", "Connection: close\r\n"), false).body
+                    == data(1000)
+                {
+                    answered.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    let left = settled_close_wait(addr.port());
+    println!(
+        "{} of 500 clients at once answered: {left} in CLOSE-WAIT",
+        answered.load(Ordering::SeqCst)
+    );
+    assert_eq!(answered.load(Ordering::SeqCst), 500);
+    assert_eq!(left, 0);
 }

@@ -11,7 +11,9 @@
 //! Every library error says what kind of failure it is ([`Category`], an exhaustive match in
 //! each library); [`code_for`] finds the first error of the chain that knows its category.
 //! Commands add context (the flag, the file) with anyhow and never pick a code themselves,
-//! except through [`usage`] and [`privilege`] for what they check before any library runs.
+//! except through [`usage`], [`privilege`] and [`environment`] for what they find themselves
+//! (a flag, a command that cannot start). A command that ends on a signal exits with 128 plus
+//! its number, as a shell reports it.
 
 use std::error::Error;
 use std::process::ExitCode;
@@ -40,6 +42,11 @@ impl Error for Coded {}
 /// Bad input: exit code 2.
 pub fn usage(message: impl Into<String>) -> anyhow::Error {
     Coded { category: Category::Usage, message: message.into() }.into()
+}
+
+/// The environment failed (a server, the network, the machine): exit code 70.
+pub fn environment(message: impl Into<String>) -> anyhow::Error {
+    Coded { category: Category::Environment, message: message.into() }.into()
 }
 
 /// A missing privilege or kernel feature: exit code 3.

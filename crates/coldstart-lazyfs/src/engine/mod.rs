@@ -50,15 +50,18 @@ pub enum EngineError {
     Timeout(Duration),
     #[error("no such chunk")]
     NoChunk,
+    #[error("stopped: coldstart was interrupted")]
+    Cancelled,
 }
 
 impl EngineError {
     /// What kind of failure this is (the exit code follows from it).
     pub fn category(&self) -> Category {
         match self {
-            EngineError::Fetch(_) | EngineError::Timeout(_) | EngineError::NoChunk => {
-                Category::Environment
-            }
+            EngineError::Fetch(_)
+            | EngineError::Timeout(_)
+            | EngineError::NoChunk
+            | EngineError::Cancelled => Category::Environment,
         }
     }
 }
@@ -171,6 +174,21 @@ impl Engine {
 
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
+    }
+
+    /// Stops every fetch at once ([`coldstart_bundle::FetchOptions::cancel`]): reads that need
+    /// the network fail instead of waiting, waits for other fetches end, background work
+    /// stops. Cached chunks still read.
+    pub fn cancel(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.remote.options().cancel.cancel();
+        self.hot_cv.notify_all();
+        self.demand_cv.1.notify_all();
+    }
+
+    /// Whether [`Engine::cancel`] (or the fetcher's cancel flag) stopped everything.
+    fn cancelled(&self) -> bool {
+        self.remote.options().cancel.is_cancelled()
     }
 
     /// Stops background work and waits for it (bounded by the fetcher's timeouts).

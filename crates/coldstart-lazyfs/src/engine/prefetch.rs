@@ -3,7 +3,12 @@
 //! `reordered-paged` and `stream` the hot set on a thread of its own while the program runs
 //! (then, for `stream`, the rest). A mount on the start object does the same from the start
 //! object's request instead ([`Engine::start_from`]).
+//!
+//! When the hot set's request fails for good (a damaged or cut hot blob or start object),
+//! every strategy falls back to the chunks' own blobs: `reordered` fetches the hot chunks
+//! still missing from them before start ([`Engine::fall_back_hot`]), the others on first use.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,7 +27,14 @@ impl Engine {
             Strategy::Original => self.fetch_all(),
             Strategy::Reordered => {
                 let plan = self.plan_hot();
-                self.load_hot(plan)
+                match self.load_hot(plan) {
+                    Err(EngineError::Cancelled) => Err(EngineError::Cancelled),
+                    Err(e) => {
+                        *self.counters.background_error.lock().unwrap() = Some(e.to_string());
+                        self.fall_back_hot()
+                    }
+                    Ok(()) => Ok(()),
+                }
             }
             Strategy::ReorderedPaged | Strategy::Stream => {
                 // Plan before returning, so that a read right after the mount waits for the
@@ -46,6 +58,50 @@ impl Engine {
         };
         *self.counters.prefetch.lock().unwrap() = t.elapsed();
         result
+    }
+
+    /// `reordered` after its hot set's request failed for good: the hot chunks still missing,
+    /// each from its own blob (as many at once as there are connections), before start. The
+    /// first that cannot be had ends it, noted as the background error: a read fetches it
+    /// again on first use, or fails with `EIO`. Fails only when cancelled.
+    pub(super) fn fall_back_hot(&self) -> Result<(), EngineError> {
+        let todo: Vec<&Chunk> = self
+            .manifest
+            .hot_chunks()
+            .into_iter()
+            .map(|(_, c)| c)
+            .filter(|c| !self.cache.contains(&c.sha256))
+            .collect();
+        let next = AtomicUsize::new(0);
+        let failed = std::sync::Mutex::new(None);
+        let workers = self.remote.options().connections.clamp(1, 8);
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                s.spawn(|| {
+                    while failed.lock().unwrap().is_none() {
+                        let Some(c) = todo.get(next.fetch_add(1, Ordering::SeqCst)) else {
+                            return;
+                        };
+                        match self.shared_fetch(c, false) {
+                            Ok(_) => {
+                                self.counters.hot_chunks.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(e) => *failed.lock().unwrap() = Some(e),
+                        }
+                    }
+                });
+            }
+        });
+        match failed.into_inner().unwrap() {
+            None => Ok(()),
+            Some(EngineError::Cancelled) => Err(EngineError::Cancelled),
+            Some(e) => {
+                let mut b = self.counters.background_error.lock().unwrap();
+                let before = b.take().map_or(String::new(), |b| format!("{b}; "));
+                *b = Some(format!("{before}then from the chunks' own blobs: {e}"));
+                Ok(())
+            }
+        }
     }
 
     /// `original`: what downloading the program does. Each regular file whole, one request

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
-use coldstart_bundle::remote::get_chunk_while;
+use coldstart_bundle::remote::{get_chunk_while, POLL};
 use coldstart_bundle::{Chunk, Entry, Touch};
 
 use super::{Engine, EngineError};
@@ -34,7 +34,8 @@ impl Engine {
         self.counters.waits.lock().unwrap().push(t.elapsed());
         if let Err(e) = &result {
             self.counters.errors.fetch_add(1, Ordering::Relaxed);
-            *self.counters.last_error.lock().unwrap() = Some(format!("{}: {e}", entry.path));
+            let path = coldstart_bundle::manifest::shown(&entry.path);
+            *self.counters.last_error.lock().unwrap() = Some(format!("{path}: {e}"));
         }
         result
     }
@@ -86,16 +87,17 @@ impl Engine {
         }
     }
 
-    /// If the hot stream is bringing this chunk, waits for it (bounded).
+    /// If the hot stream is bringing this chunk, waits for it (bounded, and no longer once
+    /// the engine is cancelled).
     fn wait_for_hot(&self, chunk: &Chunk) -> Option<Arc<Vec<u8>>> {
         let deadline = Instant::now() + self.opts.read_timeout;
         let mut hot = self.hot.lock().unwrap();
         while hot.running && hot.pending.contains(&chunk.sha256) {
             let now = Instant::now();
-            if now >= deadline {
+            if now >= deadline || self.cancelled() {
                 return None;
             }
-            hot = self.hot_cv.wait_timeout(hot, deadline - now).unwrap().0;
+            hot = self.hot_cv.wait_timeout(hot, (deadline - now).min(POLL)).unwrap().0;
         }
         drop(hot);
         self.cache.get(chunk).map(Arc::new)
@@ -138,7 +140,13 @@ impl Engine {
                     let _ = self.cache.put(&chunk.sha256, &data);
                     Arc::new(data)
                 })
-                .map_err(|e| EngineError::Fetch(e.to_string()));
+                .map_err(|e| {
+                    if e.is_cancelled() {
+                        EngineError::Cancelled
+                    } else {
+                        EngineError::Fetch(e.to_string())
+                    }
+                });
             if demand {
                 *self.demand_cv.0.lock().unwrap() = Some(Instant::now());
                 self.demand.fetch_sub(1, Ordering::SeqCst);
@@ -156,10 +164,13 @@ impl Engine {
                 return r.clone();
             }
             let now = Instant::now();
+            if self.cancelled() {
+                return Err(EngineError::Cancelled);
+            }
             if now >= deadline {
                 return Err(EngineError::Timeout(self.opts.read_timeout));
             }
-            done = flight.cv.wait_timeout(done, deadline - now).unwrap().0;
+            done = flight.cv.wait_timeout(done, (deadline - now).min(POLL)).unwrap().0;
         }
     }
 }

@@ -8,8 +8,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
+use coldstart_bundle::remote::POLL;
 use coldstart_bundle::start::{StartHeader, HEADER_LEN, START_OBJECT};
-use coldstart_bundle::{decode_chunk, Chunk, Manifest, ManifestError, Remote};
+use coldstart_bundle::{decode_chunk, Chunk, Manifest, ManifestError, Remote, Span};
 
 use super::stream::HotPlan;
 use super::{Engine, EngineError};
@@ -136,7 +137,17 @@ fn start_thread(
         let (engine, plan) = got.insert(g);
         engine.feed_hot(plan.as_ref(), cursor, &rest)
     };
-    let result = remote.fetch(START_OBJECT, None, &mut |bytes| {
+    // Every byte of the object so far: no more than its header says is taken.
+    let mut taken = 0u64;
+    let result = remote.fetch(START_OBJECT, Span::Whole { max: u64::MAX }, &mut |bytes| {
+        taken += bytes.len() as u64;
+        if header.as_ref().is_some_and(|h| taken > h.total_len()) {
+            if failure.is_none() && got.is_none() {
+                let why = "it is longer than its header says".to_owned();
+                failure = Some(StartFailure::Fallback(why));
+            }
+            return false;
+        }
         if let Some((engine, plan)) = &got {
             return engine.feed_hot(plan.as_ref(), &mut cursor, bytes);
         }
@@ -249,11 +260,16 @@ impl Engine {
         let mut result = Ok(());
         if self.opts.strategy == Strategy::Reordered {
             let mut hot = self.hot.lock().unwrap();
-            while hot.running {
-                hot = self.hot_cv.wait(hot).unwrap();
+            while hot.running && !self.cancelled() {
+                hot = self.hot_cv.wait_timeout(hot, POLL).unwrap().0;
             }
-            if let Some(e) = self.counters.background_error.lock().unwrap().clone() {
-                result = Err(EngineError::Fetch(e));
+            drop(hot);
+            let failed = self.counters.background_error.lock().unwrap().is_some();
+            if self.cancelled() {
+                result = Err(EngineError::Cancelled);
+            } else if failed {
+                // As from `blobs/hot`: the chunks' own blobs, before start.
+                result = self.fall_back_hot();
             }
         }
         *self.counters.prefetch.lock().unwrap() = t.elapsed();

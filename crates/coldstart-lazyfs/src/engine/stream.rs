@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use coldstart_bundle::remote::with_retries;
-use coldstart_bundle::{decode_chunk, Chunk, FetchError, Sha256Hex};
+use coldstart_bundle::{decode_chunk, Chunk, FetchError, Sha256Hex, Span};
 
 use super::{Engine, EngineError};
 
@@ -54,7 +54,13 @@ impl Engine {
         };
         // The caller decides where a failure goes (the mount's error, or the report's).
         self.end_hot(Ok(()));
-        result.map_err(|e| EngineError::Fetch(e.to_string()))
+        result.map_err(|e| {
+            if e.is_cancelled() {
+                EngineError::Cancelled
+            } else {
+                EngineError::Fetch(e.to_string())
+            }
+        })
     }
 
     fn load_hot_inner(&self, plan: HotPlan) -> Result<(), FetchError> {
@@ -104,7 +110,7 @@ impl Engine {
             let mut buf: Vec<u8> = Vec::new();
             let mut corrupt = false;
             let start = chunks[idx].0;
-            let result = self.remote.fetch(blob, Some((start, end)), &mut |bytes| {
+            let result = self.remote.fetch(blob, Span::Range(start, end), &mut |bytes| {
                 if self.stop.load(Ordering::Relaxed) {
                     return false;
                 }

@@ -29,6 +29,12 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let b = Binary::open(&args.binary)?;
     let names = expected_names(Expected::OrderFile(&args.order), &args.binary)?;
+    if names.is_empty() {
+        return Err(crate::exit::usage(format!(
+            "order file {} has no function names: nothing to order (write it with `coldstart order`)",
+            args.order.display()
+        )));
+    }
     // BOLT takes every line as a name: give it a clean list whatever format came in.
     let list = tempfile::NamedTempFile::new()?;
     std::fs::write(list.path(), names.join("\n") + "\n")?;

@@ -1,10 +1,12 @@
 //! What several commands share: the page model's flags (`analyze`, `order --evaluate`), the
 //! byte-size parser of every size flag (`--page-size`, `--readahead`, `--chunk-size`), how
 //! a list of names is shown in one line, and the verification of a layout that `verify`,
-//! `link` and `bolt` end with; in [`network`], what `mount`, `run` and `predict` share. A
-//! command module imports from here, never from another command's module.
+//! `link` and `bolt` end with; in [`network`], what `mount`, `run` and `predict` share; in
+//! [`signals`], how the commands that clean up wait for SIGINT, SIGTERM and SIGHUP. A command
+//! module imports from here, never from another command's module.
 
 pub mod network;
+pub mod signals;
 
 use std::path::Path;
 use std::process::ExitCode;

@@ -4,9 +4,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use coldstart_bundle::Cancel;
 use coldstart_lazyfs::is_mount_point;
 
-use super::common::network::{block_signals, mount_error, print_report, wait_signal, MountFlags};
+use super::common::network::{mount_error, print_report, MountFlags};
+use super::common::signals::{self, Signals};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -19,10 +21,21 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let opts = args.flags.options()?;
-    let signals = block_signals();
-    let mount = coldstart_lazyfs::mount(&args.url, &args.dir, opts)
-        .map_err(|e| mount_error(&args.dir, e))?;
+    let cancel = Cancel::new();
+    let opts = args.flags.options(cancel.clone())?;
+    // A signal while mounting stops every fetch at once.
+    let signals = Signals::start(cancel);
+    let mount = match coldstart_lazyfs::mount(&args.url, &args.dir, opts) {
+        Ok(m) => m,
+        Err(e) => match signals.first() {
+            Some(s) if e.is_cancelled() => {
+                eprintln!("coldstart: {} while mounting: nothing mounted", signals::name(s));
+                return Ok(signals::exit_code(s));
+            }
+            _ => return Err(mount_error(&args.dir, e)),
+        },
+    };
+    signals.report_only();
     if let Some(c) = mount.choice() {
         eprintln!("coldstart: {}", c.summary());
     }
@@ -32,13 +45,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.url,
         args.dir.display(),
     );
-    // Until a signal, or until someone else unmounts it.
-    while wait_signal(&signals, Duration::from_millis(500)).is_none() {
+    // Until a signal (or one that came while mounting), or until someone else unmounts it.
+    let mut signalled = signals.first().is_some();
+    while !signalled {
+        signalled = signals.next(Duration::from_millis(500)).is_some();
         if !is_mount_point(&args.dir) {
             break;
         }
     }
-    let report = mount.unmount()?;
+    if signalled {
+        // Reads still waiting on the network fail now: the mount is going away.
+        mount.cancel();
+    }
+    let (report, result) = mount.close();
     print_report(&report, args.flags.json)?;
+    result?;
     Ok(crate::exit::SUCCESS)
 }

@@ -111,6 +111,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     request.holdout = args.evaluate.as_deref();
     request.model = model;
     request.format = format;
+    if !args.all_modules {
+        for w in request.another_build() {
+            eprintln!(
+                "coldstart: warning: the profile `{}` was recorded from another build of {} (build-id {}; this one is {}): functions it names may have moved, been renamed or gone; profile this build again",
+                w.workload,
+                w.path.display(),
+                w.profiled,
+                w.found
+            );
+        }
+    }
     let evaluation = request.evaluate()?;
     if let Some(e) = &evaluation {
         if args.json {
@@ -179,6 +190,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(crate::exit::SUCCESS)
 }
 
+/// Warns when a profile names the module being ordered by another build-id than the file's
+/// (`--binary`, else the file at the profiled path): the order is by names, which another
+/// build may have moved, renamed or dropped.
 fn print_evaluation(e: &evaluate::Evaluation) {
     println!(
         "held-out workload `{}`, page size {} KiB, read-ahead {} KiB{}",

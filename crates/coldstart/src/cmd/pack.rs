@@ -3,11 +3,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use coldstart_bundle::{
-    hot_list_from_profiles, pack, read_profiles, Compression, HotList, PackOptions, ProfileMapping,
-    RealFiles, DEFAULT_ZSTD_LEVEL,
+    hot_list_from_profiles, pack, read_profiles, Cancel, Compression, HotList, PackError,
+    PackOptions, ProfileMapping, RealFiles, DEFAULT_ZSTD_LEVEL,
 };
+
+use super::common::signals::{self, Signals};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -50,11 +51,11 @@ fn parse_compression(s: &str) -> Result<Compression, String> {
     }
 }
 
-/// A chunk size: `65536`, `64k`, `1m`, between 1 byte and 1 GiB.
+/// A chunk size: `65536`, `64k`, `1m`, between 1 byte and 64 MiB (what a manifest may give).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     match super::common::parse_size(s) {
-        Ok(v) if v > 0 && v <= 1 << 30 => Ok(v),
-        Ok(_) => Err(format!("`{s}`: a chunk size is between 1 byte and 1 GiB")),
+        Ok(v) if v > 0 && v <= coldstart_bundle::manifest::MAX_CHUNK_SIZE => Ok(v),
+        Ok(_) => Err(format!("`{s}`: a chunk size is between 1 byte and 64 MiB")),
         Err(e) => Err(e),
     }
 }
@@ -71,14 +72,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None if !args.profile.is_empty() => hot_list_from(&args)?,
         None => HotList::default(),
     };
+    let cancel = Cancel::new();
     let options = PackOptions {
         chunk_size: args.chunk_size,
         compression: args.compress,
         level: args.compress_level,
+        cancel: cancel.clone(),
     };
-    let manifest = pack(&args.dir, &hot, &options, &args.output).with_context(|| {
-        format!("cannot pack {} into {}", args.dir.display(), args.output.display())
-    })?;
+    // A signal stops the pack between two chunks; its temporary directory is removed.
+    let signals = Signals::start(cancel);
+    let manifest = match pack(&args.dir, &hot, &options, &args.output) {
+        Ok(m) => m,
+        Err(PackError::Cancelled) if signals.first().is_some() => {
+            let s = signals.first().expect("checked");
+            eprintln!("coldstart: {}: pack stopped, nothing written", signals::name(s));
+            return Ok(signals::exit_code(s));
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!(
+                "cannot pack {} into {}",
+                args.dir.display(),
+                args.output.display()
+            )))
+        }
+    };
     let (bytes, distinct) = manifest.total_bytes();
     let stored = match manifest.compression {
         Compression::None => String::new(),
@@ -152,6 +169,8 @@ mod tests {
         assert_eq!(parse_size("1M"), Ok(1 << 20));
         assert_eq!(parse_size("4096"), Ok(4096));
         assert!(parse_size("0").is_err());
+        assert_eq!(parse_size("64m"), Ok(64 << 20));
+        assert!(parse_size("65m").is_err());
         assert!(parse_size("big").is_err());
     }
 }

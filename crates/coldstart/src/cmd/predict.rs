@@ -4,9 +4,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use coldstart_bundle::Cancel;
 use coldstart_lazyfs::PredictOptions;
 
-use super::common::network::{link_hint, parse_readahead};
+use super::common::network::{link_hint, parse_readahead, NetworkFlags};
+use super::common::signals::{self, Signals};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -18,9 +20,9 @@ pub struct Args {
     /// The chunk cache whose chunks need no fetch [default: as `mount`].
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
-    /// Requests in flight at most, as `mount --connections`.
-    #[arg(long, default_value_t = 4)]
-    pub connections: usize,
+    /// How to fetch, as `mount` would.
+    #[command(flatten)]
+    pub network: NetworkFlags,
     /// The read-ahead `mount --readahead` would use.
     #[arg(long, default_value = "128k", value_parser = parse_readahead)]
     pub readahead: u32,
@@ -33,14 +35,26 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let cancel = Cancel::new();
     let opts = PredictOptions {
         link_hint: link_hint(args.link_hint),
         cache_dir: args.cache_dir,
-        connections: args.connections,
+        network: args.network.request(cancel.clone()),
         readahead: args.readahead,
         local_ms: args.local_ms,
     };
-    let choice = coldstart_lazyfs::predict(&args.url, &opts)?;
+    // A signal stops every fetch at once.
+    let signals = Signals::start(cancel);
+    let choice = match coldstart_lazyfs::predict(&args.url, &opts) {
+        Ok(c) => c,
+        Err(e) => match signals.first() {
+            Some(s) if e.is_cancelled() => {
+                eprintln!("coldstart: {}: stopped", signals::name(s));
+                return Ok(signals::exit_code(s));
+            }
+            _ => return Err(e.into()),
+        },
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&choice)?);
         return Ok(crate::exit::SUCCESS);

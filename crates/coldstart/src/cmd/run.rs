@@ -4,16 +4,27 @@
 //! The command refers to the mounted tree through `{root}`, replaced in every argument by the
 //! mount point (`coldstart run URL -- {root}/bin/app --flag`); it also runs with the mount
 //! point as its working directory and `COLDSTART_ROOT` set to it.
+//!
+//! The command runs in a process group of its own: SIGINT, SIGTERM and SIGHUP are forwarded
+//! to all of it; half a second after the first, reads still waiting on the network fail (a
+//! process stuck in one can then end); a second signal kills the group. When the command
+//! ends, what it left running in its group is ended too (SIGTERM, then SIGKILL a second
+//! later), and then the bundle is unmounted.
 
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitCode};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use coldstart_bundle::Cancel;
 
-use super::common::network::{block_signals, mount_error, print_report, wait_signal, MountFlags};
+use super::common::network::{mount_error, print_report, MountFlags};
+use super::common::signals::{self, Signals};
+
+/// How long after a signal reads still waiting on the network are failed.
+const CANCEL_AFTER: Duration = Duration::from_millis(500);
+/// How long what the command left running has to end on SIGTERM before SIGKILL.
+const GRACE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -27,16 +38,32 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let opts = args.flags.options()?;
-    let signals = block_signals();
+    let cancel = Cancel::new();
+    let mut opts = args.flags.options(cancel.clone())?;
+    // A signal while mounting stops every fetch at once.
+    let signals = Signals::start(cancel.clone());
     let tmp = tempfile::Builder::new()
         .prefix("coldstart-run-")
         .tempdir()
         .context("cannot create a temporary mount point")?;
     let root = tmp.path().join("root");
     std::fs::create_dir(&root).with_context(|| format!("cannot create {}", root.display()))?;
-    let mount =
-        coldstart_lazyfs::mount(&args.url, &root, opts).map_err(|e| mount_error(&root, e))?;
+    // If this process dies, its watchdog removes them (after unmounting).
+    opts.remove_on_death = vec![root.clone(), tmp.path().to_path_buf()];
+    let mount = match coldstart_lazyfs::mount(&args.url, &root, opts) {
+        Ok(m) => m,
+        Err(e) => match signals.first() {
+            Some(s) if e.is_cancelled() => {
+                eprintln!(
+                    "coldstart: {} while mounting: the command did not run",
+                    signals::name(s)
+                );
+                return Ok(signals::exit_code(s));
+            }
+            _ => return Err(mount_error(&root, e)),
+        },
+    };
+    signals.report_only();
     if let Some(c) = mount.choice() {
         eprintln!("coldstart: {}", c.summary());
     }
@@ -44,45 +71,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let argv: Vec<String> = args.command.iter().map(|a| a.replace("{root}", root_str)).collect();
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]).current_dir(&root).env("COLDSTART_ROOT", &root);
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
-            Ok(())
-        });
-    }
-    let spawned = cmd.spawn();
-    let status = match spawned {
-        Ok(mut child) => {
-            // Forward SIGINT, SIGTERM and SIGHUP to the command; we unmount once it is gone.
-            let pid = child.id() as i32;
-            let done = Arc::new(AtomicBool::new(false));
-            let got = Arc::new(AtomicI32::new(0));
-            let forward = {
-                let (done, got) = (done.clone(), got.clone());
-                std::thread::spawn(move || {
-                    while !done.load(Ordering::SeqCst) {
-                        if let Some(s) = wait_signal(&signals, Duration::from_millis(10)) {
-                            got.store(s, Ordering::SeqCst);
-                            // SAFETY: signalling our own child.
-                            unsafe { libc::kill(pid, s) };
-                        }
-                    }
-                })
-            };
-            let status = child.wait();
-            done.store(true, Ordering::SeqCst);
-            let _ = forward.join();
-            Some(status.with_context(|| format!("cannot wait for {}", argv[0]))?)
-        }
-        Err(e) => {
-            eprintln!("coldstart: cannot start {}: {e}", argv[0]);
-            None
-        }
+    let interrupted = signals.first();
+    let status = match interrupted {
+        // A signal came while mounting, after the last fetch: the command does not start.
+        Some(_) => None,
+        None => Some(run_command(&mount, &mut cmd, &signals, &cancel, &argv[0])),
     };
-    let report = mount.unmount()?;
+    let (report, result) = mount.close();
     print_report(&report, args.flags.json)?;
     if report.errors > 0 {
         eprintln!(
@@ -91,19 +86,129 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             report.last_error.as_deref().unwrap_or("unknown")
         );
     }
-    let Some(status) = status else {
-        return Err(crate::exit::usage(format!(
-            "cannot run `{}` from the bundle: check the path (use {{root}}/...)",
-            argv[0]
-        )));
+    result?;
+    let status = match status {
+        None => {
+            let s = interrupted.expect("only a signal keeps the command from starting");
+            eprintln!("coldstart: {}: the command did not run", signals::name(s));
+            return Ok(signals::exit_code(s));
+        }
+        Some(Ok(ended)) => ended,
+        Some(Err(Failed::Wait(e))) => return Err(e),
+        // A signal while it was being started: its exec's reads were failed on purpose.
+        Some(Err(Failed::Start(_))) if signals.first().is_some() => {
+            let s = signals.first().expect("checked");
+            eprintln!(
+                "coldstart: {} while `{}` was starting: it did not run",
+                signals::name(s),
+                argv[0]
+            );
+            return Ok(signals::exit_code(s));
+        }
+        Some(Err(Failed::Start(e))) if e.raw_os_error() == Some(libc::EIO) => {
+            return Err(crate::exit::environment(format!(
+                "cannot start `{}`: {e}: it could not be read from the bundle{}",
+                argv[0],
+                report.last_error.as_deref().map_or(String::new(), |l| format!(" ({l})"))
+            )));
+        }
+        Some(Err(Failed::Start(e))) => {
+            return Err(crate::exit::usage(format!(
+                "cannot start `{}`: {e}: check the path (use {{root}}/... for the bundle's files)",
+                argv[0]
+            )));
+        }
     };
-    let code = match (status.code(), status.signal()) {
-        (Some(c), _) => c,
-        (None, Some(s)) => 128 + s,
+    let Ended { status, signalled } = status;
+    let code = match (status.code(), status.signal(), signalled) {
+        (Some(c), _, _) => c,
+        // Killed after a signal was forwarded (or by what its reads failing did to it): it
+        // ended on that signal.
+        (None, Some(_), Some(s)) => 128 + s,
+        (None, Some(s), None) => 128 + s,
         _ => 1,
     };
     if code != 0 {
         eprintln!("coldstart: `{}` failed: {status}", argv.join(" "));
     }
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+/// How the command ended: its status, and the signal forwarded to it, if one was.
+struct Ended {
+    status: std::process::ExitStatus,
+    signalled: Option<i32>,
+}
+
+/// Why the command gave no exit status.
+enum Failed {
+    /// It could not be started (the error of `exec`).
+    Start(std::io::Error),
+    /// It could not be waited for.
+    Wait(anyhow::Error),
+}
+
+/// The signals received while the command runs, and what they mean for it.
+struct Interrupts<'a> {
+    signals: &'a Signals,
+    cancel: &'a Cancel,
+    first: Option<(i32, Instant)>,
+}
+
+impl Interrupts<'_> {
+    /// Waits a little for a signal: the first goes to the group (once it exists), a second
+    /// kills it; half a second after the first, reads still waiting on the network fail.
+    fn poll(&mut self, group: Option<&coldstart_lazyfs::Group>) {
+        if let Some(s) = self.signals.next(Duration::from_millis(10)) {
+            match (self.first, group) {
+                (Some(_), Some(g)) => g.signal(libc::SIGKILL),
+                (None, Some(g)) => g.signal(s),
+                _ => {}
+            }
+            self.first.get_or_insert((s, Instant::now()));
+        }
+        if self.first.is_some_and(|(_, t)| t.elapsed() >= CANCEL_AFTER) {
+            self.cancel.cancel();
+        }
+    }
+}
+
+/// Runs `cmd` on the mount in a process group of its own until it ends, forwarding signals
+/// to the group; then ends what it left running in the group. Starting is done on a thread
+/// of its own: an `exec` waiting on a read from the mount does not keep signals from being
+/// handled (half a second after one, the read fails, and `exec` with it).
+fn run_command(
+    mount: &coldstart_lazyfs::Mount,
+    cmd: &mut Command,
+    signals: &Signals,
+    cancel: &Cancel,
+    name: &str,
+) -> Result<Ended, Failed> {
+    let mut interrupts = Interrupts { signals, cancel, first: None };
+    let spawned = std::thread::scope(|scope| {
+        let starting = scope.spawn(|| mount.spawn(cmd));
+        while !starting.is_finished() {
+            interrupts.poll(None);
+        }
+        starting.join().unwrap_or_else(|_| Err(std::io::Error::other("starting it panicked")))
+    });
+    let mut group = spawned.map_err(Failed::Start)?;
+    // A signal that came while it was starting reaches it now.
+    if let Some((s, _)) = interrupts.first {
+        group.signal(s);
+    }
+    let status = loop {
+        match group.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => interrupts.poll(Some(&group)),
+            Err(e) => {
+                let e = anyhow::Error::new(e).context("cannot wait for the command");
+                return Err(Failed::Wait(e));
+            }
+        }
+    };
+    if group.end(GRACE) {
+        eprintln!("coldstart: ended what `{name}` left running");
+    }
+    Ok(Ended { status, signalled: interrupts.first.map(|(s, _)| s) })
 }

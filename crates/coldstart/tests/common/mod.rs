@@ -96,3 +96,6 @@ pub fn touch_profile(
         workloads: vec![],
     }
 }
+
+pub mod faults;
+pub mod leftovers;

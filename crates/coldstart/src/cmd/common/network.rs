@@ -1,13 +1,15 @@
-//! What the network commands share: the flags of `mount` and `run`, the `--link-hint` and
-//! `--readahead` values `predict` takes too, the signals a mount lasts until, and how a
-//! mount's report and errors are printed. What the flags mean and default to is decided by
-//! `coldstart_lazyfs` ([`MountRequest`]); here they are only parsed and handed over.
+//! What the network commands share: the flags of `mount` and `run`, the network flags and the
+//! `--link-hint` and `--readahead` values `predict` takes too, and how a mount's report and
+//! errors are printed. What the flags mean and default to is decided by `coldstart_lazyfs`
+//! ([`MountRequest`], [`NetworkRequest`]); here they are only parsed and handed over.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
+use coldstart_bundle::Cancel;
 use coldstart_lazyfs::model::LinkEstimate;
-use coldstart_lazyfs::{MountError, MountOptions, MountRequest, Report, StrategyOrAuto};
+use coldstart_lazyfs::{
+    MountError, MountOptions, MountRequest, NetworkRequest, Report, StrategyOrAuto,
+};
 
 /// Options shared by `mount` and `run`.
 #[derive(Debug, clap::Args)]
@@ -26,15 +28,8 @@ pub struct MountFlags {
     /// At unmount, write what was read, in first-touch order, as a hot list for `pack`.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
-    /// Retries of a failed fetch before a read fails with EIO.
-    #[arg(long, default_value_t = 3)]
-    pub retries: u32,
-    /// Bound in seconds on connecting and on each network read.
-    #[arg(long, default_value_t = 10.0)]
-    pub timeout: f64,
-    /// Requests in flight at most.
-    #[arg(long, default_value_t = 4)]
-    pub connections: usize,
+    #[command(flatten)]
+    pub network: NetworkFlags,
     /// The kernel's read-ahead and page-fault read-around, in bytes (k or m suffix): how much
     /// past a read the kernel asks for. Smaller keeps a page fault from fetching neighbouring
     /// chunks the program never touches; larger helps sequential reads.
@@ -45,17 +40,49 @@ pub struct MountFlags {
     pub json: bool,
 }
 
+/// How to use the network: `mount`, `run` and `predict` (docs/network.md, "Bounds").
+#[derive(Debug, clap::Args)]
+pub struct NetworkFlags {
+    /// Retries of a failed fetch before a read fails with EIO (at most 10).
+    #[arg(long, default_value_t = 3)]
+    pub retries: u32,
+    /// Bound in seconds on connecting, on waiting for an answer, and on each wait for more
+    /// bytes.
+    #[arg(long, default_value_t = 10.0)]
+    pub timeout: f64,
+    /// The slowest transfer accepted, in bytes per second (k or m suffix): a response that
+    /// brings fewer bytes per second over any --timeout seconds fails and is retried.
+    #[arg(long, default_value = "1k", value_parser = super::parse_size)]
+    pub min_rate: u64,
+    /// Requests in flight at most.
+    #[arg(long, default_value_t = 4)]
+    pub connections: usize,
+}
+
+impl NetworkFlags {
+    /// What `coldstart_lazyfs` checks and turns into the fetcher's options; `cancel` stops
+    /// every fetch.
+    pub fn request(&self, cancel: Cancel) -> NetworkRequest {
+        NetworkRequest {
+            retries: self.retries,
+            timeout: self.timeout,
+            min_rate: self.min_rate,
+            connections: self.connections,
+            cancel,
+        }
+    }
+}
+
 impl MountFlags {
-    /// The mount's options, as `coldstart_lazyfs` derives them from these flags.
-    pub fn options(&self) -> Result<MountOptions, MountError> {
+    /// The mount's options, as `coldstart_lazyfs` derives them from these flags; `cancel`
+    /// stops every fetch of the mount.
+    pub fn options(&self, cancel: Cancel) -> Result<MountOptions, MountError> {
         MountRequest {
             strategy: self.strategy,
             link_hint: link_hint(self.link_hint),
             cache_dir: self.cache_dir.clone(),
             record: self.record.clone(),
-            retries: self.retries,
-            timeout: self.timeout,
-            connections: self.connections,
+            network: self.network.request(cancel),
             readahead: self.readahead,
         }
         .options()
@@ -71,32 +98,6 @@ pub fn link_hint(link: Option<coldstart_serve::Link>) -> Option<LinkEstimate> {
 pub fn parse_readahead(s: &str) -> Result<u32, String> {
     let v = super::parse_size(s)?;
     coldstart_lazyfs::readahead(v).map_err(|e| format!("`{s}`: {e}"))
-}
-
-/// Blocks the signals that end a mount, so that they can be waited for (threads started
-/// afterwards inherit the mask).
-pub fn block_signals() -> libc::sigset_t {
-    // SAFETY: plain signal-mask calls on a local set.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-            libc::sigaddset(&mut set, s);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    }
-}
-
-/// Waits up to `timeout` for one of `set`; returns it.
-pub fn wait_signal(set: &libc::sigset_t, timeout: Duration) -> Option<i32> {
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: valid set and timespec; no siginfo wanted.
-    let s = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &ts) };
-    (s > 0).then_some(s)
 }
 
 /// A mount's statistics at unmount, on standard error: two lines, or JSON.

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs every fuzz target of fuzz/ (cargo-fuzz, libFuzzer), one after the other, one job at a
+# time, each for a number of inputs or of seconds, and prints a Markdown table: the inputs
+# each ran, how long, the corpus it grew, and the crashes found (files in fuzz/artifacts/).
+#
+#   bench/fuzz.sh                      # one million inputs for every target
+#   bench/fuzz.sh 1000000 manifest elf # one million for two targets
+#   bench/fuzz.sh 60s                  # a minute for every target
+#
+# Needs a nightly toolchain and cargo-fuzz: `rustup toolchain install nightly` and
+# `cargo install cargo-fuzz`. Each target starts from fuzz/seeds/TARGET (the ELF target from
+# /usr/bin/true and libdl.so.2 of this machine) and keeps what it finds in fuzz/corpus/.
+set -euo pipefail
+cd "$(dirname "$0")/../fuzz"
+amount=${1:-1000000}
+shift || true
+if [ $# -gt 0 ]; then
+    targets=("$@")
+else
+    mapfile -t targets < <(cargo +nightly fuzz list)
+fi
+case $amount in
+    *s) limit=(-max_total_time="${amount%s}") ;;
+    *) limit=(-runs="$amount") ;;
+esac
+cargo +nightly fuzz build -O >&2
+echo "| target | inputs run | seconds | inputs/s | corpus | crashes |"
+echo "| --- | --- | --- | --- | --- | --- |"
+for t in "${targets[@]}"; do
+    mkdir -p "corpus/$t" "artifacts/$t"
+    if [ -d "seeds/$t" ]; then cp -n seeds/"$t"/* "corpus/$t/"; fi
+    if [ "$t" = elf ]; then
+        cp -n /usr/bin/true "corpus/elf/true"
+        cp -n /usr/lib/x86_64-linux-gnu/libdl.so.2 "corpus/elf/libdl.so.2" 2>/dev/null || true
+    fi
+    before=$(find "artifacts/$t" -type f | wc -l)
+    log=$(mktemp)
+    start=$(date +%s.%N)
+    # -jobs=1: one worker process, its output in fuzz-0.log.
+    cargo +nightly fuzz run -O "$t" "corpus/$t" -- "${limit[@]}" -jobs=1 \
+        -artifact_prefix="artifacts/$t/" >"$log" 2>&1 || true
+    end=$(date +%s.%N)
+    runs=$(grep -hoE 'Done [0-9]+ runs' fuzz-0.log "$log" 2>/dev/null | tail -1 | grep -oE '[0-9]+' || echo 0)
+    [ -n "$runs" ] || runs=0
+    if [ "$runs" = 0 ]; then
+        runs=$(grep -hoE '^#[0-9]+' fuzz-0.log 2>/dev/null | tail -1 | tr -d '#' || echo 0)
+    fi
+    secs=$(echo "$end - $start" | bc)
+    crashes=$(( $(find "artifacts/$t" -type f | wc -l) - before ))
+    corpus=$(find "corpus/$t" -type f | wc -l)
+    rate=$(echo "scale=0; $runs / $secs" | bc)
+    printf '| %s | %s | %.0f | %s | %s | %s |\n' "$t" "$runs" "$secs" "$rate" "$corpus" "$crashes"
+    if [ "$crashes" != 0 ]; then
+        echo "  $t: see fuzz/artifacts/$t and $log" >&2
+        tail -30 fuzz-0.log >&2 || true
+    fi
+    rm -f fuzz-0.log
+done

@@ -1,0 +1,650 @@
+//! Regression tests of issue 12: a hostile server, signals and kills. Each test is named for
+//! what broke; they run the real commands against the fault-injection server
+//! (`common/faults.rs`) and look for anything left behind (`common/leftovers.rs`).
+//!
+//! Needs root (FUSE), as CI has.
+
+mod common;
+use common::faults::{bounded, tools, Fault, FaultServer, Target, Tools};
+use common::{leftovers, require_root};
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+fn coldstart() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_coldstart"))
+}
+
+/// A directory to work in (mount points, the commands' `TMPDIR`, caches); whatever a failed
+/// test left in it is cleaned up on drop.
+struct Scratch(tempfile::TempDir);
+
+impl Scratch {
+    fn new() -> Scratch {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("tmp")).unwrap();
+        Scratch(d)
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    /// A fresh chunk cache.
+    fn cache(&self) -> PathBuf {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        self.path().join(format!("cache-{}", N.fetch_add(1, Ordering::SeqCst)))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        leftovers::clean(self.path());
+    }
+}
+
+/// `coldstart run URL --strategy S --cache-dir (fresh) EXTRA -- CMD`, its temporary mount
+/// point under the scratch directory.
+fn run(d: &Scratch, url: &str, strategy: &str, extra: &[&str], cmd: &[&str]) -> Command {
+    let mut c = coldstart();
+    c.env("TMPDIR", d.path().join("tmp"))
+        .args(["run", url, "--strategy", strategy, "--cache-dir"])
+        .arg(d.cache())
+        .args(extra)
+        .arg("--")
+        .args(cmd);
+    c
+}
+
+const SUM: [&str; 2] = ["{root}/bin/sum", "{root}/data.bin"];
+
+/// The documented bound of one read (docs/network.md, "Bounds"): every attempt of a fetch of
+/// `bytes`, each within `3 x timeout + bytes / min_rate`, and the back-off between them.
+fn read_bound(timeout: f64, retries: u32, bytes: u64, min_rate: f64) -> Duration {
+    let attempt = 3.0 * timeout + bytes as f64 / min_rate;
+    let backoff: f64 = (0..retries).map(|i| (0.1 * 2f64.powi(i as i32)).min(5.0)).sum();
+    Duration::from_secs_f64((retries + 1) as f64 * attempt + backoff)
+}
+
+/// Asserts that the output is not a checksum of wrong bytes: `sum` printed the right one or
+/// nothing.
+fn no_wrong_byte(out: &Output, t: &Tools, what: &str) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for line in stdout.lines() {
+        assert!(
+            line.starts_with(&t.data_sha256),
+            "{what}: wrong bytes reached the program: {line}"
+        );
+    }
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn nothing_left(d: &Scratch, pids: &[u32], what: &str) {
+    let left = leftovers::after(d.path(), pids, Duration::from_secs(5));
+    assert!(left.is_empty(), "{what}: left behind: {left:#?}");
+}
+
+/// Waits until something is mounted under the scratch directory's `tmp` (a `run`'s mount).
+fn wait_mounted(d: &Scratch, child: &mut std::process::Child) {
+    let tmp = d.path().join("tmp").canonicalize().unwrap().display().to_string();
+    let t = Instant::now();
+    loop {
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        if info.lines().filter_map(|l| l.split(' ').nth(4)).any(|m| m.starts_with(&tmp)) {
+            return;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the command ended before mounting");
+        assert!(t.elapsed() < Duration::from_secs(20), "nothing was mounted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: signalling a child of this test.
+    unsafe { libc::kill(pid as i32, sig) };
+}
+
+/// Waits for `child` at most `limit`; `None` if it is still running (it is then killed).
+fn wait_bounded(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if let Some(s) = child.try_wait().unwrap() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// Item 1: `kill -9` of `run` while its command is still starting (its exec waiting on a read
+/// from the mount) left the mount, the command (in state D), the watchdog and the temporary
+/// directory behind.
+#[test]
+fn a_killed_run_leaves_no_mount_no_process_and_no_temporary_directory() {
+    if !require_root("FUSE") {
+        return;
+    }
+    let d = Scratch::new();
+    let t = tools(d.path());
+    let server = FaultServer::start(&t.bundle, Fault::Drip, Target::Data);
+    let mut child = run(&d, &server.url(), "paged", &[], &SUM)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    wait_mounted(&d, &mut child);
+    // The command is being started: its exec reads `sum` one byte every 100 ms.
+    std::thread::sleep(Duration::from_millis(500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    nothing_left(&d, &[pid], "kill -9 of run");
+}
+
+/// Item 1, before the mount: `kill -9` of `run` while it still fetched the manifest left its
+/// temporary directory behind (the watchdog started only once mounted).
+#[test]
+fn a_run_killed_while_fetching_the_manifest_leaves_no_temporary_directory() {
+    if !require_root("FUSE") {
+        return;
+    }
+    let d = Scratch::new();
+    let t = tools(d.path());
+    let server = FaultServer::start(&t.bundle, Fault::Hang, Target::Manifest);
+    let mut child = run(&d, &server.url(), "paged", &[], &SUM)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while server.requests.load(Ordering::SeqCst) == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "no request came");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    nothing_left(&d, &[child.id()], "kill -9 of run while fetching the manifest");
+}
+
+/// Item 2: a manifest's sizes were trusted: a chunk size of 2^50 made the client try to
+/// allocate that much and abort, and `serve` accepted such a bundle.
+#[test]
+fn a_manifest_with_a_huge_chunk_size_is_refused_before_anything_is_allocated() {
+    if !require_root("FUSE") {
+        return;
+    }
+    let d = Scratch::new();
+    let t = tools(d.path());
+    let path = t.bundle.join("manifest.json");
+    let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let huge = 1u64 << 50;
+    m["chunk_size"] = huge.into();
+    let files = m["files"].as_array_mut().unwrap();
+    let data = files.iter_mut().find(|f| f["path"] == "data.bin").unwrap();
+    let first = data["chunks"][0].clone();
+    data["size"] = huge.into();
+    data["chunks"] = serde_json::json!([{"offset": 0, "length": huge, "sha256": first["sha256"]}]);
+    m["hot"] = serde_json::json!({"blob": "", "size": 0, "chunks": []});
+    std::fs::write(&path, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+    // Only manifest.json is left: a client reads it after the other copies' 404.
+    std::fs::remove_file(t.bundle.join("start")).unwrap();
+    std::fs::remove_file(t.bundle.join("manifest.json.zst")).unwrap();
+    let server = FaultServer::start(&t.bundle, Fault::None, Target::All);
+    for s in ["paged", "stream"] {
+        let (out, _) = bounded(&mut run(&d, &server.url(), s, &[], &SUM), Duration::from_secs(30));
+        let out = out.expect("run ended");
+        assert_eq!(out.status.code(), Some(2), "{s}: {}", stderr(&out));
+        assert!(stderr(&out).contains("chunk size"), "{s}: {}", stderr(&out));
+        no_wrong_byte(&out, &t, s);
+    }
+    let (out, _) = bounded(coldstart().arg("serve").arg(&t.bundle), Duration::from_secs(10));
+    let out = out.expect("serve refuses the bundle instead of serving it");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    nothing_left(&d, &[], "a huge chunk size");
+}
+
+/// Runs `cmd` with at most 4 GiB of address space, so that a client whose memory grows
+/// without bound fails instead of taking the machine's.
+fn limit_memory(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit { rlim_cur: 4 << 30, rlim_max: 4 << 30 };
+            libc::setrlimit(libc::RLIMIT_AS, &lim);
+            Ok(())
+        })
+    }
+}
+
+/// Item 2: a server that sends an endless body for one chunk made the client's memory grow
+/// until it aborted.
+#[test]
+fn an_endless_body_for_one_chunk_fails_the_read_and_memory_stays_bounded() {
+    if !require_root("FUSE") {
+        return;
+    }
+    let d = Scratch::new();
+    let t = tools(d.path());
+    let server = FaultServer::start(&t.bundle, Fault::Flood, Target::Data);
+    let mut cmd = run(&d, &server.url(), "paged", &["--timeout", "2", "--retries", "1"], &SUM);
+    let bound = 3 * read_bound(2.0, 1, 16 * 1024, 1024.0) + Duration::from_secs(10);
+    let (out, took) = bounded(limit_memory(&mut cmd), bound);
+    let out = out.unwrap_or_else(|| panic!("still running after {bound:?}"));
+    assert!(out.status.code().is_some(), "killed by a signal: {:?}: {}", out.status, stderr(&out));
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("Input/output error"), "{}", stderr(&out));
+    no_wrong_byte(&out, &t, "flood");
+    assert!(took < bound);
+    nothing_left(&d, &[], "flood");
+}
+
+/// Item 3: `--timeout` bounded each socket read only, so a server sending one byte at a time
+/// held a read (and the program, in exec) for hours; and `--retries` had no upper bound.
+#[test]
+fn a_server_that_drips_fails_the_read_within_the_bound() {
+    if !require_root("FUSE") {
+        return;
+    }
+    let d = Scratch::new();
+    let t = tools(d.path());
+    let server = FaultServer::start(&t.bundle, Fault::Drip, Target::Data);
+    let mut cmd = run(&d, &server.url(), "paged", &["--timeout", "1", "--retries", "1"], &SUM);
+    // The manifest comes at once; then the first read of `sum`, one chunk.
+    let bound = read_bound(1.0, 1, 16 * 1024, 1024.0) + Duration::from_secs(10);
+    let (out, _) = bounded(&mut cmd, bound);
+    let out = out.unwrap_or_else(|| panic!("still running after {bound:?}"));
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr(&out).contains("Input/output error"), "{}", stderr(&out));
+    no_wrong_byte(&out, &t, "drip");
+    nothing_left(&d, &[], "drip");
+
+    let (out, _) = bounded(
+        &mut run(&d, &server.url(), "paged", &["--retries", "1000"], &SUM),
+        Duration::from_secs(10),
+    );
+    let out = out.expect("refused at once");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--retries"), "{}", stderr(&out));
+}
+
+/// Item 3: SIGINT and SIGTERM did nothing while the command was stuck in exec on a read from
+/// a dripping server.
+#[test]
+fn sigterm_ends_a_run_stuck_on_a_dripping_server() {
+    if !require_root("FUSE") {
+        return;
+    }
+    let d = Scratch::new();
+    let t = tools(d.path());
+    let server = FaultServer::start(&t.bundle, Fault::Drip, Target::Data);
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        let mut child = run(&d, &server.url(), "paged", &[], &SUM)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_mounted(&d, &mut child);
+        std::thread::sleep(Duration::from_millis(500));
+        signal(child.id(), sig);
+        let status = wait_bounded(&mut child, Duration::from_secs(5));
+        let status = status.unwrap_or_else(|| panic!("signal {sig}: run still running 5 s later"));
+        assert_eq!(status.code(), Some(128 + sig), "{status}");
+        nothing_left(&d, &[child.id()], &format!("signal {sig}"));
+    }
+}
+
+/// Item 4: `mount` against a server that never answers ignored SIGTERM while it fetched the
+/// manifest, then exited with 2 and "Resource temporarily unavailable".
+#[test]
+fn mount_honours_sigterm_while_the_manifest_is_fetched() {
+    if !require_root("FUSE") {
+        return;
+    }
+    let d = Scratch::new();
+    let t = tools(d.path());
+    let server = FaultServer::start(&t.bundle, Fault::Hang, Target::Manifest);
+    let mnt = d.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mut child = coldstart()
+        .arg("mount")
+        .arg(server.url())
+        .arg(&mnt)
+        .arg("--cache-dir")
+        .arg(d.cache())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    signal(child.id(), libc::SIGTERM);
+    let status = wait_bounded(&mut child, Duration::from_secs(5)).expect("ended after SIGTERM");
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{status}");
+    nothing_left(&d, &[child.id()], "SIGTERM while mounting");
+}
+
+/// Item 4: a server that never answers is a timeout (and the environment's fault), not
+/// "Resource temporarily unavailable" and bad input.
+#[test]
+fn a_server_that_never_answers_is_a_timeout() {
+    if !require_root("FUSE") {
+        return;
+    }
+    let d = Scratch::new();
+    let t = tools(d.path());
+    let server = FaultServer::start(&t.bundle, Fault::Hang, Target::Manifest);
+    let mnt = d.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mut cmd = coldstart();
+    cmd.arg("mount").arg(server.url()).arg(&mnt).arg("--cache-dir").arg(d.cache());
+    cmd.args(["--timeout", "1", "--retries", "0"]);
+    let (out, _) = bounded(&mut cmd, Duration::from_secs(20));
+    let out = out.expect("mount ended");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(70), "{err}");
+    assert!(err.contains("no answer within 1 s"), "{err}");
+    assert!(!err.contains("temporarily unavailable"), "{err}");
+    nothing_left(&d, &[], "hang");
+}
+
+/// Item 6: `run` forwarded a signal to its direct child only: with `sh -c 'APP; true'`, APP
+/// kept running on a mount already detached.
+#[test]
+fn sigterm_to_run_reaches_every_process_of_the_command() {
+    if !require_root("FUSE") {
+        return;
+    }
+    let d = Scratch::new();
+    let t = tools(d.path());
+    let server = FaultServer::start(&t.bundle, Fault::None, Target::All);
+    let mut child = run(&d, &server.url(), "stream", &[], &["sh", "-c", "{root}/bin/nap 60; true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_mounted(&d, &mut child);
+    let t0 = Instant::now();
+    while !leftovers::leftovers(d.path(), &[]).iter().any(|l| l.contains("bin/nap 60")) {
+        assert!(t0.elapsed() < Duration::from_secs(10), "nap did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(child.id(), libc::SIGTERM);
+    let status = wait_bounded(&mut child, Duration::from_secs(5)).expect("run ended");
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{status}");
+    nothing_left(&d, &[child.id()], "SIGTERM to run");
+}
+
+/// Item 7: with its start object's hot part damaged, `--strategy reordered` failed the mount
+/// (exit 70) instead of falling back to the chunk blobs as the other strategies do.
+#[test]
+fn reordered_falls_back_to_the_chunk_blobs_when_the_hot_part_is_damaged() {
+    if !require_root("FUSE") {
+        return;
+    }
+    let d = Scratch::new();
+    let t = tools(d.path());
+    let start = t.bundle.join("start");
+    let mut object = std::fs::read(&start).unwrap();
+    let at = object.len() - 100;
+    object[at] ^= 0x5a;
+    std::fs::write(&start, object).unwrap();
+    let server = FaultServer::start(&t.bundle, Fault::None, Target::All);
+    for s in ["reordered", "reordered-paged", "stream"] {
+        let (out, _) = bounded(
+            &mut run(&d, &server.url(), s, &["--retries", "1", "--json"], &SUM),
+            Duration::from_secs(30),
+        );
+        let out = out.expect("run ended");
+        assert_eq!(out.status.code(), Some(0), "{s}: {}", stderr(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.starts_with(&t.data_sha256), "{s}: {stdout}");
+        assert!(stderr(&out).contains("\"background_error\""), "{s}: {}", stderr(&out));
+    }
+    nothing_left(&d, &[], "a damaged hot part");
+}
+
+/// Item 9: a network fault was bad input (2) when it happened while the manifest was read
+/// and the environment's (70) later; a URL that names no bundle is bad input.
+#[test]
+fn a_network_fault_is_the_environments_whenever_it_happens() {
+    if !require_root("FUSE") {
+        return;
+    }
+    let d = Scratch::new();
+    let t = tools(d.path());
+    // Nothing listens there.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/", l.local_addr().unwrap())
+    };
+    let quick = ["--timeout", "1", "--retries", "0"];
+    let mnt = d.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mount = |url: &str| {
+        let mut c = coldstart();
+        c.arg("mount").arg(url).arg(&mnt).arg("--cache-dir").arg(d.cache()).args(quick);
+        bounded(&mut c, Duration::from_secs(20)).0.expect("mount ended")
+    };
+    let out = mount(&dead);
+    assert_eq!(out.status.code(), Some(70), "refused: {}", stderr(&out));
+    let server = FaultServer::start(&t.bundle, Fault::Reset, Target::Manifest);
+    let out = mount(&server.url());
+    assert_eq!(out.status.code(), Some(70), "reset: {}", stderr(&out));
+    let mut predict = coldstart();
+    predict.args(["predict", &dead, "--cache-dir"]).arg(d.cache()).args(quick);
+    let out = bounded(&mut predict, Duration::from_secs(20)).0.expect("predict ended");
+    assert_eq!(out.status.code(), Some(70), "predict: {}", stderr(&out));
+    // A server without a bundle there: the URL is wrong.
+    let empty = d.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let server = FaultServer::start(&empty, Fault::None, Target::All);
+    let out = mount(&server.url());
+    assert_eq!(out.status.code(), Some(2), "404: {}", stderr(&out));
+    assert!(stderr(&out).contains("404"), "{}", stderr(&out));
+    nothing_left(&d, &[], "network faults");
+}
+
+/// Item 9: `run --record /nodir/h.json` ran the command, then lost its report to the error.
+#[test]
+fn run_refuses_a_record_file_it_cannot_write_before_running() {
+    if !require_root("FUSE") {
+        return;
+    }
+    let d = Scratch::new();
+    let t = tools(d.path());
+    let server = FaultServer::start(&t.bundle, Fault::None, Target::All);
+    let record = d.path().join("nodir/h.json");
+    let extra = ["--record", record.to_str().unwrap()];
+    let out = bounded(
+        &mut run(&d, &server.url(), "paged", &extra, &["sh", "-c", "echo ran"]),
+        Duration::from_secs(20),
+    )
+    .0
+    .expect("run ended");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--record"), "{}", stderr(&out));
+    assert!(out.stdout.is_empty(), "the command did not run");
+    nothing_left(&d, &[], "--record");
+}
+
+/// Item 9: an EIO while the command was being started (its executable could not be read
+/// from the bundle) was reported as a bad path.
+#[test]
+fn an_eio_while_starting_the_command_is_reported_as_a_failed_read() {
+    if !require_root("FUSE") {
+        return;
+    }
+    let d = Scratch::new();
+    let t = tools(d.path());
+    let server = FaultServer::start(&t.bundle, Fault::Corrupt, Target::Data);
+    let out = bounded(
+        &mut run(&d, &server.url(), "paged", &["--retries", "0"], &SUM),
+        Duration::from_secs(30),
+    )
+    .0
+    .expect("run ended");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(70), "{err}");
+    assert!(!err.contains("check the path"), "{err}");
+    assert!(err.contains("Input/output error") && err.contains("SHA-256"), "{err}");
+    nothing_left(&d, &[], "EIO at exec");
+}
+
+/// Item 8: under `ulimit -n 64`, `serve` stopped answering after about 56 connections: it
+/// kept every connection open.
+#[test]
+fn serve_within_64_descriptors_answers_every_connection() {
+    use std::io::{BufRead, Read, Write};
+    use std::os::unix::process::CommandExt;
+    let d = Scratch::new();
+    let t = tools(d.path());
+    let mut cmd = coldstart();
+    cmd.arg("serve").arg(&t.bundle).stdout(Stdio::piped()).stderr(Stdio::null());
+    // SAFETY: setrlimit is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit { rlim_cur: 64, rlim_max: 64 };
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            Ok(())
+        });
+    }
+    let mut child = common::KillOnDrop(cmd.spawn().unwrap());
+    let mut line = String::new();
+    std::io::BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.trim().trim_start_matches("http://").trim_end_matches('/').to_owned();
+    for i in 0..200 {
+        let mut c = std::net::TcpStream::connect(&addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(b"GET /manifest.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut all = Vec::new();
+        let read = c.read_to_end(&mut all);
+        assert!(read.is_ok() && all.starts_with(b"HTTP/1.1 200 OK"), "connection {i}: {read:?}");
+    }
+}
+
+/// Signals: `pack` killed by SIGTERM left its half-written temporary bundle beside the
+/// output; now it stops between two chunks, removes it and exits 128 + 15.
+#[test]
+fn sigterm_stops_pack_and_leaves_nothing_half_written() {
+    let d = Scratch::new();
+    let src = d.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    // Incompressible data, packed with zstd at its slowest: seconds of work.
+    let mut x = 0x2545f4914f6cdd1du64;
+    for f in 0..4 {
+        let data: Vec<u8> = (0..8 << 20)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        std::fs::write(src.join(format!("f{f}")), data).unwrap();
+    }
+    let out = d.path().join("bundle");
+    let mut child = coldstart()
+        .arg("pack")
+        .arg(&src)
+        .args(["--compress", "zstd", "--compress-level", "22", "-o"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    signal(child.id(), libc::SIGTERM);
+    let status = wait_bounded(&mut child, Duration::from_secs(5)).expect("pack ended");
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{status}");
+    let left: Vec<_> = std::fs::read_dir(d.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("bundle"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// Signals: `predict` against a server that never answers ends at once on SIGINT.
+#[test]
+fn sigint_stops_predict_waiting_on_a_server() {
+    let d = Scratch::new();
+    let t = tools(d.path());
+    let server = FaultServer::start(&t.bundle, Fault::Hang, Target::Manifest);
+    let mut child = coldstart()
+        .args(["predict", &server.url(), "--cache-dir"])
+        .arg(d.cache())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    signal(child.id(), libc::SIGINT);
+    let status = wait_bounded(&mut child, Duration::from_secs(5)).expect("predict ended");
+    assert_eq!(status.code(), Some(128 + libc::SIGINT), "{status}");
+    nothing_left(&d, &[child.id()], "SIGINT to predict");
+}
+
+/// A profile of `/usr/bin/true` as if recorded from another build of it (another build-id).
+fn profile_of_another_build(dir: &Path) -> PathBuf {
+    let example = include_str!("../../../fuzz/seeds/profile/example.json");
+    let mut p: serde_json::Value = serde_json::from_str(example).unwrap();
+    let m = &mut p["modules"][0];
+    m["path"] = "/usr/bin/true".into();
+    m["build_id"] = "0123456789abcdef0123456789abcdef01234567".into();
+    let path = dir.join("other-build.json");
+    std::fs::write(&path, serde_json::to_vec(&p).unwrap()).unwrap();
+    path
+}
+
+/// Item 9: `order` of a profile recorded from another build said nothing and exited 0.
+#[test]
+fn order_warns_when_the_profile_is_of_another_build() {
+    let d = Scratch::new();
+    let profile = profile_of_another_build(d.path());
+    for extra in [&[][..], &["--binary", "/usr/bin/true"][..]] {
+        let out = coldstart().arg("order").arg(&profile).args(extra).output().unwrap();
+        let err = stderr(&out);
+        assert!(err.contains("0123456789abcdef0123456789abcdef01234567"), "{extra:?}: {err}");
+        assert!(err.contains("another build"), "{extra:?}: {err}");
+    }
+}
+
+/// Item 9: `bolt` with an empty order ran llvm-bolt, wrote its output, then exited 1.
+#[test]
+fn bolt_refuses_an_empty_order_before_writing_anything() {
+    let d = Scratch::new();
+    std::fs::write(d.path().join("m.c"), "int main(void) { return 0; }\n").unwrap();
+    let bin = d.path().join("m");
+    let built = Command::new("clang-19")
+        .arg(d.path().join("m.c"))
+        .args(["-Wl,--emit-relocs", "-o"])
+        .arg(&bin)
+        .status()
+        .expect("clang-19 is installed");
+    assert!(built.success());
+    let order = d.path().join("empty.txt");
+    std::fs::write(&order, "# nothing\n").unwrap();
+    let out_bin = d.path().join("m.bolt");
+    let out = coldstart()
+        .arg("bolt")
+        .arg(&bin)
+        .arg("--order")
+        .arg(&order)
+        .arg("-o")
+        .arg(&out_bin)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no function names"), "{}", stderr(&out));
+    assert!(!out_bin.exists(), "nothing written");
+}
