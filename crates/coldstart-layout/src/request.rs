@@ -3,7 +3,7 @@
 //! line:
 //!
 //! - the module ordered is [`OrderRequest::module`], else the binary's file name, else the
-//!   executable of the first workload (see [`find_module`](crate::input::find_module));
+//!   executable of the first workload (see [`find_module`]);
 //!   [`OrderRequest::all_modules`] orders every module outside the system directories
 //!   instead, in one file;
 //! - with a held-out profile ([`OrderRequest::holdout`], which needs the binary) every
