@@ -1148,3 +1148,86 @@ int main(void) { register_at_unload(called_at_unload); return 0; }
         assert!(exe.iter().any(|f| f == "called_at_unload"), "{tracer}: {exe:?}");
     }
 }
+
+/// What LLVM (`PrintStackTraceOnErrorSignal`) and Firefox's crash reporter do: install their
+/// own `SIGTRAP` handler (LLVM's with `SA_NODEFER | SA_RESETHAND | SA_ONSTACK` on an
+/// alternate stack), block `SIGTRAP` with the other signals, and list it in another handler's
+/// mask. Each step calls a function of its own, which holds a breakpoint.
+const OWN_SIGTRAP: &str = r#"
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+volatile int sink;
+volatile sig_atomic_t own_traps, usr1;
+static void on_own_trap(int sig) { (void)sig; own_traps++; }
+void after_own_handler(void) { sink = 1; }
+void while_blocked(void) { sink = 2; }
+void while_thread_blocked(void) { sink = 3; }
+void in_usr1(void) { sink = 4; }
+static void on_usr1(int sig) { (void)sig; in_usr1(); usr1++; }
+int main(void) {
+    static char alt[1 << 16];
+    stack_t ss = { .ss_sp = alt, .ss_size = sizeof alt };
+    sigaltstack(&ss, 0);
+    struct sigaction sa, now;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_own_trap;
+    sa.sa_flags = SA_NODEFER | SA_RESETHAND | SA_ONSTACK;
+    sigaction(SIGTRAP, &sa, 0);
+    after_own_handler();
+    sigaction(SIGTRAP, 0, &now);
+    if (now.sa_handler != on_own_trap) return 10;
+    signal(SIGTRAP, on_own_trap);
+    raise(SIGTRAP);
+    __asm__ volatile("int3");
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTRAP);
+    sigprocmask(SIG_BLOCK, &set, &old);
+    while_blocked();
+    sigprocmask(SIG_SETMASK, &old, 0);
+    sigfillset(&set);
+    pthread_sigmask(SIG_BLOCK, &set, &old);
+    while_thread_blocked();
+    pthread_sigmask(SIG_SETMASK, &old, 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sigaddset(&sa.sa_mask, SIGTRAP);
+    sigaction(SIGUSR1, &sa, 0);
+    raise(SIGUSR1);
+    printf("own traps %d, usr1 %d\n", (int)own_traps, (int)usr1);
+    return 0;
+}
+"#;
+
+#[test]
+fn breakpoints_never_reach_a_program_that_installs_its_own_sigtrap_handler_or_blocks_it() {
+    let f = Fixture::new();
+    let prog = f.program("own_sigtrap", OWN_SIGTRAP, &["-pthread"]);
+    let plain = Command::new(&prog).output().unwrap();
+    assert_eq!(plain.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&plain.stdout), "own traps 2, usr1 1\n");
+    let out = f.path().join("p.json");
+    let profiled = coldstart()
+        .args(["profile", "--tracer", "audit", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&prog)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&profiled.stderr);
+    assert_eq!(profiled.status.code(), Some(0), "{stderr}");
+    assert!(
+        String::from_utf8_lossy(&profiled.stdout).starts_with("own traps 2, usr1 1\n"),
+        "the program's own traps reach its handler, the agent's never do: {}",
+        String::from_utf8_lossy(&profiled.stdout)
+    );
+    let p: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(p["stop"]["code"], 0);
+    let functions = touched(&p, "/own_sigtrap");
+    for f in ["after_own_handler", "while_blocked", "while_thread_blocked", "in_usr1"] {
+        assert!(functions.contains(&f.to_string()), "{f} recorded: {functions:?}");
+    }
+}
