@@ -368,15 +368,18 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
         _ => run_ptrace(options, &path).map(|(t, l)| (t, l, true))?,
     };
     let (mut tracer, mut notice) = (tracer, notice);
-    // Under `auto`, what the audit tracer could not do is done again with ptrace: a
-    // breakpoint reached with SIGTRAP blocked (or reset to its default) kills the program,
-    // and the loader may refuse the agent.
-    let again = match &traced.stop {
-        Stop::Crash { signal, .. } if signal == "SIGTRAP" => {
-            Some("the program died of SIGTRAP under the audit tracer (it blocks or resets SIGTRAP)")
-        }
-        _ if !agent_ran => Some("the loader did not run the audit agent"),
+    // Under `auto`, what the audit tracer could not do is done again with ptrace: the loader
+    // may refuse the agent, and a crash under the agent may be the agent's doing (a program
+    // that gets around its hold on SIGTRAP with a raw system call). Whether it was is told by
+    // the ptrace run: a program that crashes there too crashes on its own.
+    let audit_crash = match &traced.stop {
+        Stop::Crash { signal, .. } => Some(signal.clone()),
         _ => None,
+    };
+    let again = match &audit_crash {
+        Some(signal) => Some(format!("the program crashed ({signal}) under the audit tracer")),
+        None if !agent_ran => Some("the loader did not run the audit agent".to_string()),
+        None => None,
     };
     if let Some(why) = again.filter(|_| options.tracer == Tracer::Auto) {
         for r in launched.readers.drain(..) {
@@ -384,7 +387,17 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
         }
         (traced, launched) = run_ptrace(options, &path)?;
         tracer = Tracer::Ptrace;
-        notice = Some(format!("{why}: profiled again with the ptrace tracer"));
+        let message = match (&audit_crash, &traced.stop) {
+            (Some(_), Stop::Crash { signal, .. }) => format!(
+                "{why}; profiled again with the ptrace tracer, it crashed there too ({signal}): the crash is the program's"
+            ),
+            (Some(_), _) => format!(
+                "{why} but not under the ptrace tracer: the profiler caused that crash, not the program; profiled again with the ptrace tracer"
+            ),
+            (None, _) => format!("{why}: profiled again with the ptrace tracer"),
+        };
+        warnings.push(message.clone());
+        notice = Some(message);
     }
     // The program may run on; its output keeps flowing while coldstart lives. When it was
     // killed or has exited, wait for the forwarding threads to drain.

@@ -1231,3 +1231,50 @@ fn breakpoints_never_reach_a_program_that_installs_its_own_sigtrap_handler_or_bl
         assert!(functions.contains(&f.to_string()), "{f} recorded: {functions:?}");
     }
 }
+
+#[test]
+fn a_crash_the_audit_agent_causes_is_profiled_again_with_ptrace_and_blamed_on_the_profiler() {
+    // A program that installs its SIGTRAP handler with the raw system call, which the agent
+    // cannot see: under the agent its next breakpoint runs that handler, which crashes. It
+    // never runs without a profiler, nor under ptrace, whose breakpoints are ptrace stops.
+    let f = Fixture::new();
+    let prog = f.program(
+        "raw_sigtrap",
+        r#"
+#include <signal.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+volatile int sink;
+static void crash_on_trap(int sig) { (void)sig; *(volatile int *)0 = 1; }
+void after_raw_handler(void) { sink = 1; }
+int main(void) {
+    struct { void *handler; unsigned long flags; void *restorer; unsigned long mask; } k = { (void *)crash_on_trap, 0, 0, 0 };
+    syscall(SYS_rt_sigaction, SIGTRAP, &k, 0, 8);
+    after_raw_handler();
+    puts("done");
+    return 0;
+}
+"#,
+        &[],
+    );
+    assert_eq!(Command::new(&prog).output().unwrap().status.code(), Some(0));
+    let (p, stderr) = f.profile(&[], &prog, &[]).ok();
+    assert!(
+        stderr.contains("under the audit tracer but not under the ptrace tracer")
+            && stderr.contains("the profiler caused that crash"),
+        "the crash is blamed on the profiler: {stderr}"
+    );
+    assert!(!stderr.contains("the program crashed during start-up"), "{stderr}");
+    assert_eq!(p["stop"]["kind"], "exit");
+    assert_eq!(p["stop"]["code"], 0);
+    assert!(touched(&p, "/raw_sigtrap").contains(&"after_raw_handler".to_string()));
+    let warnings = p["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| w.as_str().unwrap().contains("the profiler caused that crash")),
+        "the profile says so too: {warnings:?}"
+    );
+    // Asked for the audit tracer alone, the crash stays, and the report says what to try.
+    let (stderr, _) = f.profile(&["--tracer", "audit"], &prog, &[]).exited(1);
+    assert!(stderr.contains("--tracer ptrace"), "{stderr}");
+}

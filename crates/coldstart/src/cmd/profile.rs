@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use coldstart_profile::{format, Profile, ProfileOptions, Ready, Stop};
+use coldstart_profile::{format, Profile, ProfileOptions, Ready, Stop, Tracer};
 
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -83,12 +83,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.tracer.parse().map_err(|e| crate::exit::usage(format!("--tracer: {e}")))?;
     options.timeout = (args.timeout > 0.0).then(|| Duration::from_secs_f64(args.timeout));
     let recording = coldstart_profile::profile(&options)?;
-    if let Some(notice) = &recording.notice {
+    let profile = &recording.profile;
+    if let Some(notice) = recording.notice.as_ref().filter(|n| !profile.warnings.contains(n)) {
         eprintln!("coldstart: {notice}");
     }
-    let profile = &recording.profile;
     profile.write(&output).with_context(|| format!("writing {}", output.display()))?;
     summarize(profile, &output);
+    if matches!(profile.stop, Stop::Crash { .. }) && options.tracer == Tracer::Audit {
+        eprintln!(
+            "coldstart: the audit tracer ran the program; if it does not crash without coldstart, the profiler caused it: profile it with --tracer ptrace (or auto, which does so by itself)"
+        );
+    }
     let code = match profile.stop {
         Stop::Crash { .. } | Stop::Timeout { .. } => ExitCode::from(crate::exit::FAILURE_FOUND),
         _ => crate::exit::SUCCESS,
