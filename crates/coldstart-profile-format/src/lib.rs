@@ -184,6 +184,8 @@ pub enum FormatError {
     UnknownVersion { path: PathBuf, found: u32 },
     #[error("cannot write profile {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
+    #[error("cannot write the profile to {path}: {source}; choose another -o")]
+    Unwritable { path: PathBuf, source: std::io::Error },
     #[error("profile was recorded for {module} with build-id {expected}, but {binary} has build-id {found}: it is a different build; re-run `coldstart profile` on this build")]
     BuildIdMismatch { module: PathBuf, binary: PathBuf, expected: String, found: String },
     #[error("profile has no module named like {binary}; it was recorded for other programs")]
@@ -202,7 +204,8 @@ impl FormatError {
             | FormatError::UnknownVersion { .. }
             | FormatError::BuildIdMismatch { .. }
             | FormatError::ModuleNotInProfile { .. }
-            | FormatError::Merge(_) => Category::Usage,
+            | FormatError::Merge(_)
+            | FormatError::Unwritable { .. } => Category::Usage,
             FormatError::Write { .. } => Category::Environment,
         }
     }
@@ -245,6 +248,14 @@ impl Profile {
             w.write_all(b"\n")
         })
         .map_err(|source| FormatError::Write { path: path.to_owned(), source })
+    }
+
+    /// Check, before recording, that [`write`](Profile::write) will be able to write `path`
+    /// (its directory exists and takes a new file; it is not a directory), so that a bad `-o`
+    /// is refused before the program runs rather than after.
+    pub fn check_writable(path: &Path) -> Result<(), FormatError> {
+        coldstart_fs::check_writable(path)
+            .map_err(|source| FormatError::Unwritable { path: path.to_owned(), source })
     }
 
     /// Check that the module of this profile recorded for `binary` (matched by path, else

@@ -157,14 +157,20 @@ pub(crate) fn interpreter(path: &Path) -> Option<Option<PathBuf>> {
     Some(Some(name.unwrap_or_default()))
 }
 
-/// A private directory for the agent, removed when dropped.
+/// A private directory for the agent, removed when dropped. Its name holds coldstart's
+/// process id (`coldstart-audit-PID-XXXXXX`), so that a directory a killed coldstart left is
+/// recognised and removed at the next start ([`remove_stale_workspaces`]).
 struct Workspace {
     dir: PathBuf,
 }
 
+/// The prefix of the agent's temporary directories.
+const WORKSPACE_PREFIX: &str = "coldstart-audit-";
+
 impl Workspace {
     fn create() -> Result<Workspace, ProfileError> {
-        let template = std::env::temp_dir().join("coldstart-audit-XXXXXX");
+        let template =
+            std::env::temp_dir().join(format!("{WORKSPACE_PREFIX}{}-XXXXXX", std::process::id()));
         let mut bytes = template.as_os_str().as_bytes().to_vec();
         bytes.push(0);
         // SAFETY: mkdtemp rewrites the NUL-terminated template in place.
@@ -174,6 +180,30 @@ impl Workspace {
         }
         bytes.pop();
         Ok(Workspace { dir: PathBuf::from(OsString::from_vec(bytes)) })
+    }
+}
+
+/// Remove the agent directories under `tmp` whose coldstart is gone (killed with `SIGKILL`,
+/// or by a power cut) and that belong to this user.
+pub(crate) fn remove_stale_workspaces(tmp: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(tmp) else { return };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(WORKSPACE_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let ours = entry.metadata().is_ok_and(|m| m.is_dir() && m.uid() == me);
+        if ours && !crate::interrupt::pid_alive(pid) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
@@ -496,15 +526,16 @@ pub(crate) fn run(
     let ready_fd = launched.ready_read.as_raw_fd();
     // Modules are read (symbols, debug files) while the program runs, on the other core.
     let done = AtomicBool::new(false);
-    let (stop, kill, infos, duration_ns) = std::thread::scope(|scope| {
+    let (waited, infos, duration_ns) = std::thread::scope(|scope| {
         let reader = scope.spawn(|| read_modules_meanwhile(&buffer, &options.symbols, &done));
-        let (stop, kill) = wait(options, &buffer, &launched, pid, deadline, &wake, ready_fd);
+        let waited = wait(options, &buffer, &launched, pid, deadline, &wake, ready_fd);
         // The program's time, not the reader's catching up.
         let duration_ns = started.elapsed().as_nanos() as u64;
         done.store(true, Ordering::Release);
         reader.thread().unpark();
-        (stop, kill, reader.join().unwrap_or_default(), duration_ns)
+        (waited, reader.join().unwrap_or_default(), duration_ns)
     });
+    let (stop, kill) = waited?;
     buffer.set(H_STOP, 1);
     guard.armed = kill;
     drop(guard);
@@ -539,7 +570,8 @@ pub(crate) fn run(
 }
 
 /// Wait for readiness, the root's exit or death, or the timeout. Returns the stop and whether
-/// the tree is to be killed.
+/// the tree is to be killed; an interrupting signal is an error (the caller's guard kills the
+/// tree).
 fn wait(
     options: &ProfileOptions,
     buffer: &Buffer,
@@ -548,13 +580,14 @@ fn wait(
     deadline: Option<Instant>,
     wake: &ChildWake,
     ready_fd: i32,
-) -> (Stop, bool) {
+) -> Result<(Stop, bool), ProfileError> {
     // SAFETY: pidfd_open on our own child; the descriptor is owned below.
     let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
     // SAFETY: a fresh descriptor, owned here.
     let pidfd = (raw >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) });
     let mut kill = true;
     let stop = loop {
+        crate::interrupt::check()?;
         if launched.signal.is_raised() {
             buffer.set(H_STOP, 1);
             kill = options.kill_at_ready;
@@ -598,7 +631,7 @@ fn wait(
             None => wake.wait(Some(ready_fd), 5),
         }
     };
-    (stop, kill)
+    Ok((stop, kill))
 }
 
 /// Module paths the agents have recorded so far, from record `*at` on (advanced).

@@ -31,6 +31,7 @@
 
 mod audit;
 pub use coldstart_profile_format as format;
+pub mod interrupt;
 mod modules;
 mod page_files;
 pub mod pages;
@@ -153,6 +154,8 @@ pub enum ProfileError {
     Setup(String),
     #[error(transparent)]
     Pages(#[from] pages::PagesError),
+    #[error("interrupted by {}: the program was killed and nothing was written", tree::signal_name(*signal))]
+    Interrupted { signal: i32 },
 }
 
 impl ProfileError {
@@ -165,9 +168,10 @@ impl ProfileError {
             | ProfileError::AuditUnsupported { .. } => Category::Usage,
             ProfileError::Elf(e) => e.category(),
             ProfileError::Setuid { .. } | ProfileError::CannotTrace { .. } => Category::Privilege,
-            ProfileError::Exec { .. } | ProfileError::Os { .. } | ProfileError::Setup(_) => {
-                Category::Environment
-            }
+            ProfileError::Exec { .. }
+            | ProfileError::Os { .. }
+            | ProfileError::Setup(_)
+            | ProfileError::Interrupted { .. } => Category::Environment,
             ProfileError::Pages(e) => e.category(),
         }
     }
@@ -339,8 +343,13 @@ impl Recording {
 
 /// Profile one start-up of `options.command`: functions always, file pages with
 /// `options.pages` (in a separate run before the function run).
+///
+/// While [`interrupt::catch`] is in force, `SIGINT`, `SIGTERM` and `SIGHUP` end it within
+/// a second (the loops look every 100 ms at most) with [`ProfileError::Interrupted`], the program killed and everything
+/// the profile set up removed.
 pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
     let path = check_program(options)?;
+    interrupt::remove_stale(&std::env::temp_dir());
     tree::block_sigchld();
     let mut warnings = Vec::new();
     let page_profile = if options.pages {
@@ -363,6 +372,7 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
             (Tracer::Ptrace, Some(format!("{reason}: profiling with the ptrace tracer")))
         }
     };
+    interrupt::check()?;
     let (mut traced, mut launched, agent_ran) = match tracer {
         Tracer::Audit => audit::run(options, &path)?,
         _ => run_ptrace(options, &path).map(|(t, l)| (t, l, true))?,
@@ -382,6 +392,7 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
         None => None,
     };
     if let Some(why) = again.filter(|_| options.tracer == Tracer::Auto) {
+        interrupt::check()?;
         for r in launched.readers.drain(..) {
             let _ = r.join();
         }

@@ -82,10 +82,18 @@ fn remove_stale_instances(instances: &Path) {
     for entry in dir.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if let Some(pid) = name.strip_prefix("coldstart-").and_then(|p| p.parse::<u32>().ok()) {
-            if !Path::new(&format!("/proc/{pid}")).exists() {
+            if !crate::interrupt::pid_alive(pid) {
+                // An instance removed with tracing on stops tracing with it.
                 let _ = std::fs::remove_dir(entry.path());
             }
         }
+    }
+}
+
+/// Remove the tracing state of coldstarts that are gone (root only; tracefs where mounted).
+pub(crate) fn remove_stale_tracing() {
+    if coldstart_sys::is_root() {
+        remove_stale_instances(&Path::new(TRACEFS).join("instances"));
     }
 }
 
@@ -234,6 +242,7 @@ pub(crate) fn record_pages(
     let mut warnings = Vec::new();
     let mut exited = false;
     loop {
+        crate::interrupt::check()?;
         if launched.signal.is_raised() {
             break;
         }

@@ -1278,3 +1278,133 @@ int main(void) {
     let (stderr, _) = f.profile(&["--tracer", "audit"], &prog, &[]).exited(1);
     assert!(stderr.contains("--tracer ptrace"), "{stderr}");
 }
+
+/// Waits up to `limit` for `child` to exit; its exit code (a signal's number is 128 + it).
+fn exit_within(child: &mut std::process::Child, limit: std::time::Duration) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// Waits up to 20 s for a process running `exe`.
+fn wait_for_process_running(exe: &Path) {
+    for _ in 0..2000 {
+        let running = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .any(|e| std::fs::read_link(e.path().join("exe")).is_ok_and(|t| t == exe));
+        if running {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("{} never ran", exe.display());
+}
+
+#[test]
+fn an_interrupted_profile_kills_the_program_and_leaves_no_tracing_or_temporary_directory() {
+    let f = Fixture::new();
+    let prog = f.program(
+        "sleeper",
+        "#include <unistd.h>\nvoid nap(void) { sleep(120); }\nint main(void) { nap(); return 0; }\n",
+        &[],
+    );
+    let tmp = f.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let out = f.path().join("p.json");
+    let mut runs = vec![
+        (&["--tracer", "audit"][..], libc::SIGTERM),
+        (&["--tracer", "ptrace"][..], libc::SIGHUP),
+    ];
+    if coldstart_testkit::require_root("the page run's tracefs instance") {
+        runs.push((&["--pages"][..], libc::SIGINT));
+    }
+    for (flags, signal) in runs {
+        let mut child = coldstart()
+            .arg("profile")
+            .args(flags)
+            .arg("-o")
+            .arg(&out)
+            .arg("--")
+            .arg(&prog)
+            .env("TMPDIR", &tmp)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let instance =
+            PathBuf::from(format!("/sys/kernel/tracing/instances/coldstart-{}", child.id()));
+        wait_for_process_running(&prog);
+        if flags == ["--pages"] {
+            assert!(instance.exists(), "the page run traces in {}", instance.display());
+        }
+        // SAFETY: signalling the coldstart we started.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let code = exit_within(&mut child, std::time::Duration::from_secs(10));
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+        assert_eq!(code, Some(128 + signal), "{flags:?}: ended by the signal: {stderr}");
+        assert!(stderr.contains("interrupted"), "{flags:?}: {stderr}");
+        assert_no_process_runs(&prog);
+        assert!(!instance.exists(), "{flags:?}: tracefs instance removed");
+        let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().map(|e| e.path()).collect();
+        assert!(left.is_empty(), "{flags:?}: temporary files left: {left:?}");
+        assert!(!out.exists(), "{flags:?}: no profile written");
+    }
+}
+
+#[test]
+fn a_killed_coldstarts_agent_directory_is_removed_at_the_next_start() {
+    let f = Fixture::new();
+    let prog = f.program("plain", PLAIN, &[]);
+    let tmp = f.path().join("tmp");
+    let stale = tmp.join("coldstart-audit-999999999-AbCdEf");
+    let live = tmp.join(format!("coldstart-audit-{}-AbCdEf", std::process::id()));
+    for d in [&stale, &live] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("coldstart-audit-agent.so"), b"x").unwrap();
+    }
+    let status = coldstart()
+        .args(["profile", "-o"])
+        .arg(f.path().join("p.json"))
+        .arg("--")
+        .arg(&prog)
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    assert!(!stale.exists(), "the directory of a coldstart that is gone is removed");
+    assert!(live.exists(), "the directory of a live process is kept");
+}
+
+#[test]
+fn an_unwritable_output_is_refused_before_the_program_runs() {
+    let f = Fixture::new();
+    let marker = f.path().join("ran");
+    let prog = f.program(
+        "marks",
+        &format!(
+            "#include <stdio.h>\nint main(void) {{ FILE *f = fopen(\"{}\", \"w\"); return f == 0; }}\n",
+            marker.display()
+        ),
+        &[],
+    );
+    for out in
+        [f.path().join("no-such-dir/p.json"), PathBuf::from("/proc/p.json"), f.path().to_owned()]
+    {
+        let run =
+            coldstart().args(["profile", "-o"]).arg(&out).arg("--").arg(&prog).output().unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{}: {stderr}", out.display());
+        assert!(stderr.contains(&out.display().to_string()), "names the path: {stderr}");
+        assert!(!marker.exists(), "{}: the program did not run", out.display());
+    }
+}

@@ -222,6 +222,10 @@ impl<'a> Tracer<'a> {
         let deadline = self.opts.timeout.map(|t| Instant::now() + t);
         let wake = ChildWake::new();
         let stop = loop {
+            if let Err(interrupted) = crate::interrupt::check() {
+                self.finish(true)?;
+                return Err(interrupted);
+            }
             if ready_flag.load(Ordering::Relaxed) {
                 let killed = self.opts.kill_at_ready;
                 self.finish(killed)?;

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use coldstart_profile::{format, Profile, ProfileOptions, Ready, Stop, Tracer};
+use coldstart_profile::{format, Profile, ProfileError, ProfileOptions, Ready, Stop, Tracer};
 
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -82,12 +82,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     options.tracer =
         args.tracer.parse().map_err(|e| crate::exit::usage(format!("--tracer: {e}")))?;
     options.timeout = (args.timeout > 0.0).then(|| Duration::from_secs_f64(args.timeout));
-    let recording = coldstart_profile::profile(&options)?;
+    // A profile that cannot be written is refused before the program runs.
+    Profile::check_writable(&output)?;
+    let caught = coldstart_profile::interrupt::catch().context("installing signal handlers")?;
+    let recording = match coldstart_profile::profile(&options) {
+        Err(ProfileError::Interrupted { signal }) => {
+            eprintln!("coldstart: error: {}", ProfileError::Interrupted { signal });
+            return Ok(ExitCode::from(128 + signal as u8));
+        }
+        other => other?,
+    };
     let profile = &recording.profile;
     if let Some(notice) = recording.notice.as_ref().filter(|n| !profile.warnings.contains(n)) {
         eprintln!("coldstart: {notice}");
     }
     profile.write(&output).with_context(|| format!("writing {}", output.display()))?;
+    // From here on the signals do what they do by default (a program left running after
+    // the profile is not coldstart's to stop).
+    drop(caught);
     summarize(profile, &output);
     if matches!(profile.stop, Stop::Crash { .. }) && options.tracer == Tracer::Audit {
         eprintln!(
