@@ -344,9 +344,9 @@ impl Recording {
 /// Profile one start-up of `options.command`: functions always, file pages with
 /// `options.pages` (in a separate run before the function run).
 ///
-/// While [`interrupt::catch`] is in force, `SIGINT`, `SIGTERM` and `SIGHUP` end it within
-/// a second (the loops look every 100 ms at most) with [`ProfileError::Interrupted`], the program killed and everything
-/// the profile set up removed.
+/// While [`interrupt::catch`] is in force, `SIGINT`, `SIGTERM` and `SIGHUP` end it within a
+/// second (the loops look every 100 ms at most) with [`ProfileError::Interrupted`], the
+/// program killed and everything the profile set up removed.
 pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
     let path = check_program(options)?;
     interrupt::remove_stale(&std::env::temp_dir());
