@@ -333,6 +333,7 @@ mod tests {
                 lost_events: 0,
             }),
             warnings: vec![],
+            images: Vec::new(),
             workloads: vec![],
         }
     }

@@ -43,10 +43,42 @@ pub struct Profile {
     /// Things the user should know (stripped modules, lost trace events, ...).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// The programs the processes of the run ran, in the order they started, and whether
+    /// each is in the profile: what was followed and what was not. Empty for a merge (each
+    /// workload keeps its own) and in profiles recorded before coldstart said so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<Image>,
     /// For a merge: each input workload, unchanged (so a later step can weigh them or hold
     /// one out). Empty for a recorded profile.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workloads: Vec<Profile>,
+}
+
+/// A program one process of the run ran: the command's own, one it executed, or the copy of
+/// its parent a forked child is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Image {
+    pub pid: i32,
+    /// The process that started it (its parent; for the command, coldstart).
+    pub parent: i32,
+    /// The program file.
+    pub path: PathBuf,
+    /// How the process came to run it.
+    pub via: Via,
+    /// Whether the functions it ran are in the profile.
+    pub profiled: bool,
+}
+
+/// How a process came to run a program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Via {
+    /// The profiled command itself.
+    Start,
+    /// It executed the program (`execve`).
+    Exec,
+    /// It is a forked copy of its parent, running its parent's program.
+    Fork,
 }
 
 /// Why profiling stopped.
@@ -417,6 +449,7 @@ pub fn merge(inputs: Vec<Profile>) -> Result<Profile, FormatError> {
         modules,
         pages,
         warnings,
+        images: Vec::new(),
         workloads,
     })
 }
@@ -516,6 +549,7 @@ mod tests {
             modules,
             pages: None,
             warnings: vec![],
+            images: vec![],
             workloads: vec![],
         }
     }

@@ -34,9 +34,10 @@ use std::time::Instant;
 use coldstart_elf::{ElfInfo, SymbolOptions};
 
 use crate::format::{Fault, Module, Stop};
+use crate::format::{Image, Via};
 use crate::modules::{location, profile_modules, stripped_warning, ModuleTouches, Traced};
 use crate::tree::{signal_name, ChildWake, TreeGuard};
-use crate::{Launched, ProfileError, ProfileOptions};
+use crate::{Follow, Launched, ProfileError, ProfileOptions};
 
 /// The agent, compiled by `build.rs` from `agent/agent.c` and `agent/symbols.c`.
 static AGENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/coldstart-audit-agent.so"));
@@ -44,7 +45,7 @@ static AGENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/coldstart-audit-
 /// Buffer layout, shared with `agent/agent.c` (header words).
 mod layout {
     pub const MAGIC: u64 = 0x3154_5541_444c_4f43; // "COLDAUT1"
-    pub const VERSION: u64 = 1;
+    pub const VERSION: u64 = 2;
     pub const H_MAGIC: usize = 0;
     pub const H_VERSION: usize = 1;
     pub const H_TOUCH_OFFSET: usize = 2;
@@ -67,9 +68,12 @@ mod layout {
     pub const TOUCH_BYTES: u64 = 32;
     pub const FLAG_FOLLOW_FORKS: u64 = 1;
     pub const FLAG_FOLLOW_EXEC: u64 = 2;
+    pub const FLAG_FOLLOW_SAME: u64 = 4;
     pub const M_WORDS: usize = 6;
     pub const KIND_MODULE: u64 = 1;
-    pub const KIND_UNPROFILED_EXEC: u64 = 2;
+    pub const KIND_IMAGE: u64 = 2;
+    pub const VIA_START: u64 = 0;
+    pub const VIA_EXEC: u64 = 1;
 }
 use layout::*;
 
@@ -250,10 +254,11 @@ impl Buffer {
             return Err(ProfileError::os("mmap the audit buffer", std::io::Error::last_os_error()));
         }
         let buffer = Buffer { ptr: ptr.cast(), len: len as usize, file };
-        let mut flags = 0;
-        if options.follow_forks {
-            flags |= FLAG_FOLLOW_FORKS;
-        }
+        let mut flags = match options.follow_forks {
+            Follow::None => 0,
+            Follow::Same => FLAG_FOLLOW_SAME,
+            Follow::All => FLAG_FOLLOW_FORKS,
+        };
         if options.follow_exec {
             flags |= FLAG_FOLLOW_EXEC;
         }
@@ -331,6 +336,8 @@ struct RawModule {
     bias: u64,
     pid: i32,
     kind: u64,
+    /// Entries armed (a module), how the image came to run (an image).
+    patched: u64,
     path: PathBuf,
 }
 
@@ -361,6 +368,7 @@ impl Snapshot {
                 bias: w(2),
                 pid: w(3) as i32,
                 kind: w(4),
+                patched: w(5),
                 path: PathBuf::from(std::ffi::OsStr::from_bytes(name)),
             });
             at += len;
@@ -402,14 +410,6 @@ fn assemble(
     let mut by_id: HashMap<u64, usize> = HashMap::new();
     let mut warned: Vec<PathBuf> = Vec::new();
     for m in snapshot.modules() {
-        if m.kind == KIND_UNPROFILED_EXEC {
-            warnings.push(format!(
-                "process {} executed {}, which is not profiled: add --follow-exec to profile it",
-                m.pid,
-                m.path.display()
-            ));
-            continue;
-        }
         if m.kind != KIND_MODULE {
             continue;
         }
@@ -476,6 +476,29 @@ fn assemble(
     // profile: another thread does it.
     std::thread::spawn(move || drop((recs, infos)));
     modules
+}
+
+/// What the processes ran, from the image records of the agents (a child that ran the fork
+/// handlers by hand after its first trap is recorded once).
+fn images(snapshot: &Snapshot) -> Vec<Image> {
+    let mut out: Vec<Image> = Vec::new();
+    let records = snapshot.modules().into_iter().filter(|m| m.kind == KIND_IMAGE).map(|m| Image {
+        pid: m.pid,
+        parent: m.bias as i32,
+        path: m.path,
+        via: match m.patched {
+            VIA_START => Via::Start,
+            VIA_EXEC => Via::Exec,
+            _ => Via::Fork,
+        },
+        profiled: m.id != 0,
+    });
+    for image in records {
+        if !out.contains(&image) {
+            out.push(image);
+        }
+    }
+    out
 }
 
 /// Name the function at `ip` among the modules of the profile.
@@ -551,6 +574,7 @@ pub(crate) fn run(
         ));
     }
     let modules = assemble(&snapshot, t0, &options.symbols, infos, &mut warnings);
+    let images = images(&snapshot);
     let stop = match stop {
         Stop::Crash { signal, pid, fault: Some(mut f) } => {
             let infos: HashMap<PathBuf, Arc<ElfInfo>> = modules
@@ -566,7 +590,7 @@ pub(crate) fn run(
         }
         other => other,
     };
-    Ok((Traced { modules, stop, duration_ns, warnings }, launched, agent_ran))
+    Ok((Traced { modules, stop, duration_ns, warnings, images }, launched, agent_ran))
 }
 
 /// Wait for readiness, the root's exit or death, or the timeout. Returns the stop and whether
@@ -713,20 +737,24 @@ mod tests {
     #[test]
     fn module_and_touch_records_are_read_back_and_incomplete_touches_skipped() {
         let s = image(
-            &[
-                (0, 0x1000, 7, KIND_MODULE, "/bin/a"),
-                (1, 0x5000, 7, KIND_UNPROFILED_EXEC, "/bin/bb"),
-            ],
+            &[(0, 0x1000, 7, KIND_MODULE, "/bin/a"), (1, 0x5000, 7, KIND_IMAGE, "/bin/bb")],
             &[(0x10, 100, 0, 7, 8, true), (0x20, 90, 0, 7, 8, false), (0x30, 120, 0, 7, 9, true)],
         );
         let m = s.modules();
         assert_eq!(m.len(), 2);
         assert_eq!(
             m[0],
-            RawModule { id: 0, bias: 0x1000, pid: 7, kind: KIND_MODULE, path: "/bin/a".into() }
+            RawModule {
+                id: 0,
+                bias: 0x1000,
+                pid: 7,
+                kind: KIND_MODULE,
+                patched: 0,
+                path: "/bin/a".into()
+            }
         );
         assert_eq!(m[1].path, PathBuf::from("/bin/bb"));
-        assert_eq!(m[1].kind, KIND_UNPROFILED_EXEC);
+        assert_eq!(m[1].kind, KIND_IMAGE);
         let t = s.touches();
         assert_eq!(t.len(), 2, "the record without its valid bit is skipped");
         assert_eq!(t[0], RawTouch { offset: 0x10, time_ns: 100, module: 0, pid: 7, tid: 8 });

@@ -49,7 +49,7 @@ use std::time::Duration;
 use coldstart_error::Category;
 
 pub use coldstart_elf::SymbolOptions;
-pub use format::{merge, FormatError, Module, PageProfile, Profile, Stop, Touch};
+pub use format::{merge, FormatError, Image, Module, PageProfile, Profile, Stop, Touch, Via};
 pub use ready::Ready;
 
 /// What to profile and how.
@@ -59,9 +59,10 @@ pub struct ProfileOptions {
     pub command: Vec<OsString>,
     /// When start-up is over.
     pub ready: Ready,
-    /// Also profile child processes (fork/vfork).
-    pub follow_forks: bool,
-    /// Keep profiling a process after it executes another program.
+    /// Which child processes are profiled with the command's own process.
+    pub follow_forks: Follow,
+    /// Keep profiling a process after it executes another program: the program a wrapper
+    /// (a shell script, `env`, a version manager's shim) executes is the one to profile.
     pub follow_exec: bool,
     /// Kill the program at readiness instead of letting it run on.
     pub kill_at_ready: bool,
@@ -75,6 +76,22 @@ pub struct ProfileOptions {
     pub timeout: Option<Duration>,
     /// Which first-touch tracer runs the program.
     pub tracer: Tracer,
+}
+
+/// Which child processes a profile follows (records the functions of) with the command's own
+/// process. Whatever the choice, the profile lists every program the processes ran
+/// ([`Profile::images`]) and says which were followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Follow {
+    /// Only the command's own process (and its threads).
+    None,
+    /// Children that run their parent's program: forks, and executions of the program the
+    /// parent runs (a browser starting its content processes, Python's multiprocessing, a
+    /// compiler driver running itself again); not a child that runs another program (a
+    /// shell's commands, a helper). The default: what a program's owner profiles.
+    Same,
+    /// Every child.
+    All,
 }
 
 /// The first-touch tracer: the same breakpoints and the same profile, handled in the program
@@ -112,13 +129,14 @@ impl std::fmt::Display for Tracer {
 }
 
 impl ProfileOptions {
-    /// Defaults: readiness at exit, no following, no pages, workload `default`, 60 s timeout.
+    /// Defaults: readiness at exit, children that run their parent's program followed
+    /// ([`Follow::Same`]), executions followed, no pages, workload `default`, 60 s timeout.
     pub fn new(command: Vec<OsString>) -> ProfileOptions {
         ProfileOptions {
             command,
             ready: Ready::Exit,
-            follow_forks: false,
-            follow_exec: false,
+            follow_forks: Follow::Same,
+            follow_exec: true,
             kill_at_ready: false,
             pages: false,
             workload: "default".into(),
@@ -452,6 +470,7 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
         modules: traced.modules,
         pages: page_profile,
         warnings,
+        images: traced.images,
         workloads: Vec::new(),
     };
     Ok(Recording { profile, tracer, notice, forwarding: std::mem::take(&mut launched.readers) })

@@ -16,6 +16,8 @@ pub(crate) struct Traced {
     pub stop: Stop,
     pub duration_ns: u64,
     pub warnings: Vec<String>,
+    /// What the processes ran, and what of it was profiled.
+    pub images: Vec<crate::format::Image>,
 }
 
 /// A module being recorded (one per file and build).

@@ -343,13 +343,15 @@ int main(void) {
 "#,
         &[],
     );
-    let (p, _) = f.profile(&[], &prog, &[]).ok();
+    let (p, _) = f.profile(&["--no-follow-forks"], &prog, &[]).ok();
     assert_eq!(p["stop"]["code"], 0, "the unfollowed child did not trip on a breakpoint");
     assert!(!touched(&p, "/forks").contains(&"only_in_child".to_string()));
 
-    let (p, _) = f.profile(&["--follow-forks"], &prog, &[]).ok();
-    assert_eq!(p["stop"]["code"], 0);
-    assert!(touched(&p, "/forks").contains(&"only_in_child".to_string()));
+    for follow in [&[][..], &["--follow-forks"]] {
+        let (p, _) = f.profile(follow, &prog, &[]).ok();
+        assert_eq!(p["stop"]["code"], 0);
+        assert!(touched(&p, "/forks").contains(&"only_in_child".to_string()), "{follow:?}");
+    }
 }
 
 #[test]
@@ -645,7 +647,11 @@ fn as_nobody(args: &[&str]) -> std::process::Output {
 fn setuid_and_unreadable_programs_are_refused_without_root() {
     let f = Fixture::new();
     std::process::Command::new("chmod").arg("755").arg(f.path()).status().unwrap();
-    let out_path = f.path().join("p.json");
+    // A directory nobody may write into, so that what is refused is the program.
+    let writable = f.path().join("out");
+    std::fs::create_dir(&writable).unwrap();
+    std::process::Command::new("chmod").arg("777").arg(&writable).status().unwrap();
+    let out_path = writable.join("p.json");
     let out = out_path.to_str().unwrap();
 
     let o = as_nobody(&["profile", "-o", out, "--", "/usr/bin/passwd", "--help"]);
@@ -806,14 +812,25 @@ int main(void) {{ before_exec(); execl("{0}", "{0}", (char *)0); return 1; }}
     );
     let first = f.program("first_image", &source, &[]);
 
-    let (p, stderr) = f.profile(&[], &first, &[]).ok();
-    assert!(touched(&p, "/first_image").contains(&"before_exec".to_string()));
-    assert!(touched(&p, "/second_image").is_empty());
-    assert!(stderr.contains("--follow-exec"), "says how to follow: {stderr}");
-
-    let (p, _) = f.profile(&["--follow-exec"], &first, &[]).ok();
+    // By default the program executed is profiled (a wrapper's program is the one wanted).
+    let (p, _) = f.profile(&[], &first, &[]).ok();
     assert!(touched(&p, "/first_image").contains(&"before_exec".to_string()));
     assert_eq!(touched(&p, "/second_image"), ["_start", "main", "step_one", "step_two"]);
+    let images: Vec<(&str, &str, bool)> = p["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["path"].as_str().unwrap(), i["via"].as_str().unwrap(), i["profiled"] == true))
+        .collect();
+    let (first_path, second_path) = (first.to_str().unwrap(), second.to_str().unwrap());
+    assert_eq!(images, [(first_path, "start", true), (second_path, "exec", true)]);
+
+    let run = f.profile(&["--no-follow-exec"], &first, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let p = run.profile.unwrap();
+    assert!(touched(&p, "/first_image").contains(&"before_exec".to_string()));
+    assert!(touched(&p, "/second_image").is_empty());
+    assert_eq!(p["images"][1]["profiled"], false, "{}", p["images"]);
 }
 
 #[test]
@@ -1075,7 +1092,7 @@ int main(void) {{
         let result = coldstart()
             .args(["profile", "--tracer", tracer, "-o"])
             .arg(&out)
-            .args(follow.then_some("--follow-forks"))
+            .arg(if follow { "--follow-forks" } else { "--no-follow-forks" })
             .arg("--")
             .arg(&prog)
             .output()
@@ -1406,5 +1423,85 @@ fn an_unwritable_output_is_refused_before_the_program_runs() {
         assert_eq!(run.status.code(), Some(2), "{}: {stderr}", out.display());
         assert!(stderr.contains(&out.display().to_string()), "names the path: {stderr}");
         assert!(!marker.exists(), "{}: the program did not run", out.display());
+    }
+}
+
+/// A parent that forks, makes a child with the raw clone system call (no fork handlers run,
+/// as in Firefox's sandbox), executes itself again in a child (a browser's content process),
+/// and runs another program in a child.
+const FAMILY: &str = r#"
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+volatile int sink;
+void in_parent(void) { sink = 1; }
+void in_forked_child(void) { sink = 2; }
+void in_raw_clone_child(void) { sink = 3; }
+void in_reexecuted_child(void) { sink = 4; }
+static void wait_for(pid_t c) { int status; waitpid(c, &status, 0); }
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "again") == 0) { in_reexecuted_child(); return 0; }
+    in_parent();
+    pid_t c = fork();
+    if (c == 0) { in_forked_child(); _exit(0); }
+    wait_for(c);
+    c = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+    if (c == 0) { in_raw_clone_child(); _exit(0); }
+    wait_for(c);
+    c = fork();
+    if (c == 0) { execl("/proc/self/exe", argv[0], "again", (char *)0); _exit(9); }
+    wait_for(c);
+    c = fork();
+    if (c == 0) { execl("/bin/true", "true", (char *)0); _exit(9); }
+    wait_for(c);
+    return 0;
+}
+"#;
+
+#[test]
+fn children_running_their_parents_program_are_followed_by_default_and_others_are_listed() {
+    let f = Fixture::new();
+    let prog = f.program("family", FAMILY, &[]);
+    let children = ["in_forked_child", "in_raw_clone_child", "in_reexecuted_child"];
+    for tracer in ["audit", "ptrace"] {
+        for follow in [None, Some("--no-follow-forks"), Some("--follow-forks")] {
+            let flags: Vec<&str> = ["--tracer", tracer].into_iter().chain(follow).collect();
+            let (p, stderr) = f.profile(&flags, &prog, &[]).ok();
+            let functions: Vec<(String, i64)> = p["modules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|m| m["path"].as_str().unwrap().ends_with("/family"))
+                .flat_map(|m| m["functions"].as_array().unwrap().iter())
+                .map(|f| (f["names"][0].as_str().unwrap().to_owned(), f["pid"].as_i64().unwrap()))
+                .collect();
+            let pid_of = |name: &str| functions.iter().find(|(n, _)| n == name).map(|(_, p)| *p);
+            let parent = pid_of("in_parent").expect("the parent is profiled");
+            for child in children {
+                match (follow, pid_of(child)) {
+                    (Some("--no-follow-forks"), None) => {}
+                    (Some("--no-follow-forks"), Some(_)) => {
+                        panic!("{flags:?}: {child} recorded: {stderr}")
+                    }
+                    (_, Some(pid)) => assert_ne!(pid, parent, "{flags:?}: {child} is the child's"),
+                    (_, None) => panic!("{flags:?}: {child} not recorded: {functions:?}"),
+                }
+            }
+            let images = p["images"].as_array().unwrap();
+            let true_image = images.iter().find(|i| i["path"].as_str().unwrap().ends_with("/true"));
+            let Some(true_image) = true_image else {
+                // The ptrace tracer lets a child it does not follow go at its fork.
+                assert_eq!((tracer, follow), ("ptrace", Some("--no-follow-forks")), "{images:?}");
+                continue;
+            };
+            assert_eq!(true_image["via"], "exec");
+            assert_eq!(
+                true_image["profiled"],
+                follow == Some("--follow-forks"),
+                "{flags:?}: another program is followed with --follow-forks only"
+            );
+        }
     }
 }

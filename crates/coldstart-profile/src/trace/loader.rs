@@ -76,8 +76,10 @@ impl Tracer<'_> {
             r_debug: None,
             rendezvous: None,
             detach_at_first_stop: false,
-            detach_at_exec: false,
             alive: true,
+            exe: exe.clone(),
+            parent: 0,
+            parent_exe: None,
         });
         let space = self.spaces.len() - 1;
         self.arm_module(space, &exe, exe_bias)?;

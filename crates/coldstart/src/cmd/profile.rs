@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use coldstart_profile::{format, Profile, ProfileError, ProfileOptions, Ready, Stop, Tracer};
+use coldstart_profile::{
+    format, Follow, Profile, ProfileError, ProfileOptions, Ready, Stop, Tracer, Via,
+};
 
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -21,12 +23,20 @@ pub struct Args {
     /// Also record every file page start-up touches (tracefs; root), in a run of its own.
     #[arg(long)]
     pub pages: bool,
-    /// Also profile child processes.
-    #[arg(long)]
+    /// Profile every child process (default: the children that run their parent's program,
+    /// such as a browser's content processes; not a child that runs another program).
+    #[arg(long, conflicts_with = "no_follow_forks")]
     pub follow_forks: bool,
-    /// Keep profiling a process that executes another program.
+    /// Profile the command's own process only.
     #[arg(long)]
+    pub no_follow_forks: bool,
+    /// Keep profiling a process that executes another program (the default: the program a
+    /// wrapper script, `env` or a shim executes is the one profiled).
+    #[arg(long, conflicts_with = "no_follow_exec", hide = true)]
     pub follow_exec: bool,
+    /// Stop profiling a process when it executes another program.
+    #[arg(long)]
+    pub no_follow_exec: bool,
     /// Kill the program at readiness (default: detach and let it run on).
     #[arg(long)]
     pub kill_at_ready: bool,
@@ -75,8 +85,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut options = ProfileOptions::new(args.command);
     options.ready = ready;
     options.pages = args.pages;
-    options.follow_forks = args.follow_forks;
-    options.follow_exec = args.follow_exec;
+    options.follow_forks = match (args.follow_forks, args.no_follow_forks) {
+        (true, _) => Follow::All,
+        (_, true) => Follow::None,
+        _ => Follow::Same,
+    };
+    options.follow_exec = !args.no_follow_exec;
     options.kill_at_ready = args.kill_at_ready;
     options.workload = args.workload;
     options.tracer =
@@ -101,6 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // the profile is not coldstart's to stop).
     drop(caught);
     summarize(profile, &output);
+    print_processes(profile, &options);
     if matches!(profile.stop, Stop::Crash { .. }) && options.tracer == Tracer::Audit {
         eprintln!(
             "coldstart: the audit tracer ran the program; if it does not crash without coldstart, the profiler caused it: profile it with --tracer ptrace (or auto, which does so by itself)"
@@ -207,6 +222,78 @@ fn summarize(profile: &Profile, output: &std::path::Path) {
         }
     }
     println!("written to {}", output.display());
+}
+
+/// What the processes of the run ran, what was followed and what was not (nothing when the
+/// command ran one program in one process).
+fn print_processes(profile: &Profile, options: &ProfileOptions) {
+    let images = &profile.images;
+    let Some(root) = images.iter().find(|i| i.via == Via::Start).map(|i| i.pid) else { return };
+    if images.len() <= 1 {
+        return;
+    }
+    let chain: Vec<String> = images
+        .iter()
+        .filter(|i| i.pid == root && i.via != Via::Fork && i.profiled)
+        .map(|i| i.path.display().to_string())
+        .collect();
+    let mut others: Vec<i32> =
+        images.iter().filter(|i| i.pid != root && i.profiled).map(|i| i.pid).collect();
+    others.sort_unstable();
+    others.dedup();
+    let mut line = format!("  followed: pid {root} ran {}", chain.join(" → "));
+    if !others.is_empty() {
+        let programs = count_by_path(images.iter().filter(|i| i.pid != root && i.profiled));
+        line.push_str(&format!("; {} child processes ({programs})", others.len()));
+    }
+    println!("{line}");
+    let skipped_exec: Vec<_> =
+        images.iter().filter(|i| !i.profiled && i.pid == root && i.via == Via::Exec).collect();
+    if !skipped_exec.is_empty() {
+        println!(
+            "  not followed: the command's process executed {} (drop --no-follow-exec to profile it)",
+            count_by_path(skipped_exec.into_iter())
+        );
+    }
+    let mut skipped: Vec<i32> =
+        images.iter().filter(|i| !i.profiled && i.pid != root).map(|i| i.pid).collect();
+    skipped.sort_unstable();
+    skipped.dedup();
+    if !skipped.is_empty() {
+        let what = match (options.follow_exec, options.follow_forks) {
+            (true, Follow::Same) => {
+                "child processes running another program (add --follow-forks to profile them)"
+            }
+            (true, Follow::None) => "child processes (--no-follow-forks)",
+            (false, _) => "child processes (--no-follow-exec)",
+            (true, Follow::All) => "child processes (started after readiness)",
+        };
+        println!(
+            "  not followed: {} {what}: {}",
+            skipped.len(),
+            count_by_path(images.iter().filter(|i| !i.profiled && i.pid != root))
+        );
+    }
+}
+
+/// `PATH (N), PATH (M)`: the programs of `images` by how often they appear, most first.
+fn count_by_path<'a>(images: impl Iterator<Item = &'a coldstart_profile::Image>) -> String {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for i in images {
+        let path = i.path.display().to_string();
+        match counts.iter_mut().find(|(p, _)| *p == path) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((path, 1)),
+        }
+    }
+    counts.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    let shown: Vec<String> = counts.iter().take(5).map(|(p, n)| format!("{p} ({n})")).collect();
+    let more = counts.len().saturating_sub(5);
+    if more > 0 {
+        format!("{} and {more} more", shown.join(", "))
+    } else {
+        shown.join(", ")
+    }
 }
 
 fn merge(args: MergeArgs) -> anyhow::Result<ExitCode> {
