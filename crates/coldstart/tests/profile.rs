@@ -1505,3 +1505,44 @@ fn children_running_their_parents_program_are_followed_by_default_and_others_are
         }
     }
 }
+
+#[test]
+fn a_wrapper_is_not_ordered_silently() {
+    // What `profile -- python3` gives through pyenv's shim: bash first, then the program it
+    // executes, which touched far more functions.
+    let f = Fixture::new();
+    let module = |path: &str, names: &[&str], first: u64| {
+        let functions: Vec<Value> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                serde_json::json!({"address": 4096 + 16 * i, "size": 16, "names": [n],
+                    "first_touch_ns": first + i as u64, "pid": 1, "tid": 1, "ordinal": first + i as u64})
+            })
+            .collect();
+        serde_json::json!({"path": path, "build_id": null, "size": 1, "mtime": 0, "load_bias": 0,
+            "symbols": "symtab", "functions_total": names.len(), "functions": functions})
+    };
+    let many: Vec<String> = (0..40).map(|i| format!("py_{i}")).collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let profile = serde_json::json!({
+        "format": "coldstart-profile", "version": 1, "workload": "default", "command": ["python3"],
+        "created_unix": 0, "duration_ns": 1, "stop": {"kind": "exit", "code": 0},
+        "modules": [
+            module("/usr/lib/x86_64-linux-gnu/libc.so.6", &["malloc", "free", "memcpy"], 0),
+            module("/usr/bin/bash", &["main", "execute_command"], 3),
+            module("/opt/python/bin/python3.11", &many, 5),
+        ],
+    });
+    let path = f.path().join("p.json");
+    std::fs::write(&path, profile.to_string()).unwrap();
+    let run = coldstart().arg("order").arg(&path).output().unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("ordered /usr/bin/bash") && stderr.contains("--module python3.11"),
+        "says that bash was ordered and names the module that touched the most: {stderr}"
+    );
+    let run = coldstart().args(["order", "--module", "python3.11"]).arg(&path).output().unwrap();
+    assert!(!String::from_utf8_lossy(&run.stderr).contains("warning"), "asked for: no warning");
+}

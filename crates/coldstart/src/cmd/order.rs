@@ -1,7 +1,7 @@
 //! `coldstart order`: profiles in, an order file for a linker (or BOLT) out; with
 //! `--evaluate`, every algorithm scored on a held-out start-up first.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -15,6 +15,14 @@ use coldstart_layout::{evaluate, writers};
 use super::common::{preview, PageModelArgs};
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Without --module or --binary the profile's first executable is ordered; \
+    a warning names the module that touched the most functions when that is another (the \
+    executable was a wrapper or a driver over libraries).\n\nExamples:\n  \
+    coldstart order p.json -o prog.order\n  \
+    coldstart order a.json b.json --algorithm merged --weights 3,1 -o prog.order\n  \
+    coldstart order p.json --binary ./prog --evaluate held-out.json -o prog.order\n  \
+    coldstart order p.json --module libclang-cpp.so.19.1 --format bolt -o clang.order\n  \
+    coldstart order p.json --all-modules --binary ./prog --data -o prog.order")]
 pub struct Args {
     /// Profiles (`coldstart profile -o P`), one per workload.
     #[arg(required = true)]
@@ -98,6 +106,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let algorithm: Option<Algorithm> =
         args.algorithm.as_deref().map(str::parse).transpose().map_err(crate::exit::usage)?;
     let workloads = read_workloads(&args.profiles, &args.weights)?;
+    // What each module of the first workload touched, for the wrapper warning below.
+    let touched: Vec<(PathBuf, usize)> = workloads
+        .first()
+        .map(|w| w.modules.iter().map(|m| (m.path.clone(), m.functions.len())).collect())
+        .unwrap_or_default();
     let model = args.page_model.model()?;
     let binary = match &args.binary {
         Some(b) => Some(Binary::open(b).with_context(|| format!("--binary {}", b.display()))?),
@@ -120,6 +133,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let OrderOutcome { order, chosen, text, report, .. } = request.order(evaluation)?;
+    if args.module.is_none() && args.binary.is_none() && !args.all_modules {
+        if let Some(w) = wrapper_warning(&touched, &order.module) {
+            eprintln!("coldstart: warning: {w}");
+        }
+    }
     match &args.output {
         Some(path) => {
             coldstart_layout::write_atomic(path, text.as_bytes())?;
@@ -177,6 +195,35 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(crate::exit::SUCCESS)
+}
+
+/// The C and C++ runtime, which start-up always runs and nobody relinks: never the module a
+/// wrapper hides.
+fn is_runtime_library(path: &Path) -> bool {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    ["ld-linux", "libc.so", "libm.so", "libstdc++.so", "libgcc_s.so", "libpthread.so", "libdl.so"]
+        .iter()
+        .any(|p| name.starts_with(p))
+}
+
+/// When the module ordered by default (the profile's first executable) is not where start-up
+/// ran most, say so and name that module: the executable may be a wrapper (a shell script's
+/// interpreter, `env`, a version manager's shim) or a small driver over the libraries that
+/// do the work (clang over libclang-cpp).
+fn wrapper_warning(touched: &[(PathBuf, usize)], chosen: &Path) -> Option<String> {
+    let chosen_count = touched.iter().find(|(p, _)| p == chosen).map_or(0, |(_, n)| *n);
+    let (busiest, most) =
+        touched.iter().filter(|(p, _)| !is_runtime_library(p)).max_by_key(|(_, n)| *n)?;
+    if busiest == chosen || *most <= chosen_count {
+        return None;
+    }
+    let name = busiest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    Some(format!(
+        "ordered {}, the profile's first executable, which touched {chosen_count} functions; {} touched the most ({most}): if {} is a wrapper (a script's interpreter, env, a shim) or a driver over libraries, order that module with --module {name}",
+        chosen.display(),
+        busiest.display(),
+        chosen.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+    ))
 }
 
 fn print_evaluation(e: &evaluate::Evaluation) {

@@ -12,7 +12,19 @@ use coldstart_profile::{
 };
 
 #[derive(Debug, clap::Args)]
-#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    after_help = "By default the program a wrapper executes is profiled (python3 through a shim \
+    profiles Python), and so are child processes that run their parent's program (a browser's \
+    content processes); the summary says what was followed and what was not.\n\nExamples:\n  \
+    coldstart profile -o p.json -- clang-19 -c hello.c\n  \
+    coldstart profile --ready 'stdout:listening' --kill-at-ready -o p.json -- ./server\n  \
+    sudo coldstart profile --pages -o p.json -- python3 -c 'import json'\n  \
+    coldstart profile --workload b -o b.json -- ./myprog --open big.txt\n  \
+    coldstart profile merge a.json b.json -o merged.json\n  \
+    coldstart order p.json -o prog.order"
+)]
 pub struct Args {
     #[command(subcommand)]
     pub action: Option<Action>,
@@ -48,7 +60,7 @@ pub struct Args {
     pub timeout: f64,
     /// First-touch tracer: audit (an LD_AUDIT agent handles the breakpoints in the program,
     /// fast), ptrace (every program, loader included), or auto (audit unless the program is
-    /// static or setuid).
+    /// static or setuid; a program that crashes under audit is profiled again with ptrace).
     #[arg(long, default_value = "auto", value_name = "auto|audit|ptrace")]
     pub tracer: String,
     /// Where to write the profile.
