@@ -33,6 +33,7 @@ mod audit;
 pub use coldstart_profile_format as format;
 pub mod interrupt;
 mod modules;
+mod opens;
 mod page_files;
 pub mod pages;
 mod perf;

@@ -232,6 +232,8 @@ pub(crate) fn record_pages(
     let pid = launched.stopped.pid;
     let guard = crate::tree::TreeGuard { pgid: pid, armed: true };
     instance.write("set_event_pid", &pid.to_string())?;
+    // Every file the program opens, named as it opens it.
+    let opens = crate::opens::Opens::start(pid);
     instance.write("tracing_on", "1")?;
     let t0 = coldstart_sys::monotonic_ns();
     // SAFETY: continuing our own stopped child.
@@ -266,6 +268,18 @@ pub(crate) fn record_pages(
     instance.write("tracing_on", "0")?;
     if !exited {
         snapshot_files(pid, &mut files);
+    }
+    let opened = opens.map(crate::opens::Opens::finish);
+    if let Some(o) = &opened {
+        for (key, path) in &o.names {
+            files.entry(*key).or_insert_with(|| path.clone());
+        }
+        if o.overflowed {
+            warnings.push(
+                "the kernel dropped open events (fanotify queue overflow): some files may be named by inode only"
+                    .into(),
+            );
+        }
     }
     launched.stop_pollers();
     // The page run is an extra run: kill its tree now and reap it.
@@ -326,6 +340,9 @@ pub(crate) fn record_pages(
             pid: event.pid,
         });
     }
+    if let Some(o) = &opened {
+        warnings.extend(cached_warning(o, &index, &accesses));
+    }
     Ok((
         PageProfile {
             source: "tracefs".into(),
@@ -335,6 +352,48 @@ pub(crate) fn record_pages(
             lost_events: lost,
         },
         warnings,
+    ))
+}
+
+/// The warning for files that had pages in the page cache before the run: a page read with
+/// `read(2)` from the cache leaves no trace event. A file counts when the program did not map
+/// it and more of its pages were cached at the program's first open than the run added
+/// (`read` events) in all.
+fn cached_warning(
+    opened: &crate::opens::Opened,
+    index: &HashMap<(u32, u32, u64), usize>,
+    accesses: &[PageAccess],
+) -> Option<String> {
+    let mut added: HashMap<usize, u64> = HashMap::new();
+    let mut mapped: std::collections::HashSet<usize> = Default::default();
+    for a in accesses {
+        if a.event == "read" {
+            *added.entry(a.file).or_default() += a.count.max(1);
+        } else {
+            mapped.insert(a.file);
+        }
+    }
+    // Files the program mapped have their pages seen (faults and fault-around of cached
+    // pages are events); what is missed is a file read with read(2) alone.
+    let cached: Vec<&PathBuf> = opened
+        .cached_at_open
+        .iter()
+        .filter(|(key, _, pages)| {
+            let file = index.get(key);
+            !file.is_some_and(|i| mapped.contains(i))
+                && *pages > file.and_then(|i| added.get(i)).copied().unwrap_or(0)
+        })
+        .map(|(_, path, _)| path)
+        .collect();
+    if cached.is_empty() {
+        return None;
+    }
+    let shown: Vec<String> = cached.iter().take(3).map(|p| p.display().to_string()).collect();
+    Some(format!(
+        "{} files the program read were already in the page cache ({}{}): pages read from the cache with read(2) leave no trace, so the profile may miss some of theirs; for a complete page profile, drop the cache first (sync; echo 1 > /proc/sys/vm/drop_caches) or profile after a reboot",
+        cached.len(),
+        shown.join(", "),
+        if cached.len() > 3 { ", ..." } else { "" }
     ))
 }
 

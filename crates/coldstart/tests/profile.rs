@@ -1546,3 +1546,66 @@ fn a_wrapper_is_not_ordered_silently() {
     let run = coldstart().args(["order", "--module", "python3.11"]).arg(&path).output().unwrap();
     assert!(!String::from_utf8_lossy(&run.stderr).contains("warning"), "asked for: no warning");
 }
+
+/// Drop the page-cache pages of `path` (written pages first reach the disk).
+fn evict(path: &Path) {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::File::open(path).unwrap();
+    file.sync_all().unwrap();
+    // SAFETY: advice on a descriptor we hold.
+    unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+}
+
+#[test]
+fn a_page_profile_names_files_opened_and_closed_and_says_when_they_were_cached() {
+    if !coldstart_testkit::require_root("the page trace (tracefs) and open events (fanotify)") {
+        return;
+    }
+    let f = Fixture::new();
+    // Data files in a directory of their own, beside nothing the profile knows of, each read
+    // whole with read(2) and closed long before the program ends (as Python reads .pyc files).
+    let data = f.path().join("data/sub");
+    std::fs::create_dir_all(&data).unwrap();
+    let names = ["a.dat", "b.dat", "c.dat"];
+    for (i, name) in names.iter().enumerate() {
+        std::fs::write(data.join(name), vec![b'a' + i as u8; 3 * 4096]).unwrap();
+    }
+    let prog = f.program(
+        "reader",
+        r#"
+#include <fcntl.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    char buf[4096];
+    for (int i = 1; i < argc; i++) {
+        int fd = open(argv[i], O_RDONLY);
+        if (fd < 0) return 1;
+        while (read(fd, buf, sizeof buf) > 0) {}
+        close(fd);
+    }
+    usleep(100000);
+    return 0;
+}
+"#,
+        &[],
+    );
+    let paths: Vec<PathBuf> = names.iter().map(|n| data.join(n)).collect();
+    let args: Vec<&str> = paths.iter().map(|p| p.to_str().unwrap()).collect();
+    paths.iter().for_each(|p| evict(p));
+    let (p, stderr) = f.profile(&["--pages"], &prog, &args).ok();
+    let files = p["pages"]["files"].as_array().unwrap();
+    let unnamed: Vec<&Value> = files.iter().filter(|f| f["path"] == "").collect();
+    assert!(unnamed.is_empty(), "every file is named: {unnamed:?}");
+    for path in &args {
+        assert!(files.iter().any(|f| f["path"] == *path), "{path} in the page profile");
+    }
+    assert!(!stderr.contains("a.dat"), "evicted files are not called cached: {stderr}");
+
+    // Read again, the files are in the page cache: no event names their pages, and the
+    // profile says so.
+    let (_, stderr) = f.profile(&["--pages"], &prog, &args).ok();
+    assert!(
+        stderr.contains("already in the page cache") && stderr.contains("a.dat"),
+        "the cached files are named in a warning: {stderr}"
+    );
+}
