@@ -35,7 +35,9 @@ use coldstart_elf::{ElfInfo, SymbolOptions};
 
 use crate::format::{Fault, Module, Stop};
 use crate::format::{Image, Via};
-use crate::modules::{location, profile_modules, stripped_warning, ModuleTouches, Traced};
+use crate::modules::{
+    location, profile_modules, stripped_warning, unsymbolized, ModuleTouches, Traced, Unsymbolized,
+};
 use crate::tree::{signal_name, ChildWake, TreeGuard};
 use crate::{Follow, Launched, ProfileError, ProfileOptions};
 
@@ -404,6 +406,7 @@ fn assemble(
     symbols: &SymbolOptions,
     mut infos: Infos,
     warnings: &mut Vec<String>,
+    bare: &mut Vec<Unsymbolized>,
 ) -> Vec<Module> {
     let mut recs: Vec<ModuleTouches> = Vec::new();
     let mut by_key: HashMap<(PathBuf, Option<Vec<u8>>), usize> = HashMap::new();
@@ -432,6 +435,7 @@ fn assemble(
         let key = (m.path.clone(), info.build_id.clone());
         let index = *by_key.entry(key).or_insert_with(|| {
             warnings.extend(stripped_warning(&info, &m.path));
+            bare.extend(unsymbolized(&info, &m.path));
             recs.push(ModuleTouches::new(info.clone(), &m.path, m.bias));
             recs.len() - 1
         });
@@ -537,6 +541,7 @@ pub(crate) fn run(
     let pid = launched.stopped.pid;
     let mut guard = TreeGuard { pgid: pid, armed: true };
     buffer.set(H_ROOT_PID, pid as u64);
+    let sampler = crate::cpu::CpuSampler::start(pid);
     let t0 = coldstart_sys::monotonic_ns();
     let started = Instant::now();
     // SAFETY: continuing our own child, stopped before its exec.
@@ -560,6 +565,7 @@ pub(crate) fn run(
     });
     let (stop, kill) = waited?;
     buffer.set(H_STOP, 1);
+    let cpu = sampler.map(crate::cpu::CpuSampler::finish);
     guard.armed = kill;
     drop(guard);
     launched.stop_pollers();
@@ -573,7 +579,8 @@ pub(crate) fn run(
             std::env::temp_dir().display()
         ));
     }
-    let modules = assemble(&snapshot, t0, &options.symbols, infos, &mut warnings);
+    let mut bare = Vec::new();
+    let modules = assemble(&snapshot, t0, &options.symbols, infos, &mut warnings, &mut bare);
     let images = images(&snapshot);
     let stop = match stop {
         Stop::Crash { signal, pid, fault: Some(mut f) } => {
@@ -590,7 +597,11 @@ pub(crate) fn run(
         }
         other => other,
     };
-    Ok((Traced { modules, stop, duration_ns, warnings, images }, launched, agent_ran))
+    Ok((
+        Traced { modules, stop, duration_ns, warnings, images, unsymbolized: bare, cpu },
+        launched,
+        agent_ran,
+    ))
 }
 
 /// Wait for readiness, the root's exit or death, or the timeout. Returns the stop and whether
@@ -780,7 +791,8 @@ mod tests {
             ],
         );
         let mut warnings = Vec::new();
-        let modules = assemble(&s, 500, &SymbolOptions::default(), Infos::new(), &mut warnings);
+        let modules =
+            assemble(&s, 500, &SymbolOptions::default(), Infos::new(), &mut warnings, &mut vec![]);
         assert_eq!(modules.len(), 1, "one module per file and build");
         let m = &modules[0];
         assert_eq!(m.load_bias, 0x40_0000);

@@ -30,6 +30,7 @@
 //! ```
 
 mod audit;
+mod cpu;
 pub use coldstart_profile_format as format;
 pub mod interrupt;
 mod modules;
@@ -437,6 +438,7 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
         }
     }
     warnings.extend(traced.warnings);
+    warnings.extend(unsymbolized_share(&traced.unsymbolized, traced.cpu.as_ref()));
     let mut page_profile = page_profile;
     if let Some(pages) = page_profile.as_mut() {
         let mut candidates: Vec<PathBuf> = traced.modules.iter().map(|m| m.path.clone()).collect();
@@ -477,6 +479,64 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
     Ok(Recording { profile, tracer, notice, forwarding: std::mem::take(&mut launched.readers) })
 }
 
+/// The summary of the modules without function symbols, which are profiled at page level
+/// only, with the share of the program's CPU time they ran (sampled; the audit agent's own
+/// code left out).
+fn unsymbolized_share(
+    bare: &[modules::Unsymbolized],
+    cpu: Option<&cpu::CpuSamples>,
+) -> Option<String> {
+    if bare.is_empty() {
+        return None;
+    }
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
+    let names: Vec<String> = bare
+        .iter()
+        .map(|u| {
+            let code = if u.code >= 1 << 20 {
+                format!("{:.1} MiB", u.code as f64 / 1048576.0)
+            } else {
+                format!("{} KiB", u.code.div_ceil(1024))
+            };
+            format!("{} ({} functions for {code} of code)", u.path.display(), u.functions)
+        })
+        .collect();
+    let share = match cpu {
+        Some(c) => {
+            let agent: u64 = c
+                .by_file
+                .iter()
+                .filter(|(p, _)| p.to_string_lossy().contains("/coldstart-audit-"))
+                .map(|(_, n)| n)
+                .sum();
+            let total = c.total.saturating_sub(agent);
+            let paths: Vec<PathBuf> = bare.iter().map(|u| canonical(&u.path)).collect();
+            let inside: u64 = c
+                .by_file
+                .iter()
+                .filter(|(p, _)| paths.contains(&canonical(p)))
+                .map(|(_, n)| n)
+                .sum();
+            if total == 0 {
+                "no CPU time was sampled".to_string()
+            } else {
+                format!(
+                    "they ran {:.0}% of the program's CPU time in user space ({inside} of {total} samples, one per {} µs)",
+                    inside as f64 * 100.0 / total as f64,
+                    cpu::PERIOD_NS / 1000
+                )
+            }
+        }
+        None => "their share of CPU time is unknown (perf events not allowed: /proc/sys/kernel/perf_event_paranoid)".to_string(),
+    };
+    Some(format!(
+        "{} without function symbols (stripped, or symbols for under 1% of the code) {} profiled at page level only: {}; {share}",
+        if bare.len() == 1 { "1 module".to_string() } else { format!("{} modules", bare.len()) },
+        if bare.len() == 1 { "is" } else { "are" },
+        names.join(", ")
+    ))
+}
+
 /// One run under the ptrace tracer.
 fn run_ptrace(
     options: &ProfileOptions,
@@ -494,10 +554,12 @@ fn run_ptrace(
         ready_label: options.ready.to_string(),
         timeout: options.timeout,
     };
+    let sampler = cpu::CpuSampler::start(pid);
     let tracer = trace::Tracer::start(trace_options, pid, &mut launched.stopped.errors, path)?;
     let traced = tracer.run(launched.signal.flag(), Some(launched.ready_read.as_raw_fd()));
     launched.stop_pollers();
-    let traced = traced?;
+    let mut traced = traced?;
+    traced.cpu = sampler.map(cpu::CpuSampler::finish);
     guard.armed = false;
     Ok((traced, launched))
 }

@@ -23,14 +23,18 @@ use crate::{ProfileError, ProfileOptions};
 /// Data pages per CPU ring (a power of two; unprivileged users may lock ~516 KiB in all).
 const DATA_PAGES: usize = 32;
 const PAGE: usize = 4096;
-const PERF_RECORD_MMAP2: u32 = 10;
-const PERF_RECORD_SAMPLE: u32 = 9;
-const PERF_RECORD_LOST: u32 = 2;
-struct Ring {
+pub(crate) const PERF_RECORD_MMAP2: u32 = 10;
+pub(crate) const PERF_RECORD_SAMPLE: u32 = 9;
+pub(crate) const PERF_RECORD_LOST: u32 = 2;
+pub(crate) struct Ring {
     fd: i32,
     base: *mut u8,
     len: usize,
 }
+
+// SAFETY: the ring's mapping and descriptor belong to the Ring alone; it is drained by one
+// thread at a time (the CPU sampler moves its rings into its draining thread).
+unsafe impl Send for Ring {}
 
 impl Drop for Ring {
     fn drop(&mut self) {
@@ -60,7 +64,12 @@ impl Ring {
             | perf::FLAG_MMAP2
             | perf::FLAG_USE_CLOCKID;
         attr.clockid = libc::CLOCK_MONOTONIC;
-        let fd = perf::open(&attr, pid, cpu).map(IntoRawFd::into_raw_fd).map_err(|e| {
+        Ring::open_with(&attr, pid, cpu)
+    }
+
+    /// A ring for the event `attr` of `pid` on `cpu`.
+    pub(crate) fn open_with(attr: &perf::Attr, pid: i32, cpu: i32) -> Result<Ring, PagesError> {
+        let fd = perf::open(attr, pid, cpu).map(IntoRawFd::into_raw_fd).map_err(|e| {
             PagesError::Perf(format!(
                 "perf_event_open: {e} (check /proc/sys/kernel/perf_event_paranoid <= 2, or run as root for tracefs)"
             ))
@@ -87,7 +96,7 @@ impl Ring {
     }
 
     /// Copy out every complete record written so far and free their space.
-    fn drain(&self, out: &mut Vec<Vec<u8>>) {
+    pub(crate) fn drain(&self, out: &mut Vec<Vec<u8>>) {
         let size = DATA_PAGES * PAGE;
         // SAFETY: data_head (offset 1024) and data_tail (1032) of perf_event_mmap_page; the
         // data area starts one page in. Reads of head are followed by an acquire fence and

@@ -456,7 +456,10 @@ fn stripped_binary_page_profile_names_its_pages() {
             "void f{i}(int x) {{ for (int k = 0; k < x; k++) sink += k * {i}; }}\n"
         ));
     }
-    source.push_str("int main(void) { f0(3); f1(4); return 0; }\n");
+    // And it spends its start-up in its own (stripped) code.
+    source.push_str(
+        "int main(void) { f0(3); f1(4); for (volatile long i = 0; i < 200000000; i++) sink += 1; return 0; }\n",
+    );
     let prog = f.program("stripped", &source, &["-s", "-Wl,--build-id"]);
     let mounted_before = std::fs::read_to_string("/proc/mounts").unwrap().contains(" tracefs ");
     let (p, stderr) = f.profile(&["--pages"], &prog, &[]).ok();
@@ -465,6 +468,15 @@ fn stripped_binary_page_profile_names_its_pages() {
         stderr.contains(&warning) && stderr.contains("-dbgsym") && stderr.contains("debuginfod"),
         "{stderr}"
     );
+    // The summary says how much of start-up ran where no function can be seen.
+    let share = stderr
+        .lines()
+        .find(|l| l.contains("1 module without function symbols"))
+        .and_then(|l| l.split("they ran ").nth(1))
+        .and_then(|rest| rest.split('%').next())
+        .and_then(|pct| pct.parse::<u32>().ok())
+        .unwrap_or_else(|| panic!("no share of CPU time in: {stderr}"));
+    assert!(share >= 50, "the busy loop in the stripped program is most of its time: {share}%");
     let pages = &p["pages"];
     assert_eq!(pages["source"], "tracefs");
     assert_eq!(pages["sampled"], false);

@@ -136,6 +136,7 @@ pub(crate) struct Tracer<'a> {
     recording: bool,
     /// What the processes ran, and whether it is profiled.
     images: Vec<Image>,
+    unsymbolized: Vec<crate::modules::Unsymbolized>,
 }
 
 #[inline]
@@ -203,6 +204,7 @@ impl<'a> Tracer<'a> {
             last_fault: None,
             recording: true,
             images: Vec::new(),
+            unsymbolized: Vec::new(),
         };
         let space = tracer.new_space_at_exec(pid)?;
         tracer.spaces[space].parent = std::process::id() as i32;
@@ -275,7 +277,15 @@ impl<'a> Tracer<'a> {
         };
         let duration_ns = self.t0.elapsed().as_nanos() as u64;
         let modules = profile_modules(self.modules.iter_mut().map(|m| &mut m.touches));
-        Ok(Traced { modules, stop, duration_ns, warnings: self.warnings, images: self.images })
+        Ok(Traced {
+            modules,
+            stop,
+            duration_ns,
+            warnings: self.warnings,
+            images: self.images,
+            unsymbolized: self.unsymbolized,
+            cpu: None,
+        })
     }
 
     /// Handle one wait status. Returns the stop reason when the root process ended.
