@@ -41,7 +41,7 @@ use crate::modules::{
 use crate::tree::{signal_name, ChildWake, TreeGuard};
 use crate::{Follow, Launched, ProfileError, ProfileOptions};
 
-/// The agent, compiled by `build.rs` from `agent/agent.c` and `agent/symbols.c`.
+/// The agent, compiled by `build.rs` from `agent/*.c`.
 static AGENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/coldstart-audit-agent.so"));
 
 /// Buffer layout, shared with `agent/agent.c` (header words).
