@@ -213,6 +213,21 @@ fn parse_line(line: &str) -> Option<Event> {
     })
 }
 
+/// The device of the kernel's internal shared-memory file system, which backs `memfd`s, System
+/// V shared memory and shared anonymous mappings: their pages have filemap events too (a
+/// browser's shared memory), but they are memory, not files a program starts from.
+fn shared_memory_device() -> Option<(u32, u32)> {
+    // SAFETY: memfd_create with a NUL-terminated name; the descriptor is owned below.
+    let fd = unsafe { libc::memfd_create(c"coldstart-probe".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: a fresh descriptor we own.
+    let file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let dev = file.metadata().ok()?.dev();
+    Some((libc::major(dev), libc::minor(dev)))
+}
+
 /// Record the pages of one start-up of the program (killed at readiness).
 pub(crate) fn record_pages(
     options: &ProfileOptions,
@@ -318,9 +333,13 @@ pub(crate) fn record_pages(
         .map(|m| (libc::major(m.dev()), libc::minor(m.dev()), m.ino()));
     let target =
         std::fs::metadata(path).ok().map(|m| (libc::major(m.dev()), libc::minor(m.dev()), m.ino()));
+    let shared_memory = shared_memory_device();
     for event in text.lines().filter_map(parse_line) {
         let key = (event.dev.0, event.dev.1, event.ino);
-        if event.ts_ns < t0 || (Some(key) == own && own != target) {
+        if event.ts_ns < t0
+            || (Some(key) == own && own != target)
+            || Some(event.dev) == shared_memory
+        {
             continue;
         }
         let fi = match index.get(&key) {
