@@ -249,13 +249,10 @@ fn print_processes(profile: &Profile, options: &ProfileOptions) {
         .filter(|i| i.pid == root && i.via != Via::Fork && i.profiled)
         .map(|i| i.path.display().to_string())
         .collect();
-    let mut others: Vec<i32> =
-        images.iter().filter(|i| i.pid != root && i.profiled).map(|i| i.pid).collect();
-    others.sort_unstable();
-    others.dedup();
     let mut line = format!("  followed: pid {root} ran {}", chain.join(" → "));
+    let others = last_per_process(images.iter().filter(|i| i.pid != root && i.profiled));
     if !others.is_empty() {
-        let programs = count_by_path(images.iter().filter(|i| i.pid != root && i.profiled));
+        let programs = count_by_path(others.iter().copied());
         line.push_str(&format!("; {} child processes ({programs})", others.len()));
     }
     println!("{line}");
@@ -267,10 +264,7 @@ fn print_processes(profile: &Profile, options: &ProfileOptions) {
             count_by_path(skipped_exec.into_iter())
         );
     }
-    let mut skipped: Vec<i32> =
-        images.iter().filter(|i| !i.profiled && i.pid != root).map(|i| i.pid).collect();
-    skipped.sort_unstable();
-    skipped.dedup();
+    let skipped = last_per_process(images.iter().filter(|i| !i.profiled && i.pid != root));
     if !skipped.is_empty() {
         let what = match (options.follow_exec, options.follow_forks) {
             (true, Follow::Same) => {
@@ -283,9 +277,23 @@ fn print_processes(profile: &Profile, options: &ProfileOptions) {
         println!(
             "  not followed: {} {what}: {}",
             skipped.len(),
-            count_by_path(images.iter().filter(|i| !i.profiled && i.pid != root))
+            count_by_path(skipped.iter().copied())
         );
     }
+}
+
+/// The last of `images` of each process, in the order the processes first appear.
+fn last_per_process<'a>(
+    images: impl Iterator<Item = &'a coldstart_profile::Image>,
+) -> Vec<&'a coldstart_profile::Image> {
+    let mut out: Vec<&coldstart_profile::Image> = Vec::new();
+    for i in images {
+        match out.iter_mut().find(|o| o.pid == i.pid) {
+            Some(o) => *o = i,
+            None => out.push(i),
+        }
+    }
+    out
 }
 
 /// `PATH (N), PATH (M)`: the programs of `images` by how often they appear, most first.
