@@ -9,6 +9,10 @@
 //! and `fork` records in the same rings say which file each address maps. The kernel's time
 //! (the traps' signal delivery among it) is left out, and so is the audit agent's own code,
 //! which is not a module of the profile.
+//!
+//! Only the audit tracer's run is sampled: an event on the process costs something at every
+//! context switch, and under ptrace every trap is two of them (the 20,000-function program
+//! took 590 ms to profile with the sampler instead of 290).
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -438,7 +438,7 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
         }
     }
     warnings.extend(traced.warnings);
-    warnings.extend(unsymbolized_share(&traced.unsymbolized, traced.cpu.as_ref()));
+    warnings.extend(unsymbolized_share(&traced.unsymbolized, traced.cpu.as_ref(), tracer));
     let mut page_profile = page_profile;
     if let Some(pages) = page_profile.as_mut() {
         let mut candidates: Vec<PathBuf> = traced.modules.iter().map(|m| m.path.clone()).collect();
@@ -485,6 +485,7 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
 fn unsymbolized_share(
     bare: &[modules::Unsymbolized],
     cpu: Option<&cpu::CpuSamples>,
+    tracer: Tracer,
 ) -> Option<String> {
     if bare.is_empty() {
         return None;
@@ -527,6 +528,7 @@ fn unsymbolized_share(
                 )
             }
         }
+        None if tracer == Tracer::Ptrace => "their share of CPU time is not sampled under the ptrace tracer (a sampler would double its cost; the audit tracer samples it)".to_string(),
         None => "their share of CPU time is unknown (perf events not allowed: /proc/sys/kernel/perf_event_paranoid)".to_string(),
     };
     Some(format!(
@@ -554,12 +556,10 @@ fn run_ptrace(
         ready_label: options.ready.to_string(),
         timeout: options.timeout,
     };
-    let sampler = cpu::CpuSampler::start(pid);
     let tracer = trace::Tracer::start(trace_options, pid, &mut launched.stopped.errors, path)?;
     let traced = tracer.run(launched.signal.flag(), Some(launched.ready_read.as_raw_fd()));
     launched.stop_pollers();
-    let mut traced = traced?;
-    traced.cpu = sampler.map(cpu::CpuSampler::finish);
+    let traced = traced?;
     guard.armed = false;
     Ok((traced, launched))
 }
