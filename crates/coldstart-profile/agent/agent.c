@@ -156,7 +156,8 @@ static size_t buf_size;
 static int active;
 static int image_pid;
 /* This image's program (/proc/self/exe). */
-static char image_exe[4096];
+static char *image_exe; /* PATH_MAX bytes, mapped apart from the trap path's statics */
+#define EXE_MAX 4096
 
 /* The process the agent runs in: its id and whether its touches are recorded. It lives in a
  * page the kernel zeroes in a child of fork (MADV_WIPEONFORK), so that the first trap in a
@@ -290,7 +291,13 @@ __attribute__((constructor)) static void agent_init(int argc, char **argv, char 
     flags = buf[H_FLAGS];
     image_pid = (int)sys0(SYS_getpid);
     int parent = (int)sys0(SYS_getppid);
-    ssize_t n = readlink("/proc/self/exe", image_exe, sizeof image_exe - 1);
+    image_exe = mmap(NULL, EXE_MAX, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (image_exe == MAP_FAILED) {
+        munmap((void *)buf, buf_size);
+        buf = NULL;
+        return;
+    }
+    ssize_t n = readlink("/proc/self/exe", image_exe, EXE_MAX - 1);
     image_exe[n > 0 ? n : 0] = 0;
     uint64_t earlier = __atomic_fetch_add(&buf[H_INSTANCES], 1, __ATOMIC_ACQ_REL);
     int is_root = (uint64_t)image_pid == buf[H_ROOT_PID];
@@ -382,7 +389,8 @@ static struct entry *find(uint64_t addr, struct module **out) {
     return NULL;
 }
 
-static int new_process(void);
+/* Off the hot path: called once per child process. */
+static int new_process(void) __attribute__((noinline, cold));
 
 static void on_trap(int sig, siginfo_t *info, void *context) {
     ucontext_t *uc = context;

@@ -541,7 +541,6 @@ pub(crate) fn run(
     let pid = launched.stopped.pid;
     let mut guard = TreeGuard { pgid: pid, armed: true };
     buffer.set(H_ROOT_PID, pid as u64);
-    let sampler = crate::cpu::CpuSampler::start(pid);
     let t0 = coldstart_sys::monotonic_ns();
     let started = Instant::now();
     // SAFETY: continuing our own child, stopped before its exec.
@@ -565,7 +564,6 @@ pub(crate) fn run(
     });
     let (stop, kill) = waited?;
     buffer.set(H_STOP, 1);
-    let cpu = sampler.map(crate::cpu::CpuSampler::finish);
     guard.armed = kill;
     drop(guard);
     launched.stop_pollers();
@@ -598,7 +596,7 @@ pub(crate) fn run(
         other => other,
     };
     Ok((
-        Traced { modules, stop, duration_ns, warnings, images, unsymbolized: bare, cpu },
+        Traced { modules, stop, duration_ns, warnings, images, unsymbolized: bare },
         launched,
         agent_ran,
     ))

@@ -7,12 +7,12 @@
 //! leaves out. A `task-clock` event sampled every 250 µs of CPU time, inherited by every
 //! thread and child of the program, gives the instruction pointer of each sample; `mmap2`
 //! and `fork` records in the same rings say which file each address maps. The kernel's time
-//! (the traps' signal delivery among it) is left out, and so is the audit agent's own code,
-//! which is not a module of the profile.
+//! is left out.
 //!
-//! Only the audit tracer's run is sampled: an event on the process costs something at every
-//! context switch, and under ptrace every trap is two of them (the 20,000-function program
-//! took 590 ms to profile with the sampler instead of 290).
+//! The page run is the one sampled: it runs the program without breakpoints. A perf event on
+//! the process made the function run's traps slower (the 20,000-function profile took 10%
+//! longer under the audit tracer, twice as long under ptrace, where every trap is two
+//! context switches).
 
 use std::collections::HashMap;
 use std::path::PathBuf;

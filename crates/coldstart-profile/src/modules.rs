@@ -20,8 +20,6 @@ pub(crate) struct Traced {
     pub images: Vec<crate::format::Image>,
     /// The modules without function symbols (profiled at page level only).
     pub unsymbolized: Vec<Unsymbolized>,
-    /// Where the program's CPU time went, when it could be sampled.
-    pub cpu: Option<crate::cpu::CpuSamples>,
 }
 
 /// A module being recorded (one per file and build).

@@ -228,11 +228,16 @@ fn shared_memory_device() -> Option<(u32, u32)> {
     Some((libc::major(dev), libc::minor(dev)))
 }
 
+/// What the page run gives: the pages, warnings, and where the program's CPU time went.
+pub(crate) struct PageRun {
+    pub pages: PageProfile,
+    pub warnings: Vec<String>,
+    /// Samples of the run's CPU time by file, when perf events are allowed.
+    pub cpu: Option<crate::cpu::CpuSamples>,
+}
+
 /// Record the pages of one start-up of the program (killed at readiness).
-pub(crate) fn record_pages(
-    options: &ProfileOptions,
-    path: &Path,
-) -> Result<(PageProfile, Vec<String>), ProfileError> {
+pub(crate) fn record_pages(options: &ProfileOptions, path: &Path) -> Result<PageRun, ProfileError> {
     if !coldstart_sys::is_root() {
         return crate::perf::record_pages_perf(options, path);
     }
@@ -247,8 +252,9 @@ pub(crate) fn record_pages(
     let pid = launched.stopped.pid;
     let guard = crate::tree::TreeGuard { pgid: pid, armed: true };
     instance.write("set_event_pid", &pid.to_string())?;
-    // Every file the program opens, named as it opens it.
+    // Every file the program opens, named as it opens it; where its CPU time goes.
     let opens = crate::opens::Opens::start(pid);
+    let sampler = crate::cpu::CpuSampler::start(pid);
     instance.write("tracing_on", "1")?;
     let t0 = coldstart_sys::monotonic_ns();
     // SAFETY: continuing our own stopped child.
@@ -285,6 +291,7 @@ pub(crate) fn record_pages(
         snapshot_files(pid, &mut files);
     }
     let opened = opens.map(crate::opens::Opens::finish);
+    let cpu = sampler.map(crate::cpu::CpuSampler::finish);
     if let Some(o) = &opened {
         for (key, path) in &o.names {
             files.entry(*key).or_insert_with(|| path.clone());
@@ -362,8 +369,8 @@ pub(crate) fn record_pages(
     if let Some(o) = &opened {
         warnings.extend(cached_warning(o, &index, &accesses));
     }
-    Ok((
-        PageProfile {
+    Ok(PageRun {
+        pages: PageProfile {
             source: "tracefs".into(),
             sampled: false,
             files: profile_files,
@@ -371,7 +378,8 @@ pub(crate) fn record_pages(
             lost_events: lost,
         },
         warnings,
-    ))
+        cpu,
+    })
 }
 
 /// The warning for files that had pages in the page cache before the run: a page read with

@@ -136,13 +136,14 @@ struct Mapping {
 pub(crate) fn record_pages_perf(
     options: &ProfileOptions,
     path: &Path,
-) -> Result<(PageProfile, Vec<String>), ProfileError> {
+) -> Result<crate::pages::PageRun, ProfileError> {
     let mut launched = crate::launch(options, path, false, &[])?;
     let pid = launched.stopped.pid;
     let guard = crate::tree::TreeGuard { pgid: pid, armed: true };
     // SAFETY: sysconf has no preconditions.
     let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as i32;
     let rings = (0..cpus).map(|cpu| Ring::open(pid, cpu)).collect::<Result<Vec<_>, _>>()?;
+    let sampler = crate::cpu::CpuSampler::start(pid);
     let t0 = coldstart_sys::monotonic_ns();
     // SAFETY: continuing our own stopped child.
     unsafe { libc::kill(pid, libc::SIGCONT) };
@@ -168,6 +169,7 @@ pub(crate) fn record_pages_perf(
     }
     rings.iter().for_each(|r| r.drain(&mut records));
     drop(rings);
+    let cpu = sampler.map(crate::cpu::CpuSampler::finish);
     launched.stop_pollers();
     drop(guard);
     for r in launched.readers.drain(..) {
@@ -234,8 +236,15 @@ pub(crate) fn record_pages_perf(
         "page profile from page-fault samples (not root): fault-around and read(2) pages are not seen; run as root for the complete tracefs profile"
             .into(),
     );
-    Ok((
-        PageProfile { source: "perf".into(), sampled: true, files, accesses, lost_events: lost },
+    Ok(crate::pages::PageRun {
+        pages: PageProfile {
+            source: "perf".into(),
+            sampled: true,
+            files,
+            accesses,
+            lost_events: lost,
+        },
         warnings,
-    ))
+        cpu,
+    })
 }

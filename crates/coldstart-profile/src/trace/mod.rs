@@ -284,7 +284,6 @@ impl<'a> Tracer<'a> {
             warnings: self.warnings,
             images: self.images,
             unsymbolized: self.unsymbolized,
-            cpu: None,
         })
     }
 
