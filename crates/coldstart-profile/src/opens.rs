@@ -175,10 +175,9 @@ fn note(opened: &mut Opened, first_seen: &mut HashSet<Key>, file: &OwnedFd, pid:
     if !meta.is_file() {
         return;
     }
+    // A file deleted since it was opened (a lock file, a database journal) keeps the name
+    // the kernel gives it, `PATH (deleted)`: what it was.
     let Ok(path) = std::fs::read_link(&proc_path) else { return };
-    if path.to_string_lossy().ends_with(" (deleted)") {
-        return;
-    }
     let key = (libc::major(meta.dev()), libc::minor(meta.dev()), meta.ino());
     opened.names.entry(key).or_insert_with(|| path.clone());
     // SAFETY: getpgid has no memory preconditions.

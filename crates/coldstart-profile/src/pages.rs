@@ -16,7 +16,7 @@
 //! tree has mapped or open at readiness (`/proc/PID/maps`, `/proc/PID/fd`).
 
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -144,9 +144,18 @@ fn snapshot_files(pgid: i32, into: &mut HashMap<(u32, u32, u64), PathBuf>) {
         }
         if let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
             for fd in fds.flatten() {
-                if let (Ok(target), Ok(meta)) =
-                    (std::fs::read_link(fd.path()), std::fs::metadata(fd.path()))
-                {
+                // The file itself (O_PATH: no open for I/O, nothing the file's owner sees),
+                // so that its inode and its name are of one file even if the process closes
+                // the descriptor and opens another meanwhile.
+                let Ok(file) = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_PATH)
+                    .open(fd.path())
+                else {
+                    continue;
+                };
+                let own = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file));
+                if let (Ok(target), Ok(meta)) = (std::fs::read_link(&own), file.metadata()) {
                     if meta.is_file() {
                         let dev = meta.dev();
                         into.entry((libc::major(dev), libc::minor(dev), meta.ino()))
@@ -293,8 +302,10 @@ pub(crate) fn record_pages(options: &ProfileOptions, path: &Path) -> Result<Page
     let opened = opens.map(crate::opens::Opens::finish);
     let cpu = sampler.map(crate::cpu::CpuSampler::finish);
     if let Some(o) = &opened {
+        // Names from the opens themselves come first: they are exact, where a look at
+        // another process's open files can race with it closing one and opening another.
         for (key, path) in &o.names {
-            files.entry(*key).or_insert_with(|| path.clone());
+            files.insert(*key, path.clone());
         }
         if o.overflowed {
             warnings.push(
