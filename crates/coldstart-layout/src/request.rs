@@ -19,7 +19,7 @@
 //! [`OrderRequest::order`]) so a caller can show it before the order is made;
 //! [`OrderRequest::run`] does both.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::binary::Binary;
 use crate::evaluate::{evaluate, Evaluation};
@@ -63,6 +63,26 @@ pub struct AnotherBuild {
     /// The build-id the profile recorded, and the one the binary has.
     pub profiled: String,
     pub found: String,
+}
+
+/// The module that touched the most functions, when the one ordered by default is not it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BusierModule {
+    /// The module ordered, and how many functions start-up touched in it.
+    pub ordered: PathBuf,
+    pub ordered_touched: usize,
+    /// The module that touched the most (the C and C++ runtime left out), and how many.
+    pub busiest: PathBuf,
+    pub busiest_touched: usize,
+}
+
+/// The C and C++ runtime, which start-up always runs and nobody relinks: never the module a
+/// wrapper hides.
+fn is_runtime_library(path: &Path) -> bool {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    ["ld-linux", "libc.so", "libm.so", "libstdc++.so", "libgcc_s.so", "libpthread.so", "libdl.so"]
+        .iter()
+        .any(|p| name.starts_with(p))
 }
 
 /// What an order request produced.
@@ -134,6 +154,29 @@ impl<'a> OrderRequest<'a> {
             }
         }
         out
+    }
+
+    /// When the module `ordered` is not where start-up ran most, that module: the executable may
+    /// be a wrapper (a shell script's interpreter, `env`, a version manager's shim) or a small
+    /// driver over the libraries that do the work (clang over libclang-cpp). Counted in the
+    /// first workload.
+    pub fn busier_module(&self, ordered: &Path) -> Option<BusierModule> {
+        let modules = &self.workloads.first()?.modules;
+        let ordered_touched =
+            modules.iter().find(|m| m.path == ordered).map_or(0, |m| m.functions.len());
+        let busiest = modules
+            .iter()
+            .filter(|m| !is_runtime_library(&m.path))
+            .max_by_key(|m| m.functions.len())?;
+        if busiest.path == ordered || busiest.functions.len() <= ordered_touched {
+            return None;
+        }
+        Some(BusierModule {
+            ordered: ordered.to_owned(),
+            ordered_touched,
+            busiest: busiest.path.clone(),
+            busiest_touched: busiest.functions.len(),
+        })
     }
 
     /// Score every layout on the held-out profile, when there is one.

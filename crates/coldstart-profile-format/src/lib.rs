@@ -43,10 +43,42 @@ pub struct Profile {
     /// Things the user should know (stripped modules, lost trace events, ...).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// The programs the processes of the run ran, in the order they started, and whether
+    /// each is in the profile: what was followed and what was not. Empty for a merge (each
+    /// workload keeps its own) and in profiles recorded before coldstart said so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<Image>,
     /// For a merge: each input workload, unchanged (so a later step can weigh them or hold
     /// one out). Empty for a recorded profile.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workloads: Vec<Profile>,
+}
+
+/// A program one process of the run ran: the command's own, one it executed, or the copy of
+/// its parent a forked child is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Image {
+    pub pid: i32,
+    /// The process that started it (its parent; for the command, coldstart).
+    pub parent: i32,
+    /// The program file.
+    pub path: PathBuf,
+    /// How the process came to run it.
+    pub via: Via,
+    /// Whether the functions it ran are in the profile.
+    pub profiled: bool,
+}
+
+/// How a process came to run a program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Via {
+    /// The profiled command itself.
+    Start,
+    /// It executed the program (`execve`).
+    Exec,
+    /// It is a forked copy of its parent, running its parent's program.
+    Fork,
 }
 
 /// Why profiling stopped.
@@ -184,6 +216,8 @@ pub enum FormatError {
     UnknownVersion { path: PathBuf, found: u32 },
     #[error("cannot write profile {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
+    #[error("cannot write the profile to {path}: {source}; choose another -o")]
+    Unwritable { path: PathBuf, source: std::io::Error },
     #[error("profile was recorded for {module} with build-id {expected}, but {binary} has build-id {found}: it is a different build; re-run `coldstart profile` on this build")]
     BuildIdMismatch { module: PathBuf, binary: PathBuf, expected: String, found: String },
     #[error("profile has no module named like {binary}; it was recorded for other programs")]
@@ -202,7 +236,8 @@ impl FormatError {
             | FormatError::UnknownVersion { .. }
             | FormatError::BuildIdMismatch { .. }
             | FormatError::ModuleNotInProfile { .. }
-            | FormatError::Merge(_) => Category::Usage,
+            | FormatError::Merge(_)
+            | FormatError::Unwritable { .. } => Category::Usage,
             FormatError::Write { .. } => Category::Environment,
         }
     }
@@ -245,6 +280,14 @@ impl Profile {
             w.write_all(b"\n")
         })
         .map_err(|source| FormatError::Write { path: path.to_owned(), source })
+    }
+
+    /// Check, before recording, that [`write`](Profile::write) will be able to write `path`
+    /// (its directory exists and takes a new file; it is not a directory), so that a bad `-o`
+    /// is refused before the program runs rather than after.
+    pub fn check_writable(path: &Path) -> Result<(), FormatError> {
+        coldstart_fs::check_writable(path)
+            .map_err(|source| FormatError::Unwritable { path: path.to_owned(), source })
     }
 
     /// Check that the module of this profile recorded for `binary` (matched by path, else
@@ -406,6 +449,7 @@ pub fn merge(inputs: Vec<Profile>) -> Result<Profile, FormatError> {
         modules,
         pages,
         warnings,
+        images: Vec::new(),
         workloads,
     })
 }
@@ -505,6 +549,7 @@ mod tests {
             modules,
             pages: None,
             warnings: vec![],
+            images: vec![],
             workloads: vec![],
         }
     }

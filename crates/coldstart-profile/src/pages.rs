@@ -16,7 +16,7 @@
 //! tree has mapped or open at readiness (`/proc/PID/maps`, `/proc/PID/fd`).
 
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -82,10 +82,18 @@ fn remove_stale_instances(instances: &Path) {
     for entry in dir.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if let Some(pid) = name.strip_prefix("coldstart-").and_then(|p| p.parse::<u32>().ok()) {
-            if !Path::new(&format!("/proc/{pid}")).exists() {
+            if !crate::interrupt::pid_alive(pid) {
+                // An instance removed with tracing on stops tracing with it.
                 let _ = std::fs::remove_dir(entry.path());
             }
         }
+    }
+}
+
+/// Remove the tracing state of coldstarts that are gone (root only; tracefs where mounted).
+pub(crate) fn remove_stale_tracing() {
+    if coldstart_sys::is_root() {
+        remove_stale_instances(&Path::new(TRACEFS).join("instances"));
     }
 }
 
@@ -136,9 +144,18 @@ fn snapshot_files(pgid: i32, into: &mut HashMap<(u32, u32, u64), PathBuf>) {
         }
         if let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
             for fd in fds.flatten() {
-                if let (Ok(target), Ok(meta)) =
-                    (std::fs::read_link(fd.path()), std::fs::metadata(fd.path()))
-                {
+                // The file itself (O_PATH: no open for I/O, nothing the file's owner sees),
+                // so that its inode and its name are of one file even if the process closes
+                // the descriptor and opens another meanwhile.
+                let Ok(file) = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_PATH)
+                    .open(fd.path())
+                else {
+                    continue;
+                };
+                let own = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file));
+                if let (Ok(target), Ok(meta)) = (std::fs::read_link(&own), file.metadata()) {
                     if meta.is_file() {
                         let dev = meta.dev();
                         into.entry((libc::major(dev), libc::minor(dev), meta.ino()))
@@ -205,11 +222,31 @@ fn parse_line(line: &str) -> Option<Event> {
     })
 }
 
+/// The device of the kernel's internal shared-memory file system, which backs `memfd`s, System
+/// V shared memory and shared anonymous mappings: their pages have filemap events too (a
+/// browser's shared memory), but they are memory, not files a program starts from.
+fn shared_memory_device() -> Option<(u32, u32)> {
+    // SAFETY: memfd_create with a NUL-terminated name; the descriptor is owned below.
+    let fd = unsafe { libc::memfd_create(c"coldstart-probe".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: a fresh descriptor we own.
+    let file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let dev = file.metadata().ok()?.dev();
+    Some((libc::major(dev), libc::minor(dev)))
+}
+
+/// What the page run gives: the pages, warnings, and where the program's CPU time went.
+pub(crate) struct PageRun {
+    pub pages: PageProfile,
+    pub warnings: Vec<String>,
+    /// Samples of the run's CPU time by file, when perf events are allowed.
+    pub cpu: Option<crate::cpu::CpuSamples>,
+}
+
 /// Record the pages of one start-up of the program (killed at readiness).
-pub(crate) fn record_pages(
-    options: &ProfileOptions,
-    path: &Path,
-) -> Result<(PageProfile, Vec<String>), ProfileError> {
+pub(crate) fn record_pages(options: &ProfileOptions, path: &Path) -> Result<PageRun, ProfileError> {
     if !coldstart_sys::is_root() {
         return crate::perf::record_pages_perf(options, path);
     }
@@ -224,6 +261,9 @@ pub(crate) fn record_pages(
     let pid = launched.stopped.pid;
     let guard = crate::tree::TreeGuard { pgid: pid, armed: true };
     instance.write("set_event_pid", &pid.to_string())?;
+    // Every file the program opens, named as it opens it; where its CPU time goes.
+    let opens = crate::opens::Opens::start(pid);
+    let sampler = crate::cpu::CpuSampler::start(pid);
     instance.write("tracing_on", "1")?;
     let t0 = coldstart_sys::monotonic_ns();
     // SAFETY: continuing our own stopped child.
@@ -234,6 +274,7 @@ pub(crate) fn record_pages(
     let mut warnings = Vec::new();
     let mut exited = false;
     loop {
+        crate::interrupt::check()?;
         if launched.signal.is_raised() {
             break;
         }
@@ -257,6 +298,21 @@ pub(crate) fn record_pages(
     instance.write("tracing_on", "0")?;
     if !exited {
         snapshot_files(pid, &mut files);
+    }
+    let opened = opens.map(crate::opens::Opens::finish);
+    let cpu = sampler.map(crate::cpu::CpuSampler::finish);
+    if let Some(o) = &opened {
+        // Names from the opens themselves come first: they are exact, where a look at
+        // another process's open files can race with it closing one and opening another.
+        for (key, path) in &o.names {
+            files.insert(*key, path.clone());
+        }
+        if o.overflowed {
+            warnings.push(
+                "the kernel dropped open events (fanotify queue overflow): some files may be named by inode only"
+                    .into(),
+            );
+        }
     }
     launched.stop_pollers();
     // The page run is an extra run: kill its tree now and reap it.
@@ -295,9 +351,13 @@ pub(crate) fn record_pages(
         .map(|m| (libc::major(m.dev()), libc::minor(m.dev()), m.ino()));
     let target =
         std::fs::metadata(path).ok().map(|m| (libc::major(m.dev()), libc::minor(m.dev()), m.ino()));
+    let shared_memory = shared_memory_device();
     for event in text.lines().filter_map(parse_line) {
         let key = (event.dev.0, event.dev.1, event.ino);
-        if event.ts_ns < t0 || (Some(key) == own && own != target) {
+        if event.ts_ns < t0
+            || (Some(key) == own && own != target)
+            || Some(event.dev) == shared_memory
+        {
             continue;
         }
         let fi = match index.get(&key) {
@@ -317,8 +377,11 @@ pub(crate) fn record_pages(
             pid: event.pid,
         });
     }
-    Ok((
-        PageProfile {
+    if let Some(o) = &opened {
+        warnings.extend(cached_warning(o, &index, &accesses));
+    }
+    Ok(PageRun {
+        pages: PageProfile {
             source: "tracefs".into(),
             sampled: false,
             files: profile_files,
@@ -326,6 +389,49 @@ pub(crate) fn record_pages(
             lost_events: lost,
         },
         warnings,
+        cpu,
+    })
+}
+
+/// The warning for files that had pages in the page cache before the run: a page read with
+/// `read(2)` from the cache leaves no trace event. A file counts when the program did not map
+/// it and more of its pages were cached at the program's first open than the run added
+/// (`read` events) in all.
+fn cached_warning(
+    opened: &crate::opens::Opened,
+    index: &HashMap<(u32, u32, u64), usize>,
+    accesses: &[PageAccess],
+) -> Option<String> {
+    let mut added: HashMap<usize, u64> = HashMap::new();
+    let mut mapped: std::collections::HashSet<usize> = Default::default();
+    for a in accesses {
+        if a.event == "read" {
+            *added.entry(a.file).or_default() += a.count.max(1);
+        } else {
+            mapped.insert(a.file);
+        }
+    }
+    // Files the program mapped have their pages seen (faults and fault-around of cached
+    // pages are events); what is missed is a file read with read(2) alone.
+    let cached: Vec<&PathBuf> = opened
+        .cached_at_open
+        .iter()
+        .filter(|(key, _, pages)| {
+            let file = index.get(key);
+            !file.is_some_and(|i| mapped.contains(i))
+                && *pages > file.and_then(|i| added.get(i)).copied().unwrap_or(0)
+        })
+        .map(|(_, path, _)| path)
+        .collect();
+    if cached.is_empty() {
+        return None;
+    }
+    let shown: Vec<String> = cached.iter().take(3).map(|p| p.display().to_string()).collect();
+    Some(format!(
+        "{} files the program read were already in the page cache ({}{}): pages read from the cache with read(2) leave no trace, so the profile may miss some of theirs; for a complete page profile, drop the cache first (sync; echo 1 > /proc/sys/vm/drop_caches) or profile after a reboot",
+        cached.len(),
+        shown.join(", "),
+        if cached.len() > 3 { ", ..." } else { "" }
     ))
 }
 

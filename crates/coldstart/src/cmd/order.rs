@@ -1,7 +1,7 @@
 //! `coldstart order`: profiles in, an order file for a linker (or BOLT) out; with
 //! `--evaluate`, every algorithm scored on a held-out start-up first.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -15,6 +15,14 @@ use coldstart_layout::{evaluate, writers};
 use super::common::{preview, PageModelArgs};
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Without --module or --binary the profile's first executable is ordered; \
+    a warning names the module that touched the most functions when that is another (the \
+    executable was a wrapper or a driver over libraries).\n\nExamples:\n  \
+    coldstart order p.json -o prog.order\n  \
+    coldstart order a.json b.json --algorithm merged --weights 3,1 -o prog.order\n  \
+    coldstart order p.json --binary ./prog --evaluate held-out.json -o prog.order\n  \
+    coldstart order p.json --module libclang-cpp.so.19.1 --format bolt -o clang.order\n  \
+    coldstart order p.json --all-modules --binary ./prog --data -o prog.order")]
 pub struct Args {
     /// Profiles (`coldstart profile -o P`), one per workload.
     #[arg(required = true)]
@@ -131,6 +139,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let OrderOutcome { order, chosen, text, report, .. } = request.order(evaluation)?;
+    if args.module.is_none() && args.binary.is_none() && !args.all_modules {
+        if let Some(b) = request.busier_module(&order.module) {
+            let file = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+            eprintln!(
+                "coldstart: warning: ordered {}, the profile's first executable, which touched {} functions; {} touched the most ({}): if {} is a wrapper (a script's interpreter, env, a shim) or a driver over libraries, order that module with --module {}",
+                b.ordered.display(),
+                b.ordered_touched,
+                b.busiest.display(),
+                b.busiest_touched,
+                file(&b.ordered).unwrap_or_default(),
+                file(&b.busiest).unwrap_or_default(),
+            );
+        }
+    }
     match &args.output {
         Some(path) => {
             coldstart_layout::write_atomic(path, text.as_bytes())?;
@@ -190,9 +212,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(crate::exit::SUCCESS)
 }
 
-/// Warns when a profile names the module being ordered by another build-id than the file's
-/// (`--binary`, else the file at the profiled path): the order is by names, which another
-/// build may have moved, renamed or dropped.
 fn print_evaluation(e: &evaluate::Evaluation) {
     println!(
         "held-out workload `{}`, page size {} KiB, read-ahead {} KiB{}",
