@@ -55,6 +55,37 @@ impl std::str::FromStr for Algorithm {
     }
 }
 
+/// Where the functions no training workload touched go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Unprofiled {
+    /// Where the linker puts them: input order, after the touched ones.
+    Input,
+    /// The ones the touched functions can call (static call graph, nearest and likeliest
+    /// first: [`crate::callgraph`]) right after the touched ones; the rest in input order.
+    Callees,
+}
+
+impl Unprofiled {
+    pub const ALL: [Unprofiled; 2] = [Unprofiled::Input, Unprofiled::Callees];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Unprofiled::Input => "input",
+            Unprofiled::Callees => "callees",
+        }
+    }
+}
+
+impl std::str::FromStr for Unprofiled {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Unprofiled::ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| {
+            format!("unknown placement `{s}` for unprofiled code: use input or callees")
+        })
+    }
+}
+
 /// Options of the clustering algorithm.
 #[derive(Debug, Clone, Copy)]
 pub struct ClusterOptions {
@@ -89,13 +120,38 @@ impl OrderedFunction {
 pub struct Order {
     pub module: PathBuf,
     pub algorithm: Algorithm,
+    /// The functions, module after module ([`runs`](Self::runs)): each module's touched
+    /// ones, then the untouched ones [`Unprofiled::Callees`] placed after them.
     pub functions: Vec<OrderedFunction>,
+    /// The modules of `functions`, in order.
+    #[serde(default)]
+    pub runs: Vec<ModuleRun>,
+    /// Where the untouched functions went.
+    #[serde(default = "unprofiled_input")]
+    pub unprofiled: Unprofiled,
     /// Hot data objects in first-touch order (empty unless asked for with page data).
     #[serde(default)]
     pub data: Vec<crate::data::DataSymbol>,
 }
 
+/// One module's part of an order: `touched` functions, then `untouched` ones.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModuleRun {
+    pub path: PathBuf,
+    pub touched: usize,
+    pub untouched: usize,
+}
+
+fn unprofiled_input() -> Unprofiled {
+    Unprofiled::Input
+}
+
 impl Order {
+    /// How many functions some training workload touched.
+    pub fn touched(&self) -> usize {
+        self.runs.iter().map(|r| r.touched).sum()
+    }
+
     /// Total bytes of the ordered functions.
     pub fn bytes(&self) -> u64 {
         self.functions.iter().map(|f| f.size).sum()
@@ -137,7 +193,16 @@ pub fn compute(
     if functions.is_empty() {
         return Err(LayoutError::EmptyOrder { module: module_path.display().to_string() });
     }
-    Ok(Order { module: module_path, algorithm, functions, data: Vec::new() })
+    let runs =
+        vec![ModuleRun { path: module_path.clone(), touched: functions.len(), untouched: 0 }];
+    Ok(Order {
+        module: module_path,
+        algorithm,
+        functions,
+        runs,
+        unprofiled: Unprofiled::Input,
+        data: Vec::new(),
+    })
 }
 
 /// Whether a module lives in the system's library directories (not rebuilt by the user).
@@ -155,23 +220,57 @@ pub fn compute_all(
     algorithm: Algorithm,
     cluster: ClusterOptions,
 ) -> Result<Order, LayoutError> {
-    let first = workloads.first().ok_or_else(|| LayoutError::Invalid("no profile given".into()))?;
+    compute_modules(workloads, &own_modules(workloads), algorithm, cluster)
+}
+
+/// The modules of the first workload outside the system directories, the executable first
+/// (then in first-touch order).
+pub fn own_modules(workloads: &[Workload]) -> Vec<PathBuf> {
+    let Some(first) = workloads.first() else { return Vec::new() };
+    let mut own: Vec<PathBuf> = first
+        .modules
+        .iter()
+        .filter(|m| !is_system_module(&m.path))
+        .map(|m| m.path.clone())
+        .collect();
+    if let Ok(exe) = find_module(&first.modules, None, None) {
+        if let Some(i) = own.iter().position(|p| *p == exe.path) {
+            let exe = own.remove(i);
+            own.insert(0, exe);
+        }
+    }
+    own
+}
+
+/// One order for `modules` (paths or file names), module after module; modules no
+/// workload touched a function of are skipped.
+pub fn compute_modules(
+    workloads: &[Workload],
+    modules: &[PathBuf],
+    algorithm: Algorithm,
+    cluster: ClusterOptions,
+) -> Result<Order, LayoutError> {
     let mut all: Option<Order> = None;
     let mut seen = std::collections::HashSet::new();
-    for m in first.modules.iter().filter(|m| !is_system_module(&m.path)) {
-        let name = m.path.display().to_string();
+    for m in modules {
+        let name = m.display().to_string();
         let Ok(o) = compute(workloads, Some(&name), algorithm, cluster) else { continue };
         let acc = all.get_or_insert_with(|| Order {
             module: o.module.clone(),
             algorithm,
             functions: Vec::new(),
+            runs: Vec::new(),
+            unprofiled: Unprofiled::Input,
             data: Vec::new(),
         });
+        let mut run = ModuleRun { path: o.module.clone(), touched: 0, untouched: 0 };
         for f in o.functions {
             if seen.insert(f.name().to_owned()) {
                 acc.functions.push(f);
+                run.touched += 1;
             }
         }
+        acc.runs.push(run);
     }
     all.ok_or_else(|| LayoutError::EmptyOrder {
         module: "every module outside the system directories".into(),
