@@ -1,0 +1,198 @@
+//! Layout for workloads nobody profiled: the untouched functions the touched ones call are
+//! placed right after them, the default order covers the program's own shared libraries,
+//! and `link` verifies every module ordered. Small C programs compiled here with clang-19
+//! and linked with lld.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command as Cli;
+
+mod common;
+
+const CLANG: &str = "clang-19";
+
+fn coldstart() -> Cli {
+    Cli::cargo_bin("coldstart").unwrap()
+}
+
+/// `n` cold functions named `PREFIX{i}` of about 450 bytes of instructions each.
+fn filler(prefix: &str, n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                "__attribute__((noinline)) int {prefix}{i}(int x) {{ __asm__ volatile(\".rept 150\\n\\taddl $1, %%eax\\n\\t.endr\" ::: \"eax\"); return x + {i}; }}\n"
+            )
+        })
+        .collect()
+}
+
+/// A library (`libown.so`) and an executable (`prog`) using it. Start-up (workload a) runs
+/// `main`, `f3` and the library's `lib_hot`; another workload would also run `feature_b`
+/// (on a branch a never takes), which calls `deep_b` and the library's `lib_feature`.
+/// Every function is separated from the next by cold filler.
+fn sources(dir: &Path) {
+    let mut lib = filler("lib_cold_a", 12);
+    lib.push_str("__attribute__((noinline)) int lib_feature(int x) { return x * 7; }\n");
+    lib.push_str(&filler("lib_cold_b", 12));
+    lib.push_str("__attribute__((noinline)) int lib_hot(int x) { return x + 5; }\n");
+    std::fs::write(dir.join("lib.c"), lib).unwrap();
+    let mut exe = String::from("#include <stdio.h>\nint lib_hot(int);\nint lib_feature(int);\n");
+    exe.push_str(&filler("cold_a", 12));
+    exe.push_str("__attribute__((noinline)) int deep_b(int x) { return x * 3; }\n");
+    exe.push_str(&filler("cold_b", 12));
+    exe.push_str(
+        "__attribute__((noinline)) int feature_b(int x) { return deep_b(x) + lib_feature(x); }\n",
+    );
+    exe.push_str(&filler("f", 8));
+    exe.push_str(
+        "int main(int argc, char **argv) { int s = f3(argc); (void)argv;\n\
+         s += lib_hot(s);\n  if (argc > 100) s += feature_b(s);\n  printf(\"%d\\n\", s); return 0; }\n",
+    );
+    std::fs::write(dir.join("main.c"), exe).unwrap();
+}
+
+/// The shell line building both with the C compiler (`coldstart link` adds its flags).
+fn build_line(dir: &Path) -> String {
+    let d = dir.display();
+    format!(
+        "{CLANG} -O1 -g0 -ffunction-sections -fuse-ld=lld -fPIC -shared -o {d}/libown.so {d}/lib.c && \
+         {CLANG} -O1 -g0 -ffunction-sections -fuse-ld=lld -o {d}/prog {d}/main.c -L{d} -lown -Wl,-rpath,{d}"
+    )
+}
+
+/// Workload a's profile: `main`, `f3` in the executable, `lib_hot` in the library.
+fn profile_a(dir: &Path) -> PathBuf {
+    let exe = dir.join("prog");
+    let lib = dir.join("libown.so");
+    let mut p = common::touch_profile("a", &exe, &["main".into(), "f3".into()], 1000);
+    let l = common::touch_profile("a", &lib, &["lib_hot".into()], 1000);
+    p.modules.extend(l.modules);
+    let path = dir.join("a.json");
+    p.write(&path).unwrap();
+    path
+}
+
+/// The function names of `binary` in address order.
+fn address_order(binary: &Path) -> Vec<String> {
+    let info = coldstart_elf::ElfInfo::open(binary, &Default::default()).unwrap();
+    info.functions.iter().map(|f| f.names[0].clone()).collect()
+}
+
+fn listed(order: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(order).unwrap();
+    text.lines().filter(|l| !l.starts_with('#')).map(str::to_owned).collect()
+}
+
+fn build(dir: &Path) {
+    let out = std::process::Command::new("sh").arg("-c").arg(build_line(dir)).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn an_unprofiled_function_a_profiled_one_calls_directly_is_placed_right_after_the_hot_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    sources(d);
+    build(d);
+    let a = profile_a(d);
+    let order = d.join("order.txt");
+    coldstart()
+        .arg("order")
+        .arg(&a)
+        .arg("--binary")
+        .arg(d.join("prog"))
+        .arg("-o")
+        .arg(&order)
+        .assert()
+        .success();
+    // Module by module, the touched functions, then what they call that no one touched,
+    // nearest first: feature_b (main calls it), then deep_b; lib_feature (feature_b calls
+    // it through the PLT) after the library's lib_hot.
+    assert_eq!(listed(&order), ["main", "f3", "feature_b", "deep_b", "lib_hot", "lib_feature"]);
+
+    // Relinked with it, feature_b sits right after the hot set, deep_b right after it.
+    coldstart()
+        .arg("link")
+        .arg("--order")
+        .arg(&order)
+        .arg("--binary")
+        .arg(d.join("prog"))
+        .args(["--", "sh", "-c", &build_line(d)])
+        .assert()
+        .success();
+    let exe = address_order(&d.join("prog"));
+    let at = |n: &str| exe.iter().position(|x| x == n).unwrap_or_else(|| panic!("{n}: {exe:?}"));
+    assert_eq!(
+        (at("f3"), at("feature_b"), at("deep_b")),
+        (at("main") + 1, at("main") + 2, at("main") + 3),
+        "{exe:?}"
+    );
+
+    // `--unprofiled input` leaves them where the linker puts them.
+    let out = coldstart()
+        .arg("order")
+        .arg(&a)
+        .args(["--unprofiled", "input"])
+        .arg("-o")
+        .arg(&order)
+        .assert()
+        .success();
+    drop(out);
+    assert_eq!(listed(&order), ["main", "f3", "lib_hot"]);
+}
+
+#[test]
+fn the_default_order_covers_the_programs_own_libraries_and_link_verifies_every_module() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    sources(d);
+    build(d);
+    let a = profile_a(d);
+    let order = d.join("order.txt");
+    // No --binary, no --module: every module of the program outside the system
+    // directories; libc (a system library) is never listed.
+    coldstart().arg("order").arg(&a).arg("-o").arg(&order).assert().success();
+    let names = listed(&order);
+    assert!(
+        names.contains(&"lib_hot".to_owned()) && names.contains(&"main".to_owned()),
+        "{names:?}"
+    );
+    // --module narrows it to one.
+    let narrow = d.join("narrow.txt");
+    coldstart()
+        .arg("order")
+        .arg(&a)
+        .args(["--module", "libown.so", "-o"])
+        .arg(&narrow)
+        .assert()
+        .success();
+    assert_eq!(listed(&narrow), ["lib_hot", "lib_feature"]);
+
+    // Before relinking, the library's hot function lies after its cold ones: verify fails.
+    coldstart().arg("verify").arg(d.join("libown.so")).arg("--order").arg(&order).assert().code(1);
+    // One link of both modules; `link` verifies each binary given, and both pass.
+    let out = coldstart()
+        .arg("link")
+        .arg("--order")
+        .arg(&order)
+        .arg("--binary")
+        .arg(d.join("prog"))
+        .arg("--binary")
+        .arg(d.join("libown.so"))
+        .args(["--", "sh", "-c", &build_line(d)])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout.matches("took effect").count(), 2, "{stdout}");
+    let lib = address_order(&d.join("libown.so"));
+    let at = |n: &str| lib.iter().position(|x| x == n).unwrap();
+    assert_eq!(at("lib_feature"), at("lib_hot") + 1, "{lib:?}");
+    coldstart()
+        .arg("verify")
+        .arg(d.join("libown.so"))
+        .arg("--order")
+        .arg(&order)
+        .assert()
+        .success();
+}
