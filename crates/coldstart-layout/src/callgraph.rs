@@ -24,6 +24,9 @@ use object::{Object, ObjectSymbol, ObjectSymbolTable, RelocationTarget};
 
 use crate::LayoutError;
 
+/// How many words of a table a reference into data reads at most.
+const TABLE_WORDS: u64 = 32;
+
 /// How many calls away from a touched function the walk goes.
 pub const MAX_DEPTH: usize = 3;
 
@@ -50,13 +53,15 @@ pub struct CallGraph {
 }
 
 impl CallGraph {
-    /// Decode every function of the x86-64 ELF file `path`. Other machines give a graph
-    /// without edges (nothing is placed by it).
-    pub fn read(path: &Path) -> Result<CallGraph, LayoutError> {
+    /// Decode every function of the x86-64 ELF file `path`: its direct calls and tail calls,
+    /// and with `references` also the functions whose address it takes and the functions in
+    /// the tables of pointers it refers to (vtables, handler tables). Other machines give a
+    /// graph without edges (nothing is placed by it).
+    pub fn read(path: &Path, references: bool) -> Result<CallGraph, LayoutError> {
         let info = coldstart_elf::ElfInfo::open(path, &coldstart_elf::SymbolOptions::default())?;
         let map = coldstart_elf::Mmap::open(path)?;
         let bytes = map.bytes();
-        let got = crate::binary::with_object(path, got_slots)?;
+        let (got, relative) = crate::binary::with_object(path, got_slots)?;
         let mut graph = CallGraph { path: path.to_owned(), ..CallGraph::default() };
         for (i, f) in info.functions.iter().enumerate() {
             for n in &f.names {
@@ -91,6 +96,59 @@ impl CallGraph {
             }
             None
         };
+        // Data the loader or the file gives a value: sections with file bytes, not code.
+        let mut data: Vec<(u64, u64)> = info
+            .sections
+            .iter()
+            .filter(|s| s.address != 0 && s.offset.is_some() && !s.executable && s.size > 0)
+            .map(|s| (s.address, s.address + s.size))
+            .collect();
+        data.sort_unstable();
+        let is_data = |a: u64| {
+            let i = data.partition_point(|r| r.1 <= a);
+            data.get(i).is_some_and(|r| r.0 <= a)
+        };
+        // The pointer-sized value at `slot`: what the loader writes (a relative relocation's
+        // addend), else what the file holds (DT_RELR and non-PIE binaries keep it in place).
+        let word_at = |slot: u64| -> Option<u64> {
+            if let Some(v) = relative.get(&slot) {
+                return Some(*v);
+            }
+            if !is_data(slot) {
+                return None;
+            }
+            let b = code_at(slot, 8)?;
+            Some(u64::from_le_bytes(b.try_into().ok()?))
+        };
+        // The functions a table at `at` points to (a vtable, a table of callbacks, a static
+        // holding a function pointer): the words from `at` on while they are function
+        // pointers, small numbers (a vtable's size and alignment) or, one level deep,
+        // pointers to another table.
+        fn table(
+            at: u64,
+            depth: usize,
+            word_at: &dyn Fn(u64) -> Option<u64>,
+            starts: &HashMap<u64, usize>,
+            is_data: &dyn Fn(u64) -> bool,
+            out: &mut Vec<usize>,
+        ) {
+            if at % 8 != 0 {
+                return;
+            }
+            for k in 0..TABLE_WORDS {
+                let Some(v) = word_at(at + 8 * k) else { return };
+                if let Some(&f) = starts.get(&v) {
+                    out.push(f);
+                } else if v < 1 << 16 {
+                    continue;
+                } else if depth > 0 && is_data(v) {
+                    table(v, depth - 1, word_at, starts, is_data, out);
+                } else {
+                    return;
+                }
+            }
+        }
+        let mut tables: HashMap<u64, Vec<usize>> = HashMap::new();
         let x86_64 = info.machine == coldstart_elf::Machine::X86_64;
         let mut stubs: HashMap<u64, Option<String>> = HashMap::new();
         for (i, f) in info.functions.iter().enumerate() {
@@ -122,6 +180,32 @@ impl CallGraph {
                             if ins.is_ip_rel_memory_operand() =>
                         {
                             got.get(&ins.ip_rel_memory_address()).cloned().map(Callee::Import)
+                        }
+                        // A reference: a function's address taken (a callback, a closure),
+                        // a function pointer loaded from the GOT, or a table of them (a
+                        // trait object's vtable, a table of handlers).
+                        FlowControl::Next if references && ins.is_ip_rel_memory_operand() => {
+                            let t = ins.ip_rel_memory_address();
+                            if let Some(&j) = starts.get(&t) {
+                                Some(Callee::Local(j))
+                            } else if let Some(name) = got.get(&t) {
+                                Some(Callee::Import(name.clone()))
+                            } else if is_data(t) {
+                                let found = tables.entry(t).or_insert_with(|| {
+                                    let mut v = Vec::new();
+                                    table(t, 1, &word_at, &starts, &is_data, &mut v);
+                                    v
+                                });
+                                for &j in found.iter() {
+                                    let c = Callee::Local(j);
+                                    if j != i && !out.contains(&c) {
+                                        out.push(c);
+                                    }
+                                }
+                                None
+                            } else {
+                                None
+                            }
                         }
                         _ => None,
                     };
@@ -177,14 +261,24 @@ impl CallGraph {
 }
 
 /// GOT slot address -> the name of the symbol the loader writes there (`.rela.plt` jump
-/// slots and `.rela.dyn` GOT entries).
-fn got_slots(file: &object::File<'_>) -> HashMap<u64, String> {
+/// slots and `.rela.dyn` GOT entries); and slot address -> value of every relative
+/// relocation (what the loader writes there, less the load bias).
+type Slots = (HashMap<u64, String>, HashMap<u64, u64>);
+
+fn got_slots(file: &object::File<'_>) -> Slots {
     let mut out = HashMap::new();
+    let mut relative = HashMap::new();
     let (Some(relocs), Some(symbols)) = (file.dynamic_relocations(), file.dynamic_symbol_table())
     else {
-        return out;
+        return (out, relative);
     };
     for (address, reloc) in relocs {
+        if let object::RelocationFlags::Elf { r_type: object::elf::R_X86_64_RELATIVE } =
+            reloc.flags()
+        {
+            relative.insert(address, reloc.addend() as u64);
+            continue;
+        }
         let RelocationTarget::Symbol(index) = reloc.target() else { continue };
         let Ok(sym) = symbols.symbol_by_index(index) else { continue };
         if let Ok(name) = sym.name() {
@@ -193,7 +287,7 @@ fn got_slots(file: &object::File<'_>) -> HashMap<u64, String> {
             }
         }
     }
-    out
+    (out, relative)
 }
 
 /// One program: the call graphs of its own binaries, joined by name.
@@ -206,11 +300,11 @@ impl Program {
     /// The call graphs of `paths` (the executable first: the loader's search order decides
     /// which module defines a name the first). A file that cannot be read is left out and
     /// returned with its error, so the others still count.
-    pub fn read(paths: &[PathBuf]) -> (Program, Vec<(PathBuf, LayoutError)>) {
+    pub fn read(paths: &[PathBuf], references: bool) -> (Program, Vec<(PathBuf, LayoutError)>) {
         let mut program = Program::default();
         let mut failed = Vec::new();
         for p in paths {
-            match CallGraph::read(p) {
+            match CallGraph::read(p, references) {
                 Ok(g) => program.graphs.push(g),
                 Err(e) => failed.push((p.clone(), e)),
             }

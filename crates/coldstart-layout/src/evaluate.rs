@@ -35,9 +35,8 @@ pub struct Evaluation {
 }
 
 /// Evaluate every algorithm trained on `training` against `holdout` for `binary`, each with
-/// the untouched functions in input order and, when `callees` is given (the untouched
-/// functions of the binary's module that the touched ones call, likeliest first), with
-/// those right after the touched ones.
+/// the untouched functions in input order and with each placement of `placed` (the
+/// untouched functions of the binary's module it puts right after the touched ones).
 pub fn evaluate(
     binary: &Binary,
     training: &[Workload],
@@ -45,7 +44,7 @@ pub fn evaluate(
     module: Option<&str>,
     cluster: ClusterOptions,
     model: PageModel,
-    callees: Option<&[String]>,
+    placed: &[(Unprofiled, Vec<String>)],
 ) -> Result<Evaluation, LayoutError> {
     let m = holdout.module(Some(&binary.info.path), module)?;
     let sequence: Vec<Vec<String>> = m.functions.iter().map(|t| t.names.clone()).collect();
@@ -61,25 +60,32 @@ pub fn evaluate(
     let module_name = module
         .map(str::to_owned)
         .or_else(|| binary.info.path.file_name().map(|f| f.to_string_lossy().into_owned()));
-    // Fewest faults, then fewest pages read; on a tie the callees placement (the default).
-    let mut best: Option<(Algorithm, Unprofiled, (u64, u64, bool))> = None;
+    // Fewest faults, then fewest pages read; on a tie the callees placement (the default),
+    // then input order.
+    let rank = |u: Unprofiled| match u {
+        Unprofiled::Callees => 0,
+        Unprofiled::Input => 1,
+        Unprofiled::References => 2,
+    };
+    let mut best: Option<(Algorithm, Unprofiled, (u64, u64, u8))> = None;
     for algorithm in Algorithm::ALL {
         let order = compute(training, module_name.as_deref(), algorithm, cluster)?;
-        let mut names: Vec<String> = order.functions.iter().map(|f| f.name().to_owned()).collect();
+        let names: Vec<String> = order.functions.iter().map(|f| f.name().to_owned()).collect();
         let mut candidates = vec![(Unprofiled::Input, names.clone())];
-        if let Some(extra) = callees {
-            names.extend(extra.iter().cloned());
-            candidates.push((Unprofiled::Callees, names));
+        for (unprofiled, extra) in placed {
+            let mut with = names.clone();
+            with.extend(extra.iter().cloned());
+            candidates.push((*unprofiled, with));
         }
         for (unprofiled, names) in candidates {
             let cost = cost_of(&Placement::ordered(&binary.functions, &names, 16, model));
-            let key = (cost.faults, cost.pages_read, unprofiled != Unprofiled::Callees);
+            let key = (cost.faults, cost.pages_read, rank(unprofiled));
             if best.as_ref().map_or(true, |b| key < b.2) {
                 best = Some((algorithm, unprofiled, key));
             }
             let layout = match unprofiled {
                 Unprofiled::Input => algorithm.name().to_owned(),
-                Unprofiled::Callees => format!("{} + callees", algorithm.name()),
+                other => format!("{} + {}", algorithm.name(), other.name()),
             };
             rows.push(Row { layout, cost });
         }

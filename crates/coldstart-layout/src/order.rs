@@ -64,15 +64,20 @@ pub enum Unprofiled {
     /// The ones the touched functions can call (static call graph, nearest and likeliest
     /// first: [`crate::callgraph`]) right after the touched ones; the rest in input order.
     Callees,
+    /// As `Callees`, counting references too: functions whose address the code takes, and
+    /// the functions of the tables of pointers it refers to (vtables, handler tables).
+    References,
 }
 
 impl Unprofiled {
-    pub const ALL: [Unprofiled; 2] = [Unprofiled::Input, Unprofiled::Callees];
+    pub const ALL: [Unprofiled; 3] =
+        [Unprofiled::Input, Unprofiled::Callees, Unprofiled::References];
 
     pub fn name(self) -> &'static str {
         match self {
             Unprofiled::Input => "input",
             Unprofiled::Callees => "callees",
+            Unprofiled::References => "references",
         }
     }
 }
@@ -81,7 +86,7 @@ impl std::str::FromStr for Unprofiled {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         Unprofiled::ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| {
-            format!("unknown placement `{s}` for unprofiled code: use input or callees")
+            format!("unknown placement `{s}` for unprofiled code: use input, callees or references")
         })
     }
 }
@@ -121,7 +126,8 @@ pub struct Order {
     pub module: PathBuf,
     pub algorithm: Algorithm,
     /// The functions, module after module ([`runs`](Self::runs)): each module's touched
-    /// ones, then the untouched ones [`Unprofiled::Callees`] placed after them.
+    /// ones, then the untouched ones [`Unprofiled::Callees`] (or `References`) placed after
+    /// them.
     pub functions: Vec<OrderedFunction>,
     /// The modules of `functions`, in order.
     #[serde(default)]

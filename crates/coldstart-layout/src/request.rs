@@ -42,7 +42,7 @@ type FileCallees = (PathBuf, Vec<(String, u64)>);
 
 /// `order` with each module's untouched callees (`lists`, per file) after its touched
 /// functions.
-fn with_callees(mut order: Order, lists: &[FileCallees]) -> Order {
+fn with_callees(mut order: Order, lists: &[FileCallees], unprofiled: Unprofiled) -> Order {
     let mut seen: std::collections::HashSet<String> =
         order.functions.iter().map(|f| f.name().to_owned()).collect();
     let old = std::mem::take(&mut order.functions);
@@ -60,7 +60,7 @@ fn with_callees(mut order: Order, lists: &[FileCallees]) -> Order {
             }
         }
     }
-    order.unprofiled = Unprofiled::Callees;
+    order.unprofiled = unprofiled;
     order
 }
 
@@ -198,9 +198,9 @@ impl<'a> OrderRequest<'a> {
 
     /// The untouched functions the touched ones call, per file of [`graph_files`], and the
     /// files whose call graph could not be read.
-    fn callees(&self) -> (Vec<FileCallees>, Vec<(PathBuf, String)>) {
+    fn callees(&self, unprofiled: Unprofiled) -> (Vec<FileCallees>, Vec<(PathBuf, String)>) {
         let files = self.graph_files();
-        let (program, failed) = Program::read(&files);
+        let (program, failed) = Program::read(&files, unprofiled == Unprofiled::References);
         let lists = neighbours(&program, &self.touched(&files));
         let unread = failed.into_iter().map(|(p, e)| (p, e.to_string())).collect();
         (files.into_iter().zip(lists).collect(), unread)
@@ -220,16 +220,22 @@ impl<'a> OrderRequest<'a> {
             .first()
             .ok_or_else(|| LayoutError::Invalid("the held-out profile has no workload".into()))?;
         let module = self.module();
-        let callees: Option<Vec<String>> = if self.unprofiled == Some(Unprofiled::Input) {
-            None
-        } else {
-            let wanted = module.as_deref().map(|m| Path::new(m).file_name().map(|f| f.to_owned()));
-            let (lists, _) = self.callees();
-            lists
+        let wanted = module.as_deref().map(|m| Path::new(m).file_name().map(|f| f.to_owned()));
+        let kinds: Vec<Unprofiled> = match self.unprofiled {
+            Some(Unprofiled::Input) => vec![],
+            Some(u) => vec![u],
+            None => vec![Unprofiled::Callees, Unprofiled::References],
+        };
+        let mut placed = Vec::new();
+        for kind in kinds {
+            let (lists, _) = self.callees(kind);
+            if let Some((_, l)) = lists
                 .into_iter()
                 .find(|(p, _)| wanted.as_ref().is_some_and(|w| p.file_name() == w.as_deref()))
-                .map(|(_, l)| l.into_iter().map(|(n, _)| n).collect())
-        };
+            {
+                placed.push((kind, l.into_iter().map(|(n, _)| n).collect()));
+            }
+        }
         evaluate(
             binary,
             &self.workloads,
@@ -237,7 +243,7 @@ impl<'a> OrderRequest<'a> {
             module.as_deref(),
             self.cluster,
             self.model,
-            callees.as_deref(),
+            &placed,
         )
         .map(Some)
     }
@@ -259,10 +265,10 @@ impl<'a> OrderRequest<'a> {
             compute_modules(&self.workloads, &modules, chosen, self.cluster)
         }?;
         let mut unread = Vec::new();
-        if unprofiled == Unprofiled::Callees {
-            let (lists, failed) = self.callees();
+        if unprofiled != Unprofiled::Input {
+            let (lists, failed) = self.callees(unprofiled);
             unread = failed;
-            order = with_callees(order, &lists);
+            order = with_callees(order, &lists, unprofiled);
         }
         if let Some(data) = self.data_order()? {
             order.data = data;

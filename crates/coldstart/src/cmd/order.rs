@@ -40,7 +40,8 @@ pub struct Args {
     #[arg(long, hide = true)]
     pub all_modules: bool,
     /// Where the functions no profile touched go: `callees` (the ones the touched functions
-    /// call, found by decoding their calls, right after them, likeliest first) or `input`
+    /// call, found by decoding their calls, right after them, likeliest first), `references`
+    /// (the same counting function pointers and vtables the code refers to) or `input`
     /// (where the linker puts them). Default: callees, or the best of --evaluate.
     #[arg(long, value_name = "PLACEMENT")]
     pub unprofiled: Option<String>,
@@ -240,6 +241,9 @@ fn print_evaluation(e: &evaluate::Evaluation) {
     println!(
         "best: {}{}",
         e.best.name(),
-        if e.best_unprofiled == Unprofiled::Callees { " + callees" } else { "" }
+        match e.best_unprofiled {
+            Unprofiled::Input => String::new(),
+            other => format!(" + {}", other.name()),
+        }
     );
 }
