@@ -222,13 +222,13 @@ fn print_evaluation(e: &evaluate::Evaluation) {
         if e.model.read_around == ReadAround::Forward { " forward" } else { "" }
     );
     println!(
-        "{:<22} {:>8} {:>8} {:>11}  fault curve (each tenth of start-up)",
+        "{:<26} {:>8} {:>8} {:>11}  fault curve (each tenth of start-up)",
         "layout", "pages", "faults", "pages read"
     );
     for r in &e.rows {
         let curve = r.cost.curve.iter().map(u64::to_string).collect::<Vec<_>>().join(" ");
         println!(
-            "{:<22} {:>8} {:>8} {:>11}  {curve}",
+            "{:<26} {:>8} {:>8} {:>11}  {curve}",
             r.layout, r.cost.pages_touched, r.cost.faults, r.cost.pages_read
         );
     }
