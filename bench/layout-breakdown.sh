@@ -104,6 +104,8 @@ for v in sys.argv[2:]:
             continue
         rows.append((p[len(mnt):], read[i] * 4, faults.get(i, 0), reqs.get(i, 0)))
     total = sum(r[1] for r in rows)
+    summary.setdefault(v, {})["files"] = {r[0]: {"kib": r[1], "faults": r[2], "requests": r[3]}
+                                          for r in rows}
     for name, kib, nf, nr in sorted(rows, key=lambda r: -r[1]):
         print(f"  {name:28} {kib:9} {100 * kib / max(total, 1):5.0f}% {nf:13} {nr:16}")
     for label, pick in (("data files", lambda r: r[0].startswith("data/")),

@@ -15,7 +15,8 @@
 # The model's view of each placement comes first (`order --evaluate`, per module); then
 # bench/layout-breakdown.sh records one cold start of b per build with tracefs, and the
 # program's own binaries' pages read and read requests are compared (its data files are
-# read the same in every build). As root.
+# read the same in every build); and hot start-up, ordered against default (`measure
+# --compare`). As root.
 #
 #   bench/layout-heldout.sh [SIZE]     (default: bench)
 #
@@ -79,6 +80,10 @@ rm -rf instr
 "$repo/bench/layout-breakdown.sh" "$work/default" "$work/input" "$work/ordered" "$work/ideal" \
   "$work/hfsort" "$work/cdsort" -- sample --workload b | tee breakdown.txt
 cp /var/tmp/coldstart-bench/breakdown/summary.json summary.json
+# Hot start-up, ordered against default, interleaved.
+"$cs" measure --compare --cache hot --runs 20 -- default/sample --workload b ::: \
+  ordered/sample --workload b > hot.txt 2>&1 || true
+grep -iE "faster|slower|within|p =" hot.txt || tail -5 hot.txt
 
 python3 - summary.json <<'PY'
 import json, sys
@@ -93,6 +98,10 @@ o = b["ordered"]
 for v in ("hfsort", "cdsort"):
     print(f"ordered against {v}: {100 * (o['kib'] / b[v]['kib'] - 1):+.0f}% pages read, "
           f"{100 * (o['requests'] / b[v]['requests'] - 1):+.0f}% requests")
+    e, x = s["ordered"]["files"]["sample"], s[v]["files"]["sample"]
+    print(f"  the executable alone (what BOLT rewrote): {e['kib'] // 4} against {x['kib'] // 4} "
+          f"pages ({100 * (e['kib'] / x['kib'] - 1):+.0f}%), {e['requests']} against "
+          f"{x['requests']} requests")
 ok = (o["kib"] <= 1.3 * b["ideal"]["kib"] and o["requests"] <= 1.5 * b["ideal"]["requests"]
       and all(o["kib"] <= 0.9 * b[v]["kib"] for v in ("hfsort", "cdsort")))
 print("targets (pages within 1.3x and requests within 1.5x of ideal; 10% fewer pages than BOLT):",

@@ -196,3 +196,45 @@ fn the_default_order_covers_the_programs_own_libraries_and_link_verifies_every_m
         .assert()
         .success();
 }
+
+#[test]
+fn references_place_the_functions_of_a_table_the_touched_code_uses_and_callees_do_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut src = String::from("#include <stdio.h>\n");
+    src.push_str(&filler("cold", 12));
+    src.push_str("__attribute__((noinline)) int on_b(int x) { return x * 5; }\n");
+    src.push_str(&filler("colder", 12));
+    src.push_str("__attribute__((noinline)) int on_a(int x) { return x + 1; }\n");
+    src.push_str(
+        "int (*const handlers[])(int) = { on_a, on_b };\n\
+         int main(int argc, char **argv) { (void)argv; printf(\"%d\\n\", handlers[argc > 100](argc)); return 0; }\n",
+    );
+    std::fs::write(d.join("t.c"), src).unwrap();
+    let out = std::process::Command::new(CLANG)
+        .args(["-O1", "-g0", "-ffunction-sections", "-fuse-ld=lld", "-o"])
+        .arg(d.join("table"))
+        .arg(d.join("t.c"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let exe = d.join("table");
+    let mut p = common::touch_profile("a", &exe, &["main".into(), "on_a".into()], 1000);
+    p.modules.truncate(1);
+    let a = d.join("a.json");
+    p.write(&a).unwrap();
+    let order = d.join("order.txt");
+    let listed_with = |placement: &str| {
+        coldstart()
+            .arg("order")
+            .arg(&a)
+            .args(["--unprofiled", placement, "-o"])
+            .arg(&order)
+            .assert()
+            .success();
+        listed(&order)
+    };
+    // main calls through the table: no direct call reaches on_b, the table does.
+    assert_eq!(listed_with("callees"), ["main", "on_a"]);
+    assert_eq!(listed_with("references"), ["main", "on_a", "on_b"]);
+}
