@@ -229,23 +229,56 @@ pub fn compute_all(
     compute_modules(workloads, &own_modules(workloads), algorithm, cluster)
 }
 
-/// The modules of the first workload outside the system directories, the executable first
-/// (then in first-touch order).
+/// The program's own modules in the first workload, the executable first (then in
+/// first-touch order): the executable wherever it lives, every module outside the system
+/// library directories, and the modules under the executable's installation directory (its
+/// directory, or the one above a `bin`, `sbin` or `libexec` directory, unless that is a
+/// directory programs share, like `/usr`): a program packaged under `/usr/lib/NAME/` (Debian's
+/// Firefox ESR and its `libxul.so`) keeps its libraries.
 pub fn own_modules(workloads: &[Workload]) -> Vec<PathBuf> {
     let Some(first) = workloads.first() else { return Vec::new() };
+    let exe = find_module(&first.modules, None, None).ok().map(|m| m.path.clone());
+    let prefix = exe.as_deref().and_then(install_prefix);
     let mut own: Vec<PathBuf> = first
         .modules
         .iter()
-        .filter(|m| !is_system_module(&m.path))
+        .filter(|m| {
+            Some(&m.path) == exe.as_ref()
+                || !is_system_module(&m.path)
+                || prefix.as_ref().is_some_and(|p| m.path.starts_with(p))
+        })
         .map(|m| m.path.clone())
         .collect();
-    if let Ok(exe) = find_module(&first.modules, None, None) {
-        if let Some(i) = own.iter().position(|p| *p == exe.path) {
-            let exe = own.remove(i);
-            own.insert(0, exe);
-        }
+    if let Some(i) = own.iter().position(|p| Some(p) == exe.as_ref()) {
+        let exe = own.remove(i);
+        own.insert(0, exe);
     }
     own
+}
+
+/// The directory a program is installed in: its executable's directory, or the one above
+/// when that is `bin`, `sbin` or `libexec`; `None` for directories programs share.
+fn install_prefix(exe: &std::path::Path) -> Option<PathBuf> {
+    let mut dir = exe.parent()?;
+    if dir.file_name().is_some_and(|n| n == "bin" || n == "sbin" || n == "libexec") {
+        dir = dir.parent()?;
+    }
+    let shared = [
+        "/",
+        "/usr",
+        "/usr/local",
+        "/opt",
+        "/lib",
+        "/lib64",
+        "/usr/lib",
+        "/usr/lib64",
+        "/usr/libexec",
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/lib/x86_64-linux-gnu",
+        "/lib/aarch64-linux-gnu",
+    ];
+    (!shared.iter().any(|s| dir == std::path::Path::new(s))).then(|| dir.to_owned())
 }
 
 /// One order for `modules` (paths or file names), module after module; modules no
@@ -279,7 +312,7 @@ pub fn compute_modules(
         acc.runs.push(run);
     }
     all.ok_or_else(|| LayoutError::EmptyOrder {
-        module: "every module outside the system directories".into(),
+        module: modules.iter().map(|m| m.display().to_string()).collect::<Vec<_>>().join(", "),
     })
 }
 
@@ -494,6 +527,33 @@ mod tests {
         w.modules = vec![libc, w.modules[0].clone(), lib];
         let o = compute_all(&[w], Algorithm::FirstTouch, ClusterOptions::default()).unwrap();
         assert_eq!(names(&o), ["main", "init", "lib_init"]);
+    }
+
+    #[test]
+    fn a_program_installed_under_usr_lib_keeps_its_executable_and_libraries() {
+        let module = |p: &str| ModuleTouches {
+            path: p.into(),
+            build_id: None,
+            functions: workload("a", 1.0, &["f"]).modules[0].functions.clone(),
+        };
+        let mut w = workload("a", 1.0, &[]);
+        w.modules = vec![
+            module("/usr/lib/x86_64-linux-gnu/libc.so.6"),
+            module("/usr/lib/firefox-esr/firefox-esr"),
+            module("/usr/lib/firefox-esr/libxul.so"),
+            module("/usr/lib/x86_64-linux-gnu/libstdc++.so.6"),
+        ];
+        let own = own_modules(&[w.clone()]);
+        assert_eq!(
+            own,
+            [
+                PathBuf::from("/usr/lib/firefox-esr/firefox-esr"),
+                "/usr/lib/firefox-esr/libxul.so".into()
+            ]
+        );
+        // An executable in a shared directory brings only itself.
+        w.modules[1].path = "/usr/bin/prog".into();
+        assert_eq!(own_modules(&[w]), [PathBuf::from("/usr/bin/prog")]);
     }
 
     #[test]

@@ -259,10 +259,10 @@ impl<'a> OrderRequest<'a> {
             .or(evaluation.as_ref().map(|e| e.best_unprofiled))
             .unwrap_or(Unprofiled::Callees);
         let modules = self.ordered_modules();
-        let mut order = if modules.len() == 1 {
-            compute(&self.workloads, Some(&modules[0].display().to_string()), chosen, self.cluster)
-        } else {
-            compute_modules(&self.workloads, &modules, chosen, self.cluster)
+        // One module asked for: an unknown name is an error that lists the modules there.
+        let mut order = match &self.module {
+            Some(m) => compute(&self.workloads, Some(m), chosen, self.cluster),
+            None => compute_modules(&self.workloads, &modules, chosen, self.cluster),
         }?;
         let mut unread = Vec::new();
         if unprofiled != Unprofiled::Input {
@@ -395,6 +395,14 @@ mod tests {
         let outcome = request.run().unwrap();
         assert_eq!(outcome.chosen, Algorithm::Cluster);
         assert_eq!(outcome.order.algorithm, Algorithm::Cluster);
+    }
+
+    #[test]
+    fn an_unknown_module_is_an_error_naming_the_modules_there() {
+        let mut request = OrderRequest::new(vec![workload(&["main"])], None);
+        request.module = Some("libnone.so".into());
+        let err = request.run().unwrap_err().to_string();
+        assert!(err.contains("libnone.so") && err.contains("/bin/prog"), "{err}");
     }
 
     #[test]
