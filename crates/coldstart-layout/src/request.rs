@@ -37,6 +37,45 @@ use crate::symbols::Bindings;
 use crate::writers::{self, Format, WriteReport};
 use crate::LayoutError;
 
+/// The touched names of `workloads` in every module of `files`, hottest first.
+fn touched(
+    workloads: &[Workload],
+    files: &[PathBuf],
+    cluster: ClusterOptions,
+) -> Vec<(PathBuf, Vec<String>)> {
+    files
+        .iter()
+        .map(|f| {
+            let name = f.file_name().map(|n| n.to_string_lossy().into_owned());
+            let names = compute(workloads, name.as_deref(), Algorithm::FirstTouch, cluster)
+                .map(|o| o.functions.iter().map(|f| f.name().to_owned()).collect())
+                .unwrap_or_default();
+            (f.clone(), names)
+        })
+        .collect()
+}
+
+/// Leave-one-out over the training workloads: each one scored (faults, under the request's
+/// page model) by a first-touch order of the others, with the untouched functions in input
+/// order and with the callees of the touched ones after them; summed over the folds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct CrossValidation {
+    pub folds: usize,
+    pub input_faults: u64,
+    pub callees_faults: u64,
+}
+
+impl CrossValidation {
+    /// The placement with fewer faults (callees on a tie).
+    pub fn best(&self) -> Unprofiled {
+        if self.callees_faults <= self.input_faults {
+            Unprofiled::Callees
+        } else {
+            Unprofiled::Input
+        }
+    }
+}
+
 /// One file's untouched callees: (name, size), likeliest first.
 type FileCallees = (PathBuf, Vec<(String, u64)>);
 
@@ -101,6 +140,9 @@ pub struct OrderOutcome {
     pub chosen: Algorithm,
     /// The evaluation on the held-out profile, when there was one.
     pub evaluation: Option<Evaluation>,
+    /// The leave-one-out over the training workloads that chose where the untouched
+    /// functions go, when it decided (no placement asked for, no held-out profile).
+    pub cross_validation: Option<CrossValidation>,
     /// The order file.
     pub text: String,
     pub report: WriteReport,
@@ -181,29 +223,65 @@ impl<'a> OrderRequest<'a> {
         files
     }
 
-    /// The touched names of every module of the call graph, hottest first.
-    fn touched(&self, files: &[PathBuf]) -> Vec<(PathBuf, Vec<String>)> {
-        files
-            .iter()
-            .map(|f| {
-                let name = f.file_name().map(|n| n.to_string_lossy().into_owned());
-                let names =
-                    compute(&self.workloads, name.as_deref(), Algorithm::FirstTouch, self.cluster)
-                        .map(|o| o.functions.iter().map(|f| f.name().to_owned()).collect())
-                        .unwrap_or_default();
-                (f.clone(), names)
-            })
-            .collect()
-    }
-
     /// The untouched functions the touched ones call, per file of [`graph_files`], and the
     /// files whose call graph could not be read.
     fn callees(&self, unprofiled: Unprofiled) -> (Vec<FileCallees>, Vec<(PathBuf, String)>) {
         let files = self.graph_files();
         let (program, failed) = Program::read(&files, unprofiled == Unprofiled::References);
-        let lists = neighbours(&program, &self.touched(&files));
+        let lists = neighbours(&program, &touched(&self.workloads, &files, self.cluster));
         let unread = failed.into_iter().map(|(p, e)| (p, e.to_string())).collect();
         (files.into_iter().zip(lists).collect(), unread)
+    }
+
+    /// With two or more training workloads and the binary: where the untouched functions
+    /// should go, by leave-one-out over the training workloads (see [`CrossValidation`]).
+    /// `None` with fewer workloads, without the binary, or when no fold could be scored.
+    pub fn cross_validate(&self) -> Option<CrossValidation> {
+        let binary = self.binary?;
+        if self.workloads.len() < 2 {
+            return None;
+        }
+        let files = self.graph_files();
+        let (program, _) = Program::read(&files, false);
+        let module = self.module();
+        let wanted = module.as_deref().and_then(|m| Path::new(m).file_name());
+        let mut cv = CrossValidation { folds: 0, input_faults: 0, callees_faults: 0 };
+        for i in 0..self.workloads.len() {
+            let mut training = self.workloads.clone();
+            let held = training.remove(i);
+            let lists = neighbours(&program, &touched(&training, &files, self.cluster));
+            let Some(list) = files
+                .iter()
+                .zip(lists)
+                .find(|(p, _)| p.file_name() == wanted)
+                .map(|(_, l)| l.into_iter().map(|(n, _)| n).collect::<Vec<_>>())
+            else {
+                continue;
+            };
+            let placed = [(Unprofiled::Callees, list)];
+            let Ok(e) = evaluate(
+                binary,
+                &training,
+                &held,
+                module.as_deref(),
+                self.cluster,
+                self.model,
+                &placed,
+            ) else {
+                continue;
+            };
+            let faults =
+                |layout: &str| e.rows.iter().find(|r| r.layout == layout).map(|r| r.cost.faults);
+            let (Some(input), Some(callees)) =
+                (faults("first-touch"), faults("first-touch + callees"))
+            else {
+                continue;
+            };
+            cv.folds += 1;
+            cv.input_faults += input;
+            cv.callees_faults += callees;
+        }
+        (cv.folds > 0).then_some(cv)
     }
 
     /// Score every layout on the held-out profile, when there is one.
@@ -254,9 +332,15 @@ impl<'a> OrderRequest<'a> {
     pub fn order(&self, evaluation: Option<Evaluation>) -> Result<OrderOutcome, LayoutError> {
         let chosen =
             self.algorithm.or(evaluation.as_ref().map(|e| e.best)).unwrap_or(Algorithm::FirstTouch);
+        let cross_validation = if self.unprofiled.is_none() && evaluation.is_none() {
+            self.cross_validate()
+        } else {
+            None
+        };
         let unprofiled = self
             .unprofiled
             .or(evaluation.as_ref().map(|e| e.best_unprofiled))
+            .or(cross_validation.map(|c| c.best()))
             .unwrap_or(Unprofiled::Callees);
         let modules = self.ordered_modules();
         // One module asked for: an unknown name is an error that lists the modules there.
@@ -309,7 +393,7 @@ impl<'a> OrderRequest<'a> {
             report.ambiguous = r.ambiguous;
             report.not_in_binary = r.not_in_binary;
         }
-        Ok(OrderOutcome { order, chosen, evaluation, text, report, unread })
+        Ok(OrderOutcome { order, chosen, evaluation, cross_validation, text, report, unread })
     }
 
     /// [`evaluate`](Self::evaluate), then [`order`](Self::order).
@@ -403,6 +487,20 @@ mod tests {
         request.module = Some("libnone.so".into());
         let err = request.run().unwrap_err().to_string();
         assert!(err.contains("libnone.so") && err.contains("/bin/prog"), "{err}");
+    }
+
+    #[test]
+    fn cross_validation_keeps_the_placement_with_fewer_faults_and_callees_on_a_tie() {
+        let cv = |input_faults, callees_faults| CrossValidation {
+            folds: 2,
+            input_faults,
+            callees_faults,
+        };
+        assert_eq!(cv(10, 9).best(), Unprofiled::Callees);
+        assert_eq!(cv(10, 10).best(), Unprofiled::Callees);
+        assert_eq!(cv(9, 10).best(), Unprofiled::Input);
+        // One workload: nothing to hold out.
+        assert!(OrderRequest::new(vec![workload(&["main"])], None).cross_validate().is_none());
     }
 
     #[test]

@@ -238,3 +238,41 @@ fn references_place_the_functions_of_a_table_the_touched_code_uses_and_callees_d
     assert_eq!(listed_with("callees"), ["main", "on_a"]);
     assert_eq!(listed_with("references"), ["main", "on_a", "on_b"]);
 }
+
+#[test]
+fn with_two_training_workloads_each_held_out_in_turn_decides_where_untouched_code_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    sources(d);
+    build(d);
+    let exe = d.join("prog");
+    // a runs main and f3; a2 also runs feature_b and deep_b, which main calls on a branch a
+    // never takes: trained on a, a2's extra functions are main's callees.
+    let profile = |name: &str, funcs: &[&str]| {
+        let names: Vec<String> = funcs.iter().map(|f| (*f).to_owned()).collect();
+        let path = d.join(format!("{name}.json"));
+        common::touch_profile(name, &exe, &names, 1000).write(&path).unwrap();
+        path
+    };
+    let a = profile("a", &["main", "f3"]);
+    let a2 = profile("a2", &["main", "f3", "feature_b", "deep_b"]);
+    let out = coldstart()
+        .arg("order")
+        .arg(&a)
+        .arg(&a2)
+        .arg("--binary")
+        .arg(&exe)
+        .args(["--readahead", "0", "-o"])
+        .arg(d.join("order.txt"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // Held out, a2 touches feature_b and deep_b on one page beside main with the callees
+    // placed, on pages of their own without: the callees win.
+    assert!(
+        stderr
+            .contains("untouched functions after their callers: each of the 2 workloads held out"),
+        "{stderr}"
+    );
+}
