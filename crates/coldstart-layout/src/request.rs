@@ -144,15 +144,17 @@ pub struct AnotherBuild {
     pub found: String,
 }
 
-/// The module that touched the most functions, when the one ordered by default is not it.
+/// The module that touched the most functions, when the executable ordered first is not it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BusierModule {
-    /// The module ordered, and how many functions start-up touched in it.
+    /// The executable ordered first, and how many functions start-up touched in it.
     pub ordered: PathBuf,
     pub ordered_touched: usize,
     /// The module that touched the most (the C and C++ runtime left out), and how many.
     pub busiest: PathBuf,
     pub busiest_touched: usize,
+    /// Whether that module is ordered too (the program's own), or left out (a system library).
+    pub busiest_ordered: bool,
 }
 
 /// The C and C++ runtime, which start-up always runs and nobody relinks: never the module a
@@ -242,31 +244,28 @@ impl<'a> OrderRequest<'a> {
         out
     }
 
-    /// When start-up ran most in a module that is not among those `ordered`, that module and
-    /// the busiest of the ordered ones: the executable may be a wrapper (a shell script's
-    /// interpreter, `env`, a version manager's shim) or a small driver over libraries that do
-    /// the work (clang over libclang-cpp, in a system directory). Counted in the first
-    /// workload.
-    pub fn busier_module(&self, ordered: &[PathBuf]) -> Option<BusierModule> {
+    /// When start-up ran most in another module than `first`, the executable ordered first:
+    /// that module, and whether it is among those `ordered`. The executable may be a wrapper
+    /// (a shell script's interpreter, `env`, a version manager's shim) or a small driver over
+    /// libraries that do the work (clang over libclang-cpp, in a system directory, which is
+    /// not ordered by default). Counted in the first workload.
+    pub fn busier_module(&self, first: &Path, ordered: &[PathBuf]) -> Option<BusierModule> {
         let modules = &self.workloads.first()?.modules;
-        let (ordered, ordered_touched) = modules
-            .iter()
-            .filter(|m| ordered.contains(&m.path))
-            .map(|m| (m.path.clone(), m.functions.len()))
-            .max_by_key(|(_, n)| *n)
-            .or_else(|| ordered.first().map(|p| (p.clone(), 0)))?;
+        let first_touched =
+            modules.iter().find(|m| m.path == first).map_or(0, |m| m.functions.len());
         let busiest = modules
             .iter()
             .filter(|m| !is_runtime_library(&m.path))
             .max_by_key(|m| m.functions.len())?;
-        if busiest.path == ordered || busiest.functions.len() <= ordered_touched {
+        if busiest.path == first || busiest.functions.len() <= first_touched {
             return None;
         }
         Some(BusierModule {
-            ordered,
-            ordered_touched,
+            ordered: first.to_owned(),
+            ordered_touched: first_touched,
             busiest: busiest.path.clone(),
             busiest_touched: busiest.functions.len(),
+            busiest_ordered: ordered.contains(&busiest.path),
         })
     }
 

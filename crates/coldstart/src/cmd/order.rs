@@ -177,16 +177,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if args.module.is_none() && args.binary.is_none() && !args.all_modules {
         let ordered: Vec<PathBuf> = order.runs.iter().map(|r| r.path.clone()).collect();
-        if let Some(b) = request.busier_module(&ordered) {
+        if let Some(b) = request.busier_module(&order.module, &ordered) {
             let file = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+            let (wrapper, busiest) =
+                (file(&b.ordered).unwrap_or_default(), file(&b.busiest).unwrap_or_default());
+            let what = if b.busiest_ordered {
+                format!("it is ordered too; if {wrapper} is a wrapper (a script's interpreter, env, a shim), order only that module with --module {busiest}")
+            } else {
+                format!("it is not ordered (a system library); if {wrapper} is a driver over libraries or a wrapper, order that module with --module {busiest}")
+            };
             eprintln!(
-                "coldstart: warning: ordered {}, which touched {} functions; {} touched the most ({}) and is not ordered: if {} is a wrapper (a script's interpreter, env, a shim) or a driver over libraries, order that module with --module {}",
+                "coldstart: warning: ordered {}, the profile's first executable, which touched {} functions; {} touched the most ({}): {what}",
                 b.ordered.display(),
                 b.ordered_touched,
                 b.busiest.display(),
                 b.busiest_touched,
-                file(&b.ordered).unwrap_or_default(),
-                file(&b.busiest).unwrap_or_default(),
             );
         }
     }
