@@ -82,6 +82,44 @@ fn pages_of(elf: &coldstart_elf::ElfInfo, address: u64, size: u64) -> BTreeSet<u
     (first / 4096..=last / 4096).collect()
 }
 
+/// What the sample's generator knows of one module's code for one workload: the pages of the
+/// functions it runs (`truth`), the pages holding code that is not generated (crt, PLT,
+/// `.init`, `.fini`), which may share a page with them, and the pages of `.text`.
+struct Truth {
+    truth: BTreeSet<u64>,
+    other_code: BTreeSet<u64>,
+    text_pages: BTreeSet<u64>,
+}
+
+fn code_truth(
+    sample: &Sample,
+    w: &coldstart_sample::Workload,
+    module: coldstart_sample::Module,
+) -> Truth {
+    let path = sample.module_path(module);
+    let options = coldstart_elf::SymbolOptions { use_debug_files: false, ..Default::default() };
+    let elf = coldstart_elf::ElfInfo::open(&path, &options).unwrap();
+    let modules = sample.function_modules();
+    let generated: HashSet<&str> = sample.functions.iter().map(|f| f.name.as_str()).collect();
+    let mut truth = BTreeSet::new();
+    let mut other_code = BTreeSet::new();
+    for f in &elf.functions {
+        if f.names.iter().any(|n| w.startup.contains(n) && modules.get(n.as_str()) == Some(&module))
+        {
+            truth.extend(pages_of(&elf, f.address, f.size));
+        }
+        if !f.names.iter().any(|n| generated.contains(n.as_str())) {
+            other_code.extend(pages_of(&elf, f.address, f.size));
+        }
+    }
+    for s in elf.sections.iter().filter(|s| s.executable && s.name != ".text") {
+        other_code.extend(pages_of(&elf, s.address, s.size));
+    }
+    let text = elf.section(".text").unwrap();
+    let text_pages = pages_of(&elf, text.address, text.size);
+    Truth { truth, other_code, text_pages }
+}
+
 #[test]
 fn an_exact_page_profile_holds_the_pages_of_the_functions_and_data_each_workload_touches() {
     if !require_root("exact page profiles (loop device, mount namespace, tracefs)") {
@@ -91,7 +129,6 @@ fn an_exact_page_profile_holds_the_pages_of_the_functions_and_data_each_workload
     let sample =
         coldstart_sample::build(&Config::for_size(Size::Medium, 21), &dir.path().join("s"))
             .unwrap();
-    let generated: HashSet<&str> = sample.functions.iter().map(|f| f.name.as_str()).collect();
     for workload in ["a", "b"] {
         let w = sample.workload(workload).unwrap();
         let mut command = vec![sample.exe().into_os_string()];
@@ -102,34 +139,9 @@ fn an_exact_page_profile_holds_the_pages_of_the_functions_and_data_each_workload
         assert_copy_removed(pid);
         assert_eq!(p["pages"]["source"], "exact");
         let touched = pages_by_file(&p);
-        let modules = sample.function_modules();
         for info in &sample.modules {
             let path = sample.dir.join(&info.path);
-            let options =
-                coldstart_elf::SymbolOptions { use_debug_files: false, ..Default::default() };
-            let elf = coldstart_elf::ElfInfo::open(&path, &options).unwrap();
-            // The truth: every page of every function of this module the workload runs.
-            let mut truth = BTreeSet::new();
-            for f in elf.functions.iter() {
-                if f.names
-                    .iter()
-                    .any(|n| w.startup.contains(n) && modules.get(n.as_str()) == Some(&info.module))
-                {
-                    truth.extend(pages_of(&elf, f.address, f.size));
-                }
-            }
-            // Code that is not generated (crt, PLT, .init, .fini) may share a page with it.
-            let mut other_code = BTreeSet::new();
-            for f in &elf.functions {
-                if !f.names.iter().any(|n| generated.contains(n.as_str())) {
-                    other_code.extend(pages_of(&elf, f.address, f.size));
-                }
-            }
-            for s in elf.sections.iter().filter(|s| s.executable && s.name != ".text") {
-                other_code.extend(pages_of(&elf, s.address, s.size));
-            }
-            let text = elf.section(".text").unwrap();
-            let text_pages = pages_of(&elf, text.address, text.size);
+            let Truth { truth, other_code, text_pages } = code_truth(&sample, w, info.module);
             let got: BTreeSet<u64> = touched
                 .get(&path)
                 .map(|v| v.iter().copied().filter(|p| text_pages.contains(p)).collect())
@@ -322,4 +334,169 @@ fn an_interrupted_or_killed_exact_page_run_leaves_no_copy_behind() {
     let echo = Path::new("/bin/echo");
     profile(&dir.path().join("next.json"), &["--pages"], &[echo.as_os_str()]);
     assert_eq!(mine(killed), Vec::new(), "removed by the next exact page profile");
+}
+
+/// Empty the page cache (all of it: the traced method's cold start).
+fn drop_all_caches() {
+    // SAFETY: sync has no preconditions.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3").unwrap();
+}
+
+/// `coldstart profile` with `flags`: seconds of the whole command and the pages by file.
+fn timed(
+    out: &Path,
+    flags: &[&str],
+    command: &[&std::ffi::OsStr],
+) -> (f64, HashMap<PathBuf, Vec<u64>>) {
+    let start = std::time::Instant::now();
+    let (p, _, _) = profile(out, flags, command);
+    let seconds = start.elapsed().as_secs_f64();
+    (seconds, if p["pages"].is_null() { HashMap::new() } else { pages_by_file(&p) })
+}
+
+fn count(pages: &HashMap<PathBuf, Vec<u64>>, file: Option<&Path>) -> usize {
+    pages.iter().filter(|(p, _)| file.map_or(true, |f| *p == f)).map(|(_, v)| v.len()).sum()
+}
+
+/// Pages marked by `--pages=traced` (what `--pages` was) and by the exact method, each after a
+/// cold and a warm start, against the sample's truth, and what each costs.
+#[test]
+#[ignore = "benchmark (drops the whole page cache; builds the benchmark-size sample); run with --ignored --nocapture"]
+fn bench_exact_pages() {
+    let dir = std::env::var_os("COLDSTART_BENCH_SAMPLE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/coldstart-bench-sample"));
+    let config = Config::for_size(Size::Bench, 1);
+    let sample = coldstart_sample::build_cached(&config, &dir).unwrap();
+    let work = disk_dir();
+    let os = |s: &str| std::ffi::OsString::from(s);
+    let mut programs: Vec<(String, Vec<std::ffi::OsString>, Option<&coldstart_sample::Workload>)> =
+        Vec::new();
+    for w in &sample.workloads {
+        let mut command = vec![sample.exe().into_os_string()];
+        command.extend(w.args.iter().map(Into::into));
+        programs.push((format!("bench-size sample, workload {}", w.name), command, Some(w)));
+    }
+    programs.push((
+        "`/usr/bin/python3 -c 'import json'`".into(),
+        vec![os("/usr/bin/python3"), os("-c"), os("import json")],
+        None,
+    ));
+    if let Some(clang) = coldstart_testkit::which("clang-19") {
+        programs.push((
+            "`clang-19 --version`".into(),
+            vec![clang.into_os_string(), os("--version")],
+            None,
+        ));
+    }
+    if let Some(firefox) = coldstart_testkit::which("firefox-esr") {
+        let profile_dir = work.path().join("firefox-profile");
+        std::fs::create_dir(&profile_dir).unwrap();
+        programs.push((
+            "`firefox-esr --headless --screenshot`".into(),
+            vec![
+                firefox.into_os_string(),
+                os("--headless"),
+                os("-no-remote"),
+                os("-profile"),
+                profile_dir.into_os_string(),
+                os("--screenshot"),
+                work.path().join("shot.png").into_os_string(),
+                os("data:text/html,<h1>coldstart</h1>"),
+            ],
+            None,
+        ));
+    }
+    println!(
+        "| program | file | traced, cold | traced, warm | exact, cold | exact, warm | truth |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    let mut times = Vec::new();
+    for (label, command, workload) in &programs {
+        let command: Vec<&std::ffi::OsStr> = command.iter().map(|a| a.as_os_str()).collect();
+        let out = work.path().join("p.json");
+        drop_all_caches();
+        let (t_traced_cold, traced_cold) = timed(&out, &["--pages=traced"], &command);
+        let (t_traced_warm, traced_warm) = timed(&out, &["--pages=traced"], &command);
+        drop_all_caches();
+        let (t_exact_cold, exact_cold) = timed(&out, &["--pages"], &command);
+        let (t_exact_warm, exact_warm) = timed(&out, &["--pages"], &command);
+        let (t_none, _) = timed(&out, &[], &command);
+        let exe = std::fs::canonicalize(command[0]).unwrap();
+        // The file with the most pages touched, when it is not the executable (libLLVM).
+        let biggest = exact_cold
+            .iter()
+            .max_by_key(|(_, v)| v.len())
+            .map(|(p, _)| p.clone())
+            .filter(|p| *p != exe);
+        let same = |a: &HashMap<PathBuf, Vec<u64>>, b: &HashMap<PathBuf, Vec<u64>>| {
+            let set = |m: &HashMap<PathBuf, Vec<u64>>| -> BTreeSet<(PathBuf, u64)> {
+                m.iter().flat_map(|(p, v)| v.iter().map(move |x| (p.clone(), *x))).collect()
+            };
+            if set(a) == set(b) {
+                ""
+            } else {
+                " (differs)"
+            }
+        };
+        let row = |name: &str, file: Option<&Path>, truth: String| {
+            println!(
+                "| {label} | {name} | {} | {} | {} | {}{} | {truth} |",
+                count(&traced_cold, file),
+                count(&traced_warm, file),
+                count(&exact_cold, file),
+                count(&exact_warm, file),
+                same(&exact_cold, &exact_warm),
+            );
+        };
+        row("all files", None, String::new());
+        row(
+            &format!("`{}`", exe.file_name().unwrap().to_string_lossy()),
+            Some(&exe),
+            String::new(),
+        );
+        if let Some(b) = &biggest {
+            row(&format!("`{}`", b.file_name().unwrap().to_string_lossy()), Some(b), String::new());
+        }
+        if let Some(w) = workload {
+            let t = code_truth(&sample, w, coldstart_sample::Module::Exe);
+            let code = |m: &HashMap<PathBuf, Vec<u64>>| {
+                m.get(&exe).map_or(0, |v| v.iter().filter(|p| t.text_pages.contains(p)).count())
+            };
+            println!(
+                "| {label} | `.text` of `sample` | {} | {} | {} | {} | {} pages hold the functions it runs |",
+                code(&traced_cold),
+                code(&traced_warm),
+                code(&exact_cold),
+                code(&exact_warm),
+                t.truth.len()
+            );
+            let data: usize = w.data.iter().map(|d| d.pages.len()).sum();
+            let data_of = |m: &HashMap<PathBuf, Vec<u64>>| -> usize {
+                w.data.iter().map(|d| m.get(&sample.dir.join(&d.path)).map_or(0, Vec::len)).sum()
+            };
+            println!(
+                "| {label} | data files | {} | {} | {} | {} | {data} pages read or touched |",
+                data_of(&traced_cold),
+                data_of(&traced_warm),
+                data_of(&exact_cold),
+                data_of(&exact_warm)
+            );
+        }
+        times.push((
+            label.clone(),
+            t_none,
+            t_traced_cold,
+            t_traced_warm,
+            t_exact_cold,
+            t_exact_warm,
+        ));
+    }
+    println!();
+    println!("| program | no `--pages` | `--pages=traced`, cold | warm | `--pages` (exact), cold | warm |");
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for (label, none, tc, tw, ec, ew) in times {
+        println!("| {label} | {none:.2} s | {tc:.2} s | {tw:.2} s | {ec:.2} s | {ew:.2} s |");
+    }
 }
