@@ -767,6 +767,24 @@ fn without_root_pages_come_from_page_fault_samples_labelled_sampled() {
         .expect("the binary's pages are named");
     assert!(p["pages"]["accesses"].as_array().unwrap().iter().any(|a| a["file"] == index));
     assert_eq!(touched(&p, "/plain")[..], ["_start", "main", "step_one", "step_two"][..]);
+    // Exact and traced pages need root: said before anything runs, with the remedy.
+    for method in ["exact", "traced"] {
+        let o = as_nobody(&[
+            "profile",
+            &format!("--pages={method}"),
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            prog.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{method}: {stderr}");
+        assert!(
+            stderr.contains(&format!("--pages={method} needs root"))
+                && stderr.contains("--pages=sampled"),
+            "{stderr}"
+        );
+    }
 }
 
 #[test]

@@ -500,3 +500,30 @@ fn bench_exact_pages() {
         println!("| {label} | {none:.2} s | {tc:.2} s | {tw:.2} s | {ec:.2} s | {ew:.2} s |");
     }
 }
+
+#[test]
+fn an_unknown_page_method_or_a_missing_pages_dir_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("p.json");
+    for (flags, says) in [
+        (&["--pages=all"][..], "unknown page method `all`"),
+        (
+            &["--pages", "--pages-dir", "/no/such/dir"][..],
+            "--pages-dir /no/such/dir: not a directory",
+        ),
+    ] {
+        let o = Command::cargo_bin("coldstart")
+            .unwrap()
+            .arg("profile")
+            .args(flags)
+            .arg("-o")
+            .arg(&out)
+            .args(["--", "/bin/true"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(says), "{flags:?}: {stderr}");
+        assert!(!out.exists(), "nothing written");
+    }
+}

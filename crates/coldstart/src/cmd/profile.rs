@@ -111,6 +111,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         options.page_method =
             method.parse().map_err(|e| crate::exit::usage(format!("--pages: {e}")))?;
     }
+    if let Some(dir) = &args.pages_dir {
+        if !dir.is_dir() {
+            return Err(crate::exit::usage(format!(
+                "--pages-dir {}: not a directory (give an existing directory on a file system that takes O_DIRECT, such as /dev/shm or /var/tmp)",
+                dir.display()
+            )));
+        }
+    }
     options.page_work_dir = args.pages_dir;
     options.follow_forks = match (args.follow_forks, args.no_follow_forks) {
         (true, _) => Follow::All,
