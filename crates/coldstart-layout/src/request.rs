@@ -497,15 +497,21 @@ impl<'a> OrderRequest<'a> {
             return Ok(None);
         }
         let required = self.data == Some(true);
-        let Some(binary) = self.binary else {
-            if required {
+        let path = match self.binary {
+            Some(binary) => binary.info.path.clone(),
+            None if required => {
                 return Err(LayoutError::Invalid(
                     "--data needs --binary: data objects are found in the binary's symbols".into(),
                 ));
             }
-            return Ok(None);
+            // By default, the program's executable where it was profiled (the first module
+            // ordered), when it is still there and is the build the profile recorded.
+            None => match self.ordered_modules().into_iter().next() {
+                Some(p) if p.is_file() && self.another_build().is_empty() => p,
+                _ => return Ok(None),
+            },
         };
-        let path = &binary.info.path;
+        let path = &path;
         let Some(pages) = self.workloads.iter().find_map(|w| w.pages_of(path)) else {
             if required {
                 return Err(LayoutError::Invalid(format!(
@@ -516,11 +522,10 @@ impl<'a> OrderRequest<'a> {
             return Ok(None);
         };
         let symbols = crate::data::data_symbols(path)?;
-        // Pages start-up faulted on, when the trace has them: pages merely read ahead or
-        // mapped around a fault were not touched. (Read events are read-around windows, 32
+        // Pages start-up faulted on, when a traced profile has them: pages merely read ahead
+        // or mapped around a fault were not touched. (Read events are read-around windows, 32
         // pages for each fault at 128 KiB; fault-around maps cached neighbours without a
-        // fault event, so until page profiles are exact at 4 KiB a warm profile run faults
-        // on few pages besides those relocation writes.)
+        // fault event.) An exact profile's pages are the touches themselves.
         let touched = if pages.faulted.is_empty() { &pages.pages } else { &pages.faulted };
         Ok(Some(crate::data::order_data(&symbols, touched)))
     }

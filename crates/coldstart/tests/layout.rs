@@ -526,6 +526,22 @@ fn data_objects_are_ordered_by_the_first_touch_of_their_pages() {
     };
     assert!(table_names.windows(2).all(|w| pos(&w[0]) < pos(&w[1])), "{data:?}");
 
+    // By default (no --data, no --binary) the profiled executable's data is ordered the same.
+    let by_default = dir.path().join("default.txt");
+    coldstart()
+        .arg("order")
+        .arg(&p)
+        .arg("-o")
+        .arg(&by_default)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("hot data objects written after the functions"));
+    let default_text = std::fs::read_to_string(&by_default).unwrap();
+    assert_eq!(
+        default_text.split("# data objects\n").nth(1),
+        Some(data.join("\n") + "\n").as_deref()
+    );
+
     let flag = format!("-Wl,--symbol-ordering-file={}", order.display());
     let relinked = compile(dir.path(), &src, "tables", &["-fdata-sections", &flag]);
     let after = coldstart_layout::data::data_symbols(&relinked).unwrap();

@@ -59,7 +59,8 @@ pub struct Args {
     pub binary: Option<PathBuf>,
     /// Also order data objects (.rodata, .data.rel.ro, .data) by the first touch of their
     /// pages; needs --binary and a profile recorded with --pages; build with -fdata-sections.
-    /// The default whenever the profile has page data for --binary.
+    /// The default whenever the profile has page data for the executable: --binary, else the
+    /// file at the profiled path when it is the build profiled.
     #[arg(long, conflicts_with = "no_data")]
     pub data: bool,
     /// Never order data objects.
