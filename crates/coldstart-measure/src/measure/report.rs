@@ -170,6 +170,23 @@ pub(super) fn io_share(opts: &MeasureOptions, report: &MeasureReport) -> Vec<IoS
     out
 }
 
+/// Read requests counted while the program read no byte from storage: the count is the whole
+/// disk's (cgroup v1 attributes no page-cache read to a group), so it holds other processes'
+/// reads; say so, and how to count the program's own.
+fn foreign_reads_warning(c: &crate::result::CommandResult) -> Option<String> {
+    let requests = c.summary(Metric::ReadRequests.name())?;
+    let bytes = c.summary(Metric::ReadBytes.name())?;
+    if requests.n == 0 || bytes.median > 0.0 || requests.median < 1.0 {
+        return None;
+    }
+    Some(format!(
+        "{}: {} read requests counted while the program read nothing from storage: read requests \
+         are the whole disk's here (the cgroups count no page-cache reads per group), so other \
+         processes' reads are in them; --storage counts the program's own exactly",
+        c.label, requests.median
+    ))
+}
+
 /// The warnings of the report, each naming a remedy: the executor's, then what the figures
 /// show (frequency scaling, evictions that failed, runs not ready, high variance, a slow first
 /// hot run).
@@ -199,6 +216,9 @@ pub(super) fn warnings(
         }
         if let Some(held) = held_warning(c) {
             w.push(held);
+        }
+        if let Some(w2) = foreign_reads_warning(c) {
+            w.push(w2);
         }
         let not_ready = c.runs.iter().filter(|r| r.outcome != Outcome::Ready).count();
         if not_ready > 0 {
@@ -561,5 +581,21 @@ mod tests {
         assert_eq!(held_warning(&command(0, Some(MIB))), None, "nothing used");
         let unknown = held_warning(&command(MIB, None)).expect("share unknown");
         assert!(unknown.contains("unknown"), "{unknown}");
+    }
+
+    #[test]
+    fn read_requests_without_bytes_read_are_said_to_be_other_processes() {
+        let with = |bytes: u64, requests: u64| {
+            let mut c = command(0, Some(bytes));
+            for r in &mut c.runs {
+                r.counters.read_requests = Some(requests);
+            }
+            c.summaries = crate::stats::summarize_runs(&c.runs);
+            c
+        };
+        let w = foreign_reads_warning(&with(0, 13)).expect("13 requests, 0 bytes");
+        assert!(w.starts_with("cold: 13 read requests") && w.contains("--storage"), "{w}");
+        assert_eq!(foreign_reads_warning(&with(4096, 13)), None, "the program read");
+        assert_eq!(foreign_reads_warning(&with(0, 0)), None, "nothing read at all");
     }
 }
