@@ -213,8 +213,13 @@ fn parse_line(line: &str) -> Option<Event> {
     let pid = task.trim().rsplit_once('-')?.1.parse().ok()?;
     let ts = after.split_whitespace().last()?;
     let (secs, frac) = ts.split_once('.')?;
-    let frac_ns: u64 = format!("{frac:0<9}")[..9].parse().ok()?;
-    let ts_ns = secs.parse::<u64>().ok()? * 1_000_000_000 + frac_ns;
+    // The kernel writes microseconds (or nanoseconds): digits only, at most nine of them. A
+    // task name is the program's to choose and may hold anything, this text included.
+    if frac.is_empty() || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let frac_ns = frac.parse::<u64>().ok()? * 10u64.pow(9 - frac.len() as u32);
+    let ts_ns = secs.parse::<u64>().ok()?.checked_mul(1_000_000_000)?.checked_add(frac_ns)?;
     let norm = fields.replace('=', " ");
     let tokens: Vec<&str> = norm.split_whitespace().collect();
     let value =
@@ -227,9 +232,12 @@ fn parse_line(line: &str) -> Option<Event> {
         None => {
             let a = ofs.parse::<u64>().ok()?;
             let order = value("order").and_then(|o| o.parse::<u32>().ok()).unwrap_or(0);
-            (a, a + (4096u64 << order) - 1)
+            (a, a.checked_add(4096u64.checked_shl(order).filter(|n| *n != 0)?)? - 1)
         }
     };
+    if last < first || last == u64::MAX {
+        return None;
+    }
     Some(Event {
         pid,
         ts_ns,
@@ -237,7 +245,7 @@ fn parse_line(line: &str) -> Option<Event> {
         dev: (ma.parse().ok()?, mi.parse().ok()?),
         ino,
         page: first / 4096,
-        count: (last + 1).saturating_sub(first).div_ceil(4096).max(1),
+        count: (last + 1 - first).div_ceil(4096).max(1),
     })
 }
 
@@ -625,5 +633,51 @@ mod tests {
             parse_fork("prog-4242 [001] ..... 1.0: mm_filemap_fault: dev=8:1 ino=1a2b ofs=8192"),
             None
         );
+    }
+
+    #[test]
+    fn a_task_name_of_many_byte_characters_is_no_crash() {
+        // Task names are the program's to choose (PR_SET_NAME, a thread's name).
+        let line = "ééééé-3 [001] ..... 1.ééééééééé: mm_filemap_fault: dev=8:1 ino=1 ofs=0";
+        assert_eq!(parse_line(line), None);
+        let line = "x-3 [001] ..... 99999999999999999999.5: mm_filemap_fault: dev=8:1 ino=1 ofs=0";
+        assert_eq!(parse_line(line), None, "seconds beyond u64 nanoseconds");
+        let far = format!("x-3 [001] ..... 1.5: mm_filemap_fault: dev=8:1 ino=1 ofs={}", u64::MAX);
+        assert_eq!(parse_line(&far), None);
+        let order =
+            "x-3 [001] ..... 1.5: mm_filemap_add_to_page_cache: dev 8:1 ino 1 ofs=4096 order=70";
+        assert_eq!(parse_line(order), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_line_parses_or_is_skipped_without_a_crash(line in "\\PC{0,160}") {
+            let _ = parse_line(&line);
+            let _ = parse_fork(&line);
+        }
+
+        #[test]
+        fn a_hostile_task_name_never_crashes_and_a_plain_one_keeps_its_pid(
+            comm in "\\PC{0,15}",
+            pid in 1i32..4_000_000,
+            secs in proptest::num::u64::ANY,
+            frac in "[0-9é.]{0,12}",
+            ofs in proptest::num::u64::ANY,
+            order in 0u32..80,
+        ) {
+            let line = format!(
+                "{comm}-{pid} [001] ..... {secs}.{frac}: mm_filemap_add_to_page_cache: dev 8:1 ino 1a ofs={ofs} order={order}"
+            );
+            let parsed = parse_line(&line);
+            let plain = !comm.contains(": mm_filemap_") && !comm.contains(" [")
+                && frac.len() <= 9 && !frac.is_empty() && frac.bytes().all(|b| b.is_ascii_digit())
+                && secs < u64::MAX / 1_000_000_000
+                && order < 40 && ofs < u64::MAX / 2;
+            if plain {
+                let e = parsed.expect("a kernel-shaped line");
+                proptest::prop_assert_eq!(e.pid, pid);
+                proptest::prop_assert_eq!(e.page, ofs / 4096);
+            }
+        }
     }
 }
