@@ -1,7 +1,7 @@
 //! `coldstart demo`: the main job runs end to end on the small sample program.
 
 mod common;
-use common::require_root;
+use common::{cache_lock, require_root};
 
 use assert_cmd::Command;
 use predicates::prelude::*;
@@ -11,6 +11,8 @@ fn demo_builds_the_sample_and_measures_every_cache_state() {
     if !require_root("the demo's cgroups and cold cache") {
         return;
     }
+    // Its hot runs must not fault: no other test may evict pages meanwhile.
+    let _cache = cache_lock();
     // On the disk, not tmpfs: the demo refuses a directory whose pages cannot be evicted.
     let dir =
         tempfile::Builder::new().prefix("coldstart-demo-test").tempdir_in("/var/tmp").unwrap();
