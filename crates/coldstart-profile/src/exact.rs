@@ -167,8 +167,12 @@ fn first_touches(
     let mut last_fault: HashMap<i32, (Key, u64)> = HashMap::new();
     let mut accesses: Vec<PageAccess> = Vec::new();
     let mut large = 0u64;
+    let metadata = crate::pages::metadata_keys(&run, device);
     for e in &run.events {
         let key = (e.dev.0, e.dev.1, e.ino);
+        if metadata.contains(&key) {
+            continue;
+        }
         let (fi, how) = if Some(e.dev) == device {
             let Some((original, original_key)) = copies.get(&e.ino) else { continue };
             match e.kind {

@@ -449,15 +449,41 @@ pub(crate) fn trace(
     Ok(Traced { events, files, opened, tree, lost, warnings, cpu })
 }
 
+/// The keys of a run that are not files of the program: with every open on the file systems
+/// seen (fanotify, no overflow), a key that nothing opened, mapped or held and that has no
+/// fault or map event, outside `device` (the exact run's private copy, whose files are named
+/// by their inodes there). That is the file system's own metadata: inode tables and
+/// directories read through the block device's page cache, traced as the device's number and
+/// a small inode number, while the program looked files up.
+pub(crate) fn metadata_keys(run: &Traced, device: Option<(u32, u32)>) -> HashSet<Key> {
+    if !run.opened.as_ref().is_some_and(|o| !o.overflowed) {
+        return HashSet::new();
+    }
+    let key = |e: &Event| (e.dev.0, e.dev.1, e.ino);
+    let mapped: HashSet<Key> = run.events.iter().filter(|e| e.kind != "read").map(key).collect();
+    run.events
+        .iter()
+        // Pseudo file systems (major 0): the block devices' own page caches are named by
+        // their device nodes (page_files), memory is left out when traced.
+        .filter(|e| Some(e.dev) != device && e.dev.0 != 0)
+        .map(key)
+        .filter(|k| !run.files.contains_key(k) && !mapped.contains(k))
+        .collect()
+}
+
 /// Pages traced where the files are (`--pages=traced`): every event as it came, fault-around
 /// maps and read-ahead included.
 fn record_traced(options: &ProfileOptions, path: &Path) -> Result<PageRun, ProfileError> {
     let run = trace(options, path, None)?;
+    let metadata = metadata_keys(&run, None);
     let mut profile_files: Vec<PageFile> = Vec::new();
     let mut index: HashMap<Key, usize> = HashMap::new();
     let mut accesses = Vec::new();
     for event in &run.events {
         let key = (event.dev.0, event.dev.1, event.ino);
+        if metadata.contains(&key) {
+            continue;
+        }
         let fi = *index.entry(key).or_insert_with(|| {
             profile_files.push(describe(run.files.get(&key).cloned(), key));
             profile_files.len() - 1
@@ -679,5 +705,42 @@ mod tests {
                 proptest::prop_assert_eq!(e.page, ofs / 4096);
             }
         }
+    }
+
+    #[test]
+    fn reads_of_what_no_process_opened_or_mapped_are_file_system_metadata() {
+        let ev = |kind: &'static str, dev: (u32, u32), ino: u64| Event {
+            pid: 1,
+            ts_ns: 0,
+            kind,
+            dev,
+            ino,
+            page: 366,
+            count: 1,
+        };
+        let disk = (254, 0);
+        let copy = (7, 3);
+        let mut run = Traced {
+            events: vec![
+                ev("read", disk, 1),
+                ev("read", disk, 7),
+                ev("read", disk, 9),
+                ev("fault", disk, 9),
+                ev("read", copy, 12),
+            ],
+            files: HashMap::from([((254, 0, 7), PathBuf::from("/usr/lib/x.so"))]),
+            opened: Some(crate::opens::Opened::default()),
+            tree: HashSet::new(),
+            lost: 0,
+            warnings: Vec::new(),
+            cpu: None,
+        };
+        // 7 was opened (named); 9 unnamed but mapped (a file closed before it was named);
+        // 12 is on the private copy (named by its inode there); 1 was only read and never
+        // opened: the block device's metadata pages.
+        assert_eq!(metadata_keys(&run, Some(copy)), HashSet::from([(254, 0, 1)]));
+        // Without every open seen, nothing can be ruled out.
+        run.opened = None;
+        assert!(metadata_keys(&run, Some(copy)).is_empty());
     }
 }
