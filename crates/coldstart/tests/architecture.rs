@@ -16,6 +16,7 @@ const GROUND: &[&str] = &[
     "coldstart-fs",
     "coldstart-profile-format",
     "coldstart-ready",
+    "coldstart-results",
     "coldstart-sys",
     "coldstart-units",
 ];

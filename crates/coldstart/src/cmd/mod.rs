@@ -11,6 +11,7 @@ pub mod order;
 pub mod pack;
 pub mod predict;
 pub mod profile;
+pub mod report;
 pub mod run;
 pub mod sample;
 pub mod serve;
@@ -36,5 +37,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Link(args) => link::run(args),
         Command::Bolt(args) => bolt::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Report(args) => report::run(args),
     }
 }
