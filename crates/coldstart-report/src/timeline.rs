@@ -12,6 +12,8 @@ use crate::svg::{
 use crate::table::Table;
 use crate::Section;
 
+/// Time blocked on I/O.
+const IO_WAIT: &str = "#3d3d3d";
 /// Files drawn as lanes of their own.
 const FILE_LANES: usize = 8;
 /// Module lanes.
@@ -108,7 +110,7 @@ pub fn chart(t: &Timeline) -> String {
             y + 2.0,
             (b - a).max(1.0),
             lane - 4.0,
-            "#c0392b",
+            IO_WAIT,
             "iowait",
             &format!(
                 "pid {} blocked {} at {}{what}",
@@ -264,7 +266,7 @@ pub fn section(inputs: &Inputs) -> Option<Section> {
             .collect();
         items.push(LegendItem {
             key: "iowait".into(),
-            colour: "#c0392b".into(),
+            colour: IO_WAIT.into(),
             label: "blocked on I/O".into(),
         });
         items.push(LegendItem {

@@ -105,6 +105,7 @@ fn category_of(cause: &(dyn Error + 'static)) -> Option<Category> {
         coldstart_sample::Error,
         coldstart_report::ReportError,
         coldstart_results::ResultsError,
+        coldstart_timeline::TimelineError,
     );
     None
 }

@@ -15,6 +15,7 @@ pub mod report;
 pub mod run;
 pub mod sample;
 pub mod serve;
+pub mod timeline;
 pub mod verify;
 
 use std::process::ExitCode;
@@ -38,5 +39,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bolt(args) => bolt::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Report(args) => report::run(args),
+        Command::Timeline(args) => timeline::run(args),
     }
 }
