@@ -34,6 +34,12 @@ const STAGE_TO_STAGE: &[(&str, &str)] = &[
     ("coldstart-lazyfs", "coldstart-bundle"),
     // timeline records the module touches with the profiler (`coldstart_profile::profile`).
     ("coldstart-timeline", "coldstart-profile"),
+    // experiment runs the paper's grid with the network stage's public API: it packs
+    // (`coldstart_bundle::pack`), serves over an emulated link (`coldstart_serve::serve`), mounts
+    // and predicts (`coldstart_lazyfs::mount`, `predict`), as pack, serve, run and predict do.
+    ("coldstart-experiment", "coldstart-bundle"),
+    ("coldstart-experiment", "coldstart-lazyfs"),
+    ("coldstart-experiment", "coldstart-serve"),
 ];
 
 fn workspace_root() -> PathBuf {
