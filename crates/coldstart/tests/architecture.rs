@@ -17,6 +17,7 @@ const GROUND: &[&str] = &[
     "coldstart-profile-format",
     "coldstart-ready",
     "coldstart-results",
+    "coldstart-storage",
     "coldstart-sys",
     "coldstart-units",
 ];
