@@ -102,6 +102,44 @@ pub struct GridLink {
     pub link: Link,
 }
 
+/// The links of the grid unless told: the paper's (56 kbit/s to 3 Mbit/s at 10 to 200 ms) and
+/// two modern ones (a 20 Mbit/s home link at 40 ms, a 100 Mbit/s office link at 5 ms).
+pub fn default_links() -> Vec<GridLink> {
+    let mut out = Vec::new();
+    for bw in ["56kbit", "256kbit", "1mbit", "3mbit"] {
+        for lat in ["10ms", "50ms", "200ms"] {
+            out.push(format!("{bw}/{lat}"));
+        }
+    }
+    out.push("20mbit/40ms".into());
+    out.push("100mbit/5ms".into());
+    out.iter().map(|l| grid_link(l).expect("the default links parse")).collect()
+}
+
+/// A link of the grid from its text (`20mbit/40ms`), labelled as written.
+pub fn grid_link(text: &str) -> Result<GridLink, coldstart_serve::LinkParseError> {
+    Ok(GridLink { label: text.trim().to_owned(), link: text.parse()? })
+}
+
+/// The strategies unless told: every fixed one, then `auto`.
+pub fn default_strategies() -> Vec<StrategyOrAuto> {
+    let mut out: Vec<StrategyOrAuto> =
+        coldstart_lazyfs::Strategy::ALL.iter().map(|s| StrategyOrAuto::Fixed(*s)).collect();
+    out.push(StrategyOrAuto::Auto);
+    out
+}
+
+/// The cache states unless told: both.
+pub const DEFAULT_CACHES: [CacheState; 2] = [CacheState::Cold, CacheState::WarmRemote];
+
+/// Runs per cell unless told.
+pub const DEFAULT_RUNS: u32 = 3;
+
+/// The chunk size unless told: `pack`'s.
+pub fn default_chunk_size() -> u64 {
+    PackOptions::default().chunk_size
+}
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct ExperimentOptions {
@@ -355,6 +393,17 @@ pub fn run(
     o: &ExperimentOptions,
     progress: &mut dyn Progress,
 ) -> Result<Experiment, ExperimentError> {
+    // Absolute paths: the commands run with their directory as the current one.
+    let absolute =
+        |p: &Path| std::path::absolute(p).map_err(io(format!("the path {}", p.display())));
+    let o = &ExperimentOptions {
+        dir: o
+            .dir
+            .canonicalize()
+            .map_err(io(format!("the program's directory {}", o.dir.display())))?,
+        work: absolute(&o.work)?,
+        ..o.clone()
+    };
     if o.command.is_empty() || o.profiled.is_empty() {
         return Err(ExperimentError::Usage(
             "give the measured command and the profiled one".into(),

@@ -106,6 +106,7 @@ fn category_of(cause: &(dyn Error + 'static)) -> Option<Category> {
         coldstart_report::ReportError,
         coldstart_results::ResultsError,
         coldstart_timeline::TimelineError,
+        coldstart_experiment::ExperimentError,
     );
     None
 }

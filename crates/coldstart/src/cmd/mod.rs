@@ -4,6 +4,7 @@ pub mod analyze;
 pub mod bolt;
 pub mod common;
 pub mod demo;
+pub mod experiment;
 pub mod link;
 pub mod measure;
 pub mod mount;
@@ -40,5 +41,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Verify(args) => verify::run(args),
         Command::Report(args) => report::run(args),
         Command::Timeline(args) => timeline::run(args),
+        Command::Experiment(args) => experiment::run(args),
     }
 }
