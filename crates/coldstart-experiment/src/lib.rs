@@ -388,11 +388,19 @@ fn same(e: &Experiment, o: &ExperimentOptions) -> Result<(), String> {
     Ok(())
 }
 
-/// Run the grid (the cells the output does not hold yet).
+/// Run the grid (the cells the output does not hold yet). Cancelled, it ends with
+/// [`ExperimentError::Interrupted`] whichever step it was in, every cell measured before kept.
 pub fn run(
     o: &ExperimentOptions,
     progress: &mut dyn Progress,
 ) -> Result<Experiment, ExperimentError> {
+    match grid(o, progress) {
+        Err(_) if o.cancel.is_cancelled() => Err(ExperimentError::Interrupted),
+        r => r,
+    }
+}
+
+fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment, ExperimentError> {
     // Absolute paths: the commands run with their directory as the current one.
     let absolute =
         |p: &Path| std::path::absolute(p).map_err(io(format!("the path {}", p.display())));
@@ -664,6 +672,17 @@ mod tests {
         let link = LinkSpec { label: "1mbit/100ms".into(), bits_per_second: 1e6, latency_s: 0.1 };
         assert!((estimate(&e, &link, "original") - (8.0 + 0.2 + 0.2)).abs() < 1e-9);
         assert!((estimate(&e, &link, "reordered") - (2.0 + 0.3 + 0.2)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_default_grid_holds_the_papers_links_and_every_strategy() {
+        let links = default_links();
+        assert!(links.iter().any(|l| l.label == "56kbit/200ms" && l.link.bits_per_second == 56e3));
+        assert!(links.iter().any(|l| l.label == "3mbit/10ms"));
+        assert!(grid_link("1mbit").is_err());
+        let s = default_strategies();
+        assert_eq!(s.len(), coldstart_lazyfs::Strategy::ALL.len() + 1);
+        assert_eq!(s.last(), Some(&StrategyOrAuto::Auto));
     }
 
     #[test]
