@@ -25,16 +25,7 @@ fn program(tmp: &Path) -> Option<PathBuf> {
     let sample =
         coldstart_sample::build_cached(&Config::default(), &dir).expect("build the small sample");
     let prog = tmp.join("prog");
-    let copied = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "mkdir -p '{p}' && cd '{s}' && tar cf - --exclude=./src . | tar xf - -C '{p}'",
-            p = prog.display(),
-            s = sample.dir.display()
-        ))
-        .status()
-        .unwrap();
-    assert!(copied.success());
+    sample.install(&prog).expect("install the sample's files");
     Some(prog)
 }
 
