@@ -252,7 +252,7 @@ const NETWORK_LINKS: &str = "8mbit/50ms,32mbit/10ms";
 
 /// Run `coldstart ARGS` for its standard output, written to `out` (printed first as a step).
 fn step_output(argv: &[String], out: &Path) -> anyhow::Result<()> {
-    println!("   $ coldstart {} > {}", argv.join(" "), out.display());
+    println!("   $ coldstart {} > {}", shell_words(argv), out.display());
     let me = std::env::current_exe().context("cannot find the coldstart executable")?;
     let r = std::process::Command::new(&me)
         .args(argv)
@@ -269,7 +269,7 @@ fn step_output(argv: &[String], out: &Path) -> anyhow::Result<()> {
 
 /// Run one step of the pipeline as `coldstart ARGS`, printed first so it can be rerun by hand.
 fn step(argv: &[String]) -> anyhow::Result<()> {
-    println!("   $ coldstart {}", argv.join(" "));
+    println!("   $ coldstart {}", shell_words(argv));
     let me = std::env::current_exe().context("cannot find the coldstart executable")?;
     let status = std::process::Command::new(&me)
         .args(argv)
@@ -279,6 +279,19 @@ fn step(argv: &[String]) -> anyhow::Result<()> {
         anyhow::bail!("step `coldstart {}` failed ({status})", argv.join(" "));
     }
     Ok(())
+}
+
+/// The arguments as a shell would need them typed: quoted where they hold a space or quote.
+fn shell_words(argv: &[String]) -> String {
+    let quote = |a: &String| {
+        if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$\\*?;&|<>()".contains(c))
+        {
+            format!("'{}'", a.replace('\'', "'\\''"))
+        } else {
+            a.clone()
+        }
+    };
+    argv.iter().map(quote).collect::<Vec<_>>().join(" ")
 }
 
 /// Whether `dir` lives on tmpfs or ramfs (whose pages can never be evicted).
@@ -294,4 +307,20 @@ fn is_tmpfs(dir: &Path) -> bool {
     const TMPFS_MAGIC: i64 = 0x0102_1994;
     const RAMFS_MAGIC: i64 = 0x8584_58f6;
     matches!(st.f_type as i64, TMPFS_MAGIC | RAMFS_MAGIC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_words;
+
+    #[test]
+    fn a_printed_step_can_be_pasted_into_a_shell() {
+        let argv: Vec<String> = ["experiment", "--profiled", "sample --workload a", "it's", "--"]
+            .map(String::from)
+            .into();
+        assert_eq!(
+            shell_words(&argv),
+            r#"experiment --profiled 'sample --workload a' 'it'\''s' --"#
+        );
+    }
 }
