@@ -150,6 +150,39 @@ fn drop_caches() -> Result<(), TimelineError> {
     std::fs::write("/proc/sys/vm/drop_caches", "3").map_err(TimelineError::DropCaches)
 }
 
+/// The program the command's process runs in the end: the file of its last `exec`, seen in
+/// one run with only the exec events kept (`None` if it was not seen).
+fn executed(
+    tracing: &trace::Tracing,
+    program: &Path,
+    options: &TimelineOptions,
+) -> Result<Option<PathBuf>, TimelineError> {
+    let mut child = run::Child::fork(program, &options.command, &options.ready)?;
+    tracing.program.write("set_event_pid", &child.pid.to_string())?;
+    tracing.program.write("tracing_on", "1")?;
+    child.go();
+    let ready = child.wait_ready(&options.ready, options.timeout, |_| {});
+    tracing.program.write("tracing_on", "0")?;
+    let root = child.pid;
+    drop(child);
+    let text = tracing.program.read()?;
+    // Empty the buffer and the pid filter for the traced run.
+    tracing.program.write("trace", "")?;
+    tracing.program.write("set_event_pid", "")?;
+    if ready?.is_none() {
+        return Err(TimelineError::Timeout(options.timeout));
+    }
+    let last = text.lines().filter_map(trace::exec_filename).filter(|(p, _)| *p == root).last();
+    Ok(last.map(|(_, f)| {
+        let f = PathBuf::from(f);
+        if f.is_absolute() {
+            f
+        } else {
+            std::env::current_dir().map(|d| d.join(&f)).unwrap_or(f)
+        }
+    }))
+}
+
 /// Trace one start-up of `options.command`.
 pub fn record(options: &TimelineOptions) -> Result<Timeline, TimelineError> {
     if !coldstart_sys::is_root() {
@@ -164,14 +197,17 @@ pub fn record(options: &TimelineOptions) -> Result<Timeline, TimelineError> {
     }
     let mut warnings = Vec::new();
     let tracing = trace::Tracing::create()?;
-    let probes = probe_offsets(&program);
+    // The entry point and `main` are those of the program the command ends up running (a
+    // shell script or a shim such as pyenv's executes another), found by a run beforehand.
+    let probed = executed(&tracing, &program, options)?.unwrap_or_else(|| program.clone());
+    let probes = probe_offsets(&probed);
     if !probes.iter().any(|(n, _)| *n == phases::MAIN) {
         warnings.push(format!(
             "{} has no `main` symbol (stripped, or a script): the phases after the loader are one",
-            program.display()
+            probed.display()
         ));
     }
-    let (uprobes, refused) = trace::Uprobes::define(&program, &probes);
+    let (uprobes, refused) = trace::Uprobes::define(&probed, &probes);
     warnings.extend(refused.into_iter().map(|r| format!("uprobe not placed: {r}")));
     uprobes.enable(&tracing.program)?;
     if options.cache == Cache::Hot {

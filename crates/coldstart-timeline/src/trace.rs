@@ -318,6 +318,16 @@ fn hex(s: &str) -> Option<u64> {
 }
 
 /// Parse one line of a `trace` file.
+/// The task and the file of a `sched_process_exec` line: the program a task now runs, as
+/// given to `execve`.
+pub(crate) fn exec_filename(line: &str) -> Option<(i32, String)> {
+    let (pid, _, rest) = split(line)?;
+    let fields = rest.strip_prefix("sched_process_exec: ")?;
+    let file = fields.strip_prefix("filename=")?;
+    let end = file.rfind(" pid=")?;
+    Some((pid, file[..end].to_owned()))
+}
+
 pub(crate) fn parse(line: &str, probes: &[String]) -> Option<Event> {
     let (pid, ts_ns, rest) = split(line)?;
     let (name, fields) = match rest.split_once(": ") {
@@ -452,6 +462,12 @@ mod tests {
         );
         assert_eq!(p(" sample-1 [001] ..... 1.9: sys_execve(filename: 0x559409c84bf8, argv: 0x5594, envp: 0x5594)"), Kind::ExecEnter);
         assert_eq!(p(" sample-1 [001] ..... 1.9: sys_execve -> 0x0"), Kind::ExecExit { ok: true });
+        assert_eq!(
+            exec_filename(
+                " python3.11-4242 [000] ..... 2.5: sched_process_exec: filename=/root/.pyenv/versions/3.11.7/bin/python3 pid=4242 old_pid=4242"
+            ),
+            Some((4242, "/root/.pyenv/versions/3.11.7/bin/python3".into()))
+        );
         assert_eq!(
             p(" sample-1 [001] ..... 1.9: sys_execve -> 0xfffffffffffffffe"),
             Kind::ExecExit { ok: false }

@@ -92,3 +92,48 @@ fn a_cold_start_of_the_sample_is_accounted_for_in_named_phases() {
     };
     assert!(mine.iter().all(|l| !dead(&owner(l))), "uprobes left: {mine:?}");
 }
+
+/// A program started through a wrapper (a shell script that `exec`s it, as pyenv's shims and
+/// many launchers do): the probes go on the program it executes, so `main` is found. They
+/// were placed on the first file of the command, the script, and the phases after the loader
+/// were one.
+#[test]
+fn a_timeline_through_a_wrapper_script_finds_the_executed_programs_main() {
+    if !require_root("tracefs, uprobes and drop_caches")
+        || !require(
+            coldstart_sample::check_tools().is_ok(),
+            "the sample's tools (clang-19, lld-19)",
+        )
+    {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("coldstart-measure-sample-small");
+    let sample =
+        coldstart_sample::build_cached(&Config::default(), &dir).expect("build the small sample");
+    let tmp = tempfile::tempdir().unwrap();
+    let wrapper = tmp.path().join("launch");
+    std::fs::write(&wrapper, format!("#!/bin/sh\nexec '{}' \"$@\"\n", sample.exe().display()))
+        .unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
+    let out = tmp.path().join("t.json");
+    let _lock = cache_lock();
+    let printed = check(
+        &Command::new(env!("CARGO_BIN_EXE_coldstart"))
+            .args(["timeline", "--no-functions", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(&wrapper)
+            .args(&sample.workload("a").unwrap().args)
+            .output()
+            .unwrap(),
+    );
+    let t = Timeline::read(&out).unwrap();
+    let names: Vec<&str> = t.phases.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["wrapper", "exec", "loader", "relocation", "constructors", "main"],
+        "{printed}\n{:?}",
+        t.warnings
+    );
+}
