@@ -57,6 +57,21 @@ fn is_system(path: &Path) -> bool {
     ["/usr/lib", "/lib", "/usr/lib64", "/lib64", "/usr/libexec"].iter().any(|d| path.starts_with(d))
 }
 
+/// The modules whose code pages are drawn: those outside the system's directories (the
+/// program's own) in the profile's order, or, for a program installed there itself (Debian's
+/// clang-19 under /usr/lib/llvm-19, with libLLVM and libclang-cpp), the three whose start-up
+/// touched the most functions. At most six.
+fn mapped_modules(modules: &[Module]) -> Vec<&Module> {
+    let touched: Vec<&Module> = modules.iter().filter(|m| !m.functions.is_empty()).collect();
+    let own: Vec<&Module> = touched.iter().copied().filter(|m| !is_system(&m.path)).collect();
+    if !own.is_empty() {
+        return own.into_iter().take(6).collect();
+    }
+    let mut busiest = touched;
+    busiest.sort_by_key(|m| std::cmp::Reverse(m.functions.len()));
+    busiest.into_iter().take(3).collect()
+}
+
 /// The code page map of a profiled module, if its binary is still there and the same build.
 pub fn code_map(module: &Module, source: &str, workload: &str) -> Result<PageMap, String> {
     let info = ElfInfo::open(
@@ -185,13 +200,7 @@ pub fn section(inputs: &Inputs) -> Option<Section> {
     let mut notes: Vec<String> = Vec::new();
     for (src, p) in inputs.profiles() {
         let name = src.name();
-        let own: Vec<&Module> = p.modules.iter().filter(|m| !m.functions.is_empty()).collect();
-        let mut chosen: Vec<&Module> =
-            own.iter().copied().filter(|m| !is_system(&m.path)).collect();
-        if chosen.is_empty() {
-            chosen = own.into_iter().take(1).collect();
-        }
-        for m in chosen.into_iter().take(6) {
+        for m in mapped_modules(&p.modules) {
             if m.symbols == "none" {
                 continue;
             }
@@ -358,6 +367,55 @@ mod tests {
             pages,
             functions: 0,
         }
+    }
+
+    /// A profile of Debian's clang-19: every module under /usr/lib, libc first. Only libc,
+    /// the first, was drawn; the busiest (libLLVM, libclang-cpp) are the ones to see.
+    #[test]
+    fn a_program_installed_under_usr_lib_maps_its_busiest_modules_not_the_first() {
+        let module = |path: &str, n: usize| Module {
+            path: path.into(),
+            build_id: None,
+            size: 0,
+            mtime: 0,
+            load_bias: 0,
+            symbols: "symtab".into(),
+            functions_total: n,
+            functions: (0..n)
+                .map(|i| coldstart_profile_format::Touch {
+                    address: i as u64,
+                    size: 1,
+                    names: vec![format!("f{i}")],
+                    first_touch_ns: i as u64,
+                    pid: 1,
+                    tid: 1,
+                    ordinal: i as u64,
+                    workloads: Vec::new(),
+                })
+                .collect(),
+        };
+        let modules = vec![
+            module("/usr/lib/x86_64-linux-gnu/libc.so.6", 111),
+            module("/usr/lib/x86_64-linux-gnu/libLLVM.so.19.1", 1592),
+            module("/usr/lib/x86_64-linux-gnu/libclang-cpp.so.19.1", 953),
+            module("/usr/lib/llvm-19/bin/clang", 6),
+            module("/usr/lib/x86_64-linux-gnu/libz3.so.4", 0),
+        ];
+        let names: Vec<String> =
+            mapped_modules(&modules).iter().map(|m| m.path.display().to_string()).collect();
+        assert_eq!(
+            names,
+            [
+                "/usr/lib/x86_64-linux-gnu/libLLVM.so.19.1",
+                "/usr/lib/x86_64-linux-gnu/libclang-cpp.so.19.1",
+                "/usr/lib/x86_64-linux-gnu/libc.so.6"
+            ]
+        );
+        let mut with_own = modules;
+        with_own.push(module("/opt/app/bin/app", 3));
+        let names: Vec<String> =
+            mapped_modules(&with_own).iter().map(|m| m.path.display().to_string()).collect();
+        assert_eq!(names, ["/opt/app/bin/app"], "a program's own modules come first");
     }
 
     #[test]
