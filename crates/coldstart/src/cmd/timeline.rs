@@ -90,6 +90,20 @@ fn ms(s: f64) -> String {
     format!("{:.2} ms", s * 1e3)
 }
 
+/// `name` in at most `width` characters: the start and the end kept, `...` between.
+fn fit(name: &str, width: usize) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    if chars.len() <= width {
+        return name.to_owned();
+    }
+    let tail = (width - 3) * 2 / 3;
+    let head = width - 3 - tail;
+    let mut out: String = chars[..head].iter().collect();
+    out.push_str("...");
+    out.extend(&chars[chars.len() - tail..]);
+    out
+}
+
 fn print_summary(t: &Timeline) {
     println!(
         "{} start of {}: {} to readiness ({}); named phases cover {:.0}%",
@@ -127,7 +141,13 @@ fn print_summary(t: &Timeline) {
             } else {
                 f.path.clone()
             };
-            println!("{:<60} {:>10} {:>7} {:>10}", name, c.pages_read, c.faults, ms(c.wait_s));
+            println!(
+                "{:<60} {:>10} {:>7} {:>10}",
+                fit(&name, 60),
+                c.pages_read,
+                c.faults,
+                ms(c.wait_s)
+            );
         }
     }
     if !t.modules.is_empty() {
@@ -135,5 +155,20 @@ fn print_summary(t: &Timeline) {
     }
     for w in &t.warnings {
         eprintln!("coldstart: warning: {w}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fit;
+
+    #[test]
+    fn a_long_file_name_keeps_its_column() {
+        let long =
+            "/usr/lib/python3.11/encodings/__pycache__/aliases.cpython-311.pyc.and.more.text";
+        let f = fit(long, 60);
+        assert_eq!(f.chars().count(), 60);
+        assert!(f.starts_with("/usr/lib/") && f.ends_with("cpython-311.pyc.and.more.text"), "{f}");
+        assert_eq!(fit("/etc/ld.so.cache", 60), "/etc/ld.so.cache");
     }
 }
