@@ -29,3 +29,36 @@ fi
 "$cs" experiment "$out/prog" -o "$out/grid.json" --link "$links" --cache cold --runs "$runs" \
     --profiled "sample --workload a" -- sample --workload b
 "$cs" report "$out/grid.json" -o "$out/report.html"
+# The checks: predict within 15% of the measured median in every cell; auto's measured start-up
+# within 5% of the best fixed strategy's in every link and cache state.
+/usr/bin/python3 - "$out/grid.json" <<'PY'
+import json, statistics as st, sys
+e = json.load(open(sys.argv[1]))
+med = lambda c: st.median(r["wall_s"] for r in c["runs"])
+cells = [c for c in e["cells"] if c["runs"]]
+worst = max(cells, key=lambda c: abs(c["predicted_s"] / med(c) - 1) if c["predicted_s"] else 0)
+outside = [c for c in cells if c["predicted_s"] is None or abs(c["predicted_s"] / med(c) - 1) > 0.15]
+print(f"predict within 15%: {len(cells) - len(outside)} of {len(cells)} cells; "
+      f"worst {worst['link']['label']} {worst['cache']} {worst['strategy']}: "
+      f"{worst['predicted_s']:.2f} s predicted, {med(worst):.2f} s measured")
+for c in outside:
+    print(f"  outside: {c['link']['label']} {c['cache']} {c['strategy']}: predicted {c['predicted_s']}, measured {med(c):.2f} s")
+groups = {}
+for c in cells:
+    groups.setdefault((c["link"]["label"], c["cache"]), []).append(c)
+ok = judged = 0
+for (link, cache), cs in groups.items():
+    auto = [c for c in cs if c["strategy"] == "auto"]
+    fixed = [c for c in cs if c["strategy"] != "auto"]
+    if not auto or not fixed:
+        continue
+    best = min(fixed, key=med)
+    a = auto[0]
+    chose = [r["chosen"] for r in a["runs"]]
+    within = med(a) <= med(best) * 1.05
+    ok += within
+    judged += 1
+    print(f"  {link} {cache}: best {best['strategy']} {med(best):.2f} s; auto chose {','.join(chose)}: "
+          f"{med(a):.2f} s ({(med(a) / med(best) - 1) * 100:+.1f}%){'' if within else '  MISS'}")
+print(f"auto within 5% of the measured best: {ok} of {judged} links and cache states")
+PY
