@@ -3,8 +3,8 @@
 //! measured (start-up, bytes, requests, time stalled on misses) beside the model's prediction.
 //!
 //! It drives the network stage through its public API, as `coldstart pack`, `serve`, `run`
-//! and `predict` do: [`coldstart_bundle::pack`], [`coldstart_serve::serve`] with an emulated
-//! [`Link`], [`coldstart_lazyfs::mount`] and [`coldstart_lazyfs::predict`].
+//! and `predict` do: [`coldstart_bundle::pack()`], [`coldstart_serve::serve()`] with an emulated
+//! [`Link`], [`coldstart_lazyfs::mount()`] and [`coldstart_lazyfs::predict()`].
 //!
 //! The result ([`Experiment`], format `coldstart-experiment`) is written after every cell, so
 //! an interrupted experiment keeps what it measured; given the same file again, it measures

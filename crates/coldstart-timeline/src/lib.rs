@@ -172,7 +172,7 @@ fn executed(
     if ready?.is_none() {
         return Err(TimelineError::Timeout(options.timeout));
     }
-    let last = text.lines().filter_map(trace::exec_filename).filter(|(p, _)| *p == root).last();
+    let last = text.lines().filter_map(trace::exec_filename).rfind(|(p, _)| *p == root);
     Ok(last.map(|(_, f)| {
         let f = PathBuf::from(f);
         if f.is_absolute() {
