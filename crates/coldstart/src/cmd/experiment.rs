@@ -50,8 +50,9 @@ pub struct Args {
     /// Starts per cell.
     #[arg(long, default_value_t = coldstart_experiment::DEFAULT_RUNS)]
     pub runs: u32,
-    /// The command whose reads are the hot set, relative to DIR, as one string split on white
-    /// space [default: the measured command, which is then not held out].
+    /// The command whose reads are the hot set, relative to DIR, as one string split as a shell
+    /// would (white space; '...', "..." and \ quote) [default: the measured command, which is
+    /// then not held out].
     #[arg(long, value_name = "CMD")]
     pub profiled: Option<String>,
     /// Bytes per chunk of the bundle [default: as `pack`].
@@ -118,7 +119,7 @@ fn options(args: &Args, cancel: Cancel) -> anyhow::Result<ExperimentOptions> {
         args.strategies.clone()
     };
     let profiled = match &args.profiled {
-        Some(p) => p.split_whitespace().map(str::to_owned).collect(),
+        Some(p) => words(p).map_err(|e| exit::usage(format!("--profiled: {e}")))?,
         None => args.command.clone(),
     };
     let work = match &args.work_dir {
@@ -197,6 +198,37 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(exit::SUCCESS)
 }
 
+/// A command line split into words as a shell would, without expansions: white space
+/// separates, '...' and "..." quote, a backslash quotes the next character.
+fn words(line: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => out.extend(word.take()),
+            '\'' | '"' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some(q) if q == c => break,
+                        Some('\\') if c == '"' => w.extend(chars.next()),
+                        Some(x) => w.push(x),
+                        None => return Err(format!("`{line}`: a quote {c} is not closed")),
+                    }
+                }
+            }
+            '\\' => word.get_or_insert_with(String::new).extend(chars.next()),
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    out.extend(word);
+    if out.is_empty() {
+        return Err("the command is empty".into());
+    }
+    Ok(out)
+}
+
 fn print_table(e: &Experiment) {
     println!(
         "{:<14} {:<12} {:<16} {:>10} {:>10} {:>7} {:>11} {:>8} {:>9}",
@@ -236,5 +268,21 @@ fn print_table(e: &Experiment) {
     }
     for w in &e.warnings {
         eprintln!("coldstart: warning: {w}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::words;
+
+    #[test]
+    fn the_profiled_command_is_split_as_a_shell_would() {
+        assert_eq!(words("sample --workload a").unwrap(), ["sample", "--workload", "a"]);
+        assert_eq!(
+            words(r#"bin/python3 -c 'import json' "a b" c\ d ''"#).unwrap(),
+            ["bin/python3", "-c", "import json", "a b", "c d", ""]
+        );
+        assert!(words("bin/app 'open").unwrap_err().contains("not closed"));
+        assert!(words("  ").is_err());
     }
 }
