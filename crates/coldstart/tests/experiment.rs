@@ -119,6 +119,8 @@ fn an_interrupted_experiment_resumes_without_measuring_its_finished_cells_again(
     let Some(prog) = program(tmp.path()) else { return };
     let out = tmp.path().join("exp.json");
     let work = tmp.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    std::fs::write(work.join("keep"), "a file of the user's").unwrap();
     // About 1.9 s per start of `original` at 2 Mbit/s: time to stop it after the first cell.
     let grid = [
         "--link",
@@ -155,7 +157,8 @@ fn an_interrupted_experiment_resumes_without_measuring_its_finished_cells_again(
     let kept = Experiment::read(&out).unwrap();
     assert!(!kept.cells.is_empty() && kept.cells.len() < 3, "{} cells kept", kept.cells.len());
     assert!(mounts_under(tmp.path()).is_empty(), "no mount left");
-    assert!(!work.exists(), "the work directory is removed");
+    let left: Vec<_> = std::fs::read_dir(&work).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(left, ["keep"], "the experiment's own directory removed, nothing else");
 
     check(&experiment(&prog, &out, &grid).output().unwrap());
     let done = Experiment::read(&out).unwrap();

@@ -36,7 +36,8 @@ pub struct Args {
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
     /// A link, e.g. 1mbit/50ms (repeat, or separate with commas) [default: 56kbit, 256kbit,
-    /// 1mbit and 3mbit at 10, 50 and 200 ms; 20mbit/40ms; 100mbit/5ms].
+    /// 1mbit and 3mbit at 10, 50 and 200 ms; 20mbit/40ms; 100mbit/5ms: the paper's grid, hours
+    /// for a program of megabytes, whose download alone takes 2.5 minutes a megabyte at 56kbit].
     #[arg(long = "link", value_name = "BW/LAT", value_delimiter = ',')]
     pub links: Vec<String>,
     /// Strategies: original, paged, reordered-paged, reordered, stream, auto (repeat, or
@@ -61,8 +62,8 @@ pub struct Args {
     /// The mount's read-ahead, as `mount --readahead`.
     #[arg(long, default_value = "128k", value_parser = parse_readahead)]
     pub readahead: u32,
-    /// Where the bundles, chunk caches and mount points go (removed at the end) [default: a
-    /// new directory beside -o].
+    /// Where the work directory goes: a new directory in it holds the bundles, chunk caches and
+    /// mount points and is removed at the end [default: beside -o].
     #[arg(long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
     /// The measured command, its program relative to DIR.
@@ -94,7 +95,7 @@ impl Progress for Bar {
     }
 }
 
-fn options(args: &Args, cancel: Cancel) -> anyhow::Result<ExperimentOptions> {
+fn options(args: &Args, cancel: Cancel, work: PathBuf) -> anyhow::Result<ExperimentOptions> {
     let links: Vec<GridLink> = if args.links.is_empty() {
         coldstart_experiment::default_links()
     } else {
@@ -122,14 +123,6 @@ fn options(args: &Args, cancel: Cancel) -> anyhow::Result<ExperimentOptions> {
         Some(p) => words(p).map_err(|e| exit::usage(format!("--profiled: {e}")))?,
         None => args.command.clone(),
     };
-    let work = match &args.work_dir {
-        Some(w) => w.clone(),
-        None => {
-            let parent = args.output.parent().filter(|p| !p.as_os_str().is_empty());
-            let parent = parent.map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
-            parent.join(format!(".coldstart-experiment-{}", std::process::id()))
-        }
-    };
     Ok(ExperimentOptions {
         dir: args.dir.clone(),
         command: args.command.clone(),
@@ -156,8 +149,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     coldstart_fs::check_writable(&args.output).map_err(|e| {
         exit::usage(format!("cannot write -o {}: {e}; choose another -o", args.output.display()))
     })?;
+    // A directory of its own, so that nothing else in --work-dir is ever removed.
+    let base = match &args.work_dir {
+        Some(w) => w.clone(),
+        None => {
+            let parent = args.output.parent().filter(|p| !p.as_os_str().is_empty());
+            parent.map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."))
+        }
+    };
+    let work = tempfile::Builder::new().prefix(".coldstart-experiment-").tempdir_in(&base).map_err(
+        |e| {
+            exit::usage(format!(
+                "cannot create a work directory in {}: {e}; give --work-dir an existing, writable directory",
+                base.display()
+            ))
+        },
+    )?;
     let cancel = Cancel::new();
-    let opts = options(&args, cancel.clone())?;
+    let opts = options(&args, cancel.clone(), work.path().to_owned())?;
     let signals = Signals::start(cancel);
     let bar = std::io::stderr().is_terminal().then(|| {
         let b = indicatif::ProgressBar::with_draw_target(
@@ -178,7 +187,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(b) = &progress.0 {
         b.finish_and_clear();
     }
-    let _ = std::fs::remove_dir_all(&opts.work);
+    drop(work);
     let e = match result {
         Ok(e) => e,
         Err(err) => {
