@@ -103,17 +103,6 @@ pub enum StrategyOrAuto {
     Fixed(Strategy),
 }
 
-/// What `mount` and `run` use unless told: `auto`. On the sample program's grid (2, 8 and
-/// 32 Mbit/s at 10, 50 and 200 ms, cold; BENCHMARKS.md, "coldstart experiment"), its start-up,
-/// the link measurement included, was within 5% of the best strategy's in every cell (the two
-/// cells outside it in the first pass, by 5.5% and by a noisy run, within 2.1% re-measured
-/// with 5 runs).
-impl Default for StrategyOrAuto {
-    fn default() -> Self {
-        StrategyOrAuto::Auto
-    }
-}
-
 impl FromStr for StrategyOrAuto {
     type Err = StrategyParseError;
     fn from_str(s: &str) -> Result<StrategyOrAuto, StrategyParseError> {

@@ -555,9 +555,7 @@ fn mount_unmounts_on_ctrl_c_and_reports() {
     assert!(status.success(), "{status}");
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.0.stderr.take().unwrap(), &mut stderr).unwrap();
-    // The default strategy is auto: it says what it chose, and the report names that.
-    assert!(stderr.contains("coldstart: auto chose"), "{stderr}");
-    assert!(stderr.contains(": fetched"), "{stderr}");
+    assert!(stderr.contains("coldstart: stream: fetched"), "{stderr}");
     assert!(std::fs::read_dir(&mnt).unwrap().next().is_none(), "unmounted");
 }
 

@@ -16,7 +16,7 @@ use coldstart_lazyfs::{
 pub struct MountFlags {
     /// original, paged, reordered-paged, reordered, stream, or auto (predict each on the
     /// measured link and pick the fastest).
-    #[arg(long, default_value_t = StrategyOrAuto::default())]
+    #[arg(long, default_value = "stream")]
     pub strategy: StrategyOrAuto,
     /// The link for `--strategy auto`, e.g. 20mbit/40ms, instead of measuring it.
     #[arg(long, value_name = "BW/LAT")]
