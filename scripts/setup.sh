@@ -3,9 +3,7 @@
 # Idempotent: packages already installed are not fetched again.
 #
 #   scripts/setup.sh           what the tests need
-#   scripts/setup.sh --bench   also what bench/ measures beyond them (firefox-esr: 300 MB
-#                              installed, so not for every CI run; the tests measure it where
-#                              it is installed)
+#   scripts/setup.sh --bench   also what bench/ measures beyond them
 set -euo pipefail
 
 PACKAGES=(
@@ -17,9 +15,11 @@ PACKAGES=(
   linux-perf                            # instruction counts where the CPU exposes them
   python3 build-essential
   perl git                              # real programs measured by the tests
+  firefox-esr                           # the report's browser test; a real program the tests
+                                        # and bench/real-programs.sh measure
 )
 if [ "${1:-}" = "--bench" ]; then
-  PACKAGES+=(firefox-esr)               # bench/real-programs.sh
+  :                                     # bench/ needs nothing beyond the tests' packages today
 fi
 
 missing=()

@@ -273,6 +273,38 @@ impl Sample {
         self.module_path(Module::Exe)
     }
 
+    /// Copy the files the program needs to run (executable, libraries, plugin, data and
+    /// `sample.json`; not its sources) into `dest`, as a user would ship them: the directory
+    /// `coldstart experiment` packs. Returns `dest`'s sample.
+    pub fn install(&self, dest: &Path) -> Result<Sample, Error> {
+        fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
+            if from.is_dir() {
+                std::fs::create_dir_all(to)?;
+                for e in std::fs::read_dir(from)? {
+                    let e = e?;
+                    copy(&e.path(), &to.join(e.file_name()))?;
+                }
+                Ok(())
+            } else {
+                std::fs::copy(from, to).map(drop)
+            }
+        }
+        let _ = std::fs::remove_dir_all(dest);
+        std::fs::create_dir_all(dest).map_err(|source| Error::Io {
+            what: "create the directory to install the sample in",
+            path: dest.to_owned(),
+            source,
+        })?;
+        for name in ["sample", "libcs_a.so", "libcs_b.so", "plugin", "data", MANIFEST] {
+            copy(&self.dir.join(name), &dest.join(name)).map_err(|source| Error::Io {
+                what: "copy the sample's files",
+                path: self.dir.join(name),
+                source,
+            })?;
+        }
+        Sample::load(dest)
+    }
+
     /// A workload by name.
     pub fn workload(&self, name: &str) -> Option<&Workload> {
         self.workloads.iter().find(|w| w.name == name)

@@ -41,6 +41,12 @@ pub enum Command {
     Bolt(cmd::bolt::Args),
     /// Check where the ordered functions ended up; exit 1 if the order did not take effect.
     Verify(cmd::verify::Args),
+    /// Where one start-up's time goes: phases, I/O wait and the files that cost most, from the kernel's tracepoints.
+    Timeline(cmd::timeline::Args),
+    /// The paper's grid run for real: links x strategies x cache states, each cell measured beside the model's prediction.
+    Experiment(cmd::experiment::Args),
+    /// One self-contained HTML report (SVG charts, CSV beside it) of measure, profile, order, timeline and experiment results.
+    Report(cmd::report::Args),
     /// Run the pipeline on the bundled sample program and print what it found.
     Demo(cmd::demo::Args),
 }

@@ -103,6 +103,10 @@ fn category_of(cause: &(dyn Error + 'static)) -> Option<Category> {
         coldstart_lazyfs::MountError,
         coldstart_lazyfs::EngineError,
         coldstart_sample::Error,
+        coldstart_report::ReportError,
+        coldstart_results::ResultsError,
+        coldstart_timeline::TimelineError,
+        coldstart_experiment::ExperimentError,
     );
     None
 }

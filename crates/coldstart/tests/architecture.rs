@@ -16,6 +16,7 @@ const GROUND: &[&str] = &[
     "coldstart-fs",
     "coldstart-profile-format",
     "coldstart-ready",
+    "coldstart-results",
     "coldstart-storage",
     "coldstart-sys",
     "coldstart-units",
@@ -27,9 +28,20 @@ const TEST_ONLY: &[&str] = &["coldstart-testkit"];
 /// The binary: glue on top.
 const TOP: &str = "coldstart";
 
-/// The only arrows allowed between two stages: the network stage is three crates, the lazy
-/// mount over the bundle's fetcher and cache.
-const STAGE_TO_STAGE: &[(&str, &str)] = &[("coldstart-lazyfs", "coldstart-bundle")];
+/// The only arrows allowed between two stages, each with its reason: the network stage is
+/// three crates (the lazy mount over the bundle's fetcher and cache); a stage that drives
+/// another calls that stage's public API.
+const STAGE_TO_STAGE: &[(&str, &str)] = &[
+    ("coldstart-lazyfs", "coldstart-bundle"),
+    // timeline records the module touches with the profiler (`coldstart_profile::profile`).
+    ("coldstart-timeline", "coldstart-profile"),
+    // experiment runs the paper's grid with the network stage's public API: it packs
+    // (`coldstart_bundle::pack`), serves over an emulated link (`coldstart_serve::serve`), mounts
+    // and predicts (`coldstart_lazyfs::mount`, `predict`), as pack, serve, run and predict do.
+    ("coldstart-experiment", "coldstart-bundle"),
+    ("coldstart-experiment", "coldstart-lazyfs"),
+    ("coldstart-experiment", "coldstart-serve"),
+];
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_owned()

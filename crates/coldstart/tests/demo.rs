@@ -4,6 +4,7 @@ mod common;
 use common::{cache_lock, require_root};
 
 use assert_cmd::Command;
+use coldstart_results::Document;
 use predicates::prelude::*;
 
 #[test]
@@ -60,6 +61,24 @@ fn demo_builds_the_sample_and_measures_every_cache_state() {
             .unwrap();
     assert_eq!(compare["storage"]["profile"], "hdd", "{}", compare["storage"]);
     assert!(compare["comparison"]["ratio"].as_f64().is_some());
+
+    // The end: a network experiment on two links, a timeline, and the report of it all.
+    let experiment = coldstart_results::Experiment::read(&dir.path().join("experiment.json"))
+        .expect("the demo wrote its experiment");
+    assert_eq!(experiment.settings.links.len(), 2, "two links");
+    let strategies = coldstart_lazyfs::Strategy::ALL.len() + 1;
+    assert_eq!(experiment.cells.len(), 2 * strategies, "every strategy and auto on each link");
+    assert!(
+        experiment.cells.iter().all(|c| c.runs.iter().all(|r| r.exit_code == Some(0))),
+        "the sample ran from every mount: {:?}",
+        experiment.warnings
+    );
+    assert!(dir.path().join("timeline.json").is_file(), "the demo did not write its timeline");
+    let html = std::fs::read_to_string(dir.path().join("report.html")).expect("the report");
+    for section in ["Starting over a network", "<svg"] {
+        assert!(html.contains(section), "no `{section}` in the report");
+    }
+    assert!(stdout.contains("report.html"), "the demo names its report:\n{stdout}");
 }
 
 #[test]

@@ -17,7 +17,12 @@
 //!    default layout against the ordered one, interleaved, from an emulated hard disk with
 //!    the common 128 KiB read-ahead (a fast disk with a large read-ahead hides the layout).
 //!
-//! Steps 3 to 7 run the `coldstart` binary itself with the arguments printed before each
+//! 8. `coldstart timeline`: where a cold start of workload b spends its time (root).
+//! 9. `coldstart experiment`: the program's files (no sources) fetched over two emulated
+//!    links with every network strategy, beside the model's prediction.
+//! 10. `coldstart report`: all of the above as one HTML page, `report.html`.
+//!
+//! Steps 3 to 10 run the `coldstart` binary itself with the arguments printed before each
 //! step, so what the demo shows is exactly what a user would get by typing them. Everything
 //! lands in one directory (`--dir`).
 
@@ -171,13 +176,100 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         argv.extend(workload_b.args.iter().cloned());
         step(&argv)?;
     }
-    println!("\nResults in {}", args.dir.display());
+    let mut results = vec![os(&json), os(&a_json), os(&b_json)];
+    let evaluate = args.dir.join("evaluate.json");
+    step_output(
+        &[
+            "order".into(),
+            os(&a_json),
+            "--binary".into(),
+            exe_s.clone(),
+            "--evaluate".into(),
+            os(&b_json),
+            "--json".into(),
+            "-o".into(),
+            os(&order),
+        ],
+        &evaluate,
+    )?;
+    results.push(os(&evaluate));
+    if root {
+        results.push(os(&args.dir.join("compare-b.json")));
+        println!("\n== 8. where a cold start of workload b spends its time");
+        let timeline = args.dir.join("timeline.json");
+        let mut argv: Vec<String> =
+            vec!["timeline".into(), "-o".into(), os(&timeline), "--".into(), exe_s.clone()];
+        argv.extend(workload_b.args.iter().cloned());
+        step(&argv)?;
+        results.push(os(&timeline));
+    }
+    println!(
+        "\n== 9. the program's files over two emulated links, every network strategy: \
+         profiled on workload a, measured on b"
+    );
+    let installed = args.dir.join(format!("sample-{}-files", args.size));
+    sample
+        .install(&installed)
+        .with_context(|| format!("cannot copy the sample's files to {}", installed.display()))?;
+    let experiment = args.dir.join("experiment.json");
+    let _ = std::fs::remove_file(&experiment);
+    let mut argv: Vec<String> = vec![
+        "experiment".into(),
+        os(&installed),
+        "-o".into(),
+        os(&experiment),
+        "--link".into(),
+        NETWORK_LINKS.into(),
+        "--cache".into(),
+        "cold".into(),
+        "--runs".into(),
+        "1".into(),
+        "--profiled".into(),
+        format!("sample {}", workload.args.join(" ")),
+        "--".into(),
+        "sample".into(),
+    ];
+    argv.extend(workload_b.args.iter().cloned());
+    step(&argv)?;
+    results.push(os(&experiment));
+    println!("\n== 10. the report");
+    let report = args.dir.join("report.html");
+    let mut argv: Vec<String> = vec!["report".into()];
+    argv.extend(results);
+    argv.extend([
+        "-o".into(),
+        os(&report),
+        "--title".into(),
+        "coldstart demo: the sample program".into(),
+    ]);
+    step(&argv)?;
+    println!("\nResults in {}; open {} in a browser", args.dir.display(), report.display());
     Ok(exit::SUCCESS)
+}
+
+/// The demo's network experiment: a home link and an office link, a few seconds each.
+const NETWORK_LINKS: &str = "8mbit/50ms,32mbit/10ms";
+
+/// Run `coldstart ARGS` for its standard output, written to `out` (printed first as a step).
+fn step_output(argv: &[String], out: &Path) -> anyhow::Result<()> {
+    println!("   $ coldstart {} > {}", shell_words(argv), out.display());
+    let me = std::env::current_exe().context("cannot find the coldstart executable")?;
+    let r = std::process::Command::new(&me)
+        .args(argv)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("cannot run {}", me.display()))?;
+    if !r.status.success() {
+        anyhow::bail!("step `coldstart {}` failed ({})", argv.join(" "), r.status);
+    }
+    coldstart_fs::write_atomic(out, &r.stdout)
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    Ok(())
 }
 
 /// Run one step of the pipeline as `coldstart ARGS`, printed first so it can be rerun by hand.
 fn step(argv: &[String]) -> anyhow::Result<()> {
-    println!("   $ coldstart {}", argv.join(" "));
+    println!("   $ coldstart {}", shell_words(argv));
     let me = std::env::current_exe().context("cannot find the coldstart executable")?;
     let status = std::process::Command::new(&me)
         .args(argv)
@@ -187,6 +279,19 @@ fn step(argv: &[String]) -> anyhow::Result<()> {
         anyhow::bail!("step `coldstart {}` failed ({status})", argv.join(" "));
     }
     Ok(())
+}
+
+/// The arguments as a shell would need them typed: quoted where they hold a space or quote.
+fn shell_words(argv: &[String]) -> String {
+    let quote = |a: &String| {
+        if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$\\*?;&|<>()".contains(c))
+        {
+            format!("'{}'", a.replace('\'', "'\\''"))
+        } else {
+            a.clone()
+        }
+    };
+    argv.iter().map(quote).collect::<Vec<_>>().join(" ")
 }
 
 /// Whether `dir` lives on tmpfs or ramfs (whose pages can never be evicted).
@@ -202,4 +307,20 @@ fn is_tmpfs(dir: &Path) -> bool {
     const TMPFS_MAGIC: i64 = 0x0102_1994;
     const RAMFS_MAGIC: i64 = 0x8584_58f6;
     matches!(st.f_type as i64, TMPFS_MAGIC | RAMFS_MAGIC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_words;
+
+    #[test]
+    fn a_printed_step_can_be_pasted_into_a_shell() {
+        let argv: Vec<String> = ["experiment", "--profiled", "sample --workload a", "it's", "--"]
+            .map(String::from)
+            .into();
+        assert_eq!(
+            shell_words(&argv),
+            r#"experiment --profiled 'sample --workload a' 'it'\''s' --"#
+        );
+    }
 }

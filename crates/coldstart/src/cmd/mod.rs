@@ -4,6 +4,7 @@ pub mod analyze;
 pub mod bolt;
 pub mod common;
 pub mod demo;
+pub mod experiment;
 pub mod link;
 pub mod measure;
 pub mod mount;
@@ -11,9 +12,11 @@ pub mod order;
 pub mod pack;
 pub mod predict;
 pub mod profile;
+pub mod report;
 pub mod run;
 pub mod sample;
 pub mod serve;
+pub mod timeline;
 pub mod verify;
 
 use std::process::ExitCode;
@@ -36,5 +39,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Link(args) => link::run(args),
         Command::Bolt(args) => bolt::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Report(args) => report::run(args),
+        Command::Timeline(args) => timeline::run(args),
+        Command::Experiment(args) => experiment::run(args),
     }
 }

@@ -1,0 +1,716 @@
+//! `coldstart experiment`: the paper's grid, run for real. Every link x cache state x
+//! strategy, N starts each of a held-out workload (the hot set is recorded from another), each
+//! measured (start-up, bytes, requests, time stalled on misses) beside the model's prediction.
+//!
+//! It drives the network stage through its public API, as `coldstart pack`, `serve`, `run`
+//! and `predict` do: [`coldstart_bundle::pack()`], [`coldstart_serve::serve()`] with an emulated
+//! [`Link`], [`coldstart_lazyfs::mount()`] and [`coldstart_lazyfs::predict()`].
+//!
+//! The result ([`Experiment`], format `coldstart-experiment`) is written after every cell, so
+//! an interrupted experiment keeps what it measured; given the same file again, it measures
+//! only the cells that are missing.
+//!
+//! Cache states (the paper's, for a program fetched over a network):
+//! - `cold`: the local chunk cache empty, and the server's copy of the bundle evicted from its
+//!   page cache (a server that has not served it lately);
+//! - `warm-remote`: the local chunk cache empty, the bundle in the server's page cache (the
+//!   paper's warm-remote: the program on a file server whose cache holds it).
+
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use coldstart_bundle::{Cancel, HotList, PackOptions};
+use coldstart_error::Category;
+use coldstart_lazyfs::model::LinkEstimate;
+use coldstart_lazyfs::{MountRequest, NetworkRequest, PredictOptions, StrategyOrAuto};
+use coldstart_results::{Cell, CellRun, Document, Experiment, HotSet, LinkSpec};
+pub use coldstart_serve::Link;
+
+/// Why an experiment stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    #[error("{0}")]
+    Usage(String),
+    #[error(
+        "{path} holds another experiment ({why}): give another -o, or remove it to start again"
+    )]
+    Other { path: PathBuf, why: String },
+    #[error(transparent)]
+    Results(#[from] coldstart_results::ResultsError),
+    #[error("packing {dir}: {source}")]
+    Pack { dir: PathBuf, source: coldstart_bundle::PackError },
+    #[error("hot list {path}: {source}")]
+    HotList { path: PathBuf, source: coldstart_bundle::HotListError },
+    #[error("serving the bundle: {0}")]
+    Serve(#[from] coldstart_serve::ServeError),
+    #[error("{what}: {source}")]
+    Mount { what: String, source: coldstart_lazyfs::MountError },
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+    #[error("interrupted: the cells measured so far are kept")]
+    Interrupted,
+}
+
+impl ExperimentError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            ExperimentError::Usage(_) | ExperimentError::Other { .. } => Category::Usage,
+            ExperimentError::Results(e) => e.category(),
+            ExperimentError::Pack { source, .. } => source.category(),
+            ExperimentError::HotList { source, .. } => source.category(),
+            ExperimentError::Serve(e) => e.category(),
+            ExperimentError::Mount { source, .. } => source.category(),
+            ExperimentError::Io { .. } | ExperimentError::Interrupted => Category::Environment,
+        }
+    }
+}
+
+/// A cache state of the grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheState {
+    Cold,
+    WarmRemote,
+}
+
+impl CacheState {
+    pub fn name(self) -> &'static str {
+        match self {
+            CacheState::Cold => "cold",
+            CacheState::WarmRemote => "warm-remote",
+        }
+    }
+}
+
+impl std::str::FromStr for CacheState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "cold" => Ok(CacheState::Cold),
+            "warm-remote" => Ok(CacheState::WarmRemote),
+            o => Err(format!("unknown cache state `{o}`: use cold or warm-remote")),
+        }
+    }
+}
+
+/// A link of the grid, as given.
+#[derive(Debug, Clone)]
+pub struct GridLink {
+    pub label: String,
+    pub link: Link,
+}
+
+/// The links of the grid unless told: the paper's (56 kbit/s to 3 Mbit/s at 10 to 200 ms) and
+/// two modern ones (a 20 Mbit/s home link at 40 ms, a 100 Mbit/s office link at 5 ms).
+pub fn default_links() -> Vec<GridLink> {
+    let mut out = Vec::new();
+    for bw in ["56kbit", "256kbit", "1mbit", "3mbit"] {
+        for lat in ["10ms", "50ms", "200ms"] {
+            out.push(format!("{bw}/{lat}"));
+        }
+    }
+    out.push("20mbit/40ms".into());
+    out.push("100mbit/5ms".into());
+    out.iter().map(|l| grid_link(l).expect("the default links parse")).collect()
+}
+
+/// A link of the grid from its text (`20mbit/40ms`), labelled as written.
+pub fn grid_link(text: &str) -> Result<GridLink, coldstart_serve::LinkParseError> {
+    Ok(GridLink { label: text.trim().to_owned(), link: text.parse()? })
+}
+
+/// The strategies unless told: every fixed one, then `auto`.
+pub fn default_strategies() -> Vec<StrategyOrAuto> {
+    let mut out: Vec<StrategyOrAuto> =
+        coldstart_lazyfs::Strategy::ALL.iter().map(|s| StrategyOrAuto::Fixed(*s)).collect();
+    out.push(StrategyOrAuto::Auto);
+    out
+}
+
+/// The cache states unless told: both.
+pub const DEFAULT_CACHES: [CacheState; 2] = [CacheState::Cold, CacheState::WarmRemote];
+
+/// Runs per cell unless told.
+pub const DEFAULT_RUNS: u32 = 3;
+
+/// The chunk size unless told: `pack`'s.
+pub fn default_chunk_size() -> u64 {
+    PackOptions::default().chunk_size
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct ExperimentOptions {
+    /// The program's directory, packed into the bundle.
+    pub dir: PathBuf,
+    /// The measured (held-out) command; its program relative to `dir`.
+    pub command: Vec<String>,
+    /// The profiled command, whose start-up reads are the hot set; relative to `dir`.
+    pub profiled: Vec<String>,
+    pub links: Vec<GridLink>,
+    pub strategies: Vec<StrategyOrAuto>,
+    pub caches: Vec<CacheState>,
+    pub runs: u32,
+    pub chunk_size: u64,
+    pub readahead: u32,
+    /// Where bundles, chunk caches and mount points go (removed by the caller).
+    pub work: PathBuf,
+    /// The result file, written after every cell; an existing one is resumed.
+    pub output: PathBuf,
+    pub cancel: Cancel,
+}
+
+/// What the experiment reports as it goes (a progress bar). Every figure is in estimated
+/// seconds of work, so that the remaining time can be told while cells differ a thousandfold.
+pub trait Progress {
+    /// The work ahead: its estimate in seconds, and what was already done (resumed).
+    fn start(&mut self, total_s: f64, done_s: f64);
+    /// A step of preparation or a run is starting.
+    fn message(&mut self, text: &str);
+    /// A run ended; it was estimated at `estimate_s`.
+    fn advance(&mut self, estimate_s: f64);
+}
+
+/// Does nothing.
+pub struct Quiet;
+
+impl Progress for Quiet {
+    fn start(&mut self, _: f64, _: f64) {}
+    fn message(&mut self, _: &str) {}
+    fn advance(&mut self, _: f64) {}
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ExperimentError {
+    let what = what.into();
+    move |source| ExperimentError::Io { what, source }
+}
+
+fn strategy_name(s: StrategyOrAuto) -> String {
+    match s {
+        StrategyOrAuto::Auto => "auto".into(),
+        StrategyOrAuto::Fixed(f) => f.to_string(),
+    }
+}
+
+/// Regular files under `dir` and their bytes.
+fn files(dir: &Path) -> (u64, u64, Vec<PathBuf>) {
+    let mut out = (0, 0, Vec::new());
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let Ok(m) = e.path().symlink_metadata() else { continue };
+            if m.is_dir() {
+                stack.push(e.path());
+            } else if m.is_file() {
+                out.0 += 1;
+                out.1 += m.len();
+                out.2.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+/// Drop a directory's files from the page cache (the server's copy, `cold`), or read them
+/// into it (`warm-remote`).
+fn server_cache(files: &[PathBuf], state: CacheState) {
+    for f in files {
+        let Ok(file) = std::fs::File::open(f) else { continue };
+        match state {
+            CacheState::Cold => {
+                // SAFETY: advice on our own descriptor.
+                unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+            }
+            CacheState::WarmRemote => {
+                let _ = std::io::copy(&mut std::io::BufReader::new(file), &mut std::io::sink());
+            }
+        }
+    }
+}
+
+/// The mount's options for one run.
+fn request(
+    o: &ExperimentOptions,
+    strategy: StrategyOrAuto,
+    cache: &Path,
+    record: Option<PathBuf>,
+) -> MountRequest {
+    MountRequest {
+        strategy,
+        link_hint: None,
+        cache_dir: Some(cache.to_owned()),
+        record,
+        network: NetworkRequest {
+            cancel: o.cancel.clone(),
+            min_rate: 1,
+            ..NetworkRequest::default()
+        },
+        readahead: o.readahead,
+    }
+}
+
+/// One start from the bundle at `url`: mount, run the command to its end, unmount.
+fn start(
+    o: &ExperimentOptions,
+    url: &str,
+    req: MountRequest,
+    command: &[String],
+    n: usize,
+) -> Result<(CellRun, f64), ExperimentError> {
+    let root = o.work.join(format!("mnt-{n}"));
+    let _ = std::fs::remove_dir(&root);
+    std::fs::create_dir_all(&root).map_err(io(format!("mount point {}", root.display())))?;
+    let mut opts = req
+        .options()
+        .map_err(|source| ExperimentError::Mount { what: "options".into(), source })?;
+    opts.remove_on_death = vec![root.clone()];
+    let t0 = Instant::now();
+    let mount = coldstart_lazyfs::mount(url, &root, opts)
+        .map_err(|source| ExperimentError::Mount { what: format!("mounting {url}"), source })?;
+    let chosen = mount.choice().map(|c| c.chosen.to_string());
+    let mut cmd = Command::new(root.join(&command[0]));
+    cmd.args(&command[1..])
+        .current_dir(&root)
+        .env("COLDSTART_ROOT", &root)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let status = match mount.spawn(&mut cmd) {
+        Ok(mut group) => loop {
+            if o.cancel.is_cancelled() {
+                group.end(Duration::from_millis(200));
+                break None;
+            }
+            match group.try_wait() {
+                Ok(Some(s)) => {
+                    group.end(Duration::from_secs(1));
+                    break Some(s);
+                }
+                Ok(None) => std::thread::sleep(Duration::from_micros(500)),
+                Err(_) => break None,
+            }
+        },
+        Err(_) => None,
+    };
+    let program_s = t0.elapsed().as_secs_f64();
+    let (report, result) = mount.close();
+    let wall_s = t0.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir(&root);
+    result.map_err(|source| ExperimentError::Mount { what: "unmounting".into(), source })?;
+    if o.cancel.is_cancelled() {
+        return Err(ExperimentError::Interrupted);
+    }
+    Ok((
+        CellRun {
+            wall_s,
+            bytes_fetched: report.bytes_fetched,
+            requests: report.requests,
+            stall_s: report.miss_wait_total_ms / 1e3,
+            exit_code: status.and_then(|s| s.code()),
+            chosen,
+        },
+        program_s,
+    ))
+}
+
+/// The median of several local starts of the command from the program's directory (warm).
+fn local_start(o: &ExperimentOptions) -> Option<f64> {
+    let mut times = Vec::new();
+    for _ in 0..11 {
+        let t = Instant::now();
+        let s = Command::new(o.dir.join(&o.command[0]))
+            .args(&o.command[1..])
+            .current_dir(&o.dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .ok()?;
+        if !s.success() {
+            return None;
+        }
+        times.push(t.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    Some(times[times.len() / 2])
+}
+
+/// A start's estimated time, for the progress bar only: Eq. 1 with the bytes a strategy
+/// moves, a few latencies, and a mount.
+fn estimate(e: &Experiment, link: &LinkSpec, strategy: &str) -> f64 {
+    let bytes = match strategy {
+        "original" => e.program.bytes,
+        _ => e.used_bytes.or(e.hot_set.as_ref().map(|h| h.bytes)).unwrap_or(e.program.bytes),
+    } as f64;
+    let requests = match strategy {
+        "paged" => e.hot_set.as_ref().map_or(20, |h| h.chunks).max(1) as f64 / 4.0,
+        "original" => e.program.files as f64,
+        _ => 3.0,
+    };
+    bytes * 8.0 / link.bits_per_second + requests * link.latency_s + e.local_s.unwrap_or(0.0) + 0.2
+}
+
+/// Record a hot list of `command`'s start from a bundle directory (paged, so every read is
+/// seen), returning its bytes and chunks.
+fn record(
+    o: &ExperimentOptions,
+    bundle: &Path,
+    command: &[String],
+    out: &Path,
+    n: usize,
+) -> Result<HotList, ExperimentError> {
+    let cache = o.work.join(format!("cache-record-{n}"));
+    let _ = std::fs::remove_dir_all(&cache);
+    let req = request(
+        o,
+        StrategyOrAuto::Fixed(coldstart_lazyfs::Strategy::Paged),
+        &cache,
+        Some(out.to_owned()),
+    );
+    start(o, &bundle.display().to_string(), req, command, n)?;
+    let _ = std::fs::remove_dir_all(&cache);
+    HotList::read(out).map_err(|source| ExperimentError::HotList { path: out.to_owned(), source })
+}
+
+/// Check that `e` (read from the output file) is this experiment, so its cells can be kept.
+fn same(e: &Experiment, o: &ExperimentOptions) -> Result<(), String> {
+    let dir = o.dir.canonicalize().unwrap_or_else(|_| o.dir.clone());
+    if e.program.dir != dir {
+        return Err(format!("the program {} ", e.program.dir.display()));
+    }
+    if e.program.command != o.command || e.program.profiled != o.profiled {
+        return Err("other commands".into());
+    }
+    if e.settings.chunk_size != o.chunk_size || e.settings.readahead != o.readahead as u64 {
+        return Err("another chunk size or read-ahead".into());
+    }
+    Ok(())
+}
+
+/// Run the grid (the cells the output does not hold yet). Cancelled, it ends with
+/// [`ExperimentError::Interrupted`] whichever step it was in, every cell measured before kept.
+pub fn run(
+    o: &ExperimentOptions,
+    progress: &mut dyn Progress,
+) -> Result<Experiment, ExperimentError> {
+    match grid(o, progress) {
+        Err(_) if o.cancel.is_cancelled() => Err(ExperimentError::Interrupted),
+        r => r,
+    }
+}
+
+fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment, ExperimentError> {
+    // Absolute paths: the commands run with their directory as the current one.
+    let absolute =
+        |p: &Path| std::path::absolute(p).map_err(io(format!("the path {}", p.display())));
+    let o = &ExperimentOptions {
+        dir: o
+            .dir
+            .canonicalize()
+            .map_err(io(format!("the program's directory {}", o.dir.display())))?,
+        work: absolute(&o.work)?,
+        ..o.clone()
+    };
+    if o.command.is_empty() || o.profiled.is_empty() {
+        return Err(ExperimentError::Usage(
+            "give the measured command and the profiled one".into(),
+        ));
+    }
+    for c in [&o.command, &o.profiled] {
+        if !o.dir.join(&c[0]).is_file() {
+            return Err(ExperimentError::Usage(format!(
+                "{} is not a file: the command's program is relative to the program's directory {}",
+                o.dir.join(&c[0]).display(),
+                o.dir.display()
+            )));
+        }
+    }
+    if o.runs == 0 || o.links.is_empty() || o.strategies.is_empty() || o.caches.is_empty() {
+        return Err(ExperimentError::Usage(
+            "the grid is empty: give links, strategies, cache states and runs".into(),
+        ));
+    }
+    let mut e = match Experiment::read(&o.output) {
+        Ok(prev) => {
+            same(&prev, o).map_err(|why| ExperimentError::Other { path: o.output.clone(), why })?;
+            prev
+        }
+        Err(coldstart_results::ResultsError::Read { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            Experiment::new()
+        }
+        Err(err) => return Err(err.into()),
+    };
+    let (nfiles, nbytes, server_files_src) = files(&o.dir);
+    drop(server_files_src);
+    e.created_unix = if e.created_unix == 0 { now() } else { e.created_unix };
+    e.kernel =
+        std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().into();
+    e.cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    e.program.dir = o.dir.canonicalize().unwrap_or_else(|_| o.dir.clone());
+    e.program.command = o.command.clone();
+    e.program.profiled = o.profiled.clone();
+    e.program.files = nfiles;
+    e.program.bytes = nbytes;
+    e.settings.chunk_size = o.chunk_size;
+    e.settings.readahead = o.readahead as u64;
+    e.settings.runs = o.runs;
+    for l in &o.links {
+        let spec = spec(l);
+        if !e.settings.links.iter().any(|x| x.label == spec.label) {
+            e.settings.links.push(spec);
+        }
+    }
+    for s in &o.strategies {
+        let n = strategy_name(*s);
+        if !e.settings.strategies.contains(&n) {
+            e.settings.strategies.push(n);
+        }
+    }
+    for c in &o.caches {
+        if !e.settings.caches.iter().any(|x| x == c.name()) {
+            e.settings.caches.push(c.name().into());
+        }
+    }
+
+    // The bundle: packed once without a hot set to record what each workload reads, then
+    // with the profiled workload's reads as the hot set.
+    std::fs::create_dir_all(&o.work).map_err(io(format!("work directory {}", o.work.display())))?;
+    let pack_opts = PackOptions {
+        chunk_size: o.chunk_size,
+        cancel: o.cancel.clone(),
+        ..PackOptions::default()
+    };
+    let bundle0 = o.work.join("bundle0");
+    let bundle = o.work.join("bundle");
+    for b in [&bundle0, &bundle] {
+        let _ = std::fs::remove_dir_all(b);
+    }
+    progress.message("packing the program");
+    coldstart_bundle::pack(&o.dir, &HotList::default(), &pack_opts, &bundle0)
+        .map_err(|source| ExperimentError::Pack { dir: o.dir.clone(), source })?;
+    progress.message("recording the profiled workload's reads (the hot set)");
+    let hot = record(o, &bundle0, &o.profiled, &o.work.join("hot-profiled.json"), 0)?;
+    progress.message("recording the measured workload's reads (Eq. 1's bytes)");
+    let used = record(o, &bundle0, &o.command, &o.work.join("hot-measured.json"), 1)?;
+    e.hot_set = Some(HotSet {
+        bytes: hot.touches.iter().map(|t| t.length).sum(),
+        chunks: hot.touches.len() as u64,
+    });
+    e.used_bytes = Some(used.touches.iter().map(|t| t.length).sum());
+    coldstart_bundle::pack(&o.dir, &hot, &pack_opts, &bundle)
+        .map_err(|source| ExperimentError::Pack { dir: o.dir.clone(), source })?;
+    let (_, _, server_files) = files(&bundle);
+    progress.message("timing the local start-up");
+    e.local_s = local_start(o);
+    if e.local_s.is_none() {
+        e.warnings
+            .push("the measured command failed when run locally: no local start-up time".into());
+    }
+
+    // The work ahead, in estimated seconds.
+    let mut todo: Vec<(&GridLink, CacheState, StrategyOrAuto)> = Vec::new();
+    let (mut total, mut done) = (0.0, 0.0);
+    for l in &o.links {
+        for c in &o.caches {
+            for s in &o.strategies {
+                let est = estimate(&e, &spec(l), &strategy_name(*s)) * o.runs as f64;
+                total += est;
+                if e.cell(&l.label, &strategy_name(*s), c.name()).is_some() {
+                    done += est;
+                } else {
+                    todo.push((l, *c, *s));
+                }
+            }
+        }
+    }
+    progress.start(total, done);
+    let mut n = 2;
+    for l in &o.links {
+        if !todo.iter().any(|t| std::ptr::eq(t.0, l)) {
+            continue;
+        }
+        let server = coldstart_serve::serve(&bundle, "127.0.0.1:0", Some(l.link))?;
+        let url = server.url();
+        for c in &o.caches {
+            let cells: Vec<StrategyOrAuto> =
+                todo.iter().filter(|t| std::ptr::eq(t.0, l) && t.1 == *c).map(|t| t.2).collect();
+            if cells.is_empty() {
+                continue;
+            }
+            // The model's figures for this link and an empty chunk cache, the link given.
+            let empty = o.work.join("cache-empty");
+            let _ = std::fs::remove_dir_all(&empty);
+            server_cache(&server_files, *c);
+            let choice = coldstart_lazyfs::predict(
+                &url,
+                &PredictOptions {
+                    link_hint: Some(LinkEstimate::given(l.link.bits_per_second, l.link.latency)),
+                    cache_dir: Some(empty.clone()),
+                    network: NetworkRequest {
+                        cancel: o.cancel.clone(),
+                        min_rate: 1,
+                        ..NetworkRequest::default()
+                    },
+                    readahead: o.readahead,
+                    local_ms: e.local_s.map(|s| s * 1e3),
+                },
+            );
+            let _ = std::fs::remove_dir_all(&empty);
+            let choice = match choice {
+                Ok(c) => Some(c),
+                Err(err) if o.cancel.is_cancelled() => {
+                    drop(err);
+                    return Err(ExperimentError::Interrupted);
+                }
+                Err(err) => {
+                    e.warnings.push(format!("predict on {}: {err}", l.label));
+                    None
+                }
+            };
+            for s in cells {
+                let name = strategy_name(s);
+                let est = estimate(&e, &spec(l), &name);
+                let mut runs = Vec::new();
+                for i in 0..o.runs {
+                    if o.cancel.is_cancelled() {
+                        return Err(ExperimentError::Interrupted);
+                    }
+                    progress.message(&format!(
+                        "{} {} {name}: run {} of {}",
+                        l.label,
+                        c.name(),
+                        i + 1,
+                        o.runs
+                    ));
+                    let cache = o.work.join("cache");
+                    let _ = std::fs::remove_dir_all(&cache);
+                    server_cache(&server_files, *c);
+                    n += 1;
+                    let (r, _) = start(o, &url, request(o, s, &cache, None), &o.command, n)?;
+                    if r.exit_code != Some(0) {
+                        e.warnings.push(format!(
+                            "{} {} {name}: the command exited with {:?}",
+                            l.label,
+                            c.name(),
+                            r.exit_code
+                        ));
+                    }
+                    runs.push(r);
+                    progress.advance(est);
+                }
+                let predicted_for = |strategy: &str| {
+                    choice.as_ref().and_then(|ch| {
+                        ch.predictions
+                            .iter()
+                            .find(|p| p.strategy.to_string() == strategy)
+                            .map(|p| p.ms / 1e3)
+                    })
+                };
+                let chosen = choice.as_ref().map(|ch| ch.chosen.to_string());
+                let predicted_s = match s {
+                    StrategyOrAuto::Auto => {
+                        // auto's own choice in the runs (the link measured), else predict's.
+                        let mut cell = Cell {
+                            link: spec(l),
+                            strategy: name.clone(),
+                            cache: c.name().into(),
+                            runs: runs.clone(),
+                            predicted_s: None,
+                            predicted_choice: None,
+                        };
+                        let pick = cell.chosen().map(str::to_owned).or(chosen.clone());
+                        cell.runs.clear();
+                        pick.and_then(|p| predicted_for(&p))
+                    }
+                    StrategyOrAuto::Fixed(f) => predicted_for(&f.to_string()),
+                };
+                e.cells.push(Cell {
+                    link: spec(l),
+                    strategy: name,
+                    cache: c.name().into(),
+                    runs,
+                    predicted_s,
+                    predicted_choice: chosen,
+                });
+                e.write(&o.output)?;
+            }
+        }
+        drop(server);
+    }
+    e.write(&o.output)?;
+    Ok(e)
+}
+
+fn spec(l: &GridLink) -> LinkSpec {
+    LinkSpec {
+        label: l.label.clone(),
+        bits_per_second: l.link.bits_per_second,
+        latency_s: l.link.latency.as_secs_f64(),
+    }
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn estimates_follow_eq1() {
+        let mut e = Experiment::new();
+        e.program.bytes = 1_000_000;
+        e.program.files = 2;
+        e.used_bytes = Some(250_000);
+        let link = LinkSpec { label: "1mbit/100ms".into(), bits_per_second: 1e6, latency_s: 0.1 };
+        assert!((estimate(&e, &link, "original") - (8.0 + 0.2 + 0.2)).abs() < 1e-9);
+        assert!((estimate(&e, &link, "reordered") - (2.0 + 0.3 + 0.2)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_default_grid_holds_the_papers_links_and_every_strategy() {
+        let links = default_links();
+        assert!(links.iter().any(|l| l.label == "56kbit/200ms" && l.link.bits_per_second == 56e3));
+        assert!(links.iter().any(|l| l.label == "3mbit/10ms"));
+        assert!(grid_link("1mbit").is_err());
+        let s = default_strategies();
+        assert_eq!(s.len(), coldstart_lazyfs::Strategy::ALL.len() + 1);
+        assert_eq!(s.last(), Some(&StrategyOrAuto::Auto));
+    }
+
+    #[test]
+    fn another_experiment_in_the_output_is_not_resumed() {
+        let mut e = Experiment::new();
+        e.program.dir = PathBuf::from("/");
+        e.program.command = vec!["a".into()];
+        e.program.profiled = vec!["b".into()];
+        e.settings.chunk_size = 16384;
+        e.settings.readahead = 16384;
+        let o = ExperimentOptions {
+            dir: "/".into(),
+            command: vec!["a".into()],
+            profiled: vec!["b".into()],
+            links: vec![],
+            strategies: vec![],
+            caches: vec![],
+            runs: 1,
+            chunk_size: 16384,
+            readahead: 16384,
+            work: "/tmp".into(),
+            output: "/tmp/x.json".into(),
+            cancel: Cancel::new(),
+        };
+        assert!(same(&e, &o).is_ok());
+        let o2 = ExperimentOptions { command: vec!["c".into()], ..o.clone() };
+        assert!(same(&e, &o2).is_err());
+        let o3 = ExperimentOptions { chunk_size: 4096, ..o };
+        assert!(same(&e, &o3).is_err());
+    }
+}

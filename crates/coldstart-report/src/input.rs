@@ -1,0 +1,277 @@
+//! The result files the report reads, recognised by their `format` field (or, for
+//! `order --evaluate --json`, which has none, by its shape), each read through its documented
+//! format alone.
+//!
+//! `measure` and `order --evaluate` results are read into the few fields the report draws
+//! (docs/formats/measure.md; `Evaluation` in coldstart-layout), so the report needs neither
+//! stage: the files are the interface.
+
+use std::path::{Path, PathBuf};
+
+use coldstart_profile_format::Profile;
+use coldstart_results::{Document, Experiment, Timeline};
+use serde::Deserialize;
+
+use crate::ReportError;
+
+/// One input file, read.
+#[derive(Debug, Clone)]
+pub enum Input {
+    Measure(Measure),
+    Profile(Box<Profile>),
+    Evaluation(Evaluation),
+    Experiment(Box<Experiment>),
+    Timeline(Box<Timeline>),
+}
+
+/// An input and where it came from.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub path: PathBuf,
+    pub input: Input,
+}
+
+impl Source {
+    /// The file's name, to label what it contributed.
+    pub fn name(&self) -> String {
+        self.path
+            .file_name()
+            .map_or_else(|| self.path.display().to_string(), |f| f.to_string_lossy().into_owned())
+    }
+}
+
+/// Everything the report was given, in the order given.
+#[derive(Debug, Clone, Default)]
+pub struct Inputs {
+    pub sources: Vec<Source>,
+}
+
+impl Inputs {
+    /// Read every file; the first that cannot be read is the error (nothing is written then).
+    pub fn load(paths: &[PathBuf]) -> Result<Inputs, ReportError> {
+        let mut sources = Vec::new();
+        for p in paths {
+            sources.push(Source { path: p.clone(), input: read(p)? });
+        }
+        Ok(Inputs { sources })
+    }
+
+    pub fn measures(&self) -> impl Iterator<Item = (&Source, &Measure)> {
+        self.sources.iter().filter_map(|s| match &s.input {
+            Input::Measure(m) => Some((s, m)),
+            _ => None,
+        })
+    }
+
+    pub fn profiles(&self) -> impl Iterator<Item = (&Source, &Profile)> {
+        self.sources.iter().filter_map(|s| match &s.input {
+            Input::Profile(p) => Some((s, p.as_ref())),
+            _ => None,
+        })
+    }
+
+    pub fn evaluations(&self) -> impl Iterator<Item = (&Source, &Evaluation)> {
+        self.sources.iter().filter_map(|s| match &s.input {
+            Input::Evaluation(e) => Some((s, e)),
+            _ => None,
+        })
+    }
+
+    pub fn experiments(&self) -> impl Iterator<Item = (&Source, &Experiment)> {
+        self.sources.iter().filter_map(|s| match &s.input {
+            Input::Experiment(e) => Some((s, e.as_ref())),
+            _ => None,
+        })
+    }
+
+    pub fn timelines(&self) -> impl Iterator<Item = (&Source, &Timeline)> {
+        self.sources.iter().filter_map(|s| match &s.input {
+            Input::Timeline(t) => Some((s, t.as_ref())),
+            _ => None,
+        })
+    }
+}
+
+/// Read one result file of any kind the report knows.
+pub fn read(path: &Path) -> Result<Input, ReportError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ReportError::Read { path: path.to_owned(), source })?;
+    from_json(path, &text)
+}
+
+/// Recognise and parse one result file.
+pub fn from_json(path: &Path, text: &str) -> Result<Input, ReportError> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        ReportError::Unknown { path: path.to_owned(), why: format!("not JSON: {e}") }
+    })?;
+    let format = value.get("format").and_then(|f| f.as_str()).unwrap_or_default().to_owned();
+    let format = format.as_str();
+    let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
+    let bad = |e: serde_json::Error| ReportError::Invalid {
+        path: path.to_owned(),
+        what: if format.is_empty() { "order --evaluate".into() } else { format.to_owned() },
+        why: e.to_string(),
+    };
+    match format {
+        "coldstart-measure" => {
+            if !(1..=2).contains(&version) {
+                return Err(ReportError::Version {
+                    path: path.to_owned(),
+                    format: format.into(),
+                    found: version,
+                    known: "1 and 2".into(),
+                });
+            }
+            Ok(Input::Measure(serde_json::from_value(value).map_err(bad)?))
+        }
+        "coldstart-profile" => Profile::from_json(path, text)
+            .map(|p| Input::Profile(Box::new(p)))
+            .map_err(|e| ReportError::Profile(Box::new(e))),
+        "coldstart-experiment" => Experiment::from_json(path, text)
+            .map(|e| Input::Experiment(Box::new(e)))
+            .map_err(ReportError::Results),
+        "coldstart-timeline" => Timeline::from_json(path, text)
+            .map(|t| Input::Timeline(Box::new(t)))
+            .map_err(ReportError::Results),
+        "" if value.get("holdout").is_some() && value.get("rows").is_some() => {
+            Ok(Input::Evaluation(serde_json::from_value(value).map_err(bad)?))
+        }
+        "" => Err(ReportError::Unknown {
+            path: path.to_owned(),
+            why: "it has no `format` field and is not `order --evaluate --json` output".into(),
+        }),
+        other => Err(ReportError::Unknown {
+            path: path.to_owned(),
+            why: format!("its format `{other}` is not one the report reads"),
+        }),
+    }
+}
+
+/// A `coldstart measure --export-json` result (versions 1 and 2), the fields drawn.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Measure {
+    /// The cache states as given, comma-separated.
+    pub cache: String,
+    #[serde(default)]
+    pub storage: Option<MeasureStorage>,
+    pub commands: Vec<MeasureCommand>,
+    #[serde(default)]
+    pub io_share: Vec<IoShare>,
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+/// The emulated storage device of the runs.
+#[derive(Debug, Clone, Deserialize)]
+pub struct MeasureStorage {
+    pub profile: String,
+}
+
+/// One (cache state, command) of a measurement.
+#[derive(Debug, Clone, Deserialize)]
+pub struct MeasureCommand {
+    /// The cache state, or `A`/`B` when two commands were compared.
+    pub label: String,
+    pub command: Vec<String>,
+    /// `[metric, summary]` pairs over the counted runs.
+    pub summaries: Vec<(String, Summary)>,
+    #[serde(default)]
+    pub runs: Vec<serde_json::Value>,
+}
+
+/// Statistics of one metric over the counted runs.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Summary {
+    pub n: usize,
+    pub median: f64,
+    pub ci95: (f64, f64),
+}
+
+/// The time one command waits for storage in one colder state: cold minus hot.
+#[derive(Debug, Clone, Deserialize)]
+pub struct IoShare {
+    pub label: String,
+    pub cache: String,
+    pub cold_median_s: f64,
+    pub hot_median_s: f64,
+    pub io_s: f64,
+    pub fraction: f64,
+}
+
+impl MeasureCommand {
+    /// The summary of one metric, when it was available.
+    pub fn summary(&self, metric: &str) -> Option<&Summary> {
+        self.summaries.iter().find(|(m, _)| m == metric).map(|(_, s)| s)
+    }
+}
+
+impl Measure {
+    /// The cache state a command entry was measured in: its label, or for `A`/`B` entries of
+    /// a comparison the state given for the whole file. With an emulated device, its profile
+    /// follows (`cold (hdd)`), since such runs are not comparable with the host disk's.
+    pub fn state_of(&self, c: &MeasureCommand) -> String {
+        let state = match c.label.as_str() {
+            "A" | "B" => self.cache.clone(),
+            l => l.to_owned(),
+        };
+        match &self.storage {
+            Some(s) => format!("{state} ({})", s.profile),
+            None => state,
+        }
+    }
+}
+
+/// `coldstart order --evaluate --json`: each layout's cost for a held-out start-up.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Evaluation {
+    pub holdout: String,
+    pub rows: Vec<EvaluationRow>,
+    pub best: String,
+}
+
+/// One evaluated layout.
+#[derive(Debug, Clone, Deserialize)]
+pub struct EvaluationRow {
+    pub layout: String,
+    pub cost: Cost,
+}
+
+/// The page model's cost of a layout.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Cost {
+    pub pages_touched: u64,
+    pub faults: u64,
+    pub pages_read: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_is_recognised_by_its_format_or_shape() {
+        let p = Path::new("r.json");
+        let m = r#"{"format":"coldstart-measure","version":2,"cache":"cold,hot","commands":[
+            {"label":"cold","command":["x"],"summaries":[["wall_s",{"n":3,"median":0.5,"ci95":[0.4,0.6]}]]}]}"#;
+        let Input::Measure(m) = from_json(p, m).unwrap() else { panic!("not a measurement") };
+        assert_eq!(m.commands[0].summary("wall_s").unwrap().median, 0.5);
+        let e = r#"{"holdout":"b","model":{},"rows":[{"layout":"default","cost":{"pages_touched":3,"faults":2,"pages_read":9,"curve":[]}}],"best":"first-touch"}"#;
+        assert!(matches!(from_json(p, e).unwrap(), Input::Evaluation(_)));
+        let x = r#"{"format":"coldstart-experiment","version":1,"created_unix":0,"kernel":"","cpus":2,
+            "program":{"dir":"/a","command":["a"],"profiled":["a"],"files":1,"bytes":1},
+            "settings":{"links":[],"strategies":[],"caches":[],"runs":1,"chunk_size":1,"readahead":1},
+            "local_s":null,"hot_set":null,"used_bytes":null,"cells":[],"warnings":[]}"#;
+        assert!(matches!(from_json(p, x).unwrap(), Input::Experiment(_)));
+    }
+
+    #[test]
+    fn an_unknown_file_or_version_is_refused_with_its_name() {
+        let p = Path::new("some.json");
+        let e = from_json(p, r#"{"format":"something-else"}"#).unwrap_err().to_string();
+        assert!(e.contains("some.json") && e.contains("something-else"), "{e}");
+        let e = from_json(p, r#"{"format":"coldstart-measure","version":7}"#).unwrap_err();
+        assert!(e.to_string().contains("version 7"), "{e}");
+        let e = from_json(p, "[1, 2").unwrap_err().to_string();
+        assert!(e.contains("not JSON"), "{e}");
+    }
+}

@@ -1,0 +1,302 @@
+//! `coldstart report`: one self-contained HTML file of whatever results it is given, with the
+//! same figures in CSV files beside it.
+//!
+//! The report reads result files, never the stages that wrote them: `measure --export-json`
+//! (docs/formats/measure.md), profiles (`coldstart-profile-format`), `order --evaluate
+//! --json`, and the experiment and timeline files (`coldstart-results`). Each kind of input
+//! adds its sections:
+//!
+//! - measurements: start-up in each cache state, before and after (the paper's Figure 5);
+//! - profiles: page maps of each binary, every page coloured by whether start-up touched it;
+//! - `order --evaluate`: the faults and pages of each layout;
+//! - timelines: where one start-up's time went;
+//! - experiments: improvement over `original` across the bandwidth x latency grid (Figure 3),
+//!   bytes and requests (Figure 4), the model against the measurement, `auto`'s choice.
+//!
+//! The charts are SVG written here (no JavaScript library, no web font, nothing fetched):
+//! the file opens the same way in a browser on a machine without a network.
+//!
+//! ```no_run
+//! use coldstart_report::{Inputs, Options};
+//!
+//! let inputs = Inputs::load(&["measure.json".into(), "experiment.json".into()])?;
+//! let report = coldstart_report::render(&inputs, &Options::default());
+//! let written = coldstart_report::write(&report, "report.html".as_ref())?;
+//! println!("{} files", written.len());
+//! # Ok::<(), coldstart_report::ReportError>(())
+//! ```
+
+mod bars;
+mod html;
+pub mod input;
+pub mod network;
+pub mod pagemap;
+mod startup;
+mod svg;
+mod table;
+mod timeline;
+
+use std::path::{Path, PathBuf};
+
+use coldstart_error::Category;
+
+pub use input::{Input, Inputs, Source};
+pub use table::Table;
+
+/// Why a report could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path} is not a result coldstart report reads ({why}): give measure --export-json, profile, order --evaluate --json, experiment or timeline files")]
+    Unknown { path: PathBuf, why: String },
+    #[error("{path} is not a valid `{what}` file: {why}")]
+    Invalid { path: PathBuf, what: String, why: String },
+    #[error("{path} is `{format}` version {found}; this coldstart reads versions {known}")]
+    Version { path: PathBuf, format: String, found: u64, known: String },
+    #[error(transparent)]
+    Profile(Box<coldstart_profile_format::FormatError>),
+    #[error(transparent)]
+    Results(coldstart_results::ResultsError),
+    #[error("nothing to report: no input file given")]
+    NoInput,
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+impl ReportError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            ReportError::Read { .. }
+            | ReportError::Unknown { .. }
+            | ReportError::Invalid { .. }
+            | ReportError::Version { .. }
+            | ReportError::NoInput => Category::Usage,
+            ReportError::Profile(e) => e.category(),
+            ReportError::Results(e) => e.category(),
+            ReportError::Write { .. } => Category::Environment,
+        }
+    }
+}
+
+/// A part of the page, with the tables of its figures.
+#[derive(Debug, Clone)]
+pub struct Section {
+    /// The anchor.
+    pub id: String,
+    pub title: String,
+    pub html: String,
+    pub tables: Vec<Table>,
+}
+
+/// How to render.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub title: String,
+    /// Written under the title (what made the report, when).
+    pub subtitle: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { title: "coldstart report".into(), subtitle: String::new() }
+    }
+}
+
+/// A rendered report.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub html: String,
+    /// Every table of figures, in page order.
+    pub tables: Vec<Table>,
+    /// The sections the inputs gave (their titles).
+    pub sections: Vec<String>,
+    /// The few figures at the top of the page: (value, caption).
+    pub highlights: Vec<(String, String)>,
+}
+
+/// Render the inputs.
+pub fn render(inputs: &Inputs, options: &Options) -> Report {
+    let mut sections: Vec<Section> = [
+        startup::section(inputs),
+        pagemap::section(inputs),
+        startup::evaluation_section(inputs),
+        timeline::section(inputs),
+        network::section(inputs),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let tables = csv_names(sections.iter().flat_map(|s| s.tables.clone()).collect());
+    let highlights = highlights(inputs);
+    let mut footer = String::from("Made by <code>coldstart report</code> from ");
+    let names: Vec<String> =
+        inputs.sources.iter().map(|s| format!("<code>{}</code>", svg::esc(&s.name()))).collect();
+    footer.push_str(&names.join(", "));
+    footer.push_str(". The figures are also in CSV files beside this one.");
+    if sections.is_empty() {
+        sections.push(Section {
+            id: "empty".into(),
+            title: "Nothing to draw".into(),
+            html: "<p>The inputs hold no figures this report draws.</p>".into(),
+            tables: Vec::new(),
+        });
+    }
+    let html = html::page(&options.title, &options.subtitle, &highlights, &sections, &footer);
+    Report {
+        html,
+        tables,
+        sections: sections.iter().map(|s| s.title.clone()).collect(),
+        highlights,
+    }
+}
+
+/// Tables with distinct names (a second `network` table becomes `network-2`).
+fn csv_names(mut tables: Vec<Table>) -> Vec<Table> {
+    let mut seen: Vec<String> = Vec::new();
+    for t in &mut tables {
+        let base = t.name.clone();
+        let mut n = 1;
+        while seen.contains(&t.name) {
+            n += 1;
+            t.name = format!("{base}-{n}");
+        }
+        seen.push(t.name.clone());
+    }
+    tables
+}
+
+/// The headline figures of the inputs.
+fn highlights(inputs: &Inputs) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (_, m) in inputs.measures() {
+        if let [a, b] = m.commands.as_slice() {
+            if a.label == "A" && b.label == "B" {
+                if let (Some(x), Some(y)) = (a.summary("wall_s"), b.summary("wall_s")) {
+                    let labels = startup::short_labels(&[a.command.clone(), b.command.clone()]);
+                    out.push((
+                        percent((y.median / x.median - 1.0) * 100.0),
+                        format!(
+                            "{} start-up of {} against {} ({} against {})",
+                            m.state_of(a),
+                            labels[1],
+                            labels[0],
+                            svg::seconds(y.median),
+                            svg::seconds(x.median)
+                        ),
+                    ));
+                }
+            }
+        }
+        for s in m.io_share.iter().filter(|s| s.cache == "cold").take(1) {
+            out.push((
+                format!("{:.0}%", s.fraction * 100.0),
+                format!("of the cold start-up of {} waits for storage (cold minus hot)", s.label),
+            ));
+        }
+    }
+    for (_, t) in inputs.timelines() {
+        out.push((
+            svg::seconds(t.io_wait_wall_s),
+            format!(
+                "of {}'s {} {} start waiting on I/O; named phases cover {:.0}%",
+                t.command.first().map(|c| c.rsplit('/').next().unwrap_or(c)).unwrap_or(""),
+                svg::seconds(t.wall_s),
+                t.cache,
+                t.named_share() * 100.0
+            ),
+        ));
+    }
+    for (_, e) in inputs.experiments() {
+        let mut gains: Vec<f64> = Vec::new();
+        for c in e.cells.iter().filter(|c| c.strategy == "original") {
+            let Some(o) = c.wall_s() else { continue };
+            let best = e
+                .cells
+                .iter()
+                .filter(|x| {
+                    x.link.label == c.link.label && x.cache == c.cache && x.strategy != "original"
+                })
+                .filter_map(|x| x.wall_s())
+                .fold(f64::MAX, f64::min);
+            if best < f64::MAX {
+                gains.push((o - best) / o);
+            }
+        }
+        if let Some(max) = gains.iter().copied().reduce(f64::max) {
+            out.push((
+                format!("{:.0}%", max * 100.0),
+                format!(
+                    "faster than downloading first (original), best strategy, best of {} cells",
+                    gains.len()
+                ),
+            ));
+        }
+        let (mut n, mut ok) = (0, 0);
+        for c in &e.cells {
+            if let (Some(m), Some(p)) = (c.wall_s(), c.predicted_s) {
+                n += 1;
+                if ((p - m) / m).abs() <= network::MODEL_TOLERANCE {
+                    ok += 1;
+                }
+            }
+        }
+        if n > 0 {
+            out.push((format!("{ok} of {n}"), "cells predicted within 15% by the model".into()));
+        }
+        let checks = network::auto_checks(e);
+        if !checks.is_empty() {
+            out.push((
+                format!("{} of {}", checks.iter().filter(|c| c.ok()).count(), checks.len()),
+                "cells where --strategy auto's choice is within 5% of the measured best".into(),
+            ));
+        }
+    }
+    out
+}
+
+/// A signed change in percent: one decimal below 10%.
+fn percent(p: f64) -> String {
+    if p.abs() < 10.0 {
+        format!("{p:+.1}%")
+    } else {
+        format!("{p:+.0}%")
+    }
+}
+
+/// Write the page to `out` and each table to `STEM-NAME.csv` beside it, atomically; returns
+/// the files written, the page first.
+pub fn write(report: &Report, out: &Path) -> Result<Vec<PathBuf>, ReportError> {
+    let w = |path: &Path, bytes: &[u8]| {
+        coldstart_fs::write_atomic(path, bytes)
+            .map_err(|source| ReportError::Write { path: path.to_owned(), source })
+    };
+    let mut written = Vec::new();
+    let stem =
+        out.file_stem().map_or_else(|| "report".into(), |s| s.to_string_lossy().into_owned());
+    let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    for t in &report.tables {
+        let p = dir.join(format!("{stem}-{}.csv", t.name));
+        w(&p, t.csv().as_bytes())?;
+        written.push(p);
+    }
+    w(out, report.html.as_bytes())?;
+    written.insert(0, out.to_owned());
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_names_stay_distinct() {
+        let t = |n: &str| Table::new(n, &["a"]);
+        let names: Vec<String> = csv_names(vec![t("network"), t("auto"), t("network")])
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        assert_eq!(names, vec!["network", "auto", "network-2"]);
+    }
+}

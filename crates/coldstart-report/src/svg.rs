@@ -1,0 +1,308 @@
+//! A small SVG writer: shapes, text, axes with readable ticks, and the palette every chart
+//! shares, so that one strategy or one cache state has one colour throughout the report.
+//!
+//! Every shape that stands for a figure carries a `<title>`: the browser shows it on hover,
+//! without a script.
+
+use std::fmt::Write;
+
+/// Escape text for XML (element content and attribute values).
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => out.push('\u{fffd}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// An SVG document being written.
+pub struct Svg {
+    pub width: f64,
+    pub height: f64,
+    body: String,
+}
+
+impl Svg {
+    pub fn new(width: f64, height: f64) -> Svg {
+        Svg { width, height, body: String::new() }
+    }
+
+    /// A filled rectangle with a hover title (none when `title` is empty).
+    #[allow(clippy::too_many_arguments)]
+    pub fn rect(&mut self, x: f64, y: f64, w: f64, h: f64, fill: &str, title: &str) {
+        let (x, w) = if w < 0.0 { (x + w, -w) } else { (x, w) };
+        let (y, h) = if h < 0.0 { (y + h, -h) } else { (y, h) };
+        let _ = write!(
+            self.body,
+            r#"<rect x="{x:.2}" y="{y:.2}" width="{w:.2}" height="{h:.2}" fill="{fill}""#
+        );
+        if title.is_empty() {
+            self.body.push_str("/>");
+        } else {
+            let _ = write!(self.body, "><title>{}</title></rect>", esc(title));
+        }
+    }
+
+    /// A rectangle with a class (its colour from the stylesheet) and a data key, for shapes
+    /// the page's script highlights together.
+    #[allow(clippy::too_many_arguments)]
+    pub fn keyed_rect(
+        &mut self,
+        x: f64,
+        y: f64,
+        w: f64,
+        h: f64,
+        fill: &str,
+        key: &str,
+        title: &str,
+    ) {
+        let (y, h) = if h < 0.0 { (y + h, -h) } else { (y, h) };
+        let _ = write!(
+            self.body,
+            r#"<rect x="{x:.2}" y="{y:.2}" width="{w:.2}" height="{h:.2}" fill="{fill}" data-key="{}"><title>{}</title></rect>"#,
+            esc(key),
+            esc(title)
+        );
+    }
+
+    pub fn line(&mut self, x1: f64, y1: f64, x2: f64, y2: f64, stroke: &str, width: f64) {
+        let _ = write!(
+            self.body,
+            r#"<line x1="{x1:.2}" y1="{y1:.2}" x2="{x2:.2}" y2="{y2:.2}" stroke="{stroke}" stroke-width="{width}"/>"#
+        );
+    }
+
+    pub fn dashed(&mut self, x1: f64, y1: f64, x2: f64, y2: f64, stroke: &str) {
+        let _ = write!(
+            self.body,
+            r#"<line x1="{x1:.2}" y1="{y1:.2}" x2="{x2:.2}" y2="{y2:.2}" stroke="{stroke}" stroke-width="1" stroke-dasharray="4 3"/>"#
+        );
+    }
+
+    pub fn circle(&mut self, cx: f64, cy: f64, r: f64, fill: &str, key: &str, title: &str) {
+        let _ = write!(
+            self.body,
+            r##"<circle cx="{cx:.2}" cy="{cy:.2}" r="{r}" fill="{fill}" stroke="#fff" stroke-width="0.8" data-key="{}"><title>{}</title></circle>"##,
+            esc(key),
+            esc(title)
+        );
+    }
+
+    /// A closed polygon.
+    pub fn polygon(&mut self, points: &[(f64, f64)], fill: &str, opacity: f64) {
+        let pts: Vec<String> = points.iter().map(|(x, y)| format!("{x:.2},{y:.2}")).collect();
+        let _ = write!(
+            self.body,
+            r#"<polygon points="{}" fill="{fill}" fill-opacity="{opacity}"/>"#,
+            pts.join(" ")
+        );
+    }
+
+    /// Text; `anchor` is `start`, `middle` or `end`; `class` one of the stylesheet's
+    /// (`lbl`, `tick`, `ttl`, `val`).
+    pub fn text(&mut self, x: f64, y: f64, anchor: &str, class: &str, s: &str) {
+        let _ = write!(
+            self.body,
+            r#"<text x="{x:.2}" y="{y:.2}" text-anchor="{anchor}" class="{class}">{}</text>"#,
+            esc(s)
+        );
+    }
+
+    /// Text turned 90 degrees counter-clockwise around (x, y) (a y-axis title).
+    pub fn vtext(&mut self, x: f64, y: f64, class: &str, s: &str) {
+        let _ = write!(
+            self.body,
+            r#"<text transform="translate({x:.2},{y:.2}) rotate(-90)" text-anchor="middle" class="{class}">{}</text>"#,
+            esc(s)
+        );
+    }
+
+    /// The document, with an accessible label.
+    pub fn finish(self, label: &str) -> String {
+        format!(
+            r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="{l}">{b}</svg>"#,
+            w = self.width,
+            h = self.height,
+            l = esc(label),
+            b = self.body
+        )
+    }
+}
+
+/// A linear scale from a domain to pixels.
+#[derive(Debug, Clone, Copy)]
+pub struct Linear {
+    pub d0: f64,
+    pub d1: f64,
+    pub r0: f64,
+    pub r1: f64,
+}
+
+impl Linear {
+    pub fn at(&self, v: f64) -> f64 {
+        if self.d1 == self.d0 {
+            return self.r0;
+        }
+        self.r0 + (v - self.d0) / (self.d1 - self.d0) * (self.r1 - self.r0)
+    }
+}
+
+/// A logarithmic scale (base 10) from a positive domain to pixels.
+#[derive(Debug, Clone, Copy)]
+pub struct Log {
+    pub d0: f64,
+    pub d1: f64,
+    pub r0: f64,
+    pub r1: f64,
+}
+
+impl Log {
+    pub fn at(&self, v: f64) -> f64 {
+        let (a, b) = (self.d0.log10(), self.d1.log10());
+        if a == b {
+            return self.r0;
+        }
+        self.r0 + (v.max(self.d0).log10() - a) / (b - a) * (self.r1 - self.r0)
+    }
+
+    /// Ticks at 1, 2 and 5 times the powers of ten within the domain.
+    pub fn ticks(&self) -> Vec<f64> {
+        let mut out = Vec::new();
+        let mut p = 10f64.powf(self.d0.log10().floor());
+        while p <= self.d1 * 1.0001 {
+            for m in [1.0, 2.0, 5.0] {
+                let v = p * m;
+                if v >= self.d0 * 0.9999 && v <= self.d1 * 1.0001 {
+                    out.push(v);
+                }
+            }
+            p *= 10.0;
+        }
+        out
+    }
+}
+
+/// About `n` round tick values covering `[lo, hi]` (steps of 1, 2 or 5 times a power of
+/// ten), and the domain they span.
+pub fn nice_ticks(lo: f64, hi: f64, n: usize) -> (Vec<f64>, f64, f64) {
+    let (lo, hi) = if hi <= lo { (lo, lo + 1.0) } else { (lo, hi) };
+    let raw = (hi - lo) / n.max(1) as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0].into_iter().map(|m| m * mag).find(|s| *s >= raw).unwrap();
+    let start = (lo / step).floor() * step;
+    let end = (hi / step).ceil() * step;
+    let mut ticks = Vec::new();
+    let mut v = start;
+    while v <= end + step * 1e-9 {
+        ticks.push(if v.abs() < step * 1e-9 { 0.0 } else { v });
+        v += step;
+    }
+    (ticks, start, end)
+}
+
+/// Seconds for people: `0.8 ms`, `12.3 ms`, `1.25 s`, `2 min 5 s`.
+pub fn seconds(s: f64) -> String {
+    if !s.is_finite() {
+        return "-".into();
+    }
+    let a = s.abs();
+    if a >= 120.0 {
+        format!("{} min {:.0} s", (s / 60.0).trunc(), s % 60.0)
+    } else if a >= 10.0 {
+        format!("{s:.1} s")
+    } else if a >= 1.0 {
+        format!("{s:.2} s")
+    } else if a >= 0.01 {
+        format!("{:.1} ms", s * 1e3)
+    } else {
+        format!("{:.2} ms", s * 1e3)
+    }
+}
+
+/// Bytes for people: `512 B`, `12.0 KiB`, `3.4 MiB`.
+pub fn bytes(b: f64) -> String {
+    if b >= 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2} GiB", b / (1024.0 * 1024.0 * 1024.0))
+    } else if b >= 1024.0 * 1024.0 {
+        format!("{:.1} MiB", b / (1024.0 * 1024.0))
+    } else if b >= 1024.0 {
+        format!("{:.1} KiB", b / 1024.0)
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+/// The colour of a network strategy (the Okabe-Ito palette, readable with colour-blindness).
+pub fn strategy_colour(s: &str) -> &'static str {
+    match s {
+        "original" => "#7a7a7a",
+        "paged" => "#e69f00",
+        "reordered-paged" => "#56b4e9",
+        "reordered" => "#009e73",
+        "stream" => "#cc79a7",
+        "auto" => "#d55e00",
+        _ => "#0072b2",
+    }
+}
+
+/// Colours of the series of a chart whose series are not strategies (commands, files).
+pub const SERIES: [&str; 6] = ["#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00"];
+
+/// Page map colours.
+pub const PAGE_TOUCHED: &str = "#c0392b";
+pub const PAGE_MAPPED: &str = "#f39c6b";
+pub const PAGE_READ: &str = "#f6d58e";
+pub const PAGE_UNTOUCHED: &str = "#dfe3e8";
+
+/// The colour of a start-up phase.
+pub fn phase_colour(name: &str) -> &'static str {
+    match name {
+        "exec" => "#8e6c8a",
+        "loader" => "#4e79a7",
+        "relocation" => "#f28e2b",
+        "constructors" => "#59a14f",
+        "main" => "#edc948",
+        "ready" => "#76b7b2",
+        _ => "#bab0ac",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_round_and_cover_the_range() {
+        let (t, lo, hi) = nice_ticks(0.0, 0.87, 5);
+        assert_eq!(t, vec![0.0, 0.2, 0.4, 0.6000000000000001, 0.8, 1.0]);
+        assert_eq!((lo, hi), (0.0, 1.0));
+        let (t, lo, _) = nice_ticks(-43.0, 72.0, 5);
+        assert!(lo <= -43.0 && t.contains(&0.0), "{t:?}");
+        let l = Log { d0: 0.1, d1: 30.0, r0: 0.0, r1: 100.0 };
+        assert_eq!(l.ticks(), vec![0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0]);
+    }
+
+    #[test]
+    fn text_is_escaped_for_xml() {
+        assert_eq!(esc(r#"<a & "b">"#), "&lt;a &amp; &quot;b&quot;&gt;");
+        let mut s = Svg::new(10.0, 10.0);
+        s.text(0.0, 0.0, "start", "lbl", "</svg><script>");
+        assert!(!s.finish("x").contains("<script>"));
+    }
+
+    #[test]
+    fn units_read_as_people_write_them() {
+        assert_eq!(seconds(0.0123), "12.3 ms");
+        assert_eq!(seconds(1.234), "1.23 s");
+        assert_eq!(seconds(154.9), "2 min 35 s");
+        assert_eq!(bytes(1536.0), "1.5 KiB");
+    }
+}

@@ -1,0 +1,162 @@
+//! The result of `coldstart timeline`: format `coldstart-timeline`, version 1.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Document;
+
+/// Where the time of one start-up went, on one time axis: seconds from just before `execve`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Timeline {
+    pub format: String,
+    pub version: u32,
+    pub created_unix: u64,
+    pub command: Vec<String>,
+    /// The cache state the run started in: `cold` (page cache dropped) or `hot`.
+    pub cache: String,
+    /// The readiness signal, as `measure --ready` takes it.
+    pub ready: String,
+    /// From just before `execve` to readiness.
+    pub wall_s: f64,
+    /// Consecutive phases from 0 (`exec`, `loader`, `relocation`, `constructors`, `main`,
+    /// ...), each ending where the next begins; time no phase names is the gap to
+    /// `wall_s`.
+    pub phases: Vec<Phase>,
+    /// Time the program's threads spent blocked in uninterruptible sleep (waiting for
+    /// storage, mostly), summed over its threads, until readiness.
+    pub io_wait_s: f64,
+    /// The same as wall time: the union of the blocked intervals of every thread (the time
+    /// in which at least one of them waited).
+    pub io_wait_wall_s: f64,
+    /// Each blocked interval.
+    pub waits: Vec<Wait>,
+    /// The files the events name (`events[].file` indexes this).
+    pub files: Vec<TimelineFile>,
+    /// Every page the program faulted, mapped by fault-around, or that was read into the page
+    /// cache for it, in time order.
+    pub events: Vec<PageEvent>,
+    /// Block-layer read and write requests issued during the run, with their completion.
+    pub block: Vec<BlockRequest>,
+    /// What each file cost, most first.
+    pub costs: Vec<FileCost>,
+    /// Each module's first and last function touch, from a function profile of the same
+    /// command (another run: see `modules_note`).
+    pub modules: Vec<ModuleSpan>,
+    /// How the module touches were put on this run's axis.
+    pub modules_note: Option<String>,
+    pub warnings: Vec<String>,
+}
+
+/// A named span of the start-up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    pub name: String,
+    pub start_s: f64,
+    pub end_s: f64,
+}
+
+/// An interval a thread spent blocked in uninterruptible sleep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Wait {
+    pub pid: i32,
+    pub start_s: f64,
+    pub end_s: f64,
+    /// The file whose page the thread faulted or read last before blocking, if any.
+    pub file: Option<usize>,
+}
+
+/// A file named by the trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimelineFile {
+    /// Empty when no open or mapping named it.
+    pub path: String,
+    /// `major:minor` and inode, as the kernel named it.
+    pub dev: String,
+    pub ino: u64,
+}
+
+/// A page event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PageEvent {
+    pub t_s: f64,
+    pub file: usize,
+    /// Offset / 4096.
+    pub page: u64,
+    /// Consecutive pages.
+    pub count: u64,
+    /// `fault`, `map` (fault-around of cached pages) or `read` (added to the page cache).
+    pub kind: String,
+    pub pid: i32,
+}
+
+/// A block-layer request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BlockRequest {
+    pub dev: String,
+    pub sector: u64,
+    pub bytes: u64,
+    pub write: bool,
+    pub issue_s: f64,
+    /// `None`: not completed before the trace ended.
+    pub complete_s: Option<f64>,
+}
+
+/// What one file cost the start-up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileCost {
+    pub file: usize,
+    /// Pages read into the page cache for the program.
+    pub pages_read: u64,
+    /// Page faults on the file.
+    pub faults: u64,
+    /// Blocked time attributed to the file (the last page event before each wait).
+    pub wait_s: f64,
+}
+
+/// A module's first and last function touch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModuleSpan {
+    pub path: String,
+    pub first_s: f64,
+    pub last_s: f64,
+    pub functions: u64,
+}
+
+impl Timeline {
+    /// An empty timeline of `command`.
+    pub fn new(command: Vec<String>) -> Timeline {
+        Timeline {
+            format: Self::FORMAT.into(),
+            version: Self::VERSION,
+            created_unix: 0,
+            command,
+            cache: "cold".into(),
+            ready: "exit".into(),
+            wall_s: 0.0,
+            phases: Vec::new(),
+            io_wait_s: 0.0,
+            io_wait_wall_s: 0.0,
+            waits: Vec::new(),
+            files: Vec::new(),
+            events: Vec::new(),
+            block: Vec::new(),
+            costs: Vec::new(),
+            modules: Vec::new(),
+            modules_note: None,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// The share of the wall time the named phases cover (0 to 1).
+    pub fn named_share(&self) -> f64 {
+        if self.wall_s <= 0.0 {
+            return 0.0;
+        }
+        let named: f64 = self.phases.iter().map(|p| (p.end_s - p.start_s).max(0.0)).sum();
+        (named / self.wall_s).min(1.0)
+    }
+}
+
+impl Document for Timeline {
+    const FORMAT: &'static str = "coldstart-timeline";
+    const VERSION: u32 = 1;
+}

@@ -1,0 +1,320 @@
+//! `coldstart report`: the page opened in a real browser (Debian's Firefox ESR, headless),
+//! its screenshot checked for the charts' colours, and the browser's console for script
+//! errors.
+//!
+//! The inputs are one real profile (`coldstart profile` of a small C program whose hot
+//! functions are scattered over its code) and measure, order --evaluate, timeline and
+//! experiment files written here in their documented formats.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use coldstart_results::{
+    BlockRequest, Cell, CellRun, Document, Experiment, FileCost, HotSet, LinkSpec, ModuleSpan,
+    PageEvent, Phase, Timeline, TimelineFile, Wait,
+};
+use common::{check, require_program};
+
+const CS: &str = env!("CARGO_BIN_EXE_coldstart");
+
+/// A program of 48 functions of 1.5 KiB each; start-up calls every sixth one.
+fn scattered_program(dir: &Path) -> PathBuf {
+    let mut src = String::from("#include <stdio.h>\n");
+    for i in 0..48 {
+        src.push_str(&format!(
+            "__attribute__((noinline)) int f{i}(int x) {{ __asm__ volatile(\".skip 1500, 0x90\"); return x + {i}; }}\n"
+        ));
+    }
+    src.push_str("int main(void) { int s = 0;\n");
+    for i in (0..48).step_by(6) {
+        src.push_str(&format!("  s += f{i}(s);\n"));
+    }
+    src.push_str("  printf(\"%d\\n\", s); return 0; }\n");
+    coldstart_testkit::compile_c(dir, "scattered", &src, &[])
+}
+
+fn measure_json(dir: &Path, name: &str, exe: &str, scale: f64) -> PathBuf {
+    let summary = |median: f64| {
+        serde_json::json!({"n": 5, "mean": median, "median": median, "trimmed_mean": median,
+            "stddev": median * 0.05, "min": median * 0.9, "max": median * 1.1,
+            "ci95": [median * 0.95, median * 1.05], "mad": median * 0.03, "outliers": []})
+    };
+    let commands: Vec<serde_json::Value> = [("cold", 0.080), ("selective", 0.060), ("warm", 0.050), ("hot", 0.004)]
+        .iter()
+        .map(|(state, wall)| {
+            serde_json::json!({"label": state, "command": [exe, "--workload", "b"], "runs": [],
+                "summaries": [["wall_s", summary(wall * scale)], ["major_faults", summary((wall * 400.0 * scale).round())]]})
+        })
+        .collect();
+    let m = serde_json::json!({"format": "coldstart-measure", "version": 2, "cache": "cold,selective,warm,hot",
+        "ready": "exit", "warmup": 1, "environment": {"kernel": "6.18", "cpus": 2, "cgroup": "v1", "cpu_governor": null, "is_root": true},
+        "commands": commands, "comparison": null, "warnings": [],
+        "io_share": [{"label": exe, "cache": "cold", "cold_median_s": 0.08 * scale, "hot_median_s": 0.004 * scale,
+            "io_s": 0.076 * scale, "fraction": 0.95}]});
+    let p = dir.join(name);
+    std::fs::write(&p, serde_json::to_string_pretty(&m).unwrap()).unwrap();
+    p
+}
+
+fn evaluation_json(dir: &Path) -> PathBuf {
+    let row = |layout: &str, faults: u64| serde_json::json!({"layout": layout, "cost": {"pages_touched": faults * 2, "faults": faults, "pages_read": faults * 8, "curve": []}});
+    let e = serde_json::json!({"holdout": "b", "model": {"page_size": 4096, "readahead": 131072, "read_around": "kernel"},
+        "rows": [row("default", 40), row("first-touch + callees", 12), row("ideal", 9)],
+        "best": "first-touch", "best_unprofiled": "callees", "unknown_functions": 0});
+    let p = dir.join("evaluate.json");
+    std::fs::write(&p, serde_json::to_string_pretty(&e).unwrap()).unwrap();
+    p
+}
+
+fn timeline_json(dir: &Path) -> PathBuf {
+    let mut t = Timeline::new(vec!["/opt/app/bin/app".into(), "b".into()]);
+    t.wall_s = 0.120;
+    for (i, name) in ["exec", "loader", "relocation", "constructors", "main"].iter().enumerate() {
+        let b = [0.0, 0.004, 0.040, 0.070, 0.080, 0.118];
+        t.phases.push(Phase { name: (*name).into(), start_s: b[i], end_s: b[i + 1] });
+    }
+    t.files = vec![
+        TimelineFile { path: "/opt/app/bin/app".into(), dev: "254:1".into(), ino: 12 },
+        TimelineFile { path: "/opt/app/lib/libbig.so".into(), dev: "254:1".into(), ino: 13 },
+    ];
+    for k in 0..60 {
+        let t_s = 0.002 + k as f64 * 0.0019;
+        t.events.push(PageEvent {
+            t_s,
+            file: k % 2,
+            page: k as u64,
+            count: 1,
+            kind: "fault".into(),
+            pid: 7,
+        });
+        t.events.push(PageEvent {
+            t_s: t_s + 0.0005,
+            file: k % 2,
+            page: k as u64 + 1,
+            count: 4,
+            kind: "read".into(),
+            pid: 7,
+        });
+        t.block.push(BlockRequest {
+            dev: "254:0".into(),
+            sector: k as u64 * 64,
+            bytes: 16384,
+            write: false,
+            issue_s: t_s,
+            complete_s: Some(t_s + 0.0012),
+        });
+        t.waits.push(Wait { pid: 7, start_s: t_s, end_s: t_s + 0.0013, file: Some(k % 2) });
+    }
+    t.io_wait_s = 0.078;
+    t.io_wait_wall_s = 0.078;
+    t.costs = vec![
+        FileCost { file: 1, pages_read: 120, faults: 30, wait_s: 0.04 },
+        FileCost { file: 0, pages_read: 90, faults: 30, wait_s: 0.038 },
+    ];
+    t.modules = vec![ModuleSpan {
+        path: "/opt/app/bin/app".into(),
+        first_s: 0.08,
+        last_s: 0.11,
+        functions: 300,
+    }];
+    let p = dir.join("timeline.json");
+    t.write(&p).unwrap();
+    p
+}
+
+fn experiment_json(dir: &Path) -> PathBuf {
+    let mut e = Experiment::new();
+    e.program.command = vec!["bin/app".into(), "b".into()];
+    e.program.profiled = vec!["bin/app".into(), "a".into()];
+    e.program.bytes = 1_079_840;
+    e.program.files = 2;
+    e.settings.runs = 1;
+    e.settings.chunk_size = 16384;
+    e.settings.readahead = 16384;
+    e.settings.caches = vec!["cold".into()];
+    e.local_s = Some(0.004);
+    e.hot_set = Some(HotSet { bytes: 293_408, chunks: 18 });
+    let strategies = ["original", "paged", "reordered-paged", "reordered", "stream", "auto"];
+    e.settings.strategies = strategies.iter().map(|s| s.to_string()).collect();
+    for (bw, bw_label) in [(256e3, "256kbit"), (1e6, "1mbit"), (3e6, "3mbit")] {
+        for lat in [0.01, 0.1] {
+            let label = format!("{bw_label}/{}ms", lat * 1e3);
+            let link = LinkSpec { label, bits_per_second: bw, latency_s: lat };
+            e.settings.links.push(link.clone());
+            for s in strategies {
+                // Eq. 1 with each strategy's bytes and requests, as a stand-in for a measurement.
+                let (bytes, requests): (u64, u64) = match s {
+                    "original" => (1_082_865, 3),
+                    "paged" => (296_433, 19),
+                    _ => (345_657, 4),
+                };
+                let wall = bytes as f64 * 8.0 / bw + requests as f64 * lat + 0.004;
+                e.cells.push(Cell {
+                    link: link.clone(),
+                    strategy: s.into(),
+                    cache: "cold".into(),
+                    runs: vec![CellRun {
+                        wall_s: wall * 1.1,
+                        bytes_fetched: bytes,
+                        requests,
+                        stall_s: requests as f64 * lat,
+                        exit_code: Some(0),
+                        chosen: (s == "auto").then(|| "reordered-paged".into()),
+                    }],
+                    predicted_s: Some(wall),
+                    predicted_choice: Some("reordered-paged".into()),
+                });
+            }
+        }
+    }
+    let p = dir.join("experiment.json");
+    e.write(&p).unwrap();
+    p
+}
+
+/// A screenshot of `page` by headless Firefox, and what it wrote on stderr.
+fn screenshot(
+    dir: &Path,
+    page: &Path,
+    height: u32,
+) -> (png::Decoder<std::io::BufReader<std::fs::File>>, String) {
+    let profile = tempfile::tempdir_in(dir).unwrap();
+    // Firefox prints the page's uncaught errors on stderr (`JavaScript error: URL, line N:
+    // ...`) when dump() output is enabled.
+    std::fs::write(
+        profile.path().join("user.js"),
+        "user_pref(\"browser.dom.window.dump.enabled\", true);\n",
+    )
+    .unwrap();
+    let shot = dir.join(format!("shot-{}.png", page.file_stem().unwrap().to_string_lossy()));
+    let out = Command::new("firefox-esr")
+        .args(["--headless", "--no-remote", "--profile"])
+        .arg(profile.path())
+        .arg("--screenshot")
+        .arg(&shot)
+        .arg(format!("--window-size=1300,{height}"))
+        .arg(format!("file://{}", page.display()))
+        .env("HOME", profile.path())
+        .output()
+        .expect("firefox-esr runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(shot.is_file(), "Firefox wrote no screenshot ({}): {stderr}", out.status);
+    (png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap())), stderr)
+}
+
+/// How many pixels of each colour (RGB) the screenshot has.
+fn colours(
+    decoder: png::Decoder<std::io::BufReader<std::fs::File>>,
+) -> std::collections::HashMap<[u8; 3], usize> {
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let step = info.color_type.samples();
+    assert!(step >= 3, "an RGB(A) screenshot: {:?}", info.color_type);
+    let mut counts = std::collections::HashMap::new();
+    for px in buf[..info.buffer_size()].chunks(step) {
+        *counts.entry([px[0], px[1], px[2]]).or_insert(0) += 1;
+    }
+    counts
+}
+
+fn rgb(hex: &str) -> [u8; 3] {
+    let v = u32::from_str_radix(hex.trim_start_matches('#'), 16).unwrap();
+    [(v >> 16) as u8, (v >> 8) as u8, v as u8]
+}
+
+/// Pixels within 3 of `hex` on every channel.
+fn pixels(counts: &std::collections::HashMap<[u8; 3], usize>, hex: &str) -> usize {
+    let want = rgb(hex);
+    counts
+        .iter()
+        .filter(|(c, _)| c.iter().zip(want).all(|(a, b)| a.abs_diff(b) <= 3))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// JavaScript errors Firefox reported from the page itself (its own internals report some
+/// of their own at shutdown, under `resource://`).
+fn page_errors(stderr: &str, page: &Path) -> Vec<String> {
+    let me = format!("JavaScript error: file://{}", page.display());
+    stderr.lines().filter(|l| l.starts_with(&me)).map(str::to_owned).collect()
+}
+
+#[test]
+fn the_report_renders_its_charts_in_a_real_browser_without_script_errors() {
+    if !require_program("firefox-esr", "firefox-esr") || !require_program("clang-19", "clang-19") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let prog = scattered_program(dir);
+    let profile = dir.join("profile.json");
+    check(
+        &Command::new(CS)
+            .args(["profile", "--workload", "b", "-o"])
+            .arg(&profile)
+            .arg("--")
+            .arg(&prog)
+            .output()
+            .unwrap(),
+    );
+    let prog_s = prog.display().to_string();
+    let inputs = [
+        measure_json(dir, "measure.json", &prog_s, 1.0),
+        measure_json(dir, "measure-ordered.json", "/opt/ordered/scattered", 0.6),
+        profile,
+        evaluation_json(dir),
+        timeline_json(dir),
+        experiment_json(dir),
+    ];
+    let page = dir.join("report.html");
+    let out =
+        check(&Command::new(CS).arg("report").args(&inputs).arg("-o").arg(&page).output().unwrap());
+    for section in ["Figure 5", "Page maps", "order --evaluate", "timeline", "Figures 3 and 4"] {
+        assert!(out.contains(section), "the report has no section on {section}: {out}");
+    }
+    for csv in ["startup", "pages", "layouts", "phases", "network", "auto"] {
+        let p = dir.join(format!("report-{csv}.csv"));
+        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert!(text.lines().count() > 1, "{} has no rows", p.display());
+    }
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(!html.contains(" src="), "the page loads nothing from elsewhere");
+
+    let (shot, stderr) = screenshot(dir, &page, 9000);
+    assert_eq!(page_errors(&stderr, &page), Vec::<String>::new(), "script errors");
+    let counts = colours(shot);
+    // Each chart's own colours, in areas larger than a legend's swatches (121 pixels each):
+    // the bars of Figures 3 to 5, the page map, the timeline's phases.
+    for (what, hex) in [
+        ("Figure 5, the first command", "#0072b2"),
+        ("Figure 5, the second command", "#e69f00"),
+        ("Figures 3 and 4, reordered-paged", "#56b4e9"),
+        ("Figures 3 and 4, reordered", "#009e73"),
+        ("Figures 3 and 4, stream", "#cc79a7"),
+        ("Figures 3 and 4, auto", "#d55e00"),
+        ("the page map, touched pages", "#c0392b"),
+        ("the page map, untouched pages", "#dfe3e8"),
+        ("the timeline, the loader", "#4e79a7"),
+        ("the timeline, relocation", "#f28e2b"),
+        ("the timeline, constructors", "#59a14f"),
+        ("the timeline, main", "#edc948"),
+    ] {
+        let n = pixels(&counts, hex);
+        assert!(n >= 800, "{what} ({hex}): {n} pixels in the screenshot; did the chart render?");
+    }
+    assert_eq!(pixels(&counts, "#b00020"), 0, "the page shows a script error");
+
+    // The check of script errors can fail: the same page with a script that throws.
+    let broken = dir.join("broken.html");
+    std::fs::write(
+        &broken,
+        html.replace("</footer>", "</footer><script>noSuchFunction();</script>"),
+    )
+    .unwrap();
+    let (shot, stderr) = screenshot(dir, &broken, 1200);
+    assert_eq!(page_errors(&stderr, &broken).len(), 1, "{stderr}");
+    assert!(pixels(&colours(shot), "#b00020") > 1000, "the page shows its script error");
+}

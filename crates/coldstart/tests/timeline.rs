@@ -1,0 +1,139 @@
+//! `coldstart timeline` on the small sample program, cold: the phases name at least 90% of
+//! the wall time, in the loader's order; the program's own files are named with their page
+//! events; the start waited on I/O; the module touches come from a function profile; nothing
+//! of the tracing is left behind. Needs root (tracefs, uprobes, drop_caches).
+
+mod common;
+use common::{cache_lock, check, require, require_root};
+
+use std::path::Path;
+use std::process::Command;
+
+use coldstart_results::{Document, Timeline};
+use coldstart_sample::Config;
+
+#[test]
+fn a_cold_start_of_the_sample_is_accounted_for_in_named_phases() {
+    if !require_root("tracefs, uprobes and drop_caches")
+        || !require(
+            coldstart_sample::check_tools().is_ok(),
+            "the sample's tools (clang-19, lld-19)",
+        )
+    {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("coldstart-measure-sample-small");
+    let sample =
+        coldstart_sample::build_cached(&Config::default(), &dir).expect("build the small sample");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t.json");
+    let _lock = cache_lock();
+    let w = sample.workload("a").unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_coldstart"))
+        .args(["timeline", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(sample.exe())
+        .args(&w.args)
+        .output()
+        .unwrap();
+    let printed = check(&child);
+    let t = Timeline::read(&out).unwrap();
+    assert!(
+        t.named_share() >= 0.9,
+        "named phases cover {:.0}%: {printed}",
+        t.named_share() * 100.0
+    );
+    let names: Vec<&str> = t.phases.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["exec", "loader", "relocation", "constructors", "main"], "{printed}");
+    for w in t.phases.windows(2) {
+        assert!(w[0].end_s <= w[1].start_s + 1e-9, "phases in order: {:?}", t.phases);
+    }
+    for own in [sample.exe(), sample.dir.join("libcs_a.so"), sample.dir.join("data/table.bin")] {
+        let own = own.canonicalize().unwrap().display().to_string();
+        let i = t
+            .files
+            .iter()
+            .position(|f| f.path == own)
+            .unwrap_or_else(|| panic!("{own} not named: {printed}"));
+        assert!(t.events.iter().any(|e| e.file == i), "no page event of {own}");
+    }
+    assert!(
+        t.io_wait_wall_s > 0.0 && t.io_wait_wall_s <= t.wall_s,
+        "a cold start waits: {printed}"
+    );
+    assert!(!t.block.is_empty(), "a cold start issues block requests");
+    let exe = sample.exe().canonicalize().unwrap().display().to_string();
+    let span = t.modules.iter().find(|m| m.path == exe).expect("the executable's function touches");
+    let main = t.phases.iter().find(|p| p.name == "main").unwrap();
+    assert!(
+        span.first_s <= main.start_s + 0.25 * t.wall_s && span.last_s <= t.wall_s + 1e-9,
+        "{span:?} {main:?}"
+    );
+    // Nothing of the tracing stays: instances, uprobes.
+    let instances: Vec<String> = std::fs::read_dir("/sys/kernel/tracing/instances")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("coldstart-timeline-"))
+        .collect();
+    let uprobes = std::fs::read_to_string("/sys/kernel/tracing/uprobe_events").unwrap_or_default();
+    let mine: Vec<&str> = uprobes.lines().filter(|l| l.contains("coldstart_tl_")).collect();
+    // Another timeline may run at the same time: only a dead owner's would be left behind.
+    let dead = |pid: &str| !Path::new("/proc").join(pid).exists();
+    assert!(
+        instances
+            .iter()
+            .all(|n| !dead(n.trim_start_matches("coldstart-timeline-").trim_end_matches("-block"))),
+        "{instances:?}"
+    );
+    let owner = |l: &str| {
+        l.split("coldstart_tl_").nth(1).and_then(|r| r.split('/').next()).unwrap_or("").to_owned()
+    };
+    assert!(mine.iter().all(|l| !dead(&owner(l))), "uprobes left: {mine:?}");
+}
+
+/// A program started through a wrapper (a shell script that `exec`s it, as pyenv's shims and
+/// many launchers do): the probes go on the program it executes, so `main` is found. They
+/// were placed on the first file of the command, the script, and the phases after the loader
+/// were one.
+#[test]
+fn a_timeline_through_a_wrapper_script_finds_the_executed_programs_main() {
+    if !require_root("tracefs, uprobes and drop_caches")
+        || !require(
+            coldstart_sample::check_tools().is_ok(),
+            "the sample's tools (clang-19, lld-19)",
+        )
+    {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("coldstart-measure-sample-small");
+    let sample =
+        coldstart_sample::build_cached(&Config::default(), &dir).expect("build the small sample");
+    let tmp = tempfile::tempdir().unwrap();
+    let wrapper = tmp.path().join("launch");
+    std::fs::write(&wrapper, format!("#!/bin/sh\nexec '{}' \"$@\"\n", sample.exe().display()))
+        .unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
+    let out = tmp.path().join("t.json");
+    let _lock = cache_lock();
+    let printed = check(
+        &Command::new(env!("CARGO_BIN_EXE_coldstart"))
+            .args(["timeline", "--no-functions", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(&wrapper)
+            .args(&sample.workload("a").unwrap().args)
+            .output()
+            .unwrap(),
+    );
+    let t = Timeline::read(&out).unwrap();
+    let names: Vec<&str> = t.phases.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["wrapper", "exec", "loader", "relocation", "constructors", "main"],
+        "{printed}\n{:?}",
+        t.warnings
+    );
+}
