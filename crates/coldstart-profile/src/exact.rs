@@ -58,19 +58,48 @@ pub(crate) fn record(options: &ProfileOptions, path: &Path) -> Result<PageRun, P
             let _ = coldstart_storage::cleanup_stale(Path::new(dir));
         }
     }
-    let storage = EmulatedStorage::create(&read_ahead_off(), &files, &work_dir)
-        .map_err(|source| PagesError::Copy { source })?;
+    let (storage, unreadable) = copy_what_reads(files, &work_dir)?;
     let copies = copies_of(&storage);
     let hook = storage.enter_hook().map_err(|source| PagesError::Copy { source })?;
     let device = storage.device().dev;
     let run = crate::pages::trace(options, path, Some(&hook))?;
     let mut recorded = first_touches(run, Some(device), &copies, &discovery);
+    for (file, e) in unreadable {
+        recorded.warnings.push(format!(
+            "{} could not be read for the private copy ({e}): its pages are traced where it is, read-ahead and fault-around included",
+            file.display()
+        ));
+    }
     if let Err(e) = storage.close() {
         recorded.warnings.push(format!(
             "the private copy's device could not be removed ({e}); the next coldstart profile removes it"
         ));
     }
     Ok(recorded)
+}
+
+/// The private copy of `files`. A file that cannot be read while it is copied (a file of a
+/// FUSE mount whose server went away, a file truncated meanwhile) is left off the copy and
+/// returned with its error, up to a few such files; the program's pages of it are traced
+/// where it is.
+fn copy_what_reads(
+    mut files: Vec<PathBuf>,
+    work_dir: &Path,
+) -> Result<(EmulatedStorage, Vec<(PathBuf, String)>), ProfileError> {
+    const MAX_LEFT_OFF: usize = 8;
+    let mut left_off = Vec::new();
+    loop {
+        match EmulatedStorage::create(&read_ahead_off(), &files, work_dir) {
+            Ok(storage) => return Ok((storage, left_off)),
+            Err(coldstart_storage::StorageError::Io { path, what, source })
+                if what == "copy" && left_off.len() < MAX_LEFT_OFF && files.contains(&path) =>
+            {
+                files.retain(|f| *f != path);
+                left_off.push((path, source.to_string()));
+            }
+            Err(source) => return Err(PagesError::Copy { source }.into()),
+        }
+    }
 }
 
 /// A device that reads nothing ahead and is not throttled.
