@@ -4,11 +4,13 @@
 //! from there, so a miss waiting on the network does not hold up lookups or reads of cached
 //! chunks. Files are opened with `FOPEN_KEEP_CACHE` and attributes are cached for an hour:
 //! the tree never changes while mounted, so the kernel's page cache serves repeated reads.
+//! Modes, modification times (as packed: a program that caches what it derives from a file,
+//! as Python does its `.pyc`, compares them) and symbolic links are the manifest's.
 
 use std::ffi::OsStr;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use coldstart_bundle::EntryKind;
 use fuser::{
@@ -16,7 +18,7 @@ use fuser::{
     ReplyEntry, ReplyOpen, ReplyStatfs, Request,
 };
 
-use crate::engine::{Engine, EngineError};
+use crate::engine::Engine;
 use crate::tree::{Ino, Tree};
 
 const TTL: Duration = Duration::from_secs(3600);
@@ -58,8 +60,8 @@ impl LazyFs {
 
     fn attr(&self, ino: Ino) -> Option<FileAttr> {
         let node = self.tree.get(ino)?;
-        let (kind, perm, size, nlink) = match node.entry {
-            None => (FileType::Directory, 0o755, 0, 2),
+        let (kind, perm, size, nlink, time) = match node.entry {
+            None => (FileType::Directory, 0o755, 0, 2, UNIX_EPOCH),
             Some(i) => {
                 let e = &self.engine.manifest().files[i];
                 let kind = match e.kind {
@@ -68,17 +70,17 @@ impl LazyFs {
                     EntryKind::Symlink => FileType::Symlink,
                 };
                 let nlink = if e.kind == EntryKind::Dir { 2 } else { 1 };
-                (kind, e.mode as u16, e.size, nlink)
+                (kind, e.mode as u16, e.size, nlink, mtime(e.mtime, e.mtime_nsec))
             }
         };
         Some(FileAttr {
             ino: ino.0,
             size,
             blocks: size.div_ceil(512),
-            atime: UNIX_EPOCH,
-            mtime: UNIX_EPOCH,
-            ctime: UNIX_EPOCH,
-            crtime: UNIX_EPOCH,
+            atime: time,
+            mtime: time,
+            ctime: time,
+            crtime: time,
             kind,
             perm,
             nlink,
@@ -136,7 +138,10 @@ impl Filesystem for LazyFs {
             return reply.error(libc::EROFS);
         }
         match self.tree.get(Ino(ino)).map(|n| n.kind) {
-            Some(EntryKind::File) => reply.opened(0, fuser::consts::FOPEN_KEEP_CACHE),
+            Some(EntryKind::File) => {
+                self.engine.note_open();
+                reply.opened(0, fuser::consts::FOPEN_KEEP_CACHE)
+            }
             Some(EntryKind::Dir) => reply.error(libc::EISDIR),
             Some(EntryKind::Symlink) => reply.error(libc::ELOOP),
             None => reply.error(libc::ENOENT),
@@ -158,7 +163,7 @@ impl Filesystem for LazyFs {
             return reply.error(libc::ENOENT);
         };
         let engine = self.engine.clone();
-        let job: Job = Box::new(move || match read_range(&engine, file, offset, size) {
+        let job: Job = Box::new(move || match engine.read(file, offset.max(0) as u64, size) {
             Ok(data) => reply.data(&data),
             Err(_) => reply.error(libc::EIO),
         });
@@ -216,27 +221,12 @@ impl Filesystem for LazyFs {
     }
 }
 
-/// The bytes of `[offset, offset + size)` of manifest file `file`, clipped at its end.
-pub(crate) fn read_range(
-    engine: &Engine,
-    file: usize,
-    offset: i64,
-    size: u32,
-) -> Result<Vec<u8>, EngineError> {
-    let entry = &engine.manifest().files[file];
-    let start = (offset.max(0) as u64).min(entry.size);
-    let end = start.saturating_add(size as u64).min(entry.size);
-    let mut out = Vec::with_capacity((end - start) as usize);
-    let first = entry.chunks.partition_point(|c| c.offset + c.length <= start);
-    let last = entry.chunks.partition_point(|c| c.offset < end);
-    if first >= last {
-        return Ok(out);
+/// A manifest's modification time as the kernel is told it (before the epoch too).
+fn mtime(secs: i64, nsec: u32) -> SystemTime {
+    let nsec = Duration::from_nanos(nsec.min(999_999_999) as u64);
+    if secs >= 0 {
+        UNIX_EPOCH + Duration::from_secs(secs as u64) + nsec
+    } else {
+        UNIX_EPOCH - Duration::from_secs(secs.unsigned_abs()) + nsec
     }
-    let datas = engine.read_chunks(file, first..last)?;
-    for (c, data) in entry.chunks[first..last].iter().zip(datas) {
-        let from = start.max(c.offset) - c.offset;
-        let to = end.min(c.offset + c.length) - c.offset;
-        out.extend_from_slice(&data[from as usize..to as usize]);
-    }
-    Ok(out)
 }
