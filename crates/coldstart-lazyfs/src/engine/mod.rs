@@ -152,6 +152,9 @@ pub struct Engine {
     counters: Counters,
     recorder: Mutex<Recorder>,
     background: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// The shortest demand fetch so far: at least one round trip.
+    fastest_miss: Mutex<Option<Duration>>,
+
     /// Where each file's chunks start in `verified`.
     first_chunk: Vec<usize>,
     /// Whether this mount has checked the chunk's cached copy against its SHA-256 (or
@@ -175,6 +178,7 @@ impl Engine {
         }
         let verified = (0..chunks).map(|_| AtomicBool::new(false)).collect();
         Arc::new(Engine {
+            fastest_miss: Mutex::default(),
             first_chunk,
             verified,
             manifest,

@@ -128,14 +128,15 @@ impl Engine {
         }
     }
 
-    /// If the hot stream is bringing this chunk, waits for it (bounded, and no longer once
-    /// the engine is cancelled).
+    /// If the hot stream is bringing this chunk, waits for it (bounded, no longer once the
+    /// engine is cancelled, and not at all when the stream is so far from it that a fetch
+    /// of its own is faster).
     fn wait_for_hot(&self, chunk: &Chunk) -> Option<Arc<Vec<u8>>> {
         let deadline = Instant::now() + self.opts.read_timeout;
         let mut hot = self.hot.lock().unwrap();
-        while hot.running && hot.pending.contains(&chunk.sha256) {
+        while hot.running && hot.pending.contains_key(&chunk.sha256) {
             let now = Instant::now();
-            if now >= deadline || self.cancelled() {
+            if now >= deadline || self.cancelled() || self.hot_is_behind(&hot, chunk) {
                 return None;
             }
             hot = self.hot_cv.wait_timeout(hot, (deadline - now).min(POLL)).unwrap().0;
@@ -171,9 +172,18 @@ impl Engine {
                 Some(data) => Ok(data),
                 // Background work stops at unmount, mid-transfer: the program is gone.
                 None => {
-                    get_chunk_while(self.remote.as_ref(), self.manifest.compression, chunk, &|| {
-                        demand || !self.stop.load(Ordering::Relaxed)
-                    })
+                    let t = Instant::now();
+                    let got = get_chunk_while(
+                        self.remote.as_ref(),
+                        self.manifest.compression,
+                        chunk,
+                        &|| demand || !self.stop.load(Ordering::Relaxed),
+                    );
+                    if demand && got.is_ok() {
+                        let mut fastest = self.fastest_miss.lock().unwrap();
+                        *fastest = Some(fastest.map_or(t.elapsed(), |f| f.min(t.elapsed())));
+                    }
+                    got
                 }
             };
             let result = result
