@@ -14,7 +14,8 @@
 //!   makes the same prediction without mounting. Both fail with a [`MountError`].
 //! - `fs` answers the kernel (lookups, attributes, directory listings, symbolic links, reads)
 //!   from the inode table in `tree`, handing every read to a worker thread so that one slow
-//!   miss does not stall other requests.
+//!   miss does not stall other requests; a file whose chunks are all cached it hands to the
+//!   kernel as a verified local copy (FUSE passthrough), whose reads then bypass the mount.
 //! - [`Engine`] turns "chunk N of file F" into verified bytes: from the local
 //!   [`ChunkCache`](coldstart_bundle::ChunkCache), from the hot set being streamed in, or by a
 //!   demand fetch (deduplicated, so two readers of one chunk cause one request). It owns the

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use coldstart_bundle::remote::{get_manifest, open, FetchedManifest};
 use coldstart_bundle::start::START_OBJECT;
 use coldstart_bundle::{ChunkCache, FetchError};
-use fuser::{MountOption, Session, SessionUnmounter};
+use fuser::{MountOption, Session, SessionACL, SessionUnmounter};
 
 use crate::auto::{choose, choose_with, ChooseOptions};
 use crate::engine::{Engine, EngineOptions, Report, StartFailure, StartFetch};
@@ -178,7 +178,8 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         engine.shutdown();
         return Err(MountError::Prefetch { strategy, source });
     }
-    let mut options = vec![
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![
         MountOption::FSName("coldstart".into()),
         MountOption::Subtype("coldstart".into()),
         MountOption::RO,
@@ -190,17 +191,18 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
     // Other users (root's programs run as a service user, say) may read the files; an
     // unprivileged user may allow that only where /etc/fuse.conf says `user_allow_other`.
     if may_allow_other() {
-        options.push(MountOption::AllowOther);
+        config.acl = SessionACL::All;
     }
     let fail = |cause| MountError::Fuse { path: mountpoint.to_path_buf(), cause };
-    let mut session =
-        match Session::new(LazyFs::new(engine.clone(), readahead), mountpoint, &options) {
-            Ok(s) => s,
-            Err(e) => {
-                engine.shutdown();
-                return Err(fail(e));
-            }
-        };
+    // Passthrough needs every read to bypass the engine: not while recording.
+    let fs = LazyFs::new(engine.clone(), readahead, opts.record.is_none());
+    let mut session = match Session::new(fs, mountpoint, &config) {
+        Ok(s) => s,
+        Err(e) => {
+            engine.shutdown();
+            return Err(fail(e));
+        }
+    };
     let unmounter = session.unmount_callable();
     let thread = std::thread::Builder::new()
         .name("coldstart-fuse".into())
@@ -310,7 +312,7 @@ impl Mount {
         }
         let _ = unmounter.unmount();
         let session = self.session.take();
-        let ended = |s: &Option<JoinHandle<_>>| s.as_ref().map_or(true, |h| h.is_finished());
+        let ended = |s: &Option<JoinHandle<_>>| s.as_ref().is_none_or(|h| h.is_finished());
         let t = Instant::now();
         while !ended(&session) && t.elapsed() < Duration::from_secs(5) {
             std::thread::sleep(Duration::from_millis(5));

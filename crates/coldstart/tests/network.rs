@@ -5,7 +5,7 @@
 //! here is stopped by a guard even when an assertion fails.
 
 mod common;
-use common::{check, serve, KillOnDrop};
+use common::{check, require_root, serve, KillOnDrop};
 
 use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream};
@@ -910,4 +910,50 @@ fn run_warns_when_the_command_read_nothing_from_the_bundle() {
         .unwrap();
     assert_eq!(check(&out), "content");
     assert!(!String::from_utf8_lossy(&out.stderr).contains("read nothing"));
+}
+
+#[test]
+fn a_fully_cached_file_is_handed_to_the_kernel_and_read_without_the_mount() {
+    if !require_root("FUSE passthrough registers its backing files with CAP_SYS_ADMIN") {
+        return;
+    }
+    let d = Scratch::new();
+    build_program(d.path());
+    let local = run_local(d.path());
+    let bundle = pack(d.path(), "bundle", None);
+    let url = bundle.display().to_string();
+    let cache = d.path().join("cache");
+    // `original` fetches every file before the program starts: each is then whole in the
+    // cache when opened, and handed over.
+    let out = run_remote(&url, "original", &cache, &["--json"]);
+    assert_eq!(check(&out), local);
+    let r = report_of(&out);
+    assert_eq!(r["opens"], 3, "bin/hello, lib/libgreet.so.1, share/data.bin: {r:#}");
+    assert_eq!(r["passthrough"], 3, "{r:#}");
+    assert_eq!((r["cache_hits"].as_u64(), r["misses"].as_u64()), (Some(0), Some(0)), "{r:#}");
+    // A later mount reuses the copies; recording reads through the mount instead.
+    let out = run_remote(&url, "stream", &cache, &["--json"]);
+    assert_eq!(check(&out), local);
+    assert_eq!(
+        (report_of(&out)["passthrough"].as_u64(), report_of(&out)["cache_hits"].as_u64()),
+        (Some(3), Some(0))
+    );
+    let record = d.path().join("hot.json");
+    let out = run_remote(&url, "stream", &cache, &["--json", "--record", record.to_str().unwrap()]);
+    assert_eq!(check(&out), local);
+    let r = report_of(&out);
+    assert_eq!(r["passthrough"], 0, "{r:#}");
+    assert!(r["cache_hits"].as_u64().unwrap() > 0, "{r:#}");
+    assert!(!pages_of(&record).is_empty());
+    // A copy changed behind coldstart's back is not used: it is written again.
+    let data = std::fs::read(d.path().join("app/share/data.bin")).unwrap();
+    let digest = coldstart_bundle::sha256_hex(&data);
+    let copy = cache.join("files").join(&digest.as_str()[..2]).join(digest.as_str());
+    let mut bytes = std::fs::read(&copy).unwrap();
+    bytes[100] ^= 1;
+    std::fs::remove_file(&copy).unwrap();
+    std::fs::write(&copy, &bytes).unwrap();
+    let out = run_remote(&url, "stream", &cache, &["--json"]);
+    assert_eq!(check(&out), local, "the program read the right bytes");
+    assert_eq!(std::fs::read(&copy).unwrap(), data);
 }

@@ -7,6 +7,7 @@
 //! - `stream`: the hot set in one request and `stream`'s background work;
 //! - `start_object`: the manifest and the hot set from the start object's one request.
 
+mod local;
 mod prefetch;
 mod read;
 mod start_object;
@@ -111,6 +112,9 @@ pub struct Report {
     /// Regular files the program opened on the mount: 0 means it read nothing from the
     /// bundle (a command that names the host's program instead of `{root}/...`).
     pub opens: u64,
+    /// Files handed to the kernel as a verified local copy (FUSE passthrough): their reads
+    /// do not reach the mount, and are in no other figure of the report.
+    pub passthrough: u64,
 }
 
 /// What the report counts, as reads and fetches happen.
@@ -122,6 +126,7 @@ struct Counters {
     hot_chunks: AtomicU64,
     background_chunks: AtomicU64,
     opens: AtomicU64,
+    passthrough: AtomicU64,
     waits: Mutex<Vec<Duration>>,
     prefetch: Mutex<Duration>,
     background_error: Mutex<Option<String>>,
@@ -252,12 +257,18 @@ impl Engine {
             manifest_fallback: None,
             readahead: 0,
             opens: self.counters.opens.load(Ordering::Relaxed),
+            passthrough: self.counters.passthrough.load(Ordering::Relaxed),
         }
     }
 
     /// Counts a regular file opened by the program (the report's `opens`).
     pub fn note_open(&self) {
         self.counters.opens.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a file handed to the kernel with passthrough (the report's `passthrough`).
+    pub fn note_passthrough(&self) {
+        self.counters.passthrough.fetch_add(1, Ordering::Relaxed);
     }
 
     /// What was read, page by page in first-touch order, as a hot list for `pack`.
