@@ -827,7 +827,7 @@ fn the_mount_shows_each_files_mode_time_and_link_as_packed() {
         .unwrap();
     let bundle = pack(d.path(), "bundle", None);
     let (mut cmd, mnt) = mount_cmd(d.path(), &bundle);
-    let _child = KillOnDrop(cmd.stderr(Stdio::null()).spawn().unwrap());
+    let mut child = KillOnDrop(cmd.stderr(Stdio::null()).spawn().unwrap());
     let t = Instant::now();
     while !mnt.join("share").exists() {
         assert!(t.elapsed() < Duration::from_secs(10), "the mount did not appear");
@@ -850,6 +850,9 @@ fn the_mount_shows_each_files_mode_time_and_link_as_packed() {
     );
     let data = std::fs::symlink_metadata(mnt.join("share/data.bin")).unwrap();
     assert_eq!((data.mtime(), data.mtime_nsec()), (1_500_000_000, 987_654_321));
+    // SAFETY: signalling our own child; it unmounts on SIGINT.
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    assert!(child.0.wait().unwrap().success());
 }
 
 #[test]
@@ -956,4 +959,50 @@ fn a_fully_cached_file_is_handed_to_the_kernel_and_read_without_the_mount() {
     let out = run_remote(&url, "stream", &cache, &["--json"]);
     assert_eq!(check(&out), local, "the program read the right bytes");
     assert_eq!(std::fs::read(&copy).unwrap(), data);
+}
+
+#[test]
+fn several_hot_lists_put_each_later_workloads_new_pages_after_the_earlier_ones() {
+    let d = Scratch::new();
+    let app = d.path().join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    let data: Vec<u8> =
+        (0..10 * 4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    std::fs::write(app.join("f"), data).unwrap();
+    let list = |name: &str, pages: &[u64]| {
+        let touches: Vec<String> = pages
+            .iter()
+            .map(|p| format!(r#"{{"path": "f", "offset": {}, "length": 4096}}"#, p * 4096))
+            .collect();
+        let path = d.path().join(name);
+        let text = format!(
+            r#"{{"format": "coldstart-hot-list", "version": 1, "touches": [{}]}}"#,
+            touches.join(", ")
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let a = list("a.json", &[5, 1]);
+    let b = list("b.json", &[1, 8, 3]);
+    let bundle = d.path().join("bundle");
+    check(
+        &coldstart()
+            .arg("pack")
+            .arg(&app)
+            .args(["--hot-list", a.to_str().unwrap(), "--hot-list", b.to_str().unwrap(), "-o"])
+            .arg(&bundle)
+            .output()
+            .unwrap(),
+    );
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
+    let chunks = m["files"][0]["chunks"].as_array().unwrap();
+    let hot: Vec<u64> = m["hot"]["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| chunks[r["index"].as_u64().unwrap() as usize]["offset"].as_u64().unwrap() / 4096)
+        .collect();
+    // a's pages in a's order, then the pages b adds, in b's.
+    assert_eq!(hot, vec![5, 1, 8, 3]);
 }
