@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// The agent's sources, compiled and linked in one command; `HEADERS` only trigger a rebuild.
-const SOURCES: [&str; 2] = ["agent/agent.c", "agent/symbols.c"];
-const HEADERS: [&str; 1] = ["agent/symbols.h"];
+const SOURCES: [&str; 3] = ["agent/agent.c", "agent/signals.c", "agent/symbols.c"];
+const HEADERS: [&str; 3] = ["agent/signals.h", "agent/symbols.h", "agent/sys.h"];
 
 fn main() {
     for file in SOURCES.iter().chain(&HEADERS) {

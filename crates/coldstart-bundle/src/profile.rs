@@ -16,7 +16,10 @@
 //!   directory the program was profiled in. It is `DIR` itself unless given
 //!   ([`ProfileMapping::profile_root`], `--profile-root`), for a program profiled in one place
 //!   and packed from a copy elsewhere. Paths outside the root (system libraries, `/etc`, ...)
-//!   and pages of unnamed files are ignored and counted.
+//!   are ignored and counted. A file the profile knows by device and inode only (closed
+//!   before the profiler could name it) is looked for by its inode in the packed directory,
+//!   and kept when found there (its inode is all its identity); otherwise it is counted as
+//!   outside too.
 //! - Each file kept is checked against the file now in `DIR`: its size, and its ELF build-id
 //!   when the profile has one, else its mtime (a matching build-id names the build, so a copy
 //!   with a new mtime still matches). A mismatch leaves the file out of the hot set with a
@@ -59,6 +62,29 @@ pub struct FileIdentity {
 pub trait Identify {
     /// The identity of the file at `path`, or an error when it cannot be read.
     fn identify(&self, path: &Path) -> io::Result<FileIdentity>;
+
+    /// The regular files under `dir` by device (`major:minor`) and inode, as bundle paths
+    /// relative to `dir`: how a file a page profile knows by inode only is found. The real
+    /// file system by default (symbolic links are not followed).
+    fn inodes(&self, dir: &Path) -> HashMap<(String, u64), String> {
+        let mut out = HashMap::new();
+        let mut pending = vec![(dir.to_path_buf(), String::new())];
+        while let Some((at, rel)) = pending.pop() {
+            let Ok(entries) = std::fs::read_dir(&at) else { continue };
+            for entry in entries.flatten() {
+                let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
+                let rel = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+                let Ok(meta) = std::fs::symlink_metadata(entry.path()) else { continue };
+                if meta.is_dir() {
+                    pending.push((entry.path(), rel));
+                } else if meta.is_file() {
+                    let dev = format!("{}:{}", libc::major(meta.dev()), libc::minor(meta.dev()));
+                    out.entry((dev, meta.ino())).or_insert(rel);
+                }
+            }
+        }
+        out
+    }
 }
 
 /// The real file system: metadata, and the build-id read with `coldstart-elf`.
@@ -106,8 +132,12 @@ pub struct ProfileHotList {
     pub files: usize,
     /// Files left out because they differ from the profiled ones.
     pub mismatches: Vec<Mismatch>,
-    /// Files of the profile outside the packed directory (or unnamed), ignored.
+    /// Files of the profile outside the packed directory (or unnamed and not found in it),
+    /// ignored.
     pub outside: usize,
+    /// Files the profile knew by device and inode only (closed before the profiler could
+    /// name them), found in the packed directory by their inode and kept.
+    pub by_inode: usize,
     /// Profiled files under the packed directory that are not there now (or not readable).
     pub missing: Vec<String>,
     /// Whether a profile's pages were only a sample (perf page-fault samples, without root).
@@ -181,12 +211,37 @@ pub fn hot_list_from_profiles(
         files: 0,
         mismatches: Vec::new(),
         outside: 0,
+        by_inode: 0,
         missing: Vec::new(),
         sampled: pages.sampled,
     };
     let mut kept: Vec<Option<String>> = Vec::with_capacity(pages.files.len());
     let mut seen_rel: HashMap<String, bool> = HashMap::new();
+    // Files known by inode only are looked for in the packed directory (the profile was taken
+    // there, the same files), walked once if there are any.
+    let inodes = if pages.files.iter().any(|f| f.path.as_os_str().is_empty()) {
+        files.inodes(dir)
+    } else {
+        HashMap::new()
+    };
     for f in &pages.files {
+        if f.path.as_os_str().is_empty() {
+            match inodes.get(&(f.dev.clone(), f.ino)) {
+                Some(rel) => {
+                    // Its inode is its identity: nothing else of it was recorded.
+                    if seen_rel.insert(rel.clone(), true).is_none() {
+                        result.files += 1;
+                    }
+                    result.by_inode += 1;
+                    kept.push(Some(rel.clone()));
+                }
+                None => {
+                    result.outside += 1;
+                    kept.push(None);
+                }
+            }
+            continue;
+        }
         let Some(rel) = relative(&f.path, &roots) else {
             result.outside += 1;
             kept.push(None);
@@ -333,6 +388,7 @@ mod tests {
                 lost_events: 0,
             }),
             warnings: vec![],
+            images: Vec::new(),
             workloads: vec![],
         }
     }
@@ -383,6 +439,37 @@ mod tests {
         assert_eq!(r.outside, 1, "libc is outside /app and ignored");
         assert!(r.mismatches.is_empty() && r.missing.is_empty());
         assert_eq!(r.hot.format, crate::hotlist::FORMAT);
+    }
+
+    /// The fake file system, with files found by inode in the packed directory.
+    struct WithInodes(Fake, HashMap<(String, u64), String>);
+
+    impl Identify for WithInodes {
+        fn identify(&self, path: &Path) -> io::Result<FileIdentity> {
+            self.0.identify(path)
+        }
+        fn inodes(&self, dir: &Path) -> HashMap<(String, u64), String> {
+            assert_eq!(dir, Path::new("/app"));
+            self.1.clone()
+        }
+    }
+
+    #[test]
+    fn files_known_by_inode_only_are_found_in_the_packed_directory() {
+        // Two files the profiler could not name (closed before it looked): one is in /app
+        // under that inode, the other is not.
+        let unnamed = |ino: u64| PageFile { path: PathBuf::new(), ino, ..file("", 0, None) };
+        let mut files = standard_files();
+        files.push(unnamed(77));
+        files.push(unnamed(78));
+        let p = profile("a", files, &[(0, 0, 1), (4, 0, 2), (5, 0, 1)]);
+        let fs =
+            WithInodes(fake(), HashMap::from([(("8:1".to_string(), 77), "lib/mod.pyc".into())]));
+        let r = hot_list_from_profiles(Path::new("/app"), vec![p], &ProfileMapping::default(), &fs)
+            .unwrap();
+        assert_eq!(touches(&r), [("bin/prog", 0, 4096), ("lib/mod.pyc", 0, 2 * 4096)]);
+        assert_eq!(r.by_inode, 1);
+        assert_eq!(r.outside, 2, "libc and the file not in /app");
     }
 
     #[test]
@@ -492,5 +579,19 @@ mod tests {
         assert_eq!(got, FileIdentity { size: 3, mtime: meta.mtime(), build_id: None });
         let exe = std::env::current_exe().unwrap();
         assert!(RealFiles.identify(&exe).unwrap().build_id.is_some(), "test binaries have one");
+    }
+
+    #[test]
+    fn the_real_files_are_found_by_inode_under_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("a/__pycache__")).unwrap();
+        let pyc = dir.path().join("a/__pycache__/m.pyc");
+        std::fs::write(&pyc, b"x").unwrap();
+        std::os::unix::fs::symlink(&pyc, dir.path().join("link")).unwrap();
+        let meta = std::fs::metadata(&pyc).unwrap();
+        let dev = format!("{}:{}", libc::major(meta.dev()), libc::minor(meta.dev()));
+        let found = RealFiles.inodes(dir.path());
+        assert_eq!(found.get(&(dev, meta.ino())).map(String::as_str), Some("a/__pycache__/m.pyc"));
+        assert_eq!(found.len(), 1, "links are not followed: {found:?}");
     }
 }

@@ -84,6 +84,45 @@ pub fn write_atomic_with(
     Ok(())
 }
 
+/// Check, before any work, that [`write_atomic`] will be able to write `path`: it is not a
+/// directory, and a temporary file can be created (and is removed again) in the directory that
+/// will hold it. A device or a socket is checked by opening it for writing; a named pipe is
+/// taken as it is (opening it would wait for a reader). The error names what failed.
+pub fn check_writable(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let named =
+        |e: io::Error, what: &Path| io::Error::new(e.kind(), format!("{}: {e}", what.display()));
+    if let Ok(meta) = fs::metadata(path) {
+        if meta.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is a directory", path.display()),
+            ));
+        }
+        if meta.file_type().is_fifo() {
+            return Ok(());
+        }
+        if !meta.is_file() {
+            return OpenOptions::new().write(true).open(path).map(drop).map_err(|e| named(e, path));
+        }
+    }
+    let target = resolve_symlinks(path)?;
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{}: no such directory", dir.display()),
+        ));
+    }
+    let probe = dir.join(format!(".coldstart-check.{}.tmp", unique()));
+    OpenOptions::new().write(true).create_new(true).open(&probe).map_err(|e| named(e, &dir))?;
+    let _ = fs::remove_file(&probe);
+    Ok(())
+}
+
 /// Follow `path` through symlinks to the entry that should be replaced (which need not exist
 /// yet: a dangling link names the file to create).
 fn resolve_symlinks(path: &Path) -> io::Result<PathBuf> {
@@ -125,6 +164,22 @@ mod tests {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|n| n.ends_with(".tmp"))
             .collect()
+    }
+
+    #[test]
+    fn check_writable_accepts_what_write_atomic_writes_and_names_what_it_cannot() {
+        let d = tempfile::tempdir().unwrap();
+        check_writable(&d.path().join("new.json")).unwrap();
+        check_writable(Path::new("/dev/null")).unwrap();
+        let missing = d.path().join("no-such-dir").join("p.json");
+        let err = check_writable(&missing).unwrap_err().to_string();
+        assert!(err.contains("no-such-dir"), "{err}");
+        let err = check_writable(d.path()).unwrap_err().to_string();
+        assert!(err.contains("is a directory"), "{err}");
+        // /proc takes no new files, not even from root.
+        let err = check_writable(Path::new("/proc/coldstart-p.json")).unwrap_err().to_string();
+        assert!(err.starts_with("/proc:"), "{err}");
+        assert!(leftovers(d.path()).is_empty());
     }
 
     #[test]

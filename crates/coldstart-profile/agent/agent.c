@@ -27,17 +27,24 @@
  * namespaces (dlmopen; the ptrace tracer's r_debug walk does not see them either) and this
  * library's own namespace (the loader never reports it).
  *
+ * SIGTRAP belongs to the agent for the life of the process (see signals.c): the
+ * program's own SIGTRAP handler is recorded and run for traps that are not breakpoints, and
+ * SIGTRAP is never blocked.
+ *
  * The signal path makes raw system calls and allocates nothing. Linked with -z now, so no
  * lazy binding (which would run the loader's resolver) happens in the handler.
  *
- * Follow rules (COLDSTART_AUDIT_* below): the first image of the root process is profiled;
- * images of later exec()s only with follow-exec (and of other processes only with
- * follow-forks too); touches of forked children are recorded only with follow-forks. An
- * image that is not profiled but would have been with follow-exec leaves an "unprofiled
- * exec" record, so coldstart can say what --follow-exec would add.
+ * Follow rules (FLAG_* below, decided in agent_init and new_process): the first image of the
+ * root process is profiled; an image after an exec only with follow-exec, in the root process
+ * (a wrapper's interpreter, the program a shim executes) and in a child that is followed. A
+ * child is followed with follow-forks (every child), or with follow-same when it runs its
+ * parent's program (a fork, or an exec of the program its parent runs: a browser's content
+ * processes). Every image and every fork child the agent sees leaves a KIND_IMAGE record,
+ * profiled or not, so coldstart can say what was followed and what was not.
  */
 #define _GNU_SOURCE
 #include <elf.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <link.h>
 #include <signal.h>
@@ -58,12 +65,14 @@
 #endif
 #include <unistd.h>
 
+#include "signals.h"
 #include "symbols.h"
+#include "sys.h"
 
 /* ---- Buffer layout, shared with crates/coldstart-profile/src/audit.rs ---- */
 
 #define BUF_MAGIC 0x31545541444c4f43ULL /* "COLDAUT1" little-endian */
-#define BUF_VERSION 1
+#define BUF_VERSION 2
 
 /* Header: 64-bit words. */
 enum {
@@ -88,8 +97,9 @@ enum {
     H_FAULT_SIGNAL,
 };
 
-#define FLAG_FOLLOW_FORKS 1
+#define FLAG_FOLLOW_FORKS 1 /* every child process */
 #define FLAG_FOLLOW_EXEC 2
+#define FLAG_FOLLOW_SAME 4  /* child processes that run their parent's program */
 
 /* Touch record: 4 words. w3 is written last (release): tid | 1 << 32. */
 struct touch {
@@ -103,20 +113,13 @@ struct touch {
  * length in bytes) is written last (release). */
 enum { M_LEN, M_ID, M_BIAS, M_PID, M_KIND, M_PATCHED, M_WORDS };
 #define KIND_MODULE 1
-#define KIND_UNPROFILED_EXEC 2
+/* A program a process runs: M_ID = whether it is profiled, M_BIAS = the parent's pid,
+ * M_PATCHED = VIA_*; the path is the program's. */
+#define KIND_IMAGE 2
+#define VIA_START 0 /* the profiled command */
+#define VIA_EXEC 1
+#define VIA_FORK 2  /* a copy of its parent */
 
-/* ---- Raw system calls for the signal path ---- */
-
-static inline long sys0(long n) {
-    long r;
-    __asm__ volatile("syscall" : "=a"(r) : "a"(n) : "rcx", "r11", "memory");
-    return r;
-}
-static inline long sys2(long n, long a, long b) {
-    long r;
-    __asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b) : "rcx", "r11", "memory");
-    return r;
-}
 /* The C library's clock_gettime goes through the vdso: no system call. It is
  * async-signal-safe, and bound at load time (-z now), so the handler never enters the
  * loader's resolver. */
@@ -152,12 +155,26 @@ static volatile uint64_t *buf;
 static size_t buf_size;
 static int active;
 static int image_pid;
-/* This process's id: set at start and by the fork handlers (the signal path makes no
- * getpid call). */
-static int current_pid;
-/* The calling thread's id, looked up at its first trap (initial-exec TLS: no call into the
- * loader); reset in a fork child. */
+/* This image's program (/proc/self/exe). */
+static char *image_exe; /* PATH_MAX bytes, mapped apart from the trap path's statics */
+#define EXE_MAX 4096
+
+/* The process the agent runs in: its id and whether its touches are recorded. It lives in a
+ * page the kernel zeroes in a child of fork (MADV_WIPEONFORK), so that the first trap in a
+ * child the fork handlers never saw (a raw clone(), as Firefox's sandbox and fork server
+ * make) finds pid 0 and decides about the child (new_process) instead of recording its
+ * touches as its parent's; the signal path makes no getpid call. */
+struct process {
+    int pid;
+    int followed;
+};
+static struct process *proc;
+static struct process proc_unwiped; /* where the kernel has no MADV_WIPEONFORK */
+
+/* The calling thread's id, looked up at its first trap in a process (initial-exec TLS: no
+ * call into the loader), and the process it was looked up in. */
 static __thread int current_tid __attribute__((tls_model("initial-exec")));
+static __thread int current_tid_pid __attribute__((tls_model("initial-exec")));
 static uint64_t flags;
 static int main_seen;
 /* The main program's audit cookie (MAX_MODULES + 1 when it has no entries), and whether
@@ -194,8 +211,15 @@ static void timing_line(const char *fmt, ...) {
     }
 }
 
-/* Append a module record to the shared area. */
+/* Append a record to the shared area (of this process). */
+static void record_for(int pid, uint64_t kind, uint32_t id, uint64_t bias, uint64_t patched,
+                       const char *path);
 static void module_record(uint64_t kind, uint32_t id, uint64_t bias, uint64_t patched, const char *path) {
+    record_for((int)sys0(SYS_getpid), kind, id, bias, patched, path);
+}
+
+static void record_for(int pid, uint64_t kind, uint32_t id, uint64_t bias, uint64_t patched,
+                       const char *path) {
     size_t plen = strlen(path) + 1;
     uint64_t len = (M_WORDS * 8 + plen + 7) & ~7ull;
     uint64_t at = __atomic_fetch_add(&buf[H_MODULE_NEXT], len, __ATOMIC_RELAXED);
@@ -206,7 +230,7 @@ static void module_record(uint64_t kind, uint32_t id, uint64_t bias, uint64_t pa
     volatile uint64_t *m = (volatile uint64_t *)((char *)buf + buf[H_MODULE_OFFSET] + at);
     m[M_ID] = id;
     m[M_BIAS] = bias;
-    m[M_PID] = (uint64_t)sys0(SYS_getpid);
+    m[M_PID] = (uint64_t)(uint32_t)pid;
     m[M_KIND] = kind;
     m[M_PATCHED] = patched;
     memcpy((char *)&m[M_WORDS], path, plen);
@@ -220,6 +244,24 @@ static void unset_in_place(char **envp, const char *name) {
     for (char **e = envp; e && *e; e++)
         if (!(strncmp(*e, name, n) == 0 && (*e)[n] == '=')) *w++ = *e;
     if (w) *w = NULL;
+}
+
+/* Whether this image runs the program the process `parent` runs now, as recorded by the
+ * parent's own agent (a browser starting its content processes, Python's multiprocessing:
+ * the parent's program executed again). */
+static int runs_parents_program(int parent) {
+    const char *last = NULL;
+    uint64_t at = 0, end = __atomic_load_n(&buf[H_MODULE_NEXT], __ATOMIC_ACQUIRE);
+    if (end > buf[H_MODULE_CAPACITY]) end = buf[H_MODULE_CAPACITY];
+    while (at + M_WORDS * 8 <= end) {
+        volatile uint64_t *m = (volatile uint64_t *)((char *)buf + buf[H_MODULE_OFFSET] + at);
+        uint64_t len = __atomic_load_n(&m[M_LEN], __ATOMIC_ACQUIRE);
+        if (len < M_WORDS * 8) break; /* a record still being written */
+        if (m[M_KIND] == KIND_IMAGE && (int)m[M_PID] == parent)
+            last = (const char *)&m[M_WORDS];
+        at += len;
+    }
+    return last && image_exe[0] && strcmp(last, image_exe) == 0;
 }
 
 __attribute__((constructor)) static void agent_init(int argc, char **argv, char **envp) {
@@ -248,25 +290,44 @@ __attribute__((constructor)) static void agent_init(int argc, char **argv, char 
     }
     flags = buf[H_FLAGS];
     image_pid = (int)sys0(SYS_getpid);
-    current_pid = image_pid;
+    int parent = (int)sys0(SYS_getppid);
+    image_exe = mmap(NULL, EXE_MAX, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (image_exe == MAP_FAILED) {
+        munmap((void *)buf, buf_size);
+        buf = NULL;
+        return;
+    }
+    ssize_t n = readlink("/proc/self/exe", image_exe, EXE_MAX - 1);
+    image_exe[n > 0 ? n : 0] = 0;
     uint64_t earlier = __atomic_fetch_add(&buf[H_INSTANCES], 1, __ATOMIC_ACQ_REL);
     int is_root = (uint64_t)image_pid == buf[H_ROOT_PID];
-    int pid_followed = is_root || (flags & FLAG_FOLLOW_FORKS);
     int first_image = is_root && earlier == 0;
-    active = pid_followed && (first_image || (flags & FLAG_FOLLOW_EXEC)) && !buf[H_STOP];
+    /* The command's first program always; a later one (after exec) with follow-exec, in the
+     * command's process (a wrapper's interpreter, the program a shim executes) and in a
+     * child followed (every child, or one running its parent's program again). */
+    if (first_image) active = 1;
+    else if (!(flags & FLAG_FOLLOW_EXEC)) active = 0;
+    else if (is_root || (flags & FLAG_FOLLOW_FORKS)) active = 1;
+    else if (flags & FLAG_FOLLOW_SAME) active = runs_parents_program(parent);
+    else active = 0;
+    if (buf[H_STOP]) active = 0;
+    if (!buf[H_STOP])
+        record_for(image_pid, KIND_IMAGE, (uint32_t)active, (uint64_t)parent,
+                   first_image ? VIA_START : VIA_EXEC, image_exe);
     if (!active) {
-        if (pid_followed && !first_image && !buf[H_STOP]) {
-            char exe[4096];
-            ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-            exe[n > 0 ? n : 0] = 0;
-            module_record(KIND_UNPROFILED_EXEC, 0, 0, 0, exe);
-        }
         /* Nothing below this image loads the agent again. */
         unset_in_place(envp, "LD_AUDIT");
         munmap((void *)buf, buf_size);
         buf = NULL;
         return;
     }
+    proc = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (proc == MAP_FAILED || madvise(proc, 4096, MADV_WIPEONFORK) != 0) {
+        if (proc != MAP_FAILED) munmap(proc, 4096);
+        proc = &proc_unwiped;
+    }
+    proc->followed = 1;
+    __atomic_store_n(&proc->pid, image_pid, __ATOMIC_RELEASE);
     __atomic_fetch_add(&buf[H_ACTIVE], 1, __ATOMIC_RELAXED);
     /* Huge pages for the text copies, unless the kernel never gives them (or, to measure
      * the difference, COLDSTART_AUDIT_HUGE=0). */
@@ -328,7 +389,8 @@ static struct entry *find(uint64_t addr, struct module **out) {
     return NULL;
 }
 
-static struct sigaction previous;
+/* Off the hot path: called once per child process. */
+static int new_process(void) __attribute__((noinline, cold));
 
 static void on_trap(int sig, siginfo_t *info, void *context) {
     ucontext_t *uc = context;
@@ -342,28 +404,15 @@ static void on_trap(int sig, siginfo_t *info, void *context) {
         return;
     }
     if (!e) {
-        /* Not ours: what the program would have got without the agent. */
-        if (previous.sa_flags & SA_SIGINFO && (void *)previous.sa_sigaction != NULL &&
-            previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN) {
-            previous.sa_sigaction(sig, info, context);
-        } else if (previous.sa_handler != SIG_IGN && previous.sa_handler != SIG_DFL &&
-                   previous.sa_handler != NULL) {
-            previous.sa_handler(sig);
-        } else if (previous.sa_handler != SIG_IGN) {
-            struct sigaction dfl;
-            memset(&dfl, 0, sizeof dfl);
-            dfl.sa_handler = SIG_DFL;
-            sigaction(SIGTRAP, &dfl, NULL);
-            sys2(SYS_kill, sys0(SYS_getpid), SIGTRAP);
-        }
+        program_trap(sig, info, uc);
         return;
     }
     uint64_t trap_t0 = timing_fd >= 0 ? now_ns() : 0;
+    int pid = __atomic_load_n(&proc->pid, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(pid == 0, 0)) pid = new_process();
     if (__atomic_exchange_n(&e->hit, 1, __ATOMIC_ACQ_REL) == 0) {
-        int pid = __atomic_load_n(&current_pid, __ATOMIC_RELAXED);
         volatile uint64_t *b = buf;
-        if (b && !__atomic_load_n(&b[H_STOP], __ATOMIC_ACQUIRE) &&
-            ((flags & FLAG_FOLLOW_FORKS) || pid == image_pid)) {
+        if (b && !__atomic_load_n(&b[H_STOP], __ATOMIC_ACQUIRE) && proc->followed) {
             uint64_t i = __atomic_fetch_add(&b[H_TOUCH_NEXT], 1, __ATOMIC_RELAXED);
             if (i < b[H_TOUCH_CAPACITY]) {
                 volatile struct touch *t =
@@ -371,7 +420,10 @@ static void on_trap(int sig, siginfo_t *info, void *context) {
                 t->offset = addr - m->bias;
                 t->time_ns = now_ns();
                 t->module_and_pid = m->id | (uint64_t)(uint32_t)pid << 32;
-                if (!current_tid) current_tid = (int)sys0(SYS_gettid);
+                if (current_tid_pid != pid) {
+                    current_tid = (int)sys0(SYS_gettid);
+                    current_tid_pid = pid;
+                }
                 __atomic_store_n(&t->tid_and_valid, (uint64_t)(uint32_t)current_tid | 1ull << 32,
                                  __ATOMIC_RELEASE);
             } else {
@@ -416,10 +468,12 @@ unsigned int la_version(unsigned int version) {
     /* Block everything while the handler runs: a signal handler of the program that comes
      * in between and reaches an armed entry would find SIGTRAP blocked and die. */
     sigfillset(&sa.sa_mask);
-    if (sigaction(SIGTRAP, &sa, &previous) != 0) {
+    struct sigaction before;
+    if (sigaction(SIGTRAP, &sa, &before) != 0) {
         active = 0;
         return 0;
     }
+    signals_take_over(&before);
     /* Fault reports; the program's own handlers replace these when it installs them. */
     struct sigaction fault;
     memset(&fault, 0, sizeof fault);
@@ -437,7 +491,8 @@ typedef pid_t (*fork_fn)(void);
 static fork_fn real_fork; /* the program's C library's fork (from its .dynsym) */
 typedef int (*register_atfork_fn)(void (*)(void), void (*)(void), void (*)(void), void *);
 static register_atfork_fn register_atfork; /* and its __register_atfork */
-static void redirect_vfork(uint64_t vfork_at, uint64_t size);
+static pid_t agent_vfork(void);
+static void redirect(uint64_t at, uint64_t size, void *target);
 
 #define HUGE (2ull << 20)
 
@@ -493,12 +548,19 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
         full_table = add_symbols(&f, SHT_SYMTAB, &l, &skip);
         if (!full_table) full_table = add_debug_file_symbols(&f, debug_roots, &l, &skip);
     }
-    /* The C library's fork, vfork and fork handlers (see agent_vfork, la_preinit). */
+    /* The C library's fork, vfork and fork handlers (see agent_vfork, la_preinit), and its
+     * signal functions (see signals.c). */
     uint64_t fork_at = 0, vfork_at = 0, vfork_size = 0, atfork_at = 0;
+    uint64_t sigaction_at = 0, sigaction_size = 0, sigmask_at = 0, sigmask_size = 0;
+    uint64_t libc_sigaction_at = 0, errno_at = 0;
     if (strncmp(base, "libc.so", 7) == 0) {
         fork_at = find_dynamic(&f, "fork", NULL);
         vfork_at = find_dynamic(&f, "vfork", &vfork_size);
         atfork_at = find_dynamic(&f, "__register_atfork", NULL);
+        sigaction_at = find_dynamic(&f, "__sigaction", &sigaction_size);
+        sigmask_at = find_dynamic(&f, "pthread_sigmask", &sigmask_size);
+        libc_sigaction_at = find_dynamic(&f, "__libc_sigaction", NULL);
+        errno_at = find_dynamic(&f, "__errno_location", NULL);
     }
     /* .dynsym only repeats what a full symbol table has (and coldstart, like the ptrace
      * tracer, takes the full table alone when there is one). */
@@ -563,7 +625,12 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
     if (ok && fork_at && vfork_at && atfork_at) {
         real_fork = (fork_fn)(bias + fork_at);
         register_atfork = (register_atfork_fn)(bias + atfork_at);
-        redirect_vfork(bias + vfork_at, vfork_size);
+        redirect(bias + vfork_at, vfork_size, (void *)agent_vfork);
+    }
+    if (ok && sigaction_at && sigmask_at && libc_sigaction_at && errno_at) {
+        signals_use_libc((void *)(bias + libc_sigaction_at), (void *)(bias + errno_at));
+        redirect(bias + sigaction_at, sigaction_size, (void *)agent_sigaction);
+        redirect(bias + sigmask_at, sigmask_size, (void *)agent_sigmask);
     }
     if (ok) {
         for (size_t i = 0; i < kept; i++) {
@@ -632,35 +699,63 @@ static void disarm_all(void) {
 }
 
 
+/* A child of fork: followed (it runs its parent's program) unless only the command's own
+ * process is, in which case every byte goes back (the child runs without breakpoints, as
+ * under the ptrace tracer, which cleans and detaches such a child). Called in the child by
+ * the fork handler, or at its first trap when no handler ran (a raw clone()). Returns its
+ * pid. */
+static int new_process(void) {
+    int pid = (int)sys0(SYS_getpid);
+    int followed = (flags & (FLAG_FOLLOW_FORKS | FLAG_FOLLOW_SAME)) != 0;
+    if (!followed) disarm_all();
+    proc->followed = followed;
+    __atomic_store_n(&proc->pid, pid, __ATOMIC_RELEASE);
+    volatile uint64_t *b = buf;
+    if (b && !__atomic_load_n(&b[H_STOP], __ATOMIC_ACQUIRE))
+        record_for(pid, KIND_IMAGE, (uint32_t)followed, (uint64_t)sys0(SYS_getppid), VIA_FORK,
+                   image_exe);
+    return pid;
+}
+
+/* Set in the thread that runs agent_vfork while it forks (the child inherits it). */
+static __thread int vforking __attribute__((tls_model("initial-exec")));
+
+/* A vfork child is not followed until it executes a program (which its exec decides): it
+ * runs without breakpoints, since vfork children typically run with every signal blocked
+ * or reset until they exec. */
+static void vfork_child(void) {
+    proc->followed = 0;
+    __atomic_store_n(&proc->pid, (int)sys0(SYS_getpid), __ATOMIC_RELEASE);
+    disarm_all();
+}
+
 /* vfork shares the parent's memory, so the child cannot be given a text of its own: it is
  * run as a fork (which POSIX allows), disarmed, since vfork children typically run with
  * every signal blocked until they exec. */
 static pid_t agent_vfork(void) {
+    vforking = 1;
     pid_t pid = real_fork();
-    if (pid == 0) {
-        __atomic_store_n(&current_pid, (int)sys0(SYS_getpid), __ATOMIC_RELAXED);
-        current_tid = 0;
-        disarm_all();
-    }
+    vforking = 0;
+    if (pid == 0) vfork_child();
     return pid;
 }
 
-/* Send the C library's vfork to agent_vfork: `jmp *0(%rip)` and the address, 14 bytes over
- * its entry (it is never armed). */
-static void redirect_vfork(uint64_t vfork_at, uint64_t size) {
+/* Send a function of the C library (vfork, __sigaction, pthread_sigmask) to the agent's:
+ * `jmp *0(%rip)` and the address, 14 bytes over its entry (it is never armed, see
+ * symbols.c), in the program's writable copy of the text. */
+static void redirect(uint64_t at, uint64_t size, void *target) {
     if (size < 14) return;
-    uint8_t *p = (uint8_t *)vfork_at;
-    uint64_t target = (uint64_t)agent_vfork;
+    uint8_t *p = (uint8_t *)at;
+    uint64_t to = (uint64_t)target;
     p[0] = 0xFF; p[1] = 0x25; p[2] = p[3] = p[4] = p[5] = 0;
-    memcpy(p + 6, &target, 8);
+    memcpy(p + 6, &to, 8);
 }
 
 /* A fork child that is not followed is disarmed by a fork handler registered with the
  * program's C library once it is relocated (la_preinit). */
 static void atfork_child(void) {
-    __atomic_store_n(&current_pid, (int)sys0(SYS_getpid), __ATOMIC_RELAXED);
-    current_tid = 0;
-    if (!(flags & FLAG_FOLLOW_FORKS)) disarm_all();
+    if (vforking) vfork_child();
+    else new_process();
 }
 
 void la_preinit(uintptr_t *cookie) {

@@ -17,8 +17,9 @@
 //!
 //! Differences from the ptrace tracer, all documented in `docs/formats/profile.md`: the
 //! dynamic loader is not profiled (it runs the agent), nor objects of other link-map
-//! namespaces (`dlmopen`); a program that runs code with `SIGTRAP` blocked or that installs
-//! its own `SIGTRAP` handler needs the ptrace tracer. Programs the loader does not audit
+//! namespaces (`dlmopen`); the agent keeps `SIGTRAP` to itself (a program's own handler is
+//! recorded and run for traps that are not breakpoints, and `SIGTRAP` is never blocked), which
+//! raw system calls can get around. Programs the loader does not audit
 //! (static executables, setuid/setgid programs) are detected up front: see [`unsupported`].
 
 use std::collections::HashMap;
@@ -33,17 +34,20 @@ use std::time::Instant;
 use coldstart_elf::{ElfInfo, SymbolOptions};
 
 use crate::format::{Fault, Module, Stop};
-use crate::modules::{location, profile_modules, stripped_warning, ModuleTouches, Traced};
+use crate::format::{Image, Via};
+use crate::modules::{
+    location, profile_modules, stripped_warning, unsymbolized, ModuleTouches, Traced, Unsymbolized,
+};
 use crate::tree::{signal_name, ChildWake, TreeGuard};
-use crate::{Launched, ProfileError, ProfileOptions};
+use crate::{Follow, Launched, ProfileError, ProfileOptions};
 
-/// The agent, compiled by `build.rs` from `agent/agent.c` and `agent/symbols.c`.
+/// The agent, compiled by `build.rs` from `agent/*.c`.
 static AGENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/coldstart-audit-agent.so"));
 
 /// Buffer layout, shared with `agent/agent.c` (header words).
 mod layout {
     pub const MAGIC: u64 = 0x3154_5541_444c_4f43; // "COLDAUT1"
-    pub const VERSION: u64 = 1;
+    pub const VERSION: u64 = 2;
     pub const H_MAGIC: usize = 0;
     pub const H_VERSION: usize = 1;
     pub const H_TOUCH_OFFSET: usize = 2;
@@ -66,9 +70,12 @@ mod layout {
     pub const TOUCH_BYTES: u64 = 32;
     pub const FLAG_FOLLOW_FORKS: u64 = 1;
     pub const FLAG_FOLLOW_EXEC: u64 = 2;
+    pub const FLAG_FOLLOW_SAME: u64 = 4;
     pub const M_WORDS: usize = 6;
     pub const KIND_MODULE: u64 = 1;
-    pub const KIND_UNPROFILED_EXEC: u64 = 2;
+    pub const KIND_IMAGE: u64 = 2;
+    pub const VIA_START: u64 = 0;
+    pub const VIA_EXEC: u64 = 1;
 }
 use layout::*;
 
@@ -156,14 +163,20 @@ pub(crate) fn interpreter(path: &Path) -> Option<Option<PathBuf>> {
     Some(Some(name.unwrap_or_default()))
 }
 
-/// A private directory for the agent, removed when dropped.
+/// A private directory for the agent, removed when dropped. Its name holds coldstart's
+/// process id (`coldstart-audit-PID-XXXXXX`), so that a directory a killed coldstart left is
+/// recognised and removed at the next start ([`remove_stale_workspaces`]).
 struct Workspace {
     dir: PathBuf,
 }
 
+/// The prefix of the agent's temporary directories.
+const WORKSPACE_PREFIX: &str = "coldstart-audit-";
+
 impl Workspace {
     fn create() -> Result<Workspace, ProfileError> {
-        let template = std::env::temp_dir().join("coldstart-audit-XXXXXX");
+        let template =
+            std::env::temp_dir().join(format!("{WORKSPACE_PREFIX}{}-XXXXXX", std::process::id()));
         let mut bytes = template.as_os_str().as_bytes().to_vec();
         bytes.push(0);
         // SAFETY: mkdtemp rewrites the NUL-terminated template in place.
@@ -173,6 +186,30 @@ impl Workspace {
         }
         bytes.pop();
         Ok(Workspace { dir: PathBuf::from(OsString::from_vec(bytes)) })
+    }
+}
+
+/// Remove the agent directories under `tmp` whose coldstart is gone (killed with `SIGKILL`,
+/// or by a power cut) and that belong to this user.
+pub(crate) fn remove_stale_workspaces(tmp: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(tmp) else { return };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(WORKSPACE_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let ours = entry.metadata().is_ok_and(|m| m.is_dir() && m.uid() == me);
+        if ours && !crate::interrupt::pid_alive(pid) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
@@ -219,10 +256,11 @@ impl Buffer {
             return Err(ProfileError::os("mmap the audit buffer", std::io::Error::last_os_error()));
         }
         let buffer = Buffer { ptr: ptr.cast(), len: len as usize, file };
-        let mut flags = 0;
-        if options.follow_forks {
-            flags |= FLAG_FOLLOW_FORKS;
-        }
+        let mut flags = match options.follow_forks {
+            Follow::None => 0,
+            Follow::Same => FLAG_FOLLOW_SAME,
+            Follow::All => FLAG_FOLLOW_FORKS,
+        };
         if options.follow_exec {
             flags |= FLAG_FOLLOW_EXEC;
         }
@@ -300,6 +338,8 @@ struct RawModule {
     bias: u64,
     pid: i32,
     kind: u64,
+    /// Entries armed (a module), how the image came to run (an image).
+    patched: u64,
     path: PathBuf,
 }
 
@@ -330,6 +370,7 @@ impl Snapshot {
                 bias: w(2),
                 pid: w(3) as i32,
                 kind: w(4),
+                patched: w(5),
                 path: PathBuf::from(std::ffi::OsStr::from_bytes(name)),
             });
             at += len;
@@ -365,20 +406,13 @@ fn assemble(
     symbols: &SymbolOptions,
     mut infos: Infos,
     warnings: &mut Vec<String>,
+    bare: &mut Vec<Unsymbolized>,
 ) -> Vec<Module> {
     let mut recs: Vec<ModuleTouches> = Vec::new();
     let mut by_key: HashMap<(PathBuf, Option<Vec<u8>>), usize> = HashMap::new();
     let mut by_id: HashMap<u64, usize> = HashMap::new();
     let mut warned: Vec<PathBuf> = Vec::new();
     for m in snapshot.modules() {
-        if m.kind == KIND_UNPROFILED_EXEC {
-            warnings.push(format!(
-                "process {} executed {}, which is not profiled: add --follow-exec to profile it",
-                m.pid,
-                m.path.display()
-            ));
-            continue;
-        }
         if m.kind != KIND_MODULE {
             continue;
         }
@@ -401,6 +435,7 @@ fn assemble(
         let key = (m.path.clone(), info.build_id.clone());
         let index = *by_key.entry(key).or_insert_with(|| {
             warnings.extend(stripped_warning(&info, &m.path));
+            bare.extend(unsymbolized(&info, &m.path));
             recs.push(ModuleTouches::new(info.clone(), &m.path, m.bias));
             recs.len() - 1
         });
@@ -447,6 +482,29 @@ fn assemble(
     modules
 }
 
+/// What the processes ran, from the image records of the agents (a child that ran the fork
+/// handlers by hand after its first trap is recorded once).
+fn images(snapshot: &Snapshot) -> Vec<Image> {
+    let mut out: Vec<Image> = Vec::new();
+    let records = snapshot.modules().into_iter().filter(|m| m.kind == KIND_IMAGE).map(|m| Image {
+        pid: m.pid,
+        parent: m.bias as i32,
+        path: m.path,
+        via: match m.patched {
+            VIA_START => Via::Start,
+            VIA_EXEC => Via::Exec,
+            _ => Via::Fork,
+        },
+        profiled: m.id != 0,
+    });
+    for image in records {
+        if !out.contains(&image) {
+            out.push(image);
+        }
+    }
+    out
+}
+
 /// Name the function at `ip` among the modules of the profile.
 fn locate(modules: &[Module], infos: &HashMap<PathBuf, Arc<ElfInfo>>, ip: u64) -> Option<String> {
     modules.iter().find_map(|m| location(infos.get(&m.path)?, ip.wrapping_sub(m.load_bias)))
@@ -479,7 +537,7 @@ pub(crate) fn run(
         (OsString::from("COLDSTART_AUDIT_BUFFER"), buffer.path().into_os_string()),
         (OsString::from("COLDSTART_AUDIT_DEBUG_ROOTS"), roots),
     ];
-    let mut launched = crate::launch(options, path, false, &env)?;
+    let mut launched = crate::launch(options, path, false, &env, None)?;
     let pid = launched.stopped.pid;
     let mut guard = TreeGuard { pgid: pid, armed: true };
     buffer.set(H_ROOT_PID, pid as u64);
@@ -495,15 +553,16 @@ pub(crate) fn run(
     let ready_fd = launched.ready_read.as_raw_fd();
     // Modules are read (symbols, debug files) while the program runs, on the other core.
     let done = AtomicBool::new(false);
-    let (stop, kill, infos, duration_ns) = std::thread::scope(|scope| {
+    let (waited, infos, duration_ns) = std::thread::scope(|scope| {
         let reader = scope.spawn(|| read_modules_meanwhile(&buffer, &options.symbols, &done));
-        let (stop, kill) = wait(options, &buffer, &launched, pid, deadline, &wake, ready_fd);
+        let waited = wait(options, &buffer, &launched, pid, deadline, &wake, ready_fd);
         // The program's time, not the reader's catching up.
         let duration_ns = started.elapsed().as_nanos() as u64;
         done.store(true, Ordering::Release);
         reader.thread().unpark();
-        (stop, kill, reader.join().unwrap_or_default(), duration_ns)
+        (waited, reader.join().unwrap_or_default(), duration_ns)
     });
+    let (stop, kill) = waited?;
     buffer.set(H_STOP, 1);
     guard.armed = kill;
     drop(guard);
@@ -518,7 +577,9 @@ pub(crate) fn run(
             std::env::temp_dir().display()
         ));
     }
-    let modules = assemble(&snapshot, t0, &options.symbols, infos, &mut warnings);
+    let mut bare = Vec::new();
+    let modules = assemble(&snapshot, t0, &options.symbols, infos, &mut warnings, &mut bare);
+    let images = images(&snapshot);
     let stop = match stop {
         Stop::Crash { signal, pid, fault: Some(mut f) } => {
             let infos: HashMap<PathBuf, Arc<ElfInfo>> = modules
@@ -534,11 +595,16 @@ pub(crate) fn run(
         }
         other => other,
     };
-    Ok((Traced { modules, stop, duration_ns, warnings }, launched, agent_ran))
+    Ok((
+        Traced { modules, stop, duration_ns, warnings, images, unsymbolized: bare },
+        launched,
+        agent_ran,
+    ))
 }
 
 /// Wait for readiness, the root's exit or death, or the timeout. Returns the stop and whether
-/// the tree is to be killed.
+/// the tree is to be killed; an interrupting signal is an error (the caller's guard kills the
+/// tree).
 fn wait(
     options: &ProfileOptions,
     buffer: &Buffer,
@@ -547,13 +613,14 @@ fn wait(
     deadline: Option<Instant>,
     wake: &ChildWake,
     ready_fd: i32,
-) -> (Stop, bool) {
+) -> Result<(Stop, bool), ProfileError> {
     // SAFETY: pidfd_open on our own child; the descriptor is owned below.
     let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
     // SAFETY: a fresh descriptor, owned here.
     let pidfd = (raw >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) });
     let mut kill = true;
     let stop = loop {
+        crate::interrupt::check()?;
         if launched.signal.is_raised() {
             buffer.set(H_STOP, 1);
             kill = options.kill_at_ready;
@@ -597,7 +664,7 @@ fn wait(
             None => wake.wait(Some(ready_fd), 5),
         }
     };
-    (stop, kill)
+    Ok((stop, kill))
 }
 
 /// Module paths the agents have recorded so far, from record `*at` on (advanced).
@@ -679,20 +746,24 @@ mod tests {
     #[test]
     fn module_and_touch_records_are_read_back_and_incomplete_touches_skipped() {
         let s = image(
-            &[
-                (0, 0x1000, 7, KIND_MODULE, "/bin/a"),
-                (1, 0x5000, 7, KIND_UNPROFILED_EXEC, "/bin/bb"),
-            ],
+            &[(0, 0x1000, 7, KIND_MODULE, "/bin/a"), (1, 0x5000, 7, KIND_IMAGE, "/bin/bb")],
             &[(0x10, 100, 0, 7, 8, true), (0x20, 90, 0, 7, 8, false), (0x30, 120, 0, 7, 9, true)],
         );
         let m = s.modules();
         assert_eq!(m.len(), 2);
         assert_eq!(
             m[0],
-            RawModule { id: 0, bias: 0x1000, pid: 7, kind: KIND_MODULE, path: "/bin/a".into() }
+            RawModule {
+                id: 0,
+                bias: 0x1000,
+                pid: 7,
+                kind: KIND_MODULE,
+                patched: 0,
+                path: "/bin/a".into()
+            }
         );
         assert_eq!(m[1].path, PathBuf::from("/bin/bb"));
-        assert_eq!(m[1].kind, KIND_UNPROFILED_EXEC);
+        assert_eq!(m[1].kind, KIND_IMAGE);
         let t = s.touches();
         assert_eq!(t.len(), 2, "the record without its valid bit is skipped");
         assert_eq!(t[0], RawTouch { offset: 0x10, time_ns: 100, module: 0, pid: 7, tid: 8 });
@@ -718,7 +789,8 @@ mod tests {
             ],
         );
         let mut warnings = Vec::new();
-        let modules = assemble(&s, 500, &SymbolOptions::default(), Infos::new(), &mut warnings);
+        let modules =
+            assemble(&s, 500, &SymbolOptions::default(), Infos::new(), &mut warnings, &mut vec![]);
         assert_eq!(modules.len(), 1, "one module per file and build");
         let m = &modules[0];
         assert_eq!(m.load_bias, 0x40_0000);

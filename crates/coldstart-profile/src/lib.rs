@@ -12,9 +12,11 @@
 //!   (`LD_AUDIT`, built from `agent/*.c`) plants them as the loader maps each object and
 //!   its `SIGTRAP` handler records the touch, with no ptrace stop. Static and setuid programs,
 //!   which the loader does not audit, fall back to the ptrace tracer ([`Tracer`]).
-//! - [`pages`] records every file page start-up faults in or reads, from the kernel's
-//!   `filemap` tracepoints, in a run of its own (breakpoints copy the text pages they patch,
-//!   which would hide those pages from the page trace).
+//! - [`pages`] records the file pages start-up touches, from the kernel's `filemap`
+//!   tracepoints, in runs of their own (breakpoints copy the text pages they patch, which
+//!   would hide those pages from the page trace): by default exactly, each 4 KiB page once in
+//!   first-touch order, by running the program on a private copy of its files with read-ahead
+//!   off (the `exact` module; the copy is `coldstart-storage`'s).
 //! - [`format`](mod@format) is the versioned profile file and the merge of several workloads.
 //!
 //! ```no_run
@@ -30,8 +32,12 @@
 //! ```
 
 mod audit;
+mod cpu;
+mod exact;
 pub use coldstart_profile_format as format;
+pub mod interrupt;
 mod modules;
+mod opens;
 mod page_files;
 pub mod pages;
 mod perf;
@@ -48,7 +54,7 @@ use std::time::Duration;
 use coldstart_error::Category;
 
 pub use coldstart_elf::SymbolOptions;
-pub use format::{merge, FormatError, Module, PageProfile, Profile, Stop, Touch};
+pub use format::{merge, FormatError, Image, Module, PageProfile, Profile, Stop, Touch, Via};
 pub use ready::Ready;
 
 /// What to profile and how.
@@ -58,14 +64,20 @@ pub struct ProfileOptions {
     pub command: Vec<OsString>,
     /// When start-up is over.
     pub ready: Ready,
-    /// Also profile child processes (fork/vfork).
-    pub follow_forks: bool,
-    /// Keep profiling a process after it executes another program.
+    /// Which child processes are profiled with the command's own process.
+    pub follow_forks: Follow,
+    /// Keep profiling a process after it executes another program: the program a wrapper
+    /// (a shell script, `env`, a version manager's shim) executes is the one to profile.
     pub follow_exec: bool,
     /// Kill the program at readiness instead of letting it run on.
     pub kill_at_ready: bool,
-    /// Also record file pages (tracefs; needs root).
+    /// Also record file pages, in a run of their own.
     pub pages: bool,
+    /// How the page run records them.
+    pub page_method: PageMethod,
+    /// Where the exact page run makes its private device (`None`: chosen by the size of the
+    /// files to copy, see [`pages::work_dir_for`]).
+    pub page_work_dir: Option<PathBuf>,
     /// The workload label written into the profile.
     pub workload: String,
     /// Where to find debug files for stripped modules.
@@ -74,6 +86,65 @@ pub struct ProfileOptions {
     pub timeout: Option<Duration>,
     /// Which first-touch tracer runs the program.
     pub tracer: Tracer,
+}
+
+/// Which child processes a profile follows (records the functions of) with the command's own
+/// process. Whatever the choice, the profile lists every program the processes ran
+/// ([`Profile::images`]) and says which were followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Follow {
+    /// Only the command's own process (and its threads).
+    None,
+    /// Children that run their parent's program: forks, and executions of the program the
+    /// parent runs (a browser starting its content processes, Python's multiprocessing, a
+    /// compiler driver running itself again); not a child that runs another program (a
+    /// shell's commands, a helper). The default: what a program's owner profiles.
+    Same,
+    /// Every child.
+    All,
+}
+
+/// How the page run records the file pages start-up touches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageMethod {
+    /// [`Exact`](PageMethod::Exact) as root, [`Sampled`](PageMethod::Sampled) without.
+    Auto,
+    /// The files start-up reads are copied onto a private device with read-ahead off and the
+    /// program is traced there (tracefs): each 4 KiB page it touches, once, in first-touch
+    /// order, whatever this machine's read-ahead and fault-around. Root.
+    Exact,
+    /// Traced where the files are (tracefs): the pages the page cache brought in for
+    /// start-up, read-ahead and fault-around included. Root.
+    Traced,
+    /// Page faults sampled with `perf_event_open`: no root needed; pages mapped by
+    /// fault-around or read with `read(2)` are not seen.
+    Sampled,
+}
+
+impl std::str::FromStr for PageMethod {
+    type Err = String;
+    fn from_str(s: &str) -> Result<PageMethod, String> {
+        match s {
+            "auto" => Ok(PageMethod::Auto),
+            "exact" => Ok(PageMethod::Exact),
+            "traced" => Ok(PageMethod::Traced),
+            "sampled" => Ok(PageMethod::Sampled),
+            other => {
+                Err(format!("unknown page method `{other}`: use auto, exact, traced or sampled"))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for PageMethod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PageMethod::Auto => "auto",
+            PageMethod::Exact => "exact",
+            PageMethod::Traced => "traced",
+            PageMethod::Sampled => "sampled",
+        })
+    }
 }
 
 /// The first-touch tracer: the same breakpoints and the same profile, handled in the program
@@ -111,15 +182,18 @@ impl std::fmt::Display for Tracer {
 }
 
 impl ProfileOptions {
-    /// Defaults: readiness at exit, no following, no pages, workload `default`, 60 s timeout.
+    /// Defaults: readiness at exit, children that run their parent's program followed
+    /// ([`Follow::Same`]), executions followed, no pages, workload `default`, 60 s timeout.
     pub fn new(command: Vec<OsString>) -> ProfileOptions {
         ProfileOptions {
             command,
             ready: Ready::Exit,
-            follow_forks: false,
-            follow_exec: false,
+            follow_forks: Follow::Same,
+            follow_exec: true,
             kill_at_ready: false,
             pages: false,
+            page_method: PageMethod::Auto,
+            page_work_dir: None,
             workload: "default".into(),
             symbols: SymbolOptions::default(),
             timeout: Some(Duration::from_secs(60)),
@@ -153,6 +227,8 @@ pub enum ProfileError {
     Setup(String),
     #[error(transparent)]
     Pages(#[from] pages::PagesError),
+    #[error("interrupted by {}: the program was killed and nothing was written", tree::signal_name(*signal))]
+    Interrupted { signal: i32 },
 }
 
 impl ProfileError {
@@ -165,9 +241,10 @@ impl ProfileError {
             | ProfileError::AuditUnsupported { .. } => Category::Usage,
             ProfileError::Elf(e) => e.category(),
             ProfileError::Setuid { .. } | ProfileError::CannotTrace { .. } => Category::Privilege,
-            ProfileError::Exec { .. } | ProfileError::Os { .. } | ProfileError::Setup(_) => {
-                Category::Environment
-            }
+            ProfileError::Exec { .. }
+            | ProfileError::Os { .. }
+            | ProfileError::Setup(_)
+            | ProfileError::Interrupted { .. } => Category::Environment,
             ProfileError::Pages(e) => e.category(),
         }
     }
@@ -265,12 +342,14 @@ impl Launched {
 
 /// Start `path` stopped before exec, with readiness watchers. `env` adds variables (the audit
 /// tracer's); an untraced run without them (the page run) dies with coldstart, an audit run
-/// may run on after readiness like a detached traced one.
+/// may run on after readiness like a detached traced one. `enter` runs the program in a
+/// mount namespace where copies cover the originals (the exact page run).
 pub(crate) fn launch(
     options: &ProfileOptions,
     path: &std::path::Path,
     traced: bool,
     env: &[(OsString, OsString)],
+    enter: Option<&coldstart_storage::EnterHook>,
 ) -> Result<Launched, ProfileError> {
     let (pipe_out, pipe_err) = match options.ready {
         Ready::Stdout(_) => (true, false),
@@ -292,6 +371,7 @@ pub(crate) fn launch(
         child_fd,
         env,
         !traced && env.is_empty(),
+        enter,
     )?;
     let mut readers = Vec::new();
     let mut pollers = Vec::new();
@@ -339,20 +419,25 @@ impl Recording {
 
 /// Profile one start-up of `options.command`: functions always, file pages with
 /// `options.pages` (in a separate run before the function run).
+///
+/// While [`interrupt::catch`] is in force, `SIGINT`, `SIGTERM` and `SIGHUP` end it within a
+/// second (the loops look every 100 ms at most) with [`ProfileError::Interrupted`], the
+/// program killed and everything the profile set up removed.
 pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
     let path = check_program(options)?;
+    interrupt::remove_stale(&std::env::temp_dir());
     tree::block_sigchld();
     let mut warnings = Vec::new();
-    let page_profile = if options.pages {
-        match pages::record_pages(options, &path) {
-            Ok((p, w)) => {
-                warnings.extend(w);
-                Some(p)
-            }
-            Err(e) => return Err(e),
-        }
+    // The page run also samples where the program's CPU time goes: it has no breakpoints,
+    // and a sampler in the function run slowed its traps (a perf event on the process made
+    // the 20,000-function profile 10% slower under the audit tracer, twice as slow under
+    // ptrace).
+    let (page_profile, page_cpu) = if options.pages {
+        let run = pages::record_pages(options, &path)?;
+        warnings.extend(run.warnings);
+        (Some(run.pages), run.cpu)
     } else {
-        None
+        (None, None)
     };
 
     let (tracer, notice) = match (options.tracer, audit::unsupported(&path)) {
@@ -363,28 +448,43 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
             (Tracer::Ptrace, Some(format!("{reason}: profiling with the ptrace tracer")))
         }
     };
+    interrupt::check()?;
     let (mut traced, mut launched, agent_ran) = match tracer {
         Tracer::Audit => audit::run(options, &path)?,
         _ => run_ptrace(options, &path).map(|(t, l)| (t, l, true))?,
     };
     let (mut tracer, mut notice) = (tracer, notice);
-    // Under `auto`, what the audit tracer could not do is done again with ptrace: a
-    // breakpoint reached with SIGTRAP blocked (or reset to its default) kills the program,
-    // and the loader may refuse the agent.
-    let again = match &traced.stop {
-        Stop::Crash { signal, .. } if signal == "SIGTRAP" => {
-            Some("the program died of SIGTRAP under the audit tracer (it blocks or resets SIGTRAP)")
-        }
-        _ if !agent_ran => Some("the loader did not run the audit agent"),
+    // Under `auto`, what the audit tracer could not do is done again with ptrace: the loader
+    // may refuse the agent, and a crash under the agent may be the agent's doing (a program
+    // that gets around its hold on SIGTRAP with a raw system call). Whether it was is told by
+    // the ptrace run: a program that crashes there too crashes on its own.
+    let audit_crash = match &traced.stop {
+        Stop::Crash { signal, .. } => Some(signal.clone()),
         _ => None,
     };
+    let again = match &audit_crash {
+        Some(signal) => Some(format!("the program crashed ({signal}) under the audit tracer")),
+        None if !agent_ran => Some("the loader did not run the audit agent".to_string()),
+        None => None,
+    };
     if let Some(why) = again.filter(|_| options.tracer == Tracer::Auto) {
+        interrupt::check()?;
         for r in launched.readers.drain(..) {
             let _ = r.join();
         }
         (traced, launched) = run_ptrace(options, &path)?;
         tracer = Tracer::Ptrace;
-        notice = Some(format!("{why}: profiled again with the ptrace tracer"));
+        let message = match (&audit_crash, &traced.stop) {
+            (Some(_), Stop::Crash { signal, .. }) => format!(
+                "{why}; profiled again with the ptrace tracer, it crashed there too ({signal}): the crash is the program's"
+            ),
+            (Some(_), _) => format!(
+                "{why} but not under the ptrace tracer: the profiler caused that crash, not the program; profiled again with the ptrace tracer"
+            ),
+            (None, _) => format!("{why}: profiled again with the ptrace tracer"),
+        };
+        warnings.push(message.clone());
+        notice = Some(message);
     }
     // The program may run on; its output keeps flowing while coldstart lives. When it was
     // killed or has exited, wait for the forwarding threads to drain.
@@ -394,6 +494,7 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
         }
     }
     warnings.extend(traced.warnings);
+    warnings.extend(unsymbolized_share(&traced.unsymbolized, page_cpu.as_ref(), options.pages));
     let mut page_profile = page_profile;
     if let Some(pages) = page_profile.as_mut() {
         let mut candidates: Vec<PathBuf> = traced.modules.iter().map(|m| m.path.clone()).collect();
@@ -428,9 +529,63 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
         modules: traced.modules,
         pages: page_profile,
         warnings,
+        images: traced.images,
         workloads: Vec::new(),
     };
     Ok(Recording { profile, tracer, notice, forwarding: std::mem::take(&mut launched.readers) })
+}
+
+/// The summary of the modules without function symbols, which are profiled at page level
+/// only, with the share of the program's CPU time they ran (sampled in the page run).
+fn unsymbolized_share(
+    bare: &[modules::Unsymbolized],
+    cpu: Option<&cpu::CpuSamples>,
+    pages: bool,
+) -> Option<String> {
+    if bare.is_empty() {
+        return None;
+    }
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
+    let names: Vec<String> = bare
+        .iter()
+        .map(|u| {
+            let code = if u.code >= 1 << 20 {
+                format!("{:.1} MiB", u.code as f64 / 1048576.0)
+            } else {
+                format!("{} KiB", u.code.div_ceil(1024))
+            };
+            format!("{} ({} functions for {code} of code)", u.path.display(), u.functions)
+        })
+        .collect();
+    let share = match cpu {
+        Some(c) => {
+            let total = c.total;
+            let paths: Vec<PathBuf> = bare.iter().map(|u| canonical(&u.path)).collect();
+            let inside: u64 = c
+                .by_file
+                .iter()
+                .filter(|(p, _)| paths.contains(&canonical(p)))
+                .map(|(_, n)| n)
+                .sum();
+            if total == 0 {
+                "no CPU time was sampled".to_string()
+            } else {
+                format!(
+                    "they ran {:.0}% of the program's CPU time in user space ({inside} of {total} samples, one per {} µs)",
+                    inside as f64 * 100.0 / total as f64,
+                    cpu::PERIOD_NS / 1000
+                )
+            }
+        }
+        None if !pages => "profile with --pages for their pages and the share of start-up's CPU time they ran (sampled in the page run)".to_string(),
+        None => "their share of CPU time is unknown (perf events not allowed: /proc/sys/kernel/perf_event_paranoid)".to_string(),
+    };
+    Some(format!(
+        "{} without function symbols (stripped, or symbols for under 1% of the code) {} profiled at page level only: {}; {share}",
+        if bare.len() == 1 { "1 module".to_string() } else { format!("{} modules", bare.len()) },
+        if bare.len() == 1 { "is" } else { "are" },
+        names.join(", ")
+    ))
 }
 
 /// One run under the ptrace tracer.
@@ -439,7 +594,7 @@ fn run_ptrace(
     path: &Path,
 ) -> Result<(modules::Traced, Launched), ProfileError> {
     use std::os::fd::AsRawFd;
-    let mut launched = launch(options, path, true, &[])?;
+    let mut launched = launch(options, path, true, &[], None)?;
     let pid = launched.stopped.pid;
     let mut guard = tree::TreeGuard { pgid: pid, armed: true };
     let trace_options = trace::TraceOptions {

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use coldstart_error::Category;
 
@@ -18,6 +18,13 @@ pub enum PagesError {
     Perf(String),
     #[error("tracefs at {path}: {message}")]
     Tracefs { path: PathBuf, message: String },
+    #[error("--pages={method} needs root (it traces the page cache with tracefs{}): run the same command with sudo, or use --pages=sampled (page faults sampled without root)", if method == "exact" { ", on a private copy of the files start-up reads" } else { "" })]
+    NeedsRoot { method: String },
+    #[error("cannot put the files start-up reads on a private device for an exact page profile: {source}; --pages=traced traces them where they are instead (read-ahead and fault-around included)")]
+    Copy {
+        #[source]
+        source: coldstart_storage::StorageError,
+    },
 }
 
 impl PagesError {
@@ -26,6 +33,8 @@ impl PagesError {
         match self {
             PagesError::Perf(_) => Category::Privilege,
             PagesError::Tracefs { .. } => Category::Environment,
+            PagesError::NeedsRoot { .. } => Category::Privilege,
+            PagesError::Copy { source } => source.category(),
         }
     }
 }
@@ -72,6 +81,7 @@ pub(crate) fn describe(path: Option<PathBuf>, key: (u32, u32, u64)) -> PageFile 
 pub(crate) fn resolve_with(pages: &mut PageProfile, candidates: &[PathBuf]) -> usize {
     let unnamed =
         |pages: &PageProfile| pages.files.iter().filter(|f| f.path.as_os_str().is_empty()).count();
+    name_block_devices(pages, Path::new("/sys/dev/block"));
     name_from(pages, candidates.iter().cloned());
     if unnamed(pages) == 0 {
         return 0;
@@ -92,6 +102,29 @@ pub(crate) fn resolve_with(pages: &mut PageProfile, candidates: &[PathBuf]) -> u
         .flat_map(|entries| entries.flatten().map(|e| e.path()).collect::<Vec<_>>());
     name_from(pages, siblings);
     unnamed(pages)
+}
+
+/// Name the pages of block devices: a file system reads its metadata (directories, inode
+/// tables, journal) through the page cache of its block device, whose inode lives in the
+/// kernel's `bdev` pseudo file system (a device of major 0) and is numbered by the device it
+/// stands for (`major << 20 | minor`). Such a "file" is named by its device node
+/// (`/dev/vda`), as `sys` (`/sys/dev/block`) lists it; it is I/O start-up does, not a file the
+/// program opened.
+fn name_block_devices(pages: &mut PageProfile, sys_block: &Path) {
+    for f in pages.files.iter_mut().filter(|f| f.path.as_os_str().is_empty()) {
+        if !f.dev.starts_with("0:") {
+            continue;
+        }
+        let (major, minor) = (f.ino >> 20, f.ino & 0xf_ffff);
+        let Ok(uevent) = std::fs::read_to_string(sys_block.join(format!("{major}:{minor}/uevent")))
+        else {
+            continue;
+        };
+        let Some(name) = uevent.lines().find_map(|l| l.strip_prefix("DEVNAME=")) else {
+            continue;
+        };
+        f.path = Path::new("/dev").join(name);
+    }
 }
 
 /// Name the unnamed files of `pages` whose device and inode one of `paths` has.
@@ -128,11 +161,31 @@ fn name_from(pages: &mut PageProfile, paths: impl Iterator<Item = PathBuf>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
+    use crate::format::PageFile;
 
     fn key_of(path: &Path) -> (u32, u32, u64) {
         let m = std::fs::metadata(path).unwrap();
         (libc::major(m.dev()), libc::minor(m.dev()), m.ino())
+    }
+
+    #[test]
+    fn block_device_pages_are_named_by_the_device_node() {
+        let sys = tempfile::tempdir().unwrap();
+        std::fs::create_dir(sys.path().join("254:16")).unwrap();
+        std::fs::write(sys.path().join("254:16/uevent"), "MAJOR=254\nMINOR=16\nDEVNAME=vdb\n")
+            .unwrap();
+        let bdev = |ino: u64| PageFile { dev: "0:3".into(), ..describe(None, (0, 3, ino)) };
+        let mut pages = PageProfile {
+            source: "tracefs".into(),
+            sampled: false,
+            files: vec![bdev(254 << 20 | 16), bdev(8 << 20), describe(None, (254, 16, 12))],
+            accesses: Vec::new(),
+            lost_events: 0,
+        };
+        name_block_devices(&mut pages, sys.path());
+        assert_eq!(pages.files[0].path, Path::new("/dev/vdb"));
+        assert!(pages.files[1].path.as_os_str().is_empty(), "a device sys does not list");
+        assert!(pages.files[2].path.as_os_str().is_empty(), "a file of a real file system");
     }
 
     #[test]

@@ -23,14 +23,18 @@ use crate::{ProfileError, ProfileOptions};
 /// Data pages per CPU ring (a power of two; unprivileged users may lock ~516 KiB in all).
 const DATA_PAGES: usize = 32;
 const PAGE: usize = 4096;
-const PERF_RECORD_MMAP2: u32 = 10;
-const PERF_RECORD_SAMPLE: u32 = 9;
-const PERF_RECORD_LOST: u32 = 2;
-struct Ring {
+pub(crate) const PERF_RECORD_MMAP2: u32 = 10;
+pub(crate) const PERF_RECORD_SAMPLE: u32 = 9;
+pub(crate) const PERF_RECORD_LOST: u32 = 2;
+pub(crate) struct Ring {
     fd: i32,
     base: *mut u8,
     len: usize,
 }
+
+// SAFETY: the ring's mapping and descriptor belong to the Ring alone; it is drained by one
+// thread at a time (the CPU sampler moves its rings into its draining thread).
+unsafe impl Send for Ring {}
 
 impl Drop for Ring {
     fn drop(&mut self) {
@@ -60,7 +64,12 @@ impl Ring {
             | perf::FLAG_MMAP2
             | perf::FLAG_USE_CLOCKID;
         attr.clockid = libc::CLOCK_MONOTONIC;
-        let fd = perf::open(&attr, pid, cpu).map(IntoRawFd::into_raw_fd).map_err(|e| {
+        Ring::open_with(&attr, pid, cpu)
+    }
+
+    /// A ring for the event `attr` of `pid` on `cpu`.
+    pub(crate) fn open_with(attr: &perf::Attr, pid: i32, cpu: i32) -> Result<Ring, PagesError> {
+        let fd = perf::open(attr, pid, cpu).map(IntoRawFd::into_raw_fd).map_err(|e| {
             PagesError::Perf(format!(
                 "perf_event_open: {e} (check /proc/sys/kernel/perf_event_paranoid <= 2, or run as root for tracefs)"
             ))
@@ -87,7 +96,7 @@ impl Ring {
     }
 
     /// Copy out every complete record written so far and free their space.
-    fn drain(&self, out: &mut Vec<Vec<u8>>) {
+    pub(crate) fn drain(&self, out: &mut Vec<Vec<u8>>) {
         let size = DATA_PAGES * PAGE;
         // SAFETY: data_head (offset 1024) and data_tail (1032) of perf_event_mmap_page; the
         // data area starts one page in. Reads of head are followed by an acquire fence and
@@ -127,13 +136,14 @@ struct Mapping {
 pub(crate) fn record_pages_perf(
     options: &ProfileOptions,
     path: &Path,
-) -> Result<(PageProfile, Vec<String>), ProfileError> {
-    let mut launched = crate::launch(options, path, false, &[])?;
+) -> Result<crate::pages::PageRun, ProfileError> {
+    let mut launched = crate::launch(options, path, false, &[], None)?;
     let pid = launched.stopped.pid;
     let guard = crate::tree::TreeGuard { pgid: pid, armed: true };
     // SAFETY: sysconf has no preconditions.
     let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as i32;
     let rings = (0..cpus).map(|cpu| Ring::open(pid, cpu)).collect::<Result<Vec<_>, _>>()?;
+    let sampler = crate::cpu::CpuSampler::start(pid);
     let t0 = coldstart_sys::monotonic_ns();
     // SAFETY: continuing our own stopped child.
     unsafe { libc::kill(pid, libc::SIGCONT) };
@@ -159,6 +169,7 @@ pub(crate) fn record_pages_perf(
     }
     rings.iter().for_each(|r| r.drain(&mut records));
     drop(rings);
+    let cpu = sampler.map(crate::cpu::CpuSampler::finish);
     launched.stop_pollers();
     drop(guard);
     for r in launched.readers.drain(..) {
@@ -225,8 +236,15 @@ pub(crate) fn record_pages_perf(
         "page profile from page-fault samples (not root): fault-around and read(2) pages are not seen; run as root for the complete tracefs profile"
             .into(),
     );
-    Ok((
-        PageProfile { source: "perf".into(), sampled: true, files, accesses, lost_events: lost },
+    Ok(crate::pages::PageRun {
+        pages: PageProfile {
+            source: "perf".into(),
+            sampled: true,
+            files,
+            accesses,
+            lost_events: lost,
+        },
         warnings,
-    ))
+        cpu,
+    })
 }

@@ -343,13 +343,15 @@ int main(void) {
 "#,
         &[],
     );
-    let (p, _) = f.profile(&[], &prog, &[]).ok();
+    let (p, _) = f.profile(&["--no-follow-forks"], &prog, &[]).ok();
     assert_eq!(p["stop"]["code"], 0, "the unfollowed child did not trip on a breakpoint");
     assert!(!touched(&p, "/forks").contains(&"only_in_child".to_string()));
 
-    let (p, _) = f.profile(&["--follow-forks"], &prog, &[]).ok();
-    assert_eq!(p["stop"]["code"], 0);
-    assert!(touched(&p, "/forks").contains(&"only_in_child".to_string()));
+    for follow in [&[][..], &["--follow-forks"]] {
+        let (p, _) = f.profile(follow, &prog, &[]).ok();
+        assert_eq!(p["stop"]["code"], 0);
+        assert!(touched(&p, "/forks").contains(&"only_in_child".to_string()), "{follow:?}");
+    }
 }
 
 #[test]
@@ -454,7 +456,10 @@ fn stripped_binary_page_profile_names_its_pages() {
             "void f{i}(int x) {{ for (int k = 0; k < x; k++) sink += k * {i}; }}\n"
         ));
     }
-    source.push_str("int main(void) { f0(3); f1(4); return 0; }\n");
+    // And it spends its start-up in its own (stripped) code.
+    source.push_str(
+        "int main(void) { f0(3); f1(4); for (volatile long i = 0; i < 200000000; i++) sink += 1; return 0; }\n",
+    );
     let prog = f.program("stripped", &source, &["-s", "-Wl,--build-id"]);
     let mounted_before = std::fs::read_to_string("/proc/mounts").unwrap().contains(" tracefs ");
     let (p, stderr) = f.profile(&["--pages"], &prog, &[]).ok();
@@ -463,8 +468,17 @@ fn stripped_binary_page_profile_names_its_pages() {
         stderr.contains(&warning) && stderr.contains("-dbgsym") && stderr.contains("debuginfod"),
         "{stderr}"
     );
+    // The summary says how much of start-up ran where no function can be seen.
+    let share = stderr
+        .lines()
+        .find(|l| l.contains("1 module without function symbols"))
+        .and_then(|l| l.split("they ran ").nth(1))
+        .and_then(|rest| rest.split('%').next())
+        .and_then(|pct| pct.parse::<u32>().ok())
+        .unwrap_or_else(|| panic!("no share of CPU time in: {stderr}"));
+    assert!(share >= 50, "the busy loop in the stripped program is most of its time: {share}%");
     let pages = &p["pages"];
-    assert_eq!(pages["source"], "tracefs");
+    assert_eq!(pages["source"], "exact");
     assert_eq!(pages["sampled"], false);
     let files = pages["files"].as_array().unwrap();
     let index = files
@@ -486,11 +500,16 @@ fn stripped_binary_page_profile_names_its_pages() {
     let mounted_after = std::fs::read_to_string("/proc/mounts").unwrap().contains(" tracefs ");
     assert_eq!(mounted_before, mounted_after);
     if mounted_after {
+        // (Instances of coldstarts still running, other tests', are theirs.)
         let left = std::fs::read_dir("/sys/kernel/tracing/instances")
             .unwrap()
             .flatten()
-            .any(|e| e.file_name().to_string_lossy().starts_with("coldstart-"));
-        assert!(!left);
+            .filter_map(|e| {
+                e.file_name().to_string_lossy().strip_prefix("coldstart-")?.parse::<i32>().ok()
+            })
+            // SAFETY: kill with signal 0 only checks that the process exists.
+            .any(|pid| unsafe { libc::kill(pid, 0) } != 0);
+        assert!(!left, "a tracefs instance of a coldstart that has ended is left");
     }
 
     // A tracefs mounted by someone else stays mounted, and an instance left by a coldstart
@@ -645,7 +664,11 @@ fn as_nobody(args: &[&str]) -> std::process::Output {
 fn setuid_and_unreadable_programs_are_refused_without_root() {
     let f = Fixture::new();
     std::process::Command::new("chmod").arg("755").arg(f.path()).status().unwrap();
-    let out_path = f.path().join("p.json");
+    // A directory nobody may write into, so that what is refused is the program.
+    let writable = f.path().join("out");
+    std::fs::create_dir(&writable).unwrap();
+    std::process::Command::new("chmod").arg("777").arg(&writable).status().unwrap();
+    let out_path = writable.join("p.json");
     let out = out_path.to_str().unwrap();
 
     let o = as_nobody(&["profile", "-o", out, "--", "/usr/bin/passwd", "--help"]);
@@ -744,6 +767,24 @@ fn without_root_pages_come_from_page_fault_samples_labelled_sampled() {
         .expect("the binary's pages are named");
     assert!(p["pages"]["accesses"].as_array().unwrap().iter().any(|a| a["file"] == index));
     assert_eq!(touched(&p, "/plain")[..], ["_start", "main", "step_one", "step_two"][..]);
+    // Exact and traced pages need root: said before anything runs, with the remedy.
+    for method in ["exact", "traced"] {
+        let o = as_nobody(&[
+            "profile",
+            &format!("--pages={method}"),
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            prog.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{method}: {stderr}");
+        assert!(
+            stderr.contains(&format!("--pages={method} needs root"))
+                && stderr.contains("--pages=sampled"),
+            "{stderr}"
+        );
+    }
 }
 
 #[test]
@@ -806,14 +847,25 @@ int main(void) {{ before_exec(); execl("{0}", "{0}", (char *)0); return 1; }}
     );
     let first = f.program("first_image", &source, &[]);
 
-    let (p, stderr) = f.profile(&[], &first, &[]).ok();
-    assert!(touched(&p, "/first_image").contains(&"before_exec".to_string()));
-    assert!(touched(&p, "/second_image").is_empty());
-    assert!(stderr.contains("--follow-exec"), "says how to follow: {stderr}");
-
-    let (p, _) = f.profile(&["--follow-exec"], &first, &[]).ok();
+    // By default the program executed is profiled (a wrapper's program is the one wanted).
+    let (p, _) = f.profile(&[], &first, &[]).ok();
     assert!(touched(&p, "/first_image").contains(&"before_exec".to_string()));
     assert_eq!(touched(&p, "/second_image"), ["_start", "main", "step_one", "step_two"]);
+    let images: Vec<(&str, &str, bool)> = p["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["path"].as_str().unwrap(), i["via"].as_str().unwrap(), i["profiled"] == true))
+        .collect();
+    let (first_path, second_path) = (first.to_str().unwrap(), second.to_str().unwrap());
+    assert_eq!(images, [(first_path, "start", true), (second_path, "exec", true)]);
+
+    let run = f.profile(&["--no-follow-exec"], &first, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let p = run.profile.unwrap();
+    assert!(touched(&p, "/first_image").contains(&"before_exec".to_string()));
+    assert!(touched(&p, "/second_image").is_empty());
+    assert_eq!(p["images"][1]["profiled"], false, "{}", p["images"]);
 }
 
 #[test]
@@ -1075,7 +1127,7 @@ int main(void) {{
         let result = coldstart()
             .args(["profile", "--tracer", tracer, "-o"])
             .arg(&out)
-            .args(follow.then_some("--follow-forks"))
+            .arg(if follow { "--follow-forks" } else { "--no-follow-forks" })
             .arg("--")
             .arg(&prog)
             .output()
@@ -1146,5 +1198,470 @@ int main(void) { register_at_unload(called_at_unload); return 0; }
         let (p, _) = f.profile(&["--tracer", tracer], &prog, &[]).ok();
         let exe = touched(&p, "/fini");
         assert!(exe.iter().any(|f| f == "called_at_unload"), "{tracer}: {exe:?}");
+    }
+}
+
+/// What LLVM (`PrintStackTraceOnErrorSignal`) and Firefox's crash reporter do: install their
+/// own `SIGTRAP` handler (LLVM's with `SA_NODEFER | SA_RESETHAND | SA_ONSTACK` on an
+/// alternate stack), block `SIGTRAP` with the other signals, and list it in another handler's
+/// mask. Each step calls a function of its own, which holds a breakpoint.
+const OWN_SIGTRAP: &str = r#"
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+volatile int sink;
+volatile sig_atomic_t own_traps, usr1;
+static void on_own_trap(int sig) { (void)sig; own_traps++; }
+void after_own_handler(void) { sink = 1; }
+void while_blocked(void) { sink = 2; }
+void while_thread_blocked(void) { sink = 3; }
+void in_usr1(void) { sink = 4; }
+static void on_usr1(int sig) { (void)sig; in_usr1(); usr1++; }
+int main(void) {
+    static char alt[1 << 16];
+    stack_t ss = { .ss_sp = alt, .ss_size = sizeof alt };
+    sigaltstack(&ss, 0);
+    struct sigaction sa, now;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_own_trap;
+    sa.sa_flags = SA_NODEFER | SA_RESETHAND | SA_ONSTACK;
+    sigaction(SIGTRAP, &sa, 0);
+    after_own_handler();
+    sigaction(SIGTRAP, 0, &now);
+    if (now.sa_handler != on_own_trap) return 10;
+    signal(SIGTRAP, on_own_trap);
+    raise(SIGTRAP);
+    __asm__ volatile("int3");
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTRAP);
+    sigprocmask(SIG_BLOCK, &set, &old);
+    while_blocked();
+    sigprocmask(SIG_SETMASK, &old, 0);
+    sigfillset(&set);
+    pthread_sigmask(SIG_BLOCK, &set, &old);
+    while_thread_blocked();
+    pthread_sigmask(SIG_SETMASK, &old, 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sigaddset(&sa.sa_mask, SIGTRAP);
+    sigaction(SIGUSR1, &sa, 0);
+    raise(SIGUSR1);
+    printf("own traps %d, usr1 %d\n", (int)own_traps, (int)usr1);
+    return 0;
+}
+"#;
+
+#[test]
+fn breakpoints_never_reach_a_program_that_installs_its_own_sigtrap_handler_or_blocks_it() {
+    let f = Fixture::new();
+    let prog = f.program("own_sigtrap", OWN_SIGTRAP, &["-pthread"]);
+    let plain = Command::new(&prog).output().unwrap();
+    assert_eq!(plain.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&plain.stdout), "own traps 2, usr1 1\n");
+    let out = f.path().join("p.json");
+    let profiled = coldstart()
+        .args(["profile", "--tracer", "audit", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&prog)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&profiled.stderr);
+    assert_eq!(profiled.status.code(), Some(0), "{stderr}");
+    assert!(
+        String::from_utf8_lossy(&profiled.stdout).starts_with("own traps 2, usr1 1\n"),
+        "the program's own traps reach its handler, the agent's never do: {}",
+        String::from_utf8_lossy(&profiled.stdout)
+    );
+    let p: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(p["stop"]["code"], 0);
+    let functions = touched(&p, "/own_sigtrap");
+    for f in ["after_own_handler", "while_blocked", "while_thread_blocked", "in_usr1"] {
+        assert!(functions.contains(&f.to_string()), "{f} recorded: {functions:?}");
+    }
+}
+
+#[test]
+fn a_crash_the_audit_agent_causes_is_profiled_again_with_ptrace_and_blamed_on_the_profiler() {
+    // A program that installs its SIGTRAP handler with the raw system call, which the agent
+    // cannot see: under the agent its next breakpoint runs that handler, which crashes. It
+    // never runs without a profiler, nor under ptrace, whose breakpoints are ptrace stops.
+    let f = Fixture::new();
+    let prog = f.program(
+        "raw_sigtrap",
+        r#"
+#include <signal.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+volatile int sink;
+static void crash_on_trap(int sig) { (void)sig; *(volatile int *)0 = 1; }
+void after_raw_handler(void) { sink = 1; }
+int main(void) {
+    struct { void *handler; unsigned long flags; void *restorer; unsigned long mask; } k = { (void *)crash_on_trap, 0, 0, 0 };
+    syscall(SYS_rt_sigaction, SIGTRAP, &k, 0, 8);
+    after_raw_handler();
+    puts("done");
+    return 0;
+}
+"#,
+        &[],
+    );
+    assert_eq!(Command::new(&prog).output().unwrap().status.code(), Some(0));
+    let (p, stderr) = f.profile(&[], &prog, &[]).ok();
+    assert!(
+        stderr.contains("under the audit tracer but not under the ptrace tracer")
+            && stderr.contains("the profiler caused that crash"),
+        "the crash is blamed on the profiler: {stderr}"
+    );
+    assert!(!stderr.contains("the program crashed during start-up"), "{stderr}");
+    assert_eq!(p["stop"]["kind"], "exit");
+    assert_eq!(p["stop"]["code"], 0);
+    assert!(touched(&p, "/raw_sigtrap").contains(&"after_raw_handler".to_string()));
+    let warnings = p["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| w.as_str().unwrap().contains("the profiler caused that crash")),
+        "the profile says so too: {warnings:?}"
+    );
+    // Asked for the audit tracer alone, the crash stays, and the report says what to try.
+    let (stderr, _) = f.profile(&["--tracer", "audit"], &prog, &[]).exited(1);
+    assert!(stderr.contains("--tracer ptrace"), "{stderr}");
+}
+
+/// Waits up to `limit` for `child` to exit; its exit code (a signal's number is 128 + it).
+fn exit_within(child: &mut std::process::Child, limit: std::time::Duration) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// Waits up to 20 s for a process running `exe`.
+fn wait_for_process_running(exe: &Path) {
+    for _ in 0..2000 {
+        let running = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .any(|e| std::fs::read_link(e.path().join("exe")).is_ok_and(|t| t == exe));
+        if running {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("{} never ran", exe.display());
+}
+
+#[test]
+fn an_interrupted_profile_kills_the_program_and_leaves_no_tracing_or_temporary_directory() {
+    let f = Fixture::new();
+    let prog = f.program(
+        "sleeper",
+        "#include <unistd.h>\nvoid nap(void) { sleep(120); }\nint main(void) { nap(); return 0; }\n",
+        &[],
+    );
+    let tmp = f.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let out = f.path().join("p.json");
+    let mut runs = vec![
+        (&["--tracer", "audit"][..], libc::SIGTERM),
+        (&["--tracer", "ptrace"][..], libc::SIGHUP),
+    ];
+    if coldstart_testkit::require_root("the page run's tracefs instance") {
+        runs.push((&["--pages"][..], libc::SIGINT));
+    }
+    for (flags, signal) in runs {
+        let mut child = coldstart()
+            .arg("profile")
+            .args(flags)
+            .arg("-o")
+            .arg(&out)
+            .arg("--")
+            .arg(&prog)
+            .env("TMPDIR", &tmp)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let instance =
+            PathBuf::from(format!("/sys/kernel/tracing/instances/coldstart-{}", child.id()));
+        wait_for_process_running(&prog);
+        if flags == ["--pages"] {
+            assert!(instance.exists(), "the page run traces in {}", instance.display());
+        }
+        // SAFETY: signalling the coldstart we started.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let code = exit_within(&mut child, std::time::Duration::from_secs(10));
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+        assert_eq!(code, Some(128 + signal), "{flags:?}: ended by the signal: {stderr}");
+        assert!(stderr.contains("interrupted"), "{flags:?}: {stderr}");
+        assert_no_process_runs(&prog);
+        assert!(!instance.exists(), "{flags:?}: tracefs instance removed");
+        let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().map(|e| e.path()).collect();
+        assert!(left.is_empty(), "{flags:?}: temporary files left: {left:?}");
+        assert!(!out.exists(), "{flags:?}: no profile written");
+    }
+}
+
+#[test]
+fn a_killed_coldstarts_agent_directory_is_removed_at_the_next_start() {
+    let f = Fixture::new();
+    let prog = f.program("plain", PLAIN, &[]);
+    let tmp = f.path().join("tmp");
+    let stale = tmp.join("coldstart-audit-999999999-AbCdEf");
+    let live = tmp.join(format!("coldstart-audit-{}-AbCdEf", std::process::id()));
+    for d in [&stale, &live] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("coldstart-audit-agent.so"), b"x").unwrap();
+    }
+    let status = coldstart()
+        .args(["profile", "-o"])
+        .arg(f.path().join("p.json"))
+        .arg("--")
+        .arg(&prog)
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    assert!(!stale.exists(), "the directory of a coldstart that is gone is removed");
+    assert!(live.exists(), "the directory of a live process is kept");
+}
+
+#[test]
+fn an_unwritable_output_is_refused_before_the_program_runs() {
+    let f = Fixture::new();
+    let marker = f.path().join("ran");
+    let prog = f.program(
+        "marks",
+        &format!(
+            "#include <stdio.h>\nint main(void) {{ FILE *f = fopen(\"{}\", \"w\"); return f == 0; }}\n",
+            marker.display()
+        ),
+        &[],
+    );
+    for out in
+        [f.path().join("no-such-dir/p.json"), PathBuf::from("/proc/p.json"), f.path().to_owned()]
+    {
+        let run =
+            coldstart().args(["profile", "-o"]).arg(&out).arg("--").arg(&prog).output().unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{}: {stderr}", out.display());
+        assert!(stderr.contains(&out.display().to_string()), "names the path: {stderr}");
+        assert!(!marker.exists(), "{}: the program did not run", out.display());
+    }
+}
+
+/// A parent that forks, makes a child with the raw clone system call (no fork handlers run,
+/// as in Firefox's sandbox), executes itself again in a child (a browser's content process),
+/// and runs another program in a child.
+const FAMILY: &str = r#"
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+volatile int sink;
+void in_parent(void) { sink = 1; }
+void in_forked_child(void) { sink = 2; }
+void in_raw_clone_child(void) { sink = 3; }
+void in_reexecuted_child(void) { sink = 4; }
+static void wait_for(pid_t c) { int status; waitpid(c, &status, 0); }
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "again") == 0) { in_reexecuted_child(); return 0; }
+    in_parent();
+    pid_t c = fork();
+    if (c == 0) { in_forked_child(); _exit(0); }
+    wait_for(c);
+    c = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+    if (c == 0) { in_raw_clone_child(); _exit(0); }
+    wait_for(c);
+    c = fork();
+    if (c == 0) { execl("/proc/self/exe", argv[0], "again", (char *)0); _exit(9); }
+    wait_for(c);
+    c = fork();
+    if (c == 0) { execl("/bin/true", "true", (char *)0); _exit(9); }
+    wait_for(c);
+    return 0;
+}
+"#;
+
+#[test]
+fn children_running_their_parents_program_are_followed_by_default_and_others_are_listed() {
+    let f = Fixture::new();
+    let prog = f.program("family", FAMILY, &[]);
+    let children = ["in_forked_child", "in_raw_clone_child", "in_reexecuted_child"];
+    for tracer in ["audit", "ptrace"] {
+        for follow in [None, Some("--no-follow-forks"), Some("--follow-forks")] {
+            let flags: Vec<&str> = ["--tracer", tracer].into_iter().chain(follow).collect();
+            let (p, stderr) = f.profile(&flags, &prog, &[]).ok();
+            let functions: Vec<(String, i64)> = p["modules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|m| m["path"].as_str().unwrap().ends_with("/family"))
+                .flat_map(|m| m["functions"].as_array().unwrap().iter())
+                .map(|f| (f["names"][0].as_str().unwrap().to_owned(), f["pid"].as_i64().unwrap()))
+                .collect();
+            let pid_of = |name: &str| functions.iter().find(|(n, _)| n == name).map(|(_, p)| *p);
+            let parent = pid_of("in_parent").expect("the parent is profiled");
+            for child in children {
+                match (follow, pid_of(child)) {
+                    (Some("--no-follow-forks"), None) => {}
+                    (Some("--no-follow-forks"), Some(_)) => {
+                        panic!("{flags:?}: {child} recorded: {stderr}")
+                    }
+                    (_, Some(pid)) => assert_ne!(pid, parent, "{flags:?}: {child} is the child's"),
+                    (_, None) => panic!("{flags:?}: {child} not recorded: {functions:?}"),
+                }
+            }
+            let images = p["images"].as_array().unwrap();
+            let true_image = images.iter().find(|i| i["path"].as_str().unwrap().ends_with("/true"));
+            let Some(true_image) = true_image else {
+                // The ptrace tracer lets a child it does not follow go at its fork.
+                assert_eq!((tracer, follow), ("ptrace", Some("--no-follow-forks")), "{images:?}");
+                continue;
+            };
+            assert_eq!(true_image["via"], "exec");
+            assert_eq!(
+                true_image["profiled"],
+                follow == Some("--follow-forks"),
+                "{flags:?}: another program is followed with --follow-forks only"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_wrapper_is_not_ordered_silently() {
+    // What `profile -- python3` gives through pyenv's shim: bash first, then the program it
+    // executes, which touched far more functions.
+    let f = Fixture::new();
+    let module = |path: &str, names: &[&str], first: u64| {
+        let functions: Vec<Value> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                serde_json::json!({"address": 4096 + 16 * i, "size": 16, "names": [n],
+                    "first_touch_ns": first + i as u64, "pid": 1, "tid": 1, "ordinal": first + i as u64})
+            })
+            .collect();
+        serde_json::json!({"path": path, "build_id": null, "size": 1, "mtime": 0, "load_bias": 0,
+            "symbols": "symtab", "functions_total": names.len(), "functions": functions})
+    };
+    let many: Vec<String> = (0..40).map(|i| format!("py_{i}")).collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let profile = serde_json::json!({
+        "format": "coldstart-profile", "version": 1, "workload": "default", "command": ["python3"],
+        "created_unix": 0, "duration_ns": 1, "stop": {"kind": "exit", "code": 0},
+        "modules": [
+            module("/usr/lib/x86_64-linux-gnu/libc.so.6", &["malloc", "free", "memcpy"], 0),
+            module("/usr/bin/bash", &["main", "execute_command"], 3),
+            module("/opt/python/bin/python3.11", &many, 5),
+        ],
+    });
+    let path = f.path().join("p.json");
+    std::fs::write(&path, profile.to_string()).unwrap();
+    let run = coldstart().arg("order").arg(&path).output().unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("ordered /usr/bin/bash") && stderr.contains("--module python3.11"),
+        "says that bash was ordered and names the module that touched the most: {stderr}"
+    );
+    let run = coldstart().args(["order", "--module", "python3.11"]).arg(&path).output().unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!stderr.contains("touched the most"), "asked for: no wrapper warning: {stderr}");
+}
+
+/// Drop the page-cache pages of `path` (written pages first reach the disk).
+fn evict(path: &Path) {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::File::open(path).unwrap();
+    file.sync_all().unwrap();
+    // SAFETY: advice on a descriptor we hold.
+    unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+}
+
+#[test]
+fn a_page_profile_names_files_opened_and_closed_and_says_when_they_were_cached() {
+    if !coldstart_testkit::require_root("the page trace (tracefs) and open events (fanotify)") {
+        return;
+    }
+    let f = Fixture::new();
+    // Data files in a directory of their own, beside nothing the profile knows of, each read
+    // whole with read(2) and closed long before the program ends (as Python reads .pyc files).
+    let data = f.path().join("data/sub");
+    std::fs::create_dir_all(&data).unwrap();
+    let names = ["a.dat", "b.dat", "c.dat"];
+    for (i, name) in names.iter().enumerate() {
+        std::fs::write(data.join(name), vec![b'a' + i as u8; 3 * 4096]).unwrap();
+    }
+    let prog = f.program(
+        "reader",
+        r#"
+#include <fcntl.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    char buf[4096];
+    for (int i = 1; i < argc; i++) {
+        int fd = open(argv[i], O_RDONLY);
+        if (fd < 0) return 1;
+        while (read(fd, buf, sizeof buf) > 0) {}
+        close(fd);
+    }
+    usleep(100000);
+    return 0;
+}
+"#,
+        &[],
+    );
+    let paths: Vec<PathBuf> = names.iter().map(|n| data.join(n)).collect();
+    let args: Vec<&str> = paths.iter().map(|p| p.to_str().unwrap()).collect();
+    paths.iter().for_each(|p| evict(p));
+    let (p, stderr) = f.profile(&["--pages=traced"], &prog, &args).ok();
+    let files = p["pages"]["files"].as_array().unwrap();
+    let unnamed: Vec<&Value> = files.iter().filter(|f| f["path"] == "").collect();
+    assert!(unnamed.is_empty(), "every file is named: {unnamed:?}");
+    for path in &args {
+        assert!(files.iter().any(|f| f["path"] == *path), "{path} in the page profile");
+    }
+    assert!(!stderr.contains("a.dat"), "evicted files are not called cached: {stderr}");
+
+    // Read again, the files are in the page cache: no event names their pages, and the
+    // profile says so.
+    let (_, stderr) = f.profile(&["--pages=traced"], &prog, &args).ok();
+    assert!(
+        stderr.contains("already in the page cache") && stderr.contains("a.dat"),
+        "the cached files are named in a warning: {stderr}"
+    );
+    // The exact profile reads private copies, cold: every page of each file, no warning.
+    let (p, stderr) = f.profile(&["--pages"], &prog, &args).ok();
+    assert!(!stderr.contains("already in the page cache"), "{stderr}");
+    let pages = &p["pages"];
+    let files = pages["files"].as_array().unwrap();
+    for path in &args {
+        let index = files.iter().position(|f| f["path"] == *path).unwrap();
+        let mut got: Vec<u64> = pages["accesses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["file"] == index)
+            .flat_map(|a| {
+                let first = a["page"].as_u64().unwrap();
+                first..first + a["count"].as_u64().unwrap()
+            })
+            .collect();
+        got.sort();
+        assert_eq!(got, [0, 1, 2], "{path}");
     }
 }

@@ -10,7 +10,7 @@ use coldstart_elf::ElfInfo;
 
 use super::breakpoints::{write_breakpoints, INT3};
 use super::{ModuleRec, Space, Tracer};
-use crate::modules::{stripped_warning, ModuleTouches};
+use crate::modules::{stripped_warning, unsymbolized, ModuleTouches};
 use crate::ProfileError;
 
 const RT_CONSISTENT: u64 = 0;
@@ -76,8 +76,10 @@ impl Tracer<'_> {
             r_debug: None,
             rendezvous: None,
             detach_at_first_stop: false,
-            detach_at_exec: false,
             alive: true,
+            exe: exe.clone(),
+            parent: 0,
+            parent_exe: None,
         });
         let space = self.spaces.len() - 1;
         self.arm_module(space, &exe, exe_bias)?;
@@ -130,6 +132,7 @@ impl Tracer<'_> {
             Some(&m) => m,
             None => {
                 self.warnings.extend(stripped_warning(&info, path));
+                self.unsymbolized.extend(unsymbolized(&info, path));
                 self.modules.push(ModuleRec {
                     file: coldstart_elf::Mmap::open(path).ok().map(Arc::new),
                     touches: ModuleTouches::new(info.clone(), path, bias),

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use coldstart_elf::{ElfInfo, SymbolOptions};
 
-use crate::format::{Fault, Stop};
+use crate::format::{Fault, Image, Stop, Via};
 use crate::modules::{location, profile_modules, ModuleTouches, Traced};
 use crate::tree::{signal_name, ChildWake};
 use crate::ProfileError;
@@ -54,7 +54,7 @@ const RSP: usize = 19 * 8;
 
 /// Options of one traced run.
 pub(crate) struct TraceOptions<'a> {
-    pub follow_forks: bool,
+    pub follow_forks: crate::Follow,
     pub follow_exec: bool,
     pub kill_at_ready: bool,
     pub symbols: &'a SymbolOptions,
@@ -85,9 +85,14 @@ struct Space {
     rendezvous: Option<Rendezvous>,
     /// A fork child that is not followed: cleaned and detached at its first stop.
     detach_at_first_stop: bool,
-    /// A vfork child that is not followed: detached at its exec.
-    detach_at_exec: bool,
     alive: bool,
+    /// The program this space runs.
+    exe: PathBuf,
+    /// The process that forked the process of this space (0 for the command), and the
+    /// program it ran then: a child that executes that program again is followed under
+    /// [`crate::Follow::Same`].
+    parent: i32,
+    parent_exe: Option<PathBuf>,
 }
 
 impl Space {
@@ -129,6 +134,9 @@ pub(crate) struct Tracer<'a> {
     warnings: Vec<String>,
     last_fault: Option<Fault>,
     recording: bool,
+    /// What the processes ran, and whether it is profiled.
+    images: Vec<Image>,
+    unsymbolized: Vec<crate::modules::Unsymbolized>,
 }
 
 #[inline]
@@ -195,8 +203,18 @@ impl<'a> Tracer<'a> {
             warnings: Vec::new(),
             last_fault: None,
             recording: true,
+            images: Vec::new(),
+            unsymbolized: Vec::new(),
         };
         let space = tracer.new_space_at_exec(pid)?;
+        tracer.spaces[space].parent = std::process::id() as i32;
+        tracer.images.push(Image {
+            pid,
+            parent: std::process::id() as i32,
+            path: tracer.spaces[space].exe.clone(),
+            via: Via::Start,
+            profiled: true,
+        });
         tracer.threads.insert(
             pid,
             Thread {
@@ -222,6 +240,10 @@ impl<'a> Tracer<'a> {
         let deadline = self.opts.timeout.map(|t| Instant::now() + t);
         let wake = ChildWake::new();
         let stop = loop {
+            if let Err(interrupted) = crate::interrupt::check() {
+                self.finish(true)?;
+                return Err(interrupted);
+            }
             if ready_flag.load(Ordering::Relaxed) {
                 let killed = self.opts.kill_at_ready;
                 self.finish(killed)?;
@@ -255,7 +277,14 @@ impl<'a> Tracer<'a> {
         };
         let duration_ns = self.t0.elapsed().as_nanos() as u64;
         let modules = profile_modules(self.modules.iter_mut().map(|m| &mut m.touches));
-        Ok(Traced { modules, stop, duration_ns, warnings: self.warnings })
+        Ok(Traced {
+            modules,
+            stop,
+            duration_ns,
+            warnings: self.warnings,
+            images: self.images,
+            unsymbolized: self.unsymbolized,
+        })
     }
 
     /// Handle one wait status. Returns the stop reason when the root process ended.

@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use super::{cont, ptrace, Space, Thread, Tracer};
-use crate::ProfileError;
+use crate::format::{Image, Via};
+use crate::{Follow, ProfileError};
 
 impl Tracer<'_> {
     pub(super) fn handle_event(&mut self, tid: i32, event: i32) -> Result<(), ProfileError> {
@@ -18,14 +19,23 @@ impl Tracer<'_> {
                     libc::ptrace(libc::PTRACE_GETEVENTMSG, tid, 0, &mut msg as *mut libc::c_ulong)
                 };
                 let child = msg as i32;
+                let all = self.opts.follow_forks == Follow::All;
                 let (child_space, child_tgid) = match event {
                     libc::PTRACE_EVENT_CLONE => (space, tgid),
-                    libc::PTRACE_EVENT_VFORK if self.opts.follow_forks => (space, child),
-                    libc::PTRACE_EVENT_VFORK => {
-                        (self.new_child_space(space, child, false, true)?, child)
-                    }
+                    libc::PTRACE_EVENT_VFORK if all => (space, child),
+                    // A vfork child is followed (or not) from its exec on.
+                    libc::PTRACE_EVENT_VFORK => (self.new_child_space(space, child, false)?, child),
                     _ => {
-                        (self.new_child_space(space, child, !self.opts.follow_forks, false)?, child)
+                        let followed = self.opts.follow_forks != Follow::None;
+                        let s = self.new_child_space(space, child, !followed)?;
+                        self.images.push(Image {
+                            pid: child,
+                            parent: tgid,
+                            path: self.spaces[s].exe.clone(),
+                            via: Via::Fork,
+                            profiled: followed,
+                        });
+                        (s, child)
                     }
                 };
                 let early = self.threads.get(&child).is_some_and(|t| t.early);
@@ -60,23 +70,40 @@ impl Tracer<'_> {
                     th.tgid = pid;
                     self.threads.insert(pid, th);
                 }
-                let detach_at_exec = self.spaces[space].detach_at_exec;
+                let sp = &self.spaces[space];
+                // A vfork child followed with every child shares its parent's space.
+                let (parent, parent_exe) = if sp.pid == pid {
+                    (sp.parent, sp.parent_exe.clone())
+                } else {
+                    (sp.pid, Some(sp.exe.clone()))
+                };
                 if self.spaces[space].pid == pid {
                     self.spaces[space].alive = false;
                 }
-                if detach_at_exec || !self.opts.follow_exec {
-                    if !detach_at_exec {
-                        let exe =
-                            std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
-                        self.warnings.push(format!(
-                            "process {pid} executed {}, which is not profiled: add --follow-exec to profile it",
-                            exe.display()
-                        ));
-                    }
+                let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+                // The command's own process follows its executions (a wrapper's program); a
+                // child, by the rule for children.
+                let followed = self.opts.follow_exec
+                    && (pid == self.root
+                        || match self.opts.follow_forks {
+                            Follow::All => true,
+                            Follow::Same => parent_exe.as_ref() == Some(&exe),
+                            Follow::None => false,
+                        });
+                self.images.push(Image {
+                    pid,
+                    parent,
+                    path: exe,
+                    via: Via::Exec,
+                    profiled: followed,
+                });
+                if !followed {
                     self.threads.remove(&pid);
                     let _ = ptrace(libc::PTRACE_DETACH, pid, 0, 0);
                 } else {
                     let new_space = self.new_space_at_exec(pid)?;
+                    self.spaces[new_space].parent = parent;
+                    self.spaces[new_space].parent_exe = parent_exe;
                     self.threads.get_mut(&pid).unwrap().space = new_space;
                     cont(pid, 0);
                 }
@@ -93,7 +120,6 @@ impl Tracer<'_> {
         parent: usize,
         child: i32,
         detach: bool,
-        detach_at_exec: bool,
     ) -> Result<usize, ProfileError> {
         let mem = std::fs::OpenOptions::new()
             .read(true)
@@ -110,8 +136,10 @@ impl Tracer<'_> {
             r_debug: p.r_debug,
             rendezvous: p.rendezvous,
             detach_at_first_stop: detach,
-            detach_at_exec,
             alive: true,
+            exe: p.exe.clone(),
+            parent: p.pid,
+            parent_exe: Some(p.exe.clone()),
         };
         self.spaces.push(space);
         Ok(self.spaces.len() - 1)

@@ -11,6 +11,8 @@ use super::common::network::{mount_error, print_report, MountFlags};
 use super::common::signals::{self, Signals};
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  coldstart mount http://127.0.0.1:8080/ /mnt/app\n  \
+    coldstart mount http://bundles.example/app/ /mnt/app --strategy paged --cache-dir /var/cache/coldstart")]
 pub struct Args {
     /// The bundle: `http://HOST[:PORT]/PATH/` (as printed by `coldstart serve`) or a directory.
     pub url: String,

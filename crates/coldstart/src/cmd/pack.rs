@@ -11,6 +11,11 @@ use coldstart_bundle::{
 use super::common::signals::{self, Signals};
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  sudo coldstart profile --pages -o p.json -- /opt/app/bin/app --version\n  \
+    coldstart pack /opt/app --profile p.json -o /srv/bundles/app\n  \
+    coldstart pack /opt/app --hot-list hot.json --compress zstd -o /srv/bundles/app"
+)]
 pub struct Args {
     /// The directory to pack (a program's root: its executables, libraries and data).
     pub dir: PathBuf,

@@ -11,6 +11,8 @@ use super::common::network::{link_hint, parse_readahead, NetworkFlags};
 use super::common::signals::{self, Signals};
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  coldstart predict http://bundles.example/app/\n  \
+    coldstart predict /srv/bundles/app --link-hint 20mbit/40ms --local-ms 120")]
 pub struct Args {
     /// The bundle: `http://HOST[:PORT]/PATH/` or a directory.
     pub url: String,

@@ -7,10 +7,25 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use coldstart_profile::{format, Profile, ProfileOptions, Ready, Stop};
+use coldstart_profile::{
+    format, Follow, Profile, ProfileError, ProfileOptions, Ready, Stop, Tracer, Via,
+};
 
 #[derive(Debug, clap::Args)]
-#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    after_help = "By default the program a wrapper executes is profiled (python3 through a shim \
+    profiles Python), and so are child processes that run their parent's program (a browser's \
+    content processes); the summary says what was followed and what was not.\n\nExamples:\n  \
+    coldstart profile -o p.json -- clang-19 -c hello.c\n  \
+    coldstart profile --ready 'stdout:listening' --kill-at-ready -o p.json -- ./server\n  \
+    sudo coldstart profile --pages -o p.json -- python3 -c 'import json'\n  \
+    sudo coldstart profile --pages=traced -o p.json -- ./myprog\n  \
+    coldstart profile --workload b -o b.json -- ./myprog --open big.txt\n  \
+    coldstart profile merge a.json b.json -o merged.json\n  \
+    coldstart order p.json -o prog.order"
+)]
 pub struct Args {
     #[command(subcommand)]
     pub action: Option<Action>,
@@ -18,15 +33,32 @@ pub struct Args {
     /// tcp:PORT, file:PATH, window:REGEX or fd.
     #[arg(long, default_value = "exit", value_name = "SIGNAL")]
     pub ready: String,
-    /// Also record every file page start-up touches (tracefs; root), in a run of its own.
-    #[arg(long)]
-    pub pages: bool,
-    /// Also profile child processes.
-    #[arg(long)]
+    /// Also record the file pages start-up touches, in runs of their own. METHOD: exact (the
+    /// default as root: the files start-up reads are copied onto a private device with
+    /// read-ahead off and traced there, so each 4 KiB page touched is recorded once, in
+    /// first-touch order, whatever this machine's read-ahead), traced (root: traced where the
+    /// files are, read-ahead and fault-around included), sampled (the default without root:
+    /// page faults sampled with perf).
+    #[arg(long, value_name = "METHOD", num_args = 0..=1, require_equals = true, default_missing_value = "auto")]
+    pub pages: Option<String>,
+    /// Where an exact page run makes its private device (default: /dev/shm when it has room
+    /// for twice the files to copy, else /var/tmp).
+    #[arg(long, value_name = "WORK", requires = "pages")]
+    pub pages_dir: Option<PathBuf>,
+    /// Profile every child process (default: the children that run their parent's program,
+    /// such as a browser's content processes; not a child that runs another program).
+    #[arg(long, conflicts_with = "no_follow_forks")]
     pub follow_forks: bool,
-    /// Keep profiling a process that executes another program.
+    /// Profile the command's own process only.
     #[arg(long)]
+    pub no_follow_forks: bool,
+    /// Keep profiling a process that executes another program (the default: the program a
+    /// wrapper script, `env` or a shim executes is the one profiled).
+    #[arg(long, conflicts_with = "no_follow_exec", hide = true)]
     pub follow_exec: bool,
+    /// Stop profiling a process when it executes another program.
+    #[arg(long)]
+    pub no_follow_exec: bool,
     /// Kill the program at readiness (default: detach and let it run on).
     #[arg(long)]
     pub kill_at_ready: bool,
@@ -38,7 +70,7 @@ pub struct Args {
     pub timeout: f64,
     /// First-touch tracer: audit (an LD_AUDIT agent handles the breakpoints in the program,
     /// fast), ptrace (every program, loader included), or auto (audit unless the program is
-    /// static or setuid).
+    /// static or setuid; a program that crashes under audit is profiled again with ptrace).
     #[arg(long, default_value = "auto", value_name = "auto|audit|ptrace")]
     pub tracer: String,
     /// Where to write the profile.
@@ -74,21 +106,56 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.ready.parse().map_err(|e| crate::exit::usage(format!("--ready: {e}")))?;
     let mut options = ProfileOptions::new(args.command);
     options.ready = ready;
-    options.pages = args.pages;
-    options.follow_forks = args.follow_forks;
-    options.follow_exec = args.follow_exec;
+    if let Some(method) = &args.pages {
+        options.pages = true;
+        options.page_method =
+            method.parse().map_err(|e| crate::exit::usage(format!("--pages: {e}")))?;
+    }
+    if let Some(dir) = &args.pages_dir {
+        if !dir.is_dir() {
+            return Err(crate::exit::usage(format!(
+                "--pages-dir {}: not a directory (give an existing directory on a file system that takes O_DIRECT, such as /dev/shm or /var/tmp)",
+                dir.display()
+            )));
+        }
+    }
+    options.page_work_dir = args.pages_dir;
+    options.follow_forks = match (args.follow_forks, args.no_follow_forks) {
+        (true, _) => Follow::All,
+        (_, true) => Follow::None,
+        _ => Follow::Same,
+    };
+    options.follow_exec = !args.no_follow_exec;
     options.kill_at_ready = args.kill_at_ready;
     options.workload = args.workload;
     options.tracer =
         args.tracer.parse().map_err(|e| crate::exit::usage(format!("--tracer: {e}")))?;
     options.timeout = (args.timeout > 0.0).then(|| Duration::from_secs_f64(args.timeout));
-    let recording = coldstart_profile::profile(&options)?;
-    if let Some(notice) = &recording.notice {
+    // A profile that cannot be written is refused before the program runs.
+    Profile::check_writable(&output)?;
+    let caught = coldstart_profile::interrupt::catch().context("installing signal handlers")?;
+    let recording = match coldstart_profile::profile(&options) {
+        Err(ProfileError::Interrupted { signal }) => {
+            eprintln!("coldstart: error: {}", ProfileError::Interrupted { signal });
+            return Ok(ExitCode::from(128 + signal as u8));
+        }
+        other => other?,
+    };
+    let profile = &recording.profile;
+    if let Some(notice) = recording.notice.as_ref().filter(|n| !profile.warnings.contains(n)) {
         eprintln!("coldstart: {notice}");
     }
-    let profile = &recording.profile;
     profile.write(&output).with_context(|| format!("writing {}", output.display()))?;
+    // From here on the signals do what they do by default (a program left running after
+    // the profile is not coldstart's to stop).
+    drop(caught);
     summarize(profile, &output);
+    print_processes(profile, &options);
+    if matches!(profile.stop, Stop::Crash { .. }) && options.tracer == Tracer::Audit {
+        eprintln!(
+            "coldstart: the audit tracer ran the program; if it does not crash without coldstart, the profiler caused it: profile it with --tracer ptrace (or auto, which does so by itself)"
+        );
+    }
     let code = match profile.stop {
         Stop::Crash { .. } | Stop::Timeout { .. } => ExitCode::from(crate::exit::FAILURE_FOUND),
         _ => crate::exit::SUCCESS,
@@ -162,13 +229,25 @@ fn summarize(profile: &Profile, output: &std::path::Path) {
     }
     if let Some(p) = &profile.pages {
         let pages: u64 = p.accesses.iter().map(|a| a.count).sum();
-        println!(
-            "  {} page accesses ({} pages) in {} files{}",
-            p.accesses.len(),
-            pages,
-            p.files.len(),
-            if p.sampled { " (sampled)" } else { "" }
-        );
+        if p.is_exact() {
+            println!(
+                "  {pages} pages touched in {} files (exact: each 4 KiB page once, in first-touch order)",
+                p.files.len()
+            );
+        } else {
+            println!(
+                "  {} page accesses ({} pages) in {} files{}",
+                p.accesses.len(),
+                pages,
+                p.files.len(),
+                match p.source.as_str() {
+                    _ if p.sampled => " (sampled)",
+                    format::SOURCE_TRACEFS =>
+                        " (traced in place: read-ahead and fault-around included)",
+                    _ => "",
+                }
+            );
+        }
     }
     if let Some(p) = &profile.pages {
         // Code, relocations and data read per section, for the files start-up touched most.
@@ -190,6 +269,86 @@ fn summarize(profile: &Profile, output: &std::path::Path) {
         }
     }
     println!("written to {}", output.display());
+}
+
+/// What the processes of the run ran, what was followed and what was not (nothing when the
+/// command ran one program in one process).
+fn print_processes(profile: &Profile, options: &ProfileOptions) {
+    let images = &profile.images;
+    let Some(root) = images.iter().find(|i| i.via == Via::Start).map(|i| i.pid) else { return };
+    if images.len() <= 1 {
+        return;
+    }
+    let chain: Vec<String> = images
+        .iter()
+        .filter(|i| i.pid == root && i.via != Via::Fork && i.profiled)
+        .map(|i| i.path.display().to_string())
+        .collect();
+    let mut line = format!("  followed: pid {root} ran {}", chain.join(" → "));
+    let others = last_per_process(images.iter().filter(|i| i.pid != root && i.profiled));
+    if !others.is_empty() {
+        let programs = count_by_path(others.iter().copied());
+        line.push_str(&format!("; {} child processes ({programs})", others.len()));
+    }
+    println!("{line}");
+    let skipped_exec: Vec<_> =
+        images.iter().filter(|i| !i.profiled && i.pid == root && i.via == Via::Exec).collect();
+    if !skipped_exec.is_empty() {
+        println!(
+            "  not followed: the command's process executed {} (drop --no-follow-exec to profile it)",
+            count_by_path(skipped_exec.into_iter())
+        );
+    }
+    let skipped = last_per_process(images.iter().filter(|i| !i.profiled && i.pid != root));
+    if !skipped.is_empty() {
+        let what = match (options.follow_exec, options.follow_forks) {
+            (true, Follow::Same) => {
+                "child processes running another program (add --follow-forks to profile them)"
+            }
+            (true, Follow::None) => "child processes (--no-follow-forks)",
+            (false, _) => "child processes (--no-follow-exec)",
+            (true, Follow::All) => "child processes (started after readiness)",
+        };
+        println!(
+            "  not followed: {} {what}: {}",
+            skipped.len(),
+            count_by_path(skipped.iter().copied())
+        );
+    }
+}
+
+/// The last of `images` of each process, in the order the processes first appear.
+fn last_per_process<'a>(
+    images: impl Iterator<Item = &'a coldstart_profile::Image>,
+) -> Vec<&'a coldstart_profile::Image> {
+    let mut out: Vec<&coldstart_profile::Image> = Vec::new();
+    for i in images {
+        match out.iter_mut().find(|o| o.pid == i.pid) {
+            Some(o) => *o = i,
+            None => out.push(i),
+        }
+    }
+    out
+}
+
+/// `PATH (N), PATH (M)`: the programs of `images` by how often they appear, most first.
+fn count_by_path<'a>(images: impl Iterator<Item = &'a coldstart_profile::Image>) -> String {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for i in images {
+        let path = i.path.display().to_string();
+        match counts.iter_mut().find(|(p, _)| *p == path) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((path, 1)),
+        }
+    }
+    counts.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    let shown: Vec<String> = counts.iter().take(5).map(|(p, n)| format!("{p} ({n})")).collect();
+    let more = counts.len().saturating_sub(5);
+    if more > 0 {
+        format!("{} and {more} more", shown.join(", "))
+    } else {
+        shown.join(", ")
+    }
 }
 
 fn merge(args: MergeArgs) -> anyhow::Result<ExitCode> {

@@ -28,6 +28,11 @@ const CANCEL_AFTER: Duration = Duration::from_millis(500);
 const GRACE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  coldstart run http://127.0.0.1:8080/ -- '{root}/bin/app' --version\n  \
+    coldstart run http://bundles.example/app/ --strategy auto -- '{root}/bin/app'\n  \
+    coldstart run /srv/bundles/app --record hot.json -- '{root}/bin/app'   (a hot list for pack)"
+)]
 pub struct Args {
     /// The bundle: `http://HOST[:PORT]/PATH/` (as printed by `coldstart serve`) or a directory.
     pub url: String,

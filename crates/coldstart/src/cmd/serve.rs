@@ -9,6 +9,9 @@ use anyhow::Context;
 use coldstart_serve::Link;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  coldstart serve /srv/bundles/app\n  \
+    coldstart serve /srv/bundles/app --link 20mbit/40ms   (emulate a link)\n  \
+    coldstart serve --proxy origin.example:8080 --link 3mbit/200ms")]
 pub struct Args {
     /// The bundle directory written by `coldstart pack`.
     #[arg(required_unless_present = "proxy")]

@@ -93,6 +93,7 @@ pub fn touch_profile(
         }],
         pages: None,
         warnings: vec![],
+        images: Vec::new(),
         workloads: vec![],
     }
 }

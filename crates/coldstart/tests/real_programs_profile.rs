@@ -1,0 +1,324 @@
+//! `coldstart profile` on Debian's programs, which nobody here wrote: Python, clang, Perl, git,
+//! Firefox (when installed) and Python through a version manager's shim.
+//!
+//! Each must pass two checks. With the default tracer, profiling neither crashes the program
+//! nor changes its exit status or its output, and the audit agent handles it without falling
+//! back to ptrace. With `--pages` (root), every file of the page profile is named, by the
+//! path that has its device and inode. A program that fails is a failure, not a skip; one
+//! that is not installed is skipped (`COLDSTART_TESTS_NO_SKIP=1` makes that a failure too,
+//! except for Firefox, which is optional).
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use assert_cmd::cargo::CommandCargoExt;
+use serde_json::Value;
+
+/// One program and how to run it.
+struct Program {
+    command: Vec<String>,
+    /// Extra environment (Firefox's profile directory).
+    env: Vec<(String, PathBuf)>,
+    dir: tempfile::TempDir,
+}
+
+impl Program {
+    fn new(command: &[&str]) -> Program {
+        Program {
+            command: command.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn label(&self) -> String {
+        self.command.join(" ")
+    }
+
+    /// Run it without coldstart: exit status and standard output.
+    fn plain(&self) -> (Option<i32>, String) {
+        let out = Command::new(&self.command[0])
+            .args(&self.command[1..])
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `coldstart profile FLAGS -o DIR/NAME.json -- COMMAND`: exit status, standard output,
+    /// standard error and the profile.
+    fn profile(&self, flags: &[&str], name: &str) -> (Option<i32>, String, String, Value) {
+        let out = self.dir.path().join(format!("{name}.json"));
+        let run = Command::cargo_bin("coldstart")
+            .unwrap()
+            .args(["profile", "--timeout", "120"])
+            .args(flags)
+            .arg("-o")
+            .arg(&out)
+            .arg("--")
+            .args(&self.command)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+        let text = std::fs::read_to_string(&out)
+            .unwrap_or_else(|e| panic!("{}: no profile ({e}): {stderr}", self.label()));
+        (run.status.code(), stdout, stderr, serde_json::from_str(&text).unwrap())
+    }
+
+    /// The default tracer neither crashes the program nor changes its exit status or output,
+    /// and needs no fallback. Returns the profile.
+    fn check_default_tracer(&self) -> Value {
+        let (plain_code, plain_stdout) = self.plain();
+        let (code, stdout, stderr, p) = self.profile(&[], "functions");
+        let label = self.label();
+        assert_eq!(code, Some(0), "{label}: coldstart profile: {stderr}");
+        assert_eq!(p["stop"]["kind"], "exit", "{label}: {}", p["stop"]);
+        assert_eq!(
+            p["stop"]["code"].as_i64().map(|c| c as i32),
+            plain_code,
+            "{label}: exit status"
+        );
+        // The program's output comes first; coldstart's summary follows it.
+        let program_output = stdout.split("profile `default`:").next().unwrap_or_default();
+        assert_eq!(program_output, plain_stdout, "{label}: the program's output is unchanged");
+        assert!(
+            !stderr.contains("profiled again with the ptrace tracer"),
+            "{label}: the default tracer handled it without falling back: {stderr}"
+        );
+        let functions: usize = p["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["functions"].as_array().unwrap().len())
+            .sum();
+        assert!(functions > 50, "{label}: start-up functions recorded: {functions}");
+        p
+    }
+
+    /// The regular files the program opens, from `strace`.
+    fn opened_files(&self) -> Vec<PathBuf> {
+        let log = self.dir.path().join("strace.log");
+        let status = Command::new("strace")
+            .args(["-f", "-qq", "-e", "trace=open,openat,openat2", "-e", "status=successful", "-o"])
+            .arg(&log)
+            .arg("--")
+            .args(&self.command)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .unwrap()
+            .status;
+        assert!(status.code().is_some(), "strace ran {}", self.label());
+        let text = std::fs::read_to_string(&log).unwrap();
+        let mut files: Vec<PathBuf> = text
+            .lines()
+            .filter_map(|l| l.split('"').nth(1))
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute() && p.is_file())
+            .collect();
+        files.sort();
+        files.dedup();
+        files
+    }
+
+    /// `--pages` names every file of the page profile, by a path with its device and inode,
+    /// in a run whose files were evicted from the page cache first (what the traced method
+    /// needed to see what the program reads with `read(2)`: Python's `.pyc` files), and the
+    /// profile is exact: each page once, every file the program read on the private copy.
+    fn check_pages_named(&self) -> Option<Value> {
+        if !coldstart_testkit::require_root("the page trace (tracefs) and open events (fanotify)")
+            || !coldstart_testkit::require_program("strace", "strace")
+        {
+            return None;
+        }
+        let label = self.label();
+        let _cache = coldstart_testkit::cache_lock();
+        let opened = self.opened_files();
+        assert!(!opened.is_empty(), "{label}: strace saw the files it opens");
+        for f in &opened {
+            evict(f);
+        }
+        let (code, _, stderr, p) = self.profile(&["--pages"], "pages");
+        assert_eq!(code, Some(0), "{label}: coldstart profile --pages: {stderr}");
+        let files = p["pages"]["files"].as_array().unwrap();
+        assert!(files.len() > 3, "{label}: files in the page profile: {files:?}");
+        for f in files {
+            let path = Path::new(f["path"].as_str().unwrap());
+            assert!(!path.as_os_str().is_empty(), "{label}: a file named by inode only: {f}");
+            // The name is right: that path is the file the trace saw (unless the program
+            // has replaced it since, as Firefox rewrites its session files).
+            if let Ok(meta) = std::fs::metadata(path) {
+                let dev = format!("{}:{}", libc::major(meta.dev()), libc::minor(meta.dev()));
+                if dev == f["dev"] && f["mtime"] == meta.mtime() {
+                    assert_eq!(meta.ino(), f["ino"].as_u64().unwrap(), "{label}: {f}");
+                }
+            }
+        }
+        assert!(
+            !stderr.contains("named by device and inode only"),
+            "{label}: every file named: {stderr}"
+        );
+        // Exact: each page once, and every file it read was on the private copy.
+        assert_eq!(p["pages"]["source"], "exact", "{label}");
+        let mut seen = std::collections::HashSet::new();
+        for a in p["pages"]["accesses"].as_array().unwrap() {
+            let first = a["page"].as_u64().unwrap();
+            for page in first..first + a["count"].as_u64().unwrap() {
+                assert!(seen.insert((a["file"].as_u64(), page)), "{label}: {a} twice");
+            }
+        }
+        assert!(!stderr.contains("not on the private copy"), "{label}: {stderr}");
+        Some(p)
+    }
+}
+
+/// Drop the page-cache pages of `path` that no process maps.
+fn evict(path: &Path) {
+    use std::os::fd::AsRawFd;
+    if let Ok(file) = std::fs::File::open(path) {
+        // SAFETY: advice on a descriptor we hold.
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    }
+}
+
+/// The installed program, or `None` (after [`coldstart_testkit::require_program`]).
+fn installed(program: &str, package: &str) -> Option<PathBuf> {
+    coldstart_testkit::require_program(program, package)
+        .then(|| coldstart_testkit::which(program))?
+}
+
+#[test]
+fn debian_python3() {
+    let python = Path::new("/usr/bin/python3");
+    if !coldstart_testkit::require(
+        python.exists(),
+        "Debian's /usr/bin/python3 (apt-get install python3)",
+    ) {
+        return;
+    }
+    let program =
+        Program::new(&["/usr/bin/python3", "-c", "import json, email.parser; print('ok')"]);
+    program.check_default_tracer();
+    program.check_pages_named();
+}
+
+#[test]
+fn clang_19() {
+    let Some(clang) = installed("clang-19", "clang-19") else { return };
+    let program = Program::new(&[clang.to_str().unwrap(), "--version"]);
+    let p = program.check_default_tracer();
+    // LLVM's crash handler for SIGTRAP once took the agent's breakpoints and returned past
+    // them: the functions after it are recorded now.
+    let llvm: Vec<&Value> = p["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["path"].as_str().unwrap().contains("libLLVM"))
+        .collect();
+    assert!(llvm.iter().any(|m| !m["functions"].as_array().unwrap().is_empty()), "{llvm:?}");
+    program.check_pages_named();
+}
+
+#[test]
+fn perl() {
+    let Some(perl) = installed("perl", "perl") else { return };
+    let program = Program::new(&[
+        perl.to_str().unwrap(),
+        "-MPOSIX",
+        "-e",
+        "print POSIX::floor(2.5), qq{\\n}",
+    ]);
+    program.check_default_tracer();
+    program.check_pages_named();
+}
+
+#[test]
+fn git_version() {
+    let Some(git) = installed("git", "git") else { return };
+    let program = Program::new(&[git.to_str().unwrap(), "--version"]);
+    let p = program.check_default_tracer();
+    // Debian's git is stripped but for one exported function: the summary says so.
+    let warnings = p["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| w.as_str().unwrap().contains("without function symbols")),
+        "{warnings:?}"
+    );
+    program.check_pages_named();
+}
+
+#[test]
+fn firefox_esr_headless_screenshot() {
+    let Some(firefox) = coldstart_testkit::which("firefox-esr") else {
+        eprintln!("skipped: firefox-esr is not installed (optional)");
+        return;
+    };
+    let mut program = Program::new(&[]);
+    let home = program.dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let shot = program.dir.path().join("shot.png");
+    program.command = vec![
+        firefox.to_str().unwrap().into(),
+        "--headless".into(),
+        "--screenshot".into(),
+        shot.to_str().unwrap().into(),
+        "about:blank".into(),
+    ];
+    program.env.push(("HOME".into(), home));
+    let p = program.check_default_tracer();
+    assert!(shot.exists(), "the screenshot was taken under the profiler");
+    // Its content processes run the same program: followed by default, and said so.
+    let images = p["images"].as_array().unwrap();
+    let children =
+        images.iter().filter(|i| i["profiled"] == true && i["pid"] != images[0]["pid"]).count();
+    assert!(children > 0, "content processes followed: {images:?}");
+    // libxul.so is stripped: it is profiled at page level, and the page run gives the share
+    // of start-up's CPU time it ran.
+    if let Some(p) = program.check_pages_named() {
+        let warnings = p["warnings"].as_array().unwrap();
+        assert!(
+            warnings.iter().any(|w| {
+                let w = w.as_str().unwrap();
+                w.contains("libxul.so") && w.contains("of the program's CPU time")
+            }),
+            "{warnings:?}"
+        );
+    }
+}
+
+#[test]
+fn python3_through_a_shim_profiles_python_and_order_names_it() {
+    // `python3` on PATH, when it is a script (pyenv's shim: bash executing `pyenv exec`).
+    let Some(shim) = coldstart_testkit::which("python3") else { return };
+    let is_script = std::fs::read(&shim).map(|b| b.starts_with(b"#!")).unwrap_or(false);
+    if !is_script {
+        eprintln!("skipped: python3 on PATH is not a wrapper script");
+        return;
+    }
+    let program = Program::new(&[shim.to_str().unwrap(), "-c", "print('ok')"]);
+    let p = program.check_default_tracer();
+    let images = p["images"].as_array().unwrap();
+    let root = &images[0]["pid"];
+    let last = images.iter().rev().find(|i| i["pid"] == *root && i["profiled"] == true).unwrap();
+    assert!(
+        Path::new(last["path"].as_str().unwrap())
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("python")),
+        "the wrapper's program is profiled: {images:?}"
+    );
+    let out = Command::cargo_bin("coldstart")
+        .unwrap()
+        .arg("order")
+        .arg(program.dir.path().join("functions.json"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("touched the most")
+            && stderr.contains("--module")
+            && stderr.contains("python"),
+        "order names the module where Python ran: {stderr}"
+    );
+}
