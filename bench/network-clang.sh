@@ -8,7 +8,7 @@
 # The default pipeline, every command with its defaults: `pack` without a hot set, `run
 # --record` of `clang --version` from that bundle, `pack --hot-list` of the record, `serve
 # --link LINK`, then `run` with each strategy (-S; default: original and the default,
-# stream) and an empty chunk cache. -z packs both bundles with `--compress zstd` (so
+# stream) and an empty chunk cache. -z packs the measured bundle with `--compress zstd` (so
 # `original` downloads compressed files too). Also records `clang -c` on its own (never
 # packed) to count the bytes it touches, for the bound of Eq. 1: touched bytes / bandwidth +
 # one latency + the local start-up time (median of 11 warm runs).
@@ -48,8 +48,8 @@ for what in version compile; do
         echo "$t1 - $t0" | bc
     done | sort -n | sed -n 6p > "$out/local-$what.txt"
 done
-# shellcheck disable=SC2086
-"$cs" pack "$out/app" $compress -o "$out/bundle0" >/dev/null
+# The recordings read the same pages from a compressed bundle: record from a plain one.
+"$cs" pack "$out/app" -o "$out/bundle0" >/dev/null
 for what in version compile; do
     rm -rf "$out/cache-rec"
     if [ $what = version ]; then set -- --version; else set -- -c "$out/x.c" -o "$out/x.o"; fi
