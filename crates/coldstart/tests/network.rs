@@ -1006,3 +1006,74 @@ fn several_hot_lists_put_each_later_workloads_new_pages_after_the_earlier_ones()
     // a's pages in a's order, then the pages b adds, in b's.
     assert_eq!(hot, vec![5, 1, 8, 3]);
 }
+
+#[test]
+fn python_with_its_standard_library_from_a_fully_cached_bundle_compiles_no_pyc() {
+    let d = Scratch::new();
+    // Debian's standard library (its `.pyc` compiled at install), times kept, without the
+    // static library and the tests.
+    let lib = d.path().join("app/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    check(&Command::new("cp").arg("-a").arg("/usr/lib/python3.11").arg(&lib).output().unwrap());
+    for skip in ["config-3.11-x86_64-linux-gnu", "test", "dist-packages", "site-packages"] {
+        let _ = std::fs::remove_dir_all(lib.join("python3.11").join(skip));
+    }
+    let bundle = pack(d.path(), "bundle", None);
+    let cache = d.path().join("cache");
+    let python = |strategy: &str| {
+        coldstart()
+            .args(["run", bundle.to_str().unwrap(), "--strategy", strategy, "--json"])
+            .arg("--cache-dir")
+            .arg(&cache)
+            .args(["--", "env", "PYTHONHOME={root}", "/usr/bin/python3", "-v", "-S", "-c"])
+            .arg("import json, sys; print(json.dumps(sys.prefix.endswith('{root}')))")
+            .output()
+            .unwrap()
+    };
+    // `original` fetches every file: the chunk cache then holds the whole bundle.
+    assert_eq!(check(&python("original")), "true\n");
+    let out = python("stream");
+    assert_eq!(check(&out), "true\n");
+    let r = report_of(&out);
+    // One request, the start object (the manifest: no hot set); no chunk fetched; every file
+    // Python opened handed to the kernel whole.
+    let start = std::fs::metadata(bundle.join("start")).unwrap().len();
+    assert_eq!(
+        (r["requests"].as_u64(), r["bytes_fetched"].as_u64()),
+        (Some(1), Some(start)),
+        "{r:#}"
+    );
+    assert_eq!(
+        (r["misses"].as_u64(), r["background_chunks"].as_u64()),
+        (Some(0), Some(0)),
+        "{r:#}"
+    );
+    assert!(r["opens"].as_u64().unwrap() > 10, "{r:#}");
+    if common::is_root() {
+        assert_eq!(r["passthrough"], r["opens"], "FUSE passthrough needs CAP_SYS_ADMIN: {r:#}");
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // `-v` says "code object from ...pyc" for a .pyc it used; "bytecode is stale" when the
+    // source's time or size does not match what it was compiled from, "could not create" or
+    // "created" when it compiled and tried to write one.
+    let from_pyc: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("code object from") && l.contains("/__pycache__/"))
+        .collect();
+    for module in
+        ["encodings/__pycache__/utf_8.", "json/__pycache__/decoder.", "/__pycache__/enum."]
+    {
+        assert!(from_pyc.iter().any(|l| l.contains(module)), "{module} from its .pyc: {stderr}");
+    }
+    assert!(from_pyc.iter().all(|l| !l.contains("/usr/lib/python3.11/")), "{stderr}");
+    let compiled: Vec<&str> = stderr
+        .lines()
+        .filter(|l| {
+            (l.contains("code object from ") && l.ends_with(".py"))
+                || l.contains("bytecode is stale")
+                || l.contains("could not create")
+                || l.starts_with("# created")
+        })
+        .collect();
+    assert!(compiled.is_empty(), "compiled from source: {compiled:?}");
+}
