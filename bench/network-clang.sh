@@ -3,7 +3,8 @@
 # libclang-cpp: about 190 MiB), hot set recorded on `clang --version`, measured on
 # `clang --version` and on compiling a one-line file (held out), over an emulated link.
 #
-#   bench/network-clang.sh [-l LINK] [-S "STRATEGY ..."] [-z] [-o DIR]
+#   bench/network-clang.sh [-l LINK] [-S "STRATEGY ..."] [-z] [-c CHUNK] [-e "ARGS"]
+#                          [-m "version compile"] [-o DIR]
 #
 # The default pipeline, every command with its defaults: `pack` without a hot set, `run
 # --record` of `clang --version` from that bundle, `pack --hot-list` of the record, `serve
@@ -12,13 +13,20 @@
 # `original` downloads compressed files too). Also records `clang -c` on its own (never
 # packed) to count the bytes it touches, for the bound of Eq. 1: touched bytes / bandwidth +
 # one latency + the local start-up time (median of 11 warm runs).
+#
+# For the held-out misses: -c CHUNK packs the measured bundle with `--chunk-size CHUNK` (the
+# size of cold chunks: what a miss fetches); -e "ARGS" also records `clang ARGS` (another
+# workload, never measured; `{x}` stands for a second one-line C file) and packs its record as
+# a second `--hot-list`, its new pages after those of `--version`; -m picks the commands
+# measured (default: version compile).
 set -eu
-link=20mbit/40ms; strategies="original stream"; out=""; compress=""
-while getopts l:S:zo: opt; do
+link=20mbit/40ms; strategies="original stream"; out=""; compress=""; chunk=""; extra=""
+measured="version compile"
+while getopts l:S:zc:e:m:o: opt; do
     case $opt in
         l) link=$OPTARG ;; S) strategies=$OPTARG ;; z) compress="--compress zstd" ;;
-        o) out=$OPTARG ;;
-        *) echo "usage: $0 [-l LINK] [-S STRATEGIES] [-z] [-o DIR]" >&2; exit 2 ;;
+        c) chunk=$OPTARG ;; e) extra=$OPTARG ;; m) measured=$OPTARG ;; o) out=$OPTARG ;;
+        *) echo "usage: $0 [-l LINK] [-S STRATEGIES] [-z] [-c CHUNK] [-e ARGS] [-m COMMANDS] [-o DIR]" >&2; exit 2 ;;
     esac
 done
 . "$(dirname "$0")/lib.sh"
@@ -37,6 +45,7 @@ for lib in libclang-cpp.so.19.1 libLLVM.so.19.1; do
     cp "$path" "$out/app/lib/"
 done
 printf 'int twice(int x) { return 2 * x; }\n' > "$out/x.c"
+printf 'static int n; int next(void) { return ++n; }\n' > "$out/y.c"
 now() { date +%s.%N; }
 # Local start-up of each command: median of 11 warm runs.
 for what in version compile; do
@@ -56,9 +65,17 @@ for what in version compile; do
     "$cs" run "$out/bundle0" --cache-dir "$out/cache-rec" --record "$out/hot-$what.json" \
         -- '{root}/bin/clang' "$@" >/dev/null 2>&1
 done
+set --
+if [ -n "$extra" ]; then
+    rm -rf "$out/cache-rec"
+    # shellcheck disable=SC2086
+    "$cs" run "$out/bundle0" --cache-dir "$out/cache-rec" --record "$out/hot-extra.json" \
+        -- '{root}/bin/clang' $(echo "$extra" | sed "s|{x}|$out/y.c|g") >/dev/null 2>&1
+    set -- --hot-list "$out/hot-extra.json"
+fi
 # shellcheck disable=SC2086
-"$cs" pack "$out/app" $compress --hot-list "$out/hot-version.json" -o "$out/bundle" \
-    > "$out/pack.txt"
+"$cs" pack "$out/app" $compress ${chunk:+--chunk-size "$chunk"} \
+    --hot-list "$out/hot-version.json" "$@" -o "$out/bundle" > "$out/pack.txt"
 cat "$out/pack.txt"
 "$cs" serve "$out/bundle" --link "$link" > "$out/url.txt" 2>/dev/null &
 server=$!
@@ -68,7 +85,7 @@ bw=$(echo "$link" | sed 's|/.*||; s/mbit/*1000000/; s/kbit/*1000/; s/gbit/*10000
 lat=$(echo "$link" | sed 's|.*/||; s/ms$/\/1000/; s/us$/\/1000000/; s/s$//' | bc -l)
 echo "| command | strategy | start-up (s) | bytes fetched | requests | touched bytes | Eq. 1 bound (s) |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
-for what in version compile; do
+for what in $measured; do
     touched=$(grep -o '"length": [0-9]*' "$out/hot-$what.json" | awk '{s += $2} END {print s}')
     bound=$(echo "$touched * 8 / $bw + $lat + $(cat "$out/local-$what.txt")" | bc -l)
     for s in $strategies; do
