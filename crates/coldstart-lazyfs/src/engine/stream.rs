@@ -186,25 +186,38 @@ impl Engine {
         })
     }
 
-    /// `stream`: everything not yet cached, in [`background_order`]; one transfer at a time
-    /// alongside the program's misses, two once none has been waiting for [`QUIET`].
+    /// `stream`: everything not yet cached, files in order of their first hot chunk, then
+    /// the rest; waits while any demand fetch is in flight.
     pub(super) fn stream_rest(&self) {
-        let todo = background_order(&self.manifest);
+        let index: HashMap<&str, usize> =
+            self.manifest.files.iter().enumerate().map(|(i, e)| (e.path.as_str(), i)).collect();
+        let mut order: Vec<usize> = Vec::new();
+        let mut placed = HashSet::new();
+        for r in &self.manifest.hot.chunks {
+            if let Some(&i) = index.get(r.path.as_str()) {
+                if placed.insert(i) {
+                    order.push(i);
+                }
+            }
+        }
+        order.extend((0..self.manifest.files.len()).filter(|i| placed.insert(*i)));
+        let mut seen = HashSet::new();
+        let todo: Vec<&Chunk> = order
+            .into_iter()
+            .flat_map(|i| &self.manifest.files[i].chunks)
+            .filter(|c| seen.insert(&c.sha256))
+            .collect();
         // Two in flight keep a high-latency link busy; more would queue ahead of misses.
         let workers = self.remote.options().connections.saturating_sub(1).clamp(1, 2);
         let next = AtomicUsize::new(0);
         std::thread::scope(|s| {
-            for w in 0..workers {
-                let (todo, next) = (&todo, &next);
-                s.spawn(move || self.stream_worker(todo, next, w == 0));
+            for _ in 0..workers {
+                s.spawn(|| self.stream_worker(&todo, &next));
             }
         });
     }
 
-    /// Fetches the chunks of `todo` not yet cached, in order, sharing `next` with the other
-    /// workers. `alongside`: does not wait for the program's misses (a program that keeps
-    /// missing waits a round trip for each, and leaves the link idle meanwhile).
-    fn stream_worker(&self, todo: &[&Chunk], next: &AtomicUsize, alongside: bool) {
+    fn stream_worker(&self, todo: &[&Chunk], next: &AtomicUsize) {
         loop {
             if self.stop.load(Ordering::SeqCst) {
                 return;
@@ -213,10 +226,10 @@ impl Engine {
             if self.cache.contains(&c.sha256) {
                 continue;
             }
-            // Misses go first for all but one worker: wait while any is in flight, and until
-            // none has been for QUIET, so that background transfers take at most a share of
-            // the link from a program that is still faulting.
-            if !alongside {
+            // Misses go first: wait while any is in flight, and until none has been for
+            // QUIET, so that background transfers do not take the link from a program that
+            // is still faulting.
+            {
                 let (lock, cv) = &self.demand_cv;
                 let mut last = lock.lock().unwrap();
                 loop {
@@ -247,61 +260,6 @@ impl Engine {
             }
         }
     }
-}
-
-/// The order of `stream`'s background fetches: first the cold pieces of the files that hold
-/// hot pieces, nearest a hot piece first (in bytes; a workload that was not recorded runs code
-/// and reads data near what the recorded one did: the same source files, the same tables),
-/// then the other files in manifest order, then the hot pieces (cached by then unless the hot
-/// stream failed). Each distinct chunk once.
-pub(super) fn background_order(manifest: &coldstart_bundle::Manifest) -> Vec<&Chunk> {
-    let index: HashMap<&str, usize> =
-        manifest.files.iter().enumerate().map(|(i, e)| (e.path.as_str(), i)).collect();
-    let mut hot: HashMap<usize, Vec<usize>> = HashMap::new();
-    for r in &manifest.hot.chunks {
-        if let Some(&i) = index.get(r.path.as_str()) {
-            hot.entry(i).or_default().push(r.index);
-        }
-    }
-    let mut near: Vec<(u64, usize, usize)> = Vec::new();
-    for (&file, pieces) in &mut hot {
-        pieces.sort_unstable();
-        pieces.dedup();
-        let chunks = &manifest.files[file].chunks;
-        let is_hot = |i: usize| pieces.binary_search(&i).is_ok();
-        for (i, c) in chunks.iter().enumerate().filter(|&(i, _)| !is_hot(i)) {
-            // The hot pieces on either side of chunk i.
-            let at = pieces.partition_point(|&h| h < i);
-            let before = at.checked_sub(1).and_then(|k| chunks.get(pieces[k]));
-            let after = pieces.get(at).and_then(|&h| chunks.get(h));
-            let distance = before
-                .map(|h| c.offset.saturating_sub(h.offset + h.length))
-                .into_iter()
-                .chain(after.map(|h| h.offset.saturating_sub(c.offset + c.length)))
-                .min()
-                .unwrap_or(u64::MAX);
-            near.push((distance, file, i));
-        }
-    }
-    near.sort_unstable();
-    let mut seen = HashSet::new();
-    let mut out: Vec<&Chunk> = Vec::new();
-    for (_, file, i) in near {
-        let c = &manifest.files[file].chunks[i];
-        if seen.insert(&c.sha256) {
-            out.push(c);
-        }
-    }
-    for (file, e) in manifest.files.iter().enumerate() {
-        if !hot.contains_key(&file) {
-            out.extend(e.chunks.iter().filter(|c| seen.insert(&c.sha256)));
-        }
-    }
-    // Last, the hot pieces: cached by then unless the hot stream failed.
-    for e in &manifest.files {
-        out.extend(e.chunks.iter().filter(|c| seen.insert(&c.sha256)));
-    }
-    out
 }
 
 #[cfg(test)]
@@ -388,41 +346,5 @@ mod tests {
         assert!(t.elapsed() < Duration::from_secs(2), "waited {:?}", t.elapsed());
         assert_eq!(e.report().requests, 2);
         e.shutdown();
-    }
-
-    #[test]
-    fn background_work_brings_the_pieces_nearest_the_hot_ones_first() {
-        use coldstart_bundle::{pack, HotList, PackOptions, Touch};
-        let dir = tempfile::tempdir().unwrap();
-        let src = dir.path().join("src");
-        std::fs::create_dir(&src).unwrap();
-        // Every page distinct (no two chunks share a hash).
-        let bytes = |seed: u32| -> Vec<u8> {
-            (0..16 * 4096u32).map(|i| ((i ^ seed).wrapping_mul(2654435761) >> 13) as u8).collect()
-        };
-        std::fs::write(src.join("a"), bytes(1)).unwrap();
-        std::fs::write(src.join("b"), bytes(2)).unwrap();
-        // Pages 10 and 5 of `b` hot; `a` has none.
-        let hot = HotList {
-            touches: [10, 5]
-                .iter()
-                .map(|p| Touch { path: "b".into(), offset: p * 4096, length: 4096 })
-                .collect(),
-            ..HotList::default()
-        };
-        let bundle = dir.path().join("bundle");
-        pack(&src, &hot, &PackOptions { chunk_size: 4096, ..PackOptions::default() }, &bundle)
-            .unwrap();
-        let m = Manifest::parse(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
-        let page = |c: &Chunk| {
-            let file = m.files.iter().find(|e| e.chunks.iter().any(|x| x.sha256 == c.sha256));
-            (file.unwrap().path.clone(), c.offset / 4096)
-        };
-        let got: Vec<(String, u64)> = background_order(&m).into_iter().map(page).collect();
-        let b = |pages: &[u64]| pages.iter().map(|&p| ("b".to_owned(), p)).collect::<Vec<_>>();
-        let mut want = b(&[4, 6, 9, 11, 3, 7, 8, 12, 2, 13, 1, 14, 0, 15]);
-        want.extend((0..16).map(|p| ("a".to_owned(), p)));
-        want.extend(b(&[5, 10]));
-        assert_eq!(got, want);
     }
 }
