@@ -12,6 +12,9 @@
 # arguments -A and workload b with -B. COLDSTART=path picks the coldstart binary (default:
 # target/release/coldstart, built if missing).
 #
+# -a READAHEAD sets the mount's read-ahead for the recordings and the runs (default: none
+# given, the mount chooses: one page while reads may fetch or when recording).
+#
 # Prints a Markdown table: start-up time (median of RUNS, each with an empty chunk cache; a
 # link may say its own run count as LINK:RUNS), bytes and requests fetched, the bound of Eq. 1
 # (bytes workload b reads / bandwidth + one latency + local start-up time) and the change
@@ -26,7 +29,7 @@
 set -eu
 
 size=small; functions=""; links="1mbit/100ms 3mbit/50ms"; runs=1; chunk=16k; out=""
-ra=128k; app=""; exe=sample; args_a="--workload a"; args_b="--workload b"; predict=""
+ra=""; app=""; exe=sample; args_a="--workload a"; args_b="--workload b"; predict=""
 strategies="original paged reordered-paged reordered stream"
 while getopts s:f:p:e:A:B:l:r:c:a:S:o:P opt; do
     case $opt in
@@ -83,14 +86,14 @@ for w in a b; do
     rm -rf "$out/cache-rec"
     if [ $w = a ]; then wargs=$args_a; else wargs=$args_b; fi
     # shellcheck disable=SC2086
-    "$cs" run "$out/bundle0" --readahead "$ra" --strategy paged --cache-dir "$out/cache-rec" --record "$out/hot-$w.json" \
+    "$cs" run "$out/bundle0" ${ra:+--readahead "$ra"} --strategy paged --cache-dir "$out/cache-rec" --record "$out/hot-$w.json" \
         -- "{root}/$exe" $wargs >/dev/null 2>&1
 done
 used=$(grep -o '"length": [0-9]*' "$out/hot-b.json" | awk '{s += $2} END {print s}')
 "$cs" pack "$out/app" --chunk-size "$chunk" --hot-list "$out/hot-a.json" -o "$out/bundle" >/dev/null
 total=$(find "$out/app" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
 
-echo "$what; $total bytes; workload b reads $used bytes at start-up; local start-up ${local_s} s; chunk $chunk; read-ahead $ra; $runs run(s) per cell unless the link says LINK:RUNS"
+echo "$what; $total bytes; workload b reads $used bytes at start-up; local start-up ${local_s} s; chunk $chunk; read-ahead ${ra:-chosen by the mount}; $runs run(s) per cell unless the link says LINK:RUNS"
 echo
 echo "| link | strategy | start-up (s) | bytes fetched | requests | Eq. 1 bound (s) | vs original |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
@@ -118,9 +121,9 @@ for spec in $links; do
     if [ -n "$predict" ]; then
         local_ms=$(awk -v s="$local_s" 'BEGIN { printf "%.1f", s * 1000 }')
         rm -rf "$out/cache-empty"
-        "$cs" predict "$url" --readahead "$ra" --local-ms "$local_ms" --cache-dir "$out/cache-empty" \
+        "$cs" predict "$url" ${ra:+--readahead "$ra"} --local-ms "$local_ms" --cache-dir "$out/cache-empty" \
             --json > "$out/predict-$cell-estimated.json"
-        "$cs" predict "$url" --readahead "$ra" --local-ms "$local_ms" --cache-dir "$out/cache-empty" \
+        "$cs" predict "$url" ${ra:+--readahead "$ra"} --local-ms "$local_ms" --cache-dir "$out/cache-empty" \
             --link-hint "$link" --json > "$out/predict-$cell-given.json"
     fi
     original=""
@@ -130,7 +133,7 @@ for spec in $links; do
             t0=$(now)
             # shellcheck disable=SC2086
             if [ "$s" = auto-hint ]; then set -- --strategy auto --link-hint "$link"; else set -- --strategy "$s"; fi
-            "$cs" run "$url" --readahead "$ra" "$@" --json --cache-dir "$out/cache" \
+            "$cs" run "$url" ${ra:+--readahead "$ra"} "$@" --json --cache-dir "$out/cache" \
                 -- "{root}/$exe" $args_b > "$out/stdout.txt" 2> "$out/report.json"
             t1=$(now)
             echo "$t1 - $t0" | bc

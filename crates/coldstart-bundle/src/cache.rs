@@ -68,6 +68,14 @@ impl ChunkCache {
         }
     }
 
+    /// The chunk's bytes, checked for their length only: for a chunk the caller has already
+    /// read with [`ChunkCache::get`] (or verified and stored) in this process, so that a
+    /// mount checks each cached chunk's SHA-256 once, not on every read.
+    pub fn get_verified_before(&self, chunk: &Chunk) -> Option<Vec<u8>> {
+        let data = fs::read(self.path(&chunk.sha256)).ok()?;
+        (data.len() as u64 == chunk.length).then_some(data)
+    }
+
     /// Whether a copy is present (not verified: use [`ChunkCache::get`] to read).
     pub fn contains(&self, hash: &Sha256Hex) -> bool {
         self.path(hash).exists()

@@ -54,7 +54,7 @@ pub use cache::{CacheError, ChunkCache};
 pub use hotlist::{HotList, HotListError, Touch};
 pub use manifest::{
     Chunk, ChunkRef, Compression, Entry, EntryKind, HotSet, Manifest, ManifestError, Sha256Hex,
-    FORMAT, VERSION,
+    FORMAT, OLDEST_VERSION, VERSION,
 };
 pub use pack::{pack, PackError, PackOptions, DEFAULT_ZSTD_LEVEL};
 pub use profile::{

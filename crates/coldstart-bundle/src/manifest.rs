@@ -14,8 +14,11 @@ use serde::{Deserialize, Serialize};
 
 /// The `format` name every manifest carries.
 pub const FORMAT: &str = "coldstart-bundle";
-/// The manifest version this build reads and writes.
-pub const VERSION: u32 = 2;
+/// The manifest version this build writes.
+pub const VERSION: u32 = 3;
+/// The oldest manifest version this build reads: version 2 is version 3 without times (its
+/// entries read as modified at the epoch).
+pub const OLDEST_VERSION: u32 = 2;
 /// The largest chunk size a manifest may give: a reader holds one chunk of a fetch in memory,
 /// so this bounds the memory of every fetch (`pack --chunk-size` takes no more).
 pub const MAX_CHUNK_SIZE: u64 = 64 << 20;
@@ -140,6 +143,21 @@ pub struct Entry {
     /// ([`crate::file_blob_path`]), which a client downloads in one request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<Sha256Hex>,
+    /// The last modification, seconds since the epoch (`st_mtime`; version 3): programs that
+    /// cache what they derive from a file (Python's `.pyc`) compare it.
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    pub mtime: i64,
+    /// Nanoseconds of [`Entry::mtime`], below 10^9.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub mtime_nsec: u32,
+}
+
+fn is_zero_i64(v: &i64) -> bool {
+    *v == 0
+}
+
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
 }
 
 /// One chunk of a file.
@@ -190,7 +208,7 @@ pub enum ManifestError {
     Json(#[from] serde_json::Error),
     #[error("the manifest's format is `{}`, not `{FORMAT}`: is this a coldstart bundle?", shown(.0))]
     Format(String),
-    #[error("the manifest is version {0}, this build reads version {VERSION}: use a coldstart that reads it, or re-pack the bundle")]
+    #[error("the manifest is version {0}, this build reads versions {OLDEST_VERSION} to {VERSION}: use a coldstart that reads it, or re-pack the bundle")]
     Version(u32),
     #[error("the manifest's chunk size is {0}, not 1 byte to {MAX_CHUNK_SIZE} (64 MiB): re-pack the bundle with a smaller --chunk-size")]
     ChunkSize(u64),
@@ -268,7 +286,7 @@ impl Manifest {
         if head.format != FORMAT {
             return Err(ManifestError::Format(head.format));
         }
-        if head.version != VERSION {
+        if !(OLDEST_VERSION..=VERSION).contains(&head.version) {
             return Err(ManifestError::Version(head.version));
         }
         let manifest: Manifest = serde_json::from_slice(bytes)?;
@@ -288,7 +306,7 @@ impl Manifest {
         if self.format != FORMAT {
             return Err(ManifestError::Format(self.format.clone()));
         }
-        if self.version != VERSION {
+        if !(OLDEST_VERSION..=VERSION).contains(&self.version) {
             return Err(ManifestError::Version(self.version));
         }
         if !(1..=MAX_CHUNK_SIZE).contains(&self.chunk_size) {
@@ -305,6 +323,12 @@ impl Manifest {
             }
             if kinds.insert(&e.path, e.kind).is_some() {
                 return Err(ManifestError::Duplicate(e.path.clone()));
+            }
+            if e.mtime_nsec >= 1_000_000_000 {
+                return Err(ManifestError::Size {
+                    path: e.path.clone(),
+                    detail: format!("mtime_nsec is {}, not below 10^9", e.mtime_nsec),
+                });
             }
         }
         for e in &self.files {
@@ -509,6 +533,8 @@ mod tests {
                     target: None,
                     chunks: vec![],
                     sha256: None,
+                    mtime: 0,
+                    mtime_nsec: 0,
                 },
                 Entry {
                     path: "bin/app".into(),
@@ -521,6 +547,8 @@ mod tests {
                         Chunk { offset: 4, length: 2, sha256: h('b'), stored: None },
                     ],
                     sha256: Some(h('c')),
+                    mtime: 1_700_000_000,
+                    mtime_nsec: 5,
                 },
                 Entry {
                     path: "bin/link".into(),
@@ -530,6 +558,8 @@ mod tests {
                     target: Some("app".into()),
                     chunks: vec![],
                     sha256: None,
+                    mtime: 0,
+                    mtime_nsec: 0,
                 },
             ],
             hot: HotSet {
@@ -585,8 +615,33 @@ mod tests {
     }
 
     #[test]
+    fn a_version_2_manifest_is_read_with_its_times_at_the_epoch() {
+        let mut m = good();
+        m.version = 2;
+        for e in &mut m.files {
+            e.mtime = 0;
+            e.mtime_nsec = 0;
+        }
+        let bytes = m.to_bytes();
+        assert!(!String::from_utf8_lossy(&bytes).contains("mtime"));
+        let read = Manifest::parse(&bytes).unwrap();
+        assert_eq!(read.version, 2);
+        assert!(read.files.iter().all(|e| e.mtime == 0 && e.mtime_nsec == 0));
+    }
+
+    #[test]
+    fn times_are_kept_and_bad_nanoseconds_refused() {
+        let m = good();
+        let read = Manifest::parse(&m.to_bytes()).unwrap();
+        assert_eq!((read.files[1].mtime, read.files[1].mtime_nsec), (1_700_000_000, 5));
+        let mut m = good();
+        m.files[1].mtime_nsec = 1_000_000_000;
+        assert!(reject(m).to_string().contains("mtime_nsec"));
+    }
+
+    #[test]
     fn unknown_version_and_format_are_rejected_by_name() {
-        for v in [1, 3] {
+        for v in [1, 4] {
             let mut m = good();
             m.version = v;
             let err = reject(m);

@@ -5,10 +5,10 @@
 //! gives the same bytes. The bundle is written into a temporary directory beside the output
 //! and renamed into place, so a failed pack leaves nothing half-written.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use coldstart_error::Category;
@@ -21,6 +21,10 @@ use crate::{blob_path, file_blob_path, sha256_hex};
 
 /// The path of the hot blob inside a bundle.
 pub const HOT_BLOB: &str = "blobs/hot";
+
+/// The granularity of hot extents: the page, what the kernel reads and maps. A hot list's
+/// ranges are widened to whole pages, and each run of touched pages becomes one piece.
+pub const PAGE: u64 = 4096;
 
 /// How to pack.
 #[derive(Debug, Clone)]
@@ -145,11 +149,13 @@ fn pack_into(
 ) -> Result<Manifest, PackError> {
     let mut entries = Vec::new();
     walk(dir, "", &mut entries)?;
+    let extents = hot_extents(hot);
     let mut stored = HashSet::new();
     let mut files = Vec::with_capacity(entries.len());
     for (rel, abs, meta) in entries {
         let mode = meta.permissions().mode() & 0o7777;
         let ft = meta.file_type();
+        let (mtime, mtime_nsec) = (meta.mtime(), meta.mtime_nsec().clamp(0, 999_999_999) as u32);
         if ft.is_dir() {
             files.push(Entry {
                 path: rel,
@@ -159,6 +165,8 @@ fn pack_into(
                 target: None,
                 chunks: vec![],
                 sha256: None,
+                mtime,
+                mtime_nsec,
             });
         } else if ft.is_symlink() {
             let target = fs::read_link(&abs).map_err(io_err(&abs))?;
@@ -174,9 +182,12 @@ fn pack_into(
                 target: Some(target),
                 chunks: vec![],
                 sha256: None,
+                mtime,
+                mtime_nsec,
             });
         } else if ft.is_file() {
-            let (chunks, sha256) = chunk_file(&abs, options, tmp, &mut stored)?;
+            let hot = extents.get(rel.as_str()).map_or(&[][..], Vec::as_slice);
+            let (chunks, sha256) = chunk_file(&abs, options, tmp, &mut stored, hot)?;
             let size = chunks.last().map_or(0, |c| c.offset + c.length);
             files.push(Entry {
                 path: rel,
@@ -186,6 +197,8 @@ fn pack_into(
                 target: None,
                 chunks,
                 sha256: Some(sha256),
+                mtime,
+                mtime_nsec,
             });
         } else {
             return Err(PackError::Unsupported(abs));
@@ -242,14 +255,54 @@ fn walk(
     Ok(())
 }
 
-/// Cuts one file into chunks, writes the blobs of chunks not yet stored and the file's whole
-/// blob (the stored form of its chunks back to back), and returns the chunks and the digest of
-/// the whole content.
+/// The hot list's ranges of each file, widened to whole pages ([`PAGE`]), sorted and merged
+/// into runs of touched pages: the file's hot extents.
+pub fn hot_extents(hot: &HotList) -> HashMap<&str, Vec<(u64, u64)>> {
+    let mut by_path: HashMap<&str, Vec<(u64, u64)>> = HashMap::new();
+    for t in &hot.touches {
+        let start = t.offset / PAGE * PAGE;
+        let end = t.offset.saturating_add(t.length.max(1)).div_ceil(PAGE).saturating_mul(PAGE);
+        by_path.entry(t.path.trim_start_matches("./")).or_default().push((start, end));
+    }
+    for runs in by_path.values_mut() {
+        runs.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
+        for &(s, e) in runs.iter() {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        *runs = merged;
+    }
+    by_path
+}
+
+/// Where the piece that starts at `offset` ends: inside a hot extent, at the extent's end (at
+/// most `chunk_size` on); elsewhere at the next multiple of `chunk_size` or the next extent's
+/// start, whichever comes first. So each run of touched pages is one piece, hashed and
+/// fetched alone, and cold data stays in large chunks at fixed boundaries (a new hot list
+/// moves only the pieces around the extents).
+fn piece_end(offset: u64, chunk_size: u64, extents: &[(u64, u64)]) -> u64 {
+    let i = extents.partition_point(|&(_, e)| e <= offset);
+    match extents.get(i) {
+        Some(&(s, e)) if s <= offset => e.min(offset.saturating_add(chunk_size)),
+        next => {
+            let aligned = (offset / chunk_size).saturating_add(1).saturating_mul(chunk_size);
+            next.map_or(aligned, |&(s, _)| aligned.min(s))
+        }
+    }
+}
+
+/// Cuts one file into pieces (hot extents and cold chunks: [`piece_end`]), writes the blobs
+/// of pieces not yet stored and the file's whole blob (the stored form of its pieces back to
+/// back), and returns the pieces and the digest of the whole content.
 fn chunk_file(
     path: &Path,
     options: &PackOptions,
     bundle: &Path,
     stored: &mut HashSet<String>,
+    extents: &[(u64, u64)],
 ) -> Result<(Vec<Chunk>, Sha256Hex), PackError> {
     use sha2::{Digest, Sha256};
     let mut file = fs::File::open(path).map_err(io_err(path))?;
@@ -272,7 +325,8 @@ fn chunk_file(
         if options.cancel.is_cancelled() {
             return Err(PackError::Cancelled);
         }
-        let n = read_full(&mut file, &mut buf).map_err(io_err(path))?;
+        let want = (piece_end(offset, options.chunk_size, extents) - offset) as usize;
+        let n = read_full(&mut file, &mut buf[..want]).map_err(io_err(path))?;
         if n == 0 {
             break;
         }
@@ -298,7 +352,7 @@ fn chunk_file(
         }
         chunks.push(Chunk { offset, length: n as u64, sha256, stored: stored_len });
         offset += n as u64;
-        if n < buf.len() {
+        if n < want {
             break;
         }
     }
@@ -344,13 +398,18 @@ fn hot_set(manifest: &Manifest, hot: &HotList, bundle: &Path) -> Result<HotSet, 
         let Some(entry) = by_path.get(path).filter(|e| e.kind == EntryKind::File) else {
             continue;
         };
-        let end = t.offset.saturating_add(t.length.max(1)).min(entry.size);
-        for (index, c) in entry.chunks.iter().enumerate() {
-            if c.offset < end && c.offset + c.length > t.offset {
-                let r = ChunkRef { path: entry.path.clone(), index };
-                if seen_refs.insert(r.clone()) && seen_hashes.insert(c.sha256.clone()) {
-                    refs.push(r);
-                }
+        // Whole pages, as the extents were cut.
+        let start = t.offset / PAGE * PAGE;
+        let end = t.offset.saturating_add(t.length.max(1)).div_ceil(PAGE).saturating_mul(PAGE);
+        let end = end.min(entry.size);
+        let first = entry.chunks.partition_point(|c| c.offset + c.length <= start);
+        for (index, c) in entry.chunks.iter().enumerate().skip(first) {
+            if c.offset >= end {
+                break;
+            }
+            let r = ChunkRef { path: entry.path.clone(), index };
+            if seen_refs.insert(r.clone()) && seen_hashes.insert(c.sha256.clone()) {
+                refs.push(r);
             }
         }
     }
@@ -459,6 +518,73 @@ mod tests {
         assert_eq!((link.kind, link.target.as_deref()), (EntryKind::Symlink, Some("zeros")));
         assert_eq!(m1.entry("bin/app").unwrap().mode, 0o755);
         assert_eq!(m1.entry("empty").unwrap().size, 0);
+    }
+
+    #[test]
+    fn hot_pages_become_pieces_of_their_own_and_cold_data_stays_in_chunks() {
+        let src = tempfile::tempdir().unwrap();
+        let data: Vec<u8> = (0..70_000u32).map(|i| (i * 13 % 253) as u8).collect();
+        fs::write(src.path().join("f"), &data).unwrap();
+        let hot = HotList {
+            touches: vec![
+                // Page 9 (clipped at the end of the file), then pages 1 and 2 (one run).
+                Touch { path: "f".into(), offset: 39_000, length: 100 },
+                Touch { path: "f".into(), offset: 5000, length: 100 },
+                Touch { path: "f".into(), offset: 8192, length: 4096 },
+                // Pages 10 to 15: longer than a chunk, cut at 16 KiB from its start.
+                Touch { path: "f".into(), offset: 40_960, length: 6 * 4096 },
+            ],
+            ..HotList::default()
+        };
+        let out = tempfile::tempdir().unwrap();
+        let opts = PackOptions { chunk_size: 16384, ..PackOptions::default() };
+        let m = pack(src.path(), &hot, &opts, &out.path().join("b")).unwrap();
+        let f = m.entry("f").unwrap();
+        let pieces: Vec<(u64, u64)> = f.chunks.iter().map(|c| (c.offset, c.length)).collect();
+        assert_eq!(
+            pieces,
+            vec![
+                (0, 4096),              // cold, up to the first extent
+                (4096, 8192),           // pages 1-2
+                (12288, 4096),          // cold, up to the 16 KiB boundary
+                (16384, 16384),         // cold
+                (32768, 4096),          // cold, up to page 9
+                (36864, 16384),         // pages 9-12: an extent longer than a chunk is cut
+                (53248, 12288),         // pages 13-15
+                (65536, 70000 - 65536), // cold, to the end
+            ]
+        );
+        // Pages 9-15 are one run (pieces 5 and 6), first touched at page 9; then pages 1-2.
+        let refs: Vec<usize> = m.hot.chunks.iter().map(|r| r.index).collect();
+        assert_eq!(refs, vec![5, 1, 6]);
+        assert_eq!(m.hot.size, 16384 + 8192 + 12288);
+        for c in &f.chunks {
+            let range = c.offset as usize..(c.offset + c.length) as usize;
+            assert!(crate::verify_chunk(c, &data[range]));
+        }
+    }
+
+    #[test]
+    fn times_modes_and_links_are_recorded() {
+        let src = tree();
+        let when = std::time::UNIX_EPOCH + std::time::Duration::new(1_600_000_000, 123_456_789);
+        fs::File::options()
+            .write(true)
+            .open(src.path().join("bin/app"))
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let m = pack(src.path(), &hot(), &PackOptions::default(), &out.path().join("b")).unwrap();
+        let app = m.entry("bin/app").unwrap();
+        assert_eq!((app.mtime, app.mtime_nsec, app.mode), (1_600_000_000, 123_456_789, 0o755));
+        let dir = fs::symlink_metadata(src.path().join("lib")).unwrap();
+        assert_eq!(m.entry("lib").unwrap().mtime, dir.mtime());
+        let link = fs::symlink_metadata(src.path().join("lib/link")).unwrap();
+        assert_eq!(m.entry("lib/link").unwrap().mtime, link.mtime());
+        let json =
+            String::from_utf8(fs::read(out.path().join("b/manifest.json")).unwrap()).unwrap();
+        assert!(json.contains("\"mtime\": 1600000000"), "{json}");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //!
 //! - [`MountRequest`] is what a user gives (a strategy or `auto`, the cache directory, the
 //!   timeout and retries, the read-ahead); [`MountRequest::options`] checks it, fills in the
-//!   defaults ([`default_cache_dir`], [`DEFAULT_READAHEAD`]) and derives the rest (how long a
+//!   defaults ([`default_cache_dir`], [`default_readahead`]) and derives the rest (how long a
 //!   read may wait) into [`MountOptions`].
 //! - [`mount()`] checks the mount point, fetches and validates the manifest (for a hot-set
 //!   strategy from the start object, which brings the hot set in the same request), runs the
@@ -14,7 +14,8 @@
 //!   makes the same prediction without mounting. Both fail with a [`MountError`].
 //! - `fs` answers the kernel (lookups, attributes, directory listings, symbolic links, reads)
 //!   from the inode table in `tree`, handing every read to a worker thread so that one slow
-//!   miss does not stall other requests.
+//!   miss does not stall other requests; a file whose chunks are all cached it hands to the
+//!   kernel as a verified local copy (FUSE passthrough), whose reads then bypass the mount.
 //! - [`Engine`] turns "chunk N of file F" into verified bytes: from the local
 //!   [`ChunkCache`](coldstart_bundle::ChunkCache), from the hot set being streamed in, or by a
 //!   demand fetch (deduplicated, so two readers of one chunk cause one request). It owns the
@@ -58,7 +59,7 @@ pub use error::MountError;
 pub use group::Group;
 pub use mount::{is_mount_point, mount, Mount};
 pub use options::{
-    default_cache_dir, read_timeout, readahead, AutoOptions, MountOptions, MountRequest,
-    NetworkRequest, DEFAULT_READAHEAD,
+    default_cache_dir, default_readahead, read_timeout, readahead, AutoOptions, MountOptions,
+    MountRequest, NetworkRequest, DEFAULT_READAHEAD, PAGE_READAHEAD,
 };
 pub use strategy::{Strategy, StrategyOrAuto, StrategyParseError};

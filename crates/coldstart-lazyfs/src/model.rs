@@ -570,6 +570,8 @@ mod tests {
             target: None,
             chunks,
             sha256: Some(h(sha)),
+            mtime: 0,
+            mtime_nsec: 0,
         };
         let m = Manifest {
             format: coldstart_bundle::FORMAT.into(),
@@ -688,6 +690,8 @@ mod tests {
                 target: None,
                 chunks,
                 sha256: Some(sha256_hex(&data)),
+                mtime: 0,
+                mtime_nsec: 0,
             }],
         };
         let (_dir, remote) = slow_hot_blob(&data);

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use coldstart_bundle::remote::{get_manifest, open, FetchedManifest};
 use coldstart_bundle::start::START_OBJECT;
 use coldstart_bundle::{ChunkCache, FetchError};
-use fuser::{MountOption, Session, SessionUnmounter};
+use fuser::{MountOption, Session, SessionACL, SessionUnmounter};
 
 use crate::auto::{choose, choose_with, ChooseOptions};
 use crate::engine::{Engine, EngineOptions, Report, StartFailure, StartFetch};
@@ -18,7 +18,7 @@ use crate::error::MountError;
 use crate::fs::LazyFs;
 use crate::group::{pgid_line, Group};
 use crate::model::{Choice, ManifestCost};
-use crate::options::{read_timeout, MountOptions};
+use crate::options::{default_readahead, read_timeout, MountOptions};
 use crate::watchdog::Watchdog;
 
 /// A mounted bundle. Dropping it unmounts.
@@ -32,6 +32,8 @@ pub struct Mount {
     choice: Option<Choice>,
     /// Where the manifest came from, and why a preferred copy was not used.
     source: (&'static str, Option<String>),
+    /// The kernel's read-ahead on the mount, as given or chosen.
+    readahead: u32,
 }
 
 /// Whether `path` is a mount point (it appears in `/proc/self/mountinfo`).
@@ -146,7 +148,8 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
                 }),
                 manifest_fetch: Some(manifest_fetch),
                 connections: opts.fetch.connections,
-                readahead: opts.readahead,
+                // What the model assumes of `paged`: the read-ahead it would mount with.
+                readahead: opts.readahead.unwrap_or(crate::options::PAGE_READAHEAD),
                 keep_probed: true,
             };
             let c = match probe.take() {
@@ -158,6 +161,12 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         }
         None => None,
     };
+    let readahead = opts.readahead.unwrap_or_else(|| {
+        let all_cached = strategy != crate::Strategy::Original
+            && opts.record.is_none()
+            && manifest.files.iter().flat_map(|e| &e.chunks).all(|c| cache.contains(&c.sha256));
+        default_readahead(strategy, opts.record.is_some(), all_cached)
+    });
     let read_timeout = opts.read_timeout.unwrap_or_else(|| read_timeout(&opts.fetch, &manifest));
     let engine = Engine::new(manifest, remote, cache, EngineOptions { strategy, read_timeout });
     let started = match start {
@@ -169,7 +178,8 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         engine.shutdown();
         return Err(MountError::Prefetch { strategy, source });
     }
-    let mut options = vec![
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![
         MountOption::FSName("coldstart".into()),
         MountOption::Subtype("coldstart".into()),
         MountOption::RO,
@@ -181,17 +191,18 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
     // Other users (root's programs run as a service user, say) may read the files; an
     // unprivileged user may allow that only where /etc/fuse.conf says `user_allow_other`.
     if may_allow_other() {
-        options.push(MountOption::AllowOther);
+        config.acl = SessionACL::All;
     }
     let fail = |cause| MountError::Fuse { path: mountpoint.to_path_buf(), cause };
-    let mut session =
-        match Session::new(LazyFs::new(engine.clone(), opts.readahead), mountpoint, &options) {
-            Ok(s) => s,
-            Err(e) => {
-                engine.shutdown();
-                return Err(fail(e));
-            }
-        };
+    // Passthrough needs every read to bypass the engine: not while recording.
+    let fs = LazyFs::new(engine.clone(), readahead, opts.record.is_none());
+    let mut session = match Session::new(fs, mountpoint, &config) {
+        Ok(s) => s,
+        Err(e) => {
+            engine.shutdown();
+            return Err(fail(e));
+        }
+    };
     let unmounter = session.unmount_callable();
     let thread = std::thread::Builder::new()
         .name("coldstart-fuse".into())
@@ -206,6 +217,7 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         watchdog: None,
         choice,
         source,
+        readahead,
     };
     // Without the watchdog a `kill -9` could leave the mount behind: fail rather than risk it.
     watchdog.watch(mountpoint).map_err(fail)?;
@@ -229,6 +241,7 @@ impl Mount {
         let mut report = self.engine.report();
         report.manifest_source = self.source.0.to_owned();
         report.manifest_fallback = self.source.1.clone();
+        report.readahead = self.readahead;
         report
     }
 
@@ -299,7 +312,7 @@ impl Mount {
         }
         let _ = unmounter.unmount();
         let session = self.session.take();
-        let ended = |s: &Option<JoinHandle<_>>| s.as_ref().map_or(true, |h| h.is_finished());
+        let ended = |s: &Option<JoinHandle<_>>| s.as_ref().is_none_or(|h| h.is_finished());
         let t = Instant::now();
         while !ended(&session) && t.elapsed() < Duration::from_secs(5) {
             std::thread::sleep(Duration::from_millis(5));

@@ -27,8 +27,9 @@ pub struct MountOptions {
     pub read_timeout: Option<Duration>,
     /// The kernel's read-ahead (and page-fault read-around) in bytes: how far past a read it
     /// asks for more. Larger helps sequential reads of cached data; smaller keeps a page
-    /// fault from fetching neighbouring chunks the program never touches.
-    pub readahead: u32,
+    /// fault from fetching neighbouring chunks the program never touches. `None`: the mount
+    /// chooses ([`default_readahead`]).
+    pub readahead: Option<u32>,
     /// Choose the strategy with the model ([`crate::model`]) instead of `strategy`.
     pub auto: Option<AutoOptions>,
     /// Empty directories the mount's watchdog removes, in order, if this process dies from the
@@ -45,8 +46,36 @@ pub struct AutoOptions {
     pub local: Option<Duration>,
 }
 
-/// The default of [`MountOptions::readahead`]: 128 KiB, the kernel's own default.
+/// The kernel's own default read-ahead, 128 KiB: what a mount uses when a read cannot cause
+/// a fetch ([`default_readahead`]).
 pub const DEFAULT_READAHEAD: u32 = 128 * 1024;
+
+/// One page: the read-ahead a mount uses when a read may cause a fetch
+/// ([`default_readahead`]).
+pub const PAGE_READAHEAD: u32 = 4096;
+
+/// The read-ahead a mount uses unless told ([`MountOptions::readahead`]), from the strategy,
+/// whether it records and whether the chunk cache already holds every chunk of the bundle.
+///
+/// - Recording (`--record`): one page, so that the record holds the pages the program
+///   touched and not the neighbours the kernel would have asked for with them.
+/// - A strategy that fetches on a read (every one but `original`), with chunks still to
+///   fetch: one page. The kernel's default (128 KiB of read-ahead, and as much read-around
+///   a page fault) would fetch neighbours nobody touches: on a slow link, bytes and waits
+///   for nothing. The bundle's pieces already hold what is worth fetching together (a run of
+///   touched pages is one piece; cold data is in whole chunks), and a kernel read asking for
+///   more than a page (a `read` of a large buffer) still gets it in one request.
+/// - Otherwise (`original`, which fetches every file before the program starts; every chunk
+///   cached): the kernel's default, [`DEFAULT_READAHEAD`], as no read can wait on the network.
+pub fn default_readahead(strategy: Strategy, recording: bool, all_cached: bool) -> u32 {
+    if recording {
+        PAGE_READAHEAD
+    } else if strategy == Strategy::Original || all_cached {
+        DEFAULT_READAHEAD
+    } else {
+        PAGE_READAHEAD
+    }
+}
 
 impl MountOptions {
     pub fn new(strategy: Strategy, cache_dir: PathBuf) -> MountOptions {
@@ -56,7 +85,7 @@ impl MountOptions {
             record: None,
             fetch: FetchOptions::default(),
             read_timeout: None,
-            readahead: DEFAULT_READAHEAD,
+            readahead: None,
             auto: None,
             remove_on_death: Vec::new(),
         }
@@ -77,8 +106,9 @@ pub struct MountRequest {
     pub record: Option<PathBuf>,
     /// How to fetch.
     pub network: NetworkRequest,
-    /// The kernel's read-ahead in bytes ([`readahead`] checks a value).
-    pub readahead: u32,
+    /// The kernel's read-ahead in bytes ([`readahead`] checks a value); `None`: the mount
+    /// chooses ([`default_readahead`]).
+    pub readahead: Option<u32>,
 }
 
 /// How a user asked the network to be used (`mount`, `run` and `predict`), as given;
@@ -232,7 +262,7 @@ mod tests {
             cache_dir: Some("/c".into()),
             record: None,
             network: NetworkRequest { connections: 0, ..NetworkRequest::default() },
-            readahead: DEFAULT_READAHEAD,
+            readahead: None,
         }
     }
 
@@ -288,5 +318,20 @@ mod tests {
         assert_eq!((o.strategy, o.auto.unwrap().link), (Strategy::Stream, link));
         assert!(readahead(4095).is_err() && readahead((1 << 20) + 1).is_err());
         assert_eq!(readahead(4096).unwrap(), 4096);
+    }
+
+    #[test]
+    fn the_read_ahead_is_a_page_whenever_a_read_may_fetch_or_a_record_is_taken() {
+        for s in [Strategy::Paged, Strategy::ReorderedPaged, Strategy::Reordered, Strategy::Stream]
+        {
+            assert_eq!(default_readahead(s, false, false), PAGE_READAHEAD, "{s}");
+            assert_eq!(default_readahead(s, true, true), PAGE_READAHEAD, "{s}");
+            assert_eq!(default_readahead(s, false, true), DEFAULT_READAHEAD, "{s}");
+        }
+        assert_eq!(default_readahead(Strategy::Original, false, false), DEFAULT_READAHEAD);
+        assert_eq!(default_readahead(Strategy::Original, true, false), PAGE_READAHEAD);
+        let o = MountRequest { readahead: Some(65536), ..request() }.options().unwrap();
+        assert_eq!(o.readahead, Some(65536));
+        assert_eq!(request().options().unwrap().readahead, None);
     }
 }

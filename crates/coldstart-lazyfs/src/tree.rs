@@ -85,6 +85,8 @@ mod tests {
             target: None,
             chunks: vec![],
             sha256: None,
+            mtime: 0,
+            mtime_nsec: 0,
         }
     }
 

@@ -5,7 +5,7 @@
 //! here is stopped by a guard even when an assertion fails.
 
 mod common;
-use common::{check, serve, KillOnDrop};
+use common::{check, require_root, serve, KillOnDrop};
 
 use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream};
@@ -486,7 +486,7 @@ fn a_malformed_manifest_is_rejected_before_mounting() {
     for (what, bad) in [
         ("dot-dot", good.replacen("\"bin/hello\"", "\"bin/../../hello\"", 1)),
         ("absolute", good.replacen("\"bin/hello\"", "\"/bin/hello\"", 1)),
-        ("version", good.replacen("\"version\": 2", "\"version\": 9", 1)),
+        ("version", good.replacen("\"version\": 3", "\"version\": 9", 1)),
         ("size", good.replacen("\"size\": 400000", "\"size\": 400001", 1)),
         ("overlap", good.replacen("\"offset\": 16384", "\"offset\": 16000", 1)),
     ] {
@@ -735,4 +735,345 @@ fn the_sample_program_runs_from_the_mount_profiled_on_one_workload() {
             .unwrap();
         assert_eq!(check(&out), local_b, "{s}");
     }
+}
+
+/// The pages of a hot list, per file, each once.
+fn pages_of(hot: &Path) -> std::collections::BTreeSet<(String, u64)> {
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(hot).unwrap()).unwrap();
+    let mut pages = std::collections::BTreeSet::new();
+    for t in v["touches"].as_array().unwrap() {
+        let (offset, length) = (t["offset"].as_u64().unwrap(), t["length"].as_u64().unwrap());
+        for p in offset / 4096..(offset + length).div_ceil(4096) {
+            pages.insert((t["path"].as_str().unwrap().to_owned(), p));
+        }
+    }
+    pages
+}
+
+#[test]
+fn a_recorded_start_is_page_exact_and_the_same_start_then_takes_one_request() {
+    let d = Scratch::new();
+    build_program(d.path());
+    let local = run_local(d.path());
+    let (bundle, _) = recorded_bundle(d.path(), "bundle", &[], &local);
+    // With the default read-ahead the record is pages, not the bundle's 16 KiB chunks: every
+    // touch starts on a page and is whole pages (but at a file's end).
+    let record = d.path().join("bundle-hot.json");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    let sizes: std::collections::HashMap<&str, u64> =
+        [("bin/hello", 0), ("lib/libgreet.so.1", 0), ("share/data.bin", 400_000)].into();
+    let touches = v["touches"].as_array().unwrap();
+    assert!(!touches.is_empty());
+    for t in touches {
+        let (offset, length) = (t["offset"].as_u64().unwrap(), t["length"].as_u64().unwrap());
+        assert_eq!(offset % 4096, 0, "{t}");
+        let at_end = sizes.get(t["path"].as_str().unwrap()).is_some_and(|&s| offset + length == s);
+        assert!(length % 4096 == 0 || at_end || t["path"] != "share/data.bin", "{t}");
+    }
+    // The hot set is exactly those pages: the manifest's hot pieces add up to them.
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["version"], 3);
+    let hot_bytes = manifest["hot"]["size"].as_u64().unwrap();
+    let recorded: u64 = pages_of(&record)
+        .iter()
+        .map(|(p, page)| {
+            let size = std::fs::metadata(d.path().join("app").join(p)).unwrap().len();
+            (size - page * 4096).min(4096)
+        })
+        .sum();
+    assert_eq!(hot_bytes, recorded);
+    // The same start over the network: the start object, one request, nothing else.
+    let (_server, url) = serve(&bundle, &[]);
+    let start = std::fs::metadata(bundle.join("start")).unwrap().len();
+    let out = run_remote(&url, "reordered-paged", &d.path().join("cache-again"), &["--json"]);
+    assert_eq!(check(&out), local);
+    let r = report_of(&out);
+    assert_eq!((r["requests"].as_u64(), r["bytes_fetched"].as_u64()), (Some(1), Some(start)));
+    assert_eq!(r["readahead"], 4096);
+}
+
+#[test]
+fn the_read_ahead_is_a_page_while_reads_may_fetch() {
+    let d = Scratch::new();
+    build_program(d.path());
+    let local = run_local(d.path());
+    let bundle = pack(d.path(), "bundle", None);
+    let url = bundle.display().to_string();
+    let cache = d.path().join("cache");
+    for (strategy, readahead) in [("original", 131072), ("stream", 131072), ("paged", 131072)] {
+        // `original` fetched everything: from then on every chunk is cached.
+        let out = run_remote(&url, strategy, &cache, &["--json"]);
+        assert_eq!(check(&out), local);
+        assert_eq!(report_of(&out)["readahead"], readahead, "{strategy}, all cached");
+    }
+    let out = run_remote(&url, "stream", &d.path().join("cache-empty"), &["--json"]);
+    assert_eq!(report_of(&out)["readahead"], 4096);
+    let out = run_remote(&url, "stream", &cache, &["--json", "--readahead", "64k"]);
+    assert_eq!(report_of(&out)["readahead"], 65536, "--readahead overrides");
+}
+
+#[test]
+fn the_mount_shows_each_files_mode_time_and_link_as_packed() {
+    use std::os::unix::fs::MetadataExt;
+    let d = Scratch::new();
+    build_program(d.path());
+    let when = std::time::UNIX_EPOCH + Duration::new(1_500_000_000, 987_654_321);
+    std::fs::File::options()
+        .write(true)
+        .open(d.path().join("app/share/data.bin"))
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+    let bundle = pack(d.path(), "bundle", None);
+    let (mut cmd, mnt) = mount_cmd(d.path(), &bundle);
+    let mut child = KillOnDrop(cmd.stderr(Stdio::null()).spawn().unwrap());
+    let t = Instant::now();
+    while !mnt.join("share").exists() {
+        assert!(t.elapsed() < Duration::from_secs(10), "the mount did not appear");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for p in ["bin", "bin/hello", "lib/libgreet.so.1", "lib/libgreet.so", "share/data.bin"] {
+        let local = std::fs::symlink_metadata(d.path().join("app").join(p)).unwrap();
+        let mounted = std::fs::symlink_metadata(mnt.join(p)).unwrap();
+        assert_eq!(
+            (mounted.mtime(), mounted.mtime_nsec()),
+            (local.mtime(), local.mtime_nsec()),
+            "{p}"
+        );
+        assert_eq!(mounted.mode() & 0o7777, local.mode() & 0o7777, "{p}");
+        assert_eq!(mounted.file_type().is_symlink(), local.file_type().is_symlink(), "{p}");
+    }
+    assert_eq!(
+        std::fs::read_link(mnt.join("lib/libgreet.so")).unwrap(),
+        Path::new("libgreet.so.1")
+    );
+    let data = std::fs::symlink_metadata(mnt.join("share/data.bin")).unwrap();
+    assert_eq!((data.mtime(), data.mtime_nsec()), (1_500_000_000, 987_654_321));
+    // SAFETY: signalling our own child; it unmounts on SIGINT.
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    assert!(child.0.wait().unwrap().success());
+}
+
+#[test]
+fn python_uses_its_pyc_from_the_mount_instead_of_compiling_again() {
+    let d = Scratch::new();
+    let python = Path::new("/usr/bin/python3");
+    let app = d.path().join("app");
+    std::fs::create_dir_all(app.join("pkg")).unwrap();
+    std::fs::write(app.join("pkg/__init__.py"), "from .mod import VALUE\n").unwrap();
+    std::fs::write(app.join("pkg/mod.py"), "VALUE = 'from the bundle'\n").unwrap();
+    check(
+        &Command::new(python)
+            .args(["-m", "compileall", "-q"])
+            .arg(app.join("pkg"))
+            .output()
+            .unwrap(),
+    );
+    let bundle = pack(d.path(), "bundle", None);
+    let out = coldstart()
+        .args(["run", bundle.to_str().unwrap(), "--cache-dir"])
+        .arg(d.path().join("cache"))
+        .args(["--", "/usr/bin/python3", "-v", "-c"])
+        .arg("import sys; sys.path.insert(0, '{root}'); import pkg; print(pkg.VALUE)")
+        .output()
+        .unwrap();
+    assert_eq!(check(&out), "from the bundle\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // `-v` says "code object from ...pyc" for a .pyc it used, "bytecode is stale" when the
+    // source's time (or size) does not match what the .pyc was compiled from.
+    let used = stderr
+        .lines()
+        .filter(|l| l.contains("code object from") && l.contains("/pkg/__pycache__/"))
+        .count();
+    assert_eq!(used, 2, "both modules from their .pyc: {stderr}");
+    assert!(!stderr.contains("bytecode is stale"), "{stderr}");
+    assert!(!stderr.contains("read nothing from the bundle"), "{stderr}");
+}
+
+#[test]
+fn run_warns_when_the_command_read_nothing_from_the_bundle() {
+    let d = Scratch::new();
+    let bundle = one_file_bundle(d.path());
+    let out = coldstart()
+        .args(["run", bundle.to_str().unwrap(), "--cache-dir"])
+        .arg(d.path().join("cache"))
+        .args(["--", "/bin/true"])
+        .output()
+        .unwrap();
+    check(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("`/bin/true` read nothing from the bundle"), "{stderr}");
+    assert!(stderr.contains("{root}/"), "{stderr}");
+    let out = coldstart()
+        .args(["run", bundle.to_str().unwrap(), "--cache-dir"])
+        .arg(d.path().join("cache"))
+        .args(["--", "/bin/cat", "{root}/x"])
+        .output()
+        .unwrap();
+    assert_eq!(check(&out), "content");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("read nothing"));
+}
+
+#[test]
+fn a_fully_cached_file_is_handed_to_the_kernel_and_read_without_the_mount() {
+    if !require_root("FUSE passthrough registers its backing files with CAP_SYS_ADMIN") {
+        return;
+    }
+    let d = Scratch::new();
+    build_program(d.path());
+    let local = run_local(d.path());
+    let bundle = pack(d.path(), "bundle", None);
+    let url = bundle.display().to_string();
+    let cache = d.path().join("cache");
+    // `original` fetches every file before the program starts: each is then whole in the
+    // cache when opened, and handed over.
+    let out = run_remote(&url, "original", &cache, &["--json"]);
+    assert_eq!(check(&out), local);
+    let r = report_of(&out);
+    assert_eq!(r["opens"], 3, "bin/hello, lib/libgreet.so.1, share/data.bin: {r:#}");
+    assert_eq!(r["passthrough"], 3, "{r:#}");
+    assert_eq!((r["cache_hits"].as_u64(), r["misses"].as_u64()), (Some(0), Some(0)), "{r:#}");
+    // A later mount reuses the copies; recording reads through the mount instead.
+    let out = run_remote(&url, "stream", &cache, &["--json"]);
+    assert_eq!(check(&out), local);
+    assert_eq!(
+        (report_of(&out)["passthrough"].as_u64(), report_of(&out)["cache_hits"].as_u64()),
+        (Some(3), Some(0))
+    );
+    let record = d.path().join("hot.json");
+    let out = run_remote(&url, "stream", &cache, &["--json", "--record", record.to_str().unwrap()]);
+    assert_eq!(check(&out), local);
+    let r = report_of(&out);
+    assert_eq!(r["passthrough"], 0, "{r:#}");
+    assert!(r["cache_hits"].as_u64().unwrap() > 0, "{r:#}");
+    assert!(!pages_of(&record).is_empty());
+    // A copy changed behind coldstart's back is not used: it is written again.
+    let data = std::fs::read(d.path().join("app/share/data.bin")).unwrap();
+    let digest = coldstart_bundle::sha256_hex(&data);
+    let copy = cache.join("files").join(&digest.as_str()[..2]).join(digest.as_str());
+    let mut bytes = std::fs::read(&copy).unwrap();
+    bytes[100] ^= 1;
+    std::fs::remove_file(&copy).unwrap();
+    std::fs::write(&copy, &bytes).unwrap();
+    let out = run_remote(&url, "stream", &cache, &["--json"]);
+    assert_eq!(check(&out), local, "the program read the right bytes");
+    assert_eq!(std::fs::read(&copy).unwrap(), data);
+}
+
+#[test]
+fn several_hot_lists_put_each_later_workloads_new_pages_after_the_earlier_ones() {
+    let d = Scratch::new();
+    let app = d.path().join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    let data: Vec<u8> =
+        (0..10 * 4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    std::fs::write(app.join("f"), data).unwrap();
+    let list = |name: &str, pages: &[u64]| {
+        let touches: Vec<String> = pages
+            .iter()
+            .map(|p| format!(r#"{{"path": "f", "offset": {}, "length": 4096}}"#, p * 4096))
+            .collect();
+        let path = d.path().join(name);
+        let text = format!(
+            r#"{{"format": "coldstart-hot-list", "version": 1, "touches": [{}]}}"#,
+            touches.join(", ")
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let a = list("a.json", &[5, 1]);
+    let b = list("b.json", &[1, 8, 3]);
+    let bundle = d.path().join("bundle");
+    check(
+        &coldstart()
+            .arg("pack")
+            .arg(&app)
+            .args(["--hot-list", a.to_str().unwrap(), "--hot-list", b.to_str().unwrap(), "-o"])
+            .arg(&bundle)
+            .output()
+            .unwrap(),
+    );
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
+    let chunks = m["files"][0]["chunks"].as_array().unwrap();
+    let hot: Vec<u64> = m["hot"]["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| chunks[r["index"].as_u64().unwrap() as usize]["offset"].as_u64().unwrap() / 4096)
+        .collect();
+    // a's pages in a's order, then the pages b adds, in b's.
+    assert_eq!(hot, vec![5, 1, 8, 3]);
+}
+
+#[test]
+fn python_with_its_standard_library_from_a_fully_cached_bundle_compiles_no_pyc() {
+    let d = Scratch::new();
+    // Debian's standard library (its `.pyc` compiled at install), times kept, without the
+    // static library and the tests.
+    let lib = d.path().join("app/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    check(&Command::new("cp").arg("-a").arg("/usr/lib/python3.11").arg(&lib).output().unwrap());
+    for skip in ["config-3.11-x86_64-linux-gnu", "test", "dist-packages", "site-packages"] {
+        let _ = std::fs::remove_dir_all(lib.join("python3.11").join(skip));
+    }
+    let bundle = pack(d.path(), "bundle", None);
+    let cache = d.path().join("cache");
+    let python = |strategy: &str| {
+        coldstart()
+            .args(["run", bundle.to_str().unwrap(), "--strategy", strategy, "--json"])
+            .arg("--cache-dir")
+            .arg(&cache)
+            .args(["--", "env", "PYTHONHOME={root}", "/usr/bin/python3", "-v", "-S", "-c"])
+            .arg("import json, sys; print(json.dumps(sys.prefix.endswith('{root}')))")
+            .output()
+            .unwrap()
+    };
+    // `original` fetches every file: the chunk cache then holds the whole bundle.
+    assert_eq!(check(&python("original")), "true\n");
+    let out = python("stream");
+    assert_eq!(check(&out), "true\n");
+    let r = report_of(&out);
+    // One request, the start object (the manifest: no hot set); no chunk fetched; every file
+    // Python opened handed to the kernel whole.
+    let start = std::fs::metadata(bundle.join("start")).unwrap().len();
+    assert_eq!(
+        (r["requests"].as_u64(), r["bytes_fetched"].as_u64()),
+        (Some(1), Some(start)),
+        "{r:#}"
+    );
+    assert_eq!(
+        (r["misses"].as_u64(), r["background_chunks"].as_u64()),
+        (Some(0), Some(0)),
+        "{r:#}"
+    );
+    assert!(r["opens"].as_u64().unwrap() > 10, "{r:#}");
+    if common::is_root() {
+        assert_eq!(r["passthrough"], r["opens"], "FUSE passthrough needs CAP_SYS_ADMIN: {r:#}");
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // `-v` says "code object from ...pyc" for a .pyc it used; "bytecode is stale" when the
+    // source's time or size does not match what it was compiled from, "could not create" or
+    // "created" when it compiled and tried to write one.
+    let from_pyc: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("code object from") && l.contains("/__pycache__/"))
+        .collect();
+    for module in
+        ["encodings/__pycache__/utf_8.", "json/__pycache__/decoder.", "/__pycache__/enum."]
+    {
+        assert!(from_pyc.iter().any(|l| l.contains(module)), "{module} from its .pyc: {stderr}");
+    }
+    assert!(from_pyc.iter().all(|l| !l.contains("/usr/lib/python3.11/")), "{stderr}");
+    let compiled: Vec<&str> = stderr
+        .lines()
+        .filter(|l| {
+            (l.contains("code object from ") && l.ends_with(".py"))
+                || l.contains("bytecode is stale")
+                || l.contains("could not create")
+                || l.starts_with("# created")
+        })
+        .collect();
+    assert!(compiled.is_empty(), "compiled from source: {compiled:?}");
 }

@@ -7,6 +7,7 @@
 //! - `stream`: the hot set in one request and `stream`'s background work;
 //! - `start_object`: the manifest and the hot set from the start object's one request.
 
+mod local;
 mod prefetch;
 mod read;
 mod start_object;
@@ -106,6 +107,14 @@ pub struct Report {
     /// Why a preferred copy of the manifest was not used (an older bundle, a damaged copy).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub manifest_fallback: Option<String>,
+    /// The kernel's read-ahead on the mount, in bytes (as given, or as the mount chose it).
+    pub readahead: u32,
+    /// Regular files the program opened on the mount: 0 means it read nothing from the
+    /// bundle (a command that names the host's program instead of `{root}/...`).
+    pub opens: u64,
+    /// Files handed to the kernel as a verified local copy (FUSE passthrough): their reads
+    /// do not reach the mount, and are in no other figure of the report.
+    pub passthrough: u64,
 }
 
 /// What the report counts, as reads and fetches happen.
@@ -116,16 +125,19 @@ struct Counters {
     errors: AtomicU64,
     hot_chunks: AtomicU64,
     background_chunks: AtomicU64,
+    opens: AtomicU64,
+    passthrough: AtomicU64,
     waits: Mutex<Vec<Duration>>,
     prefetch: Mutex<Duration>,
     background_error: Mutex<Option<String>>,
     last_error: Mutex<Option<String>>,
 }
 
-/// The chunks read so far, each once, in first-touch order (`--record`).
+/// The pages read so far, each once, in first-touch order (`--record`); consecutive pages of
+/// one file read one after the other are one touch.
 #[derive(Default)]
 struct Recorder {
-    seen: HashSet<(usize, usize)>,
+    seen: HashSet<(usize, u64)>,
     touches: Vec<Touch>,
 }
 
@@ -145,6 +157,14 @@ pub struct Engine {
     counters: Counters,
     recorder: Mutex<Recorder>,
     background: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// The shortest demand fetch so far: at least one round trip.
+    fastest_miss: Mutex<Option<Duration>>,
+
+    /// Where each file's chunks start in `verified`.
+    first_chunk: Vec<usize>,
+    /// Whether this mount has checked the chunk's cached copy against its SHA-256 (or
+    /// fetched and verified it): a cached chunk is checked once per mount, not on every read.
+    verified: Vec<AtomicBool>,
 }
 
 impl Engine {
@@ -155,7 +175,17 @@ impl Engine {
         cache: ChunkCache,
         opts: EngineOptions,
     ) -> Arc<Engine> {
+        let mut first_chunk = Vec::with_capacity(manifest.files.len());
+        let mut chunks = 0;
+        for e in &manifest.files {
+            first_chunk.push(chunks);
+            chunks += e.chunks.len();
+        }
+        let verified = (0..chunks).map(|_| AtomicBool::new(false)).collect();
         Arc::new(Engine {
+            fastest_miss: Mutex::default(),
+            first_chunk,
+            verified,
             manifest,
             remote,
             cache,
@@ -225,10 +255,23 @@ impl Engine {
             last_error: self.counters.last_error.lock().unwrap().clone(),
             manifest_source: String::new(),
             manifest_fallback: None,
+            readahead: 0,
+            opens: self.counters.opens.load(Ordering::Relaxed),
+            passthrough: self.counters.passthrough.load(Ordering::Relaxed),
         }
     }
 
-    /// What was read, chunk by chunk in first-touch order, as a hot list for `pack`.
+    /// Counts a regular file opened by the program (the report's `opens`).
+    pub fn note_open(&self) {
+        self.counters.opens.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a file handed to the kernel with passthrough (the report's `passthrough`).
+    pub fn note_passthrough(&self) {
+        self.counters.passthrough.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// What was read, page by page in first-touch order, as a hot list for `pack`.
     pub fn recorded(&self) -> HotList {
         HotList { touches: self.recorder.lock().unwrap().touches.clone(), ..HotList::default() }
     }

@@ -18,13 +18,46 @@ pub(super) struct Flight {
     cv: Condvar,
 }
 
+/// The granularity of `--record`: the page, what the kernel reads and maps.
+const PAGE: u64 = 4096;
+
 impl Engine {
+    /// The bytes of `[offset, offset + size)` of manifest file `file`, clipped at its end: what
+    /// a program's read gets. Its pages are recorded (`--record`) in the order they are first
+    /// read.
+    pub fn read(&self, file: usize, offset: u64, size: u32) -> Result<Vec<u8>, EngineError> {
+        let entry = self.manifest.files.get(file).ok_or(EngineError::NoChunk)?;
+        let start = offset.min(entry.size);
+        let end = start.saturating_add(size as u64).min(entry.size);
+        let mut out = Vec::with_capacity((end - start) as usize);
+        let first = entry.chunks.partition_point(|c| c.offset + c.length <= start);
+        let last = entry.chunks.partition_point(|c| c.offset < end);
+        if first >= last {
+            return Ok(out);
+        }
+        self.record(file, entry, start, end);
+        let datas = self.read_chunks(file, first..last)?;
+        for (c, data) in entry.chunks[first..last].iter().zip(datas) {
+            let from = start.max(c.offset) - c.offset;
+            let to = end.min(c.offset + c.length) - c.offset;
+            out.extend_from_slice(&data[from as usize..to as usize]);
+        }
+        Ok(out)
+    }
+
     /// The verified bytes of chunk `index` of file `file` (an index into the manifest).
     pub fn read_chunk(&self, file: usize, index: usize) -> Result<Arc<Vec<u8>>, EngineError> {
         let entry = self.manifest.files.get(file).ok_or(EngineError::NoChunk)?;
         let chunk = entry.chunks.get(index).ok_or(EngineError::NoChunk)?;
-        self.record(file, index, entry, chunk);
-        if let Some(data) = self.cache.get(chunk) {
+        let verified = &self.verified[self.first_chunk[file] + index];
+        // Checked once per mount: after that, a cached copy is only checked for its length.
+        let cached = if verified.load(Ordering::Relaxed) {
+            self.cache.get_verified_before(chunk)
+        } else {
+            self.cache.get(chunk)
+        };
+        if let Some(data) = cached {
+            verified.store(true, Ordering::Relaxed);
             self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(Arc::new(data));
         }
@@ -32,6 +65,9 @@ impl Engine {
         self.counters.misses.fetch_add(1, Ordering::Relaxed);
         let result = self.wait_for_hot(chunk).map_or_else(|| self.shared_fetch(chunk, true), Ok);
         self.counters.waits.lock().unwrap().push(t.elapsed());
+        if result.is_ok() {
+            verified.store(true, Ordering::Relaxed);
+        }
         if let Err(e) = &result {
             self.counters.errors.fetch_add(1, Ordering::Relaxed);
             let path = coldstart_bundle::manifest::shown(&entry.path);
@@ -55,12 +91,6 @@ impl Engine {
         if missing <= 1 {
             return indices.map(|i| self.read_chunk(file, i)).collect();
         }
-        // Record in order before the parallel part, so the first-touch order stays exact.
-        for i in indices.clone() {
-            if let Some(c) = entry.chunks.get(i) {
-                self.record(file, i, entry, c);
-            }
-        }
         std::thread::scope(|s| {
             let handles: Vec<_> =
                 indices.map(|i| s.spawn(move || self.read_chunk(file, i))).collect();
@@ -73,28 +103,40 @@ impl Engine {
         })
     }
 
-    /// Notes the first touch of chunk `index` of `file` (`entry`), for the `--record` list.
-    /// Inlined: it was written in place in the read path, and stays as cheap.
-    #[inline]
-    fn record(&self, file: usize, index: usize, entry: &Entry, chunk: &Chunk) {
+    /// Notes the first touch of each page of `[start, end)` of `file` (`entry`), for the
+    /// `--record` list: a page read right after the one before it in the same file extends
+    /// that touch. Pages, not chunks: the record says what the program read, whatever the
+    /// bundle's chunk size (at the read-ahead the mount records with, one page).
+    fn record(&self, file: usize, entry: &Entry, start: u64, end: u64) {
         let mut r = self.recorder.lock().unwrap();
-        if r.seen.insert((file, index)) {
-            r.touches.push(Touch {
-                path: entry.path.clone(),
-                offset: chunk.offset,
-                length: chunk.length,
-            });
+        for page in start / PAGE..end.div_ceil(PAGE) {
+            if !r.seen.insert((file, page)) {
+                continue;
+            }
+            let from = page * PAGE;
+            let to = (from + PAGE).min(entry.size);
+            match r.touches.last_mut() {
+                Some(t) if t.path == entry.path && t.offset + t.length == from => {
+                    t.length = to - t.offset
+                }
+                _ => r.touches.push(Touch {
+                    path: entry.path.clone(),
+                    offset: from,
+                    length: to - from,
+                }),
+            }
         }
     }
 
-    /// If the hot stream is bringing this chunk, waits for it (bounded, and no longer once
-    /// the engine is cancelled).
+    /// If the hot stream is bringing this chunk, waits for it (bounded, no longer once the
+    /// engine is cancelled, and not at all when the stream is so far from it that a fetch
+    /// of its own is faster).
     fn wait_for_hot(&self, chunk: &Chunk) -> Option<Arc<Vec<u8>>> {
         let deadline = Instant::now() + self.opts.read_timeout;
         let mut hot = self.hot.lock().unwrap();
-        while hot.running && hot.pending.contains(&chunk.sha256) {
+        while hot.running && hot.pending.contains_key(&chunk.sha256) {
             let now = Instant::now();
-            if now >= deadline || self.cancelled() {
+            if now >= deadline || self.cancelled() || self.hot_is_behind(&hot, chunk) {
                 return None;
             }
             hot = self.hot_cv.wait_timeout(hot, (deadline - now).min(POLL)).unwrap().0;
@@ -130,9 +172,18 @@ impl Engine {
                 Some(data) => Ok(data),
                 // Background work stops at unmount, mid-transfer: the program is gone.
                 None => {
-                    get_chunk_while(self.remote.as_ref(), self.manifest.compression, chunk, &|| {
-                        demand || !self.stop.load(Ordering::Relaxed)
-                    })
+                    let t = Instant::now();
+                    let got = get_chunk_while(
+                        self.remote.as_ref(),
+                        self.manifest.compression,
+                        chunk,
+                        &|| demand || !self.stop.load(Ordering::Relaxed),
+                    );
+                    if demand && got.is_ok() {
+                        let mut fastest = self.fastest_miss.lock().unwrap();
+                        *fastest = Some(fastest.map_or(t.elapsed(), |f| f.min(t.elapsed())));
+                    }
+                    got
                 }
             };
             let result = result
@@ -196,15 +247,44 @@ mod tests {
     }
 
     #[test]
-    fn recording_lists_first_touches_in_order() {
+    fn recording_lists_the_pages_read_in_first_touch_order() {
         let f = fixture();
         let e = engine(&f, Strategy::Paged);
-        e.read_chunk(2, 2).unwrap();
-        e.read_chunk(0, 0).unwrap();
-        e.read_chunk(2, 2).unwrap();
+        // lib/b (30,000 bytes, in 8 KiB chunks): a read within page 4, then pages 5-6.
+        e.read(2, 16384 + 100, 10).unwrap();
+        e.read(0, 0, 1).unwrap();
+        e.read(2, 16384, 4096).unwrap();
+        // Pages 5 and 6, read after app's: a touch of their own, page 7 clipped at the end.
+        e.read(2, 20480, 8192).unwrap();
+        e.read(2, 28672, 5000).unwrap();
         let rec = e.recorded();
-        let got: Vec<(&str, u64)> =
-            rec.touches.iter().map(|t| (t.path.as_str(), t.offset)).collect();
-        assert_eq!(got, vec![("lib/b", 16384), ("app", 0)]);
+        let got: Vec<(&str, u64, u64)> =
+            rec.touches.iter().map(|t| (t.path.as_str(), t.offset, t.length)).collect();
+        assert_eq!(
+            got,
+            vec![("lib/b", 16384, 4096), ("app", 0, 4096), ("lib/b", 20480, 30_000 - 20480)]
+        );
+        assert_eq!(e.read(2, 29_990, 100).unwrap().len(), 10);
+        assert!(e.read(2, 40_000, 100).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_cached_chunk_is_checked_once_per_mount() {
+        let f = fixture();
+        let e = engine(&f, Strategy::Paged);
+        let c = e.manifest().files[0].chunks[0].clone();
+        let first = e.read_chunk(0, 0).unwrap();
+        assert_eq!(e.report().misses, 1);
+        // The copy in the cache changes under the mount (same length): this mount verified it
+        // already and reads it as it is now; a new mount checks it and fetches it again.
+        let path = f.cache.join("sha256").join(&c.sha256.as_str()[..2]).join(c.sha256.as_str());
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[0] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(*e.read_chunk(0, 0).unwrap(), bytes);
+        assert_eq!(e.report().cache_hits, 1);
+        let fresh = engine(&f, Strategy::Paged);
+        assert_eq!(fresh.read_chunk(0, 0).unwrap(), first);
+        assert_eq!((fresh.report().cache_hits, fresh.report().misses), (0, 1));
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use coldstart_bundle::remote::with_retries;
 use coldstart_bundle::{decode_chunk, Chunk, FetchError, Sha256Hex, Span};
@@ -22,12 +22,47 @@ pub(super) struct HotPlan {
     pub(super) last: usize,
 }
 
-/// What the hot stream has still to bring; readers of those chunks wait for it.
+/// What the hot stream has still to bring; readers of those chunks wait for it, unless it is
+/// so far behind that fetching the chunk alone is faster ([`HotState::behind`]).
 #[derive(Default)]
 pub(super) struct HotState {
-    /// Hashes the hot stream will still bring.
-    pub(super) pending: HashSet<Sha256Hex>,
+    /// Hashes the hot stream will still bring, each with where it ends in the hot blob.
+    pub(super) pending: HashMap<Sha256Hex, u64>,
     pub(super) running: bool,
+    /// Where in the hot blob the stream is: the end of the last chunk received.
+    received: u64,
+    /// When the stream was planned (its request sent at the latest then) ...
+    planned: Option<Instant>,
+    /// ... and when its first chunk arrived, with `received` then.
+    first: Option<(Instant, u64)>,
+}
+
+impl HotState {
+    /// The rate the hot stream has come at so far, in bytes per second (once it has come for
+    /// 50 ms).
+    pub(super) fn rate(&self) -> Option<f64> {
+        let (t0, b0) = self.first?;
+        let elapsed = t0.elapsed().as_secs_f64();
+        (elapsed >= 0.05 && self.received > b0).then(|| (self.received - b0) as f64 / elapsed)
+    }
+
+    /// Whether a reader of the pending chunk ending at `end` (`len` bytes stored) should
+    /// fetch it itself instead of waiting: the stream, at the rate it has come so far, would
+    /// take longer to reach it than a request of its own, counted as twice `latency` (the
+    /// shortest demand fetch so far, or the time to the stream's first chunk: both at least
+    /// one round trip) and the chunk's bytes. A held-out workload reads hot chunks in
+    /// another order than the one they were recorded in: without this, a read of a chunk far
+    /// back in the stream waits for everything before it (seconds on a slow link).
+    fn behind(&self, end: u64, len: u64, latency: Option<Duration>) -> bool {
+        let (Some(planned), Some((t0, _)), Some(rate)) = (self.planned, self.first, self.rate())
+        else {
+            return false;
+        };
+        let to_first = t0.duration_since(planned);
+        let latency = latency.map_or(to_first, |l| l.min(to_first)).as_secs_f64();
+        let ahead = end.saturating_sub(self.received) as f64;
+        ahead > 2.0 * latency * rate + len as f64
+    }
 }
 
 impl Engine {
@@ -41,7 +76,11 @@ impl Engine {
         let (&first, &last) = (missing.first()?, missing.last()?);
         let mut state = self.hot.lock().unwrap();
         state.running = true;
-        state.pending = missing.iter().map(|&i| chunks[i].1.sha256.clone()).collect();
+        state.pending = missing
+            .iter()
+            .map(|&i| (chunks[i].1.sha256.clone(), chunks[i].0 + chunks[i].1.stored_len()))
+            .collect();
+        state.planned = Some(Instant::now());
         Some(HotPlan { chunks, first, last })
     }
 
@@ -75,8 +114,20 @@ impl Engine {
         let _ = self.cache.put(&c.sha256, data);
         self.counters.hot_chunks.fetch_add(1, Ordering::Relaxed);
         let mut state = self.hot.lock().unwrap();
-        state.pending.remove(&c.sha256);
+        if let Some(end) = state.pending.remove(&c.sha256) {
+            state.received = state.received.max(end);
+            if state.first.is_none() {
+                state.first = Some((Instant::now(), state.received));
+            }
+        }
         self.hot_cv.notify_all();
+    }
+
+    /// Whether a reader of hot chunk `c` should fetch it itself rather than wait for the hot
+    /// stream ([`HotState::behind`]).
+    pub(super) fn hot_is_behind(&self, hot: &HotState, c: &Chunk) -> bool {
+        let Some(&end) = hot.pending.get(&c.sha256) else { return false };
+        hot.behind(end, c.stored_len(), *self.fastest_miss.lock().unwrap())
     }
 
     /// The hot stream is over: readers still waiting on a hot chunk fetch it themselves.
@@ -251,5 +302,49 @@ mod tests {
         assert_eq!(r.background_error, None);
         // Nothing half-received was kept: every cached chunk reads back whole.
         read_back(&engine(&f, Strategy::Paged), &f, "again");
+    }
+
+    #[test]
+    fn a_read_far_behind_the_hot_stream_fetches_its_chunk_instead_of_waiting() {
+        use coldstart_bundle::{pack, DirRemote, HotList, PackOptions, Touch};
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        let data: Vec<u8> = (0..64 * 4096u32).map(|i| (i % 249) as u8).collect();
+        std::fs::write(src.join("f"), &data).unwrap();
+        // Every page hot, one piece each (chunks of 4 KiB), in file order.
+        let hot = HotList {
+            touches: (0..64)
+                .map(|p| Touch { path: "f".into(), offset: p * 4096, length: 4096 })
+                .collect(),
+            ..HotList::default()
+        };
+        let bundle = dir.path().join("bundle");
+        pack(&src, &hot, &PackOptions { chunk_size: 4096, ..PackOptions::default() }, &bundle)
+            .unwrap();
+        let manifest =
+            Manifest::parse(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
+        // The hot blob comes at 64 KiB/s (4 s in all); chunk blobs at once.
+        let remote = Arc::new(Slow {
+            inner: DirRemote::new(&bundle, crate::testing::quick()),
+            bytes_per_second: 65_536,
+            piece: 4096,
+            latency: Duration::from_millis(20),
+            ..Slow::new(&bundle, |path| path == "blobs/hot")
+        });
+        let cache = ChunkCache::open(&dir.path().join("cache")).unwrap();
+        let opts = EngineOptions { strategy: Strategy::ReorderedPaged, ..Default::default() };
+        let e = Engine::new(manifest, remote, cache, opts);
+        e.start().unwrap();
+        // The front of the stream: waited for, no request of its own.
+        assert_eq!(&e.read(0, 0, 4096).unwrap()[..], &data[..4096]);
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(e.report().requests, 1);
+        // The last page, about 3.5 s of stream away: fetched alone.
+        let t = Instant::now();
+        assert_eq!(&e.read(0, 63 * 4096, 4096).unwrap()[..], &data[63 * 4096..]);
+        assert!(t.elapsed() < Duration::from_secs(2), "waited {:?}", t.elapsed());
+        assert_eq!(e.report().requests, 2);
+        e.shutdown();
     }
 }

@@ -20,10 +20,12 @@ pub struct Args {
     /// The directory to pack (a program's root: its executables, libraries and data).
     pub dir: PathBuf,
     /// Hot list (docs/formats/bundle.md): the byte ranges start-up reads, in first-touch
-    /// order, e.g. from `coldstart mount --record`. Without it (and without --profile) the
-    /// hot set is empty.
+    /// order, e.g. from `coldstart run --record`. Repeat it for other workloads: the pages a
+    /// later list adds come after those of the lists before it, so the first workload's
+    /// start is streamed first and then what any other recorded workload touched. Without it
+    /// (and without --profile) the hot set is empty.
     #[arg(long, value_name = "FILE", conflicts_with = "profile")]
-    pub hot_list: Option<PathBuf>,
+    pub hot_list: Vec<PathBuf>,
     /// Page profile from `coldstart profile --pages` (docs/formats/profile.md): the pages of
     /// files under DIR become the hot set, in first-touch order. Repeat to merge workloads.
     #[arg(long, value_name = "P.json")]
@@ -72,10 +74,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.dir.display()
         )));
     }
-    let hot = match &args.hot_list {
-        Some(p) => HotList::read(p).map_err(|e| crate::exit::usage(format!("--hot-list: {e}")))?,
-        None if !args.profile.is_empty() => hot_list_from(&args)?,
-        None => HotList::default(),
+    let hot = if !args.hot_list.is_empty() {
+        let mut hot = HotList::default();
+        for p in &args.hot_list {
+            let list =
+                HotList::read(p).map_err(|e| crate::exit::usage(format!("--hot-list: {e}")))?;
+            hot.touches.extend(list.touches);
+        }
+        hot
+    } else if !args.profile.is_empty() {
+        hot_list_from(&args)?
+    } else {
+        HotList::default()
     };
     let cancel = Cancel::new();
     let options = PackOptions {

@@ -25,8 +25,9 @@ pub struct Args {
     /// How to fetch, as `mount` would.
     #[command(flatten)]
     pub network: NetworkFlags,
-    /// The read-ahead `mount --readahead` would use.
-    #[arg(long, default_value = "128k", value_parser = parse_readahead)]
+    /// The read-ahead `mount` would use (its default while chunks are still to be fetched:
+    /// one page).
+    #[arg(long, default_value = "4k", value_parser = parse_readahead)]
     pub readahead: u32,
     /// The program's start-up time with every byte local, in milliseconds, if known.
     #[arg(long, value_name = "MS")]

@@ -12,6 +12,7 @@
 //! later), and then the bundle is unmounted.
 
 use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
@@ -124,6 +125,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             )));
         }
     };
+    if report.opens == 0 && report.cache_hits + report.misses == 0 {
+        eprintln!(
+            "coldstart: warning: `{}` read nothing from the bundle: it ran what the host has, not \
+             the bundle's program; name the bundle's files as {{root}}/... (e.g. {{root}}/bin/{})",
+            argv[0],
+            Path::new(&argv[0]).file_name().map_or(String::new(), |n| n.to_string_lossy().into())
+        );
+    }
     let Ended { status, signalled } = status;
     let code = match (status.code(), status.signal(), signalled) {
         (Some(c), _, _) => c,

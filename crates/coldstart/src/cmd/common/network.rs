@@ -32,9 +32,10 @@ pub struct MountFlags {
     pub network: NetworkFlags,
     /// The kernel's read-ahead and page-fault read-around, in bytes (k or m suffix): how much
     /// past a read the kernel asks for. Smaller keeps a page fault from fetching neighbouring
-    /// chunks the program never touches; larger helps sequential reads.
-    #[arg(long, default_value = "128k", value_parser = parse_readahead)]
-    pub readahead: u32,
+    /// chunks the program never touches; larger helps sequential reads [default: 4k when a
+    /// read may fetch or with --record; 128k for `original` or with every chunk cached].
+    #[arg(long, value_parser = parse_readahead)]
+    pub readahead: Option<u32>,
     /// Print the statistics as JSON.
     #[arg(long)]
     pub json: bool,
@@ -111,13 +112,14 @@ pub fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
         r.strategy, r.bytes_fetched, r.requests, r.failed_attempts, r.cache_hits, r.misses, r.errors
     );
     eprintln!(
-        "coldstart: before start {:.1} ms; waiting on misses {:.1} ms in total (median {:.2} ms, longest {:.1} ms); {} hot and {} background chunks",
+        "coldstart: before start {:.1} ms; waiting on misses {:.1} ms in total (median {:.2} ms, longest {:.1} ms); {} hot and {} background chunks; read-ahead {} KiB",
         r.prefetch_ms,
         r.miss_wait_total_ms,
         r.miss_wait_median_ms,
         r.miss_wait_max_ms,
         r.hot_chunks,
-        r.background_chunks
+        r.background_chunks,
+        r.readahead / 1024
     );
     if let Some(e) = &r.background_error {
         eprintln!("coldstart: background fetch stopped: {e}");
