@@ -154,7 +154,8 @@ pub struct ExperimentOptions {
     pub caches: Vec<CacheState>,
     pub runs: u32,
     pub chunk_size: u64,
-    pub readahead: u32,
+    /// The mount's read-ahead in bytes; `None`: the mount chooses, as `mount` does.
+    pub readahead: Option<u32>,
     /// Where bundles, chunk caches and mount points go (removed by the caller).
     pub work: PathBuf,
     /// The result file, written after every cell; an existing one is resumed.
@@ -382,7 +383,9 @@ fn same(e: &Experiment, o: &ExperimentOptions) -> Result<(), String> {
     if e.program.command != o.command || e.program.profiled != o.profiled {
         return Err("other commands".into());
     }
-    if e.settings.chunk_size != o.chunk_size || e.settings.readahead != o.readahead as u64 {
+    if e.settings.chunk_size != o.chunk_size
+        || e.settings.readahead != u64::from(o.readahead.unwrap_or(0))
+    {
         return Err("another chunk size or read-ahead".into());
     }
     Ok(())
@@ -455,7 +458,7 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
     e.program.files = nfiles;
     e.program.bytes = nbytes;
     e.settings.chunk_size = o.chunk_size;
-    e.settings.readahead = o.readahead as u64;
+    e.settings.readahead = u64::from(o.readahead.unwrap_or(0));
     e.settings.runs = o.runs;
     for l in &o.links {
         let spec = spec(l);
@@ -554,7 +557,14 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
                         min_rate: 1,
                         ..NetworkRequest::default()
                     },
-                    readahead: o.readahead,
+                    // What the mount chooses for a strategy that fetches while it runs.
+                    readahead: o.readahead.unwrap_or_else(|| {
+                        coldstart_lazyfs::default_readahead(
+                            coldstart_lazyfs::Strategy::Stream,
+                            false,
+                            false,
+                        )
+                    }),
                     local_ms: e.local_s.map(|s| s * 1e3),
                 },
             );
@@ -702,7 +712,7 @@ mod tests {
             caches: vec![],
             runs: 1,
             chunk_size: 16384,
-            readahead: 16384,
+            readahead: Some(16384),
             work: "/tmp".into(),
             output: "/tmp/x.json".into(),
             cancel: Cancel::new(),

@@ -59,9 +59,9 @@ pub struct Args {
     /// Bytes per chunk of the bundle [default: as `pack`].
     #[arg(long, value_parser = super::common::parse_size)]
     pub chunk_size: Option<u64>,
-    /// The mount's read-ahead, as `mount --readahead`.
-    #[arg(long, default_value = "128k", value_parser = parse_readahead)]
-    pub readahead: u32,
+    /// The mount's read-ahead, as `mount --readahead`; by default the mount chooses.
+    #[arg(long, value_parser = parse_readahead)]
+    pub readahead: Option<u32>,
     /// Where the work directory goes: a new directory in it holds the bundles, chunk caches and
     /// mount points and is removed at the end [default: beside -o].
     #[arg(long, value_name = "DIR")]
