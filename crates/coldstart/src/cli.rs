@@ -41,6 +41,10 @@ pub enum Command {
     Bolt(cmd::bolt::Args),
     /// Check where the ordered functions ended up; exit 1 if the order did not take effect.
     Verify(cmd::verify::Args),
+    /// Record the file ranges a start-up reads into a prefetch database; show or merge databases.
+    Prefetch(cmd::prefetch::Args),
+    /// Start a command while the ranges of its prefetch database are read in one sweep.
+    Launch(cmd::launch::Args),
     /// Run the pipeline on the bundled sample program and print what it found.
     Demo(cmd::demo::Args),
 }

@@ -4,12 +4,14 @@ pub mod analyze;
 pub mod bolt;
 pub mod common;
 pub mod demo;
+pub mod launch;
 pub mod link;
 pub mod measure;
 pub mod mount;
 pub mod order;
 pub mod pack;
 pub mod predict;
+pub mod prefetch;
 pub mod profile;
 pub mod run;
 pub mod sample;
@@ -36,5 +38,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Link(args) => link::run(args),
         Command::Bolt(args) => bolt::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Prefetch(args) => prefetch::run(args),
+        Command::Launch(args) => launch::run(args),
     }
 }
