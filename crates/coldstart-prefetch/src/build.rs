@@ -9,6 +9,9 @@ use coldstart_profile_format::PageProfile;
 use crate::db::{Database, FileEntry, Range};
 use crate::identity;
 
+/// The most pages one recording keeps (64 GiB): more is no start-up's.
+pub const MAX_PAGES: u64 = 1 << 24;
+
 /// One recording's pages in first-touch order, each file named by its identity now.
 #[derive(Debug, Clone, Default)]
 pub struct Recording {
@@ -65,7 +68,7 @@ impl Recording {
             ));
         }
         let mut done = std::collections::HashSet::new();
-        for a in &pages.accesses {
+        'accesses: for a in &pages.accesses {
             let Some(Some(file)) = index.get(a.file) else { continue };
             let size = rec.files[*file].size;
             for page in a.page..a.page.saturating_add(a.count) {
@@ -74,6 +77,14 @@ impl Recording {
                 }
                 if done.insert((*file, page)) {
                     rec.pages.push((*file, page));
+                    if rec.pages.len() as u64 >= MAX_PAGES {
+                        rec.warnings.push(format!(
+                            "the profile names more than {} GiB of pages: only the first {} GiB in first-touch order are kept",
+                            (MAX_PAGES * crate::db::PAGE) >> 30,
+                            (MAX_PAGES * crate::db::PAGE) >> 30
+                        ));
+                        break 'accesses;
+                    }
                 }
             }
         }

@@ -120,6 +120,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(db) = &db {
         if options.wait {
             let (plan, issued) = sweep(db, &options, whole);
+            report_skipped(&plan);
             report(&plan, &issued, args.verbose);
             stale |= !plan.skipped.is_empty();
             if let Some(s) = pending(&set) {
@@ -155,13 +156,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     if let (Some(db), false) = (db, options.wait) {
         let (verbose, options) = (args.verbose, options.clone());
-        sweeper = std::thread::Builder::new()
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
             .name("coldstart-prefetch".into())
             .spawn(move || {
-                let (plan, issued) = sweep(&db, &options, whole);
+                let plan = replay::plan(&db, &options);
+                report_skipped(&plan);
+                let _ = tx.send(());
+                let issued = if whole { read_whole(&plan) } else { replay::issue(&plan, &options) };
                 report(&plan, &issued, verbose);
             })
             .ok();
+        sweeper = Some(rx);
     }
     let pid = child.id() as i32;
     let status = loop {
@@ -178,7 +184,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     };
-    drop(sweeper);
+    // The files skipped are said even when the command ended first (the reads are not
+    // waited for: they no longer help anyone).
+    if let Some(planned) = sweeper {
+        let _ = planned.recv_timeout(Duration::from_secs(1));
+    }
     if args.refresh && stale {
         refresh(&args);
     }
@@ -196,22 +206,8 @@ fn sweep(db: &Database, options: &ReplayOptions, whole: bool) -> (Plan, replay::
     (plan, issued)
 }
 
-/// Name the skipped files and refused reads; with `verbose`, what the sweep did.
+/// Name the refused reads; with `verbose`, what the sweep did.
 fn report(plan: &Plan, issued: &replay::Issued, verbose: bool) {
-    if !plan.skipped.is_empty() {
-        let names: Vec<String> = plan
-            .skipped
-            .iter()
-            .take(3)
-            .map(|s| format!("{} ({})", s.path.display(), s.why))
-            .collect();
-        eprintln!(
-            "coldstart: prefetch: {} files skipped, changed since the recording: {}{}; record again (launch --refresh, or prefetch record --refresh)",
-            plan.skipped.len(),
-            names.join(", "),
-            if plan.skipped.len() > 3 { ", ..." } else { "" }
-        );
-    }
     if let Some(e) = &issued.first_error {
         eprintln!("coldstart: prefetch: {} reads refused: {e}", issued.failed);
     }
@@ -224,6 +220,24 @@ fn report(plan: &Plan, issued: &replay::Issued, verbose: bool) {
             plan.order,
             issued.elapsed.as_secs_f64() * 1e3,
             if plan.moved > 0 { format!(" ({} files moved)", plan.moved) } else { String::new() }
+        );
+    }
+}
+
+/// Name the files skipped.
+fn report_skipped(plan: &Plan) {
+    if !plan.skipped.is_empty() {
+        let names: Vec<String> = plan
+            .skipped
+            .iter()
+            .take(3)
+            .map(|s| format!("{} ({})", s.path.display(), s.why))
+            .collect();
+        eprintln!(
+            "coldstart: prefetch: {} files skipped, changed since the recording: {}{}; record again (launch --refresh, or prefetch record --refresh)",
+            plan.skipped.len(),
+            names.join(", "),
+            if plan.skipped.len() > 3 { ", ..." } else { "" }
         );
     }
 }
