@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prefetch on programs nobody here wrote, and on the sample: cold start without prefetch, with
 # coldstart's prefetch (launch --prefetch, its defaults), with whole-file preload of the same
-# files (launch --mechanism whole-file --wait: each file the database names read whole with
+# files (launch --mechanism whole-file: each file the database names read whole with
 # read(2) before the program starts, as `cat FILES >/dev/null` or Firefox's old preload), and
 # hot, on emulated storage. As root.
 #
@@ -14,7 +14,7 @@
 # of the cold runs; its cut against no prefetch).
 #
 # Choosing the defaults: bench/prefetch.sh defaults RUNS STORAGE measures python3 with each
-# order, mechanism, gap and --wait (bench/prefetch-defaults.txt).
+# order, mechanism, gap and --no-wait.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-5}; shift || true
@@ -72,9 +72,9 @@ if [ "${storages[0]}" = defaults ]; then
   [ -s "$out/python3.prefetch" ] || "$cs" prefetch record -o "$out/python3.prefetch" -- "${cmd[@]}"
   printf '%-40s %s\n' variant "median cold (s), $storage"
   printf '%-40s %s\n' none "$(measure python3 "$storage" none cold -- "${cmd[@]}")"
-  for opts in "--order first-touch" "--order physical" "--order first-touch --wait" \
-    "--order physical --wait" "--mechanism fadvise" "--mechanism populate --jobs 4" \
-    "--gap 0" "--gap 1m" "--jobs 4"; do
+  for opts in "--order first-touch" "--order physical" "--order first-touch --no-wait" \
+    "--order physical --no-wait" "--mechanism fadvise" "--mechanism populate --jobs 4" \
+    "--gap 0" "--gap 128k" "--gap 1m"; do
     v=$(echo "$opts" | tr -d ' -')
     printf '%-40s %s\n' "$opts" "$(measure python3 "$storage" "$v" cold $opts -- "${cmd[@]}")"
   done
@@ -94,7 +94,7 @@ for name in "${programs[@]}"; do
   for storage in "${storages[@]}"; do
     none=$(measure "$name" "$storage" none cold -- "${cmd[@]}")
     pf=$(measure "$name" "$storage" prefetch cold -- "${cmd[@]}")
-    whole=$(measure "$name" "$storage" whole-file cold --mechanism whole-file --wait -- "${cmd[@]}")
+    whole=$(measure "$name" "$storage" whole-file cold --mechanism whole-file -- "${cmd[@]}")
     hot=$(measure "$name" "$storage" hot hot -- "${cmd[@]}")
     python3 - "$name" "$storage" "$none" "$pf" "$whole" "$hot" <<'EOF'
 import sys

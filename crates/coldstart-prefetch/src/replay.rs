@@ -78,14 +78,14 @@ pub struct ReplayOptions {
 
 impl Default for ReplayOptions {
     /// The defaults measured in BENCHMARKS.md ("Prefetch"): order `auto`, `readahead(2)`,
-    /// one job, 256 KiB gaps filled, no wait.
+    /// one job, 256 KiB gaps filled, and wait until everything is read.
     fn default() -> Self {
         ReplayOptions {
             order: Order::Auto,
             mechanism: Mechanism::Readahead,
             jobs: 1,
             gap: DEFAULT_GAP,
-            wait: false,
+            wait: true,
         }
     }
 }

@@ -130,7 +130,7 @@ fn a_database_recorded_for_one_build_is_not_applied_to_another() {
         .set_modified(before.modified().unwrap())
         .unwrap();
     let out = coldstart()
-        .args(["launch", "-v", "--wait", "--prefetch"])
+        .args(["launch", "-v", "--prefetch"])
         .arg(&db)
         .arg("--")
         .arg(&prog)
@@ -155,7 +155,7 @@ fn a_database_naming_a_deleted_file_does_no_harm() {
     let db = record(dir.path(), "two", &page_profile(&[(&gone, &[(0, 4)]), (&kept, &[(2, 3)])]));
     std::fs::remove_file(&gone).unwrap();
     let out = coldstart()
-        .args(["launch", "-v", "--wait", "--gap", "0", "--prefetch"])
+        .args(["launch", "-v", "--gap", "0", "--prefetch"])
         .arg(&db)
         .args(["--", "sh", "-c", "exit 0"])
         .output()
@@ -208,7 +208,7 @@ fn a_database_larger_than_memory_is_cut_to_its_first_ranges() {
     db.write(&path).unwrap();
     let db = path;
     let out = coldstart()
-        .args(["launch", "-v", "--wait", "--prefetch"])
+        .args(["launch", "-v", "--prefetch"])
         .arg(&db)
         .args(["--", "true"])
         .output()
@@ -298,7 +298,6 @@ fn the_replay_makes_the_recorded_pages_resident_in_a_cold_cache() {
             let out = coldstart()
                 .args([
                     "launch",
-                    "--wait",
                     "--gap",
                     "0",
                     "--mechanism",

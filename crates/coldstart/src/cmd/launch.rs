@@ -1,8 +1,9 @@
 //! `coldstart launch --prefetch DB -- CMD`: start CMD while (or after) the recorded file
 //! ranges are read in one sweep; behave like CMD itself (its exit code, its signals).
 //!
-//! The sweep runs on a thread of its own while the command starts (or before it, with
-//! `--wait`). SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to coldstart are sent
+//! The reads are issued and waited for before the command starts (with `--no-wait` only
+//! issued: `readahead(2)` returns at once; a mechanism that waits for each read then runs on a
+//! thread of its own while the command starts). SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to coldstart are sent
 //! on to the command (not those a terminal sends the whole process group, which the command
 //! got already); coldstart exits with the command's exit code, or 128 + the signal that killed
 //! it.
@@ -22,15 +23,16 @@ use coldstart_prefetch::Database;
     reported and the command starts without it.\n\nExamples:\n  \
     coldstart launch --prefetch python3.prefetch -- /usr/bin/python3 -c 'import json'\n  \
     coldstart launch --prefetch ff.prefetch --refresh -- firefox-esr\n  \
-    coldstart launch --prefetch ff.prefetch --wait --order physical -v -- firefox-esr")]
+    coldstart launch --prefetch ff.prefetch --no-wait --order physical -v -- firefox-esr")]
 pub struct Args {
     /// The database to replay (`coldstart prefetch record`).
     #[arg(long, value_name = "DB", required = true)]
     pub prefetch: PathBuf,
-    /// Read everything before starting the command (default: start it at once while the
-    /// sweep runs).
+    /// Start the command as soon as the reads are issued, without waiting for them (default:
+    /// wait until everything is read, so that the command's own reads never cut the sweep's
+    /// large reads into small ones; BENCHMARKS.md, "Prefetch").
     #[arg(long)]
-    pub wait: bool,
+    pub no_wait: bool,
     /// Order of the reads: auto (physical on a rotational disk, else first-touch),
     /// first-touch or physical (FIEMAP).
     #[arg(long, value_name = "ORDER", default_value = "auto")]
@@ -80,7 +82,7 @@ fn options(args: &Args) -> anyhow::Result<(ReplayOptions, bool)> {
             mechanism,
             jobs: args.jobs,
             gap: args.gap,
-            wait: args.wait,
+            wait: !args.no_wait,
         },
         whole,
     ))
@@ -117,8 +119,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     waited.push(libc::SIGCHLD);
     let set = block(&waited);
     let mut sweeper = None;
+    // Without --no-wait everything is read before the command starts. With it, readahead(2)
+    // and fadvise are still issued before the command starts (they return at once), so its
+    // own reads queue behind them instead of cutting the sweep's large reads into small ones;
+    // a mechanism that waits for each read runs beside the command.
+    let beside = !options.wait && (whole || options.mechanism == replay::Mechanism::Populate);
     if let Some(db) = &db {
-        if options.wait {
+        if !beside {
             let (plan, issued) = sweep(db, &options, whole);
             report_skipped(&plan);
             report(&plan, &issued, args.verbose);
@@ -154,7 +161,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(code));
         }
     };
-    if let (Some(db), false) = (db, options.wait) {
+    if let (Some(db), true) = (db, beside) {
         let (verbose, options) = (args.verbose, options.clone());
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::Builder::new()
