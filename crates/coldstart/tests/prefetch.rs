@@ -350,3 +350,68 @@ fn record_as_root_names_the_program_and_its_libraries() {
         db.files.iter().find(|f| f.path.to_string_lossy().starts_with("/usr/bin/python3")).unwrap();
     assert!(exe.build_id.is_some(), "the executable's build-id is recorded");
 }
+
+#[test]
+fn record_refresh_records_again_only_when_a_file_changed() {
+    let dir = scratch();
+    let data = data_file(dir.path(), "data", 64 << 10);
+    let profile = page_profile(&[(&data, &[(0, 4)])]);
+    let p = dir.path().join("p.json");
+    profile.write(&p).unwrap();
+    let db = dir.path().join("d.db");
+    let refresh = || {
+        coldstart()
+            .args(["prefetch", "record", "--refresh", "--from-profile"])
+            .arg(&p)
+            .arg("-o")
+            .arg(&db)
+            .output()
+            .unwrap()
+    };
+    assert!(refresh().status.success());
+    let written = std::fs::read(&db).unwrap();
+    let out = refresh();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("is up to date"), "{out:?}");
+    assert_eq!(std::fs::read(&db).unwrap(), written);
+    // The file changes (another size): the database is recorded again, from the profile,
+    // which now names a file that changed, so it is left out and said so.
+    std::fs::write(&data, vec![1u8; 100]).unwrap();
+    let out = refresh();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("1 files changed since") && err.contains("recording again"), "{err}");
+    assert!(err.contains("changed since the profile"), "{err}");
+}
+
+#[test]
+fn measure_prefetch_compare_runs_the_command_through_launch_and_alone() {
+    let dir = scratch();
+    let data = data_file(dir.path(), "data", 64 << 10);
+    let db = record(dir.path(), "m", &page_profile(&[(&data, &[(0, 4)])]));
+    let json = dir.path().join("m.json");
+    let out = coldstart()
+        .args(["measure", "--cache", "hot", "--runs", "2", "--compare", "--prefetch"])
+        .arg(&db)
+        .arg("--export-json")
+        .arg(&json)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let a: Vec<&str> = report["commands"][0]["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let b: Vec<&str> = report["commands"][1]["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(&a[1..3], ["launch", "--prefetch"], "{a:?}");
+    assert_eq!(a.last(), Some(&"true"));
+    assert_eq!(b, ["true"]);
+}

@@ -195,7 +195,11 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / 1048576.0)
+    if bytes < 1 << 20 {
+        format!("{} KiB", bytes.div_ceil(1024))
+    } else {
+        format!("{:.1} MiB", bytes as f64 / 1048576.0)
+    }
 }
 
 fn summary(db: &Database) {
