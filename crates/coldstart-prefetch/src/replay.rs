@@ -70,29 +70,35 @@ pub struct ReplayOptions {
     pub mechanism: Mechanism,
     /// Threads issuing reads at once.
     pub jobs: usize,
-    /// Two ranges of a file at most this many bytes apart are read as one (the gap too).
-    pub gap: u64,
+    /// Two ranges of a file at most this many bytes apart are read as one (the gap too);
+    /// `None`: [`ROTATIONAL_GAP`] on a rotational disk, else [`DEFAULT_GAP`].
+    pub gap: Option<u64>,
     /// After issuing, wait until every range is in the page cache.
     pub wait: bool,
 }
 
 impl Default for ReplayOptions {
     /// The defaults measured in BENCHMARKS.md ("Prefetch"): order `auto`, `readahead(2)`,
-    /// one job, 256 KiB gaps filled, and wait until everything is read.
+    /// one job, gaps filled by the disk's kind, and wait until everything is read.
     fn default() -> Self {
         ReplayOptions {
             order: Order::Auto,
             mechanism: Mechanism::Readahead,
             jobs: 1,
-            gap: DEFAULT_GAP,
+            gap: None,
             wait: true,
         }
     }
 }
 
-/// The default gap: on a disk of 100 reads/s and 120 MB/s a request costs 10 ms and 256 KiB
-/// of reading 2 ms; on flash the extra bytes are read in the background.
+/// The gap filled on a disk that is not rotational (flash): a request costs little more than
+/// the 256 KiB around it.
 pub const DEFAULT_GAP: u64 = 256 << 10;
+
+/// The gap filled on a rotational disk: at 100 reads/s and 120 MB/s a request costs 10 ms and
+/// a MiB of reading 9 ms, so reading a gap of up to a MiB is cheaper than a second request
+/// (measured against 256 KiB and against whole files: BENCHMARKS.md, "Prefetch").
+pub const ROTATIONAL_GAP: u64 = 1 << 20;
 
 /// A file skipped, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,6 +181,11 @@ pub fn plan(db: &Database, options: &ReplayOptions) -> Plan {
         index[i] = Some(open.len());
         open.push(file);
     }
+    let rotational = open
+        .first()
+        .and_then(|f| f.metadata().ok())
+        .is_some_and(|m| device_queue(m.dev(), "rotational").is_some_and(|v| v == 1));
+    let gap = options.gap.unwrap_or(if rotational { ROTATIONAL_GAP } else { DEFAULT_GAP });
     // Per file, its ranges by offset, merged across small gaps; each extent keeps the rank of
     // its first-touched range.
     let mut per_file: Vec<Vec<(u64, u64, usize)>> = vec![Vec::new(); open.len()];
@@ -189,7 +200,7 @@ pub fn plan(db: &Database, options: &ReplayOptions) -> Plan {
         let mut cur: Option<(u64, u64, usize)> = None;
         for (off, len, rank) in ranges {
             cur = match cur {
-                Some((s, e, rk)) if off <= e.saturating_add(options.gap) => {
+                Some((s, e, rk)) if off <= e.saturating_add(gap) => {
                     Some((s, e.max(off + len), rk.min(rank)))
                 }
                 Some((s, e, rk)) => {
@@ -205,10 +216,6 @@ pub fn plan(db: &Database, options: &ReplayOptions) -> Plan {
     }
     let order = match options.order {
         Order::Auto => {
-            let rotational = open
-                .first()
-                .and_then(|f| f.metadata().ok())
-                .is_some_and(|m| device_queue(m.dev(), "rotational").is_some_and(|v| v == 1));
             if rotational {
                 Order::Physical
             } else {
@@ -493,11 +500,12 @@ mod tests {
         let p = dir.path().join("f");
         std::fs::write(&p, vec![7u8; 1 << 20]).unwrap();
         let db = db_for(&p, &[(200, 1), (0, 2), (4, 1)]);
-        let o = ReplayOptions { gap: 2 * PAGE, order: Order::FirstTouch, ..Default::default() };
+        let o =
+            ReplayOptions { gap: Some(2 * PAGE), order: Order::FirstTouch, ..Default::default() };
         let plan = plan(&db, &o);
         let r: Vec<(u64, u64)> = plan.requests.iter().map(|r| (r.offset, r.len)).collect();
         assert_eq!(r, vec![(200 * PAGE, PAGE), (0, 5 * PAGE)]);
-        let o = ReplayOptions { gap: 0, ..o };
+        let o = ReplayOptions { gap: Some(0), ..o };
         assert_eq!(super::plan(&db, &o).requests.len(), 3);
     }
 

@@ -45,9 +45,10 @@ pub struct Args {
     /// Threads issuing reads at once.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub jobs: usize,
-    /// Ranges of a file at most this far apart are read as one.
-    #[arg(long, value_name = "SIZE", default_value = "256k", value_parser = super::common::parse_size)]
-    pub gap: u64,
+    /// Ranges of a file at most this far apart are read as one: auto (1 MiB on a rotational
+    /// disk, 256 KiB on flash) or a size (0: only what start-up touched).
+    #[arg(long, value_name = "SIZE", default_value = "auto")]
+    pub gap: String,
     /// When the database is missing or names a changed file: after the command ends, record
     /// it again in the background (`prefetch record --refresh`, root; it runs the command
     /// twice more).
@@ -81,7 +82,10 @@ fn options(args: &Args) -> anyhow::Result<(ReplayOptions, bool)> {
             order: args.order.parse().map_err(|e| bad("--order", e))?,
             mechanism,
             jobs: args.jobs,
-            gap: args.gap,
+            gap: match args.gap.as_str() {
+                "auto" => None,
+                g => Some(super::common::parse_size(g).map_err(|e| bad("--gap", e))?),
+            },
             wait: !args.no_wait,
         },
         whole,
