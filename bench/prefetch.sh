@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prefetch on programs nobody here wrote, and on the sample: cold start without prefetch, with
-# coldstart's prefetch (launch --prefetch, its defaults), with whole-file preload of the same
+# coldstart's prefetch (launch --prefetch, its defaults), the same without locking what it read
+# (--hold 0), with whole-file preload of the same
 # files (launch --mechanism whole-file: each file the database names read whole with
 # read(2) before the program starts, as `cat FILES >/dev/null` or Firefox's old preload), and
 # hot, on emulated storage. As root.
@@ -81,26 +82,29 @@ if [ "${storages[0]}" = defaults ]; then
   exit 0
 fi
 
-printf '| program | storage | none (s) | prefetch (s) | cut | whole-file (s) | cut | hot (s) |\n'
-printf '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n'
+printf '| program | storage | none (s) | prefetch (s) | cut | prefetch, --hold 0 (s) | cut | whole-file (s) | cut | hot (s) |\n'
+printf '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
 for name in "${programs[@]}"; do
   case $name in
     python3) cmd=(/usr/bin/python3 -c 'import json, email, http.client, sqlite3') ;;
     *) read -r -a cmd <<<"$(command_of "$name")" ;;
   esac
   if [ ! -s "$out/$name.prefetch" ]; then
-    "$cs" prefetch record --timeout 300 -o "$out/$name.prefetch" -- "${cmd[@]}" >"$out/$name-record.txt" 2>&1
+    # The program's output goes to /dev/null, not into a file the recording would name.
+    "$cs" prefetch record --timeout 300 -o "$out/$name.prefetch" -- "${cmd[@]}" >/dev/null 2>&1
+    "$cs" prefetch show "$out/$name.prefetch" >"$out/$name-record.txt"
   fi
   for storage in "${storages[@]}"; do
     none=$(measure "$name" "$storage" none cold -- "${cmd[@]}")
     pf=$(measure "$name" "$storage" prefetch cold -- "${cmd[@]}")
+    nohold=$(measure "$name" "$storage" prefetch-nohold cold --hold 0 -- "${cmd[@]}")
     whole=$(measure "$name" "$storage" whole-file cold --mechanism whole-file -- "${cmd[@]}")
     hot=$(measure "$name" "$storage" hot hot -- "${cmd[@]}")
-    python3 - "$name" "$storage" "$none" "$pf" "$whole" "$hot" <<'EOF'
+    python3 - "$name" "$storage" "$none" "$pf" "$nohold" "$whole" "$hot" <<'EOF'
 import sys
-name, storage, none, pf, whole, hot = sys.argv[1], sys.argv[2], *map(float, sys.argv[3:])
+name, storage, none, pf, nohold, whole, hot = sys.argv[1], sys.argv[2], *map(float, sys.argv[3:])
 cut = lambda x: f"{(1 - x / none) * 100:+.0f}%".replace("+", "-", 1) if x < none else f"+{(x / none - 1) * 100:.0f}%"
-print(f"| {name} | {storage} | {none:.3f} | {pf:.3f} | {cut(pf)} | {whole:.3f} | {cut(whole)} | {hot:.3f} |")
+print(f"| {name} | {storage} | {none:.3f} | {pf:.3f} | {cut(pf)} | {nohold:.3f} | {cut(nohold)} | {whole:.3f} | {cut(whole)} | {hot:.3f} |")
 EOF
   done
 done

@@ -75,6 +75,11 @@ pub struct ReplayOptions {
     pub gap: Option<u64>,
     /// After issuing, wait until every range is in the page cache.
     pub wait: bool,
+    /// While waiting, lock each range in memory (`mlock(2)`) as it arrives, so that nothing
+    /// reclaims it before the program touches it; the lock lasts as long as the [`Held`]
+    /// of the returned [`Issued`]. Ranges the lock limit (`RLIMIT_MEMLOCK`) refuses are only
+    /// waited for.
+    pub hold: bool,
 }
 
 impl Default for ReplayOptions {
@@ -87,6 +92,7 @@ impl Default for ReplayOptions {
             jobs: 1,
             gap: None,
             wait: true,
+            hold: true,
         }
     }
 }
@@ -147,6 +153,55 @@ pub struct Issued {
     pub first_error: Option<String>,
     /// Time to issue (and with `wait`, to have everything in).
     pub elapsed: Duration,
+    /// The ranges locked in memory (with `hold`), until the last clone is dropped.
+    pub held: std::sync::Arc<Held>,
+}
+
+/// Ranges mapped and locked in memory; unlocked and unmapped when dropped.
+#[derive(Debug, Default)]
+pub struct Held {
+    maps: std::sync::Mutex<Vec<(usize, usize)>>,
+    /// Bytes locked.
+    pub bytes: std::sync::atomic::AtomicU64,
+    /// Ranges the lock limit refused (only waited for).
+    pub refused: AtomicUsize,
+}
+
+impl Held {
+    /// Map `len` bytes of `fd` at `offset` and lock them (waiting for them to be read);
+    /// false when the mapping or the lock was refused.
+    fn lock(&self, fd: i32, offset: u64, len: u64) -> bool {
+        // SAFETY: a fresh read-only shared mapping of a file we hold open; kept until drop.
+        unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                len as usize,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd,
+                offset as libc::off_t,
+            );
+            if p == libc::MAP_FAILED {
+                return false;
+            }
+            if libc::mlock(p, len as usize) != 0 {
+                libc::munmap(p, len as usize);
+                return false;
+            }
+            self.maps.lock().unwrap_or_else(|e| e.into_inner()).push((p as usize, len as usize));
+        }
+        self.bytes.fetch_add(len, Ordering::Relaxed);
+        true
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        for &(p, len) in self.maps.get_mut().unwrap_or_else(|e| e.into_inner()).iter() {
+            // SAFETY: each mapping was made by `lock` and is unmapped once, here.
+            unsafe { libc::munmap(p as *mut libc::c_void, len) };
+        }
+    }
 }
 
 /// Open and check every file of `db`, and lay out the reads.
@@ -281,19 +336,31 @@ pub fn issue(plan: &Plan, options: &ReplayOptions) -> Issued {
             .collect();
         workers.into_iter().map(|w| w.join().unwrap_or_default()).collect()
     });
-    if options.wait && options.mechanism != Mechanism::Populate {
+    let held = std::sync::Arc::new(Held::default());
+    if options.wait && (options.hold || options.mechanism != Mechanism::Populate) {
+        // In issue order, which is the order the reads complete in: each range is locked (or
+        // waited for) as soon as it is in.
         let next = AtomicUsize::new(0);
         std::thread::scope(|s| {
             for _ in 0..jobs {
                 s.spawn(|| loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(r) = plan.requests.get(i) else { break };
-                    let _ = one(&plan.open[r.file], r, Mechanism::Populate);
+                    let fd = plan.open[r.file].as_raw_fd();
+                    if options.hold && held.refused.load(Ordering::Relaxed) == 0 {
+                        if held.lock(fd, r.offset, r.len) {
+                            continue;
+                        }
+                        held.refused.fetch_add(1, Ordering::Relaxed);
+                    } else if options.hold {
+                        held.refused.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let _ = populate(fd, r.offset, r.len);
                 });
             }
         });
     }
-    let mut total = Issued::default();
+    let mut total = Issued { held, ..Issued::default() };
     for r in results {
         total.requests += r.requests;
         total.bytes += r.bytes;

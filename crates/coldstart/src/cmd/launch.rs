@@ -42,6 +42,11 @@ pub struct Args {
     /// read whole with read(2): the preload of old, for comparison).
     #[arg(long, value_name = "HOW", default_value = "readahead")]
     pub mechanism: String,
+    /// Keep what the sweep read locked in memory for this many seconds after the command
+    /// starts (or until it ends), so that nothing reclaims it before start-up touches it
+    /// (0: do not lock). Without root, the lock limit (`ulimit -l`) bounds it.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    pub hold: f64,
     /// Threads issuing reads at once.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub jobs: usize,
@@ -87,6 +92,7 @@ fn options(args: &Args) -> anyhow::Result<(ReplayOptions, bool)> {
                 g => Some(super::common::parse_size(g).map_err(|e| bad("--gap", e))?),
             },
             wait: !args.no_wait,
+            hold: args.hold > 0.0,
         },
         whole,
     ))
@@ -133,6 +139,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let (plan, issued) = sweep(db, &options, whole);
             report_skipped(&plan);
             report(&plan, &issued, args.verbose);
+            // The locks end after --hold seconds, or with coldstart when the command ends.
+            let held = issued.held.clone();
+            let hold = Duration::from_secs_f64(args.hold.clamp(0.0, 86400.0));
+            let _ = std::thread::Builder::new().name("coldstart-hold".into()).spawn(move || {
+                std::thread::sleep(hold);
+                drop(held);
+            });
             stale |= !plan.skipped.is_empty();
             if let Some(s) = pending(&set) {
                 eprintln!("coldstart: {}: the command did not start", signal_name(s));
@@ -232,6 +245,19 @@ fn report(plan: &Plan, issued: &replay::Issued, verbose: bool) {
             issued.elapsed.as_secs_f64() * 1e3,
             if plan.moved > 0 { format!(" ({} files moved)", plan.moved) } else { String::new() }
         );
+        let locked = issued.held.bytes.load(std::sync::atomic::Ordering::Relaxed);
+        let refused = issued.held.refused.load(std::sync::atomic::Ordering::Relaxed);
+        if locked > 0 || refused > 0 {
+            eprintln!(
+                "coldstart: prefetch: {:.1} MiB locked in memory{}",
+                locked as f64 / 1048576.0,
+                if refused > 0 {
+                    format!(", {refused} ranges over the lock limit (ulimit -l) only read")
+                } else {
+                    String::new()
+                }
+            );
+        }
     }
 }
 
