@@ -25,6 +25,8 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do storages+=("$1"); shift; done
 programs=("$@")
 [ ${#storages[@]} -gt 0 ] || storages=(hdd emmc nvme)
 [ ${#programs[@]} -gt 0 ] || programs=(python3 sample firefox clang)
+# VARIANTS="none prefetch" measures only those (default: all five).
+variants=${VARIANTS:-none prefetch nohold whole-file hot}
 cs=${COLDSTART:-$PWD/target/release/coldstart}
 [ -x "$cs" ] || cargo build --locked --release -q -p coldstart
 out=${OUT:-/var/tmp/coldstart-bench/prefetch}
@@ -95,15 +97,18 @@ for name in "${programs[@]}"; do
     "$cs" prefetch show "$out/$name.prefetch" >"$out/$name-record.txt"
   fi
   for storage in "${storages[@]}"; do
-    none=$(measure "$name" "$storage" none cold -- "${cmd[@]}")
-    pf=$(measure "$name" "$storage" prefetch cold -- "${cmd[@]}")
-    nohold=$(measure "$name" "$storage" prefetch-nohold cold --hold 0 -- "${cmd[@]}")
-    whole=$(measure "$name" "$storage" whole-file cold --mechanism whole-file -- "${cmd[@]}")
-    hot=$(measure "$name" "$storage" hot hot -- "${cmd[@]}")
+    none=nan pf=nan nohold=nan whole=nan hot=nan
+    want() { case " $variants " in *" $1 "*) return 0 ;; esac; return 1; }
+    want none && none=$(measure "$name" "$storage" none cold -- "${cmd[@]}")
+    want prefetch && pf=$(measure "$name" "$storage" prefetch cold -- "${cmd[@]}")
+    want nohold && nohold=$(measure "$name" "$storage" prefetch-nohold cold --hold 0 -- "${cmd[@]}")
+    want whole-file && whole=$(measure "$name" "$storage" whole-file cold --mechanism whole-file -- "${cmd[@]}")
+    want hot && hot=$(measure "$name" "$storage" hot hot -- "${cmd[@]}")
     python3 - "$name" "$storage" "$none" "$pf" "$nohold" "$whole" "$hot" <<'EOF'
 import sys
 name, storage, none, pf, nohold, whole, hot = sys.argv[1], sys.argv[2], *map(float, sys.argv[3:])
-cut = lambda x: f"{(1 - x / none) * 100:+.0f}%".replace("+", "-", 1) if x < none else f"+{(x / none - 1) * 100:.0f}%"
+import math
+cut = lambda x: "" if math.isnan(x) or math.isnan(none) else (f"-{(1 - x / none) * 100:.0f}%" if x < none else f"+{(x / none - 1) * 100:.0f}%")
 print(f"| {name} | {storage} | {none:.3f} | {pf:.3f} | {cut(pf)} | {nohold:.3f} | {cut(nohold)} | {whole:.3f} | {cut(whole)} | {hot:.3f} |")
 EOF
   done
