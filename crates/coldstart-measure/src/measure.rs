@@ -114,8 +114,9 @@ pub fn measure(
 
 /// The run of command `i` of `opts`, collecting the files it reads when `discover`.
 fn run_spec(opts: &MeasureOptions, i: usize, discover: bool) -> RunSpec {
+    let launcher = opts.launchers.get(i).filter(|_| !discover).cloned().unwrap_or_default();
     RunSpec {
-        argv: opts.commands[i].clone(),
+        argv: launcher.into_iter().chain(opts.commands[i].iter().cloned()).collect(),
         env: Vec::new(),
         cwd: None,
         ready: opts.ready.clone(),
@@ -299,7 +300,14 @@ fn measure_with(
         for (i, r) in runs.into_iter().enumerate() {
             report.commands.push(CommandResult {
                 label: result_label(i),
-                command: opts.commands[i].clone(),
+                command: opts
+                    .launchers
+                    .get(i)
+                    .into_iter()
+                    .flatten()
+                    .chain(&opts.commands[i])
+                    .cloned()
+                    .collect(),
                 summaries: stats::summarize_runs(&r),
                 runs: r,
             });
@@ -510,6 +518,21 @@ mod tests {
             // The data file and the executable itself.
             assert_eq!(e.files, 2);
         }
+    }
+
+    #[test]
+    fn a_launcher_starts_the_measured_runs_but_not_discovery() {
+        let (_dir, discovery) = discovery_of_a_data_file(8192);
+        let mut exec = FakeExecutor::new(vec![discovery, out(1.0, Outcome::Ready)]);
+        let mut o = opts(vec![vec!["true"]], CacheState::Selective, 2);
+        o.launchers = vec![vec!["env".into(), "X=1".into()]];
+        let r = measure(&o, &mut exec, &mut |_| {}).unwrap();
+        let d = discovery_runs();
+        assert!(exec.calls[..d].iter().all(|c| c.argv == ["true"]));
+        assert!(exec.calls[d..].iter().all(|c| c.argv == ["env", "X=1", "true"]));
+        assert_eq!(r.commands[0].command, ["env", "X=1", "true"]);
+        // The files evicted are the command's, not the launcher's.
+        assert_eq!(r.commands[0].runs[0].eviction.as_ref().unwrap().files, 2);
     }
 
     #[test]

@@ -535,6 +535,38 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
     Ok(Recording { profile, tracer, notice, forwarding: std::mem::take(&mut launched.readers) })
 }
 
+/// The file pages of one start-up, and what the user should know about them.
+#[derive(Debug, Clone)]
+pub struct PageRecording {
+    pub pages: PageProfile,
+    pub warnings: Vec<String>,
+}
+
+/// Record the file pages of one start-up of `options.command` alone, by
+/// `options.page_method`, without the function run (what `coldstart prefetch record`
+/// needs): files are named as [`profile`] names them, from the opens, the program and its
+/// loader.
+pub fn profile_pages(options: &ProfileOptions) -> Result<PageRecording, ProfileError> {
+    let path = check_program(options)?;
+    interrupt::remove_stale(&std::env::temp_dir());
+    tree::block_sigchld();
+    let run = pages::record_pages(options, &path)?;
+    let (mut pages, mut warnings) = (run.pages, run.warnings);
+    let mut candidates = vec![path.clone()];
+    if let Some(interp) = audit::interpreter(&path).flatten().filter(|i| !i.as_os_str().is_empty())
+    {
+        candidates.push(std::fs::canonicalize(&interp).unwrap_or(interp));
+        candidates.push(PathBuf::from("/etc/ld.so.cache"));
+    }
+    let unnamed = page_files::resolve_with(&mut pages, &candidates);
+    if unnamed > 0 {
+        warnings.push(format!(
+            "{unnamed} files in the page trace were closed before readiness and are named by device and inode only"
+        ));
+    }
+    Ok(PageRecording { pages, warnings })
+}
+
 /// The summary of the modules without function symbols, which are profiled at page level
 /// only, with the share of the program's CPU time they ran (sampled in the page run).
 fn unsymbolized_share(

@@ -47,6 +47,10 @@ pub enum Command {
     Experiment(cmd::experiment::Args),
     /// One self-contained HTML report (SVG charts, CSV beside it) of measure, profile, order, timeline and experiment results.
     Report(cmd::report::Args),
+    /// Record the file ranges a start-up reads into a prefetch database; show or merge databases.
+    Prefetch(cmd::prefetch::Args),
+    /// Start a command while the ranges of its prefetch database are read in one sweep.
+    Launch(cmd::launch::Args),
     /// Run the pipeline on the bundled sample program and print what it found.
     Demo(cmd::demo::Args),
 }

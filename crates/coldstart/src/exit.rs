@@ -88,6 +88,7 @@ fn category_of(cause: &(dyn Error + 'static)) -> Option<Category> {
         coldstart_profile::ProfileError,
         coldstart_profile::pages::PagesError,
         coldstart_profile::FormatError,
+        coldstart_prefetch::PrefetchError,
         coldstart_elf::ElfError,
         coldstart_layout::LayoutError,
         coldstart_bundle::CacheError,

@@ -35,6 +35,12 @@ pub struct MeasureOptions {
     /// benchmark machine). By default such held pages are counted and reported, and only pages
     /// no other process maps exclude a run.
     pub strict: bool,
+    /// Per command, a launcher its measured and warm-up runs start it through (argv prefix,
+    /// empty for none), such as `coldstart launch --prefetch DB --`: part of each timed run,
+    /// inside its cgroup, after its cache state is set. Discovery runs the command alone, so
+    /// the files found, evicted and copied onto emulated storage are the program's own; the
+    /// launcher's own binary stays on this machine's disk.
+    pub launchers: Vec<Vec<String>>,
 }
 
 /// Where and how to emulate slow storage for a measurement (`--storage`).
@@ -65,6 +71,7 @@ impl Default for MeasureOptions {
             timeout: Duration::from_secs(60),
             storage: None,
             strict: false,
+            launchers: Vec::new(),
         }
     }
 }
@@ -113,6 +120,16 @@ impl MeasureOptions {
         }
         for c in &self.commands {
             resolve_program(c)?;
+        }
+        if self.launchers.len() > self.commands.len() {
+            return Err(MeasureError::Invalid(format!(
+                "{} launchers for {} commands",
+                self.launchers.len(),
+                self.commands.len()
+            )));
+        }
+        for l in self.launchers.iter().filter(|l| !l.is_empty()) {
+            resolve_program(l)?;
         }
         if self.runs == 0 {
             return Err(MeasureError::Invalid("--runs must be at least 1".into()));

@@ -34,6 +34,7 @@ const SEPARATOR: &str = ":::";
     coldstart measure --cache cold --strict --runs 20 -- python3 -c pass\n  \
     coldstart measure --ready 'stdout:listening' -- ./server\n  \
     coldstart measure --compare --cache selective -- ./old ::: ./new\n  \
+    sudo coldstart measure --storage hdd --cache cold --prefetch p.prefetch --compare -- ./myprog\n  \
     sudo coldstart measure --storage hdd --cache cold,hot -- ./myprog"
 )]
 pub struct Args {
@@ -86,6 +87,14 @@ pub struct Args {
     /// With --storage: where the emulated device's backing file goes (a disk file system).
     #[arg(long, value_name = "WORK", requires = "storage", default_value = coldstart_measure::storage::DEFAULT_WORK_DIR)]
     pub storage_dir: PathBuf,
+    /// Start every measured run through `coldstart launch --prefetch DB` (after the cache
+    /// state is set: the sweep is part of the timed start-up). With --compare and one
+    /// command: that command with the prefetch (A) against without (B).
+    #[arg(long, value_name = "DB")]
+    pub prefetch: Option<PathBuf>,
+    /// With --prefetch: options for launch, as one word (e.g. `--wait --order physical`).
+    #[arg(long, value_name = "OPTIONS", requires = "prefetch", allow_hyphen_values = true)]
+    pub launch_options: Option<String>,
     /// The command to measure (after `--`), and with --compare a second one after `:::`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -109,6 +118,29 @@ fn options(args: &Args) -> anyhow::Result<MeasureOptions> {
     }
     if commands.iter().any(|c| c.is_empty()) {
         return Err(exit::usage(format!("an empty command around `{SEPARATOR}`")));
+    }
+    let mut launchers = Vec::new();
+    if let Some(db) = &args.prefetch {
+        // Checked now, so a bad database is bad input and not runs that fail one by one.
+        coldstart_prefetch::Database::read(db)?;
+        let exe = std::env::current_exe().context("finding coldstart's own binary")?;
+        let db = std::path::absolute(db).unwrap_or_else(|_| db.clone());
+        let mut launcher = vec![
+            exe.to_string_lossy().into_owned(),
+            "launch".to_string(),
+            "--prefetch".to_string(),
+            db.to_string_lossy().into_owned(),
+        ];
+        if let Some(extra) = &args.launch_options {
+            launcher.extend(extra.split_whitespace().map(String::from));
+        }
+        launcher.push("--".into());
+        if args.compare && commands.len() == 1 {
+            commands.push(commands[0].clone());
+            launchers = vec![launcher];
+        } else {
+            launchers = vec![launcher; commands.len()];
+        }
     }
     match (args.compare, commands.len()) {
         (false, 1) | (true, 2) => {}
@@ -162,6 +194,7 @@ fn options(args: &Args) -> anyhow::Result<MeasureOptions> {
         timeout: Duration::from_secs_f64(args.timeout),
         storage,
         strict: args.strict,
+        launchers,
     };
     opts.validate()?;
     Ok(opts)

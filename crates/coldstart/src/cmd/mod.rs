@@ -5,12 +5,14 @@ pub mod bolt;
 pub mod common;
 pub mod demo;
 pub mod experiment;
+pub mod launch;
 pub mod link;
 pub mod measure;
 pub mod mount;
 pub mod order;
 pub mod pack;
 pub mod predict;
+pub mod prefetch;
 pub mod profile;
 pub mod report;
 pub mod run;
@@ -42,5 +44,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(args) => report::run(args),
         Command::Timeline(args) => timeline::run(args),
         Command::Experiment(args) => experiment::run(args),
+        Command::Prefetch(args) => prefetch::run(args),
+        Command::Launch(args) => launch::run(args),
     }
 }
