@@ -12,6 +12,7 @@ PACKAGES=(
   xvfb x11-utils xdotool                # window readiness tests (Xvfb, xmessage)
   fuse3 libfuse3-dev pkg-config         # the lazy mount
   nginx-light                           # network start served by a real web server
+  openssl                               # the https test makes its own CA (tests/origins.rs)
   linux-perf                            # instruction counts where the CPU exposes them
   python3 build-essential
   perl git                              # real programs measured by the tests

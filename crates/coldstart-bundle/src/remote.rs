@@ -50,6 +50,8 @@ pub const MAX_RETRIES: u32 = 10;
 /// The default of [`FetchOptions::min_rate`]: 1 KiB/s, below a 56 kbit/s modem's share of
 /// four connections.
 pub const DEFAULT_MIN_RATE: u64 = 1024;
+/// The most redirects one request follows.
+pub const MAX_REDIRECTS: u32 = 5;
 /// How often every wait of a fetch looks at its deadlines and at [`FetchOptions::cancel`].
 pub const POLL: Duration = Duration::from_millis(100);
 
@@ -72,10 +74,52 @@ pub struct FetchOptions {
     pub min_rate: u64,
     /// Stops every fetch made with these options ([`FetchError::Cancelled`]).
     pub cancel: Cancel,
+    /// Certificates (PEM) trusted for https besides the system's roots.
+    pub ca_file: Option<PathBuf>,
+    /// Where a remote says what the user should know but that does not stop it (an origin
+    /// that ignores Range), once each.
+    pub warn: Warn,
+}
+
+/// A callback for warnings; none by default (the library prints nothing itself).
+#[derive(Clone, Default)]
+pub struct Warn(Option<Arc<WarnFn>>);
+
+type WarnFn = dyn Fn(&str) + Send + Sync;
+
+impl Warn {
+    pub fn new(f: impl Fn(&str) + Send + Sync + 'static) -> Warn {
+        Warn(Some(Arc::new(f)))
+    }
+
+    /// Hands `message` to the callback, if there is one.
+    pub fn say(&self, message: &str) {
+        if let Some(f) = &self.0 {
+            f(message)
+        }
+    }
+}
+
+impl std::fmt::Debug for Warn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Warn(set)" } else { "Warn(none)" })
+    }
+}
+
+/// What [`FetchOptions::default`] takes for [`FetchOptions::ca_file`] and
+/// [`FetchOptions::warn`], once [`set_defaults`] has set them.
+static DEFAULTS: std::sync::OnceLock<(Option<PathBuf>, Warn)> = std::sync::OnceLock::new();
+
+/// Sets, once per process, the CA file and the warning callback every [`FetchOptions`] made
+/// by `default()` starts with: for a program whose options are built in several places. Later
+/// calls change nothing.
+pub fn set_defaults(ca_file: Option<PathBuf>, warn: Warn) {
+    let _ = DEFAULTS.set((ca_file, warn));
 }
 
 impl Default for FetchOptions {
     fn default() -> Self {
+        let (ca_file, warn) = DEFAULTS.get().cloned().unwrap_or_default();
         FetchOptions {
             connections: 4,
             retries: 3,
@@ -84,6 +128,8 @@ impl Default for FetchOptions {
             io_timeout: Duration::from_secs(10),
             min_rate: DEFAULT_MIN_RATE,
             cancel: Cancel::default(),
+            ca_file,
+            warn,
         }
     }
 }
@@ -178,15 +224,19 @@ pub struct FetchStats {
 /// Why bytes could not be fetched.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
-    #[error("bad bundle URL `{0}`: expected http://HOST[:PORT][/PATH] or a bundle directory")]
+    #[error(
+        "bad bundle URL `{0}`: expected http[s]://HOST[:PORT][/PATH][?QUERY] or a bundle directory"
+    )]
     Url(String),
+    #[error("--ca-file {path}: {detail}")]
+    CaFile { path: String, detail: String },
     #[error("{url}: {source}")]
     Io { url: String, source: io::Error },
     #[error("{url}: {what}")]
     Timeout { url: String, what: String },
     #[error("{url}: the server answered {status}")]
     Status { url: String, status: u16 },
-    #[error("{url}: the server redirects to `{}`: coldstart follows no redirects; give the URL of the bundle itself", crate::manifest::shown(location))]
+    #[error("{url}: the server redirects more than {MAX_REDIRECTS} times (last to `{}`); give the URL of the bundle itself", crate::manifest::shown(location))]
     Redirect { url: String, location: String },
     #[error("{url}: malformed response: {detail}")]
     Protocol { url: String, detail: String },
@@ -208,7 +258,9 @@ impl FetchError {
     /// input; a server or network that misbehaves is the environment.
     pub fn category(&self) -> Category {
         match self {
-            FetchError::Url(_) | FetchError::Redirect { .. } => Category::Usage,
+            FetchError::Url(_) | FetchError::CaFile { .. } | FetchError::Redirect { .. } => {
+                Category::Usage
+            }
             FetchError::Status { status: 404 | 410, .. } => Category::Usage,
             FetchError::Manifest(e) => e.category(),
             FetchError::GaveUp { last, .. } => last.category(),
@@ -414,9 +466,10 @@ pub fn get_chunk_while(
     })
 }
 
-/// Opens the right remote for `url`: `http://...`, or a path to a bundle directory.
+/// Opens the right remote for `url`: `http://...` or `https://...`, or a path to a bundle
+/// directory.
 pub fn open(url: &str, opts: FetchOptions) -> Result<Box<dyn Remote>, FetchError> {
-    if url.starts_with("http://") {
+    if url.starts_with("http://") || url.starts_with("https://") {
         Ok(Box::new(HttpRemote::new(url, opts)?))
     } else if let Some(p) = url.strip_prefix("file://") {
         Ok(Box::new(DirRemote::new(Path::new(p), opts)))

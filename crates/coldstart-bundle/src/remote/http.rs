@@ -1,101 +1,166 @@
-//! The HTTP/1.1 client: a pool of keep-alive connections, Range requests, and the bounds of
-//! the module above (deadlines, lengths, cancellation), kept by reading in slices of
-//! [`POLL`] and looking at the clock and the cancel flag between them.
+//! The HTTP client: [ureq] (HTTP/1.1, keep-alive, chunked bodies, redirects, proxies from the
+//! environment, https through rustls) over a TCP transport of our own that keeps the bounds of
+//! the module above: it connects and reads in slices of [`POLL`], looking at the clock and the
+//! cancel flag between them.
+//!
+//! ureq's own timeouts are off: every wait for the server is one of the transport's, and only
+//! time spent waiting for the server counts (the reader's time with the bytes does not). The
+//! body's length is bounded here, by the span, as it arrives.
 
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::sync::atomic::Ordering;
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{Cancel, FetchError, FetchOptions, FetchStats, Remote, Span, POLL};
+use ureq::unversioned::resolver::DefaultResolver;
+use ureq::unversioned::transport::{
+    Buffers, ConnectProxyConnector, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout,
+    RustlsConnector, Transport,
+};
+
+use super::{Cancel, FetchError, FetchOptions, FetchStats, Remote, Span, MAX_REDIRECTS, POLL};
 
 /// The longest response head read.
 const MAX_HEAD: usize = 64 * 1024;
 
-/// A bundle served over HTTP/1.1.
-#[derive(Debug)]
+/// Files tried, in order, for the system's trusted roots (after `SSL_CERT_FILE`).
+const SYSTEM_ROOTS: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/ssl/cert.pem",
+];
+
+/// A bundle served over HTTP or HTTPS.
 pub struct HttpRemote {
-    host: String,
-    addrs: Vec<SocketAddr>,
-    prefix: String,
+    agent: ureq::Agent,
+    /// `scheme://host[:port]/path/`, ending in `/`.
+    base: String,
+    /// The query string, without `?`, put after every file's path (a signed URL prefix).
+    query: Option<String>,
     opts: FetchOptions,
     stats: FetchStats,
-    idle: Mutex<Vec<TcpStream>>,
+    range_warned: AtomicBool,
     in_flight: Mutex<usize>,
     slot_freed: Condvar,
 }
 
+impl std::fmt::Debug for HttpRemote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpRemote").field("base", &self.base).finish_non_exhaustive()
+    }
+}
+
+/// `url` split into the base every file's path is put after (ending in `/`) and the query.
+fn split_url(url: &str) -> Option<(String, Option<String>)> {
+    let (scheme, rest) = url.split_once("://")?;
+    if !matches!(scheme, "http" | "https") {
+        return None;
+    }
+    let rest = rest.split_once('#').map_or(rest, |(a, _)| a);
+    let (rest, query) = match rest.split_once('?') {
+        Some((r, q)) => (r, Some(q.to_owned()).filter(|q| !q.is_empty())),
+        None => (rest, None),
+    };
+    let (host, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let bad = |c: char| c.is_control() || c == ' ';
+    if host.is_empty()
+        || path.chars().any(bad)
+        || query.as_deref().is_some_and(|q| q.chars().any(bad))
+    {
+        return None;
+    }
+    let mut base = format!("{scheme}://{host}{path}");
+    if !base.ends_with('/') {
+        base.push('/');
+    }
+    base.parse::<ureq::http::Uri>().ok()?;
+    Some((base, query))
+}
+
+/// The trusted roots: the system's (`SSL_CERT_FILE`, or the first of [`SYSTEM_ROOTS`]; the
+/// roots built into the client when there is none) and `ca_file`'s.
+fn roots(ca_file: Option<&Path>) -> Result<ureq::tls::RootCerts, FetchError> {
+    use ureq::tls::{parse_pem, Certificate, PemItem, RootCerts};
+    let certs = |pem: &[u8]| -> Vec<Certificate<'static>> {
+        parse_pem(pem)
+            .filter_map(|i| match i {
+                Ok(PemItem::Certificate(c)) => Some(c),
+                _ => None,
+            })
+            .collect()
+    };
+    let system = std::env::var_os("SSL_CERT_FILE")
+        .map(std::path::PathBuf::from)
+        .into_iter()
+        .chain(SYSTEM_ROOTS.iter().map(std::path::PathBuf::from))
+        .find_map(|p| std::fs::read(p).ok());
+    let mut all = system.as_deref().map(certs).unwrap_or_default();
+    if let Some(p) = ca_file {
+        let err = |detail: String| FetchError::CaFile { path: p.display().to_string(), detail };
+        let pem = std::fs::read(p)
+            .map_err(|e| err(format!("{e}; give a PEM file of CA certificates")))?;
+        let mine = certs(&pem);
+        if mine.is_empty() {
+            return Err(err("no PEM certificate (-----BEGIN CERTIFICATE-----) in it".into()));
+        }
+        all.extend(mine);
+    }
+    if all.is_empty() {
+        return Ok(RootCerts::WebPki);
+    }
+    Ok(RootCerts::new_with_certs(&all))
+}
+
 impl HttpRemote {
-    /// A remote for `http://HOST[:PORT][/PATH]`, the URL of the bundle directory.
+    /// A remote for `http[s]://HOST[:PORT][/PATH][?QUERY]`, the URL of the bundle directory;
+    /// the query, if any, follows every file's path (`.../PATH/manifest.json?QUERY`).
     pub fn new(url: &str, opts: FetchOptions) -> Result<HttpRemote, FetchError> {
-        let bad = || FetchError::Url(url.to_owned());
-        let rest = url.strip_prefix("http://").ok_or_else(bad)?;
-        let (hostport, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/"),
-        };
-        if hostport.is_empty() || path.chars().any(|c| c.is_control() || c == ' ') {
-            return Err(bad());
+        let (base, query) = split_url(url).ok_or_else(|| FetchError::Url(url.to_owned()))?;
+        let mut config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(MAX_REDIRECTS)
+            .max_redirects_will_error(true)
+            .max_response_header_size(MAX_HEAD)
+            .max_idle_connections_per_host(opts.connections.max(1))
+            .max_idle_connections(opts.connections.max(1))
+            .user_agent("coldstart")
+            .timeout_global(None)
+            .timeout_connect(None)
+            .timeout_recv_response(None)
+            .timeout_recv_body(None)
+            .timeout_send_request(None);
+        if base.starts_with("https://") || opts.ca_file.is_some() {
+            let tls = ureq::tls::TlsConfig::builder().root_certs(roots(opts.ca_file.as_deref())?);
+            config = config.tls_config(tls.build());
         }
-        let with_port = if hostport.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-        {
-            hostport.to_owned()
-        } else {
-            format!("{hostport}:80")
-        };
-        let addrs: Vec<SocketAddr> = with_port
-            .to_socket_addrs()
-            .map_err(|source| FetchError::Io { url: url.to_owned(), source })?
-            .collect();
-        if addrs.is_empty() {
-            return Err(bad());
-        }
-        let mut prefix = path.to_owned();
-        if !prefix.ends_with('/') {
-            prefix.push('/');
-        }
+        let connector =
+            ().chain(ConnectProxyConnector::default())
+                .chain(PollingTcp(Limits::of(&opts)))
+                .chain(RustlsConnector::default());
+        let agent = ureq::Agent::with_parts(config.build(), connector, DefaultResolver::default());
         Ok(HttpRemote {
-            host: hostport.to_owned(),
-            addrs,
-            prefix,
+            agent,
+            base,
+            query,
             opts,
             stats: FetchStats::default(),
-            idle: Mutex::new(Vec::new()),
+            range_warned: AtomicBool::new(false),
             in_flight: Mutex::new(0),
             slot_freed: Condvar::new(),
         })
     }
 
-    fn connect(&self, url: &str) -> Result<TcpStream, FetchError> {
-        let mut last = None;
-        for a in &self.addrs {
-            match connect(a, self.opts.connect_timeout, &self.opts.cancel) {
-                Ok(s) => {
-                    let _ = s.set_nodelay(true);
-                    s.set_read_timeout(Some(POLL))
-                        .and_then(|_| s.set_write_timeout(Some(self.opts.io_timeout)))
-                        .map_err(|source| FetchError::Io { url: url.to_owned(), source })?;
-                    return Ok(s);
-                }
-                Err(Connect::Cancelled) => {
-                    return Err(FetchError::Cancelled { url: url.to_owned() })
-                }
-                Err(Connect::TimedOut) => {
-                    last = Some(FetchError::Timeout {
-                        url: url.to_owned(),
-                        what: format!(
-                            "could not connect within {}",
-                            secs(self.opts.connect_timeout)
-                        ),
-                    })
-                }
-                Err(Connect::Failed(source)) => {
-                    last = Some(FetchError::Io { url: url.to_owned(), source })
-                }
-            }
+    fn url(&self, path: &str) -> String {
+        match &self.query {
+            Some(q) => format!("{}{path}?{q}", self.base),
+            None => format!("{}{path}", self.base),
         }
-        Err(last.expect("at least one address"))
     }
 
     /// Waits for a free slot (at most [`FetchOptions::connections`] requests in flight);
@@ -116,11 +181,446 @@ impl HttpRemote {
         *self.in_flight.lock().unwrap() -= 1;
         self.slot_freed.notify_one();
     }
+
+    fn exchange(
+        &self,
+        url: &str,
+        path: &str,
+        span: Span,
+        sink: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<u64, FetchError> {
+        let proto = |detail: String| FetchError::Protocol { url: url.to_owned(), detail };
+        let mut req = self.agent.get(self.url(path));
+        if let Span::Range(s, e) = span {
+            if e <= s {
+                return Ok(0);
+            }
+            req = req.header("Range", format!("bytes={}-{}", s, e - 1));
+        }
+        let resp = match req.call() {
+            Ok(r) => r,
+            Err(e) => {
+                if !matches!(stop_of(&e), Some(Stop::NotConnected(_))) {
+                    self.stats.requests.fetch_add(1, Ordering::Relaxed);
+                }
+                return Err(fetch_error(url, e));
+            }
+        };
+        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        let status = resp.status().as_u16();
+        let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok());
+        let length = match header("content-length") {
+            Some(v) => Some(
+                v.trim()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|_| v.trim().bytes().all(|b| b.is_ascii_digit()))
+                    .ok_or_else(|| proto("bad Content-Length".into()))?,
+            ),
+            None => None,
+        };
+        let max = span.max_len();
+        // What part of the body the caller wants: skip `skip` bytes, hand over `want`.
+        let (skip, want) = match (status, span) {
+            (206, Span::Range(s, e)) => {
+                let cr = header("content-range")
+                    .ok_or_else(|| proto("206 without Content-Range".into()))?
+                    .to_owned();
+                let (first, last) = cr
+                    .strip_prefix("bytes ")
+                    .and_then(|r| r.split('/').next())
+                    .and_then(|r| r.split_once('-'))
+                    .and_then(|(a, b)| Some((a.parse::<u64>().ok()?, b.parse::<u64>().ok()?)))
+                    .ok_or_else(|| {
+                        proto(format!("bad Content-Range `{}`", crate::manifest::shown(&cr)))
+                    })?;
+                if first != s || last < first || last + 1 < e {
+                    return Err(proto(format!(
+                        "asked for bytes {s}-{}, got `{}`",
+                        e - 1,
+                        crate::manifest::shown(&cr)
+                    )));
+                }
+                (0, e - s)
+            }
+            (200, Span::Range(s, e)) => {
+                if !self.range_warned.swap(true, Ordering::Relaxed) {
+                    self.opts.warn.say(&format!(
+                        "{}: the origin ignores Range requests and sends whole files: every \
+                         read brings the file from its start up to the bytes wanted; serve \
+                         the bundle with a server that supports Range (nginx, S3, `coldstart \
+                         serve`)",
+                        self.describe("")
+                    ));
+                }
+                (s, e - s)
+            }
+            (200, Span::Whole { .. }) => (0, max),
+            (206, Span::Whole { .. }) => {
+                return Err(proto("206 to a request without Range".into()))
+            }
+            (301 | 302 | 303 | 307 | 308, _) => {
+                let location = header("location").unwrap_or_default().to_owned();
+                return Err(FetchError::Redirect { url: url.to_owned(), location });
+            }
+            (status, _) => return Err(FetchError::Status { url: url.to_owned(), status }),
+        };
+        if let (Span::Whole { max }, Some(l)) = (span, length) {
+            if l > max {
+                return Err(proto(format!(
+                    "a body of {l} bytes, more than the {max} a reader takes"
+                )));
+            }
+        }
+        let end = skip.saturating_add(want);
+        if let (Span::Range(..), Some(l)) = (span, length) {
+            if l < end - if status == 206 { skip } else { 0 } {
+                return Err(proto(format!("a body of {l} bytes, wanted {want}")));
+            }
+        }
+        let mut body = resp.into_body().into_reader();
+        let mut buf = vec![0u8; 64 * 1024];
+        let (mut pos, mut given) = (0u64, 0u64);
+        // Read no further than needed: one byte past a whole span's `max` says it is too long.
+        let until = if matches!(span, Span::Whole { .. }) { end.saturating_add(1) } else { end };
+        while pos < until {
+            let cap = (until - pos).min(buf.len() as u64) as usize;
+            let n = body.read(&mut buf[..cap]).map_err(|e| io_error(url, e))?;
+            if n == 0 {
+                break;
+            }
+            self.stats.bytes.fetch_add(n as u64, Ordering::Relaxed);
+            let chunk = &buf[..n];
+            let from = skip.saturating_sub(pos).min(n as u64) as usize;
+            let to = end.saturating_sub(pos).min(n as u64) as usize;
+            pos += n as u64;
+            if pos > end {
+                if let Span::Whole { max } = span {
+                    return Err(proto(format!(
+                        "a body longer than the {max} bytes a reader takes"
+                    )));
+                }
+            }
+            if from < to {
+                given += (to - from) as u64;
+                if !sink(&chunk[from..to]) {
+                    return Err(FetchError::Aborted { url: url.to_owned() });
+                }
+            }
+        }
+        if length == Some(pos) {
+            // Every byte the server said it would send has come: the reader knows the body
+            // is over without reading, and this read lets the connection go back to the pool.
+            // Any other body stops here with what was wanted, its connection closed (a
+            // failure now would make a reader with every byte retry).
+            let _ = body.read(&mut buf[..1]);
+        }
+        if let Span::Range(s, e) = span {
+            if given != e - s {
+                return Err(FetchError::Io {
+                    url: url.to_owned(),
+                    source: io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("connection closed after {given} of {} bytes", e - s),
+                    ),
+                });
+            }
+        }
+        Ok(given)
+    }
+}
+
+/// Why the transport stopped a request; carried through ureq inside an [`io::Error`].
+#[derive(Debug)]
+enum Stop {
+    Cancelled,
+    Timeout(String),
+    /// Connecting failed: nothing was sent.
+    NotConnected(io::Error),
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stop::Cancelled => f.write_str("stopped: coldstart was interrupted"),
+            Stop::Timeout(what) => f.write_str(what),
+            Stop::NotConnected(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Stop {}
+
+fn stop(s: Stop) -> ureq::Error {
+    let kind = match &s {
+        Stop::NotConnected(e) => e.kind(),
+        Stop::Timeout(_) => io::ErrorKind::TimedOut,
+        Stop::Cancelled => io::ErrorKind::Interrupted,
+    };
+    ureq::Error::Io(io::Error::new(kind, s))
+}
+
+/// The [`Stop`] inside `e`, if the transport made it.
+fn stop_of<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a Stop> {
+    let mut cur = Some(e);
+    while let Some(e) = cur {
+        if let Some(s) = e.downcast_ref::<Stop>() {
+            return Some(s);
+        }
+        if let Some(io) = e.downcast_ref::<io::Error>() {
+            if let Some(s) = io.get_ref().and_then(|i| i.downcast_ref::<Stop>()) {
+                return Some(s);
+            }
+        }
+        if let Some(ureq::Error::Io(io)) = e.downcast_ref::<ureq::Error>() {
+            if let Some(s) = io.get_ref().and_then(|i| i.downcast_ref::<Stop>()) {
+                return Some(s);
+            }
+        }
+        cur = e.source();
+    }
+    None
+}
+
+fn from_stop(url: &str, s: &Stop) -> Option<FetchError> {
+    let url = url.to_owned();
+    Some(match s {
+        Stop::Cancelled => FetchError::Cancelled { url },
+        Stop::Timeout(what) => FetchError::Timeout { url, what: what.clone() },
+        Stop::NotConnected(_) => return None,
+    })
+}
+
+/// A ureq error as the fetcher says it.
+fn fetch_error(url: &str, e: ureq::Error) -> FetchError {
+    if let Some(f) = stop_of(&e).and_then(|s| from_stop(url, s)) {
+        return f;
+    }
+    let url = url.to_owned();
+    match e {
+        ureq::Error::Io(source) => match source.into_inner() {
+            Some(inner) => match inner.downcast::<Stop>() {
+                Ok(s) => match *s {
+                    Stop::NotConnected(source) => FetchError::Io { url, source },
+                    s => FetchError::Io { url, source: io::Error::other(s.to_string()) },
+                },
+                Err(inner) => FetchError::Io { url, source: io::Error::other(inner) },
+            },
+            None => FetchError::Io { url, source: io::Error::other("connection failed") },
+        },
+        ureq::Error::TooManyRedirects => FetchError::Redirect { url, location: String::new() },
+        ureq::Error::Timeout(t) => FetchError::Timeout { url, what: t.to_string() },
+        ureq::Error::HostNotFound => FetchError::Io {
+            url,
+            source: io::Error::new(io::ErrorKind::NotFound, "host not found"),
+        },
+        e @ (ureq::Error::Tls(_) | ureq::Error::Rustls(_)) => {
+            FetchError::Io { url, source: io::Error::other(format!("TLS: {e}")) }
+        }
+        e => FetchError::Protocol { url, detail: e.to_string() },
+    }
+}
+
+/// An error reading the body.
+fn io_error(url: &str, e: io::Error) -> FetchError {
+    if let Some(f) = stop_of(&e).and_then(|s| from_stop(url, s)) {
+        return f;
+    }
+    match e.get_ref().and_then(|i| i.downcast_ref::<ureq::Error>()) {
+        Some(_) => fetch_error(url, ureq::Error::from(e)),
+        None => FetchError::Io { url: url.to_owned(), source: e },
+    }
+}
+
+/// The bounds the transport keeps.
+#[derive(Debug, Clone)]
+struct Limits {
+    connect: Duration,
+    io: Duration,
+    min_rate: u64,
+    cancel: Cancel,
+}
+
+impl Limits {
+    fn of(o: &FetchOptions) -> Limits {
+        Limits {
+            connect: o.connect_timeout,
+            io: o.io_timeout,
+            min_rate: o.min_rate,
+            cancel: o.cancel.clone(),
+        }
+    }
 }
 
 /// Seconds, as a message says them: `10 s`, `0.5 s`.
 fn secs(d: Duration) -> String {
     format!("{} s", d.as_secs_f64())
+}
+
+/// Opens TCP connections that keep [`Limits`].
+#[derive(Debug)]
+struct PollingTcp(Limits);
+
+impl<In: Transport> Connector<In> for PollingTcp {
+    type Out = Either<In, PollingTransport>;
+
+    fn connect(
+        &self,
+        details: &ConnectionDetails,
+        chained: Option<In>,
+    ) -> Result<Option<Self::Out>, ureq::Error> {
+        if chained.is_some() {
+            return Ok(chained.map(Either::A));
+        }
+        let mut last = None;
+        for a in details.addrs.iter() {
+            match connect(a, self.0.connect, &self.0.cancel) {
+                Ok(s) => {
+                    let _ = s.set_nodelay(true);
+                    s.set_read_timeout(Some(POLL))
+                        .and_then(|_| s.set_write_timeout(Some(self.0.io)))
+                        .map_err(|e| stop(Stop::NotConnected(e)))?;
+                    let buffers = LazyBuffers::new(
+                        details.config.input_buffer_size(),
+                        details.config.output_buffer_size(),
+                    );
+                    return Ok(Some(Either::B(PollingTransport {
+                        stream: s,
+                        buffers,
+                        limits: self.0.clone(),
+                        clock: Clock::default(),
+                    })));
+                }
+                Err(Connect::Cancelled) => return Err(stop(Stop::Cancelled)),
+                Err(Connect::TimedOut) => {
+                    last = Some(Stop::Timeout(format!(
+                        "could not connect within {}",
+                        secs(self.0.connect)
+                    )))
+                }
+                Err(Connect::Failed(e)) => last = Some(Stop::NotConnected(e)),
+            }
+        }
+        Err(stop(last.unwrap_or_else(|| {
+            Stop::NotConnected(io::Error::new(io::ErrorKind::NotFound, "no address"))
+        })))
+    }
+}
+
+/// Time spent waiting for the server since the request (or the last byte), and the current
+/// rate window.
+#[derive(Debug, Default)]
+struct Clock {
+    /// Any byte since the request was sent.
+    answered: bool,
+    since_byte: Duration,
+    window: Duration,
+    window_bytes: u64,
+}
+
+#[derive(Debug)]
+struct PollingTransport {
+    stream: TcpStream,
+    buffers: LazyBuffers,
+    limits: Limits,
+    clock: Clock,
+}
+
+impl PollingTransport {
+    fn check(&mut self) -> Result<(), ureq::Error> {
+        let l = &self.limits;
+        if l.cancel.is_cancelled() {
+            return Err(stop(Stop::Cancelled));
+        }
+        let c = &mut self.clock;
+        if c.since_byte >= l.io {
+            let what = if c.answered { "no bytes for" } else { "no answer within" };
+            return Err(stop(Stop::Timeout(format!("{what} {}", secs(l.io)))));
+        }
+        if c.answered && c.window >= l.io {
+            let need = ((l.min_rate as f64 * l.io.as_secs_f64()) as u64).max(1);
+            if c.window_bytes < need {
+                return Err(stop(Stop::Timeout(format!(
+                    "{} bytes in {}, slower than the {} bytes/s accepted",
+                    c.window_bytes,
+                    secs(c.window),
+                    l.min_rate
+                ))));
+            }
+            c.window = Duration::ZERO;
+            c.window_bytes = 0;
+        }
+        Ok(())
+    }
+}
+
+impl Transport for PollingTransport {
+    fn buffers(&mut self) -> &mut dyn Buffers {
+        &mut self.buffers
+    }
+
+    fn transmit_output(&mut self, amount: usize, _: NextTimeout) -> Result<(), ureq::Error> {
+        if self.limits.cancel.is_cancelled() {
+            return Err(stop(Stop::Cancelled));
+        }
+        let output = &self.buffers.output()[..amount];
+        self.stream.write_all(output).map_err(|e| {
+            if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) {
+                stop(Stop::Timeout(format!("could not send within {}", secs(self.limits.io))))
+            } else {
+                ureq::Error::Io(e)
+            }
+        })?;
+        // A request went out: the wait for its answer starts.
+        self.clock = Clock::default();
+        Ok(())
+    }
+
+    fn await_input(&mut self, _: NextTimeout) -> Result<bool, ureq::Error> {
+        loop {
+            self.check()?;
+            let t = Instant::now();
+            let r = self.stream.read(self.buffers.input_append_buf());
+            let waited = t.elapsed();
+            let c = &mut self.clock;
+            c.since_byte += waited;
+            c.window += waited;
+            match r {
+                Ok(n) => {
+                    if n > 0 {
+                        if !c.answered {
+                            // The rate is measured from the answer's first bytes on.
+                            c.answered = true;
+                            c.window = Duration::ZERO;
+                        }
+                        c.since_byte = Duration::ZERO;
+                        c.window_bytes += n as u64;
+                    }
+                    self.buffers.input_appended(n);
+                    return Ok(n > 0);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Err(ureq::Error::Io(e)),
+            }
+        }
+    }
+
+    fn is_open(&mut self) -> bool {
+        // Open if nothing is waiting to be read and the peer has not closed.
+        if self.stream.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let mut b = [0u8];
+        let open =
+            matches!(self.stream.read(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock);
+        open && self.stream.set_nonblocking(false).is_ok()
+    }
 }
 
 enum Connect {
@@ -234,351 +734,48 @@ fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     (storage, len as libc::socklen_t)
 }
 
-/// The deadlines of one exchange: the head within `io_timeout` of the request, then a byte
-/// at least every `io_timeout` and `min_rate x io_timeout` bytes in every `io_timeout`. Only
-/// time spent waiting for the server counts: the time the reader spends with the bytes
-/// between two reads (storing a chunk, a mount being made) does not.
-struct Watch<'a> {
-    opts: &'a FetchOptions,
-    url: &'a str,
-    sent: Instant,
-    head: bool,
-    last: Instant,
-    window: (Instant, u64),
-    /// When the last read returned.
-    returned: Instant,
-}
-
-impl<'a> Watch<'a> {
-    fn new(opts: &'a FetchOptions, url: &'a str) -> Watch<'a> {
-        let now = Instant::now();
-        Watch { opts, url, sent: now, head: false, last: now, window: (now, 0), returned: now }
-    }
-
-    fn timeout(&self, what: String) -> FetchError {
-        FetchError::Timeout { url: self.url.to_owned(), what }
-    }
-
-    fn check(&mut self) -> Result<(), FetchError> {
-        if self.opts.cancel.is_cancelled() {
-            return Err(FetchError::Cancelled { url: self.url.to_owned() });
-        }
-        let s = self.opts.io_timeout;
-        let now = Instant::now();
-        if !self.head {
-            if now - self.sent >= s {
-                return Err(self.timeout(format!("no answer within {}", secs(s))));
-            }
-            return Ok(());
-        }
-        if now - self.last >= s {
-            return Err(self.timeout(format!("no bytes for {}", secs(s))));
-        }
-        let (start, bytes) = self.window;
-        if now - start >= s {
-            let need = ((self.opts.min_rate as f64 * s.as_secs_f64()) as u64).max(1);
-            if bytes < need {
-                return Err(self.timeout(format!(
-                    "{bytes} bytes in {}, slower than the {} bytes/s accepted",
-                    secs(now - start),
-                    self.opts.min_rate
-                )));
-            }
-            self.window = (now, 0);
-        }
-        Ok(())
-    }
-
-    fn got(&mut self, n: usize) {
-        if n > 0 {
-            self.last = Instant::now();
-            self.window.1 += n as u64;
-        }
-    }
-
-    fn head_done(&mut self) {
-        let now = Instant::now();
-        self.head = true;
-        self.last = now;
-        self.window = (now, 0);
-    }
-
-    /// One read of `stream`, waiting within the deadlines.
-    fn read(&mut self, stream: &mut dyn Read, buf: &mut [u8]) -> Result<usize, FetchError> {
-        // The reader's own time since the last read moves every clock forward.
-        let away = self.returned.elapsed();
-        self.sent += away;
-        self.last += away;
-        self.window.0 += away;
-        loop {
-            self.check()?;
-            match stream.read(buf) {
-                Ok(n) => {
-                    self.got(n);
-                    self.returned = Instant::now();
-                    return Ok(n);
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(source) => return Err(FetchError::Io { url: self.url.to_owned(), source }),
-            }
-        }
-    }
-}
-
-/// A response's head.
-struct Head {
-    status: u16,
-    length: Option<u64>,
-    close: bool,
-    content_range: Option<String>,
-    location: Option<String>,
-}
-
-/// Parses a response head (without the blank line).
-fn parse_head(head: &[u8], proto: &dyn Fn(String) -> FetchError) -> Result<Head, FetchError> {
-    let head = std::str::from_utf8(head).map_err(|_| proto("the headers are not UTF-8".into()))?;
-    let mut lines = head.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
-    let status_line = lines.next().unwrap_or("");
-    let shown = || crate::manifest::shown(status_line);
-    let mut parts = status_line.splitn(3, ' ');
-    let version = parts.next().unwrap_or("");
-    if !version.starts_with("HTTP/1.") {
-        return Err(proto(format!("bad status line `{}`", shown())));
-    }
-    let status: u16 = parts
-        .next()
-        .filter(|s| s.len() == 3)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| proto(format!("bad status line `{}`", shown())))?;
-    let mut h = Head {
-        status,
-        length: None,
-        close: version == "HTTP/1.0",
-        content_range: None,
-        location: None,
-    };
-    for line in lines {
-        let Some((k, v)) = line.split_once(':') else { continue };
-        let v = v.trim();
-        match k.trim().to_ascii_lowercase().as_str() {
-            "content-length" => {
-                let n = v
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|_| v.bytes().all(|b| b.is_ascii_digit()))
-                    .ok_or_else(|| proto("bad Content-Length".into()))?;
-                if h.length.is_some_and(|l| l != n) {
-                    return Err(proto("two different Content-Length headers".into()));
-                }
-                h.length = Some(n);
-            }
-            "connection" => h.close = v.eq_ignore_ascii_case("close"),
-            "transfer-encoding" if !v.eq_ignore_ascii_case("identity") => {
-                return Err(proto(format!(
-                    "unsupported Transfer-Encoding `{}`",
-                    crate::manifest::shown(v)
-                )))
-            }
-            "content-range" => h.content_range = Some(v.to_owned()),
-            "location" => h.location = Some(v.to_owned()),
-            _ => {}
-        }
-    }
-    Ok(h)
-}
-
-/// One request and its response on `stream`, within the deadlines of `watch`: the part of
-/// the body `span` asks for is handed to `sink`. Returns the bytes handed over and whether
-/// the connection may carry another request. `started` is set once any response byte has
-/// arrived.
-#[allow(clippy::too_many_arguments)]
-fn exchange(
-    stream: &mut (impl Read + Write),
-    host: &str,
-    target: &str,
-    span: Span,
-    sink: &mut dyn FnMut(&[u8]) -> bool,
-    watch: &mut Watch,
-    stats: &FetchStats,
-    started: &mut bool,
-) -> Result<(u64, bool), FetchError> {
-    let url = watch.url.to_owned();
-    let io = |source| FetchError::Io { url: url.clone(), source };
-    let proto = |detail: String| FetchError::Protocol { url: url.clone(), detail };
-    let mut req = format!("GET {target} HTTP/1.1\r\nHost: {host}\r\n");
-    if let Span::Range(s, e) = span {
-        if e <= s {
-            return Ok((0, true));
-        }
-        req.push_str(&format!("Range: bytes={}-{}\r\n", s, e - 1));
-    }
-    req.push_str("User-Agent: coldstart\r\n\r\n");
-    stream.write_all(req.as_bytes()).map_err(io)?;
-    // The head.
-    let mut buf = Vec::with_capacity(4096);
-    let mut tmp = [0u8; 16 * 1024];
-    let (head_end, body_at) = loop {
-        if let Some(i) = find(&buf, b"\r\n\r\n") {
-            break (i, i + 4);
-        }
-        if let Some(i) = find(&buf, b"\n\n") {
-            break (i, i + 2);
-        }
-        if buf.len() > MAX_HEAD {
-            return Err(proto("headers longer than 64 KiB".into()));
-        }
-        let n = watch.read(stream, &mut tmp)?;
-        if n == 0 {
-            return Err(io(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "connection closed before the response",
-            )));
-        }
-        *started = true;
-        buf.extend_from_slice(&tmp[..n]);
-    };
-    watch.head_done();
-    let h = parse_head(&buf[..head_end], &proto)?;
-    let mut close = h.close;
-    let max = span.max_len();
-    // What part of the body the caller wants: skip `skip` bytes, hand over `want`.
-    let (skip, want) = match (h.status, span) {
-        (206, Span::Range(s, e)) => {
-            let cr = h.content_range.ok_or_else(|| proto("206 without Content-Range".into()))?;
-            let (first, last) = cr
-                .strip_prefix("bytes ")
-                .and_then(|r| r.split('/').next())
-                .and_then(|r| r.split_once('-'))
-                .and_then(|(a, b)| Some((a.parse::<u64>().ok()?, b.parse::<u64>().ok()?)))
-                .ok_or_else(|| {
-                    proto(format!("bad Content-Range `{}`", crate::manifest::shown(&cr)))
-                })?;
-            if first != s || last < first || last + 1 < e {
-                return Err(proto(format!(
-                    "asked for bytes {s}-{}, got `{}`",
-                    e - 1,
-                    crate::manifest::shown(&cr)
-                )));
-            }
-            (0, e - s)
-        }
-        (200, Span::Range(s, e)) => (s, e - s),
-        (200, Span::Whole { .. }) => (0, max),
-        (206, Span::Whole { .. }) => return Err(proto("206 to a request without Range".into())),
-        (301 | 302 | 303 | 307 | 308, _) => {
-            return Err(FetchError::Redirect { url, location: h.location.unwrap_or_default() })
-        }
-        (status, _) => return Err(FetchError::Status { url, status }),
-    };
-    if let (Span::Whole { max }, Some(l)) = (span, h.length) {
-        if l > max {
-            return Err(proto(format!("a body of {l} bytes, more than the {max} a reader takes")));
-        }
-    }
-    let end = skip.saturating_add(want);
-    // Read no further than the body (the connection's next response), nor than needed.
-    let until = h.length.map_or(end, |l| l.min(end));
-    if h.length.is_none() {
-        close = true;
-    }
-    let mut pos = 0u64;
-    let mut given = 0u64;
-    let mut deliver = |chunk: &[u8], pos: &mut u64| -> Result<(), FetchError> {
-        let from = skip.saturating_sub(*pos).min(chunk.len() as u64) as usize;
-        let to = end.saturating_sub(*pos).min(chunk.len() as u64) as usize;
-        *pos += chunk.len() as u64;
-        if from < to {
-            given += (to - from) as u64;
-            if !sink(&chunk[from..to]) {
-                return Err(FetchError::Aborted { url: url.clone() });
-            }
-        }
-        Ok(())
-    };
-    let first = &buf[body_at..];
-    let first = &first[..first.len().min(until as usize)];
-    stats.bytes.fetch_add(first.len() as u64, Ordering::Relaxed);
-    deliver(first, &mut pos)?;
-    while pos < until {
-        let cap = (until - pos).min(tmp.len() as u64) as usize;
-        let n = watch.read(stream, &mut tmp[..cap])?;
-        if n == 0 {
-            if h.length.is_none() && matches!(span, Span::Whole { .. }) {
-                break;
-            }
-            return Err(io(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("connection closed after {pos} of {} body bytes", h.length.unwrap_or(end)),
-            )));
-        }
-        stats.bytes.fetch_add(n as u64, Ordering::Relaxed);
-        deliver(&tmp[..n], &mut pos)?;
-    }
-    if let Span::Whole { max } = span {
-        // Without a length, one byte more than allowed says the body is too long.
-        if h.length.is_none() && pos >= max {
-            let n = watch.read(stream, &mut tmp[..1])?;
-            if n > 0 {
-                return Err(proto(format!("a body longer than the {max} bytes a reader takes")));
-            }
-        }
-    }
-    if h.length.is_some_and(|l| pos < l) {
-        // The rest of the body is not wanted: the connection cannot carry another request.
-        close = true;
-    }
-    if let Span::Range(s, e) = span {
-        if given != e - s {
-            return Err(proto(format!("got {given} bytes, wanted {}", e - s)));
-        }
-    }
-    Ok((given, !close))
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
 /// The body a response's bytes give for `span`, as [`HttpRemote`] reads it from a server:
-/// for fuzzing and testing the response parser without a socket.
+/// for fuzzing and testing the response parser. The bytes are served once, on a loopback
+/// socket, by a thread that closes the connection after them.
 pub fn parse_response(response: &[u8], span: Span) -> Result<Vec<u8>, FetchError> {
-    struct Canned<'a>(&'a [u8]);
-    impl Read for Canned<'_> {
-        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-            self.0.read(buf)
+    let l = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|source| FetchError::Io { url: "response".into(), source })?;
+    let addr = l.local_addr().expect("a bound socket");
+    let url = format!("http://{addr}/");
+    let response = response.to_vec();
+    let server = std::thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+        let mut head = Vec::new();
+        let mut b = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut b) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => head.extend_from_slice(&b[..n]),
+            }
         }
-    }
-    impl Write for Canned<'_> {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-    let opts = FetchOptions::default();
-    let mut watch = Watch::new(&opts, "response");
+        let _ = s.write_all(&response);
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        // Until the client closes: a reset would lose bytes it has not read yet.
+        while matches!(s.read(&mut b), Ok(n) if n > 0) {}
+    });
+    let opts = FetchOptions {
+        retries: 0,
+        connections: 1,
+        io_timeout: Duration::from_secs(5),
+        ..FetchOptions::default()
+    };
+    let r = HttpRemote::new(&url, opts)?;
     let mut body = Vec::new();
-    exchange(
-        &mut Canned(response),
-        "h",
-        "/f",
-        span,
-        &mut |b| {
-            body.extend_from_slice(b);
-            true
-        },
-        &mut watch,
-        &FetchStats::default(),
-        &mut false,
-    )?;
-    Ok(body)
+    let got = r.fetch("f", span, &mut |b| {
+        body.extend_from_slice(b);
+        true
+    });
+    drop(r);
+    // An empty span sends no request: the server still waits for one.
+    drop(TcpStream::connect(addr));
+    let _ = server.join();
+    got.map(|_| body)
 }
 
 impl Remote for HttpRemote {
@@ -589,45 +786,10 @@ impl Remote for HttpRemote {
         sink: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<u64, FetchError> {
         let url = self.describe(path);
-        let target = format!("{}{}", self.prefix, path);
         if !self.acquire_slot() {
             return Err(FetchError::Cancelled { url });
         }
-        let result = (|| {
-            // A pooled connection may have been closed by the server while idle: if it fails
-            // before any response byte arrives, try once more on a fresh one.
-            loop {
-                let pooled = self.idle.lock().unwrap().pop();
-                let reused = pooled.is_some();
-                let mut stream = match pooled {
-                    Some(s) => s,
-                    None => self.connect(&url)?,
-                };
-                self.stats.requests.fetch_add(1, Ordering::Relaxed);
-                let mut started = false;
-                let mut watch = Watch::new(&self.opts, &url);
-                let r = exchange(
-                    &mut stream,
-                    &self.host,
-                    &target,
-                    span,
-                    sink,
-                    &mut watch,
-                    &self.stats,
-                    &mut started,
-                );
-                match r {
-                    Ok((n, keep)) => {
-                        if keep {
-                            self.idle.lock().unwrap().push(stream);
-                        }
-                        return Ok(n);
-                    }
-                    Err(FetchError::Io { .. }) if reused && !started => continue,
-                    Err(e) => return Err(e),
-                }
-            }
-        })();
+        let result = self.exchange(&url, path, span, sink);
         self.release_slot();
         result
     }
@@ -640,263 +802,15 @@ impl Remote for HttpRemote {
         &self.stats
     }
 
+    /// The file's URL; a query string (a signature) is shown as `?...`.
     fn describe(&self, path: &str) -> String {
-        format!("http://{}{}{}", self.host, self.prefix, path)
+        match &self.query {
+            Some(_) => format!("{}{path}?...", self.base),
+            None => format!("{}{path}", self.base),
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::manifest::{Chunk, Compression};
-    use crate::remote::{get, get_chunk, open};
-    use std::net::TcpListener;
-
-    /// A one-shot server answering each connection's requests with canned responses.
-    fn serve(responses: Vec<&'static [u8]>) -> (String, std::thread::JoinHandle<Vec<String>>) {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/b", l.local_addr().unwrap());
-        let h = std::thread::spawn(move || {
-            let mut requests = Vec::new();
-            let (mut s, _) = l.accept().unwrap();
-            for r in responses {
-                let mut buf = [0u8; 4096];
-                let n = s.read(&mut buf).unwrap();
-                requests.push(String::from_utf8_lossy(&buf[..n]).into_owned());
-                s.write_all(r).unwrap();
-            }
-            requests
-        });
-        (url, h)
-    }
-
-    const WHOLE: Span = Span::Whole { max: 1 << 20 };
-
-    #[test]
-    fn range_requests_reuse_one_connection() {
-        let (url, h) = serve(vec![
-            b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 2-4/10\r\nContent-Length: 3\r\n\r\ncde",
-            b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabcdefghij",
-        ]);
-        let r = HttpRemote::new(&url, FetchOptions::default()).unwrap();
-        assert_eq!(get(&r, "x", Span::Range(2, 5)).unwrap(), b"cde");
-        // A server that ignores Range: the client takes the part it asked for.
-        assert_eq!(get(&r, "x", Span::Range(7, 9)).unwrap(), b"hi");
-        let reqs = h.join().unwrap();
-        assert!(reqs[0].starts_with("GET /b/x HTTP/1.1\r\n"), "{}", reqs[0]);
-        assert!(reqs[0].contains("Range: bytes=2-4\r\n"));
-        assert!(reqs[1].contains("Range: bytes=7-8\r\n"));
-        assert_eq!(r.stats().requests.load(Ordering::Relaxed), 2);
-    }
-
-    #[test]
-    fn a_corrupt_chunk_is_retried_then_refused() {
-        let (url, _h) = serve(vec![
-            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabX",
-            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabY",
-        ]);
-        let opts =
-            FetchOptions { retries: 1, backoff: Duration::from_millis(1), ..Default::default() };
-        let r = HttpRemote::new(&url, opts).unwrap();
-        let chunk = Chunk { offset: 0, length: 3, sha256: crate::sha256_hex(b"abc"), stored: None };
-        let err = get_chunk(&r, Compression::None, &chunk).unwrap_err();
-        assert!(matches!(err, FetchError::GaveUp { attempts: 2, .. }), "{err}");
-        assert!(err.to_string().contains("SHA-256"), "{err}");
-    }
-
-    #[test]
-    fn a_dead_server_fails_within_the_bound() {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/", l.local_addr().unwrap());
-        drop(l);
-        let opts =
-            FetchOptions { retries: 2, backoff: Duration::from_millis(10), ..Default::default() };
-        let r = HttpRemote::new(&url, opts).unwrap();
-        let t = std::time::Instant::now();
-        assert!(get(&r, "manifest.json", WHOLE).is_err());
-        assert!(t.elapsed() < Duration::from_secs(2));
-        assert_eq!(r.stats().requests.load(Ordering::Relaxed), 0, "nothing was sent");
-    }
-
-    #[test]
-    fn bad_urls_are_named() {
-        assert!(matches!(open("ftp://x/", FetchOptions::default()), Err(FetchError::Url(_))));
-        assert!(matches!(
-            HttpRemote::new("http://", FetchOptions::default()),
-            Err(FetchError::Url(_))
-        ));
-    }
-
-    #[test]
-    fn error_statuses_are_not_retried_forever() {
-        let (url, _h) = serve(vec![b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"]);
-        let r = HttpRemote::new(&url, FetchOptions::default()).unwrap();
-        let err = get(&r, "nope", WHOLE).unwrap_err();
-        assert!(matches!(err, FetchError::GaveUp { attempts: 1, .. }), "{err}");
-    }
-
-    /// A server that answers the first request of one connection by `behave`.
-    fn misbehave(behave: impl FnOnce(TcpStream) + Send + 'static) -> String {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/", l.local_addr().unwrap());
-        std::thread::spawn(move || {
-            let (mut s, _) = l.accept().unwrap();
-            let mut buf = [0u8; 4096];
-            let _ = s.read(&mut buf);
-            behave(s);
-        });
-        url
-    }
-
-    fn once(timeout_ms: u64) -> FetchOptions {
-        FetchOptions {
-            retries: 0,
-            io_timeout: Duration::from_millis(timeout_ms),
-            connect_timeout: Duration::from_millis(timeout_ms),
-            ..FetchOptions::default()
-        }
-    }
-
-    #[test]
-    fn a_server_that_never_answers_is_a_timeout_within_the_bound() {
-        let url = misbehave(|s| {
-            std::thread::sleep(Duration::from_secs(3));
-            drop(s);
-        });
-        let r = HttpRemote::new(&url, once(300)).unwrap();
-        let t = Instant::now();
-        let err = get(&r, "m", WHOLE).unwrap_err();
-        assert!(err.to_string().contains("no answer within 0.3 s"), "{err}");
-        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
-    }
-
-    #[test]
-    fn a_server_that_drips_is_too_slow_within_the_bound() {
-        let url = misbehave(|mut s| {
-            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n");
-            for _ in 0..100 {
-                if s.write_all(b"x").is_err() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        });
-        let r = HttpRemote::new(&url, once(300)).unwrap();
-        let t = Instant::now();
-        let err = get(&r, "m", WHOLE).unwrap_err();
-        assert!(err.to_string().contains("slower than the 1024 bytes/s"), "{err}");
-        // The head at once, then one window of 0.3 s.
-        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
-    }
-
-    #[test]
-    fn a_slow_reader_is_not_taken_for_a_slow_server() {
-        let url = misbehave(|mut s| {
-            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n");
-            let _ = s.write_all(&vec![b'x'; 200_000]);
-            std::thread::sleep(Duration::from_secs(2));
-        });
-        let r = HttpRemote::new(&url, once(300)).unwrap();
-        let mut got = 0;
-        r.fetch("m", WHOLE, &mut |b| {
-            // The reader takes longer than the timeout with its first bytes.
-            if got == 0 {
-                std::thread::sleep(Duration::from_millis(700));
-            }
-            got += b.len();
-            true
-        })
-        .unwrap();
-        assert_eq!(got, 200_000);
-    }
-
-    #[test]
-    fn a_body_longer_than_the_span_is_refused_without_reading_it() {
-        // Said in the head: refused at once, nothing allocated for it.
-        let url = misbehave(|mut s| {
-            let _ =
-                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 4611686018427387904\r\n\r\nabc");
-            std::thread::sleep(Duration::from_secs(2));
-        });
-        let r = HttpRemote::new(&url, once(1000)).unwrap();
-        let err = get(&r, "m", Span::Whole { max: 10 }).unwrap_err();
-        assert!(err.to_string().contains("more than the 10"), "{err}");
-        // Not said: read up to the limit, then refused.
-        let url = misbehave(|mut s| {
-            let _ = s.write_all(b"HTTP/1.1 200 OK\r\n\r\n");
-            let junk = vec![b'z'; 64 * 1024];
-            while s.write_all(&junk).is_ok() {}
-        });
-        let r = HttpRemote::new(&url, once(1000)).unwrap();
-        let err = get(&r, "m", Span::Whole { max: 100_000 }).unwrap_err();
-        assert!(err.to_string().contains("longer than the 100000"), "{err}");
-        assert!(r.stats().bytes.load(Ordering::Relaxed) <= 100_000 + 16 * 1024);
-    }
-
-    #[test]
-    fn a_redirect_is_named_and_not_followed() {
-        let url = misbehave(|mut s| {
-            let _ = s.write_all(
-                b"HTTP/1.1 302 Found\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n",
-            );
-        });
-        let r = HttpRemote::new(&url, FetchOptions::default()).unwrap();
-        let err = get(&r, "m", WHOLE).unwrap_err();
-        assert!(matches!(&err, FetchError::GaveUp { attempts: 1, .. }), "{err}");
-        assert!(err.to_string().contains("redirects to `/elsewhere`"), "{err}");
-    }
-
-    #[test]
-    fn a_cancel_stops_a_fetch_waiting_on_the_server() {
-        let url = misbehave(|s| {
-            std::thread::sleep(Duration::from_secs(5));
-            drop(s);
-        });
-        let opts = FetchOptions::default();
-        let cancel = opts.cancel.clone();
-        let r = HttpRemote::new(&url, opts).unwrap();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(200));
-            cancel.cancel();
-        });
-        let t = Instant::now();
-        let err = get(&r, "m", WHOLE).unwrap_err();
-        assert!(err.is_cancelled(), "{err}");
-        assert!(t.elapsed() < Duration::from_millis(600), "{:?}", t.elapsed());
-        // A connect to an address that does not answer is cancelled the same way.
-        let opts = FetchOptions { connect_timeout: Duration::from_secs(30), ..once(30_000) };
-        let cancel = opts.cancel.clone();
-        let r = HttpRemote::new("http://10.255.255.1:9/", opts).unwrap();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(200));
-            cancel.cancel();
-        });
-        let t = Instant::now();
-        let err = get(&r, "m", WHOLE).unwrap_err();
-        assert!(err.is_cancelled() || matches!(err, FetchError::GaveUp { .. }), "{err}");
-        assert!(t.elapsed() < Duration::from_millis(600), "{:?}", t.elapsed());
-    }
-
-    #[test]
-    fn responses_parse_as_a_server_sends_them() {
-        let body = parse_response(b"HTTP/1.1 200 OK\nContent-Length: 3\n\nabc", WHOLE).unwrap();
-        assert_eq!(body, b"abc", "LF-only lines");
-        let body = parse_response(b"HTTP/1.0 200 OK\r\n\r\nabcdef", Span::Range(2, 4)).unwrap();
-        assert_eq!(body, b"cd", "a server that ignores Range");
-        for bad in [
-            &b"HTTP/1.1 206 Partial\r\nContent-Range: bytes 3-4/10\r\nContent-Length: 2\r\n\r\nde"
-                [..],
-            b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
-            b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
-            b"SSH-2.0-OpenSSH\r\n\r\n",
-            b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
-        ] {
-            assert!(
-                parse_response(bad, Span::Range(2, 4)).is_err(),
-                "{}",
-                String::from_utf8_lossy(bad)
-            );
-        }
-    }
-}
+#[path = "http_tests.rs"]
+mod tests;

@@ -14,7 +14,8 @@ use super::common::signals::{self, Signals};
 #[command(after_help = "Examples:\n  coldstart mount http://127.0.0.1:8080/ /mnt/app\n  \
     coldstart mount http://bundles.example/app/ /mnt/app --strategy paged --cache-dir /var/cache/coldstart")]
 pub struct Args {
-    /// The bundle: `http://HOST[:PORT]/PATH/` (as printed by `coldstart serve`) or a directory.
+    /// The bundle: `http[s]://HOST[:PORT]/PATH/[?QUERY]` (as printed by `coldstart serve`; a
+    /// query, such as a signed URL's, follows each file's path) or a directory.
     pub url: String,
     /// An empty directory to mount on.
     pub dir: PathBuf,

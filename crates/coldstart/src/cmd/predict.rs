@@ -14,7 +14,7 @@ use super::common::signals::{self, Signals};
 #[command(after_help = "Examples:\n  coldstart predict http://bundles.example/app/\n  \
     coldstart predict /srv/bundles/app --link-hint 20mbit/40ms --local-ms 120")]
 pub struct Args {
-    /// The bundle: `http://HOST[:PORT]/PATH/` or a directory.
+    /// The bundle: `http[s]://HOST[:PORT]/PATH/[?QUERY]` or a directory.
     pub url: String,
     /// The link, e.g. 20mbit/40ms, instead of measuring it.
     #[arg(long, value_name = "BW/LAT")]

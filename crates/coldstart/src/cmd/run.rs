@@ -12,7 +12,7 @@
 //! later), and then the bundle is unmounted.
 
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
@@ -31,19 +31,30 @@ const GRACE: Duration = Duration::from_secs(1);
 #[command(
     after_help = "Examples:\n  coldstart run http://127.0.0.1:8080/ -- '{root}/bin/app' --version\n  \
     coldstart run http://bundles.example/app/ --strategy auto -- '{root}/bin/app'\n  \
-    coldstart run /srv/bundles/app --record hot.json -- '{root}/bin/app'   (a hot list for pack)"
+    coldstart run /srv/bundles/app --record hot.json -- '{root}/bin/app'   (a hot list for pack)\n  \
+    coldstart run https://bundles.example/app/ --ca-file ca.pem -- '{root}/bin/app'   (a private CA)\n  \
+    coldstart run http://127.0.0.1:8080/ --export-json r.json -- '{root}/bin/app'   (the report in a file)"
 )]
 pub struct Args {
-    /// The bundle: `http://HOST[:PORT]/PATH/` (as printed by `coldstart serve`) or a directory.
+    /// The bundle: `http[s]://HOST[:PORT]/PATH/[?QUERY]` (as printed by `coldstart serve`; a
+    /// query, such as a signed URL's, follows each file's path) or a directory.
     pub url: String,
     #[command(flatten)]
     pub flags: MountFlags,
+    /// Also write the report as JSON to FILE (atomically): elapsed time, the command's exit
+    /// status and the fetch statistics, apart from the command's own output.
+    #[arg(long, value_name = "FILE")]
+    pub export_json: Option<PathBuf>,
     /// The command; `{root}` in any argument is replaced by the mount point.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    if let Some(p) = &args.export_json {
+        check_writable(p)?;
+    }
     let cancel = Cancel::new();
     let mut opts = args.flags.options(cancel.clone())?;
     // A signal while mounting stops every fetch at once.
@@ -85,6 +96,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let (report, result) = mount.close();
     print_report(&report, args.flags.json)?;
+    let export = |exit: Option<i32>, signal: Option<i32>| -> anyhow::Result<()> {
+        let Some(p) = &args.export_json else { return Ok(()) };
+        let json = serde_json::json!({
+            "elapsed_ms": started.elapsed().as_secs_f64() * 1000.0,
+            "exit_status": exit,
+            "signal": signal,
+            "report": &report,
+        });
+        let bytes = serde_json::to_vec_pretty(&json)?;
+        coldstart_layout::write_atomic(p, &bytes)
+            .with_context(|| format!("cannot write --export-json {}", p.display()))
+    };
+    if status.as_ref().map_or(true, |s| s.is_err()) {
+        // The command did not run (a signal, or it could not be started).
+        export(None, signals.first())?;
+    }
     if report.errors > 0 {
         eprintln!(
             "coldstart: {} reads failed with EIO; last: {}",
@@ -142,10 +169,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         (None, Some(s), None) => 128 + s,
         _ => 1,
     };
+    export(Some(code), signalled.or(status.signal()))?;
     if code != 0 {
         eprintln!("coldstart: `{}` failed: {status}", argv.join(" "));
     }
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+/// Refuses FILE before anything runs when its directory does not exist or is not a directory.
+fn check_writable(p: &Path) -> anyhow::Result<()> {
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(crate::exit::usage(format!(
+            "--export-json {}: {} is not a directory; create it or give another path",
+            p.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
 }
 
 /// How the command ended: its status, and the signal forwarded to it, if one was.

@@ -58,12 +58,20 @@ pub struct NetworkFlags {
     /// Requests in flight at most.
     #[arg(long, default_value_t = 4)]
     pub connections: usize,
+    /// CA certificates (PEM) to trust for https:// besides the system's, e.g. a private CA.
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
 }
 
 impl NetworkFlags {
     /// What `coldstart_lazyfs` checks and turns into the fetcher's options; `cancel` stops
     /// every fetch.
     pub fn request(&self, cancel: Cancel) -> NetworkRequest {
+        // Every fetcher of this process trusts --ca-file and says its warnings on stderr.
+        coldstart_bundle::remote::set_defaults(
+            self.ca_file.clone(),
+            coldstart_bundle::remote::Warn::new(|m| eprintln!("coldstart: warning: {m}")),
+        );
         NetworkRequest {
             retries: self.retries,
             timeout: self.timeout,
