@@ -204,6 +204,11 @@ pub struct Environment {
     /// Scaling governor of cpu0, if exposed.
     pub cpu_governor: Option<String>,
     pub is_root: bool,
+    /// What reclaims idle page-cache pages on its own on this machine, if anything does
+    /// (`DAMON pageout (kdamond 0)`, `DAMON_RECLAIM`): warm and hot pages may leave the cache
+    /// between runs.
+    #[serde(default)]
+    pub page_reclaim: Option<String>,
 }
 
 /// A whole `coldstart measure` invocation.

@@ -89,6 +89,7 @@ fn report() -> MeasureReport {
             cgroup: "v1".into(),
             cpu_governor: None,
             is_root: true,
+            page_reclaim: None,
         },
         commands: vec![a, b],
         comparison: Some(Comparison {

@@ -2,6 +2,7 @@
 //! share, the warnings with their remedies, and the facts about the machine.
 
 use coldstart_sys::is_root;
+use std::path::Path;
 
 use super::options::MeasureOptions;
 use crate::cache::{page_size, CacheState, EvictionReport, Holder};
@@ -33,7 +34,33 @@ pub fn environment(accounting: &str) -> Environment {
         .ok()
         .map(|s| s.trim().to_string()),
         is_root: is_root(),
+        page_reclaim: page_reclaim(Path::new("/sys")),
     }
+}
+
+/// What reclaims idle page-cache pages without memory pressure under `sys`: a DAMON kdamond
+/// that is on with a `pageout` scheme, or the DAMON_RECLAIM module enabled.
+fn page_reclaim(sys: &Path) -> Option<String> {
+    let read = |p: &Path| std::fs::read_to_string(p).map(|s| s.trim().to_string()).ok();
+    let kdamonds = sys.join("kernel/mm/damon/admin/kdamonds");
+    let mut found = Vec::new();
+    for k in std::fs::read_dir(&kdamonds).into_iter().flatten().flatten() {
+        if read(&k.path().join("state")).as_deref() != Some("on") {
+            continue;
+        }
+        let contexts = std::fs::read_dir(k.path().join("contexts")).into_iter().flatten().flatten();
+        let pageout = contexts.into_iter().any(|c| {
+            let schemes = std::fs::read_dir(c.path().join("schemes")).into_iter().flatten();
+            schemes.flatten().any(|s| read(&s.path().join("action")).as_deref() == Some("pageout"))
+        });
+        if pageout {
+            found.push(format!("DAMON pageout (kdamond {})", k.file_name().to_string_lossy()));
+        }
+    }
+    if read(&sys.join("module/damon_reclaim/parameters/enabled")).as_deref() == Some("Y") {
+        found.push("DAMON_RECLAIM".into());
+    }
+    (!found.is_empty()).then(|| found.join(", "))
 }
 
 /// The record of measured run `index`: excluded, with the reason, when its eviction failed
@@ -201,6 +228,15 @@ pub(super) fn warnings(
             w.push(format!(
                 "CPU frequency scaling is active (governor `{g}`): timings drift with the clock; \
                  set the `performance` governor (cpupower frequency-set -g performance)"
+            ));
+        }
+    }
+    if let Some(r) = &report.environment.page_reclaim {
+        if opts.caches.iter().any(|c| matches!(c, CacheState::Warm | CacheState::Hot)) {
+            w.push(format!(
+                "this machine reclaims idle page-cache pages on its own ({r}): warm and hot \
+                 pages may leave the cache between runs, so those states are not assured (major \
+                 faults above 0 in hot runs show it); stop that reclaim for hot figures"
             ));
         }
     }
@@ -597,5 +633,20 @@ mod tests {
         assert!(w.starts_with("cold: 13 read requests") && w.contains("--storage"), "{w}");
         assert_eq!(foreign_reads_warning(&with(4096, 13)), None, "the program read");
         assert_eq!(foreign_reads_warning(&with(0, 0)), None, "nothing read at all");
+    }
+
+    #[test]
+    fn a_damon_pageout_scheme_is_found_and_an_idle_one_is_not() {
+        let sys = tempfile::tempdir().unwrap();
+        let k = sys.path().join("kernel/mm/damon/admin/kdamonds/0");
+        let scheme = k.join("contexts/0/schemes/0");
+        std::fs::create_dir_all(&scheme).unwrap();
+        std::fs::write(scheme.join("action"), "pageout\n").unwrap();
+        std::fs::write(k.join("state"), "off\n").unwrap();
+        assert_eq!(page_reclaim(sys.path()), None, "a kdamond that is off");
+        std::fs::write(k.join("state"), "on\n").unwrap();
+        assert_eq!(page_reclaim(sys.path()).as_deref(), Some("DAMON pageout (kdamond 0)"));
+        std::fs::write(scheme.join("action"), "stat\n").unwrap();
+        assert_eq!(page_reclaim(sys.path()), None, "a scheme that only counts");
     }
 }
