@@ -26,9 +26,15 @@ const TEST_ONLY: &[&str] = &["coldstart-testkit"];
 /// The binary: glue on top.
 const TOP: &str = "coldstart";
 
-/// The only arrows allowed between two stages: the network stage is three crates, the lazy
-/// mount over the bundle's fetcher and cache.
-const STAGE_TO_STAGE: &[(&str, &str)] = &[("coldstart-lazyfs", "coldstart-bundle")];
+/// The only arrows allowed between two stages, each with its reason.
+const STAGE_TO_STAGE: &[(&str, &str)] = &[
+    // The network stage is three crates: the lazy mount over the bundle's fetcher and cache.
+    ("coldstart-lazyfs", "coldstart-bundle"),
+    // The gate drives measurement: it runs the start-up through measure's public API.
+    ("coldstart-gate", "coldstart-measure"),
+    // The gate counts the pages start-up touches from page profiles the profiler records.
+    ("coldstart-gate", "coldstart-profile"),
+];
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_owned()
