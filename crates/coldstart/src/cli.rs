@@ -41,6 +41,8 @@ pub enum Command {
     Bolt(cmd::bolt::Args),
     /// Check where the ordered functions ended up; exit 1 if the order did not take effect.
     Verify(cmd::verify::Args),
+    /// Compare a start-up with a stored baseline and fail CI on a real regression.
+    Gate(cmd::gate::Args),
     /// Run the pipeline on the bundled sample program and print what it found.
     Demo(cmd::demo::Args),
 }
