@@ -8,7 +8,9 @@
 # (The device's own counters would also count the profiler reading the files' symbols.)
 # Read requests per file are estimated from the trace: each run of consecutive pages read, cut
 # every 128 KiB (the read-ahead window and the most one fault or read-ahead step reads).
-# `coldstart analyze --profile` then splits each binary's pages by section class. As root.
+# `coldstart analyze --profile` then splits each binary's pages by section class, and
+# /var/tmp/coldstart-bench/breakdown/summary.json keeps the totals per build (binaries, data
+# files under data/, all files: KiB read, major faults, requests). As root.
 #
 #   bench/layout-breakdown.sh [DIR...] [-- PROGRAM ARGS...]
 #     (default: /var/tmp/coldstart-bench/sample-bench /var/tmp/coldstart-bench/ordered-bench
@@ -65,6 +67,7 @@ done
 python3 - "$out" "${names[@]}" <<'EOF'
 import json, os, sys
 out = sys.argv[1]
+summary = {}
 for v in sys.argv[2:]:
     prof = json.load(open(f"{out}/{v}-b.json"))
     pages = prof["pages"]
@@ -101,6 +104,8 @@ for v in sys.argv[2:]:
             continue
         rows.append((p[len(mnt):], read[i] * 4, faults.get(i, 0), reqs.get(i, 0)))
     total = sum(r[1] for r in rows)
+    summary.setdefault(v, {})["files"] = {r[0]: {"kib": r[1], "faults": r[2], "requests": r[3]}
+                                          for r in rows}
     for name, kib, nf, nr in sorted(rows, key=lambda r: -r[1]):
         print(f"  {name:28} {kib:9} {100 * kib / max(total, 1):5.0f}% {nf:13} {nr:16}")
     for label, pick in (("data files", lambda r: r[0].startswith("data/")),
@@ -109,6 +114,9 @@ for v in sys.argv[2:]:
         sel = [r for r in rows if pick(r)]
         print(f"  {label:28} {sum(r[1] for r in sel):9} {'':6} {sum(r[2] for r in sel):13} "
               f"{sum(r[3] for r in sel):16}")
+        summary.setdefault(v, {})[label] = {"kib": sum(r[1] for r in sel),
+                                            "faults": sum(r[2] for r in sel),
+                                            "requests": sum(r[3] for r in sel)}
     an = json.load(open(f"{out}/{v}-analyze.json"))
     for a in an if isinstance(an, list) else [an]:
         path = a["static"]["path"] if "path" in a["static"] else ""
@@ -117,4 +125,5 @@ for v in sys.argv[2:]:
         cells = ", ".join(f"{r['class']} {r['pages_read'] * 4} KiB ({r['pages_faulted']} faulted)"
                           for r in a["sections"] if r["pages_read"])
         print(f"  {str(path)[len(mnt):]}: {cells}")
+json.dump(summary, open(f"{out}/summary.json", "w"), indent=1)
 EOF

@@ -44,6 +44,36 @@ pub fn lld_dir() -> Result<Option<PathBuf>, LayoutError> {
     })
 }
 
+/// The C libraries searched for DT_RELR support, in order.
+const LIBC_PATHS: [&str; 4] = [
+    "/lib/x86_64-linux-gnu/libc.so.6",
+    "/lib/aarch64-linux-gnu/libc.so.6",
+    "/lib64/libc.so.6",
+    "/usr/lib/libc.so.6",
+];
+
+/// Whether this machine's C library loads binaries with packed relative relocations
+/// (DT_RELR): glibc 2.36 and later define the `GLIBC_ABI_DT_RELR` version, which lld makes
+/// such a binary depend on. `None` when no glibc was found (musl has DT_RELR since 1.2.4;
+/// this does not look).
+pub fn relr_supported() -> Option<bool> {
+    LIBC_PATHS.iter().map(Path::new).find(|p| p.is_file()).map(|p| {
+        std::fs::read(p).map(|b| b.windows(17).any(|w| w == b"GLIBC_ABI_DT_RELR")).unwrap_or(false)
+    })
+}
+
+/// Whether `link` packs relative relocations: as asked, else where the C library supports
+/// DT_RELR. With the reason, for the user.
+pub fn pack_relocs(asked: Option<bool>) -> (bool, &'static str) {
+    match (asked, relr_supported()) {
+        (Some(true), _) => (true, "asked for"),
+        (Some(false), _) => (false, "turned off"),
+        (None, Some(true)) => (true, "the C library here supports DT_RELR (glibc 2.36+)"),
+        (None, Some(false)) => (false, "the C library here predates DT_RELR (glibc < 2.36)"),
+        (None, None) => (false, "no glibc found to check for DT_RELR"),
+    }
+}
+
 /// Flags added for a build with `order` (absolute path).
 #[derive(Debug, Clone)]
 pub struct InjectedFlags {

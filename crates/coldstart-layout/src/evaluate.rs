@@ -8,13 +8,14 @@ use serde::Serialize;
 use crate::binary::Binary;
 use crate::input::Workload;
 use crate::model::{simulate, Cost, PageModel, Placement};
-use crate::order::{compute, Algorithm, ClusterOptions};
+use crate::order::{compute, Algorithm, ClusterOptions, Unprofiled};
 use crate::LayoutError;
 
 /// One evaluated layout.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
-    /// `default`, an algorithm name, or `ideal`.
+    /// `default`, an algorithm name (`+ callees` when the untouched functions the touched
+    /// ones call follow them), or `ideal`.
     pub layout: String,
     pub cost: Cost,
 }
@@ -25,13 +26,17 @@ pub struct Evaluation {
     pub holdout: String,
     pub model: PageModel,
     pub rows: Vec<Row>,
-    /// The algorithm with the fewest faults (then fewest pages).
+    /// The algorithm with the fewest faults (then fewest pages read).
     pub best: Algorithm,
+    /// Where the untouched functions go in the best layout.
+    pub best_unprofiled: Unprofiled,
     /// Held-out touched functions the binary does not define.
     pub unknown_functions: usize,
 }
 
-/// Evaluate every algorithm trained on `training` against `holdout` for `binary`.
+/// Evaluate every algorithm trained on `training` against `holdout` for `binary`, each with
+/// the untouched functions in input order and with each placement of `placed` (the
+/// untouched functions of the binary's module it puts right after the touched ones).
 pub fn evaluate(
     binary: &Binary,
     training: &[Workload],
@@ -39,6 +44,7 @@ pub fn evaluate(
     module: Option<&str>,
     cluster: ClusterOptions,
     model: PageModel,
+    placed: &[(Unprofiled, Vec<String>)],
 ) -> Result<Evaluation, LayoutError> {
     let m = holdout.module(Some(&binary.info.path), module)?;
     let sequence: Vec<Vec<String>> = m.functions.iter().map(|t| t.names.clone()).collect();
@@ -54,16 +60,35 @@ pub fn evaluate(
     let module_name = module
         .map(str::to_owned)
         .or_else(|| binary.info.path.file_name().map(|f| f.to_string_lossy().into_owned()));
-    let mut best: Option<(Algorithm, (u64, u64))> = None;
+    // Fewest faults, then fewest pages read; on a tie the callees placement (the default),
+    // then input order.
+    let rank = |u: Unprofiled| match u {
+        Unprofiled::Callees => 0,
+        Unprofiled::Input => 1,
+        Unprofiled::References => 2,
+    };
+    let mut best: Option<(Algorithm, Unprofiled, (u64, u64, u8))> = None;
     for algorithm in Algorithm::ALL {
         let order = compute(training, module_name.as_deref(), algorithm, cluster)?;
         let names: Vec<String> = order.functions.iter().map(|f| f.name().to_owned()).collect();
-        let cost = cost_of(&Placement::ordered(&binary.functions, &names, 16, model));
-        let key = (cost.faults, cost.pages_touched);
-        if best.map_or(true, |(_, k)| key < k) {
-            best = Some((algorithm, key));
+        let mut candidates = vec![(Unprofiled::Input, names.clone())];
+        for (unprofiled, extra) in placed {
+            let mut with = names.clone();
+            with.extend(extra.iter().cloned());
+            candidates.push((*unprofiled, with));
         }
-        rows.push(Row { layout: algorithm.name().into(), cost });
+        for (unprofiled, names) in candidates {
+            let cost = cost_of(&Placement::ordered(&binary.functions, &names, 16, model));
+            let key = (cost.faults, cost.pages_read, rank(unprofiled));
+            if best.as_ref().map_or(true, |b| key < b.2) {
+                best = Some((algorithm, unprofiled, key));
+            }
+            let layout = match unprofiled {
+                Unprofiled::Input => algorithm.name().to_owned(),
+                other => format!("{} + {}", algorithm.name(), other.name()),
+            };
+            rows.push(Row { layout, cost });
+        }
     }
     let ideal_order: Vec<String> = known.iter().map(|n| n[0].clone()).collect();
     rows.push(Row {
@@ -74,7 +99,8 @@ pub fn evaluate(
         holdout: holdout.name.clone(),
         model,
         rows,
-        best: best.map_or(Algorithm::FirstTouch, |b| b.0),
+        best: best.as_ref().map_or(Algorithm::FirstTouch, |b| b.0),
+        best_unprofiled: best.as_ref().map_or(Unprofiled::Input, |b| b.1),
         unknown_functions,
     })
 }

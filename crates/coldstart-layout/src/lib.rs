@@ -33,6 +33,7 @@
 
 pub mod analyze;
 pub mod binary;
+pub mod callgraph;
 pub mod data;
 pub mod drivers;
 mod error;

@@ -55,6 +55,42 @@ impl std::str::FromStr for Algorithm {
     }
 }
 
+/// Where the functions no training workload touched go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Unprofiled {
+    /// Where the linker puts them: input order, after the touched ones.
+    Input,
+    /// The ones the touched functions can call (static call graph, nearest and likeliest
+    /// first: [`crate::callgraph`]) right after the touched ones; the rest in input order.
+    Callees,
+    /// As `Callees`, counting references too: functions whose address the code takes, and
+    /// the functions of the tables of pointers it refers to (vtables, handler tables).
+    References,
+}
+
+impl Unprofiled {
+    pub const ALL: [Unprofiled; 3] =
+        [Unprofiled::Input, Unprofiled::Callees, Unprofiled::References];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Unprofiled::Input => "input",
+            Unprofiled::Callees => "callees",
+            Unprofiled::References => "references",
+        }
+    }
+}
+
+impl std::str::FromStr for Unprofiled {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Unprofiled::ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| {
+            format!("unknown placement `{s}` for unprofiled code: use input, callees or references")
+        })
+    }
+}
+
 /// Options of the clustering algorithm.
 #[derive(Debug, Clone, Copy)]
 pub struct ClusterOptions {
@@ -89,13 +125,39 @@ impl OrderedFunction {
 pub struct Order {
     pub module: PathBuf,
     pub algorithm: Algorithm,
+    /// The functions, module after module ([`runs`](Self::runs)): each module's touched
+    /// ones, then the untouched ones [`Unprofiled::Callees`] (or `References`) placed after
+    /// them.
     pub functions: Vec<OrderedFunction>,
+    /// The modules of `functions`, in order.
+    #[serde(default)]
+    pub runs: Vec<ModuleRun>,
+    /// Where the untouched functions went.
+    #[serde(default = "unprofiled_input")]
+    pub unprofiled: Unprofiled,
     /// Hot data objects in first-touch order (empty unless asked for with page data).
     #[serde(default)]
     pub data: Vec<crate::data::DataSymbol>,
 }
 
+/// One module's part of an order: `touched` functions, then `untouched` ones.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModuleRun {
+    pub path: PathBuf,
+    pub touched: usize,
+    pub untouched: usize,
+}
+
+fn unprofiled_input() -> Unprofiled {
+    Unprofiled::Input
+}
+
 impl Order {
+    /// How many functions some training workload touched.
+    pub fn touched(&self) -> usize {
+        self.runs.iter().map(|r| r.touched).sum()
+    }
+
     /// Total bytes of the ordered functions.
     pub fn bytes(&self) -> u64 {
         self.functions.iter().map(|f| f.size).sum()
@@ -137,7 +199,16 @@ pub fn compute(
     if functions.is_empty() {
         return Err(LayoutError::EmptyOrder { module: module_path.display().to_string() });
     }
-    Ok(Order { module: module_path, algorithm, functions, data: Vec::new() })
+    let runs =
+        vec![ModuleRun { path: module_path.clone(), touched: functions.len(), untouched: 0 }];
+    Ok(Order {
+        module: module_path,
+        algorithm,
+        functions,
+        runs,
+        unprofiled: Unprofiled::Input,
+        data: Vec::new(),
+    })
 }
 
 /// Whether a module lives in the system's library directories (not rebuilt by the user).
@@ -155,26 +226,93 @@ pub fn compute_all(
     algorithm: Algorithm,
     cluster: ClusterOptions,
 ) -> Result<Order, LayoutError> {
-    let first = workloads.first().ok_or_else(|| LayoutError::Invalid("no profile given".into()))?;
+    compute_modules(workloads, &own_modules(workloads), algorithm, cluster)
+}
+
+/// The program's own modules in the first workload, the executable first (then in
+/// first-touch order): the executable wherever it lives, every module outside the system
+/// library directories, and the modules under the executable's installation directory (its
+/// directory, or the one above a `bin`, `sbin` or `libexec` directory, unless that is a
+/// directory programs share, like `/usr`): a program packaged under `/usr/lib/NAME/` (Debian's
+/// Firefox ESR and its `libxul.so`) keeps its libraries.
+pub fn own_modules(workloads: &[Workload]) -> Vec<PathBuf> {
+    let Some(first) = workloads.first() else { return Vec::new() };
+    let exe = find_module(&first.modules, None, None).ok().map(|m| m.path.clone());
+    let prefix = exe.as_deref().and_then(install_prefix);
+    let mut own: Vec<PathBuf> = first
+        .modules
+        .iter()
+        .filter(|m| {
+            Some(&m.path) == exe.as_ref()
+                || !is_system_module(&m.path)
+                || prefix.as_ref().is_some_and(|p| m.path.starts_with(p))
+        })
+        .map(|m| m.path.clone())
+        .collect();
+    if let Some(i) = own.iter().position(|p| Some(p) == exe.as_ref()) {
+        let exe = own.remove(i);
+        own.insert(0, exe);
+    }
+    own
+}
+
+/// The directory a program is installed in: its executable's directory, or the one above
+/// when that is `bin`, `sbin` or `libexec`; `None` for directories programs share.
+fn install_prefix(exe: &std::path::Path) -> Option<PathBuf> {
+    let mut dir = exe.parent()?;
+    if dir.file_name().is_some_and(|n| n == "bin" || n == "sbin" || n == "libexec") {
+        dir = dir.parent()?;
+    }
+    let shared = [
+        "/",
+        "/usr",
+        "/usr/local",
+        "/opt",
+        "/lib",
+        "/lib64",
+        "/usr/lib",
+        "/usr/lib64",
+        "/usr/libexec",
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/lib/x86_64-linux-gnu",
+        "/lib/aarch64-linux-gnu",
+    ];
+    (!shared.iter().any(|s| dir == std::path::Path::new(s))).then(|| dir.to_owned())
+}
+
+/// One order for `modules` (paths or file names), module after module; modules no
+/// workload touched a function of are skipped.
+pub fn compute_modules(
+    workloads: &[Workload],
+    modules: &[PathBuf],
+    algorithm: Algorithm,
+    cluster: ClusterOptions,
+) -> Result<Order, LayoutError> {
     let mut all: Option<Order> = None;
     let mut seen = std::collections::HashSet::new();
-    for m in first.modules.iter().filter(|m| !is_system_module(&m.path)) {
-        let name = m.path.display().to_string();
+    for m in modules {
+        let name = m.display().to_string();
         let Ok(o) = compute(workloads, Some(&name), algorithm, cluster) else { continue };
         let acc = all.get_or_insert_with(|| Order {
             module: o.module.clone(),
             algorithm,
             functions: Vec::new(),
+            runs: Vec::new(),
+            unprofiled: Unprofiled::Input,
             data: Vec::new(),
         });
+        let mut run = ModuleRun { path: o.module.clone(), touched: 0, untouched: 0 };
         for f in o.functions {
             if seen.insert(f.name().to_owned()) {
                 acc.functions.push(f);
+                run.touched += 1;
             }
         }
+        acc.runs.push(run);
     }
     all.ok_or_else(|| LayoutError::EmptyOrder {
-        module: "every module outside the system directories".into(),
+        module: modules.iter().map(|m| m.display().to_string()).collect::<Vec<_>>().join(", "),
     })
 }
 
@@ -389,6 +527,33 @@ mod tests {
         w.modules = vec![libc, w.modules[0].clone(), lib];
         let o = compute_all(&[w], Algorithm::FirstTouch, ClusterOptions::default()).unwrap();
         assert_eq!(names(&o), ["main", "init", "lib_init"]);
+    }
+
+    #[test]
+    fn a_program_installed_under_usr_lib_keeps_its_executable_and_libraries() {
+        let module = |p: &str| ModuleTouches {
+            path: p.into(),
+            build_id: None,
+            functions: workload("a", 1.0, &["f"]).modules[0].functions.clone(),
+        };
+        let mut w = workload("a", 1.0, &[]);
+        w.modules = vec![
+            module("/usr/lib/x86_64-linux-gnu/libc.so.6"),
+            module("/usr/lib/firefox-esr/firefox-esr"),
+            module("/usr/lib/firefox-esr/libxul.so"),
+            module("/usr/lib/x86_64-linux-gnu/libstdc++.so.6"),
+        ];
+        let own = own_modules(&[w.clone()]);
+        assert_eq!(
+            own,
+            [
+                PathBuf::from("/usr/lib/firefox-esr/firefox-esr"),
+                "/usr/lib/firefox-esr/libxul.so".into()
+            ]
+        );
+        // An executable in a shared directory brings only itself.
+        w.modules[1].path = "/usr/bin/prog".into();
+        assert_eq!(own_modules(&[w]), [PathBuf::from("/usr/bin/prog")]);
     }
 
     #[test]

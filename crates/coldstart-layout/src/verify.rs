@@ -35,7 +35,7 @@ pub fn expected_names(from: Expected<'_>, binary: &Path) -> Result<Vec<String>, 
         Expected::OrderFile(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| LayoutError::io("read order file", path, e))?;
-            Ok(parse_order_file(&text))
+            Ok(parse_order_file_for(&text, binary))
         }
         Expected::Profile { path, module } => {
             let workloads = Workload::read_profile(path)?;
@@ -143,6 +143,36 @@ pub fn verify(binary: &Binary, expected: &[String], model: PageModel) -> Verific
         took_effect: reason.is_none(),
         reason,
     }
+}
+
+/// Whether an order file marks each module's names (`# module PATH`, coldstart's lld files).
+pub fn has_module_sections(text: &str) -> bool {
+    text.lines().any(|l| l.starts_with(crate::writers::MODULE_MARKER))
+}
+
+/// The names of an order file for `binary`: the names of the module sections named like it
+/// (by file name) when the file has module sections, else every name.
+pub fn parse_order_file_for(text: &str, binary: &Path) -> Vec<String> {
+    if !has_module_sections(text) {
+        return parse_order_file(text);
+    }
+    let wanted = binary.file_name();
+    let mut mine = String::new();
+    let mut keep = false;
+    for line in text.lines() {
+        if line.trim() == crate::writers::DATA_MARKER {
+            keep = true;
+        } else if let Some(rest) = line.strip_prefix(crate::writers::MODULE_MARKER) {
+            let path = rest.rsplit_once(" (").map_or(rest, |(p, _)| p);
+            keep = Path::new(path).file_name() == wanted;
+            continue;
+        }
+        if keep {
+            mine.push_str(line);
+            mine.push('\n');
+        }
+    }
+    parse_order_file(&mine)
 }
 
 /// Read the names of an order file in any of coldstart's formats (lld/BOLT lines, gold

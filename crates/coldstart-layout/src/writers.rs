@@ -15,7 +15,7 @@
 //! Only lld and GNU ld files carry a comment header: gold and BOLT take every line as a
 //! name.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -127,6 +127,10 @@ pub struct WriteReport {
 /// linker; `verify` stops reading function names there).
 pub const DATA_MARKER: &str = "# data objects";
 
+/// The comment that starts one module's names in an lld file (followed by its path, a space
+/// and a parenthesised count): `verify` checks a binary against its module's names only.
+pub const MODULE_MARKER: &str = "# module ";
+
 /// Write `order` in `format`. With `bindings` (the binary's symbols), ambiguous local names
 /// and names missing from the binary are reported.
 pub fn write(order: &Order, format: Format, bindings: Option<&Bindings>) -> (String, WriteReport) {
@@ -134,8 +138,14 @@ pub fn write(order: &Order, format: Format, bindings: Option<&Bindings>) -> (Str
     let mut out = String::new();
     let mut seen = HashSet::new();
     let header = |out: &mut String, comment: &dyn Fn(&str) -> String| {
+        let placed = order.functions.len().saturating_sub(order.touched());
+        let callees = if placed > 0 {
+            format!(", {placed} of them untouched: callees of the touched ones")
+        } else {
+            String::new()
+        };
         out.push_str(&comment(&format!(
-            "coldstart {} order of {} ({} functions, {} bytes)",
+            "coldstart {} order of {} ({} functions, {} bytes{callees})",
             order.algorithm.name(),
             order.module.display(),
             order.functions.len(),
@@ -150,7 +160,24 @@ pub fn write(order: &Order, format: Format, bindings: Option<&Bindings>) -> (Str
         }
         _ => {}
     }
-    for f in &order.functions {
+    // Where each module's run starts (lld's file marks them with comments).
+    let mut starts: HashMap<usize, &crate::order::ModuleRun> = HashMap::new();
+    let mut at = 0;
+    for r in &order.runs {
+        starts.entry(at).or_insert(r);
+        at += r.touched + r.untouched;
+    }
+    for (i, f) in order.functions.iter().enumerate() {
+        if format == Format::Lld {
+            if let Some(r) = starts.get(&i) {
+                out.push_str(&format!(
+                    "{MODULE_MARKER}{} ({} touched, {} untouched)\n",
+                    r.path.display(),
+                    r.touched,
+                    r.untouched
+                ));
+            }
+        }
         let name = f.name();
         if !seen.insert(name.to_owned()) {
             continue;
@@ -269,6 +296,12 @@ mod tests {
             .iter()
             .map(|n| OrderedFunction { names: vec![(*n).into()], size: 16 })
             .collect(),
+            runs: vec![crate::order::ModuleRun {
+                path: "/bin/prog".into(),
+                touched: 4,
+                untouched: 0,
+            }],
+            unprofiled: crate::order::Unprofiled::Input,
             data: vec![],
         }
     }
@@ -317,9 +350,32 @@ mod tests {
         assert_eq!(
             text,
             "# coldstart first-touch order of /bin/prog (4 functions, 64 bytes)\n\
+             # module /bin/prog (4 touched, 0 untouched)\n\
              main\n_ZN3foo3barEv\n_ZN4core3fmt5write17h0123456789abcdefE\nhelper\n"
         );
         assert_eq!(r.written, 4);
+    }
+
+    #[test]
+    fn lld_marks_each_module_and_verify_reads_a_binarys_own_part() {
+        let mut o = order();
+        o.runs = vec![
+            crate::order::ModuleRun { path: "/bin/prog".into(), touched: 1, untouched: 1 },
+            crate::order::ModuleRun {
+                path: "/opt/lib dir/libp.so".into(),
+                touched: 2,
+                untouched: 0,
+            },
+        ];
+        let (text, _) = write(&o, Format::Lld, None);
+        assert!(
+            text.contains("# module /opt/lib dir/libp.so (2 touched, 0 untouched)\n"),
+            "{text}"
+        );
+        let names = |b: &str| crate::verify::parse_order_file_for(&text, std::path::Path::new(b));
+        assert_eq!(names("/build/prog"), ["main", "_ZN3foo3barEv"]);
+        assert_eq!(names("libp.so"), ["_ZN4core3fmt5write17h0123456789abcdefE", "helper"]);
+        assert!(names("other").is_empty());
     }
 
     #[test]

@@ -24,7 +24,7 @@
 //! - [`export`]: renders the result as JSON, CSV and Markdown.
 //! - [`measure`](mod@measure): the orchestration of discovery, warm-up, cache preparation and
 //!   runs, from validated [`MeasureOptions`] to a [`MeasureReport`] with its warnings.
-//! - [`storage`]: slow storage emulation (`--storage`): the program's files on a throttled loop
+//! - [`storage`] (the `coldstart-storage` crate): slow storage emulation (`--storage`): the program's files on a throttled loop
 //!   device, seen by each run at their original paths.
 
 pub mod cache;
@@ -35,9 +35,9 @@ pub mod measure;
 pub mod metric;
 pub mod result;
 pub mod stats;
-pub mod storage;
 
 pub use cache::CacheState;
 pub use coldstart_ready::{self as ready, x11, Ready};
+pub use coldstart_storage as storage;
 pub use measure::{measure, MeasureOptions};
 pub use result::{MeasureReport, RunRecord};

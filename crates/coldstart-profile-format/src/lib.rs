@@ -144,11 +144,23 @@ pub struct Touch {
     pub workloads: Vec<String>,
 }
 
+/// `pages.source` of an exact page profile: traced on a private copy of the files start-up
+/// reads, with read-ahead off; each 4 KiB page start-up touched once, at its first touch.
+pub const SOURCE_EXACT: &str = "exact";
+/// `pages.source` of a page profile traced where the files are: what the page cache brought
+/// in, read-ahead and fault-around included.
+pub const SOURCE_TRACEFS: &str = "tracefs";
+/// `pages.source` of sampled page faults (without root).
+pub const SOURCE_PERF: &str = "perf";
+/// `pages.source` of a merge of profiles recorded in different ways.
+pub const SOURCE_MERGED: &str = "merged";
+
 /// File pages touched during start-up.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PageProfile {
-    /// `tracefs` (every page, exact), `mincore` (resident after minus before, no order), or
-    /// `merged`.
+    /// How the pages were recorded, and so how far they can be trusted: [`SOURCE_EXACT`],
+    /// [`SOURCE_TRACEFS`], [`SOURCE_PERF`], or for a merge the source its inputs share, else
+    /// [`SOURCE_MERGED`].
     pub source: String,
     /// Whether `accesses` is a sample rather than every access.
     pub sampled: bool,
@@ -158,6 +170,15 @@ pub struct PageProfile {
     /// Events the kernel dropped (ring buffer overruns); 0 when complete.
     #[serde(default)]
     pub lost_events: u64,
+}
+
+impl PageProfile {
+    /// Whether the pages are exactly those start-up touched, at 4 KiB, each once in
+    /// first-touch order (see [`SOURCE_EXACT`]); files the exact run found outside its copy
+    /// are named in the profile's warnings.
+    pub fn is_exact(&self) -> bool {
+        self.source == SOURCE_EXACT
+    }
 }
 
 /// A file named by path and content.
@@ -194,7 +215,9 @@ pub struct PageAccess {
     #[serde(default = "one")]
     pub count: u64,
     pub t_ns: u64,
-    /// `fault`, `map` (fault-around) or `read` (added to the page cache).
+    /// `fault`, `map` (fault-around) or `read` (added to the page cache). In an exact
+    /// profile: `fault` (first touched through a mapping) or `read` (first touched by
+    /// `read(2)` or by the kernel for the program, as `execve` does).
     pub event: String,
     pub pid: i32,
 }
@@ -490,8 +513,15 @@ fn merge_pages(workloads: &[Profile]) -> Option<PageProfile> {
     accesses.sort_by(|a, b| {
         a.0.total_cmp(&b.0).then(a.1.file.cmp(&b.1.file)).then(a.1.page.cmp(&b.1.page))
     });
+    // One way of recording stays named; a mixture is `merged` (exact no longer).
+    let first = &with_pages[0].source;
+    let source = if with_pages.iter().all(|p| &p.source == first) {
+        first.clone()
+    } else {
+        SOURCE_MERGED.into()
+    };
     Some(PageProfile {
-        source: "merged".into(),
+        source,
         sampled: with_pages.iter().any(|p| p.sampled),
         files,
         accesses: accesses.into_iter().map(|(_, a)| a).collect(),
@@ -649,7 +679,22 @@ mod tests {
             ]
         );
         assert_eq!(m.files.len(), 2);
-        assert_eq!(m.source, "merged");
+        assert_eq!(m.source, "tracefs", "one way of recording is kept");
+    }
+
+    #[test]
+    fn a_merge_is_exact_only_when_every_input_is() {
+        let with_source = |label: &str, source: &str| {
+            let mut p = profile(label, vec![]);
+            p.pages = Some(PageProfile { source: source.into(), ..pages(&["/x"], &[(0, 0, 1)]) });
+            p
+        };
+        let exact = merge(vec![with_source("a", "exact"), with_source("b", "exact")]).unwrap();
+        assert!(exact.pages.unwrap().is_exact());
+        let mixed = merge(vec![with_source("a", "exact"), with_source("b", "tracefs")]).unwrap();
+        let mixed = mixed.pages.unwrap();
+        assert!(!mixed.is_exact());
+        assert_eq!(mixed.source, SOURCE_MERGED);
     }
 
     #[test]

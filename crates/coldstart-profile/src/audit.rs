@@ -537,7 +537,7 @@ pub(crate) fn run(
         (OsString::from("COLDSTART_AUDIT_BUFFER"), buffer.path().into_os_string()),
         (OsString::from("COLDSTART_AUDIT_DEBUG_ROOTS"), roots),
     ];
-    let mut launched = crate::launch(options, path, false, &env)?;
+    let mut launched = crate::launch(options, path, false, &env, None)?;
     let pid = launched.stopped.pid;
     let mut guard = TreeGuard { pgid: pid, armed: true };
     buffer.set(H_ROOT_PID, pid as u64);

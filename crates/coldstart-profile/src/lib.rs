@@ -12,9 +12,11 @@
 //!   (`LD_AUDIT`, built from `agent/*.c`) plants them as the loader maps each object and
 //!   its `SIGTRAP` handler records the touch, with no ptrace stop. Static and setuid programs,
 //!   which the loader does not audit, fall back to the ptrace tracer ([`Tracer`]).
-//! - [`pages`] records every file page start-up faults in or reads, from the kernel's
-//!   `filemap` tracepoints, in a run of its own (breakpoints copy the text pages they patch,
-//!   which would hide those pages from the page trace).
+//! - [`pages`] records the file pages start-up touches, from the kernel's `filemap`
+//!   tracepoints, in runs of their own (breakpoints copy the text pages they patch, which
+//!   would hide those pages from the page trace): by default exactly, each 4 KiB page once in
+//!   first-touch order, by running the program on a private copy of its files with read-ahead
+//!   off (the `exact` module; the copy is `coldstart-storage`'s).
 //! - [`format`](mod@format) is the versioned profile file and the merge of several workloads.
 //!
 //! ```no_run
@@ -31,6 +33,7 @@
 
 mod audit;
 mod cpu;
+mod exact;
 pub use coldstart_profile_format as format;
 pub mod interrupt;
 mod modules;
@@ -68,8 +71,13 @@ pub struct ProfileOptions {
     pub follow_exec: bool,
     /// Kill the program at readiness instead of letting it run on.
     pub kill_at_ready: bool,
-    /// Also record file pages (tracefs; needs root).
+    /// Also record file pages, in a run of their own.
     pub pages: bool,
+    /// How the page run records them.
+    pub page_method: PageMethod,
+    /// Where the exact page run makes its private device (`None`: chosen by the size of the
+    /// files to copy, see [`pages::work_dir_for`]).
+    pub page_work_dir: Option<PathBuf>,
     /// The workload label written into the profile.
     pub workload: String,
     /// Where to find debug files for stripped modules.
@@ -94,6 +102,49 @@ pub enum Follow {
     Same,
     /// Every child.
     All,
+}
+
+/// How the page run records the file pages start-up touches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageMethod {
+    /// [`Exact`](PageMethod::Exact) as root, [`Sampled`](PageMethod::Sampled) without.
+    Auto,
+    /// The files start-up reads are copied onto a private device with read-ahead off and the
+    /// program is traced there (tracefs): each 4 KiB page it touches, once, in first-touch
+    /// order, whatever this machine's read-ahead and fault-around. Root.
+    Exact,
+    /// Traced where the files are (tracefs): the pages the page cache brought in for
+    /// start-up, read-ahead and fault-around included. Root.
+    Traced,
+    /// Page faults sampled with `perf_event_open`: no root needed; pages mapped by
+    /// fault-around or read with `read(2)` are not seen.
+    Sampled,
+}
+
+impl std::str::FromStr for PageMethod {
+    type Err = String;
+    fn from_str(s: &str) -> Result<PageMethod, String> {
+        match s {
+            "auto" => Ok(PageMethod::Auto),
+            "exact" => Ok(PageMethod::Exact),
+            "traced" => Ok(PageMethod::Traced),
+            "sampled" => Ok(PageMethod::Sampled),
+            other => {
+                Err(format!("unknown page method `{other}`: use auto, exact, traced or sampled"))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for PageMethod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PageMethod::Auto => "auto",
+            PageMethod::Exact => "exact",
+            PageMethod::Traced => "traced",
+            PageMethod::Sampled => "sampled",
+        })
+    }
 }
 
 /// The first-touch tracer: the same breakpoints and the same profile, handled in the program
@@ -141,6 +192,8 @@ impl ProfileOptions {
             follow_exec: true,
             kill_at_ready: false,
             pages: false,
+            page_method: PageMethod::Auto,
+            page_work_dir: None,
             workload: "default".into(),
             symbols: SymbolOptions::default(),
             timeout: Some(Duration::from_secs(60)),
@@ -289,12 +342,14 @@ impl Launched {
 
 /// Start `path` stopped before exec, with readiness watchers. `env` adds variables (the audit
 /// tracer's); an untraced run without them (the page run) dies with coldstart, an audit run
-/// may run on after readiness like a detached traced one.
+/// may run on after readiness like a detached traced one. `enter` runs the program in a
+/// mount namespace where copies cover the originals (the exact page run).
 pub(crate) fn launch(
     options: &ProfileOptions,
     path: &std::path::Path,
     traced: bool,
     env: &[(OsString, OsString)],
+    enter: Option<&coldstart_storage::EnterHook>,
 ) -> Result<Launched, ProfileError> {
     let (pipe_out, pipe_err) = match options.ready {
         Ready::Stdout(_) => (true, false),
@@ -316,6 +371,7 @@ pub(crate) fn launch(
         child_fd,
         env,
         !traced && env.is_empty(),
+        enter,
     )?;
     let mut readers = Vec::new();
     let mut pollers = Vec::new();
@@ -538,7 +594,7 @@ fn run_ptrace(
     path: &Path,
 ) -> Result<(modules::Traced, Launched), ProfileError> {
     use std::os::fd::AsRawFd;
-    let mut launched = launch(options, path, true, &[])?;
+    let mut launched = launch(options, path, true, &[], None)?;
     let pid = launched.stopped.pid;
     let mut guard = tree::TreeGuard { pgid: pid, armed: true };
     let trace_options = trace::TraceOptions {

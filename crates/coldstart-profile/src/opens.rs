@@ -1,4 +1,4 @@
-//! The files a page run opens, named as they are opened (fanotify).
+//! The files a page run opens, named as they are opened, and the files it writes (fanotify).
 //!
 //! The page trace names a file by device and inode only, and a process's maps and open files
 //! name only what it holds when they are read: an interpreter that opens, reads and closes
@@ -33,6 +33,11 @@ pub(crate) struct Opened {
     /// first open in the run was seen, with how many (pages the program may have read by
     /// then included: compare with the pages the trace saw added).
     pub cached_at_open: Vec<(Key, PathBuf, u64)>,
+    /// Every (process, file) pair of an open, by any process (the run's tree is known only
+    /// afterwards, from the trace: a short-lived child is gone by the time its open is read).
+    pub opens: HashSet<(i32, Key)>,
+    /// Files written during the run, by any process.
+    pub modified: HashSet<Key>,
     /// The kernel's queue of events overflowed: some opens were missed.
     pub overflowed: bool,
 }
@@ -95,7 +100,7 @@ impl Opens {
                     libc::fanotify_mark(
                         fd.as_raw_fd(),
                         libc::FAN_MARK_ADD | how,
-                        libc::FAN_OPEN,
+                        libc::FAN_OPEN | libc::FAN_MODIFY,
                         libc::AT_FDCWD,
                         c.as_ptr(),
                     )
@@ -163,23 +168,38 @@ fn listen(fd: OwnedFd, pgid: i32, stop: &AtomicBool) -> Opened {
             }
             // SAFETY: the event's descriptor is ours to close.
             let file = unsafe { OwnedFd::from_raw_fd(m.fd) };
-            note(&mut opened, &mut first_seen, &file, m.pid, pgid);
+            note(&mut opened, &mut first_seen, &file, m.pid, pgid, m.mask);
         }
     }
 }
 
 /// Name the file of one open event; check the page cache at the program's first open of it.
-fn note(opened: &mut Opened, first_seen: &mut HashSet<Key>, file: &OwnedFd, pid: i32, pgid: i32) {
+/// A write event only marks the file as written.
+fn note(
+    opened: &mut Opened,
+    first_seen: &mut HashSet<Key>,
+    file: &OwnedFd,
+    pid: i32,
+    pgid: i32,
+    mask: u64,
+) {
     let proc_path = format!("/proc/self/fd/{}", file.as_raw_fd());
     let Ok(meta) = std::fs::metadata(&proc_path) else { return };
     if !meta.is_file() {
         return;
     }
+    let key = (libc::major(meta.dev()), libc::minor(meta.dev()), meta.ino());
+    if mask & libc::FAN_MODIFY != 0 {
+        opened.modified.insert(key);
+    }
+    if mask & libc::FAN_OPEN == 0 {
+        return;
+    }
     // A file deleted since it was opened (a lock file, a database journal) keeps the name
     // the kernel gives it, `PATH (deleted)`: what it was.
     let Ok(path) = std::fs::read_link(&proc_path) else { return };
-    let key = (libc::major(meta.dev()), libc::minor(meta.dev()), meta.ino());
     opened.names.entry(key).or_insert_with(|| path.clone());
+    opened.opens.insert((pid, key));
     // SAFETY: getpgid has no memory preconditions.
     if unsafe { libc::getpgid(pid) } != pgid || !first_seen.insert(key) {
         return;

@@ -18,6 +18,13 @@ pub enum PagesError {
     Perf(String),
     #[error("tracefs at {path}: {message}")]
     Tracefs { path: PathBuf, message: String },
+    #[error("--pages={method} needs root (it traces the page cache with tracefs{}): run the same command with sudo, or use --pages=sampled (page faults sampled without root)", if method == "exact" { ", on a private copy of the files start-up reads" } else { "" })]
+    NeedsRoot { method: String },
+    #[error("cannot put the files start-up reads on a private device for an exact page profile: {source}; --pages=traced traces them where they are instead (read-ahead and fault-around included)")]
+    Copy {
+        #[source]
+        source: coldstart_storage::StorageError,
+    },
 }
 
 impl PagesError {
@@ -26,6 +33,8 @@ impl PagesError {
         match self {
             PagesError::Perf(_) => Category::Privilege,
             PagesError::Tracefs { .. } => Category::Environment,
+            PagesError::NeedsRoot { .. } => Category::Privilege,
+            PagesError::Copy { source } => source.category(),
         }
     }
 }

@@ -11,23 +11,32 @@
 //! The page run is a run of its own, without breakpoints: the function profiler's `int3`
 //! writes make private copies of the text pages they patch, which would hide those pages
 //! from this trace. Its program is always killed at readiness (it is an extra run).
+//! `trace` is one such run; `--pages=traced` turns its events into a profile as they
+//! are (read-ahead and fault-around included), and the `exact` module runs it twice, the
+//! second time on a private copy with read-ahead off, for the pages touched and nothing else.
 //! Without root, the `perf` module samples page faults instead (labelled as sampled).
-//! Events carry a device and inode; they are mapped back to paths through the files the
-//! tree has mapped or open at readiness (`/proc/PID/maps`, `/proc/PID/fd`).
+//! Events carry a device and inode; they are mapped back to paths through the files opened
+//! (fanotify) and the files the tree has mapped or open (`/proc/PID/maps`, `/proc/PID/fd`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::format::{PageAccess, PageFile, PageProfile};
-use crate::page_files::describe;
+pub(crate) use crate::page_files::describe;
 pub use crate::page_files::PagesError;
-use crate::{ProfileError, ProfileOptions, Ready};
+use crate::{PageMethod, ProfileError, ProfileOptions, Ready};
 
 const TRACEFS: &str = "/sys/kernel/tracing";
-const EVENTS: [&str; 3] =
-    ["mm_filemap_fault", "mm_filemap_map_pages", "mm_filemap_add_to_page_cache"];
+/// The events enabled, under `events/`: the three page events, and forks (which say what
+/// processes the run's tree holds).
+const EVENTS: [&str; 4] = [
+    "filemap/mm_filemap_fault",
+    "filemap/mm_filemap_map_pages",
+    "filemap/mm_filemap_add_to_page_cache",
+    "sched/sched_process_fork",
+];
 
 fn tracefs_err(path: &Path, e: impl std::fmt::Display) -> PagesError {
     PagesError::Tracefs { path: path.to_owned(), message: e.to_string() }
@@ -101,7 +110,7 @@ impl Drop for Instance {
     fn drop(&mut self) {
         let _ = std::fs::write(self.dir.join("tracing_on"), "0");
         for e in EVENTS {
-            let _ = std::fs::write(self.dir.join("events/filemap").join(e).join("enable"), "0");
+            let _ = std::fs::write(self.dir.join("events").join(e).join("enable"), "0");
         }
         let _ = std::fs::remove_dir(&self.dir);
         if self.mounted {
@@ -167,16 +176,26 @@ fn snapshot_files(pgid: i32, into: &mut HashMap<(u32, u32, u64), PathBuf>) {
     }
 }
 
-/// One parsed trace line.
-#[derive(Debug, PartialEq)]
-struct Event {
-    pid: i32,
-    ts_ns: u64,
-    kind: &'static str,
-    dev: (u32, u32),
-    ino: u64,
-    page: u64,
-    count: u64,
+/// One parsed page event.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Event {
+    pub pid: i32,
+    /// Monotonic nanoseconds (in [`Traced::events`]: since the program was continued).
+    pub ts_ns: u64,
+    /// `fault`, `map` or `read`.
+    pub kind: &'static str,
+    pub dev: (u32, u32),
+    pub ino: u64,
+    pub page: u64,
+    /// Pages, from `page` on (a folio of more than one page, or a fault-around range).
+    pub count: u64,
+}
+
+/// The child of a `sched_process_fork` line, e.g.
+/// `bash-42 [001] ..... 1.5: sched_process_fork: comm=bash pid=42 child_comm=bash child_pid=43`.
+fn parse_fork(line: &str) -> Option<i32> {
+    let (_, fields) = line.split_once(": sched_process_fork: ")?;
+    fields.rsplit_once("child_pid=")?.1.split_whitespace().next()?.parse().ok()
 }
 
 /// Parse a line of the `trace` file, e.g.
@@ -245,19 +264,73 @@ pub(crate) struct PageRun {
     pub cpu: Option<crate::cpu::CpuSamples>,
 }
 
-/// Record the pages of one start-up of the program (killed at readiness).
+/// Record the pages of one start-up of the program (killed at readiness), by the method the
+/// options ask for.
 pub(crate) fn record_pages(options: &ProfileOptions, path: &Path) -> Result<PageRun, ProfileError> {
-    if !coldstart_sys::is_root() {
-        return crate::perf::record_pages_perf(options, path);
+    let root = coldstart_sys::is_root();
+    match options.page_method {
+        PageMethod::Auto if root => crate::exact::record(options, path),
+        PageMethod::Auto | PageMethod::Sampled => crate::perf::record_pages_perf(options, path),
+        PageMethod::Exact | PageMethod::Traced if !root => {
+            Err(PagesError::NeedsRoot { method: options.page_method.to_string() }.into())
+        }
+        PageMethod::Exact => crate::exact::record(options, path),
+        PageMethod::Traced => record_traced(options, path),
     }
+}
+
+/// Where the exact page run makes its private device when not told: memory (`/dev/shm`, a
+/// tmpfs, which takes the loop device's direct I/O) when it has room for twice the copy, so
+/// that the run's reads, one 4 KiB page at a time, are not each a trip to this machine's disk;
+/// else [`coldstart_storage::DEFAULT_WORK_DIR`].
+pub fn work_dir_for(bytes: u64) -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    let room = nix::sys::statvfs::statvfs(shm)
+        .map(|s| s.blocks_available() * s.fragment_size())
+        .unwrap_or(0);
+    // The copy, ext4's journal and tables (the backing file's 64 MiB), twice over.
+    if room / 2 > bytes + (64 << 20) {
+        shm.to_owned()
+    } else {
+        PathBuf::from(coldstart_storage::DEFAULT_WORK_DIR)
+    }
+}
+
+/// A file by (major, minor, inode), as the trace names it.
+pub(crate) type Key = crate::opens::Key;
+
+/// What one traced run of the program gave, before it becomes a page profile.
+pub(crate) struct Traced {
+    /// Page events of the program's processes since it was continued, in time order
+    /// (coldstart's own code between fork and exec, and shared memory, left out).
+    pub events: Vec<Event>,
+    /// Paths of files: from the opens, then the tree's maps and open files.
+    pub files: HashMap<Key, PathBuf>,
+    /// What the opens said, when fanotify could listen.
+    pub opened: Option<crate::opens::Opened>,
+    /// The run's processes: the program and every process forked in its tree.
+    pub tree: HashSet<i32>,
+    /// Events the kernel dropped.
+    pub lost: u64,
+    pub warnings: Vec<String>,
+    pub cpu: Option<crate::cpu::CpuSamples>,
+}
+
+/// Run the program once under the page trace (killed at readiness); `enter` runs it in the
+/// mount namespace of a private copy of its files.
+pub(crate) fn trace(
+    options: &ProfileOptions,
+    path: &Path,
+    enter: Option<&coldstart_storage::EnterHook>,
+) -> Result<Traced, ProfileError> {
     let instance = Instance::create()?;
     instance.write("buffer_size_kb", "32768")?;
     instance.write("trace_clock", "mono")?;
     instance.write("options/event-fork", "1")?;
     for e in EVENTS {
-        instance.write(&format!("events/filemap/{e}/enable"), "1")?;
+        instance.write(&format!("events/{e}/enable"), "1")?;
     }
-    let mut launched = crate::launch(options, path, false, &[])?;
+    let mut launched = crate::launch(options, path, false, &[], enter)?;
     let pid = launched.stopped.pid;
     let guard = crate::tree::TreeGuard { pgid: pid, armed: true };
     instance.write("set_event_pid", &pid.to_string())?;
@@ -269,7 +342,7 @@ pub(crate) fn record_pages(options: &ProfileOptions, path: &Path) -> Result<Page
     // SAFETY: continuing our own stopped child.
     unsafe { libc::kill(pid, libc::SIGCONT) };
 
-    let mut files: HashMap<(u32, u32, u64), PathBuf> = HashMap::new();
+    let mut files: HashMap<Key, PathBuf> = HashMap::new();
     let start = Instant::now();
     let mut warnings = Vec::new();
     let mut exited = false;
@@ -341,10 +414,6 @@ pub(crate) fn record_pages(options: &ProfileOptions, path: &Path) -> Result<Page
             "page trace lost {lost} events (ring buffer overrun): the page profile is incomplete"
         ));
     }
-    // Paths for inodes no snapshot saw (files opened and closed before readiness).
-    let mut profile_files: Vec<PageFile> = Vec::new();
-    let mut index: HashMap<(u32, u32, u64), usize> = HashMap::new();
-    let mut accesses = Vec::new();
     // Between fork and exec the child still runs coldstart's own code: not the program's.
     let own = std::fs::metadata("/proc/self/exe")
         .ok()
@@ -352,7 +421,14 @@ pub(crate) fn record_pages(options: &ProfileOptions, path: &Path) -> Result<Page
     let target =
         std::fs::metadata(path).ok().map(|m| (libc::major(m.dev()), libc::minor(m.dev()), m.ino()));
     let shared_memory = shared_memory_device();
-    for event in text.lines().filter_map(parse_line) {
+    let mut tree: HashSet<i32> = HashSet::from([pid]);
+    let mut events = Vec::new();
+    for line in text.lines() {
+        if let Some(child) = parse_fork(line) {
+            tree.insert(child);
+            continue;
+        }
+        let Some(event) = parse_line(line) else { continue };
         let key = (event.dev.0, event.dev.1, event.ino);
         if event.ts_ns < t0
             || (Some(key) == own && own != target)
@@ -360,36 +436,47 @@ pub(crate) fn record_pages(options: &ProfileOptions, path: &Path) -> Result<Page
         {
             continue;
         }
-        let fi = match index.get(&key) {
-            Some(&i) => i,
-            None => {
-                profile_files.push(describe(files.get(&key).cloned(), key));
-                index.insert(key, profile_files.len() - 1);
-                profile_files.len() - 1
-            }
-        };
+        events.push(Event { ts_ns: event.ts_ns - t0, ..event });
+    }
+    Ok(Traced { events, files, opened, tree, lost, warnings, cpu })
+}
+
+/// Pages traced where the files are (`--pages=traced`): every event as it came, fault-around
+/// maps and read-ahead included.
+fn record_traced(options: &ProfileOptions, path: &Path) -> Result<PageRun, ProfileError> {
+    let run = trace(options, path, None)?;
+    let mut profile_files: Vec<PageFile> = Vec::new();
+    let mut index: HashMap<Key, usize> = HashMap::new();
+    let mut accesses = Vec::new();
+    for event in &run.events {
+        let key = (event.dev.0, event.dev.1, event.ino);
+        let fi = *index.entry(key).or_insert_with(|| {
+            profile_files.push(describe(run.files.get(&key).cloned(), key));
+            profile_files.len() - 1
+        });
         accesses.push(PageAccess {
             file: fi,
             page: event.page,
             count: event.count,
-            t_ns: event.ts_ns - t0,
+            t_ns: event.ts_ns,
             event: event.kind.into(),
             pid: event.pid,
         });
     }
-    if let Some(o) = &opened {
+    let mut warnings = run.warnings;
+    if let Some(o) = &run.opened {
         warnings.extend(cached_warning(o, &index, &accesses));
     }
     Ok(PageRun {
         pages: PageProfile {
-            source: "tracefs".into(),
+            source: crate::format::SOURCE_TRACEFS.into(),
             sampled: false,
             files: profile_files,
             accesses,
-            lost_events: lost,
+            lost_events: run.lost,
         },
         warnings,
-        cpu,
+        cpu: run.cpu,
     })
 }
 
@@ -397,7 +484,7 @@ pub(crate) fn record_pages(options: &ProfileOptions, path: &Path) -> Result<Page
 /// `read(2)` from the cache leaves no trace event. A file counts when the program did not map
 /// it and more of its pages were cached at the program's first open than the run added
 /// (`read` events) in all.
-fn cached_warning(
+pub(crate) fn cached_warning(
     opened: &crate::opens::Opened,
     index: &HashMap<(u32, u32, u64), usize>,
     accesses: &[PageAccess],
@@ -526,5 +613,17 @@ mod tests {
         let read = parse_line("cat-9 [003] ..... 2.5: mm_filemap_add_to_page_cache: dev 0:33 ino 10 pfn=0x1234 ofs=4096 order=2").unwrap();
         assert_eq!((read.kind, read.page, read.count, read.ts_ns), ("read", 1, 4, 2_500_000_000));
         assert!(parse_line("# tracer: nop").is_none());
+    }
+
+    #[test]
+    fn parses_the_child_of_a_fork() {
+        let fork = "           bash-42      [001] ..... 1.500000: sched_process_fork: comm=bash pid=42 child_comm=bash child_pid=43";
+        assert_eq!(parse_fork(fork), Some(43));
+        let spaced = "Web Content-7 [000] ..... 2.0: sched_process_fork: comm=Web Content pid=7 child_comm=Web Content child_pid=9";
+        assert_eq!(parse_fork(spaced), Some(9));
+        assert_eq!(
+            parse_fork("prog-4242 [001] ..... 1.0: mm_filemap_fault: dev=8:1 ino=1a2b ofs=8192"),
+            None
+        );
     }
 }

@@ -137,7 +137,7 @@ pub(crate) fn record_pages_perf(
     options: &ProfileOptions,
     path: &Path,
 ) -> Result<crate::pages::PageRun, ProfileError> {
-    let mut launched = crate::launch(options, path, false, &[])?;
+    let mut launched = crate::launch(options, path, false, &[], None)?;
     let pid = launched.stopped.pid;
     let guard = crate::tree::TreeGuard { pgid: pid, armed: true };
     // SAFETY: sysconf has no preconditions.

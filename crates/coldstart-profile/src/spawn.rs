@@ -44,9 +44,10 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), ProfileError> {
     coldstart_sys::pipe(libc::O_CLOEXEC).map_err(|e| ProfileError::os("pipe2", e))
 }
 
-/// Fork; the child joins a new process group, optionally asks to be traced, stops itself,
-/// then (when continued) executes `path`.
-#[allow(clippy::too_many_arguments)] // one call site each for the three kinds of run
+/// Fork; the child joins a new process group, optionally asks to be traced, optionally enters
+/// a mount namespace where copies of files cover their originals (`enter`: the exact page
+/// run), stops itself, then (when continued) executes `path`.
+#[allow(clippy::too_many_arguments)] // one call site each for the kinds of run
 pub(crate) fn spawn_stopped(
     path: &Path,
     command: &[OsString],
@@ -56,6 +57,7 @@ pub(crate) fn spawn_stopped(
     ready_fd: Option<i32>,
     extra_env: &[(OsString, OsString)],
     die_with_coldstart: bool,
+    enter: Option<&coldstart_storage::EnterHook>,
 ) -> Result<Stopped, ProfileError> {
     use std::os::fd::AsRawFd;
     let c_path = cstring(path.as_os_str().as_bytes())?;
@@ -121,6 +123,10 @@ pub(crate) fn spawn_stopped(
                 // Inherited across exec: the program writes its readiness here.
                 libc::fcntl(fd, libc::F_SETFD, 0);
             }
+            // Only system calls on strings prepared before the fork (async-signal-safe).
+            if enter.is_some_and(|hook| hook.run().is_err()) {
+                fail(3);
+            }
             libc::raise(libc::SIGSTOP);
             libc::execve(c_path.as_ptr(), argv.as_ptr(), envp.as_ptr());
             fail(2);
@@ -153,6 +159,10 @@ pub(crate) fn child_error(errors: &mut File, path: &Path) -> Option<ProfileError
     let source = std::io::Error::from_raw_os_error(errno);
     Some(match msg[0] {
         1 => ProfileError::CannotTrace { source },
+        3 => ProfileError::Os {
+            call: "entering a mount namespace with the files' copies (unshare, mount)",
+            source,
+        },
         _ => ProfileError::Exec { path: path.to_owned(), source },
     })
 }

@@ -16,6 +16,7 @@ const GROUND: &[&str] = &[
     "coldstart-fs",
     "coldstart-profile-format",
     "coldstart-ready",
+    "coldstart-storage",
     "coldstart-sys",
     "coldstart-units",
 ];

@@ -537,7 +537,7 @@ fn data_objects_are_ordered_by_the_first_touch_of_their_pages() {
 }
 
 #[test]
-fn link_of_a_plain_compiler_line_can_pack_relative_relocations() {
+fn link_packs_relative_relocations_where_the_c_library_loads_them_unless_told_not_to() {
     let dir = tempfile::tempdir().unwrap();
     let mut src = String::from("#include <stdio.h>\nstatic int v[600];\nint *ptrs[600] = {\n");
     for i in 0..600 {
@@ -554,16 +554,19 @@ fn link_of_a_plain_compiler_line_can_pack_relative_relocations() {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["static"].clone()
     };
-    for (name, pack) in [("plain", false), ("packed", true)] {
+    for (name, flag) in
+        [("plain", Some("--no-pack-relocs")), ("packed", Some("--pack-relocs")), ("default", None)]
+    {
         let mut cmd = coldstart();
         cmd.current_dir(dir.path()).arg("link").arg("--order").arg(&order);
-        if pack {
-            cmd.arg("--pack-relocs");
-        }
+        cmd.args(flag);
         cmd.args(["--", CLANG, "-O1", "-fPIE", "-pie", "p.c", "-o", name]).assert().success();
     }
     let plain = static_of(&dir.path().join("plain"));
     let packed = static_of(&dir.path().join("packed"));
+    // By default, packed where this machine's C library loads DT_RELR.
+    let supported = coldstart_layout::drivers::relr_supported() == Some(true);
+    assert_eq!(static_of(&dir.path().join("default"))["relr"], supported);
     assert!(plain["rela_dyn_relative"].as_u64().unwrap() >= 600, "{plain}");
     assert_eq!(plain["relr"], false);
     assert_eq!(packed["relr"], true);

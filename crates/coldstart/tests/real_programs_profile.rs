@@ -124,8 +124,9 @@ impl Program {
     }
 
     /// `--pages` names every file of the page profile, by a path with its device and inode,
-    /// in a run whose files were evicted from the page cache first (so that what the
-    /// program reads with `read(2)` is seen, as in a cold start: Python's `.pyc` files).
+    /// in a run whose files were evicted from the page cache first (what the traced method
+    /// needed to see what the program reads with `read(2)`: Python's `.pyc` files), and the
+    /// profile is exact: each page once, every file the program read on the private copy.
     fn check_pages_named(&self) -> Option<Value> {
         if !coldstart_testkit::require_root("the page trace (tracefs) and open events (fanotify)")
             || !coldstart_testkit::require_program("strace", "strace")
@@ -159,6 +160,16 @@ impl Program {
             !stderr.contains("named by device and inode only"),
             "{label}: every file named: {stderr}"
         );
+        // Exact: each page once, and every file it read was on the private copy.
+        assert_eq!(p["pages"]["source"], "exact", "{label}");
+        let mut seen = std::collections::HashSet::new();
+        for a in p["pages"]["accesses"].as_array().unwrap() {
+            let first = a["page"].as_u64().unwrap();
+            for page in first..first + a["count"].as_u64().unwrap() {
+                assert!(seen.insert((a["file"].as_u64(), page)), "{label}: {a} twice");
+            }
+        }
+        assert!(!stderr.contains("not on the private copy"), "{label}: {stderr}");
         Some(p)
     }
 }

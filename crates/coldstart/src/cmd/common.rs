@@ -68,6 +68,29 @@ pub fn preview(names: &[String]) -> String {
 
 /// Verify that the order `expected` took effect in `binary` and print the verification (text
 /// or JSON); the exit code says whether it did.
+/// The names of the order file `order` that `binary` defines: one order file serves every
+/// module of a build, and each link takes its own names. Says how many it left to the other
+/// modules.
+pub fn order_names_defined(order: &Path, binary: &Path) -> anyhow::Result<Vec<String>> {
+    use coldstart_layout::verify::{expected_names, has_module_sections, split_defined, Expected};
+    let names = expected_names(Expected::OrderFile(order), binary)?;
+    // coldstart's lld files name each module's part: those names are the binary's own, and
+    // the ones it lacks are missing.
+    let text = std::fs::read_to_string(order).unwrap_or_default();
+    if has_module_sections(&text) {
+        return Ok(names);
+    }
+    let (mine, other) = split_defined(&Binary::open(binary)?, names);
+    if !other.is_empty() {
+        eprintln!(
+            "coldstart: {} names of the order are not in {} (other modules of the build, or inlined); use --profile to count them",
+            other.len(),
+            binary.display()
+        );
+    }
+    Ok(mine)
+}
+
 pub fn check_layout(
     binary: &Path,
     expected: &[String],

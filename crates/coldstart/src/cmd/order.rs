@@ -8,7 +8,7 @@ use anyhow::Context;
 use coldstart_layout::binary::Binary;
 use coldstart_layout::input::Workload;
 use coldstart_layout::model::ReadAround;
-use coldstart_layout::order::Algorithm;
+use coldstart_layout::order::{Algorithm, Unprofiled};
 use coldstart_layout::request::{OrderOutcome, OrderRequest};
 use coldstart_layout::{evaluate, writers};
 
@@ -39,21 +39,32 @@ pub struct Args {
     /// Weights of the profiles for `merged`, comma separated, in the order given.
     #[arg(long, value_delimiter = ',')]
     pub weights: Vec<f64>,
-    /// The module to order (path or file name; default: the executable).
+    /// Order this module only (path or file name). Default: every module outside the
+    /// system library directories (the executable and the program's own libraries) in one
+    /// file; each link takes the names it defines.
     #[arg(long, conflicts_with = "all_modules")]
     pub module: Option<String>,
-    /// Order every module outside the system library directories (the executable and the
-    /// program's own libraries) in one file; each link takes the names it defines.
-    #[arg(long)]
+    /// Every module of the program (the default; kept for scripts).
+    #[arg(long, hide = true)]
     pub all_modules: bool,
+    /// Where the functions no profile touched go: `callees` (the ones the touched functions
+    /// call, found by decoding their calls, right after them, likeliest first), `references`
+    /// (the same counting function pointers and vtables the code refers to) or `input`
+    /// (where the linker puts them). Default: callees, or the best of --evaluate.
+    #[arg(long, value_name = "PLACEMENT")]
+    pub unprofiled: Option<String>,
     /// The binary the order is for: reports ambiguous static names and names it lacks;
     /// needed by --evaluate.
     #[arg(long)]
     pub binary: Option<PathBuf>,
     /// Also order data objects (.rodata, .data.rel.ro, .data) by the first touch of their
     /// pages; needs --binary and a profile recorded with --pages; build with -fdata-sections.
-    #[arg(long)]
+    /// The default whenever the profile has page data for --binary.
+    #[arg(long, conflicts_with = "no_data")]
     pub data: bool,
+    /// Never order data objects.
+    #[arg(long)]
+    pub no_data: bool,
     /// A held-out profile: score the default layout, every algorithm and the ideal on it.
     #[arg(long, value_name = "HOLDOUT")]
     pub evaluate: Option<PathBuf>,
@@ -105,6 +116,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let algorithm: Option<Algorithm> =
         args.algorithm.as_deref().map(str::parse).transpose().map_err(crate::exit::usage)?;
+    let unprofiled: Option<Unprofiled> =
+        args.unprofiled.as_deref().map(str::parse).transpose().map_err(crate::exit::usage)?;
     let workloads = read_workloads(&args.profiles, &args.weights)?;
     let model = args.page_model.model()?;
     let binary = match &args.binary {
@@ -115,7 +128,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     request.module = args.module.clone();
     request.all_modules = args.all_modules;
     request.algorithm = algorithm;
-    request.data = args.data;
+    request.unprofiled = unprofiled;
+    request.data = if args.data {
+        Some(true)
+    } else if args.no_data {
+        Some(false)
+    } else {
+        None
+    };
     request.holdout = args.evaluate.as_deref();
     request.model = model;
     request.format = format;
@@ -138,35 +158,65 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             print_evaluation(e);
         }
     }
-    let OrderOutcome { order, chosen, text, report, .. } = request.order(evaluation)?;
+    let OrderOutcome { order, chosen, text, report, unread, cross_validation, .. } =
+        request.order(evaluation)?;
+    if let Some(cv) = cross_validation {
+        eprintln!(
+            "coldstart: untouched functions {}: each of the {} workloads held out in turn took {} faults with the callees placed, {} without",
+            if cv.best() == Unprofiled::Callees { "after their callers" } else { "left in input order" },
+            cv.folds,
+            cv.callees_faults,
+            cv.input_faults
+        );
+    }
+    for (path, why) in &unread {
+        eprintln!(
+            "coldstart: warning: no call graph for {} ({why}): its untouched functions stay where the linker puts them",
+            path.display()
+        );
+    }
     if args.module.is_none() && args.binary.is_none() && !args.all_modules {
-        if let Some(b) = request.busier_module(&order.module) {
+        let ordered: Vec<PathBuf> = order.runs.iter().map(|r| r.path.clone()).collect();
+        if let Some(b) = request.busier_module(&order.module, &ordered) {
             let file = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+            let (wrapper, busiest) =
+                (file(&b.ordered).unwrap_or_default(), file(&b.busiest).unwrap_or_default());
+            let what = if b.busiest_ordered {
+                format!("it is ordered too; if {wrapper} is a wrapper (a script's interpreter, env, a shim), order only that module with --module {busiest}")
+            } else {
+                format!("it is not ordered (a system library); if {wrapper} is a driver over libraries or a wrapper, order that module with --module {busiest}")
+            };
             eprintln!(
-                "coldstart: warning: ordered {}, the profile's first executable, which touched {} functions; {} touched the most ({}): if {} is a wrapper (a script's interpreter, env, a shim) or a driver over libraries, order that module with --module {}",
+                "coldstart: warning: ordered {}, the profile's first executable, which touched {} functions; {} touched the most ({}): {what}",
                 b.ordered.display(),
                 b.ordered_touched,
                 b.busiest.display(),
                 b.busiest_touched,
-                file(&b.ordered).unwrap_or_default(),
-                file(&b.busiest).unwrap_or_default(),
             );
         }
     }
     match &args.output {
         Some(path) => {
             coldstart_layout::write_atomic(path, text.as_bytes())?;
-            let of = if args.all_modules {
-                format!("{} and its own libraries", order.module.display())
+            let modules = request.ordered_modules();
+            let of = if modules.len() > 1 {
+                format!(
+                    "{} and {} more modules of the program",
+                    order.module.display(),
+                    modules.len() - 1
+                )
             } else {
                 order.module.display().to_string()
             };
+            let untouched = order.functions.len().saturating_sub(order.touched());
             eprintln!(
-                "coldstart: wrote {} functions ({} KiB) of {} in {} order to {} ({} format; use {})",
+                "coldstart: wrote {} functions ({} KiB) of {}: {} touched, in {} order, then {} untouched that they call; to {} ({} format; use {})",
                 report.written,
                 order.bytes() / 1024,
                 of,
+                order.touched(),
                 chosen.name(),
+                untouched,
                 path.display(),
                 format.name(),
                 format.flag(&path.display().to_string())
@@ -175,9 +225,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None if args.evaluate.is_none() => print!("{text}"),
         None => {}
     }
-    if args.data {
+    if report.data_written > 0 || args.data {
         eprintln!(
-            "coldstart: {} hot data objects written after the functions",
+            "coldstart: {} hot data objects written after the functions (--no-data to leave them out)",
             report.data_written
         );
     }
@@ -221,13 +271,13 @@ fn print_evaluation(e: &evaluate::Evaluation) {
         if e.model.read_around == ReadAround::Forward { " forward" } else { "" }
     );
     println!(
-        "{:<12} {:>8} {:>8} {:>11}  fault curve (each tenth of start-up)",
+        "{:<26} {:>8} {:>8} {:>11}  fault curve (each tenth of start-up)",
         "layout", "pages", "faults", "pages read"
     );
     for r in &e.rows {
         let curve = r.cost.curve.iter().map(u64::to_string).collect::<Vec<_>>().join(" ");
         println!(
-            "{:<12} {:>8} {:>8} {:>11}  {curve}",
+            "{:<26} {:>8} {:>8} {:>11}  {curve}",
             r.layout, r.cost.pages_touched, r.cost.faults, r.cost.pages_read
         );
     }
@@ -237,5 +287,12 @@ fn print_evaluation(e: &evaluate::Evaluation) {
             e.unknown_functions
         );
     }
-    println!("best algorithm: {}", e.best.name());
+    println!(
+        "best: {}{}",
+        e.best.name(),
+        match e.best_unprofiled {
+            Unprofiled::Input => String::new(),
+            other => format!(" + {}", other.name()),
+        }
+    );
 }

@@ -21,6 +21,7 @@ use coldstart_profile::{
     coldstart profile -o p.json -- clang-19 -c hello.c\n  \
     coldstart profile --ready 'stdout:listening' --kill-at-ready -o p.json -- ./server\n  \
     sudo coldstart profile --pages -o p.json -- python3 -c 'import json'\n  \
+    sudo coldstart profile --pages=traced -o p.json -- ./myprog\n  \
     coldstart profile --workload b -o b.json -- ./myprog --open big.txt\n  \
     coldstart profile merge a.json b.json -o merged.json\n  \
     coldstart order p.json -o prog.order"
@@ -32,9 +33,18 @@ pub struct Args {
     /// tcp:PORT, file:PATH, window:REGEX or fd.
     #[arg(long, default_value = "exit", value_name = "SIGNAL")]
     pub ready: String,
-    /// Also record every file page start-up touches (tracefs; root), in a run of its own.
-    #[arg(long)]
-    pub pages: bool,
+    /// Also record the file pages start-up touches, in runs of their own. METHOD: exact (the
+    /// default as root: the files start-up reads are copied onto a private device with
+    /// read-ahead off and traced there, so each 4 KiB page touched is recorded once, in
+    /// first-touch order, whatever this machine's read-ahead), traced (root: traced where the
+    /// files are, read-ahead and fault-around included), sampled (the default without root:
+    /// page faults sampled with perf).
+    #[arg(long, value_name = "METHOD", num_args = 0..=1, require_equals = true, default_missing_value = "auto")]
+    pub pages: Option<String>,
+    /// Where an exact page run makes its private device (default: /dev/shm when it has room
+    /// for twice the files to copy, else /var/tmp).
+    #[arg(long, value_name = "WORK", requires = "pages")]
+    pub pages_dir: Option<PathBuf>,
     /// Profile every child process (default: the children that run their parent's program,
     /// such as a browser's content processes; not a child that runs another program).
     #[arg(long, conflicts_with = "no_follow_forks")]
@@ -96,7 +106,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.ready.parse().map_err(|e| crate::exit::usage(format!("--ready: {e}")))?;
     let mut options = ProfileOptions::new(args.command);
     options.ready = ready;
-    options.pages = args.pages;
+    if let Some(method) = &args.pages {
+        options.pages = true;
+        options.page_method =
+            method.parse().map_err(|e| crate::exit::usage(format!("--pages: {e}")))?;
+    }
+    if let Some(dir) = &args.pages_dir {
+        if !dir.is_dir() {
+            return Err(crate::exit::usage(format!(
+                "--pages-dir {}: not a directory (give an existing directory on a file system that takes O_DIRECT, such as /dev/shm or /var/tmp)",
+                dir.display()
+            )));
+        }
+    }
+    options.page_work_dir = args.pages_dir;
     options.follow_forks = match (args.follow_forks, args.no_follow_forks) {
         (true, _) => Follow::All,
         (_, true) => Follow::None,
@@ -206,13 +229,25 @@ fn summarize(profile: &Profile, output: &std::path::Path) {
     }
     if let Some(p) = &profile.pages {
         let pages: u64 = p.accesses.iter().map(|a| a.count).sum();
-        println!(
-            "  {} page accesses ({} pages) in {} files{}",
-            p.accesses.len(),
-            pages,
-            p.files.len(),
-            if p.sampled { " (sampled)" } else { "" }
-        );
+        if p.is_exact() {
+            println!(
+                "  {pages} pages touched in {} files (exact: each 4 KiB page once, in first-touch order)",
+                p.files.len()
+            );
+        } else {
+            println!(
+                "  {} page accesses ({} pages) in {} files{}",
+                p.accesses.len(),
+                pages,
+                p.files.len(),
+                match p.source.as_str() {
+                    _ if p.sampled => " (sampled)",
+                    format::SOURCE_TRACEFS =>
+                        " (traced in place: read-ahead and fault-around included)",
+                    _ => "",
+                }
+            );
+        }
     }
     if let Some(p) = &profile.pages {
         // Code, relocations and data read per section, for the files start-up touched most.

@@ -21,7 +21,7 @@ pub const DEFAULT_READAHEAD_KB: u64 = 128;
 /// 128 KiB, a missing `iops` or `bps` is not limited).
 ///
 /// ```
-/// use coldstart_measure::storage::StorageProfile;
+/// use coldstart_storage::StorageProfile;
 ///
 /// let hdd: StorageProfile = "hdd".parse().unwrap();
 /// assert_eq!(hdd.read_iops, Some(100));

@@ -1,7 +1,11 @@
 //! Slow storage emulation: reproduce a cold start on an HDD, eMMC or SATA SSD on any machine.
 //!
+//! A ground-floor crate: `coldstart measure --storage` runs programs on it, and the page
+//! profiler copies the files a start-up reads onto it (read-ahead off) to record the pages
+//! that start-up touches, whatever the host's read-ahead.
+//!
 //! A fast NVMe disk with a large read-ahead hides almost everything a cold start costs on the
-//! devices users have. This module puts a program's files on a device that behaves like a slow
+//! devices users have. This crate puts a program's files on a device that behaves like a slow
 //! one, so a CI runner can show what a laptop with a spinning disk will see:
 //!
 //! 1. a sparse backing file in a session directory `WORK_DIR/coldstart-storage-PID-N/`,
@@ -27,8 +31,8 @@
 //! handler that only sets a flag) before creating it, let the run loop notice the signal, kill
 //! the run's cgroup, and return an error so the emulation is dropped. The child gets the
 //! terminal's `SIGINT` itself. `coldstart measure` instead registers an interrupt hook
-//! ([`crate::cgroup::register_interrupt_hook`]) that drops the emulation after the run is
-//! killed, before the process exits. Anything that still escapes (`SIGKILL`, a panic with
+//! (`coldstart_measure::cgroup::register_interrupt_hook`) that drops the emulation after the
+//! run is killed, before the process exits. Anything that still escapes (`SIGKILL`, a panic with
 //! `panic=abort`, a power cut) is handled by [`cleanup_stale`] on the next start.
 //!
 //! # Example
@@ -36,7 +40,7 @@
 //! ```no_run
 //! use std::os::unix::process::CommandExt;
 //! use std::path::{Path, PathBuf};
-//! use coldstart_measure::storage::{EmulatedStorage, ScratchCgroup, StorageProfile};
+//! use coldstart_storage::{EmulatedStorage, ScratchCgroup, StorageProfile};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let profile: StorageProfile = "hdd".parse()?;

@@ -94,8 +94,9 @@ fn walk(
     Ok(())
 }
 
-/// Copy every entry (a file or a directory tree) to its place under `mount`, keeping mode and
-/// owner; parent directories are made with their originals' mode and owner.
+/// Copy every entry (a file or a directory tree) to its place under `mount`, keeping mode,
+/// owner and times (a program may compare modification times: Python's `.pyc` files record
+/// their source's); parent directories are made with their originals' mode and owner.
 pub fn copy_entries(entries: &[PathBuf], mount: &Path) -> Result<(), StorageError> {
     for entry in entries {
         // Parents first, from the root down.
@@ -111,6 +112,27 @@ pub fn copy_entries(entries: &[PathBuf], mount: &Path) -> Result<(), StorageErro
             }
         }
         walk(entry, &mut |src, meta| copy_one(src, meta, &emulated_path(mount, src)))?;
+        // Times last, once a directory has all its children.
+        walk(entry, &mut |src, meta| keep_times(&emulated_path(mount, src), meta))?;
+    }
+    Ok(())
+}
+
+/// Give `dst` (not following a symlink) the access and modification times of `meta`.
+fn keep_times(dst: &Path, meta: &fs::Metadata) -> Result<(), StorageError> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dst.as_os_str().as_bytes())
+        .map_err(|_| StorageError::io(dst, "set times of", io::ErrorKind::InvalidInput.into()))?;
+    let times = [
+        libc::timespec { tv_sec: meta.atime(), tv_nsec: meta.atime_nsec() },
+        libc::timespec { tv_sec: meta.mtime(), tv_nsec: meta.mtime_nsec() },
+    ];
+    // SAFETY: utimensat with a NUL-terminated path and two timespecs.
+    let rc = unsafe {
+        libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW)
+    };
+    if rc != 0 {
+        return Err(StorageError::io(dst, "set times of", io::Error::last_os_error()));
     }
     Ok(())
 }
@@ -198,6 +220,23 @@ mod tests {
         assert_eq!(fs::read_link(link).unwrap(), PathBuf::from("bin/x"));
         let lone_c = emulated_path(mount.path(), &fs::canonicalize(&lone).unwrap());
         assert_eq!(fs::read(lone_c).unwrap(), b"lone");
+    }
+
+    /// A copy with a new modification time made Python find every `.pyc` stale (it compares
+    /// the source's mtime recorded in the `.pyc` with the `.py`): it compiled its modules
+    /// again and read other pages than it would.
+    #[test]
+    fn copies_keep_their_modification_time() {
+        let src = tempfile::tempdir().unwrap();
+        let file = src.path().join("mod.py");
+        fs::write(&file, b"x = 1\n").unwrap();
+        let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::new(1_600_000_000, 123);
+        fs::File::options().write(true).open(&file).unwrap().set_modified(old).unwrap();
+        let entries = normalize_entries(std::slice::from_ref(&file)).unwrap();
+        let mount = tempfile::tempdir().unwrap();
+        copy_entries(&entries, mount.path()).unwrap();
+        let copy = emulated_path(mount.path(), &entries[0]);
+        assert_eq!(fs::metadata(copy).unwrap().modified().unwrap(), old);
     }
 
     #[test]
