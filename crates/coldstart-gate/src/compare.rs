@@ -67,7 +67,13 @@ pub fn compare(
                 coldstart_measure::stats::median(&b.values),
                 coldstart_measure::stats::median(&n.values),
             );
-            (bs > 0.0).then(|| MachineSpeed { baseline_s: bs, now_s: ns, ratio: ns / bs })
+            let (_, (low, _)) = coldstart_measure::stats::ratio_ci95(&b.values, &n.values);
+            (bs > 0.0).then(|| MachineSpeed {
+                baseline_s: bs,
+                now_s: ns,
+                ratio: ns / bs,
+                certain: if low.is_finite() { low } else { 1.0 },
+            })
         }
         _ => None,
     };
@@ -197,7 +203,7 @@ fn judge_row(
         return row;
     }
     if figure.is_time() {
-        let t = time::judge(&b.values, &c.values, &rules.time, machine.map(|m| m.ratio));
+        let t = time::judge(&b.values, &c.values, &rules.time, machine.map(|m| m.certain));
         let bound = time::run_bound(&b.values, t.threshold, &rules.time, 0);
         row.verdict = t.verdict;
         row.limit = Some(t.baseline * (1.0 + t.threshold));

@@ -18,12 +18,21 @@ struct Script {
     cold: (f64, f64),
     hot: (f64, f64),
     extra_reads: u64,
+    /// The calibration loop's time: `mean + sd x noise`.
+    calibration: (f64, f64),
     calls: Vec<(Vec<CacheState>, usize)>,
 }
 
 impl Script {
     fn new(seed: u64, cold: (f64, f64), hot: (f64, f64)) -> Script {
-        Script { rng: Xoshiro256::new(seed), cold, hot, extra_reads: 0, calls: Vec::new() }
+        Script {
+            rng: Xoshiro256::new(seed),
+            cold,
+            hot,
+            extra_reads: 0,
+            calibration: (0.001, 0.0),
+            calls: Vec::new(),
+        }
     }
 
     fn normal(&mut self) -> f64 {
@@ -56,7 +65,8 @@ impl Runner for Script {
                 .collect();
             out.states.push(StateRuns { counters, excluded: vec![] });
         }
-        out.calibration = vec![0.001; runs * states.len()];
+        let (mean, sd) = self.calibration;
+        out.calibration = (0..runs * states.len()).map(|_| mean + sd * self.normal()).collect();
         Ok(out)
     }
 
@@ -100,6 +110,31 @@ fn the_same_start_up_is_not_slower_after_one_batch() {
     let row = |f: Figure| report.figures.iter().find(|r| r.figure == f).unwrap().clone();
     assert_eq!(row(Figure::ReadBytes).verdict, Verdict::NotCompared);
     assert_eq!(row(Figure::DeviceReadRequests).verdict, Verdict::NotSlower);
+}
+
+#[test]
+fn a_machine_slowdown_the_calibration_cannot_pin_down_does_not_hide_a_20_percent_regression() {
+    // The calibration loop's median 17% slower now, but so noisy that only a few percent of
+    // that is certain (the gate test of 20% more time on a loaded machine stayed unclear when
+    // the whole median ratio was taken off).
+    let o = options(emulated());
+    let mut then = Script::new(1, (0.100, 0.002), (0.100, 0.002));
+    then.calibration = (0.00234, 0.0008);
+    let base = record_with(&mut then, &o);
+    let mut now = Script::new(2, (0.120, 0.002), (0.120, 0.002));
+    now.calibration = (0.00274, 0.0008);
+    let (report, _) = gate(&o, &base, Path::new("b.json"), None, &mut now, &mut |_| {}).unwrap();
+    let m = report.machine.clone().unwrap();
+    assert!(m.ratio > 1.1 && m.certain < m.ratio, "{m:?}");
+    assert_eq!(report.verdict, Outcome::Slower, "{}", report.to_text());
+    // A slowdown of the machine that is certain is still taken off.
+    let mut then = Script::new(3, (0.100, 0.002), (0.100, 0.002));
+    then.calibration = (0.001, 0.00001);
+    let base = record_with(&mut then, &o);
+    let mut now = Script::new(4, (0.120, 0.002), (0.120, 0.002));
+    now.calibration = (0.0012, 0.00001);
+    let (report, _) = gate(&o, &base, Path::new("b.json"), None, &mut now, &mut |_| {}).unwrap();
+    assert_ne!(report.verdict, Outcome::Slower, "{}", report.to_text());
 }
 
 #[test]
