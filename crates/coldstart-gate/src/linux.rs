@@ -111,6 +111,7 @@ impl Runner for LinuxRunner {
             o.ready = plan.ready.clone();
             o.pages = true;
             o.kill_at_ready = true;
+            o.quiet = true;
             o.timeout = Some(plan.timeout);
             let recording = match coldstart_profile::profile(&o) {
                 Err(ProfileError::Interrupted { signal }) => {

@@ -289,6 +289,32 @@ fn a_baseline_from_another_kernel_or_disk_or_storage_profile_is_flagged() {
     );
 }
 
+/// Prints a line, as programs do at start-up.
+const CHATTY_C: &str = r#"
+#include <stdio.h>
+int main(void) { puts("chatty program says hello"); fprintf(stderr, "chatty stderr\n"); return 0; }
+"#;
+
+#[test]
+fn the_programs_own_output_stays_out_of_the_gates_report() {
+    if !require_root("cold runs and page profiles") {
+        return;
+    }
+    let _lock = cache_lock();
+    let dir = Dir::new();
+    dir.build(CHATTY_C, &[]);
+    let small = ["--page-profiles", "2", "--runs", "3", "--batch", "3", "--max-runs", "3"];
+    let mut all = vec!["gate", "--baseline", "b.json", "--update"];
+    all.extend(small);
+    all.extend(["--", "./prog"]);
+    let out = coldstart(&all, dir.0.path());
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!text(&out).contains("chatty"), "{}", text(&out));
+    let (out, _) = gate(&dir, &small);
+    assert!(!text(&out).contains("chatty"), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("coldstart gate: "), "{}", text(&out));
+}
+
 #[test]
 fn a_gate_that_cannot_measure_exits_2_and_names_what_to_do() {
     let dir = Dir::new();
