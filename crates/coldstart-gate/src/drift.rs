@@ -42,6 +42,16 @@ pub enum Method {
     HistoricalChanges,
 }
 
+impl Method {
+    /// The name `--drift-method` takes.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Method::ChangePoint => "change-point",
+            Method::HistoricalChanges => "historical-changes",
+        }
+    }
+}
+
 impl std::str::FromStr for Method {
     type Err = String;
     fn from_str(s: &str) -> Result<Method, String> {
@@ -233,6 +243,13 @@ mod tests {
         xs.extend([10.0; 20]);
         assert_eq!(detect(&xs, 0.1, Method::ChangePoint), None);
         assert_eq!(detect(&xs, 0.1, Method::HistoricalChanges), None);
+    }
+
+    #[test]
+    fn method_names_are_the_flags_values() {
+        for m in [Method::ChangePoint, Method::HistoricalChanges] {
+            assert_eq!(m.name().parse::<Method>(), Ok(m));
+        }
     }
 
     #[test]

@@ -374,8 +374,8 @@ impl GateReport {
         if let Some(n) = self.history_entries {
             if self.drift.is_empty() {
                 out.push(format!(
-                    "History: no drift in {n} comparable runs ({:?} detector)",
-                    self.drift_method
+                    "History: no drift in {n} comparable runs ({} detector)",
+                    self.drift_method.name()
                 ));
             }
         }
