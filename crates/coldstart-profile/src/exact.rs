@@ -32,7 +32,7 @@ use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use coldstart_storage::{EmulatedStorage, StorageProfile};
+use coldstart_storage::{EmulatedStorage, StorageError, StorageProfile};
 
 use crate::format::{PageAccess, PageFile, PageProfile, SOURCE_EXACT};
 use crate::pages::{describe, Key, PageRun, PagesError, Traced};
@@ -58,8 +58,10 @@ pub(crate) fn record(options: &ProfileOptions, path: &Path) -> Result<PageRun, P
             let _ = coldstart_storage::cleanup_stale(Path::new(dir));
         }
     }
-    let storage = EmulatedStorage::create(&read_ahead_off(), &files, &work_dir)
-        .map_err(|source| PagesError::Copy { source })?;
+    let storage = skipping_vanished(&files, |files| {
+        EmulatedStorage::create(&read_ahead_off(), files, &work_dir)
+    })
+    .map_err(|source| PagesError::Copy { source })?;
     let copies = copies_of(&storage);
     let hook = storage.enter_hook().map_err(|source| PagesError::Copy { source })?;
     let device = storage.device().dev;
@@ -81,6 +83,27 @@ fn read_ahead_off() -> StorageProfile {
 /// The files of the discovery run to put on the copy: every file the run's processes opened
 /// or had pages of, by its path, when it is a regular file that still exists, is not in a
 /// memory file system, was not written during the run, and can be read. Sorted.
+/// `create` with `files`; when a file was removed between the discovery and the copy (on a
+/// busy machine another process's file can be named by an inode the run read, and be
+/// deleted), once more with the files that are still there.
+fn skipping_vanished<T>(
+    files: &[PathBuf],
+    mut create: impl FnMut(&[PathBuf]) -> Result<T, StorageError>,
+) -> Result<T, StorageError> {
+    match create(files) {
+        Err(StorageError::Io { source, path, what })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            let left: Vec<PathBuf> = files.iter().filter(|f| f.exists()).cloned().collect();
+            if left.len() == files.len() {
+                return Err(StorageError::Io { source, path, what });
+            }
+            create(&left)
+        }
+        other => other,
+    }
+}
+
 fn files_to_copy(discovery: &Traced, program: &Path) -> Vec<PathBuf> {
     let mut keys: HashSet<Key> =
         discovery.events.iter().map(|e| (e.dev.0, e.dev.1, e.ino)).collect();
@@ -279,5 +302,43 @@ fn first_touches(
         },
         warnings,
         cpu: run.cpu,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_removed_between_the_discovery_and_the_copy_is_left_out_not_fatal() {
+        // A gate on a busy machine failed: "cannot stat .../layout-sample-24837/sample/data",
+        // another test's file, deleted after the discovery named it.
+        let dir = tempfile::tempdir().unwrap();
+        let kept = dir.path().join("kept");
+        std::fs::write(&kept, b"x").unwrap();
+        let gone = dir.path().join("gone");
+        let files = vec![gone.clone(), kept.clone()];
+        let mut calls = Vec::new();
+        let got = skipping_vanished(&files, |f| {
+            calls.push(f.to_vec());
+            match f.iter().find(|p| !p.exists()) {
+                Some(p) => Err(StorageError::Io {
+                    path: p.clone(),
+                    what: "stat".into(),
+                    source: std::io::Error::from(std::io::ErrorKind::NotFound),
+                }),
+                None => Ok(f.len()),
+            }
+        });
+        assert_eq!(got.unwrap(), 1);
+        assert_eq!(calls, [files.clone(), vec![kept]]);
+        // Any other failure is not retried.
+        let mut n = 0;
+        let got: Result<(), _> = skipping_vanished(&files, |_| {
+            n += 1;
+            Err(StorageError::NotRoot)
+        });
+        assert!(got.is_err());
+        assert_eq!(n, 1);
     }
 }
