@@ -11,6 +11,14 @@ use crate::environment::Environment;
 use crate::error::GateError;
 use crate::figure::Figure;
 
+/// Rounds of coldstart's calibration loop ([`crate::linux::calibrate`]).
+pub const CALIBRATION_ROUNDS: u64 = 10_000_000;
+
+/// The rounds of calibrations recorded before they were said (a shorter loop).
+fn first_rounds() -> u64 {
+    400_000
+}
+
 /// The `format` of a baseline file.
 pub const FORMAT: &str = "coldstart-gate-baseline";
 /// The `version` this build writes and reads.
@@ -81,6 +89,9 @@ pub struct Calibration {
     /// `release` or `debug`: the loop's speed depends on how coldstart was built, so only
     /// calibrations of the same build are compared.
     pub build: String,
+    /// Rounds of the loop: calibrations of other lengths are not compared.
+    #[serde(default = "first_rounds")]
+    pub rounds: u64,
     /// Seconds the loop took, once after each measured run.
     pub values: Vec<f64>,
 }
@@ -166,7 +177,11 @@ pub(crate) mod tests {
                 values: vec![12.0, 12.0, 12.0],
                 source: None,
             }],
-            calibration: Some(Calibration { build: "debug".into(), values: vec![0.001] }),
+            calibration: Some(Calibration {
+                build: "debug".into(),
+                rounds: CALIBRATION_ROUNDS,
+                values: vec![0.001],
+            }),
             warnings: vec![],
         }
     }

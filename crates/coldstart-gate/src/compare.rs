@@ -61,18 +61,21 @@ pub fn compare(
     let diffs = environment::differences(&base.environment, &now.environment);
     let machine = match (&base.calibration, &now.calibration) {
         (Some(b), Some(n))
-            if b.build == n.build && !b.values.is_empty() && !n.values.is_empty() =>
+            if b.build == n.build
+                && b.rounds == n.rounds
+                && !b.values.is_empty()
+                && !n.values.is_empty() =>
         {
             let (bs, ns) = (
                 coldstart_measure::stats::median(&b.values),
                 coldstart_measure::stats::median(&n.values),
             );
-            let (_, (low, _)) = coldstart_measure::stats::ratio_ci95(&b.values, &n.values);
+            let (_, (low, high)) = coldstart_measure::stats::ratio_ci95(&b.values, &n.values);
             (bs > 0.0).then(|| MachineSpeed {
                 baseline_s: bs,
                 now_s: ns,
                 ratio: ns / bs,
-                certain: if low.is_finite() { low } else { 1.0 },
+                ratio_ci95: (low, high),
             })
         }
         _ => None,
@@ -203,7 +206,7 @@ fn judge_row(
         return row;
     }
     if figure.is_time() {
-        let t = time::judge(&b.values, &c.values, &rules.time, machine.map(|m| m.certain));
+        let t = time::judge(&b.values, &c.values, &rules.time, machine.map(|m| m.allowance()));
         let bound = time::run_bound(&b.values, t.threshold, &rules.time, 0);
         row.verdict = t.verdict;
         row.limit = Some(t.baseline * (1.0 + t.threshold));

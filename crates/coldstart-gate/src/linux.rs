@@ -14,8 +14,11 @@ use crate::error::GateError;
 use crate::pages::pages_touched;
 use crate::run::{Batch, PageCounts, Plan, Runner, StateRuns};
 
-/// Rounds of the calibration loop: about a millisecond on a current CPU in a release build.
-pub const CALIBRATION_ROUNDS: u64 = 400_000;
+/// Rounds of the calibration loop: about 10 ms on a current CPU in a release build, longer
+/// than a scheduler's time slice, so that it is shared with the machine's other work as a
+/// start-up is (a loop of 0.4 ms mostly ran whole between two preemptions, and showed a
+/// machine under two parallel test suites 17% slower while start-ups took 40% longer).
+pub const CALIBRATION_ROUNDS: u64 = crate::baseline::CALIBRATION_ROUNDS;
 
 /// Time a fixed loop of multiplications in this process: how fast the machine runs a fixed
 /// amount of work right now (slower when other work shares its CPUs).

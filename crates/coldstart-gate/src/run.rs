@@ -449,8 +449,11 @@ impl Gathered {
             settings: plan.settings(),
             environment: env.clone(),
             figures,
-            calibration: (!self.calibration.is_empty())
-                .then(|| Calibration { build: build().into(), values: self.calibration.clone() }),
+            calibration: (!self.calibration.is_empty()).then(|| Calibration {
+                build: build().into(),
+                rounds: crate::baseline::CALIBRATION_ROUNDS,
+                values: self.calibration.clone(),
+            }),
             warnings: all_warnings,
         }
     }

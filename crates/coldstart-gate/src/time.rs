@@ -2,8 +2,8 @@
 //!
 //! Time moves from run to run and from hour to hour, so it is judged by rank tests with a
 //! minimum effect, in three outcomes. With `t` the threshold and `k` how much slower the
-//! machine itself is now (the low end of the 95% interval of the calibration ratio, when above 1:
-//! the slowdown that is certain):
+//! machine itself may be now (the high end of the 95% interval of the calibration ratio, when
+//! above 1: a regression no larger than the machine's own slowdown is not called one):
 //!
 //! - **slower**: the runs now, divided by `(1 + t) k`, still rank above the baseline's: the
 //!   one-sided Mann-Whitney U test of "slower by more than the threshold" has p <
@@ -118,8 +118,8 @@ pub fn threshold(base: &[f64], now: &[f64], rule: &TimeRule) -> (f64, f64) {
     (rule.min_effect.max(n), n)
 }
 
-/// Judge start-up time. `machine` is how much slower the machine certainly is now (the low
-/// end of the calibration ratio's interval, see [`crate::report::MachineSpeed`]) when known.
+/// Judge start-up time. `machine` is how much slower the machine may be now (see
+/// [`crate::report::MachineSpeed::allowance`]) when known.
 pub fn judge(base: &[f64], now: &[f64], rule: &TimeRule, machine: Option<f64>) -> TimeOutcome {
     let (t, noise) = threshold(base, now, rule);
     let (ratio, ci) = ratio_ci95(base, now);

@@ -113,28 +113,21 @@ fn the_same_start_up_is_not_slower_after_one_batch() {
 }
 
 #[test]
-fn a_machine_slowdown_the_calibration_cannot_pin_down_does_not_hide_a_20_percent_regression() {
-    // The calibration loop's median 17% slower now, but so noisy that only a few percent of
-    // that is certain (the gate test of 20% more time on a loaded machine stayed unclear when
-    // the whole median ratio was taken off).
+fn a_loaded_machine_is_not_a_regression() {
+    // Two test suites on the machine: every start-up 40% longer, and the calibration loop too,
+    // though noisily. Taking off only the part of the machine's slowdown its interval made
+    // certain (its low end) called this "slower" twice in 20 gate runs.
     let o = options(emulated());
-    let mut then = Script::new(1, (0.100, 0.002), (0.100, 0.002));
-    then.calibration = (0.00234, 0.0008);
+    let mut then = Script::new(1, (0.100, 0.002), (0.020, 0.0005));
+    then.calibration = (0.010, 0.0002);
     let base = record_with(&mut then, &o);
-    let mut now = Script::new(2, (0.120, 0.002), (0.120, 0.002));
-    now.calibration = (0.00274, 0.0008);
-    let (report, _) = gate(&o, &base, Path::new("b.json"), None, &mut now, &mut |_| {}).unwrap();
-    let m = report.machine.clone().unwrap();
-    assert!(m.ratio > 1.1 && m.certain < m.ratio, "{m:?}");
-    assert_eq!(report.verdict, Outcome::Slower, "{}", report.to_text());
-    // A slowdown of the machine that is certain is still taken off.
-    let mut then = Script::new(3, (0.100, 0.002), (0.100, 0.002));
-    then.calibration = (0.001, 0.00001);
-    let base = record_with(&mut then, &o);
-    let mut now = Script::new(4, (0.120, 0.002), (0.120, 0.002));
-    now.calibration = (0.0012, 0.00001);
-    let (report, _) = gate(&o, &base, Path::new("b.json"), None, &mut now, &mut |_| {}).unwrap();
-    assert_ne!(report.verdict, Outcome::Slower, "{}", report.to_text());
+    for seed in 2..12 {
+        let mut now = Script::new(seed, (0.140, 0.006), (0.028, 0.0015));
+        now.calibration = (0.014, 0.004);
+        let (report, _) =
+            gate(&o, &base, Path::new("b.json"), None, &mut now, &mut |_| {}).unwrap();
+        assert_ne!(report.verdict, Outcome::Slower, "{}", report.to_text());
+    }
 }
 
 #[test]
