@@ -84,4 +84,22 @@ elapsed=$(( $(date +%s) - start ))
   echo "gate runs: $runs in ${elapsed}s ($((elapsed / runs))s each, hyperfine included)"
   echo "coldstart gate: $gate_alarms false alarms (exit 1), $gate_unclear unclear (exit 0), $gate_failed could not measure"
   echo "hyperfine, mean ratio above 1.05: $hf_alarms false alarms ($hf_cold cold, $hf_hot hot)"
+  # The same rule with other baselines: each run against the one before (a baseline updated
+  # after every merge), and every run against every other.
+  /usr/bin/python3 - "$out" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+mean = lambda s, i: json.load(open(os.path.join(d, f"hyperfine-{s}-{i}.json")))["results"][0]["mean"]
+n = 0
+while os.path.exists(os.path.join(d, f"hyperfine-hot-{n + 1}.json")):
+    n += 1
+cold = [mean("cold", i) for i in range(1, n + 1)]
+hot = [mean("hot", i) for i in range(1, n + 1)]
+alarm = lambda b, c: cold[c] / cold[b] > 1.05 or hot[c] / hot[b] > 1.05
+prev = sum(alarm(i - 1, i) for i in range(1, n))
+pairs = [(b, c) for b in range(n) for c in range(n) if b != c]
+every = sum(alarm(b, c) for b, c in pairs)
+print(f"hyperfine, each run against the one before: {prev} false alarms in {n - 1}")
+print(f"hyperfine, every run against every other: {every} of {len(pairs)} ({100 * every / max(1, len(pairs)):.0f}%)")
+PY
 } | tee "$out/summary.txt"
