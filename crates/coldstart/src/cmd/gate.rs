@@ -38,8 +38,8 @@ pub enum Unclear {
     after_help = "Steady figures (bytes and requests read, major faults, pages touched, instructions) are \
     slower when their median is above a limit the baseline's spread sets; time, cold and hot, by a rank \
     test with a minimum effect above the noise, adding runs while unclear. The baseline records how it was \
-    measured (a gate measures the same way) and where: one from another kernel, CPU, disk or storage \
-    profile is flagged, not compared (docs/gate.md).\n\nExit codes: 0 not slower (and unclear, unless \
+    measured (a gate measures the same way; a --storage, --cache or --ready other than its own is \
+    refused) and where: one from another kernel, CPU or disk is flagged, not compared (docs/gate.md).\n\nExit codes: 0 not slower (and unclear, unless \
     --unclear fail), 1 slower, 2 could not measure.\n\nExamples:\n  \
     sudo coldstart gate --baseline startup.json --update -- ./build/myprog --version\n  \
     sudo coldstart gate --baseline startup.json --markdown summary.md -- ./build/myprog --version\n  \
