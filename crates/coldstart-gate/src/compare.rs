@@ -206,24 +206,28 @@ fn judge_row(
         return row;
     }
     if figure.is_time() {
-        let t = time::judge(&b.values, &c.values, &rules.time, machine.map(|m| m.allowance()));
+        let t = time::judge(&b.values, &c.values, &rules.time, machine.map(|m| m.interval()));
         let mut bound = time::run_bound(&b.values, t.threshold, &rules.time, 0);
         row.verdict = t.verdict;
         row.limit = Some(t.baseline * (1.0 + t.threshold));
         // Slower beyond the threshold, but not beyond what the machine's own slowdown may
         // explain: more runs narrow the calibration's interval, so they go on to the bound.
-        let machine_in_the_way = machine
-            .map(|m| m.allowance())
-            .filter(|k| t.verdict == Verdict::Unclear && *k > 1.0 && t.ratio > 1.0 + t.threshold);
-        if let Some(k) = machine_in_the_way {
+        let machine_in_the_way = machine.filter(|m| {
+            t.verdict == Verdict::Unclear
+                && ((m.allowance() > 1.0 && t.ratio > 1.0 + t.threshold)
+                    || (m.floor() < 1.0 && t.ratio <= 1.0 + t.threshold))
+        });
+        if let Some(m) = machine_in_the_way {
             bound.runs = rules.time.max_runs;
+            let (lo, hi) = m.interval();
             row.note = Some(format!(
-                "{:+.1}% is beyond the {:.1}% threshold, but the machine itself may be up to {:.0}% slower than \
-                 when the baseline was recorded (its calibration loop): runs were added up to --max-runs {} to \
-                 narrow that; on a quieter machine it resolves",
+                "{:+.1}% against a {:.1}% threshold, but the machine itself ran {:+.0}% to {:+.0}% against when \
+                 the baseline was recorded (its calibration loop), which could explain it: runs were added up \
+                 to --max-runs {} to narrow that; on a machine as busy as then it resolves",
                 (t.ratio - 1.0) * 100.0,
                 t.threshold * 100.0,
-                (k - 1.0) * 100.0,
+                (lo - 1.0) * 100.0,
+                (hi - 1.0) * 100.0,
                 rules.time.max_runs
             ));
         } else if t.verdict == Verdict::Unclear {

@@ -105,8 +105,22 @@ impl MachineSpeed {
     /// How much slower the machine may be now: the high end of the ratio's interval (the
     /// ratio when the interval is not finite), at least 1.
     pub fn allowance(&self) -> f64 {
-        let high = if self.ratio_ci95.1.is_finite() { self.ratio_ci95.1 } else { self.ratio };
-        high.max(1.0)
+        self.interval().1.max(1.0)
+    }
+
+    /// How much faster it may be: the low end, at most 1.
+    pub fn floor(&self) -> f64 {
+        self.interval().0.min(1.0)
+    }
+
+    /// The ratio's interval, or the ratio itself when the interval is not finite.
+    pub fn interval(&self) -> (f64, f64) {
+        let (lo, hi) = self.ratio_ci95;
+        if lo.is_finite() && hi.is_finite() && lo > 0.0 {
+            (lo, hi)
+        } else {
+            (self.ratio, self.ratio)
+        }
     }
 }
 
@@ -347,17 +361,17 @@ impl GateReport {
                 "Machine: the calibration loop took {:.2} ms (baseline {:.2} ms): {}",
                 m.now_s * 1e3,
                 m.baseline_s * 1e3,
-                if m.allowance() > 1.0 {
+                {
+                    let (lo, hi) = m.interval();
                     format!(
-                        "{:+.0}% now (95% interval {:+.0}% to {:+.0}%); a time is called slower only \
-                         beyond {:.0}% more than its threshold",
+                        "{:+.0}% against then (95% interval {:+.0}% to {:+.0}%); a time is called slower only \
+                         beyond {:.0}% more than its threshold, and not slower only {:.0}% below it",
                         (m.ratio - 1.0) * 100.0,
-                        (m.ratio_ci95.0 - 1.0) * 100.0,
-                        (m.ratio_ci95.1 - 1.0) * 100.0,
-                        (m.allowance() - 1.0) * 100.0
+                        (lo - 1.0) * 100.0,
+                        (hi - 1.0) * 100.0,
+                        (m.allowance() - 1.0) * 100.0,
+                        (1.0 - m.floor()) * 100.0
                     )
-                } else {
-                    "not slower than when the baseline was recorded".into()
                 }
             ));
         }

@@ -1,15 +1,19 @@
 //! The rule for start-up time, and how many runs it may take.
 //!
 //! Time moves from run to run and from hour to hour, so it is judged by rank tests with a
-//! minimum effect, in three outcomes. With `t` the threshold and `k` how much slower the
-//! machine itself may be now (the high end of the 95% interval of the calibration ratio, when
-//! above 1: a regression no larger than the machine's own slowdown is not called one):
+//! minimum effect, in three outcomes. With `t` the threshold and `[lo, hi]` the 95% interval of
+//! how much slower the machine itself is now than when the baseline was recorded (the
+//! calibration loop's ratio): a start-up's time moves with the machine by a factor between 1
+//! (waiting on storage) and that ratio (computing), so `k_hi = max(1, hi)` and
+//! `k_lo = min(1, lo)` bound what the machine alone can do to it:
 //!
-//! - **slower**: the runs now, divided by `(1 + t) k`, still rank above the baseline's: the
+//! - **slower**: the runs now, divided by `(1 + t) k_hi`, still rank above the baseline's: the
 //!   one-sided Mann-Whitney U test of "slower by more than the threshold" has p <
-//!   [`TimeRule::alpha`];
-//! - **not slower**: the runs now, divided by `1 + t`, rank below the baseline's: the one-sided
-//!   test of "slower by less than the threshold" has p < [`NOT_SLOWER_ALPHA`];
+//!   [`TimeRule::alpha`] (a regression no larger than the machine's own slowdown is not called
+//!   one);
+//! - **not slower**: the runs now, divided by `(1 + t) k_lo`, rank below the baseline's: the
+//!   one-sided test of "slower by less than the threshold" has p < [`NOT_SLOWER_ALPHA`] (a
+//!   baseline recorded while the machine was busier does not let a regression through);
 //! - **unclear**: neither, yet. More runs are added while it is unclear, up to a bound.
 //!
 //! Each also needs the ratio of the medians on its side of the threshold, so a verdict never
@@ -90,9 +94,9 @@ pub struct TimeOutcome {
     pub threshold: f64,
     /// The measured noise, as a share (see the module docs).
     pub noise: f64,
-    /// How much slower the machine is now than when the baseline was recorded (calibration
-    /// ratio), when known.
-    pub machine: Option<f64>,
+    /// The 95% interval of how much slower the machine is now than when the baseline was
+    /// recorded (the calibration ratio), when known.
+    pub machine: Option<(f64, f64)>,
     pub n_baseline: usize,
     pub n_now: usize,
     pub verdict: Verdict,
@@ -118,21 +122,28 @@ pub fn threshold(base: &[f64], now: &[f64], rule: &TimeRule) -> (f64, f64) {
     (rule.min_effect.max(n), n)
 }
 
-/// Judge start-up time. `machine` is how much slower the machine may be now (see
-/// [`crate::report::MachineSpeed::allowance`]) when known.
-pub fn judge(base: &[f64], now: &[f64], rule: &TimeRule, machine: Option<f64>) -> TimeOutcome {
+/// Judge start-up time. `machine` is the 95% interval of how much slower the machine is now
+/// (see [`crate::report::MachineSpeed`]) when known.
+pub fn judge(
+    base: &[f64],
+    now: &[f64],
+    rule: &TimeRule,
+    machine: Option<(f64, f64)>,
+) -> TimeOutcome {
     let (t, noise) = threshold(base, now, rule);
     let (ratio, ci) = ratio_ci95(base, now);
-    let k = machine.filter(|m| m.is_finite()).unwrap_or(1.0).max(1.0);
+    let (lo, hi) =
+        machine.filter(|(l, h)| l.is_finite() && h.is_finite() && *l > 0.0).unwrap_or((1.0, 1.0));
+    let (k_lo, k_hi) = (lo.min(1.0), hi.max(1.0));
     let scaled = |by: f64| -> Vec<f64> { now.iter().map(|x| x / by).collect() };
-    let p = mann_whitney_greater(base, &scaled((1.0 + t) * k));
-    let p_not_slower = mann_whitney_greater(&scaled(1.0 + t), base);
+    let p = mann_whitney_greater(base, &scaled((1.0 + t) * k_hi));
+    let p_not_slower = mann_whitney_greater(&scaled((1.0 + t) * k_lo), base);
     let (nb, nc) = (finite(base), finite(now));
     let verdict = if nb < MIN_RUNS || nc < MIN_RUNS || !ratio.is_finite() {
         Verdict::Unclear
-    } else if p < rule.alpha && ratio > (1.0 + t) * k {
+    } else if p < rule.alpha && ratio > (1.0 + t) * k_hi {
         Verdict::Slower
-    } else if p_not_slower < NOT_SLOWER_ALPHA && ratio <= 1.0 + t {
+    } else if p_not_slower < NOT_SLOWER_ALPHA && ratio <= (1.0 + t) * k_lo {
         Verdict::NotSlower
     } else {
         Verdict::Unclear
@@ -279,10 +290,25 @@ mod tests {
         let base = normal(&mut rng, 30, 0.040, 0.001);
         let now = normal(&mut rng, 20, 0.050, 0.001);
         let rule = TimeRule::default();
-        assert_eq!(judge(&base, &now, &rule, Some(1.0)).verdict, Verdict::Slower);
-        assert_eq!(judge(&base, &now, &rule, Some(1.25)).verdict, Verdict::Unclear);
+        assert_eq!(judge(&base, &now, &rule, Some((1.0, 1.0))).verdict, Verdict::Slower);
+        assert_eq!(judge(&base, &now, &rule, Some((1.2, 1.25))).verdict, Verdict::Unclear);
         // A faster machine does not make a program slower.
-        assert_eq!(judge(&base, &now, &rule, Some(0.5)).verdict, Verdict::Slower);
+        assert_eq!(judge(&base, &now, &rule, Some((0.5, 0.5))).verdict, Verdict::Slower);
+    }
+
+    #[test]
+    fn a_baseline_recorded_on_a_busier_machine_does_not_let_a_regression_through() {
+        // The baseline's runs and calibration 25% slower than now (a test suite ran beside it):
+        // 20% more work now measures about as the baseline did, and was called not slower.
+        let mut rng = Xoshiro256::new(6);
+        let rule = TimeRule::default();
+        let base = normal(&mut rng, 30, 0.135, 0.002);
+        let now = normal(&mut rng, 20, 0.125, 0.002);
+        assert_eq!(judge(&base, &now, &rule, None).verdict, Verdict::NotSlower);
+        assert_eq!(judge(&base, &now, &rule, Some((0.76, 0.82))).verdict, Verdict::Unclear);
+        // The same program on a machine that got faster is still not slower.
+        let same = normal(&mut rng, 20, 0.135 * 0.79, 0.002);
+        assert_eq!(judge(&base, &same, &rule, Some((0.76, 0.82))).verdict, Verdict::NotSlower);
     }
 
     #[test]
