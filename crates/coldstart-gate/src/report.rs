@@ -108,9 +108,9 @@ impl MachineSpeed {
         self.interval().1.max(1.0)
     }
 
-    /// How much faster it may be: the low end, at most 1.
+    /// How much faster it surely is: the high end when below 1, else 1.
     pub fn floor(&self) -> f64 {
-        self.interval().0.min(1.0)
+        self.interval().1.min(1.0)
     }
 
     /// The ratio's interval, or the ratio itself when the interval is not finite.

@@ -4,8 +4,8 @@
 //! minimum effect, in three outcomes. With `t` the threshold and `[lo, hi]` the 95% interval of
 //! how much slower the machine itself is now than when the baseline was recorded (the
 //! calibration loop's ratio): a start-up's time moves with the machine by a factor between 1
-//! (waiting on storage) and that ratio (computing), so `k_hi = max(1, hi)` and
-//! `k_lo = min(1, lo)` bound what the machine alone can do to it:
+//! (waiting on storage) and that ratio (computing), so `k_hi = max(1, hi)` bounds what the
+//! machine alone can add to it, and `k_lo = min(1, hi)` what it surely takes off:
 //!
 //! - **slower**: the runs now, divided by `(1 + t) k_hi`, still rank above the baseline's: the
 //!   one-sided Mann-Whitney U test of "slower by more than the threshold" has p <
@@ -13,7 +13,9 @@
 //!   one);
 //! - **not slower**: the runs now, divided by `(1 + t) k_lo`, rank below the baseline's: the
 //!   one-sided test of "slower by less than the threshold" has p < [`NOT_SLOWER_ALPHA`] (a
-//!   baseline recorded while the machine was busier does not let a regression through);
+//!   baseline recorded while the machine was busier does not let a regression through; the
+//!   low end of the interval would make most gates on an unchanged machine unclear: 32 of 34
+//!   gate runs of the unchanged sample);
 //! - **unclear**: neither, yet. More runs are added while it is unclear, up to a bound.
 //!
 //! Each also needs the ratio of the medians on its side of the threshold, so a verdict never
@@ -132,9 +134,9 @@ pub fn judge(
 ) -> TimeOutcome {
     let (t, noise) = threshold(base, now, rule);
     let (ratio, ci) = ratio_ci95(base, now);
-    let (lo, hi) =
+    let (_, hi) =
         machine.filter(|(l, h)| l.is_finite() && h.is_finite() && *l > 0.0).unwrap_or((1.0, 1.0));
-    let (k_lo, k_hi) = (lo.min(1.0), hi.max(1.0));
+    let (k_lo, k_hi) = (hi.min(1.0), hi.max(1.0));
     let scaled = |by: f64| -> Vec<f64> { now.iter().map(|x| x / by).collect() };
     let p = mann_whitney_greater(base, &scaled((1.0 + t) * k_hi));
     let p_not_slower = mann_whitney_greater(&scaled((1.0 + t) * k_lo), base);
