@@ -45,6 +45,11 @@ pub struct Counters {
     /// reports written before it existed.
     #[serde(default)]
     pub storage_read_requests: Option<u64>,
+    /// Bytes the emulated storage device read (`--storage` only), exact as
+    /// [`Counters::storage_read_requests`] is. Absent from reports written before it existed;
+    /// in the JSON runs only (no summary, CSV column or table line).
+    #[serde(default)]
+    pub storage_read_bytes: Option<u64>,
 }
 
 /// How a run ended.

@@ -32,7 +32,7 @@ use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use coldstart_storage::{EmulatedStorage, StorageProfile};
+use coldstart_storage::{EmulatedStorage, StorageError, StorageProfile};
 
 use crate::format::{PageAccess, PageFile, PageProfile, SOURCE_EXACT};
 use crate::pages::{describe, Key, PageRun, PagesError, Traced};
@@ -58,7 +58,10 @@ pub(crate) fn record(options: &ProfileOptions, path: &Path) -> Result<PageRun, P
             let _ = coldstart_storage::cleanup_stale(Path::new(dir));
         }
     }
-    let (storage, unreadable) = copy_what_reads(files, &work_dir)?;
+    let (storage, unreadable) = copy_what_reads(files, |files| {
+        EmulatedStorage::create(&read_ahead_off(), files, &work_dir)
+    })
+    .map_err(|source| PagesError::Copy { source })?;
     let copies = copies_of(&storage);
     let hook = storage.enter_hook().map_err(|source| PagesError::Copy { source })?;
     let device = storage.device().dev;
@@ -78,26 +81,33 @@ pub(crate) fn record(options: &ProfileOptions, path: &Path) -> Result<PageRun, P
     Ok(recorded)
 }
 
-/// The private copy of `files`. A file that cannot be read while it is copied (a file of a
-/// FUSE mount whose server went away, a file truncated meanwhile) is left off the copy and
-/// returned with its error, up to a few such files; the program's pages of it are traced
-/// where it is.
-fn copy_what_reads(
+/// The private copy of `files`, made by `create`. A file removed between the discovery and
+/// the copy (on a busy machine another process's file can be named by an inode the run read,
+/// and be deleted) is left out; so is a file that cannot be read while it is copied (a file
+/// of a FUSE mount whose server went away), returned with its error, up to a few such files.
+/// The program's pages of those are traced where they are.
+fn copy_what_reads<T>(
     mut files: Vec<PathBuf>,
-    work_dir: &Path,
-) -> Result<(EmulatedStorage, Vec<(PathBuf, String)>), ProfileError> {
+    mut create: impl FnMut(&[PathBuf]) -> Result<T, StorageError>,
+) -> Result<(T, Vec<(PathBuf, String)>), StorageError> {
     const MAX_LEFT_OFF: usize = 8;
     let mut left_off = Vec::new();
     loop {
-        match EmulatedStorage::create(&read_ahead_off(), &files, work_dir) {
+        match create(&files) {
             Ok(storage) => return Ok((storage, left_off)),
-            Err(coldstart_storage::StorageError::Io { path, what, source })
+            Err(StorageError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound
+                    && files.iter().any(|f| !f.exists()) =>
+            {
+                files.retain(|f| f.exists());
+            }
+            Err(StorageError::Io { path, what, source })
                 if what == "copy" && left_off.len() < MAX_LEFT_OFF && files.contains(&path) =>
             {
                 files.retain(|f| *f != path);
                 left_off.push((path, source.to_string()));
             }
-            Err(source) => return Err(PagesError::Copy { source }.into()),
+            Err(e) => return Err(e),
         }
     }
 }
@@ -312,5 +322,56 @@ fn first_touches(
         },
         warnings,
         cpu: run.cpu,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_removed_between_the_discovery_and_the_copy_is_left_out_not_fatal() {
+        // A gate on a busy machine failed: "cannot stat .../layout-sample-24837/sample/data",
+        // another test's file, deleted after the discovery named it.
+        let dir = tempfile::tempdir().unwrap();
+        let kept = dir.path().join("kept");
+        std::fs::write(&kept, b"x").unwrap();
+        let gone = dir.path().join("gone");
+        let files = vec![gone.clone(), kept.clone()];
+        let mut calls = Vec::new();
+        let got = copy_what_reads(files.clone(), |f| {
+            calls.push(f.to_vec());
+            match f.iter().find(|p| !p.exists()) {
+                Some(p) => Err(StorageError::Io {
+                    path: p.clone(),
+                    what: "stat".into(),
+                    source: std::io::Error::from(std::io::ErrorKind::NotFound),
+                }),
+                None => Ok(f.len()),
+            }
+        });
+        let (n, unreadable) = got.unwrap();
+        assert_eq!((n, unreadable.len()), (1, 0));
+        assert_eq!(calls, [files.clone(), vec![kept.clone()]]);
+        // A file that cannot be read while copied is left out and named.
+        let got = copy_what_reads(files.clone(), |f| match f.iter().find(|p| **p == gone) {
+            Some(p) => Err(StorageError::Io {
+                path: p.clone(),
+                what: "copy".into(),
+                source: std::io::Error::from_raw_os_error(libc::EIO),
+            }),
+            None => Ok(f.len()),
+        });
+        let (n, unreadable) = got.unwrap();
+        assert_eq!((n, unreadable.len()), (1, 1));
+        assert_eq!(unreadable[0].0, gone);
+        // Any other failure is not retried.
+        let mut n = 0;
+        let got: Result<((), _), _> = copy_what_reads(files.clone(), |_| {
+            n += 1;
+            Err(StorageError::NotRoot)
+        });
+        assert!(got.is_err());
+        assert_eq!(n, 1);
     }
 }

@@ -86,6 +86,10 @@ pub struct ProfileOptions {
     pub timeout: Option<Duration>,
     /// Which first-touch tracer runs the program.
     pub tracer: Tracer,
+    /// Send the program's standard output and error to `/dev/null` (those a readiness signal
+    /// reads excepted) instead of this process's: a caller printing a report of its own (the
+    /// gate) keeps it readable.
+    pub quiet: bool,
 }
 
 /// Which child processes a profile follows (records the functions of) with the command's own
@@ -198,6 +202,7 @@ impl ProfileOptions {
             symbols: SymbolOptions::default(),
             timeout: Some(Duration::from_secs(60)),
             tracer: Tracer::Auto,
+            quiet: false,
         }
     }
 }
@@ -372,6 +377,7 @@ pub(crate) fn launch(
         env,
         !traced && env.is_empty(),
         enter,
+        options.quiet,
     )?;
     let mut readers = Vec::new();
     let mut pollers = Vec::new();

@@ -46,7 +46,8 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), ProfileError> {
 
 /// Fork; the child joins a new process group, optionally asks to be traced, optionally enters
 /// a mount namespace where copies of files cover their originals (`enter`: the exact page
-/// run), stops itself, then (when continued) executes `path`.
+/// run), stops itself, then (when continued) executes `path`. `quiet`: the output not piped
+/// goes to `/dev/null`.
 #[allow(clippy::too_many_arguments)] // one call site each for the kinds of run
 pub(crate) fn spawn_stopped(
     path: &Path,
@@ -58,6 +59,7 @@ pub(crate) fn spawn_stopped(
     extra_env: &[(OsString, OsString)],
     die_with_coldstart: bool,
     enter: Option<&coldstart_storage::EnterHook>,
+    quiet: bool,
 ) -> Result<Stopped, ProfileError> {
     use std::os::fd::AsRawFd;
     let c_path = cstring(path.as_os_str().as_bytes())?;
@@ -89,6 +91,17 @@ pub(crate) fn spawn_stopped(
     let out_w = out.as_ref().map(|p| p.1.as_raw_fd());
     let errp_w = errp.as_ref().map(|p| p.1.as_raw_fd());
     let err_fd = err_w.as_raw_fd();
+    let devnull = if quiet {
+        Some(
+            File::options()
+                .write(true)
+                .open("/dev/null")
+                .map_err(|e| ProfileError::os("open /dev/null", e))?,
+        )
+    } else {
+        None
+    };
+    let null_fd = devnull.as_ref().map(|f| f.as_raw_fd());
 
     // SAFETY: between fork and exec the child only calls async-signal-safe functions on
     // memory prepared before the fork.
@@ -113,10 +126,10 @@ pub(crate) fn spawn_stopped(
                 // An untraced run is not covered by PTRACE_O_EXITKILL: die with coldstart.
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             }
-            if let Some(fd) = out_w {
+            if let Some(fd) = out_w.or(null_fd) {
                 libc::dup2(fd, 1);
             }
-            if let Some(fd) = errp_w {
+            if let Some(fd) = errp_w.or(null_fd) {
                 libc::dup2(fd, 2);
             }
             if let Some(fd) = ready_fd {

@@ -51,6 +51,8 @@ pub enum Command {
     Prefetch(cmd::prefetch::Args),
     /// Start a command while the ranges of its prefetch database are read in one sweep.
     Launch(cmd::launch::Args),
+    /// Compare a start-up with a stored baseline and fail CI on a real regression.
+    Gate(cmd::gate::Args),
     /// Run the pipeline on the bundled sample program and print what it found.
     Demo(cmd::demo::Args),
 }

@@ -8,6 +8,9 @@
 //! | 3 | a missing privilege or kernel feature |
 //! | 70 | an internal or environmental error while running |
 //!
+//! `coldstart gate` exits 0 (not slower), 1 (slower) or 2 when it could not measure, whatever
+//! the reason ([`CouldNotMeasure`]): a CI job tells those three apart.
+//!
 //! Every library error says what kind of failure it is ([`Category`], an exhaustive match in
 //! each library); [`code_for`] finds the first error of the chain that knows its category.
 //! Commands add context (the flag, the file) with anyhow and never pick a code themselves,
@@ -55,6 +58,27 @@ pub fn privilege(message: impl Into<String>) -> anyhow::Error {
     Coded { category: Category::Privilege, message: message.into() }.into()
 }
 
+/// Marks an error of `coldstart gate`: whatever kept the gate from a verdict (bad input, a
+/// missing privilege, a failure of the machine) exits with [`COULD_NOT_MEASURE`], because a CI
+/// job tells only three outcomes apart (not slower, slower, could not measure). Its message is
+/// empty: [`render`] prints the error it wraps.
+#[derive(Debug)]
+pub struct CouldNotMeasure;
+
+impl std::fmt::Display for CouldNotMeasure {
+    fn fmt(&self, _: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        Ok(())
+    }
+}
+
+/// The gate's exit code when it could not measure.
+pub const COULD_NOT_MEASURE: u8 = 2;
+
+/// `err`, exiting with [`COULD_NOT_MEASURE`] (see [`CouldNotMeasure`]).
+pub fn could_not_measure(err: anyhow::Error) -> anyhow::Error {
+    err.context(CouldNotMeasure)
+}
+
 /// The category of an error: that of the outermost cause that knows its own; an error no
 /// library describes (a bare I/O error, say) is internal.
 pub fn category(err: &anyhow::Error) -> Category {
@@ -62,6 +86,9 @@ pub fn category(err: &anyhow::Error) -> Category {
 }
 
 pub fn code_for(err: &anyhow::Error) -> ExitCode {
+    if err.downcast_ref::<CouldNotMeasure>().is_some() {
+        return ExitCode::from(COULD_NOT_MEASURE);
+    }
     ExitCode::from(category(err).exit_code())
 }
 
@@ -108,6 +135,7 @@ fn category_of(cause: &(dyn Error + 'static)) -> Option<Category> {
         coldstart_results::ResultsError,
         coldstart_timeline::TimelineError,
         coldstart_experiment::ExperimentError,
+        coldstart_gate::GateError,
     );
     None
 }
@@ -141,6 +169,15 @@ mod tests {
         assert_eq!(category(&e), Category::Privilege, "context does not hide the category");
         assert_eq!(code_for(&usage("bad flag")), ExitCode::from(2));
         assert_eq!(category(&anyhow::anyhow!("no library said")), Category::Internal);
+    }
+
+    #[test]
+    fn whatever_keeps_the_gate_from_a_verdict_exits_2() {
+        let e: anyhow::Error = coldstart_measure::cache::CacheError::NotRoot.into();
+        let e = could_not_measure(e.context("--cache cold"));
+        assert_eq!(code_for(&e), ExitCode::from(COULD_NOT_MEASURE));
+        assert_eq!(category(&e), Category::Privilege);
+        assert!(render(&e).starts_with("--cache cold: "), "{}", render(&e));
     }
 
     #[test]

@@ -41,6 +41,10 @@ const STAGE_TO_STAGE: &[(&str, &str)] = &[
     ("coldstart-experiment", "coldstart-bundle"),
     ("coldstart-experiment", "coldstart-lazyfs"),
     ("coldstart-experiment", "coldstart-serve"),
+    // The gate drives measurement: it runs the start-up through measure's public API.
+    ("coldstart-gate", "coldstart-measure"),
+    // The gate counts the pages start-up touches from page profiles the profiler records.
+    ("coldstart-gate", "coldstart-profile"),
 ];
 
 fn workspace_root() -> PathBuf {

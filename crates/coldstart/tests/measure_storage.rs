@@ -232,6 +232,13 @@ fn cold_start_on_an_emulated_hdd_is_throttled_with_the_profiles_read_ahead() {
             (MAP_TOUCHES..=requests + 64).contains(&on_device),
             "{on_device} requests to the device, expected {MAP_TOUCHES} to {requests} and a few"
         );
+        // And its bytes: all of data.bin (read whole) and a window per touch of the mapping,
+        // at most what the whole tree read.
+        let device_bytes = c["storage_read_bytes"].as_u64().unwrap();
+        assert!(
+            (DATA_BYTES..=read).contains(&device_bytes),
+            "{device_bytes} bytes read from the device, expected {DATA_BYTES} to {read}"
+        );
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("on the device:"), "{stdout}");
@@ -241,6 +248,7 @@ fn cold_start_on_an_emulated_hdd_is_throttled_with_the_profiles_read_ahead() {
     ok(&out);
     assert!(host["storage"].is_null());
     assert!(runs(&host).iter().all(|r| r["counters"]["storage_read_requests"].is_null()));
+    assert!(runs(&host).iter().all(|r| r["counters"]["storage_read_bytes"].is_null()));
     let (slow, fast) = (median_wall(&emulated), median_wall(&host));
     assert!(fast * 3.0 < slow, "host {fast} s vs emulated hdd {slow} s");
 }

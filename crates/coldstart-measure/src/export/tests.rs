@@ -25,6 +25,7 @@ fn run(index: usize, wall_s: f64, major: Option<u64>, excluded: Option<&str>) ->
             peak_memory_bytes: Some(3 * 1024 * 1024),
             instructions: None,
             storage_read_requests: None,
+            storage_read_bytes: None,
         },
         eviction: Some(EvictionReport {
             files: 3,

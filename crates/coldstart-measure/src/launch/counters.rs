@@ -17,14 +17,14 @@ use crate::result::Counters;
 pub(super) struct Before {
     /// [`disk_reads`].
     disk: Option<u64>,
-    /// Reads completed by the emulated storage device.
-    device: Option<u64>,
+    /// Reads completed and sectors read by the emulated storage device.
+    device: Option<(u64, u64)>,
 }
 
 impl Before {
     pub(super) fn read(device_stat: Option<&Path>) -> Before {
         let disk = disk_reads();
-        let device = device_stat.and_then(reads_completed);
+        let device = device_stat.and_then(device_reads);
         Before { disk, device }
     }
 }
@@ -43,8 +43,11 @@ pub(super) fn at_readiness(
 ) -> Counters {
     let mut counters = Counters { wall_s, ..task_counters(members, root) };
     counters.read_requests = since(before.disk, disk_reads());
-    // Only this run reads from the emulated device: its count is exact.
-    counters.storage_read_requests = since(before.device, device_stat.and_then(reads_completed));
+    // Only this run reads from the emulated device: its counts are exact.
+    let device = device_stat.and_then(device_reads);
+    counters.storage_read_requests = since(before.device.map(|d| d.0), device.map(|d| d.0));
+    counters.storage_read_bytes =
+        since(before.device.map(|d| d.1), device.map(|d| d.1)).map(|sectors| sectors * 512);
     if let Some(cg) = cgroup {
         let c = cg.counters();
         // The cgroup's CPU time covers every member, exited or not.
@@ -148,6 +151,15 @@ fn parse_stat(stat: &str) -> Vec<u64> {
 /// Field 1 of a `/sys/block/NAME/stat` file: reads completed.
 fn reads_completed(stat: &Path) -> Option<u64> {
     fs::read_to_string(stat).ok()?.split_whitespace().next()?.parse().ok()
+}
+
+/// Fields 1 and 3 of a `/sys/block/NAME/stat` file: reads completed and sectors (of 512
+/// bytes, whatever the device's own sector size) read.
+fn device_reads(stat: &Path) -> Option<(u64, u64)> {
+    let text = fs::read_to_string(stat).ok()?;
+    let f: Vec<u64> =
+        text.split_whitespace().take(3).map(|v| v.parse().ok()).collect::<Option<_>>()?;
+    Some((*f.first()?, *f.get(2)?))
 }
 
 /// Reads completed by the physical block devices (`/sys/block/*/stat`, first field), summed.

@@ -5,6 +5,7 @@ pub mod bolt;
 pub mod common;
 pub mod demo;
 pub mod experiment;
+pub mod gate;
 pub mod launch;
 pub mod link;
 pub mod measure;
@@ -36,6 +37,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(args),
         Command::Predict(args) => predict::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Gate(args) => gate::run(args),
         Command::Analyze(args) => analyze::run(args),
         Command::Order(args) => order::run(args),
         Command::Link(args) => link::run(args),

@@ -1,0 +1,57 @@
+//! A CI gate on start-up: "start-up can never get any slower", without flaky jobs.
+//!
+//! `coldstart gate --baseline BASE.json -- CMD` measures a start-up as its baseline was
+//! measured and says **slower**, **not slower** or **unclear**, figure by figure:
+//!
+//! - **Steady figures** of a cold start, which barely move between runs: bytes and requests
+//!   read (exactly, from the emulated device, under the storage emulation), major faults, the
+//!   pages start-up touched (from page profiles) and the instructions it retired (where the
+//!   CPU counts them). Each is slower when its median now is above a limit that the baseline's
+//!   own spread sets, plus a configurable slack ([`steady`]): one more read request over a
+//!   figure that never moved is caught.
+//! - **Time**, cold and hot: a Mann-Whitney rank test with a minimum effect above the
+//!   measured noise, net of how much slower the machine itself is now (a calibration loop run
+//!   between the runs); runs are added while it is unclear, up to a bound sized from the
+//!   effect in interquartile ranges ([`time`]).
+//!
+//! The baseline ([`baseline`]) records the machine, kernel, disk and storage profile, so a
+//! baseline from elsewhere is flagged ([`environment`]); the history ([`history`]) keeps each
+//! gated run's medians, and [`drift`] finds a slow rise over many of them.
+//!
+//! The decision rules ([`steady`], [`time`], [`drift`]) are pure functions of samples; the
+//! order of steps ([`run`]) measures through a [`run::Runner`], which [`linux`] implements
+//! with `coldstart-measure` and `coldstart-profile`.
+//!
+//! ```
+//! use coldstart_gate::figure::Verdict;
+//! use coldstart_gate::{steady, time};
+//!
+//! // 12 read requests in every baseline run; 13 now: one more is slower.
+//! assert_eq!(steady::judge(&[12.0; 20], &[13.0; 10], 0.0).verdict, Verdict::Slower);
+//!
+//! // 40 ms and 48 ms, a little noise: 20% slower.
+//! let base: Vec<f64> = (0..20).map(|i| 0.040 + (i % 5) as f64 * 1e-4).collect();
+//! let now: Vec<f64> = (0..10).map(|i| 0.048 + (i % 5) as f64 * 1e-4).collect();
+//! assert_eq!(time::judge(&base, &now, &time::TimeRule::default(), None).verdict, Verdict::Slower);
+//! ```
+
+pub mod baseline;
+pub mod compare;
+pub mod drift;
+pub mod environment;
+pub mod error;
+pub mod figure;
+pub mod history;
+pub mod linux;
+pub mod pages;
+pub mod report;
+pub mod run;
+pub mod stats;
+pub mod steady;
+pub mod time;
+
+pub use baseline::Baseline;
+pub use error::GateError;
+pub use figure::{Figure, Slack, Verdict};
+pub use report::{GateReport, Outcome, Policy};
+pub use run::{gate, record, GateOptions, StorageChoice};

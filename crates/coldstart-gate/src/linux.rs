@@ -1,0 +1,158 @@
+//! The [`Runner`] that measures on this machine: `coldstart-measure` for the runs (one
+//! measurement per batch, each with its own discovery and, with `--storage`, its own emulated
+//! device), `coldstart-profile` for the page profiles, and a calibration loop between runs.
+
+use std::ffi::OsString;
+use std::time::Instant;
+
+use coldstart_measure::launch::LinuxExecutor;
+use coldstart_measure::measure::{Progress as MeasureProgress, StorageOptions};
+use coldstart_measure::{CacheState, MeasureOptions};
+use coldstart_profile::{ProfileError, ProfileOptions};
+
+use crate::error::GateError;
+use crate::pages::pages_touched;
+use crate::run::{Batch, PageCounts, Plan, Runner, StateRuns};
+
+/// Rounds of the calibration loop: about 10 ms on a current CPU in a release build, longer
+/// than a scheduler's time slice, so that it is shared with the machine's other work as a
+/// start-up is (a loop of 0.4 ms mostly ran whole between two preemptions, and showed a
+/// machine under two parallel test suites 17% slower while start-ups took 40% longer).
+pub const CALIBRATION_ROUNDS: u64 = crate::baseline::CALIBRATION_ROUNDS;
+
+/// Time a fixed loop of multiplications in this process: how fast the machine runs a fixed
+/// amount of work right now (slower when other work shares its CPUs).
+pub fn calibrate() -> f64 {
+    let start = Instant::now();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for i in 0..CALIBRATION_ROUNDS {
+        x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(i));
+    }
+    std::hint::black_box(x);
+    start.elapsed().as_secs_f64()
+}
+
+/// Measures with the Linux executor.
+#[derive(Debug, Default)]
+pub struct LinuxRunner;
+
+impl LinuxRunner {
+    pub fn new() -> LinuxRunner {
+        LinuxRunner
+    }
+}
+
+fn measure_options(
+    plan: &Plan,
+    states: &[CacheState],
+    runs: usize,
+    emulate: bool,
+) -> MeasureOptions {
+    MeasureOptions {
+        commands: vec![plan.command.clone()],
+        caches: states.to_vec(),
+        ready: plan.ready.clone(),
+        runs,
+        warmup: 1,
+        timeout: plan.timeout,
+        storage: plan.storage.clone().filter(|_| emulate).map(|profile| StorageOptions {
+            profile,
+            app_dir: None,
+            work_dir: plan.storage_dir.clone(),
+        }),
+        strict: false,
+        launchers: Vec::new(),
+    }
+}
+
+impl Runner for LinuxRunner {
+    fn measure(
+        &mut self,
+        plan: &Plan,
+        states: &[CacheState],
+        runs: usize,
+    ) -> Result<Batch, GateError> {
+        let opts = measure_options(plan, states, runs, true);
+        let mut exec = LinuxExecutor::new();
+        let mut calibration = Vec::new();
+        let report = coldstart_measure::measure(&opts, &mut exec, &mut |p| {
+            if let MeasureProgress::Run { measured: true, .. } = p {
+                calibration.push(calibrate());
+            }
+        })?;
+        let states = report
+            .commands
+            .iter()
+            .map(|c| StateRuns {
+                counters: c
+                    .runs
+                    .iter()
+                    .filter(|r| r.excluded.is_none())
+                    .map(|r| r.counters.clone())
+                    .collect(),
+                excluded: c.runs.iter().filter_map(|r| r.excluded.clone()).collect(),
+            })
+            .collect();
+        Ok(Batch {
+            states,
+            calibration,
+            cgroup: report.environment.cgroup,
+            warnings: report.warnings,
+        })
+    }
+
+    fn pages(&mut self, plan: &Plan, profiles: usize) -> Result<PageCounts, GateError> {
+        // The profiles run on this machine's disk with the program's files cached: a hot run
+        // first (the measured runs may have read the copies on an emulated device, or dropped
+        // every cache).
+        let warm = measure_options(plan, &[CacheState::Hot], 1, false);
+        coldstart_measure::measure(&warm, &mut LinuxExecutor::new(), &mut |_| {})?;
+        let caught = coldstart_profile::interrupt::catch()
+            .map_err(|e| GateError::Invalid(format!("cannot install the signal handlers: {e}")))?;
+        let mut out = PageCounts::default();
+        for _ in 0..profiles {
+            let mut o = ProfileOptions::new(plan.command.iter().map(OsString::from).collect());
+            o.ready = plan.ready.clone();
+            o.pages = true;
+            o.kill_at_ready = true;
+            o.quiet = true;
+            o.timeout = Some(plan.timeout);
+            let recording = match coldstart_profile::profile(&o) {
+                Err(ProfileError::Interrupted { signal }) => {
+                    return Err(GateError::Interrupted { signal })
+                }
+                other => other?,
+            };
+            let Some(pages) = recording.profile.pages else { continue };
+            out.values.push(pages_touched(&pages) as f64);
+            out.sampled |= pages.sampled;
+            out.source = pages.source.clone();
+            if pages.lost_events > 0 {
+                out.warnings.push(format!(
+                    "a page profile lost {} trace events: pages touched may be undercounted",
+                    pages.lost_events
+                ));
+            }
+        }
+        drop(caught);
+        if out.sampled {
+            out.warnings.push(
+                "pages touched are not compared: without root the page profile samples faults (perf) instead of \
+                 tracing every page"
+                    .into(),
+            );
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_calibration_loop_takes_a_measurable_time() {
+        let t = calibrate();
+        assert!(t > 1e-5 && t < 5.0, "{t}");
+    }
+}
