@@ -98,9 +98,25 @@ fn digest(sources: &[SourceFile], makefile: &str) -> String {
 }
 
 /// The sample in `out` if it was built from `config` by this generator (same sources) and its
-/// modules are all there; otherwise [`build`] it. Lets many tests share one build.
+/// modules are all there; otherwise [`build`] it. Lets many tests share one build: callers in
+/// other threads or processes wait for one another (an exclusive `flock` on `OUT.lock`), so
+/// none reads or replaces a build another is making.
 pub fn build_cached(config: &Config, out: &Path) -> Result<Sample, Error> {
     config.validate()?;
+    let lock_path = out.with_extension("lock");
+    if let Some(parent) = lock_path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent).map_err(io("create the output directory", parent))?;
+    }
+    let lock = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(io("open the build lock", &lock_path))?;
+    // SAFETY: flock on a descriptor we own; released when `lock` is closed at return.
+    if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) } != 0 {
+        return Err(io("lock", &lock_path)(std::io::Error::last_os_error()));
+    }
     if let Ok(sample) = Sample::load(out) {
         let plan = Plan::new(config);
         let sources = emit::sources(&plan);

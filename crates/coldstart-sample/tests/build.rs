@@ -391,6 +391,24 @@ fn build_cached_reuses_a_matching_build_only() {
 }
 
 #[test]
+fn build_cached_from_two_threads_at_once_builds_one_sample_both_can_use() {
+    // Two tests of one binary asked for the same cached sample at once: one's build removed
+    // the sources the other was compiling ("no such file or directory: 'main.c'").
+    let scratch = Scratch::new("cached-twice");
+    let config = Config { functions: 60, ..Config::default() };
+    let samples: Vec<_> = std::thread::scope(|s| {
+        let a = s.spawn(|| coldstart_sample::build_cached(&config, &scratch.0));
+        let b = s.spawn(|| coldstart_sample::build_cached(&config, &scratch.0));
+        [a.join().unwrap(), b.join().unwrap()]
+    })
+    .into_iter()
+    .map(|r| r.expect("both callers get the sample"))
+    .collect();
+    assert_eq!(samples[0], samples[1]);
+    assert!(samples[0].exe().is_file());
+}
+
+#[test]
 fn refuses_a_directory_that_is_not_a_sample() {
     let scratch = Scratch::new("foreign");
     std::fs::create_dir_all(&scratch.0).unwrap();
