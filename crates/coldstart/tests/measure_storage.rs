@@ -219,9 +219,12 @@ fn cold_start_on_an_emulated_hdd_is_throttled_with_the_profiles_read_ahead() {
         let faults = c["major_faults"].as_u64().unwrap();
         assert!(faults >= MAP_TOUCHES, "{faults} major faults for {MAP_TOUCHES} touches");
         let read = c["read_bytes"].as_u64().unwrap();
+        // On top, the system libraries from the host's disk: few pages, unless the machine's
+        // own page reclaim (DAMON) took some of them back; the host's read-ahead would read
+        // 8 MiB windows, 64 MiB for the touches.
         let extra = read.saturating_sub(DATA_BYTES);
         assert!(
-            (MAP_TOUCHES * 64 * 1024..=MAP_TOUCHES * 128 * 1024 + MIB).contains(&extra),
+            (MAP_TOUCHES * 64 * 1024..=MAP_TOUCHES * 128 * 1024 + 4 * MIB).contains(&extra),
             "read {read} bytes: {extra} beyond data.bin for {MAP_TOUCHES} touches of 128 KiB windows"
         );
         // The emulated device's own count: at least one request per touch of the mapping
