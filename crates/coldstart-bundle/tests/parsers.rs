@@ -6,31 +6,11 @@
 use coldstart_bundle::remote::{parse_response, Span};
 use coldstart_bundle::start::{encode, parse_compressed_manifest, StartHeader, HEADER_LEN};
 use coldstart_bundle::{HotList, Manifest};
+use coldstart_testkit::mutation::{edits, mutate};
 use proptest::prelude::*;
 
 /// A valid manifest: two files, a directory, a symbolic link and a hot set.
 const MANIFEST: &str = include_str!("../../../fuzz/seeds/manifest/plain.json");
-
-/// Edits of a byte string: (position as a fraction of its length, what to do, a byte).
-fn edits() -> impl Strategy<Value = Vec<(f64, u8, u8)>> {
-    prop::collection::vec((0.0..1.0f64, 0..3u8, any::<u8>()), 1..8)
-}
-
-fn mutate(base: &[u8], edits: &[(f64, u8, u8)]) -> Vec<u8> {
-    let mut b = base.to_vec();
-    for &(at, what, byte) in edits {
-        let i = ((b.len() as f64) * at) as usize;
-        match what {
-            0 if i < b.len() => b[i] = byte,
-            1 => b.insert(i.min(b.len()), byte),
-            _ if i < b.len() => {
-                b.remove(i);
-            }
-            _ => {}
-        }
-    }
-    b
-}
 
 fn no_control(text: &str) -> bool {
     !text.chars().any(char::is_control)

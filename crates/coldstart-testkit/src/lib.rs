@@ -145,3 +145,31 @@ mod tests {
         assert!(message.contains("needs root") && message.contains(NO_SKIP_ENV), "{message}");
     }
 }
+
+/// Byte-level mutations for the parsers' property tests: a valid input edited a few times, so
+/// that most cases are near-valid and reach deep into a parser.
+pub mod mutation {
+    use proptest::prelude::*;
+
+    /// Edits of a byte string: (position as a fraction of its length, what to do, a byte).
+    pub fn edits() -> impl Strategy<Value = Vec<(f64, u8, u8)>> {
+        prop::collection::vec((0.0..1.0f64, 0..3u8, any::<u8>()), 1..8)
+    }
+
+    /// `base` with `edits` applied: 0 replaces a byte, 1 inserts one, 2 removes one.
+    pub fn mutate(base: &[u8], edits: &[(f64, u8, u8)]) -> Vec<u8> {
+        let mut b = base.to_vec();
+        for &(at, what, byte) in edits {
+            let i = ((b.len() as f64) * at) as usize;
+            match what {
+                0 if i < b.len() => b[i] = byte,
+                1 => b.insert(i.min(b.len()), byte),
+                _ if i < b.len() => {
+                    b.remove(i);
+                }
+                _ => {}
+            }
+        }
+        b
+    }
+}

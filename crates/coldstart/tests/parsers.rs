@@ -3,32 +3,13 @@
 //! `coldstart-layout`) and an ELF file (`coldstart-elf`). Arbitrary and mutated inputs are read
 //! or refused, never a panic. Few cases, so the suite stays fast; `fuzz/` runs the same parsers
 //! for millions of inputs. (The page tracer's tracefs lines are parsed by a private function of
-//! `coldstart-profile`: fuzzing them needs it public.)
+//! `coldstart-profile`, property-tested next to it.)
 
+use coldstart_testkit::mutation::{edits, mutate};
 use proptest::prelude::*;
 
 const PROFILE: &str = include_str!("../../../fuzz/seeds/profile/example.json");
 const ORDER: &str = include_str!("../../../fuzz/seeds/order_file/gnu-ld.txt");
-
-fn edits() -> impl Strategy<Value = Vec<(f64, u8, u8)>> {
-    prop::collection::vec((0.0..1.0f64, 0..3u8, any::<u8>()), 1..8)
-}
-
-fn mutate(base: &[u8], edits: &[(f64, u8, u8)]) -> Vec<u8> {
-    let mut b = base.to_vec();
-    for &(at, what, byte) in edits {
-        let i = ((b.len() as f64) * at) as usize;
-        match what {
-            0 if i < b.len() => b[i] = byte,
-            1 => b.insert(i.min(b.len()), byte),
-            _ if i < b.len() => {
-                b.remove(i);
-            }
-            _ => {}
-        }
-    }
-    b
-}
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
