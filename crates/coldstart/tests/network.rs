@@ -8,7 +8,6 @@ mod common;
 use common::{check, require_root, serve, KillOnDrop};
 
 use std::io::{BufRead, BufReader};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -180,60 +179,14 @@ fn proxy(upstream: &str, link: &str) -> (KillOnDrop, String) {
     (KillOnDrop(child), line.trim().to_owned())
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 /// nginx serving `bundle` on 127.0.0.1, configured in `dir`, in the foreground.
 fn nginx(dir: &Path, bundle: &Path) -> (KillOnDrop, String) {
-    let conf_dir = dir.join("nginx");
-    std::fs::create_dir_all(conf_dir.join("tmp")).unwrap();
-    let port = free_port();
-    let conf = format!(
-        r#"daemon off;
-master_process off;
-user root;
-worker_processes 1;
-pid {d}/nginx.pid;
-error_log {d}/error.log;
-events {{ worker_connections 64; }}
-http {{
-    access_log off;
-    client_body_temp_path {d}/tmp/body;
-    proxy_temp_path {d}/tmp/proxy;
-    fastcgi_temp_path {d}/tmp/fastcgi;
-    uwsgi_temp_path {d}/tmp/uwsgi;
-    scgi_temp_path {d}/tmp/scgi;
-    keepalive_requests 100000;
-    server {{
-        listen 127.0.0.1:{port};
-        root {root};
-        location / {{ }}
-    }}
-}}
-"#,
-        d = conf_dir.display(),
-        root = bundle.display(),
-    );
-    std::fs::write(conf_dir.join("nginx.conf"), conf).unwrap();
-    let child = Command::new("nginx")
-        .arg("-p")
-        .arg(&conf_dir)
-        .arg("-c")
-        .arg(conf_dir.join("nginx.conf"))
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("nginx is installed (Debian: nginx-light)");
-    let guard = KillOnDrop(child);
-    let t = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "nginx did not start: see {}",
-            conf_dir.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (guard, port) = common::nginx(dir, |port| {
+        format!(
+            "        listen 127.0.0.1:{port};\n        root {};\n        location / {{ }}",
+            bundle.display()
+        )
+    });
     (guard, format!("http://127.0.0.1:{port}/"))
 }
 

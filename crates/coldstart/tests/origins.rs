@@ -6,19 +6,15 @@
 //! them; every server started here is stopped by a guard even when an assertion fails.
 
 mod common;
-use common::{check, require_program, require_root, KillOnDrop};
+use common::{check, free_port, require_program, require_root, KillOnDrop};
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn coldstart() -> Command {
     Command::new(env!("CARGO_BIN_EXE_coldstart"))
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 fn wait_for(port: u16, what: &str) {
@@ -111,50 +107,19 @@ fn certificates(dir: &Path) -> PathBuf {
 /// nginx serving `dir/www` over https on 127.0.0.1, with `/moved/X` redirected to
 /// `/bundle/X`; returns its guard and `https://127.0.0.1:PORT/`.
 fn nginx_tls(dir: &Path) -> (KillOnDrop, String) {
-    let conf_dir = dir.join("nginx");
-    std::fs::create_dir_all(conf_dir.join("tmp")).unwrap();
-    let port = free_port();
-    let conf = format!(
-        r#"daemon off;
-master_process off;
-user root;
-worker_processes 1;
-pid {d}/nginx.pid;
-error_log {d}/error.log;
-events {{ worker_connections 64; }}
-http {{
-    access_log off;
-    client_body_temp_path {d}/tmp/body;
-    proxy_temp_path {d}/tmp/proxy;
-    fastcgi_temp_path {d}/tmp/fastcgi;
-    uwsgi_temp_path {d}/tmp/uwsgi;
-    scgi_temp_path {d}/tmp/scgi;
-    server {{
-        listen 127.0.0.1:{port} ssl;
+    let (guard, port) = common::nginx(dir, |port| {
+        format!(
+            "        listen 127.0.0.1:{port} ssl;
         ssl_certificate {cert};
         ssl_certificate_key {key};
         root {root};
         location /moved/ {{ rewrite ^/moved/(.*)$ /bundle/$1 redirect; }}
-        location / {{ }}
-    }}
-}}
-"#,
-        d = conf_dir.display(),
-        cert = dir.join("server.pem").display(),
-        key = dir.join("server.key").display(),
-        root = dir.join("www").display(),
-    );
-    std::fs::write(conf_dir.join("nginx.conf"), conf).unwrap();
-    let child = Command::new("nginx")
-        .arg("-p")
-        .arg(&conf_dir)
-        .arg("-c")
-        .arg(conf_dir.join("nginx.conf"))
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("nginx is installed (Debian: nginx-light)");
-    let guard = KillOnDrop(child);
-    wait_for(port, "nginx");
+        location / {{ }}",
+            cert = dir.join("server.pem").display(),
+            key = dir.join("server.key").display(),
+            root = dir.join("www").display(),
+        )
+    });
     (guard, format!("https://127.0.0.1:{port}/"))
 }
 

@@ -119,3 +119,62 @@ pub fn assert_hot(report: &serde_json::Value, run: &serde_json::Value) {
         );
     }
 }
+
+/// A free TCP port on 127.0.0.1 (free when asked; bound by whoever takes it next).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// nginx in the foreground, configured in `dir/nginx`, with one `server` block whose body
+/// `server(port)` writes (its `listen` and `root` included); returns its guard and its port
+/// once it accepts connections.
+pub fn nginx(dir: &std::path::Path, server: impl Fn(u16) -> String) -> (KillOnDrop, u16) {
+    use std::time::{Duration, Instant};
+    let conf_dir = dir.join("nginx");
+    std::fs::create_dir_all(conf_dir.join("tmp")).unwrap();
+    let port = free_port();
+    let conf = format!(
+        r#"daemon off;
+master_process off;
+user root;
+worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {d}/tmp/body;
+    proxy_temp_path {d}/tmp/proxy;
+    fastcgi_temp_path {d}/tmp/fastcgi;
+    uwsgi_temp_path {d}/tmp/uwsgi;
+    scgi_temp_path {d}/tmp/scgi;
+    keepalive_requests 100000;
+    server {{
+{server}
+    }}
+}}
+"#,
+        d = conf_dir.display(),
+        server = server(port),
+    );
+    std::fs::write(conf_dir.join("nginx.conf"), conf).unwrap();
+    let child = std::process::Command::new("nginx")
+        .arg("-p")
+        .arg(&conf_dir)
+        .arg("-c")
+        .arg(conf_dir.join("nginx.conf"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("nginx is installed (Debian: nginx-light)");
+    let guard = KillOnDrop(child);
+    let t = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "nginx did not start: see {}",
+            conf_dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (guard, port)
+}
