@@ -333,14 +333,7 @@ impl EmulatedStorage {
     }
 
     fn build(&mut self) -> Result<(), StorageError> {
-        let lock_path = self.session.join("lock");
-        let lock =
-            fs::File::create(&lock_path).map_err(|e| StorageError::io(&lock_path, "create", e))?;
-        // SAFETY: flock on our own file; held until the session is torn down.
-        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            return Err(StorageError::io(&lock_path, "lock", io::Error::last_os_error()));
-        }
-        self.lock = Some(lock);
+        self.lock = Some(create_locked(&self.session.join("lock"))?);
         fs::create_dir(&self.mount).map_err(|e| StorageError::io(&self.mount, "create", e))?;
 
         let (bytes, inodes) = copy::footprint(&self.entries)?;
@@ -600,6 +593,22 @@ fn new_session_dir(work_dir: &Path) -> Result<PathBuf, StorageError> {
             Err(e) => return Err(StorageError::io(&dir, "create", e)),
         }
     }
+}
+
+/// Create the session's lock file at `path`, locked before it has its name: another
+/// process's [`cleanup_stale`] that opens `path` finds it held, never free (a lock file that
+/// appeared unlocked would be judged abandoned, and a prober holding it for a moment would make
+/// this `flock` fail).
+fn create_locked(path: &Path) -> Result<fs::File, StorageError> {
+    let unnamed = path.with_extension("new");
+    let lock = fs::File::create(&unnamed).map_err(|e| StorageError::io(&unnamed, "create", e))?;
+    // SAFETY: flock on a file only this process has opened so far; held until the session is
+    // torn down.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(StorageError::io(&unnamed, "lock", io::Error::last_os_error()));
+    }
+    fs::rename(&unnamed, path).map_err(|e| StorageError::io(path, "create", e))?;
+    Ok(lock)
 }
 
 /// Size of the backing file for `bytes` of file data in `inodes` files: the data with a
