@@ -275,7 +275,7 @@ fn runs_from_a_copy(prog: &Path) -> bool {
 }
 
 fn start_profile_until_it_runs_from_a_copy(dir: &Path, prog: &Path) -> std::process::Child {
-    let child = Command::cargo_bin("coldstart")
+    let mut child = Command::cargo_bin("coldstart")
         .unwrap()
         .args(["profile", "--pages", "--ready", "stdout:up", "-o"])
         .arg(dir.join("p.json"))
@@ -287,7 +287,21 @@ fn start_profile_until_it_runs_from_a_copy(dir: &Path, prog: &Path) -> std::proc
         .unwrap();
     let start = std::time::Instant::now();
     while !runs_from_a_copy(prog) {
-        assert!(start.elapsed().as_secs() < 30, "the exact page run did not start");
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).ok();
+            panic!(
+                "coldstart profile ended ({status}) before the program ran from a copy:\n{stderr}"
+            );
+        }
+        if start.elapsed().as_secs() >= 60 {
+            child.kill().ok();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the exact page run did not start within 60 s:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     child
@@ -302,7 +316,36 @@ fn an_interrupted_or_killed_exact_page_run_leaves_no_copy_behind() {
     let prog = coldstart_testkit::compile_c(
         dir.path(),
         "up_then_sleep",
-        "#include <stdio.h>\n#include <unistd.h>\nint main(void) { puts(\"up\"); fflush(stdout); sleep(120); return 0; }\n",
+        // Ready at once, except on the private copy: there it never becomes ready, so the
+        // exact page run stays on the copy until the signal (a run that became ready would be
+        // ended within milliseconds, faster than this test could see it).
+        r#"
+        #include <limits.h>
+        #include <stdio.h>
+        #include <string.h>
+        #include <unistd.h>
+        static int on_a_copy(void) {
+            char self[PATH_MAX], line[8192];
+            ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+            if (n < 0) return 0;
+            self[n] = 0;
+            FILE *f = fopen("/proc/self/mountinfo", "r");
+            if (!f) return 0;
+            int found = 0;
+            while (!found && fgets(line, sizeof line, f)) {
+                char *field = strtok(line, " ");
+                for (int i = 0; field && i < 4; i++) field = strtok(NULL, " ");
+                found = field && strcmp(field, self) == 0;
+            }
+            fclose(f);
+            return found;
+        }
+        int main(void) {
+            if (!on_a_copy()) { puts("up"); fflush(stdout); }
+            sleep(120);
+            return 0;
+        }
+        "#,
         &[],
     );
     let prog = std::fs::canonicalize(prog).unwrap();
@@ -334,6 +377,19 @@ fn an_interrupted_or_killed_exact_page_run_leaves_no_copy_behind() {
     let echo = Path::new("/bin/echo");
     profile(&dir.path().join("next.json"), &["--pages"], &[echo.as_os_str()]);
     assert_eq!(mine(killed), Vec::new(), "removed by the next exact page profile");
+    // The killed coldstart could not end its program either.
+    kill_every(&prog);
+}
+
+/// Send SIGKILL to every process running `prog`.
+fn kill_every(prog: &Path) {
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        if std::fs::read_link(e.path().join("exe")).ok().as_deref() == Some(prog) {
+            // SAFETY: signalling a process of this test's own program.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
 }
 
 /// Empty the page cache (all of it: the traced method's cold start).
