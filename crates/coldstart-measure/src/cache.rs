@@ -48,6 +48,7 @@
 //!   an eviction that failed.
 
 mod folios;
+mod hold;
 mod holders;
 pub mod pages;
 mod residency;
@@ -63,6 +64,7 @@ use std::str::FromStr;
 use coldstart_error::Category;
 use serde::{Deserialize, Serialize};
 
+pub use hold::{default_budget as default_hold_budget, ResidentHold};
 pub use holders::{find_holders, find_holders_in};
 pub(crate) use holders::{parse_maps_line, MapsEntry};
 use pages::{FileId, TouchedPages};

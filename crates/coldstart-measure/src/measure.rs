@@ -11,7 +11,10 @@
 //!    its own files, `selective` both, `cold` drops every cache and evicts both again (pages
 //!    another process read back since the drop).
 //! 2. **Warm-up**: `warmup` runs that are not recorded (at least one for `hot`, whose point is
-//!    a warm cache).
+//!    a warm cache). What the warm-up left cached is then *held* through the measured runs of a
+//!    `warm` (its shared files) or `hot` series (every file its first warm-up run opened):
+//!    [`cache::ResidentHold`] locks exactly those pages, so a proactive reclaimer or memory
+//!    pressure cannot turn a hot run into a partly cold one.
 //! 3. **Measured runs**: `runs` per command, interleaved when there are two (A B A B ...), so
 //!    a drift of the machine affects both alike. Before every run the cache is prepared and
 //!    the eviction verified page by page; the [`EvictionReport`] of the own files is kept with
@@ -56,7 +59,9 @@ use crate::cache::pages::TouchedPages;
 use crate::cache::{self, CacheError, CacheState, EvictionReport, Verify};
 use crate::launch::{Executor, RunSpec};
 use crate::metric::Metric;
-use crate::result::{CommandResult, MeasureReport, RunRecord, FORMAT_NAME, FORMAT_VERSION};
+use crate::result::{
+    CommandResult, MeasureReport, ResidentHoldInfo, RunRecord, FORMAT_NAME, FORMAT_VERSION,
+};
 use crate::stats;
 use emulation::{start_emulation, Emulation};
 pub use files::SYSTEM_SHARED_DIRS;
@@ -186,6 +191,7 @@ fn measure_with(
         io_share: Vec::new(),
         warnings: Vec::new(),
         storage: None,
+        resident_holds: Vec::new(),
     };
 
     // Emulated storage: discover the program's files once, on the host, before they are
@@ -265,17 +271,43 @@ fn measure_with(
         }
         let mut shared_kept = SharedKept::default();
 
-        // 2. Warm-up.
-        for _ in 0..warmup {
+        // 2. Warm-up. A hot series learns the files it reads from its first warm-up run (no
+        // run of its own), to hold them below.
+        let mut learned: Vec<PathBuf> = Vec::new();
+        for round in 0..warmup {
             for i in 0..n {
-                let out = exec.run(&run_spec(opts, i, false))?;
+                let learn = state == CacheState::Hot && round == 0;
+                let out = exec.run(&run_spec(opts, i, learn))?;
                 progress(Progress::Run {
                     label: cmd_label(i),
                     measured: false,
                     wall_s: out.counters.wall_s,
                 });
+                if learn {
+                    learned.extend(out.files);
+                }
             }
         }
+
+        // What the warm-up left cached is the state the runs start from: hold it there.
+        let _hold = match state {
+            CacheState::Hot => {
+                learned.extend(upfront.iter().flatten().flat_map(|d| d.files.iter().cloned()));
+                let files = match emulation {
+                    Some(e) => e.on_copy(&learned)?,
+                    None => learned,
+                };
+                Some(hold_series(state, files, &mut report))
+            }
+            CacheState::Warm => {
+                // Not a file another command evicts before its runs.
+                let evicted: Vec<&PathBuf> = own.iter().flatten().collect();
+                let files =
+                    shared.iter().flatten().filter(|f| !evicted.contains(f)).cloned().collect();
+                Some(hold_series(state, files, &mut report))
+            }
+            CacheState::Cold | CacheState::Selective => None,
+        };
 
         // 3. Measured runs, interleaved.
         let mut runs: Vec<Vec<RunRecord>> = vec![Vec::new(); n];
@@ -322,6 +354,24 @@ fn measure_with(
     report.warnings = warnings(opts, &report, &exec.warnings());
     report.warnings.extend(state_warnings);
     Ok(report)
+}
+
+/// Hold the cached pages of `files` through a `state` series, and say so in `report`.
+fn hold_series(
+    state: CacheState,
+    mut files: Vec<PathBuf>,
+    report: &mut MeasureReport,
+) -> cache::ResidentHold {
+    files.sort();
+    files.dedup();
+    let hold = cache::ResidentHold::take(&files, cache::default_hold_budget());
+    report.resident_holds.push(ResidentHoldInfo {
+        cache: state.to_string(),
+        files: hold.files,
+        bytes: hold.bytes,
+        incomplete: hold.incomplete.clone(),
+    });
+    hold
 }
 
 /// The verified evictions before one run: of the command's own files (`None` for `hot`) and
@@ -444,9 +494,12 @@ mod tests {
         let mut exec = FakeExecutor::new(vec![out(9.0, Outcome::Ready), out(1.0, Outcome::Ready)]);
         let r =
             measure(&opts(vec![vec!["true"]], CacheState::Hot, 4), &mut exec, &mut |_| {}).unwrap();
-        // One warm-up (forced for hot), four measured runs; the warm-up is not recorded.
+        // One warm-up (forced for hot), four measured runs; the warm-up is not recorded. The
+        // warm-up names the files to hold through the runs; no measured run collects files.
         assert_eq!(exec.calls.len(), 5);
-        assert!(exec.calls.iter().all(|c| !c.discover_files));
+        assert!(exec.calls[0].discover_files);
+        assert!(exec.calls[1..].iter().all(|c| !c.discover_files));
+        assert_eq!(r.resident_holds.len(), 1);
         assert_eq!(r.commands.len(), 1);
         assert_eq!(r.commands[0].runs.len(), 4);
         assert!(r.commands[0]

@@ -240,6 +240,24 @@ pub struct MeasureReport {
     /// when they ran on this machine's own disk.
     #[serde(default)]
     pub storage: Option<StorageInfo>,
+    /// For each warm or hot series: the cached pages held in memory through its runs, so
+    /// neither memory pressure nor a proactive reclaimer could take them back between runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resident_holds: Vec<ResidentHoldInfo>,
+}
+
+/// The pages a warm or hot series held resident (`mlock(2)` of what the warm-up left cached:
+/// no page read in, none let go).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResidentHoldInfo {
+    /// `warm` or `hot`.
+    pub cache: String,
+    /// Files with pages held.
+    pub files: usize,
+    /// Bytes held.
+    pub bytes: u64,
+    /// Why part of what was cached was not held (no privilege to lock memory, the budget).
+    pub incomplete: Option<String>,
 }
 
 /// The emulated storage of a measurement: the profile, what was put on it, and how fast this

@@ -102,6 +102,7 @@ fn report() -> MeasureReport {
         io_share: Vec::new(),
         warnings: vec!["1 run excluded: eviction did not hold; stop pid 42 (editor)".into()],
         storage: None,
+        resident_holds: Vec::new(),
     }
 }
 

@@ -231,14 +231,18 @@ pub(super) fn warnings(
             ));
         }
     }
-    if let Some(r) = &report.environment.page_reclaim {
-        if opts.caches.iter().any(|c| matches!(c, CacheState::Warm | CacheState::Hot)) {
-            w.push(format!(
-                "this machine reclaims idle page-cache pages on its own ({r}): warm and hot \
-                 pages may leave the cache between runs, so those states are not assured (major \
-                 faults above 0 in hot runs show it); stop that reclaim for hot figures"
-            ));
-        }
+    for hold in &report.resident_holds {
+        let Some(why) = &hold.incomplete else { continue };
+        let reclaim = match &report.environment.page_reclaim {
+            Some(r) => format!("this machine reclaims idle page-cache pages on its own ({r}), so "),
+            None => String::new(),
+        };
+        w.push(format!(
+            "{}: not every cached page could be held through the runs ({why}): {reclaim}pages \
+             may leave the cache between runs and the state is not assured (major faults above \
+             0 in its runs show it)",
+            hold.cache
+        ));
     }
     for c in &report.commands {
         let failed: Vec<&EvictionReport> = c
