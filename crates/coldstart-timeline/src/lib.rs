@@ -63,6 +63,8 @@ pub enum TimelineError {
     NoExec,
     #[error("function profile: {0}")]
     Profile(#[from] coldstart_profile::ProfileError),
+    #[error("emulated storage: {0}")]
+    Storage(#[from] coldstart_storage::StorageError),
 }
 
 impl TimelineError {
@@ -81,6 +83,7 @@ impl TimelineError {
             | TimelineError::DropCaches(_)
             | TimelineError::NoExec => Category::Environment,
             TimelineError::Profile(e) => e.category(),
+            TimelineError::Storage(e) => e.category(),
         }
     }
 }
@@ -113,6 +116,51 @@ pub struct TimelineOptions {
     pub cache: Cache,
     pub functions: Functions,
     pub timeout: Duration,
+    /// Run on an emulated slow device instead of this machine's own disk.
+    pub storage: Option<StorageSetup>,
+}
+
+/// The traced run on emulated slow storage (as `measure --storage` runs): `paths` copied onto
+/// a loop device of `profile`, seen by the run at their own paths, its reads throttled; the
+/// copy's caches dropped too for a cold run. Torn down when the timeline is recorded.
+#[derive(Debug, Clone)]
+pub struct StorageSetup {
+    pub profile: coldstart_storage::StorageProfile,
+    /// Files and directories to copy (directories whole).
+    pub paths: Vec<PathBuf>,
+    /// Where the device's backing file goes (a disk file system).
+    pub work_dir: PathBuf,
+}
+
+/// The emulated device of a traced run and the throttled cgroup its processes join.
+struct Emulated {
+    storage: coldstart_storage::EmulatedStorage,
+    cgroup: coldstart_storage::ScratchCgroup,
+    enter: run::Enter,
+}
+
+impl Emulated {
+    fn start(setup: &StorageSetup) -> Result<Emulated, TimelineError> {
+        let storage = coldstart_storage::EmulatedStorage::create(
+            &setup.profile,
+            &setup.paths,
+            &setup.work_dir,
+        )?;
+        let cgroup = coldstart_storage::ScratchCgroup::create()?;
+        storage.throttle(cgroup.paths())?;
+        let enter =
+            run::Enter { hook: storage.enter_hook()?, join: Box::new(cgroup.paths().join_hook()?) };
+        Ok(Emulated { storage, cgroup, enter })
+    }
+
+    fn close(self) -> Result<(), TimelineError> {
+        let unthrottled = self.storage.unthrottle(self.cgroup.paths());
+        let removed = self.cgroup.remove();
+        self.storage.close()?;
+        unthrottled?;
+        removed?;
+        Ok(())
+    }
 }
 
 /// The path of `command` (as the shell finds it).
@@ -157,7 +205,7 @@ fn executed(
     program: &Path,
     options: &TimelineOptions,
 ) -> Result<Option<PathBuf>, TimelineError> {
-    let mut child = run::Child::fork(program, &options.command, &options.ready)?;
+    let mut child = run::Child::fork(program, &options.command, &options.ready, None)?;
     tracing.program.write("set_event_pid", &child.pid.to_string())?;
     tracing.program.write("tracing_on", "1")?;
     child.go();
@@ -185,6 +233,46 @@ fn executed(
 
 /// Trace one start-up of `options.command`.
 pub fn record(options: &TimelineOptions) -> Result<Timeline, TimelineError> {
+    let emulated = match &options.storage {
+        Some(setup) => {
+            if !coldstart_sys::is_root() {
+                return Err(TimelineError::NotRoot);
+            }
+            let mut e = Emulated::start(setup)?;
+            if options.cache == Cache::Cold {
+                // Before the run forks: its namespace keeps the mount it binds from. (Only
+                // the traced run uses the copy; the runs before it use the host's files.)
+                if let Err(err) = e.storage.drop_caches() {
+                    let _ = e.close();
+                    return Err(err.into());
+                }
+            }
+            Some(e)
+        }
+        None => None,
+    };
+    let result = record_on(options, emulated.as_ref());
+    let closed = emulated.map_or(Ok(()), Emulated::close);
+    let mut timeline = result?;
+    closed?;
+    if let Some(setup) = &options.storage {
+        timeline.warnings.insert(
+            0,
+            format!(
+                "ran on emulated `{}` storage: {} copied onto a loop device",
+                setup.profile.name,
+                setup.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            ),
+        );
+    }
+    Ok(timeline)
+}
+
+fn record_on(
+    options: &TimelineOptions,
+    emulated: Option<&Emulated>,
+) -> Result<Timeline, TimelineError> {
+    let enter = emulated.map(|e| &e.enter);
     if !coldstart_sys::is_root() {
         return Err(TimelineError::NotRoot);
     }
@@ -211,14 +299,14 @@ pub fn record(options: &TimelineOptions) -> Result<Timeline, TimelineError> {
     warnings.extend(refused.into_iter().map(|r| format!("uprobe not placed: {r}")));
     uprobes.enable(&tracing.program)?;
     if options.cache == Cache::Hot {
-        run::warm(&program, &options.command, &options.ready, options.timeout)?;
+        run::warm(&program, &options.command, &options.ready, options.timeout, enter)?;
     }
     let listener = names::Names::start();
     if listener.is_none() {
         warnings
             .push("fanotify is not available: files are named from the program's maps only".into());
     }
-    let mut child = run::Child::fork(&program, &options.command, &options.ready)?;
+    let mut child = run::Child::fork(&program, &options.command, &options.ready, enter)?;
     if options.cache == Cache::Cold {
         drop_caches()?;
     }

@@ -13,6 +13,13 @@ use coldstart_ready::{FileMarker, Ready, READY_FD_ENV};
 
 use crate::TimelineError;
 
+/// What the child does before it waits to be let go: join the throttled cgroup of an emulated
+/// device, then enter a mount namespace where the program's files are the device's copies.
+pub(crate) struct Enter {
+    pub hook: coldstart_storage::EnterHook,
+    pub join: Box<dyn Fn() -> std::io::Result<()> + Send + Sync>,
+}
+
 /// A forked child, waiting for [`Child::go`] before it executes the command.
 pub(crate) struct Child {
     pub pid: i32,
@@ -56,6 +63,7 @@ impl Child {
         program: &std::path::Path,
         command: &[OsString],
         ready: &Ready,
+        enter: Option<&Enter>,
     ) -> Result<Child, TimelineError> {
         let path = cstring(program.as_os_str())?;
         let argv: Vec<CString> = command.iter().map(|a| cstring(a)).collect::<Result<_, _>>()?;
@@ -115,7 +123,8 @@ impl Child {
         let mut envp_p: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
         envp_p.push(std::ptr::null());
         let go_fd = go_r.as_raw_fd();
-        // SAFETY: the child only makes async-signal-safe calls (setpgid, read, dup2, execve,
+        // SAFETY: the child only makes async-signal-safe calls (setpgid, the storage hooks'
+        // open, write, unshare, mount and chdir, read, dup2, execve,
         // _exit) on memory prepared before the fork.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
@@ -126,6 +135,12 @@ impl Child {
         if pid == 0 {
             unsafe {
                 libc::setpgid(0, 0);
+                // The hooks make system calls on memory prepared before the fork.
+                if let Some(e) = enter {
+                    if (e.join)().is_err() || e.hook.run().is_err() {
+                        libc::_exit(126);
+                    }
+                }
                 let mut b = [0u8; 1];
                 if libc::read(go_fd, b.as_mut_ptr().cast(), 1) != 1 {
                     libc::_exit(127);
@@ -241,8 +256,9 @@ pub(crate) fn warm(
     command: &[OsString],
     ready: &Ready,
     timeout: Duration,
+    enter: Option<&Enter>,
 ) -> Result<(), TimelineError> {
-    let mut c = Child::fork(program, command, ready)?;
+    let mut c = Child::fork(program, command, ready, enter)?;
     c.go();
     c.wait_ready(ready, timeout, |_| {})?;
     Ok(())

@@ -93,6 +93,56 @@ fn a_cold_start_of_the_sample_is_accounted_for_in_named_phases() {
     assert!(mine.iter().all(|l| !dead(&owner(l))), "uprobes left: {mine:?}");
 }
 
+/// `--storage hdd`: the traced run reads the program's files from the emulated device (its
+/// block requests go to a loop device), and the device, its mount and its cgroup are gone
+/// afterwards.
+#[test]
+fn a_timeline_on_emulated_storage_reads_from_the_device_and_leaves_nothing() {
+    if !require_root("tracefs, uprobes, loop devices and cgroups")
+        || !require(
+            coldstart_sample::check_tools().is_ok(),
+            "the sample's tools (clang-19, lld-19)",
+        )
+    {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("coldstart-measure-sample-small");
+    let sample =
+        coldstart_sample::build_cached(&Config::default(), &dir).expect("build the small sample");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t.json");
+    let _lock = cache_lock();
+    let w = sample.workload("a").unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_coldstart"))
+        .args(["timeline", "--no-functions", "--storage", "hdd", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(sample.exe())
+        .args(&w.args)
+        .output()
+        .unwrap();
+    let printed = check(&child);
+    let t = Timeline::read(&out).unwrap();
+    let loop_major = std::fs::read_to_string("/proc/devices")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.trim().strip_suffix(" loop").and_then(|m| m.trim().parse::<u32>().ok()))
+        .expect("loop devices");
+    let on_loop =
+        |dev: &str| dev.split(':').next().and_then(|m| m.parse().ok()) == Some(loop_major);
+    assert!(
+        t.block.iter().any(|b| !b.write && on_loop(&b.dev)),
+        "no read of a loop device: {:?}\n{printed}",
+        t.block.iter().map(|b| &b.dev).collect::<std::collections::BTreeSet<_>>()
+    );
+    assert!(t.io_wait_wall_s > 0.0, "{printed}");
+    let left: Vec<_> = coldstart_storage::find_leftovers(Some(Path::new("/var/tmp")))
+        .into_iter()
+        .filter(|l| l.stale)
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 /// A program started through a wrapper (a shell script that `exec`s it, as pyenv's shims and
 /// many launchers do): the probes go on the program it executes, so `main` is found. They
 /// were placed on the first file of the command, the script, and the phases after the loader

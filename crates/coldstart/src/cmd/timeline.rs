@@ -7,14 +7,15 @@ use std::time::Duration;
 
 use anyhow::Context;
 use coldstart_results::{Document, Timeline};
-use coldstart_timeline::{Cache, Functions, Ready, TimelineOptions};
+use coldstart_timeline::{Cache, Functions, Ready, StorageSetup, TimelineOptions};
 
 use crate::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  coldstart timeline -- /usr/bin/python3 -c pass\n  \
     coldstart timeline -o t.json -- ./sample --workload b     (then: coldstart report t.json)\n  \
-    coldstart timeline --profile p.json                       (from a profile alone)")]
+    coldstart timeline --profile p.json                       (from a profile alone)\n  \
+    sudo coldstart timeline --storage hdd -- ./build/app      (./build on an emulated hard disk)")]
 pub struct Args {
     /// The page-cache state of the traced run: cold (sync and drop_caches) or hot (after one
     /// untraced run).
@@ -34,6 +35,20 @@ pub struct Args {
     /// No module touches (no function profile is recorded).
     #[arg(long, conflicts_with = "profile")]
     pub no_functions: bool,
+    /// Run on emulated slow storage (needs root): hdd, emmc, sata-ssd, nvme or
+    /// custom:iops=N,bps=N[k|m|g],readahead=N[k|m], as `measure --storage` (docs/storage.md).
+    /// The I/O wait is then what a device of that kind costs, and comparable with `measure
+    /// --storage`'s cold minus hot on the same profile.
+    #[arg(long, value_name = "PROFILE")]
+    pub storage: Option<String>,
+    /// With --storage: copy this directory onto the emulated device. Default: the directory
+    /// of the program given by a path (`./build/app` copies `./build`); a program found in
+    /// PATH needs it.
+    #[arg(long, value_name = "DIR", requires = "storage")]
+    pub app_dir: Option<PathBuf>,
+    /// With --storage: where the emulated device's backing file goes (a disk file system).
+    #[arg(long, value_name = "WORK", requires = "storage", default_value = coldstart_measure::storage::DEFAULT_WORK_DIR)]
+    pub storage_dir: PathBuf,
     /// Write the timeline as JSON (format coldstart-timeline; `coldstart report` draws it).
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -75,6 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 (None, false) => Functions::Record,
             },
             timeout: Duration::from_secs_f64(args.timeout),
+            storage: storage_setup(&args)?,
         };
         coldstart_timeline::record(&options)?
     };
@@ -84,6 +100,36 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("wrote {}", o.display());
     }
     Ok(exit::SUCCESS)
+}
+
+/// `--storage`, `--app-dir` and `--storage-dir` as the library takes them.
+fn storage_setup(args: &Args) -> anyhow::Result<Option<StorageSetup>> {
+    let Some(name) = &args.storage else { return Ok(None) };
+    let profile: coldstart_measure::storage::StorageProfile =
+        name.parse().map_err(|e| exit::usage(format!("--storage: {e}")))?;
+    let dir = match &args.app_dir {
+        Some(d) => d.clone(),
+        None => {
+            let program = std::path::Path::new(&args.command[0]);
+            let in_path = || {
+                let dir = program.parent().and_then(|d| std::fs::canonicalize(d).ok());
+                std::env::var_os("PATH").is_some_and(|paths| {
+                    std::env::split_paths(&paths)
+                        .any(|p| std::fs::canonicalize(p).ok().is_some_and(|p| Some(p) == dir))
+                })
+            };
+            if program.components().count() < 2 || in_path() {
+                return Err(exit::usage(format!(
+                    "--storage: {} is a program in PATH; name what to copy onto the device with                      --app-dir DIR (for example its installation directory)",
+                    program.display()
+                )));
+            }
+            program.parent().unwrap_or(std::path::Path::new(".")).to_owned()
+        }
+    };
+    let dir = std::fs::canonicalize(&dir)
+        .map_err(|e| exit::usage(format!("--app-dir {}: {e}", dir.display())))?;
+    Ok(Some(StorageSetup { profile, paths: vec![dir], work_dir: args.storage_dir.clone() }))
 }
 
 fn ms(s: f64) -> String {
