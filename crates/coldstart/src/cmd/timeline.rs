@@ -120,7 +120,8 @@ fn storage_setup(args: &Args) -> anyhow::Result<Option<StorageSetup>> {
             };
             if program.components().count() < 2 || in_path() {
                 return Err(exit::usage(format!(
-                    "--storage: {} is a program in PATH; name what to copy onto the device with                      --app-dir DIR (for example its installation directory)",
+                    "--storage: {} is a program in PATH; name what to copy onto the device with \
+                     --app-dir DIR (for example its installation directory)",
                     program.display()
                 )));
             }
