@@ -311,6 +311,7 @@ fn start(
             stall_s: report.miss_wait_total_ms / 1e3,
             exit_code: status.and_then(|s| s.code()),
             chosen,
+            teardown_s: Some(wall_s - program_s),
         },
         program_s,
     ))

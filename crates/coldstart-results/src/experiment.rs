@@ -106,6 +106,9 @@ pub struct CellRun {
     pub exit_code: Option<i32>,
     /// For `auto`: the strategy it chose.
     pub chosen: Option<String>,
+    /// Of `wall_s`, the unmount after the program exited (absent in older files).
+    #[serde(default)]
+    pub teardown_s: Option<f64>,
 }
 
 impl Cell {
@@ -211,6 +214,7 @@ mod tests {
             stall_s: 0.0,
             exit_code: Some(0),
             chosen: chosen.map(Into::into),
+            teardown_s: None,
         }
     }
 

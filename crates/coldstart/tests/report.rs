@@ -162,6 +162,7 @@ fn experiment_json(dir: &Path) -> PathBuf {
                         stall_s: requests as f64 * lat,
                         exit_code: Some(0),
                         chosen: (s == "auto").then(|| "reordered-paged".into()),
+                        teardown_s: None,
                     }],
                     predicted_s: Some(wall),
                     predicted_choice: Some("reordered-paged".into()),
