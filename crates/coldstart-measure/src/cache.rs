@@ -50,6 +50,7 @@
 mod folios;
 mod hold;
 mod holders;
+mod mapping;
 pub mod pages;
 mod residency;
 mod sets;

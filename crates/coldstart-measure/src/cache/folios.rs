@@ -12,9 +12,9 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 
+use super::mapping::Mapping;
 use super::pages::PageSet;
 use super::residency::page_size;
 
@@ -22,41 +22,6 @@ const KPF_COMPOUND_HEAD: u64 = 1 << 15;
 const KPF_COMPOUND_TAIL: u64 = 1 << 16;
 /// The largest folio the page cache uses (order 9 on x86-64: 2 MiB).
 const MAX_FOLIO_PAGES: u64 = 512;
-
-/// A shared read-only mapping of a whole file, unmapped on drop.
-struct Mapping {
-    addr: *mut libc::c_void,
-    len: usize,
-}
-
-impl Mapping {
-    fn new(file: &File, len: usize) -> io::Result<Mapping> {
-        // SAFETY: a fresh shared read-only mapping of an open file.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if addr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: advice on our own mapping: a fault reads only the faulting page.
-        unsafe { libc::madvise(addr, len, libc::MADV_RANDOM) };
-        Ok(Mapping { addr, len })
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: unmapping our own mapping, not used after this.
-        unsafe { libc::munmap(self.addr, self.len) };
-    }
-}
 
 fn read_u64s(file: &File, index: u64, count: usize) -> io::Result<Vec<u64>> {
     let mut buf = vec![0u8; count * 8];
@@ -83,6 +48,8 @@ pub(super) fn held_by_folio(file: &File, resident: &[u8], mapped: &PageSet) -> i
     let pagemap = File::open("/proc/self/pagemap")?;
     let ps = page_size();
     let map = Mapping::new(file, resident.len() * ps as usize)?;
+    // SAFETY: advice on our own mapping: a fault reads only the faulting page.
+    unsafe { libc::madvise(map.addr, map.len, libc::MADV_RANDOM) };
     let first_vpage = map.addr as u64 / ps;
     let mut covered_to = 0u64;
     for p in candidates {

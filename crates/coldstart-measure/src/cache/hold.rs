@@ -13,25 +13,10 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
+use super::mapping::Mapping;
 use super::residency::{open_read, page_size};
-
-/// One locked mapping.
-#[derive(Debug)]
-struct Mapping {
-    addr: *mut libc::c_void,
-    len: usize,
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: `addr..addr + len` is a mapping this module made and nothing else refers to;
-        // munmap also unlocks it.
-        unsafe { libc::munmap(self.addr, self.len) };
-    }
-}
 
 /// The cached pages of a set of files, locked in memory until dropped.
 #[derive(Debug, Default)]
@@ -45,9 +30,6 @@ pub struct ResidentHold {
     /// anything.
     pub incomplete: Option<String>,
 }
-
-// SAFETY: the raw pointers are only used to unmap in Drop; the mappings are private to the hold.
-unsafe impl Send for ResidentHold {}
 
 impl ResidentHold {
     /// Lock the pages of `paths` that are cached now, at most `budget` bytes in all. Files that
@@ -73,13 +55,9 @@ impl ResidentHold {
     fn take_file(&mut self, path: &Path, budget: u64) -> Result<(), Stop> {
         let Ok(file) = open_read(path) else { return Ok(()) };
         let Some(mapping) = map_whole(&file) else { return Ok(()) };
+        let Ok(vec) = mapping.mincore() else { return Ok(()) };
         let page = page_size() as usize;
-        let pages = mapping.len.div_ceil(page);
-        let mut vec = vec![0u8; pages];
-        // SAFETY: the mapping is live and `vec` has a byte per page of it.
-        if unsafe { libc::mincore(mapping.addr, mapping.len, vec.as_mut_ptr()) } != 0 {
-            return Ok(());
-        }
+        let pages = vec.len();
         let mut locked = 0u64;
         let mut i = 0;
         while i < pages {
@@ -128,25 +106,13 @@ impl ResidentHold {
 /// Why taking a hold stopped early.
 struct Stop(String);
 
-/// A shared read-only mapping of the whole of `file`, if it is a non-empty regular file.
+/// A mapping of the whole of `file`, if it is a non-empty regular file.
 fn map_whole(file: &File) -> Option<Mapping> {
     let meta = file.metadata().ok()?;
     if !meta.is_file() || meta.len() == 0 {
         return None;
     }
-    let len = usize::try_from(meta.len()).ok()?;
-    // SAFETY: a fresh read-only shared mapping of an open file; nothing aliases it.
-    let addr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    (addr != libc::MAP_FAILED).then_some(Mapping { addr, len })
+    Mapping::new(file, usize::try_from(meta.len()).ok()?).ok()
 }
 
 /// Half of `MemAvailable` from `/proc/meminfo` (256 MiB when it cannot be read): what a hold
@@ -166,6 +132,7 @@ pub fn default_budget() -> u64 {
 mod tests {
     use super::*;
     use crate::cache::residency;
+    use std::os::fd::AsRawFd;
 
     #[test]
     fn holds_exactly_the_cached_pages_and_reads_none_in() {

@@ -8,6 +8,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use super::mapping::Mapping;
 use super::pages::PageSet;
 use super::Residency;
 
@@ -99,32 +100,9 @@ pub(super) fn mincore_vec(file: &File, len: u64) -> io::Result<Vec<u8>> {
     if len == 0 {
         return Ok(Vec::new());
     }
-    let len_usize = usize::try_from(len)
+    let len = usize::try_from(len)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file too large to map"))?;
-    // SAFETY: a fresh shared read-only mapping of an open file; no pages are touched.
-    let addr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len_usize,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    if addr == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    let mut vec = vec![0u8; pages_of(len) as usize];
-    // SAFETY: `addr` is a mapping of `len_usize` bytes and `vec` has one byte per page of it.
-    let rc = unsafe { libc::mincore(addr, len_usize, vec.as_mut_ptr()) };
-    let err = io::Error::last_os_error();
-    // SAFETY: unmapping the mapping created above, not used after this.
-    unsafe { libc::munmap(addr, len_usize) };
-    if rc != 0 {
-        return Err(err);
-    }
-    Ok(vec)
+    Mapping::new(file, len)?.mincore()
 }
 
 fn mincore_fd(file: &File, len: u64) -> io::Result<u64> {
