@@ -12,19 +12,24 @@ use std::process::Command;
 use coldstart_results::{Document, Timeline};
 use coldstart_sample::Config;
 
-#[test]
-fn a_cold_start_of_the_sample_is_accounted_for_in_named_phases() {
-    if !require_root("tracefs, uprobes and drop_caches")
+/// The small sample, built once for the tests that need it; `None` (the test skipped, or
+/// failing where the suite must run whole) without root for `why` or the sample's tools.
+fn small_sample(why: &str) -> Option<coldstart_sample::Sample> {
+    if !require_root(why)
         || !require(
             coldstart_sample::check_tools().is_ok(),
             "the sample's tools (clang-19, lld-19)",
         )
     {
-        return;
+        return None;
     }
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("coldstart-measure-sample-small");
-    let sample =
-        coldstart_sample::build_cached(&Config::default(), &dir).expect("build the small sample");
+    Some(coldstart_sample::build_cached(&Config::default(), &dir).expect("build the small sample"))
+}
+
+#[test]
+fn a_cold_start_of_the_sample_is_accounted_for_in_named_phases() {
+    let Some(sample) = small_sample("tracefs, uprobes and drop_caches") else { return };
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("t.json");
     let _lock = cache_lock();
@@ -98,17 +103,7 @@ fn a_cold_start_of_the_sample_is_accounted_for_in_named_phases() {
 /// afterwards.
 #[test]
 fn a_timeline_on_emulated_storage_reads_from_the_device_and_leaves_nothing() {
-    if !require_root("tracefs, uprobes, loop devices and cgroups")
-        || !require(
-            coldstart_sample::check_tools().is_ok(),
-            "the sample's tools (clang-19, lld-19)",
-        )
-    {
-        return;
-    }
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("coldstart-measure-sample-small");
-    let sample =
-        coldstart_sample::build_cached(&Config::default(), &dir).expect("build the small sample");
+    let Some(sample) = small_sample("tracefs, uprobes, loop devices and cgroups") else { return };
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("t.json");
     let _lock = cache_lock();
