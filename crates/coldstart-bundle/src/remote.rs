@@ -157,22 +157,35 @@ impl FetchOptions {
 }
 
 /// A flag shared by everything that should stop together (a mount's fetches, a pack): once
-/// set, it stays set.
+/// set, it stays set. A [`child`](Cancel::child) stops with it, and can also be stopped alone.
 #[derive(Debug, Clone, Default)]
-pub struct Cancel(Arc<AtomicBool>);
+pub struct Cancel {
+    own: Arc<AtomicBool>,
+    /// The flags of the `Cancel`s this one is a child of, nearest first.
+    parents: Vec<Arc<AtomicBool>>,
+}
 
 impl Cancel {
     pub fn new() -> Cancel {
         Cancel::default()
     }
 
-    /// Stops everything that watches this flag.
+    /// A flag that is set when this one is, and that [`cancel`](Cancel::cancel) sets without
+    /// setting this one: a mount stops its own fetches when it goes away, without telling its
+    /// caller that the user asked to stop.
+    pub fn child(&self) -> Cancel {
+        let mut parents = vec![self.own.clone()];
+        parents.extend(self.parents.iter().cloned());
+        Cancel { own: Arc::new(AtomicBool::new(false)), parents }
+    }
+
+    /// Stops everything that watches this flag (and its children).
     pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.own.store(true, Ordering::SeqCst);
     }
 
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.own.load(Ordering::Relaxed) || self.parents.iter().any(|p| p.load(Ordering::Relaxed))
     }
 
     /// Sleeps `d`, waking every [`POLL`] to look at the flag; `true` if it was set.
@@ -563,6 +576,20 @@ impl Remote for DirRemote {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_child_cancel_stops_with_its_parent_and_alone_without_it() {
+        let parent = Cancel::new();
+        let child = parent.child();
+        let grandchild = child.child();
+        child.cancel();
+        assert!(child.is_cancelled() && grandchild.is_cancelled());
+        assert!(!parent.is_cancelled(), "a child does not stop its parent");
+        let other = parent.child();
+        assert!(!other.is_cancelled());
+        parent.cancel();
+        assert!(other.is_cancelled() && parent.clone().is_cancelled());
+    }
 
     #[test]
     fn retries_back_off_and_stop_when_cancelled() {

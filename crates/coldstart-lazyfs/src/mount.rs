@@ -305,6 +305,10 @@ impl Mount {
 
     fn teardown(&mut self) -> Result<(), MountError> {
         let Some(mut unmounter) = self.unmounter.take() else { return Ok(()) };
+        // Nobody waits for the mount's fetches any more: a read still being served, a miss's
+        // window or the background stream end now (within the fetcher's poll), not when their
+        // transfer would have (seconds on a slow link, which the unmount waited for).
+        self.engine.cancel();
         // Unmount directly when we may (root), else through fusermount3. Lazily if a process still
         // has files open, so that nothing is left mounted.
         if is_mount_point(&self.mountpoint) {

@@ -161,7 +161,9 @@ impl NetworkRequest {
             connect_timeout: timeout,
             io_timeout: timeout,
             min_rate: self.min_rate,
-            cancel: self.cancel.clone(),
+            // The mount's own: it stops its fetches when it goes away, and the caller's flag
+            // stays as the caller left it.
+            cancel: self.cancel.child(),
             ..FetchOptions::default()
         })
     }
