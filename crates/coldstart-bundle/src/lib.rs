@@ -47,7 +47,9 @@ pub mod hotlist;
 pub mod manifest;
 pub mod pack;
 pub mod profile;
+pub mod publish;
 pub mod remote;
+pub mod s3;
 pub mod start;
 
 pub use cache::{CacheError, ChunkCache};
