@@ -314,9 +314,8 @@ pub fn publish(
     }
     let bucket = Bucket::resolve(&s3, &opts.s3, env)?;
     let objects = walk(bundle)?;
-    let https = bucket.request("GET", "", &[], &[], "").url.starts_with("https://");
     let client = Client {
-        agent: crate::remote::agent(&opts.fetch, https)?,
+        agent: crate::remote::agent(&opts.fetch, bucket.https())?,
         bucket,
         opts: opts.fetch.clone(),
         stats: FetchStats::default(),

@@ -346,6 +346,11 @@ impl Bucket {
         })
     }
 
+    /// Whether the store is reached over https.
+    pub fn https(&self) -> bool {
+        self.scheme == "https"
+    }
+
     /// Who the requests are made as, for messages: never the secret.
     pub fn who(&self) -> String {
         match &self.credentials {

@@ -162,8 +162,7 @@ impl HttpRemote {
         bucket: crate::s3::Bucket,
         opts: FetchOptions,
     ) -> Result<HttpRemote, FetchError> {
-        let probe = bucket.request("GET", &url.prefix, &[], &[], "");
-        let agent = agent(&opts, probe.url.starts_with("https://"))?;
+        let agent = agent(&opts, bucket.https())?;
         let base = url.to_string();
         Ok(HttpRemote::with(agent, base, None, Some((bucket, url.prefix.clone())), opts))
     }
