@@ -168,8 +168,19 @@ fn blobs(bundle: &Path) -> Vec<String> {
     out
 }
 
-/// PUT requests nginx logged for keys containing `part`.
+/// PUT requests nginx logged for keys containing `part`, once the log has not grown for
+/// 100 ms (nginx writes a request's line as it finishes it, a moment after its answer).
 fn puts(log: &Path, part: &str) -> usize {
+    let size = || std::fs::metadata(log).map_or(0, |m| m.len());
+    let mut last = size();
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = size();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
     let text = std::fs::read_to_string(log).unwrap_or_default();
     text.lines().filter(|l| l.contains("\"PUT /") && l.contains(part)).count()
 }
