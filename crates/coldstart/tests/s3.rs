@@ -287,6 +287,30 @@ fn a_private_bucket_behind_nginx_with_tls_publish_run_and_refusals() {
     moto.check_signatures();
     let got = check(&run(&moto.key, &moto.secret));
     assert!(got.starts_with(&digest_a), "{got}");
+    // The same key from a profile of a credentials file, as `aws configure` writes it.
+    let creds = d.path().join("credentials");
+    std::fs::write(
+        &creds,
+        format!(
+            "[default]\naws_access_key_id = NOTTHISONE\naws_secret_access_key = nope\n\
+             [ci]\naws_access_key_id = {}\naws_secret_access_key = {}\n",
+            moto.key, moto.secret
+        ),
+    )
+    .unwrap();
+    let cache = d.path().join("cache-profile");
+    let out = aws(&moto.key, &moto.secret)
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env("AWS_PROFILE", "ci")
+        .env("AWS_SHARED_CREDENTIALS_FILE", &creds)
+        .args(["run", &url, "--cache-dir"])
+        .arg(cache)
+        .args(s3_flags)
+        .args(["--", "sha256sum", "{root}/data.bin"])
+        .output()
+        .unwrap();
+    assert!(check(&out).starts_with(&digest_a), "{}", stderr(&out));
     let wrong = "WRONGsecretWRONGsecretWRONGsecret0000000";
     for out in [publish(&a, &moto.key, wrong), run(&moto.key, wrong)] {
         assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
