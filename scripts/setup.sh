@@ -15,6 +15,7 @@ PACKAGES=(
   openssl                               # the https test makes its own CA (tests/origins.rs)
   linux-perf                            # instruction counts where the CPU exposes them
   python3 build-essential
+  python3-venv                          # moto, the S3-compatible server of tests/s3.rs (below)
   perl git                              # real programs measured by the tests
   firefox-esr                           # the report's browser test; a real program the tests
                                         # and bench/real-programs.sh measure
@@ -36,6 +37,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# moto (a Python package): the S3-compatible server tests/s3.rs starts. In a virtual environment
+# of Debian's python3 (whose own site-packages pip may not change), on PATH as moto_server.
+MOTO_VENV=/opt/coldstart/moto
+if ! command -v moto_server >/dev/null 2>&1; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: moto_server is missing; run this script as root, or: python3 -m pip install 'moto[server]'" >&2
+    exit 3
+  fi
+  echo "setup: installing moto[server] in $MOTO_VENV"
+  /usr/bin/python3 -m venv "$MOTO_VENV"
+  "$MOTO_VENV/bin/pip" install --quiet 'moto[server]'
+  ln -sf "$MOTO_VENV/bin/moto_server" /usr/local/bin/moto_server
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

@@ -29,6 +29,8 @@
 //!   tests), every wait, length and retry bounded and every fetch cancellable;
 //! - [`start`]: the start object (manifest and hot set in one object) and the compressed
 //!   manifest;
+//! - [`s3`]: `s3://` URLs, their settings and credentials, SigV4; [`publish`]: uploading a
+//!   bundle to a bucket, only what it lacks, the objects readers start from last;
 //! - [`cache`]: the local content-addressed chunk cache shared by mounts.
 //!
 //! Every chunk is checked against its SHA-256 before it is used ([`verify_chunk`]); a chunk that
@@ -47,7 +49,9 @@ pub mod hotlist;
 pub mod manifest;
 pub mod pack;
 pub mod profile;
+pub mod publish;
 pub mod remote;
+pub mod s3;
 pub mod start;
 
 pub use cache::{CacheError, ChunkCache};

@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 
 use coldstart_error::Category;
 
+pub(crate) use http::{agent, fetch_error, io_error};
 pub use http::{parse_response, HttpRemote};
 
 use crate::manifest::{Chunk, Compression, Manifest, ManifestError};
@@ -115,6 +116,16 @@ static DEFAULTS: std::sync::OnceLock<(Option<PathBuf>, Warn)> = std::sync::OnceL
 /// calls change nothing.
 pub fn set_defaults(ca_file: Option<PathBuf>, warn: Warn) {
     let _ = DEFAULTS.set((ca_file, warn));
+}
+
+/// What [`open`] takes for an `s3://` URL's endpoint and region over the environment's, once
+/// [`set_s3_defaults`] has set them.
+static S3_DEFAULTS: std::sync::OnceLock<crate::s3::S3Settings> = std::sync::OnceLock::new();
+
+/// Sets, once per process, the endpoint and region [`open`] uses for `s3://` URLs over the
+/// environment's (`--endpoint`, `--region`). Later calls change nothing.
+pub fn set_s3_defaults(settings: crate::s3::S3Settings) {
+    let _ = S3_DEFAULTS.set(settings);
 }
 
 impl Default for FetchOptions {
@@ -238,7 +249,7 @@ pub struct FetchStats {
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
     #[error(
-        "bad bundle URL `{0}`: expected http[s]://HOST[:PORT][/PATH][?QUERY] or a bundle directory"
+        "bad bundle URL `{0}`: expected http[s]://HOST[:PORT][/PATH][?QUERY], s3://BUCKET[/PREFIX] or a bundle directory"
     )]
     Url(String),
     #[error("--ca-file {path}: {detail}")]
@@ -263,6 +274,14 @@ pub enum FetchError {
     Cancelled { url: String },
     #[error("manifest: {0}")]
     Manifest(#[from] ManifestError),
+    #[error(transparent)]
+    S3(Box<crate::s3::S3Error>),
+}
+
+impl From<crate::s3::S3Error> for FetchError {
+    fn from(e: crate::s3::S3Error) -> Self {
+        FetchError::S3(Box::new(e))
+    }
 }
 
 impl FetchError {
@@ -276,6 +295,7 @@ impl FetchError {
             }
             FetchError::Status { status: 404 | 410, .. } => Category::Usage,
             FetchError::Manifest(e) => e.category(),
+            FetchError::S3(e) => e.category(),
             FetchError::GaveUp { last, .. } => last.category(),
             FetchError::Io { .. }
             | FetchError::Timeout { .. }
@@ -291,7 +311,7 @@ impl FetchError {
     /// the file is not there, as opposed to a failed transfer.
     pub fn is_status(&self) -> bool {
         match self {
-            FetchError::Status { .. } => true,
+            FetchError::Status { .. } | FetchError::S3(_) => true,
             FetchError::GaveUp { last, .. } => last.is_status(),
             _ => false,
         }
@@ -301,6 +321,7 @@ impl FetchError {
     pub fn is_not_found(&self) -> bool {
         match self {
             FetchError::Status { status, .. } => matches!(status, 404 | 410),
+            FetchError::S3(e) => e.is_not_found(),
             FetchError::GaveUp { last, .. } => last.is_not_found(),
             _ => false,
         }
@@ -479,11 +500,18 @@ pub fn get_chunk_while(
     })
 }
 
-/// Opens the right remote for `url`: `http://...` or `https://...`, or a path to a bundle
-/// directory.
+/// Opens the right remote for `url`: `http://...` or `https://...`, `s3://BUCKET/PREFIX`
+/// (its settings from the environment under those of [`set_s3_defaults`]: see
+/// [`crate::s3`]), or a path to a bundle directory.
 pub fn open(url: &str, opts: FetchOptions) -> Result<Box<dyn Remote>, FetchError> {
     if url.starts_with("http://") || url.starts_with("https://") {
         Ok(Box::new(HttpRemote::new(url, opts)?))
+    } else if url.starts_with("s3://") {
+        use crate::s3::{Bucket, ProcessEnv, S3Url};
+        let s3 = S3Url::parse(url)?;
+        let settings = S3_DEFAULTS.get().cloned().unwrap_or_default();
+        let bucket = Bucket::resolve(&s3, &settings, &ProcessEnv)?;
+        Ok(Box::new(HttpRemote::s3(&s3, bucket, opts)?))
     } else if let Some(p) = url.strip_prefix("file://") {
         Ok(Box::new(DirRemote::new(Path::new(p), opts)))
     } else if url.contains("://") {

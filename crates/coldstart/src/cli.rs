@@ -25,6 +25,8 @@ pub enum Command {
     Pack(cmd::pack::Args),
     /// Serve a bundle over HTTP with Range, optionally through an emulated network link.
     Serve(cmd::serve::Args),
+    /// Upload a bundle to an S3 bucket: only the objects it lacks, the manifest and start object last.
+    Publish(cmd::publish::Args),
     /// Present a bundle as a read-only file system that fetches on demand, until Ctrl-C.
     Mount(cmd::mount::Args),
     /// Mount a bundle in a temporary directory, run a command from it, unmount and report.

@@ -123,6 +123,8 @@ fn category_of(cause: &(dyn Error + 'static)) -> Option<Category> {
         coldstart_bundle::ManifestError,
         coldstart_bundle::PackError,
         coldstart_bundle::FetchError,
+        coldstart_bundle::s3::S3Error,
+        coldstart_bundle::publish::PublishError,
         coldstart_bundle::profile::ProfileHotListError,
         coldstart_bundle::start::StartError,
         coldstart_bundle::start::CompressedManifestError,

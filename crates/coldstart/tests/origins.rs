@@ -6,10 +6,10 @@
 //! them; every server started here is stopped by a guard even when an assertion fails.
 
 mod common;
-use common::{check, free_port, require_program, require_root, KillOnDrop};
+use common::{certificates, check, free_port, require_program, require_root, KillOnDrop};
 
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -38,70 +38,6 @@ fn bundle(dir: &Path) -> String {
     );
     let out = check(&Command::new("sha256sum").arg(app.join("data.bin")).output().unwrap());
     out.split_whitespace().next().unwrap().to_owned()
-}
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl").current_dir(dir).args(args).output().unwrap();
-    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// The CA and server certificate, made with openssl.
-fn certificates(dir: &Path) -> PathBuf {
-    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n").unwrap();
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.pem",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=coldstart test CA",
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=127.0.0.1",
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.pem",
-            "-days",
-            "2",
-            "-extfile",
-            "san.ext",
-        ],
-    );
-    dir.join("ca.pem")
 }
 
 /// nginx serving `dir/www` over https on 127.0.0.1, with `/moved/X` redirected to

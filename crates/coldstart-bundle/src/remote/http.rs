@@ -40,6 +40,8 @@ pub struct HttpRemote {
     base: String,
     /// The query string, without `?`, put after every file's path (a signed URL prefix).
     query: Option<String>,
+    /// The bucket and key prefix of an `s3://` URL: each request is signed for it.
+    s3: Option<(crate::s3::Bucket, String)>,
     opts: FetchOptions,
     stats: FetchStats,
     range_warned: AtomicBool,
@@ -117,43 +119,72 @@ fn roots(ca_file: Option<&Path>) -> Result<ureq::tls::RootCerts, FetchError> {
     Ok(RootCerts::new_with_certs(&all))
 }
 
+/// An HTTP client whose every request keeps the bounds of `opts` (its transport's): what
+/// [`HttpRemote`] and `coldstart publish` send their requests with.
+pub(crate) fn agent(opts: &FetchOptions, https: bool) -> Result<ureq::Agent, FetchError> {
+    let mut config = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(MAX_REDIRECTS)
+        .max_redirects_will_error(true)
+        .max_response_header_size(MAX_HEAD)
+        .max_idle_connections_per_host(opts.connections.max(1))
+        .max_idle_connections(opts.connections.max(1))
+        .user_agent("coldstart")
+        .timeout_global(None)
+        .timeout_connect(None)
+        .timeout_recv_response(None)
+        .timeout_recv_body(None)
+        .timeout_send_request(None);
+    if https || opts.ca_file.is_some() {
+        let tls = ureq::tls::TlsConfig::builder().root_certs(roots(opts.ca_file.as_deref())?);
+        config = config.tls_config(tls.build());
+    }
+    let connector =
+        ().chain(ConnectProxyConnector::default())
+            .chain(PollingTcp(Limits::of(opts)))
+            .chain(RustlsConnector::default());
+    Ok(ureq::Agent::with_parts(config.build(), connector, DefaultResolver::default()))
+}
+
 impl HttpRemote {
     /// A remote for `http[s]://HOST[:PORT][/PATH][?QUERY]`, the URL of the bundle directory;
     /// the query, if any, follows every file's path (`.../PATH/manifest.json?QUERY`).
     pub fn new(url: &str, opts: FetchOptions) -> Result<HttpRemote, FetchError> {
         let (base, query) = split_url(url).ok_or_else(|| FetchError::Url(url.to_owned()))?;
-        let mut config = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(MAX_REDIRECTS)
-            .max_redirects_will_error(true)
-            .max_response_header_size(MAX_HEAD)
-            .max_idle_connections_per_host(opts.connections.max(1))
-            .max_idle_connections(opts.connections.max(1))
-            .user_agent("coldstart")
-            .timeout_global(None)
-            .timeout_connect(None)
-            .timeout_recv_response(None)
-            .timeout_recv_body(None)
-            .timeout_send_request(None);
-        if base.starts_with("https://") || opts.ca_file.is_some() {
-            let tls = ureq::tls::TlsConfig::builder().root_certs(roots(opts.ca_file.as_deref())?);
-            config = config.tls_config(tls.build());
-        }
-        let connector =
-            ().chain(ConnectProxyConnector::default())
-                .chain(PollingTcp(Limits::of(&opts)))
-                .chain(RustlsConnector::default());
-        let agent = ureq::Agent::with_parts(config.build(), connector, DefaultResolver::default());
-        Ok(HttpRemote {
+        let agent = agent(&opts, base.starts_with("https://"))?;
+        Ok(HttpRemote::with(agent, base, query, None, opts))
+    }
+
+    /// A remote for the bundle under `url`'s prefix in `bucket`, every request signed with
+    /// the bucket's credentials (SigV4), if it has any.
+    pub fn s3(
+        url: &crate::s3::S3Url,
+        bucket: crate::s3::Bucket,
+        opts: FetchOptions,
+    ) -> Result<HttpRemote, FetchError> {
+        let agent = agent(&opts, bucket.https())?;
+        let base = url.to_string();
+        Ok(HttpRemote::with(agent, base, None, Some((bucket, url.prefix.clone())), opts))
+    }
+
+    fn with(
+        agent: ureq::Agent,
+        base: String,
+        query: Option<String>,
+        s3: Option<(crate::s3::Bucket, String)>,
+        opts: FetchOptions,
+    ) -> HttpRemote {
+        HttpRemote {
             agent,
             base,
             query,
+            s3,
             opts,
             stats: FetchStats::default(),
             range_warned: AtomicBool::new(false),
             in_flight: Mutex::new(0),
             slot_freed: Condvar::new(),
-        })
+        }
     }
 
     fn url(&self, path: &str) -> String {
@@ -190,7 +221,18 @@ impl HttpRemote {
         sink: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<u64, FetchError> {
         let proto = |detail: String| FetchError::Protocol { url: url.to_owned(), detail };
-        let mut req = self.agent.get(self.url(path));
+        let mut req = match &self.s3 {
+            Some((bucket, prefix)) => {
+                let key = format!("{prefix}{path}");
+                let signed = bucket.request("GET", &key, &[], &[], crate::s3::sigv4::EMPTY_SHA256);
+                let mut req = self.agent.get(signed.url);
+                for (k, v) in signed.headers {
+                    req = req.header(k, v);
+                }
+                req
+            }
+            None => self.agent.get(self.url(path)),
+        };
         if let Span::Range(s, e) = span {
             if e <= s {
                 return Ok(0);
@@ -258,6 +300,16 @@ impl HttpRemote {
             (200, Span::Whole { .. }) => (0, max),
             (206, Span::Whole { .. }) => {
                 return Err(proto("206 to a request without Range".into()))
+            }
+            (301 | 400..=407 | 409..=428 | 430..=499, _) if self.s3.is_some() => {
+                let (bucket, prefix) = self.s3.as_ref().expect("an S3 remote");
+                let mut body = Vec::new();
+                let _ = resp.into_body().into_reader().take(16 << 10).read_to_end(&mut body);
+                return Err(FetchError::from(bucket.refusal(
+                    &format!("{prefix}{path}"),
+                    status,
+                    &body,
+                )));
             }
             (301 | 302 | 303 | 307 | 308, _) => {
                 let location = header("location").unwrap_or_default().to_owned();
@@ -392,7 +444,7 @@ fn from_stop(url: &str, s: &Stop) -> Option<FetchError> {
 }
 
 /// A ureq error as the fetcher says it.
-fn fetch_error(url: &str, e: ureq::Error) -> FetchError {
+pub(crate) fn fetch_error(url: &str, e: ureq::Error) -> FetchError {
     if let Some(f) = stop_of(&e).and_then(|s| from_stop(url, s)) {
         return f;
     }
@@ -422,7 +474,7 @@ fn fetch_error(url: &str, e: ureq::Error) -> FetchError {
 }
 
 /// An error reading the body.
-fn io_error(url: &str, e: io::Error) -> FetchError {
+pub(crate) fn io_error(url: &str, e: io::Error) -> FetchError {
     if let Some(f) = stop_of(&e).and_then(|s| from_stop(url, s)) {
         return f;
     }
@@ -804,6 +856,9 @@ impl Remote for HttpRemote {
 
     /// The file's URL; a query string (a signature) is shown as `?...`.
     fn describe(&self, path: &str) -> String {
+        if self.s3.is_some() {
+            return format!("{}{path}", self.base);
+        }
         match &self.query {
             Some(_) => format!("{}{path}?...", self.base),
             None => format!("{}{path}", self.base),

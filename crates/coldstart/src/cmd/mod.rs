@@ -15,6 +15,7 @@ pub mod pack;
 pub mod predict;
 pub mod prefetch;
 pub mod profile;
+pub mod publish;
 pub mod report;
 pub mod run;
 pub mod sample;
@@ -33,6 +34,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sample(args) => sample::run(args),
         Command::Pack(args) => pack::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Publish(args) => publish::run(args),
         Command::Mount(args) => mount::run(args),
         Command::Run(args) => run::run(args),
         Command::Predict(args) => predict::run(args),

@@ -12,10 +12,12 @@ use super::common::signals::{self, Signals};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  coldstart mount http://127.0.0.1:8080/ /mnt/app\n  \
-    coldstart mount http://bundles.example/app/ /mnt/app --strategy paged --cache-dir /var/cache/coldstart")]
+    coldstart mount http://bundles.example/app/ /mnt/app --strategy paged --cache-dir /var/cache/coldstart\n  \
+    coldstart mount s3://my-bundles/app /mnt/app --endpoint http://127.0.0.1:5000   (an S3-compatible store)")]
 pub struct Args {
     /// The bundle: `http[s]://HOST[:PORT]/PATH/[?QUERY]` (as printed by `coldstart serve`; a
-    /// query, such as a signed URL's, follows each file's path) or a directory.
+    /// query, such as a signed URL's, follows each file's path), `s3://BUCKET/PREFIX` (signed
+    /// with the AWS credentials of the environment: docs/network.md) or a directory.
     pub url: String,
     /// An empty directory to mount on.
     pub dir: PathBuf,

@@ -12,9 +12,10 @@ use super::common::signals::{self, Signals};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  coldstart predict http://bundles.example/app/\n  \
-    coldstart predict /srv/bundles/app --link-hint 20mbit/40ms --local-ms 120")]
+    coldstart predict /srv/bundles/app --link-hint 20mbit/40ms --local-ms 120\n  \
+    coldstart predict s3://my-bundles/app --region eu-west-3   (a private bucket, AWS credentials)")]
 pub struct Args {
-    /// The bundle: `http[s]://HOST[:PORT]/PATH/[?QUERY]` or a directory.
+    /// The bundle: `http[s]://HOST[:PORT]/PATH/[?QUERY]`, `s3://BUCKET/PREFIX` or a directory.
     pub url: String,
     /// The link, e.g. 20mbit/40ms, instead of measuring it.
     #[arg(long, value_name = "BW/LAT")]

@@ -33,11 +33,13 @@ const GRACE: Duration = Duration::from_secs(1);
     coldstart run http://bundles.example/app/ --strategy auto -- '{root}/bin/app'\n  \
     coldstart run /srv/bundles/app --record hot.json -- '{root}/bin/app'   (a hot list for pack)\n  \
     coldstart run https://bundles.example/app/ --ca-file ca.pem -- '{root}/bin/app'   (a private CA)\n  \
+    coldstart run s3://my-bundles/app -- '{root}/bin/app'   (a private bucket: AWS_PROFILE or AWS_ACCESS_KEY_ID...)\n  \
     coldstart run http://127.0.0.1:8080/ --export-json r.json -- '{root}/bin/app'   (the report in a file)"
 )]
 pub struct Args {
     /// The bundle: `http[s]://HOST[:PORT]/PATH/[?QUERY]` (as printed by `coldstart serve`; a
-    /// query, such as a signed URL's, follows each file's path) or a directory.
+    /// query, such as a signed URL's, follows each file's path), `s3://BUCKET/PREFIX` (signed
+    /// with the AWS credentials of the environment: docs/network.md) or a directory.
     pub url: String,
     #[command(flatten)]
     pub flags: MountFlags,

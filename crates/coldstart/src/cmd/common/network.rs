@@ -61,6 +61,14 @@ pub struct NetworkFlags {
     /// CA certificates (PEM) to trust for https:// besides the system's, e.g. a private CA.
     #[arg(long, value_name = "FILE")]
     pub ca_file: Option<PathBuf>,
+    /// For an s3:// URL: the store's URL, e.g. http://127.0.0.1:5000 [default:
+    /// AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's endpoint_url, else AWS's].
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// For an s3:// URL: the bucket's region [default: AWS_REGION, AWS_DEFAULT_REGION, the
+    /// profile's region, else us-east-1].
+    #[arg(long)]
+    pub region: Option<String>,
 }
 
 impl NetworkFlags {
@@ -72,6 +80,11 @@ impl NetworkFlags {
             self.ca_file.clone(),
             coldstart_bundle::remote::Warn::new(|m| eprintln!("coldstart: warning: {m}")),
         );
+        // And signs for s3:// URLs with these settings over the environment's.
+        coldstart_bundle::remote::set_s3_defaults(coldstart_bundle::s3::S3Settings {
+            endpoint: self.endpoint.clone(),
+            region: self.region.clone(),
+        });
         NetworkRequest {
             retries: self.retries,
             timeout: self.timeout,
