@@ -1,0 +1,315 @@
+//! A miss brings the cold pieces after it in the same request, as far as the paper's Eq. 3
+//! says they pay, piece by piece.
+//!
+//! A program that misses outside the hot set misses again soon, often just after: code the
+//! profiled workload never ran lies together in the file (a source file's functions, a
+//! library's tables). One piece more costs its bytes on the link, `t = stored / rate`; if
+//! the program reads it, it saves a round trip, `l`. With `p` the chance that the program
+//! reads the piece `k` places after a miss, the piece pays when `p (l + t) > t`. `p` is
+//! counted as the mount goes, for each place `k` apart: pieces fetched at `k` and how many
+//! of them the program read (starting from one of two). The window grows from the missed
+//! piece while the next one pays, up to [`MAX_AHEAD`] pieces, and stops at a piece that is
+//! cached, in flight or still coming with the hot stream: it is one `Range` of the file's
+//! whole blob (each piece is a byte range of it), so it costs one round trip whatever its
+//! length. The link's latency and rate are the hot stream's (`HotState::link`); without a
+//! hot stream that has measured them (`paged`, a hot set that took under 50 ms) a miss
+//! fetches its own piece alone, as before.
+//!
+//! The program waits only for its own piece, the first of the response; the others follow on
+//! the same connection, and a reader of one of them waits for it like any shared fetch.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use coldstart_bundle::{file_blob_path, Chunk};
+
+use super::read::Flight;
+use super::{Engine, EngineError};
+
+/// The most pieces a miss brings after its own.
+pub(super) const MAX_AHEAD: usize = 16;
+
+/// What the windows have brought, and what the program read of it.
+pub(super) struct Ahead {
+    /// Each piece's place in the window that brought it (1 to [`MAX_AHEAD`]), until the
+    /// program reads it; 0 otherwise. Indexed like `Engine::verified`.
+    place: Vec<AtomicU8>,
+    /// Pieces brought at each place, and those of them the program read.
+    fetched: [AtomicU64; MAX_AHEAD],
+    used: [AtomicU64; MAX_AHEAD],
+    /// Each piece's offset in its file's whole blob (the stored lengths before it).
+    blob_offset: Vec<u64>,
+}
+
+impl Ahead {
+    pub(super) fn new(manifest: &coldstart_bundle::Manifest) -> Ahead {
+        let mut blob_offset = Vec::new();
+        for e in &manifest.files {
+            let mut at = 0;
+            for c in &e.chunks {
+                blob_offset.push(at);
+                at += c.stored_len();
+            }
+        }
+        Ahead {
+            place: (0..blob_offset.len()).map(|_| AtomicU8::new(0)).collect(),
+            fetched: Default::default(),
+            used: Default::default(),
+            blob_offset,
+        }
+    }
+
+    /// The chance that the program reads a piece brought at `place` (1-based): the share
+    /// read so far, starting from one of two.
+    fn chance(&self, place: usize) -> f64 {
+        let fetched = self.fetched[place - 1].load(Ordering::Relaxed) as f64;
+        let used = self.used[place - 1].load(Ordering::Relaxed) as f64;
+        (used + 1.0) / (fetched + 2.0)
+    }
+
+    /// Pieces brought ahead of a miss, and those the program read.
+    pub(super) fn counts(&self) -> (u64, u64) {
+        let sum = |a: &[AtomicU64; MAX_AHEAD]| a.iter().map(|x| x.load(Ordering::Relaxed)).sum();
+        (sum(&self.fetched), sum(&self.used))
+    }
+}
+
+/// Whether one more piece of `stored` bytes, read with chance `p`, pays on a link of
+/// `latency` seconds and `rate` bytes per second: Eq. 3, `p (l + t) > t`.
+pub(super) fn pays(p: f64, stored: u64, latency: f64, rate: f64) -> bool {
+    let t = stored as f64 / rate;
+    p * (latency + t) > t
+}
+
+impl Engine {
+    /// The program read piece `global` (first read in this mount): if a window brought it,
+    /// its place counts as read.
+    pub(super) fn note_read(&self, global: usize) {
+        let place = self.ahead.place[global].swap(0, Ordering::Relaxed) as usize;
+        if place > 0 {
+            self.ahead.used[place - 1].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A demand fetch of `stored` bytes took `took` to bring them: the shortest so far
+    /// bounds how long a read waits for the hot stream, and its time less its bytes at the
+    /// hot stream's rate is a round trip.
+    pub(super) fn note_miss_time(&self, took: Duration, stored: u64) {
+        let mut fastest = self.fastest_miss.lock().unwrap();
+        *fastest = Some(fastest.map_or(took, |f| f.min(took)));
+        drop(fastest);
+        if let Some((_, rate)) = self.hot.lock().unwrap().link() {
+            let rt = (took.as_secs_f64() - stored as f64 / rate).max(0.0);
+            let mut best = self.round_trip.lock().unwrap();
+            *best = Some(best.map_or(rt, |b| b.min(rt)));
+        }
+    }
+
+    /// How many pieces after piece `index` of file `file` a miss of it should bring.
+    fn window(&self, file: usize, index: usize) -> usize {
+        let Some((hot_latency, rate)) = self.hot.lock().unwrap().link() else { return 0 };
+        // The hot stream's latency is nothing when it came right behind the manifest (the
+        // start object): a miss's own round trip, once one has been measured, says more.
+        let latency = self.round_trip.lock().unwrap().unwrap_or(hot_latency);
+        let entry = &self.manifest.files[file];
+        let mut n = 0;
+        while n < MAX_AHEAD {
+            let Some(c) = entry.chunks.get(index + n + 1) else { break };
+            if !pays(self.ahead.chance(n + 1), c.stored_len(), latency, rate)
+                || self.hot.lock().unwrap().pending.contains_key(&c.sha256)
+                || self.inflight.lock().unwrap().contains_key(&c.sha256)
+                || self.cache.contains(&c.sha256)
+            {
+                break;
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// A program's miss of piece `index` of file `file`: fetched with the pieces after it
+    /// that pay ([`Engine::window`]) in one request, or alone.
+    pub(super) fn demand_fetch(
+        &self,
+        file: usize,
+        index: usize,
+        chunk: &Chunk,
+    ) -> Result<Arc<Vec<u8>>, EngineError> {
+        let entry = &self.manifest.files[file];
+        let (Some(sha), n) = (entry.sha256.as_ref(), self.window(file, index)) else {
+            return self.shared_fetch(chunk, true);
+        };
+        if n == 0 {
+            return self.shared_fetch(chunk, true);
+        }
+        // Lead a flight for the missed piece and each piece after it that nobody else is
+        // bringing; the window ends at the first one that is.
+        let mut flights: Vec<(u64, Chunk, Arc<Flight>)> = Vec::new();
+        {
+            let mut map = self.inflight.lock().unwrap();
+            for i in index..=index + n {
+                let c = &entry.chunks[i];
+                if map.contains_key(&c.sha256) {
+                    break;
+                }
+                let f = Arc::new(Flight { done: Mutex::new(None), cv: Condvar::new() });
+                map.insert(c.sha256.clone(), f.clone());
+                let global = self.first_chunk[file] + i;
+                flights.push((self.ahead.blob_offset[global], c.clone(), f));
+            }
+        }
+        if flights.is_empty() {
+            // Someone else leads the missed piece's fetch: wait for it.
+            return self.shared_fetch(chunk, true);
+        }
+        let Some(me) = self.me.upgrade() else { return self.shared_fetch(chunk, true) };
+        self.demand.fetch_add(1, Ordering::SeqCst);
+        let blob = file_blob_path(sha);
+        let first_global = self.first_chunk[file] + index;
+        let own = flights[0].2.clone();
+        let led: Vec<(Chunk, Arc<Flight>)> =
+            flights.iter().map(|(_, c, f)| (c.clone(), f.clone())).collect();
+        let spawned = std::thread::Builder::new().name("coldstart-ahead".into()).spawn(move || {
+            let t = Instant::now();
+            let pieces: Vec<(u64, Chunk)> =
+                flights.iter().map(|(o, c, _)| (*o, c.clone())).collect();
+            let mut landed = 0;
+            let result = me.stream_chunks(&blob, &pieces, 0, pieces.len() - 1, |c, data| {
+                let _ = me.cache.put(&c.sha256, data);
+                if landed == 0 {
+                    me.note_miss_time(t.elapsed(), c.stored_len());
+                } else {
+                    me.ahead.place[first_global + landed].store(landed as u8, Ordering::Relaxed);
+                    me.ahead.fetched[landed - 1].fetch_add(1, Ordering::Relaxed);
+                }
+                me.land(&c.sha256, &flights[landed].2, Ok(Arc::new(data.to_vec())));
+                landed += 1;
+            });
+            let err = match result {
+                Ok(()) => EngineError::Fetch("the response ended early".into()),
+                Err(e) if e.is_cancelled() => EngineError::Cancelled,
+                Err(e) => EngineError::Fetch(e.to_string()),
+            };
+            let rest = flights.len().saturating_sub(landed.max(1));
+            for (_, c, f) in flights.iter().rev().take(rest) {
+                me.land(&c.sha256, f, Err(err.clone()));
+            }
+            if landed == 0 {
+                // The window's request failed (a bundle without whole-file blobs): the
+                // missed piece alone, as without a window.
+                let (_, c, f) = &flights[0];
+                me.inflight.lock().unwrap().remove(&c.sha256);
+                let r = match err {
+                    EngineError::Cancelled => Err(err),
+                    _ => me.shared_fetch(c, true),
+                };
+                me.land(&c.sha256, f, r);
+            }
+            *me.demand_cv.0.lock().unwrap() = Some(Instant::now());
+            me.demand.fetch_sub(1, Ordering::SeqCst);
+            me.demand_cv.1.notify_all();
+        });
+        if let Err(e) = spawned {
+            // Never led: end every flight this call opened.
+            let err = EngineError::Fetch(format!("cannot start a fetch: {e}"));
+            for (c, f) in &led {
+                self.land(&c.sha256, f, Err(err.clone()));
+            }
+            self.demand.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.wait_flight(&own)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use coldstart_bundle::{pack, ChunkCache, DirRemote, HotList, Manifest, PackOptions, Touch};
+
+    use super::*;
+    use crate::engine::EngineOptions;
+    use crate::strategy::Strategy;
+    use crate::testing::{quick, Slow};
+
+    /// A 256 KiB file whose first 128 KiB are hot (pieces of 16 KiB) and the rest eight cold
+    /// chunks of 16 KiB, served over a link of `latency` at 1 MiB/s; its hot stream has
+    /// arrived. Returns the engine and the file's bytes.
+    fn after_hot_stream(dir: &std::path::Path, latency: Duration) -> (Arc<Engine>, Vec<u8>) {
+        let src = dir.join("src");
+        std::fs::create_dir(&src).unwrap();
+        let data: Vec<u8> = (0..64 * 4096u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(src.join("f"), &data).unwrap();
+        let hot = HotList {
+            touches: vec![Touch { path: "f".into(), offset: 0, length: 32 * 4096 }],
+            ..HotList::default()
+        };
+        let bundle = dir.join("bundle");
+        let opts = PackOptions { chunk_size: 16384, ..PackOptions::default() };
+        pack(&src, &hot, &opts, &bundle).unwrap();
+        let manifest =
+            Manifest::parse(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
+        let remote = Arc::new(Slow {
+            inner: DirRemote::new(&bundle, quick()),
+            latency,
+            bytes_per_second: 1 << 20,
+            piece: 4096,
+            ..Slow::new(&bundle, |_| true)
+        });
+        let cache = ChunkCache::open(&dir.join("cache")).unwrap();
+        let opts = EngineOptions { strategy: Strategy::ReorderedPaged, ..Default::default() };
+        let e = Engine::new(manifest, remote, cache, opts);
+        e.start().unwrap();
+        assert_eq!(&e.read(0, 31 * 4096, 4096).unwrap()[..], &data[31 * 4096..32 * 4096]);
+        let t = Instant::now();
+        while e.hot.lock().unwrap().running && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(e.report().requests, 1, "the hot set came in one request");
+        (e, data)
+    }
+
+    #[test]
+    fn a_miss_brings_the_pieces_after_it_in_the_same_request() {
+        let dir = tempfile::tempdir().unwrap();
+        // A round trip (100 ms) costs more than six cold chunks' bytes (16 ms each).
+        let (e, data) = after_hot_stream(dir.path(), Duration::from_millis(100));
+        assert_eq!(&e.read(0, 32 * 4096, 4096).unwrap()[..], &data[32 * 4096..33 * 4096]);
+        // The seven cold chunks after it came with it: the program reads them without a
+        // round trip of their own.
+        for page in 33..64 {
+            let at = page as usize * 4096;
+            assert_eq!(&e.read(0, at as u64, 4096).unwrap()[..], &data[at..at + 4096]);
+        }
+        let r = e.report();
+        assert_eq!(r.requests, 2, "{r:?}");
+        assert_eq!((r.ahead_chunks, r.ahead_read), (7, 7), "{r:?}");
+        e.shutdown();
+    }
+
+    #[test]
+    fn a_miss_brings_its_piece_alone_where_bytes_cost_more_than_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        // No latency: a piece more is never worth its bytes.
+        let (e, data) = after_hot_stream(dir.path(), Duration::ZERO);
+        for page in 32..64 {
+            let at = page as usize * 4096;
+            assert_eq!(&e.read(0, at as u64, 4096).unwrap()[..], &data[at..at + 4096]);
+        }
+        let r = e.report();
+        assert_eq!(r.requests, 1 + 8, "one request per cold chunk: {r:?}");
+        assert_eq!(r.ahead_chunks, 0, "{r:?}");
+        e.shutdown();
+    }
+
+    #[test]
+    fn eq3_weighs_a_round_trip_against_the_bytes() {
+        // 64 KiB at 2.5 MB/s is 26 ms: worth it next to a 40 ms round trip when read at
+        // least 40% of the time.
+        assert!(pays(0.5, 65536, 0.040, 2.5e6));
+        assert!(!pays(0.3, 65536, 0.040, 2.5e6));
+        // The same piece compressed to 14 KiB is worth it from 12%.
+        assert!(pays(0.15, 14000, 0.040, 2.5e6));
+    }
+}
