@@ -18,11 +18,11 @@
 //! The program waits only for its own piece, the first of the response; the others follow on
 //! the same connection, and a reader of one of them waits for it like any shared fetch.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use coldstart_bundle::{file_blob_path, Chunk};
+use coldstart_bundle::{file_blob_path, Chunk, Sha256Hex};
 
 use super::read::Flight;
 use super::{Engine, EngineError};
@@ -40,6 +40,8 @@ pub(super) struct Ahead {
     used: [AtomicU64; MAX_AHEAD],
     /// Each piece's offset in its file's whole blob (the stored lengths before it).
     blob_offset: Vec<u64>,
+    /// Requests under way for runs without a missed piece.
+    runs: AtomicUsize,
 }
 
 impl Ahead {
@@ -57,6 +59,7 @@ impl Ahead {
             fetched: Default::default(),
             used: Default::default(),
             blob_offset,
+            runs: AtomicUsize::new(0),
         }
     }
 
@@ -106,30 +109,35 @@ impl Engine {
         }
     }
 
-    /// How many pieces after piece `index` of file `file` a miss of it should bring.
-    fn window(&self, file: usize, index: usize) -> usize {
-        let Some((hot_latency, rate)) = self.hot.lock().unwrap().link() else { return 0 };
+    /// The pieces after piece `index` of file `file` that a miss of it should bring: each of
+    /// the next [`MAX_AHEAD`] places that is not cached, in flight or coming with the hot
+    /// stream, while the next such piece pays.
+    fn window(&self, file: usize, index: usize) -> Vec<usize> {
+        let Some((hot_latency, rate)) = self.hot.lock().unwrap().link() else { return Vec::new() };
         // The hot stream's latency is nothing when it came right behind the manifest (the
         // start object): a miss's own round trip, once one has been measured, says more.
         let latency = self.round_trip.lock().unwrap().unwrap_or(hot_latency);
         let entry = &self.manifest.files[file];
-        let mut n = 0;
-        while n < MAX_AHEAD {
-            let Some(c) = entry.chunks.get(index + n + 1) else { break };
-            if !pays(self.ahead.chance(n + 1), c.stored_len(), latency, rate)
-                || self.hot.lock().unwrap().pending.contains_key(&c.sha256)
+        let mut out = Vec::new();
+        for place in 1..=MAX_AHEAD {
+            let Some(c) = entry.chunks.get(index + place) else { break };
+            if self.hot.lock().unwrap().pending.contains_key(&c.sha256)
                 || self.inflight.lock().unwrap().contains_key(&c.sha256)
                 || self.cache.contains(&c.sha256)
             {
+                continue;
+            }
+            if !pays(self.ahead.chance(place), c.stored_len(), latency, rate) {
                 break;
             }
-            n += 1;
+            out.push(index + place);
         }
-        n
+        out
     }
 
     /// A program's miss of piece `index` of file `file`: fetched with the pieces after it
-    /// that pay ([`Engine::window`]) in one request, or alone.
+    /// that pay ([`Engine::window`]), each run of consecutive pieces in one request (the
+    /// runs at once), or alone.
     pub(super) fn demand_fetch(
         &self,
         file: usize,
@@ -137,89 +145,146 @@ impl Engine {
         chunk: &Chunk,
     ) -> Result<Arc<Vec<u8>>, EngineError> {
         let entry = &self.manifest.files[file];
-        let (Some(sha), n) = (entry.sha256.as_ref(), self.window(file, index)) else {
+        let Some(sha) = entry.sha256.as_ref() else { return self.shared_fetch(chunk, true) };
+        let more = self.window(file, index);
+        let Some(me) = self.me.upgrade().filter(|_| !more.is_empty()) else {
             return self.shared_fetch(chunk, true);
         };
-        if n == 0 {
-            return self.shared_fetch(chunk, true);
-        }
-        // Lead a flight for the missed piece and each piece after it that nobody else is
-        // bringing; the window ends at the first one that is.
-        let mut flights: Vec<(u64, Chunk, Arc<Flight>)> = Vec::new();
+        // Lead a flight for the missed piece and each piece of the window that nobody else
+        // is bringing by now.
+        let mut runs: Vec<Vec<Piece>> = Vec::new();
         {
             let mut map = self.inflight.lock().unwrap();
-            for i in index..=index + n {
+            if map.contains_key(&chunk.sha256) {
+                drop(map);
+                return self.shared_fetch(chunk, true);
+            }
+            let slots = self.ahead_slots();
+            for i in std::iter::once(index).chain(more) {
                 let c = &entry.chunks[i];
                 if map.contains_key(&c.sha256) {
+                    continue;
+                }
+                let flight = Arc::new(Flight { done: Mutex::new(None), cv: Condvar::new() });
+                map.insert(c.sha256.clone(), flight.clone());
+                let global = self.first_chunk[file] + i;
+                let piece = Piece {
+                    blob_offset: self.ahead.blob_offset[global],
+                    chunk: c.clone(),
+                    flight,
+                    global,
+                    place: i - index,
+                };
+                let follows =
+                    runs.last().and_then(|run| run.last()).is_some_and(|p| p.global + 1 == global);
+                if follows {
+                    runs.last_mut().unwrap().push(piece);
+                } else if runs.is_empty() || runs.len() <= slots {
+                    runs.push(vec![piece]);
+                } else {
+                    // A run of its own takes a connection: at most `connections - 2` such
+                    // requests at once, so that the hot stream and the next miss have theirs.
+                    map.remove(&c.sha256);
                     break;
                 }
-                let f = Arc::new(Flight { done: Mutex::new(None), cv: Condvar::new() });
-                map.insert(c.sha256.clone(), f.clone());
-                let global = self.first_chunk[file] + i;
-                flights.push((self.ahead.blob_offset[global], c.clone(), f));
             }
         }
-        if flights.is_empty() {
-            // Someone else leads the missed piece's fetch: wait for it.
-            return self.shared_fetch(chunk, true);
-        }
-        let Some(me) = self.me.upgrade() else { return self.shared_fetch(chunk, true) };
-        self.demand.fetch_add(1, Ordering::SeqCst);
+        let own = runs[0][0].flight.clone();
         let blob = file_blob_path(sha);
-        let first_global = self.first_chunk[file] + index;
-        let own = flights[0].2.clone();
-        let led: Vec<(Chunk, Arc<Flight>)> =
-            flights.iter().map(|(_, c, f)| (c.clone(), f.clone())).collect();
-        let spawned = std::thread::Builder::new().name("coldstart-ahead".into()).spawn(move || {
-            let t = Instant::now();
-            let pieces: Vec<(u64, Chunk)> =
-                flights.iter().map(|(o, c, _)| (*o, c.clone())).collect();
-            let mut landed = 0;
-            let result = me.stream_chunks(&blob, &pieces, 0, pieces.len() - 1, |c, data| {
-                let _ = me.cache.put(&c.sha256, data);
-                if landed == 0 {
-                    me.note_miss_time(t.elapsed(), c.stored_len());
-                } else {
-                    me.ahead.place[first_global + landed].store(landed as u8, Ordering::Relaxed);
-                    me.ahead.fetched[landed - 1].fetch_add(1, Ordering::Relaxed);
+        for run in runs {
+            let demand = run[0].place == 0;
+            if demand {
+                self.demand.fetch_add(1, Ordering::SeqCst);
+            } else {
+                self.ahead.runs.fetch_add(1, Ordering::SeqCst);
+            }
+            let (me, blob) = (me.clone(), blob.clone());
+            let flights: Vec<(Sha256Hex, Arc<Flight>)> =
+                run.iter().map(|p| (p.chunk.sha256.clone(), p.flight.clone())).collect();
+            let spawned = std::thread::Builder::new()
+                .name("coldstart-ahead".into())
+                .spawn(move || me.fetch_run(&blob, run));
+            if let Err(e) = spawned {
+                // Never led: end every flight of the run.
+                let err = EngineError::Fetch(format!("cannot start a fetch: {e}"));
+                for (sha, f) in &flights {
+                    self.land(sha, f, Err(err.clone()));
                 }
-                me.land(&c.sha256, &flights[landed].2, Ok(Arc::new(data.to_vec())));
-                landed += 1;
-            });
-            let err = match result {
-                Ok(()) => EngineError::Fetch("the response ended early".into()),
-                Err(e) if e.is_cancelled() => EngineError::Cancelled,
-                Err(e) => EngineError::Fetch(e.to_string()),
-            };
-            let rest = flights.len().saturating_sub(landed.max(1));
-            for (_, c, f) in flights.iter().rev().take(rest) {
-                me.land(&c.sha256, f, Err(err.clone()));
+                if demand {
+                    self.demand.fetch_sub(1, Ordering::SeqCst);
+                } else {
+                    self.ahead.runs.fetch_sub(1, Ordering::SeqCst);
+                }
             }
-            if landed == 0 {
-                // The window's request failed (a bundle without whole-file blobs): the
-                // missed piece alone, as without a window.
-                let (_, c, f) = &flights[0];
-                me.inflight.lock().unwrap().remove(&c.sha256);
-                let r = match err {
-                    EngineError::Cancelled => Err(err),
-                    _ => me.shared_fetch(c, true),
-                };
-                me.land(&c.sha256, f, r);
-            }
-            *me.demand_cv.0.lock().unwrap() = Some(Instant::now());
-            me.demand.fetch_sub(1, Ordering::SeqCst);
-            me.demand_cv.1.notify_all();
-        });
-        if let Err(e) = spawned {
-            // Never led: end every flight this call opened.
-            let err = EngineError::Fetch(format!("cannot start a fetch: {e}"));
-            for (c, f) in &led {
-                self.land(&c.sha256, f, Err(err.clone()));
-            }
-            self.demand.fetch_sub(1, Ordering::SeqCst);
         }
         self.wait_flight(&own)
     }
+
+    /// Brings a run of consecutive pieces of one file in one request of its whole blob,
+    /// each to its readers as soon as it has arrived; the run that holds a missed piece (at
+    /// place 0) is a demand fetch.
+    fn fetch_run(&self, blob: &str, run: Vec<Piece>) {
+        let t = Instant::now();
+        let demand = run[0].place == 0;
+        let pieces: Vec<(u64, Chunk)> =
+            run.iter().map(|p| (p.blob_offset, p.chunk.clone())).collect();
+        let mut landed = 0;
+        let result = self.stream_chunks(blob, &pieces, 0, pieces.len() - 1, |c, data| {
+            let _ = self.cache.put(&c.sha256, data);
+            let p = &run[landed];
+            if p.place == 0 {
+                self.note_miss_time(t.elapsed(), c.stored_len());
+            } else {
+                self.ahead.place[p.global].store(p.place as u8, Ordering::Relaxed);
+                self.ahead.fetched[p.place - 1].fetch_add(1, Ordering::Relaxed);
+            }
+            self.land(&c.sha256, &p.flight, Ok(Arc::new(data.to_vec())));
+            landed += 1;
+        });
+        let err = match result {
+            Ok(()) => EngineError::Fetch("the response ended early".into()),
+            Err(e) if e.is_cancelled() => EngineError::Cancelled,
+            Err(e) => EngineError::Fetch(e.to_string()),
+        };
+        let skip = if demand { landed.max(1) } else { landed };
+        for p in &run[skip..] {
+            self.land(&p.chunk.sha256, &p.flight, Err(err.clone()));
+        }
+        if demand && landed == 0 {
+            // The request failed (a bundle without whole-file blobs): the missed piece
+            // alone, as without a window.
+            let p = &run[0];
+            self.inflight.lock().unwrap().remove(&p.chunk.sha256);
+            let r = match err {
+                EngineError::Cancelled => Err(err),
+                _ => self.shared_fetch(&p.chunk, true),
+            };
+            self.land(&p.chunk.sha256, &p.flight, r);
+        }
+        if demand {
+            *self.demand_cv.0.lock().unwrap() = Some(Instant::now());
+            self.demand.fetch_sub(1, Ordering::SeqCst);
+            self.demand_cv.1.notify_all();
+        } else {
+            self.ahead.runs.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// How many more runs without a missed piece may start now.
+    fn ahead_slots(&self) -> usize {
+        let limit = self.remote.options().connections.saturating_sub(2).max(1);
+        limit.saturating_sub(self.ahead.runs.load(Ordering::SeqCst))
+    }
+}
+
+/// One piece a window brings: where it is in its file's whole blob, its flight, its index
+/// among all the bundle's pieces and its place after the miss (0: the missed piece).
+struct Piece {
+    blob_offset: u64,
+    chunk: Chunk,
+    flight: Arc<Flight>,
+    global: usize,
+    place: usize,
 }
 
 #[cfg(test)]
@@ -237,14 +302,26 @@ mod tests {
     /// chunks of 16 KiB, served over a link of `latency` at 1 MiB/s; its hot stream has
     /// arrived. Returns the engine and the file's bytes.
     fn after_hot_stream(dir: &std::path::Path, latency: Duration) -> (Arc<Engine>, Vec<u8>) {
+        after_hot_stream_with(dir, latency, &[])
+    }
+
+    /// [`after_hot_stream`] with these pages of the cold half hot as well.
+    fn after_hot_stream_with(
+        dir: &std::path::Path,
+        latency: Duration,
+        also_hot: &[u64],
+    ) -> (Arc<Engine>, Vec<u8>) {
         let src = dir.join("src");
         std::fs::create_dir(&src).unwrap();
         let data: Vec<u8> = (0..64 * 4096u32).map(|i| (i % 251) as u8).collect();
         std::fs::write(src.join("f"), &data).unwrap();
-        let hot = HotList {
-            touches: vec![Touch { path: "f".into(), offset: 0, length: 32 * 4096 }],
-            ..HotList::default()
-        };
+        let mut touches = vec![Touch { path: "f".into(), offset: 0, length: 32 * 4096 }];
+        touches.extend(also_hot.iter().map(|p| Touch {
+            path: "f".into(),
+            offset: p * 4096,
+            length: 4096,
+        }));
+        let hot = HotList { touches, ..HotList::default() };
         let bundle = dir.join("bundle");
         let opts = PackOptions { chunk_size: 16384, ..PackOptions::default() };
         pack(&src, &hot, &opts, &bundle).unwrap();
@@ -285,6 +362,23 @@ mod tests {
         let r = e.report();
         assert_eq!(r.requests, 2, "{r:?}");
         assert_eq!((r.ahead_chunks, r.ahead_read), (7, 7), "{r:?}");
+        e.shutdown();
+    }
+
+    #[test]
+    fn a_miss_brings_the_pieces_after_it_around_those_already_cached() {
+        let dir = tempfile::tempdir().unwrap();
+        // Pages 40 and 48 came with the hot stream: the window leaves them out and brings
+        // the cold pieces between and after them, each run in a request of its own.
+        let (e, data) = after_hot_stream_with(dir.path(), Duration::from_millis(100), &[40, 48]);
+        for page in 32..64 {
+            let at = page as usize * 4096;
+            assert_eq!(&e.read(0, at as u64, 4096).unwrap()[..], &data[at..at + 4096]);
+        }
+        let r = e.report();
+        let cold = e.manifest().files[0].chunks.len() as u64 - r.hot_chunks;
+        assert_eq!(r.requests, 1 + 3, "three runs: {r:?}");
+        assert_eq!((r.ahead_chunks, r.ahead_read), (cold - 1, cold - 1), "{r:?}");
         e.shutdown();
     }
 
