@@ -1,22 +1,24 @@
-//! A miss brings the cold pieces after it in the same request, as far as the paper's Eq. 3
-//! says they pay, piece by piece.
+//! A miss brings the cold pieces after it, as far as the paper's Eq. 3 says they pay, piece
+//! by piece.
 //!
-//! A program that misses outside the hot set misses again soon, often just after: code the
-//! profiled workload never ran lies together in the file (a source file's functions, a
+//! A program that misses outside the hot set misses again soon, sometimes just after: code
+//! the profiled workload never ran may lie together in the file (a source file's functions, a
 //! library's tables). One piece more costs its bytes on the link, `t = stored / rate`; if
 //! the program reads it, it saves a round trip, `l`. With `p` the chance that the program
 //! reads the piece `k` places after a miss, the piece pays when `p (l + t) > t`. `p` is
 //! counted as the mount goes, for each place `k` apart: pieces fetched at `k` and how many
-//! of them the program read (starting from one of two). The window grows from the missed
-//! piece while the next one pays, up to [`MAX_AHEAD`] pieces, and stops at a piece that is
-//! cached, in flight or still coming with the hot stream: it is one `Range` of the file's
-//! whole blob (each piece is a byte range of it), so it costs one round trip whatever its
-//! length. The link's latency and rate are the hot stream's (`HotState::link`); without a
-//! hot stream that has measured them (`paged`, a hot set that took under 50 ms) a miss
-//! fetches its own piece alone, as before.
+//! of them the program read (starting from one of two). Of the [`MAX_AHEAD`] places after
+//! the missed piece, the window leaves out those cached, in flight or still coming with the
+//! hot stream, and takes the others while the next one pays. Each run of consecutive pieces
+//! taken is one `Range` of the file's whole blob (each piece is a byte range of it), the runs
+//! at once, so the window costs one round trip whatever its length. The link's latency and
+//! rate are the hot stream's (`HotState::link`), the round trip the shortest miss's once one
+//! has been measured; without a hot stream that has measured the link (`paged`, a hot set
+//! that took under 50 ms) a miss fetches its own piece alone, as before.
 //!
-//! The program waits only for its own piece, the first of the response; the others follow on
-//! the same connection, and a reader of one of them waits for it like any shared fetch.
+//! The program waits only for its own piece, the first of its response; the others follow on
+//! the same connection or another, and a reader of one of them waits for it like any shared
+//! fetch.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
