@@ -7,6 +7,7 @@
 //! - `stream`: the hot set in one request and `stream`'s background work;
 //! - `start_object`: the manifest and the hot set from the start object's one request.
 
+mod ahead;
 mod local;
 mod prefetch;
 mod read;
@@ -92,6 +93,10 @@ pub struct Report {
     /// Chunks fetched by the hot-set stream and by background work.
     pub hot_chunks: u64,
     pub background_chunks: u64,
+    /// Chunks a miss brought after its own in the same request (the paper's Eq. 3 said they
+    /// pay), and those of them the program read.
+    pub ahead_chunks: u64,
+    pub ahead_read: u64,
     /// The last error of a read, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
@@ -159,9 +164,16 @@ pub struct Engine {
     background: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// The shortest demand fetch so far: at least one round trip.
     fastest_miss: Mutex<Option<Duration>>,
+    /// The shortest round trip a demand fetch took, in seconds (its time less its bytes at
+    /// the hot stream's rate).
+    round_trip: Mutex<Option<f64>>,
 
     /// Where each file's chunks start in `verified`.
     first_chunk: Vec<usize>,
+    /// What misses brought ahead of the program ([`ahead`]).
+    ahead: ahead::Ahead,
+    /// This engine, for the threads a miss starts.
+    me: std::sync::Weak<Engine>,
     /// Whether this mount has checked the chunk's cached copy against its SHA-256 (or
     /// fetched and verified it): a cached chunk is checked once per mount, not on every read.
     verified: Vec<AtomicBool>,
@@ -182,8 +194,12 @@ impl Engine {
             chunks += e.chunks.len();
         }
         let verified = (0..chunks).map(|_| AtomicBool::new(false)).collect();
-        Arc::new(Engine {
+        let ahead = ahead::Ahead::new(&manifest);
+        Arc::new_cyclic(|me| Engine {
+            ahead,
+            me: me.clone(),
             fastest_miss: Mutex::default(),
+            round_trip: Mutex::default(),
             first_chunk,
             verified,
             manifest,
@@ -250,6 +266,8 @@ impl Engine {
             prefetch_ms: self.counters.prefetch.lock().unwrap().as_secs_f64() * 1e3,
             hot_chunks: self.counters.hot_chunks.load(Ordering::Relaxed),
             background_chunks: self.counters.background_chunks.load(Ordering::Relaxed),
+            ahead_chunks: self.ahead.counts().0,
+            ahead_read: self.ahead.counts().1,
             background_error: self.counters.background_error.lock().unwrap().clone(),
             auto: None,
             last_error: self.counters.last_error.lock().unwrap().clone(),

@@ -14,8 +14,8 @@ use super::{Engine, EngineError};
 
 /// One fetch of a chunk under way; the readers that found it in flight wait on `cv`.
 pub(super) struct Flight {
-    done: Mutex<Option<Result<Arc<Vec<u8>>, EngineError>>>,
-    cv: Condvar,
+    pub(super) done: Mutex<Option<Result<Arc<Vec<u8>>, EngineError>>>,
+    pub(super) cv: Condvar,
 }
 
 /// The granularity of `--record`: the page, what the kernel reads and maps.
@@ -57,16 +57,20 @@ impl Engine {
             self.cache.get(chunk)
         };
         if let Some(data) = cached {
-            verified.store(true, Ordering::Relaxed);
+            if !verified.swap(true, Ordering::Relaxed) {
+                self.note_read(self.first_chunk[file] + index);
+            }
             self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(Arc::new(data));
         }
         let t = Instant::now();
         self.counters.misses.fetch_add(1, Ordering::Relaxed);
-        let result = self.wait_for_hot(chunk).map_or_else(|| self.shared_fetch(chunk, true), Ok);
+        let result =
+            self.wait_for_hot(chunk).map_or_else(|| self.demand_fetch(file, index, chunk), Ok);
         self.counters.waits.lock().unwrap().push(t.elapsed());
         if result.is_ok() {
             verified.store(true, Ordering::Relaxed);
+            self.note_read(self.first_chunk[file] + index);
         }
         if let Err(e) = &result {
             self.counters.errors.fetch_add(1, Ordering::Relaxed);
@@ -180,8 +184,7 @@ impl Engine {
                         &|| demand || !self.stop.load(Ordering::Relaxed),
                     );
                     if demand && got.is_ok() {
-                        let mut fastest = self.fastest_miss.lock().unwrap();
-                        *fastest = Some(fastest.map_or(t.elapsed(), |f| f.min(t.elapsed())));
+                        self.note_miss_time(t.elapsed(), chunk.stored_len());
                     }
                     got
                 }
@@ -203,11 +206,31 @@ impl Engine {
                 self.demand.fetch_sub(1, Ordering::SeqCst);
                 self.demand_cv.1.notify_all();
             }
-            *flight.done.lock().unwrap() = Some(result.clone());
-            flight.cv.notify_all();
-            self.inflight.lock().unwrap().remove(&chunk.sha256);
+            self.land(&chunk.sha256, &flight, result.clone());
             return result;
         }
+        self.wait_flight(&flight)
+    }
+
+    /// Ends a fetch this thread leads: its readers get `result`, and the chunk is no longer
+    /// in flight (unless another flight has taken its place).
+    pub(super) fn land(
+        &self,
+        sha: &coldstart_bundle::Sha256Hex,
+        flight: &Arc<Flight>,
+        result: Result<Arc<Vec<u8>>, EngineError>,
+    ) {
+        *flight.done.lock().unwrap() = Some(result);
+        flight.cv.notify_all();
+        let mut map = self.inflight.lock().unwrap();
+        if map.get(sha).is_some_and(|f| Arc::ptr_eq(f, flight)) {
+            map.remove(sha);
+        }
+    }
+
+    /// Waits for a fetch another thread leads (bounded, and not once the engine is
+    /// cancelled).
+    pub(super) fn wait_flight(&self, flight: &Flight) -> Result<Arc<Vec<u8>>, EngineError> {
         let deadline = Instant::now() + self.opts.read_timeout;
         let mut done = flight.done.lock().unwrap();
         loop {

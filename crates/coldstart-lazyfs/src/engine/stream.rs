@@ -35,6 +35,8 @@ pub(super) struct HotState {
     planned: Option<Instant>,
     /// ... and when its first chunk arrived, with `received` then.
     first: Option<(Instant, u64)>,
+    /// The link as the stream measured it, kept when the stream ends ([`HotState::link`]).
+    measured: Option<(f64, f64)>,
 }
 
 impl HotState {
@@ -44,6 +46,18 @@ impl HotState {
         let (t0, b0) = self.first?;
         let elapsed = t0.elapsed().as_secs_f64();
         (elapsed >= 0.05 && self.received > b0).then(|| (self.received - b0) as f64 / elapsed)
+    }
+
+    /// The link as the hot stream saw it: the latency (the time from its request to its
+    /// first chunk, less that chunk's bytes at the rate: one round trip, in seconds) and the
+    /// rate (bytes per second); after the stream ended, what it last measured.
+    pub(super) fn link(&self) -> Option<(f64, f64)> {
+        if self.measured.is_some() {
+            return self.measured;
+        }
+        let (planned, (t0, b0), rate) = (self.planned?, self.first?, self.rate()?);
+        let to_first = t0.duration_since(planned).as_secs_f64();
+        Some(((to_first - b0 as f64 / rate).max(0.0), rate))
     }
 
     /// Whether a reader of the pending chunk ending at `end` (`len` bytes stored) should
@@ -136,6 +150,9 @@ impl Engine {
             *self.counters.background_error.lock().unwrap() = Some(e);
         }
         let mut hot = self.hot.lock().unwrap();
+        if hot.running {
+            hot.measured = hot.link();
+        }
         hot.running = false;
         hot.pending.clear();
         self.hot_cv.notify_all();

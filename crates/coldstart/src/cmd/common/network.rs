@@ -133,13 +133,15 @@ pub fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
         r.strategy, r.bytes_fetched, r.requests, r.failed_attempts, r.cache_hits, r.misses, r.errors
     );
     eprintln!(
-        "coldstart: before start {:.1} ms; waiting on misses {:.1} ms in total (median {:.2} ms, longest {:.1} ms); {} hot and {} background chunks; read-ahead {} KiB",
+        "coldstart: before start {:.1} ms; waiting on misses {:.1} ms in total (median {:.2} ms, longest {:.1} ms); {} hot and {} background chunks; {} brought with misses ({} read); read-ahead {} KiB",
         r.prefetch_ms,
         r.miss_wait_total_ms,
         r.miss_wait_median_ms,
         r.miss_wait_max_ms,
         r.hot_chunks,
         r.background_chunks,
+        r.ahead_chunks,
+        r.ahead_read,
         r.readahead / 1024
     );
     if let Some(e) = &r.background_error {
