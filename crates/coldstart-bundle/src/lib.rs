@@ -29,6 +29,8 @@
 //!   tests), every wait, length and retry bounded and every fetch cancellable;
 //! - [`start`]: the start object (manifest and hot set in one object) and the compressed
 //!   manifest;
+//! - [`sign`]: signed bundles (`signature.json`, ed25519), key files, and the check a reader
+//!   that trusts some keys makes before mounting;
 //! - [`cache`]: the local content-addressed chunk cache shared by mounts.
 //!
 //! Every chunk is checked against its SHA-256 before it is used ([`verify_chunk`]); a chunk that
@@ -48,6 +50,7 @@ pub mod manifest;
 pub mod pack;
 pub mod profile;
 pub mod remote;
+pub mod sign;
 pub mod start;
 
 pub use cache::{CacheError, ChunkCache};

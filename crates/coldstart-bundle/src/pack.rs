@@ -37,6 +37,8 @@ pub struct PackOptions {
     pub level: i32,
     /// Stops the pack between two chunks ([`PackError::Cancelled`]; nothing is left).
     pub cancel: crate::remote::Cancel,
+    /// Sign the bundle with this key ([`crate::sign`]: `signature.json`).
+    pub sign: Option<crate::sign::SigningKey>,
 }
 
 /// The zstd level `pack` uses unless told otherwise: packing is done once, fetching often.
@@ -49,6 +51,7 @@ impl Default for PackOptions {
             compression: Compression::None,
             level: DEFAULT_ZSTD_LEVEL,
             cancel: crate::remote::Cancel::default(),
+            sign: None,
         }
     }
 }
@@ -225,7 +228,12 @@ fn pack_into(
         fs::read(&p).map_err(io_err(&p))?
     };
     let path = tmp.join(crate::start::START_OBJECT);
-    fs::write(&path, crate::start::encode(&json, &hot_blob)).map_err(io_err(&path))?;
+    let start = crate::start::encode(&json, &hot_blob);
+    fs::write(&path, &start).map_err(io_err(&path))?;
+    if let Some(key) = &options.sign {
+        let path = tmp.join(crate::sign::SIGNATURE);
+        fs::write(&path, crate::sign::sign(key, &json, &start)).map_err(io_err(&path))?;
+    }
     Ok(manifest)
 }
 

@@ -8,6 +8,9 @@ use coldstart_bundle::{
     PackOptions, ProfileMapping, RealFiles, DEFAULT_ZSTD_LEVEL,
 };
 
+use anyhow::Context;
+use coldstart_bundle::sign::SigningKey;
+
 use super::common::signals::{self, Signals};
 
 #[derive(Debug, clap::Args)]
@@ -44,6 +47,11 @@ pub struct Args {
     /// The zstd level with --compress zstd: 1 (fast) to 22 (smallest).
     #[arg(long, default_value_t = DEFAULT_ZSTD_LEVEL, value_parser = clap::value_parser!(i32).range(1..=22))]
     pub compress_level: i32,
+    /// Sign the bundle with this ed25519 private key (PEM, from `coldstart key new`): readers
+    /// that give `--trust KEY.pub` accept only a bundle it signed (docs/network.md, "Signed
+    /// bundles").
+    #[arg(long, value_name = "KEY")]
+    pub sign: Option<PathBuf>,
     /// The bundle directory to write (must not exist yet).
     #[arg(short, long, value_name = "BUNDLE")]
     pub output: PathBuf,
@@ -87,12 +95,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         HotList::default()
     };
+    let sign = match &args.sign {
+        Some(p) => Some(SigningKey::read(p).context("--sign")?),
+        None => None,
+    };
     let cancel = Cancel::new();
     let options = PackOptions {
         chunk_size: args.chunk_size,
         compression: args.compress,
         level: args.compress_level,
         cancel: cancel.clone(),
+        sign,
     };
     // A signal stops the pack between two chunks; its temporary directory is removed.
     let signals = Signals::start(cancel);
@@ -133,6 +146,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         size(MANIFEST_ZST),
         size(START_OBJECT)
     );
+    if let Some(key) = &options.sign {
+        println!(
+            "signed with {} (public key {})",
+            args.sign.as_ref().expect("given").display(),
+            key.id()
+        );
+    }
     Ok(crate::exit::SUCCESS)
 }
 

@@ -61,6 +61,11 @@ pub struct NetworkFlags {
     /// CA certificates (PEM) to trust for https:// besides the system's, e.g. a private CA.
     #[arg(long, value_name = "FILE")]
     pub ca_file: Option<PathBuf>,
+    /// Accept only a bundle signed by this public key (PEM, from `coldstart key new` or
+    /// OpenSSL): repeat it to accept any of several keys, as when rotating. A bundle unsigned,
+    /// signed by another key or altered is refused before anything runs (exit code 4).
+    #[arg(long, value_name = "PUBKEY")]
+    pub trust: Vec<PathBuf>,
 }
 
 impl NetworkFlags {
@@ -78,6 +83,7 @@ impl NetworkFlags {
             min_rate: self.min_rate,
             connections: self.connections,
             cancel,
+            trust: self.trust.clone(),
         }
     }
 }
@@ -137,10 +143,10 @@ pub fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
 }
 
 /// A mount error, with the mount point where the error itself does not name it (bad input
-/// does: its message says which path and what to do).
+/// and an untrusted bundle do: the message says which path, URL or key and what to do).
 pub fn mount_error(dir: &Path, e: MountError) -> anyhow::Error {
     match e.category() {
-        coldstart_error::Category::Usage => e.into(),
+        coldstart_error::Category::Usage | coldstart_error::Category::Untrusted => e.into(),
         _ => anyhow::Error::new(e).context(format!("cannot mount on {}", dir.display())),
     }
 }
