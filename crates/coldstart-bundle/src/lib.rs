@@ -59,7 +59,9 @@ pub use manifest::{
     Chunk, ChunkRef, Compression, Entry, EntryKind, HotSet, Manifest, ManifestError, Sha256Hex,
     FORMAT, OLDEST_VERSION, VERSION,
 };
-pub use pack::{pack, PackError, PackOptions, DEFAULT_ZSTD_LEVEL};
+pub use pack::{
+    origin_size, pack, OriginSize, PackError, PackOptions, Progress, DEFAULT_ZSTD_LEVEL,
+};
 pub use profile::{
     hot_list_from_profiles, read_profiles, ProfileHotList, ProfileHotListError, ProfileMapping,
     RealFiles,

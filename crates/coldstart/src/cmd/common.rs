@@ -57,6 +57,28 @@ impl PageModelArgs {
 
 pub use coldstart_units::parse_size;
 
+/// A progress bar of bytes on standard error, when it is a terminal (and nothing otherwise):
+/// `what` before it.
+pub fn byte_bar(what: &str, total: u64) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let b = indicatif::ProgressBar::with_draw_target(
+        Some(total),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    b.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{prefix} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    b.set_prefix(what.to_owned());
+    Some(b)
+}
+
 /// The first five names and how many more: a list in one line of a message.
 pub fn preview(names: &[String]) -> String {
     let mut s = names.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
