@@ -181,7 +181,8 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         default_readahead(strategy, opts.record.is_some(), all_cached)
     });
     let read_timeout = opts.read_timeout.unwrap_or_else(|| read_timeout(&opts.fetch, &manifest));
-    let engine = Engine::new(manifest, remote, cache, EngineOptions { strategy, read_timeout });
+    let engine_opts = EngineOptions { strategy, read_timeout, progress: opts.progress.clone() };
+    let engine = Engine::new(manifest, remote, cache, engine_opts);
     let started = match start {
         Some(fetch) if strategy.uses_hot_set() => engine.start_from(fetch),
         // `auto` chose `original` or `paged`: dropping the start object's request stops it.

@@ -33,6 +33,9 @@ pub struct MountOptions {
     pub readahead: Option<u32>,
     /// Choose the strategy with the model ([`crate::model`]) instead of `strategy`.
     pub auto: Option<AutoOptions>,
+    /// Told how far `original`'s whole-file downloads before start have come (stored bytes
+    /// brought, and in all).
+    pub progress: Option<coldstart_bundle::Progress>,
     /// Public keys of which one must have signed the bundle (`--trust`); empty: a bundle is
     /// mounted signed or not, and its signature is not fetched.
     pub trust: Vec<TrustedKey>,
@@ -92,6 +95,7 @@ impl MountOptions {
             readahead: None,
             auto: None,
             trust: Vec::new(),
+            progress: None,
             remove_on_death: Vec::new(),
         }
     }
