@@ -6,7 +6,7 @@
 #   bench/pack-levels.sh [-L "1 3 6 9 12 19"] [-w WORKERS] [-o DIR]
 #
 # For each level: `pack --compress zstd --compress-level N` (threads: -w, default every core)
-# and its wall time; the bytes `original` downloads (the whole-file blobs), the bytes a
+# and its wall and CPU (user + system) time; the bytes `original` downloads (the whole-file blobs), the bytes a
 # hot-set strategy fetches before the program starts (the start object) and the origin's size;
 # then the seconds each set of bytes takes on the paper's links (2, 8 and 20 Mbit/s). Also the
 # uncompressed bundle's origin size against the program's. Prints a Markdown table.
@@ -34,10 +34,8 @@ program=$(du -sb "$out/app" | cut -f1)
 "$cs" pack "$out/app" -o "$out/plain0" >/dev/null
 "$cs" run "$out/plain0" --cache-dir "$out/cache" --record "$out/hot.json" -- '{root}/bin/clang' --version >/dev/null 2>&1
 rm -rf "$out/plain0" "$out/cache"
-t0=$(date +%s.%N)
-"$cs" pack "$out/app" --hot-list "$out/hot.json" -o "$out/plain" > "$out/plain.txt"
-t1=$(date +%s.%N)
-plain_time=$(printf '%.1f' "$(echo "$t1 - $t0" | bc)")
+/usr/bin/time -f '%e %U %S' -o "$out/time.txt" "$cs" pack "$out/app" --hot-list "$out/hot.json" -o "$out/plain" > "$out/plain.txt"
+plain_time=$(awk '{ printf "%.1f | %.1f", $1, $2 + $3 }' "$out/time.txt")
 # Bytes of the regular files under a directory.
 size() { find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }'; }
 files() { size "$1/blobs/files"; }
@@ -46,19 +44,18 @@ start() { stat -c %s "$1/start"; }
 secs() { echo "scale=1; $1 * 8 / ($2 * 1000000)" | bc; }
 echo "program (clang-19, libLLVM, libclang-cpp): $program bytes; $(nproc) cores; $(date -u +%Y-%m-%d)"
 echo
-echo "| level | pack s | whole files (original) | start object | origin | original at 2 / 8 / 20 Mbit/s | start object at 2 / 8 / 20 Mbit/s |"
-echo "| --- | --- | --- | --- | --- | --- | --- |"
+echo "| level | pack s | pack CPU s | whole files (original) | start object | origin | original at 2 / 8 / 20 Mbit/s | start object at 2 / 8 / 20 Mbit/s |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
 row() {
     f=$(files "$2"); s=$(start "$2")
     echo "| $1 | $3 | $f | $s | $(size "$2") | $(secs "$f" 2) / $(secs "$f" 8) / $(secs "$f" 20) | $(secs "$s" 2) / $(secs "$s" 8) / $(secs "$s" 20) |"
 }
 row none "$out/plain" "$plain_time"
 for level in $levels; do
-    t0=$(date +%s.%N)
     # shellcheck disable=SC2086
-    "$cs" pack "$out/app" --hot-list "$out/hot.json" --compress zstd --compress-level "$level" $workers -o "$out/z$level" > "$out/z$level.txt"
-    t1=$(date +%s.%N)
-    row "$level" "$out/z$level" "$(printf '%.1f' "$(echo "$t1 - $t0" | bc)")"
+    /usr/bin/time -f '%e %U %S' -o "$out/time.txt" "$cs" pack "$out/app" --hot-list "$out/hot.json" \
+        --compress zstd --compress-level "$level" $workers -o "$out/z$level" > "$out/z$level.txt"
+    row "$level" "$out/z$level" "$(awk '{ printf "%.1f | %.1f", $1, $2 + $3 }' "$out/time.txt")"
     rm -rf "$out/z$level"
 done
 echo
