@@ -58,7 +58,8 @@ impl PageModelArgs {
 pub use coldstart_units::parse_size;
 
 /// A progress bar of bytes on standard error, when it is a terminal (and nothing otherwise):
-/// `what` before it.
+/// `what` before it. It is drawn from its first [`show_bytes`], so work that reports none
+/// shows none.
 pub fn byte_bar(what: &str, total: u64) -> Option<indicatif::ProgressBar> {
     use std::io::IsTerminal;
     if !std::io::stderr().is_terminal() {
@@ -66,7 +67,7 @@ pub fn byte_bar(what: &str, total: u64) -> Option<indicatif::ProgressBar> {
     }
     let b = indicatif::ProgressBar::with_draw_target(
         Some(total),
-        indicatif::ProgressDrawTarget::stderr(),
+        indicatif::ProgressDrawTarget::hidden(),
     );
     b.set_style(
         indicatif::ProgressStyle::with_template(
@@ -77,6 +78,15 @@ pub fn byte_bar(what: &str, total: u64) -> Option<indicatif::ProgressBar> {
     );
     b.set_prefix(what.to_owned());
     Some(b)
+}
+
+/// Shows `done` of `total` bytes on a [`byte_bar`].
+pub fn show_bytes(bar: &indicatif::ProgressBar, done: u64, total: u64) {
+    bar.set_length(total);
+    bar.set_position(done);
+    if bar.is_hidden() {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    }
 }
 
 /// The first five names and how many more: a list in one line of a message.

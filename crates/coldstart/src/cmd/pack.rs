@@ -108,8 +108,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let bar = super::common::byte_bar("packing", 0);
     let progress = bar.clone().map(|b| {
         coldstart_bundle::Progress(std::sync::Arc::new(move |done, total| {
-            b.set_length(total);
-            b.set_position(done);
+            super::common::show_bytes(&b, done, total)
         }))
     });
     let options = PackOptions {

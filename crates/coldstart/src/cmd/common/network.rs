@@ -108,16 +108,11 @@ impl MountFlags {
 /// when stderr is a terminal: set as the mount's progress callback. The caller clears it once
 /// the mount is made, before the program writes to the terminal.
 pub fn fetch_bar(opts: &mut MountOptions) -> Option<indicatif::ProgressBar> {
-    let bar = super::byte_bar("fetching", 0)?;
     // Drawn once the first bytes arrive: a strategy that fetches nothing before start shows none.
-    bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    let bar = super::byte_bar("fetching", 0)?;
     let b = bar.clone();
     opts.progress = Some(coldstart_bundle::Progress(std::sync::Arc::new(move |done, total| {
-        if b.is_hidden() {
-            b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-        }
-        b.set_length(total);
-        b.set_position(done);
+        super::show_bytes(&b, done, total)
     })));
     Some(bar)
 }
