@@ -31,6 +31,8 @@
 //!   manifest;
 //! - [`s3`]: `s3://` URLs, their settings and credentials, SigV4; [`publish`]: uploading a
 //!   bundle to a bucket, only what it lacks, the objects readers start from last;
+//! - [`sign`]: signed bundles (`signature.json`, ed25519), key files, and the check a reader
+//!   that trusts some keys makes before mounting;
 //! - [`cache`]: the local content-addressed chunk cache shared by mounts.
 //!
 //! Every chunk is checked against its SHA-256 before it is used ([`verify_chunk`]); a chunk that
@@ -52,6 +54,7 @@ pub mod profile;
 pub mod publish;
 pub mod remote;
 pub mod s3;
+pub mod sign;
 pub mod start;
 
 pub use cache::{CacheError, ChunkCache};
@@ -60,7 +63,9 @@ pub use manifest::{
     Chunk, ChunkRef, Compression, Entry, EntryKind, HotSet, Manifest, ManifestError, Sha256Hex,
     FORMAT, OLDEST_VERSION, VERSION,
 };
-pub use pack::{pack, PackError, PackOptions, DEFAULT_ZSTD_LEVEL};
+pub use pack::{
+    origin_size, pack, OriginSize, PackError, PackOptions, Progress, DEFAULT_ZSTD_LEVEL,
+};
 pub use profile::{
     hot_list_from_profiles, read_profiles, ProfileHotList, ProfileHotListError, ProfileMapping,
     RealFiles,

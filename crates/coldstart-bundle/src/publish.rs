@@ -9,9 +9,11 @@
 //!    bytes cannot differ;
 //! 3. then every other object (the hot blob, top-level files) whose SHA-256, kept in the
 //!    object's `x-amz-meta-coldstart-sha256` and read with HEAD, differs from the file's;
-//! 4. last, one after the other, `manifest.json`, `manifest.json.zst` and `start`, the
-//!    objects a reader starts from: until the first of them is replaced, readers see the
-//!    previous bundle whole, and every blob the new manifest names is there before it.
+//! 4. last, one after the other, `signature.json` (of a signed bundle), `manifest.json`,
+//!    `manifest.json.zst` and `start`, the objects a reader starts from: until the first of
+//!    them is replaced, readers see the previous bundle whole, and every blob the new manifest
+//!    names is there before it. (A reader with `--trust` that comes between the signature and
+//!    the manifest is refused, not misled: the signature does not match the manifest it read.)
 //!
 //! Nothing is deleted: blobs of earlier bundles stay for the readers that still use them.
 //! Every request keeps the fetcher's bounds ([`crate::remote`]: connect and I/O timeouts, the
@@ -27,10 +29,11 @@ use sha2::{Digest, Sha256};
 
 use crate::remote::{fetch_error, io_error, with_retries, FetchError, FetchOptions, FetchStats};
 use crate::s3::{sigv4, Bucket, Env, S3Error, S3Settings, S3Url};
+use crate::sign::SIGNATURE;
 use crate::start::{MANIFEST_JSON, MANIFEST_ZST, START_OBJECT};
 
 /// The objects a reader starts from, in the order they are replaced: last of all.
-pub const ENTRY_OBJECTS: [&str; 3] = [MANIFEST_JSON, MANIFEST_ZST, START_OBJECT];
+pub const ENTRY_OBJECTS: [&str; 4] = [SIGNATURE, MANIFEST_JSON, MANIFEST_ZST, START_OBJECT];
 /// The metadata header that holds an object's SHA-256.
 pub const SHA256_META: &str = "x-amz-meta-coldstart-sha256";
 /// The longest listing page read.
@@ -427,12 +430,13 @@ mod tests {
             "blobs/hot".to_owned(),
             MANIFEST_JSON.to_owned(),
             "notes.txt".to_owned(),
+            SIGNATURE.to_owned(),
             blob.clone(),
         ];
         rels.sort_by_key(|r| step(r));
         assert_eq!(
             rels,
-            [&blob, "blobs/hot", "notes.txt", MANIFEST_JSON, MANIFEST_ZST, START_OBJECT]
+            [&blob, "blobs/hot", "notes.txt", SIGNATURE, MANIFEST_JSON, MANIFEST_ZST, START_OBJECT]
         );
         // A name of 64 characters that are not all hex is not content-addressed.
         assert_eq!(step(&format!("blobs/x/{}", "g".repeat(64))), 1);

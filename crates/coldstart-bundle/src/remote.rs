@@ -430,6 +430,8 @@ pub struct FetchedManifest {
     pub fallback: Option<String>,
     /// Body bytes the manifest's requests received (failed copies included).
     pub bytes: u64,
+    /// The SHA-256 of `manifest.json`'s bytes as fetched (decoded), what a signature covers.
+    pub sha256: [u8; 32],
 }
 
 /// Fetches and validates the bundle's manifest: `manifest.json.zst` (one zstd frame), or
@@ -437,23 +439,24 @@ pub struct FetchedManifest {
 /// decode. A compressed manifest that decodes but is not valid is refused like `manifest.json`.
 /// Each copy may be at most [`crate::start::MAX_MANIFEST`] bytes.
 pub fn get_manifest(remote: &dyn Remote) -> Result<FetchedManifest, FetchError> {
-    use crate::start::{parse_compressed_manifest, CompressedManifestError, MANIFEST_ZST};
+    use crate::start::{decode_compressed_manifest, MANIFEST_ZST};
     let whole = Span::Whole { max: crate::start::MAX_MANIFEST };
     let before = remote.stats().bytes.load(Ordering::Relaxed);
     let bytes = |r: &dyn Remote| r.stats().bytes.load(Ordering::Relaxed) - before;
     let fallback = match get(remote, MANIFEST_ZST, whole) {
-        Ok(z) => match parse_compressed_manifest(&z) {
-            Ok(manifest) => {
+        Ok(z) => match decode_compressed_manifest(&z) {
+            Ok(json) => {
+                let manifest = Manifest::parse(&json)?;
                 let bytes = bytes(remote);
                 return Ok(FetchedManifest {
                     manifest,
                     source: MANIFEST_ZST,
                     fallback: None,
                     bytes,
+                    sha256: crate::sign::digest(&json),
                 });
             }
-            Err(CompressedManifestError::Manifest(e)) => return Err(e.into()),
-            Err(CompressedManifestError::Start(e)) => format!("{MANIFEST_ZST}: {e}"),
+            Err(e) => format!("{MANIFEST_ZST}: {e}"),
         },
         Err(e) if e.is_status() => e.to_string(),
         Err(e) => return Err(e),
@@ -464,6 +467,7 @@ pub fn get_manifest(remote: &dyn Remote) -> Result<FetchedManifest, FetchError> 
         source: crate::start::MANIFEST_JSON,
         fallback: Some(fallback),
         bytes: bytes(remote),
+        sha256: crate::sign::digest(&json),
     })
 }
 

@@ -210,14 +210,19 @@ pub fn compress_manifest(json: &[u8]) -> Vec<u8> {
 /// The manifest from `manifest.json.zst`'s bytes: decoded (at most [`MAX_MANIFEST`] bytes, the
 /// frame's checksum checked by zstd), then parsed and validated.
 pub fn parse_compressed_manifest(bytes: &[u8]) -> Result<Manifest, CompressedManifestError> {
+    Ok(Manifest::parse(&decode_compressed_manifest(bytes)?)?)
+}
+
+/// `manifest.json`'s bytes from `manifest.json.zst` (never more than [`MAX_MANIFEST`]).
+pub fn decode_compressed_manifest(bytes: &[u8]) -> Result<Vec<u8>, StartError> {
     let mut out = Vec::new();
     let mut dec = zstd::stream::read::Decoder::new(bytes).map_err(|_| StartError::Corrupt)?;
     use std::io::Read;
     (&mut dec).take(MAX_MANIFEST + 1).read_to_end(&mut out).map_err(|_| StartError::Corrupt)?;
     if out.len() as u64 > MAX_MANIFEST {
-        return Err(StartError::TooLarge(out.len() as u64).into());
+        return Err(StartError::TooLarge(out.len() as u64));
     }
-    Ok(Manifest::parse(&out)?)
+    Ok(out)
 }
 
 /// Why `manifest.json.zst` could not be used.

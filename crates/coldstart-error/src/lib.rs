@@ -10,6 +10,7 @@
 //!
 //! assert_eq!(Category::Usage.exit_code(), 2);
 //! assert_eq!(Category::Privilege.exit_code(), 3);
+//! assert_eq!(Category::Untrusted.exit_code(), 4);
 //! ```
 
 /// The kind of a failure, as the user must act on it.
@@ -23,18 +24,23 @@ pub enum Category {
     /// The machine or the network failed while the work ran (a full disk, a server that went
     /// away, a tool that crashed). Try again, or fix the machine.
     Environment,
+    /// A bundle that is not proved to be its publisher's: `--trust` was given and its
+    /// signature is missing, made by another key, or does not match what was fetched. Fix
+    /// the origin (or the keys trusted); never retry blindly.
+    Untrusted,
     /// A bug in coldstart: an invariant did not hold.
     Internal,
 }
 
 impl Category {
     /// The process exit code of the category (README, "Exit codes"): 2 bad input, 3 a missing
-    /// privilege, 70 (`EX_SOFTWARE`) an environmental or internal error. Code 1 is not an
-    /// error: the work ran and found a failure.
+    /// privilege, 4 an untrusted bundle, 70 (`EX_SOFTWARE`) an environmental or internal
+    /// error. Code 1 is not an error: the work ran and found a failure.
     pub fn exit_code(self) -> u8 {
         match self {
             Category::Usage => 2,
             Category::Privilege => 3,
+            Category::Untrusted => 4,
             Category::Environment | Category::Internal => 70,
         }
     }

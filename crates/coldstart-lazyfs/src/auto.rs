@@ -105,8 +105,15 @@ pub fn predict(url: &str, opts: &PredictOptions) -> Result<Choice, MountError> {
     let remote = open(url, fetch.clone())
         .map_err(|source| MountError::Open { url: url.to_owned(), source })?;
     let t = Instant::now();
+    let trust = opts.network.trusted_keys()?;
     let fetched = get_manifest(remote.as_ref()).map_err(MountError::Manifest)?;
     let manifest_fetch = (fetched.bytes, t.elapsed());
+    if !trust.is_empty() {
+        let signature = coldstart_bundle::sign::fetch_signature(remote.as_ref())
+            .map_err(MountError::Signature)?;
+        let url = remote.describe(coldstart_bundle::sign::SIGNATURE);
+        coldstart_bundle::sign::check(signature.as_deref(), &url, &fetched.sha256, &trust)?;
+    }
     // A bundle with the compressed manifest was packed with the start object too.
     let cost = ManifestCost {
         bytes: fetched.bytes,

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use coldstart_bundle::sign::{KeyError, SignatureError};
 use coldstart_bundle::{CacheError, FetchError, HotListError};
 use coldstart_error::Category;
 
@@ -57,6 +58,12 @@ pub enum MountError {
     LocalTime,
     #[error("a read-ahead is between 4k and 1m")]
     Readahead,
+    #[error("--trust: {0}")]
+    Key(#[source] KeyError),
+    #[error("cannot read the bundle's signature: {0}")]
+    Signature(#[source] FetchError),
+    #[error("refusing the bundle: {0}")]
+    Untrusted(#[from] SignatureError),
 }
 
 impl MountError {
@@ -78,6 +85,9 @@ impl MountError {
             // A URL that names no bundle is bad input, a server that fails the environment's.
             MountError::Open { source, .. } | MountError::Manifest(source) => source.category(),
             MountError::Cache(e) => e.category(),
+            MountError::Key(e) => e.category(),
+            MountError::Signature(e) => e.category(),
+            MountError::Untrusted(e) => e.category(),
             MountError::Record(e) => e.category(),
             MountError::Prefetch { .. }
             | MountError::Fuse { .. }
@@ -97,6 +107,7 @@ impl MountError {
             MountError::Cancelled => true,
             MountError::Open { source, .. }
             | MountError::Manifest(source)
+            | MountError::Signature(source)
             | MountError::Probe(source) => source.is_cancelled(),
             MountError::Prefetch { source, .. } => matches!(source, EngineError::Cancelled),
             _ => false,

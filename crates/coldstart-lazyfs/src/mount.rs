@@ -89,6 +89,11 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
     let remote: Arc<dyn coldstart_bundle::Remote> =
         Arc::from(open(url, opts.fetch.clone()).map_err(MountError::Manifest)?);
     let t = Instant::now();
+    // Under --trust the signature is fetched beside the manifest, not after it.
+    let signature = (!opts.trust.is_empty()).then(|| {
+        let remote = remote.clone();
+        std::thread::spawn(move || coldstart_bundle::sign::fetch_signature(remote.as_ref()))
+    });
     // A hot-set strategy reads the manifest and the hot set in one request (the start object).
     // So does `auto`: it decides once the manifest has arrived (and, without the link given,
     // enough of the hot part to measure the link on), and keeps the request for a hot-set
@@ -109,6 +114,7 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
                     source: START_OBJECT,
                     fallback: None,
                     bytes: head.manifest_bytes,
+                    sha256: head.manifest_sha256,
                 }
             }
             Err(StartFailure::Invalid(e)) => {
@@ -128,6 +134,13 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
     } else {
         get_manifest(remote.as_ref()).map_err(MountError::Manifest)?
     };
+    if let Some(signature) = signature {
+        // Before the engine exists: no byte of this bundle reaches a program unless it checks.
+        let fetched_sig = signature.join().expect("the signature fetch does not panic");
+        let fetched_sig = fetched_sig.map_err(MountError::Signature)?;
+        let url = remote.describe(coldstart_bundle::sign::SIGNATURE);
+        coldstart_bundle::sign::check(fetched_sig.as_deref(), &url, &fetched.sha256, &opts.trust)?;
+    }
     let manifest_fetch = (fetched.bytes, t.elapsed());
     let (manifest, source) = (fetched.manifest, (fetched.source, fetched.fallback));
     let cache = ChunkCache::open(&opts.cache_dir)?;
@@ -168,7 +181,8 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         default_readahead(strategy, opts.record.is_some(), all_cached)
     });
     let read_timeout = opts.read_timeout.unwrap_or_else(|| read_timeout(&opts.fetch, &manifest));
-    let engine = Engine::new(manifest, remote, cache, EngineOptions { strategy, read_timeout });
+    let engine_opts = EngineOptions { strategy, read_timeout, progress: opts.progress.clone() };
+    let engine = Engine::new(manifest, remote, cache, engine_opts);
     let started = match start {
         Some(fetch) if strategy.uses_hot_set() => engine.start_from(fetch),
         // `auto` chose `original` or `paged`: dropping the start object's request stops it.

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use coldstart_bundle::remote::MAX_RETRIES;
+use coldstart_bundle::sign::TrustedKey;
 use coldstart_bundle::{Cancel, FetchOptions, Manifest};
 
 use crate::error::MountError;
@@ -32,6 +33,12 @@ pub struct MountOptions {
     pub readahead: Option<u32>,
     /// Choose the strategy with the model ([`crate::model`]) instead of `strategy`.
     pub auto: Option<AutoOptions>,
+    /// Told how far `original`'s whole-file downloads before start have come (stored bytes
+    /// brought, and in all).
+    pub progress: Option<coldstart_bundle::Progress>,
+    /// Public keys of which one must have signed the bundle (`--trust`); empty: a bundle is
+    /// mounted signed or not, and its signature is not fetched.
+    pub trust: Vec<TrustedKey>,
     /// Empty directories the mount's watchdog removes, in order, if this process dies from the
     /// start of [`crate::mount()`] on (a temporary mount point and its parent).
     pub remove_on_death: Vec<PathBuf>,
@@ -87,6 +94,8 @@ impl MountOptions {
             read_timeout: None,
             readahead: None,
             auto: None,
+            trust: Vec::new(),
+            progress: None,
             remove_on_death: Vec::new(),
         }
     }
@@ -126,6 +135,8 @@ pub struct NetworkRequest {
     pub connections: usize,
     /// Stops every fetch (a signal): set by the caller, watched by the fetcher and the engine.
     pub cancel: Cancel,
+    /// Public key files (PEM) of which one must have signed the bundle; empty: any bundle.
+    pub trust: Vec<PathBuf>,
 }
 
 impl Default for NetworkRequest {
@@ -137,11 +148,18 @@ impl Default for NetworkRequest {
             min_rate: f.min_rate,
             connections: f.connections,
             cancel: Cancel::default(),
+            trust: Vec::new(),
         }
     }
 }
 
 impl NetworkRequest {
+    /// The keys of [`NetworkRequest::trust`], read; a usage error naming a file that is not
+    /// an ed25519 public key.
+    pub fn trusted_keys(&self) -> Result<Vec<TrustedKey>, MountError> {
+        self.trust.iter().map(|p| TrustedKey::read(p).map_err(MountError::Key)).collect()
+    }
+
     /// The fetcher's options; a usage error for a timeout that is not a positive number, more
     /// retries than [`MAX_RETRIES`] or a rate of 0.
     pub fn fetch_options(&self) -> Result<FetchOptions, MountError> {
@@ -207,6 +225,7 @@ impl MountRequest {
         o.record = self.record.clone();
         o.readahead = self.readahead;
         o.fetch = fetch;
+        o.trust = self.network.trusted_keys()?;
         Ok(o)
     }
 }

@@ -23,6 +23,8 @@ pub enum Command {
     Sample(cmd::sample::Args),
     /// Chunk a program's files into a static, content-addressed bundle with its hot set first.
     Pack(cmd::pack::Args),
+    /// Make the ed25519 key pair that signs bundles (`pack --sign`, `mount --trust`).
+    Key(cmd::key::Args),
     /// Serve a bundle over HTTP with Range, optionally through an emulated network link.
     Serve(cmd::serve::Args),
     /// Upload a bundle to an S3 bucket: only the objects it lacks, the manifest and start object last.

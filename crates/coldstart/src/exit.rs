@@ -6,6 +6,7 @@
 //! | 1 | the work ran and found a failure (a regression, a layout that did not take effect, runs that never became ready) |
 //! | 2 | bad input: a flag, a file or a command that cannot be used; nothing was run |
 //! | 3 | a missing privilege or kernel feature |
+//! | 4 | a bundle refused under `--trust`: its signature is missing, by another key, or does not match |
 //! | 70 | an internal or environmental error while running |
 //!
 //! `coldstart gate` exits 0 (not slower), 1 (slower) or 2 when it could not measure, whatever
@@ -129,6 +130,8 @@ fn category_of(cause: &(dyn Error + 'static)) -> Option<Category> {
         coldstart_bundle::start::StartError,
         coldstart_bundle::start::CompressedManifestError,
         coldstart_bundle::start::ServeCheckError,
+        coldstart_bundle::sign::KeyError,
+        coldstart_bundle::sign::SignatureError,
         coldstart_serve::ServeError,
         coldstart_lazyfs::MountError,
         coldstart_lazyfs::EngineError,

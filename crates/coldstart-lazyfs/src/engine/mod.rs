@@ -35,11 +35,18 @@ pub struct EngineOptions {
     pub strategy: Strategy,
     /// Bound on how long one read waits for a chunk another fetch is bringing.
     pub read_timeout: Duration,
+    /// Told of the stored bytes `original` has brought and will bring in all, as its whole
+    /// files arrive (no other strategy fetches before start for long).
+    pub progress: Option<coldstart_bundle::Progress>,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { strategy: Strategy::Paged, read_timeout: Duration::from_secs(60) }
+        EngineOptions {
+            strategy: Strategy::Paged,
+            read_timeout: Duration::from_secs(60),
+            progress: None,
+        }
     }
 }
 

@@ -108,6 +108,14 @@ impl Engine {
     /// per distinct file, one request at a time, in manifest order (sorted by path); every
     /// chunk is still verified as it arrives. A file whose chunks are all cached is skipped.
     fn fetch_all(&self) -> Result<(), EngineError> {
+        let progress = self.opts.progress.as_ref();
+        let total: u64 = match progress {
+            Some(_) => whole_files(&self.manifest, |h| self.cache.contains(h))
+                .map(|(e, _)| e.chunks.iter().map(Chunk::stored_len).sum::<u64>())
+                .sum(),
+            None => 0,
+        };
+        let done = std::cell::Cell::new(0u64);
         // Lazily: a file whose chunks the files before it brought is skipped.
         for (e, sha) in whole_files(&self.manifest, |h| self.cache.contains(h)) {
             let mut offset = 0;
@@ -123,6 +131,10 @@ impl Engine {
             let blob = coldstart_bundle::file_blob_path(sha);
             self.stream_chunks(&blob, &pieces, 0, pieces.len() - 1, |c, data| {
                 let _ = self.cache.put(&c.sha256, data);
+                if let Some(p) = progress {
+                    done.set(done.get() + c.stored_len());
+                    (p.0)(done.get(), total.max(done.get()));
+                }
             })
             .map_err(|err| EngineError::Fetch(format!("{}: {err}", e.path)))?;
         }

@@ -54,6 +54,8 @@ pub struct StartHead {
     pub manifest: Manifest,
     /// Bytes of the stored manifest in the object.
     pub manifest_bytes: u64,
+    /// The SHA-256 of `manifest.json` (the header's, checked against the decoded manifest).
+    pub manifest_sha256: [u8; 32],
     /// With [`StartFetch::begin`]'s `sample`: the link as the object's own arrival measured
     /// it, and the hot chunks that arrived meanwhile, verified.
     pub sample: Option<Probe>,
@@ -127,7 +129,12 @@ fn start_thread(
             from = end + boundary;
             probe
         });
-        let info = StartHead { manifest, manifest_bytes: h.manifest_stored, sample: probe };
+        let info = StartHead {
+            manifest,
+            manifest_bytes: h.manifest_stored,
+            manifest_sha256: h.manifest_sha256,
+            sample: probe,
+        };
         if mtx.take().expect("sent once").send(Ok(info)).is_err() {
             return false;
         }

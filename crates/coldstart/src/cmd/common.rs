@@ -57,6 +57,38 @@ impl PageModelArgs {
 
 pub use coldstart_units::parse_size;
 
+/// A progress bar of bytes on standard error, when it is a terminal (and nothing otherwise):
+/// `what` before it. It is drawn from its first [`show_bytes`], so work that reports none
+/// shows none.
+pub fn byte_bar(what: &str, total: u64) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let b = indicatif::ProgressBar::with_draw_target(
+        Some(total),
+        indicatif::ProgressDrawTarget::hidden(),
+    );
+    b.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{prefix} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    b.set_prefix(what.to_owned());
+    Some(b)
+}
+
+/// Shows `done` of `total` bytes on a [`byte_bar`].
+pub fn show_bytes(bar: &indicatif::ProgressBar, done: u64, total: u64) {
+    bar.set_length(total);
+    bar.set_position(done);
+    if bar.is_hidden() {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    }
+}
+
 /// The first five names and how many more: a list in one line of a message.
 pub fn preview(names: &[String]) -> String {
     let mut s = names.iter().take(5).cloned().collect::<Vec<_>>().join(", ");

@@ -6,6 +6,7 @@ pub mod common;
 pub mod demo;
 pub mod experiment;
 pub mod gate;
+pub mod key;
 pub mod launch;
 pub mod link;
 pub mod measure;
@@ -33,6 +34,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Profile(args) => profile::run(args),
         Command::Sample(args) => sample::run(args),
         Command::Pack(args) => pack::run(args),
+        Command::Key(args) => key::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Publish(args) => publish::run(args),
         Command::Mount(args) => mount::run(args),

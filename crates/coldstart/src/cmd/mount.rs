@@ -27,10 +27,15 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cancel = Cancel::new();
-    let opts = args.flags.options(cancel.clone())?;
+    let mut opts = args.flags.options(cancel.clone())?;
+    let bar = super::common::network::fetch_bar(&mut opts);
     // A signal while mounting stops every fetch at once.
     let signals = Signals::start(cancel);
-    let mount = match coldstart_lazyfs::mount(&args.url, &args.dir, opts) {
+    let mounted = coldstart_lazyfs::mount(&args.url, &args.dir, opts);
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let mount = match mounted {
         Ok(m) => m,
         Err(e) => match signals.first() {
             Some(s) if e.is_cancelled() => {

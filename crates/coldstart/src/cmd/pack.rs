@@ -8,6 +8,9 @@ use coldstart_bundle::{
     PackOptions, ProfileMapping, RealFiles, DEFAULT_ZSTD_LEVEL,
 };
 
+use anyhow::Context;
+use coldstart_bundle::sign::SigningKey;
+
 use super::common::signals::{self, Signals};
 
 #[derive(Debug, clap::Args)]
@@ -41,9 +44,18 @@ pub struct Args {
     /// `none`.
     #[arg(long, default_value = "none", value_parser = parse_compression)]
     pub compress: Compression,
-    /// The zstd level with --compress zstd: 1 (fast) to 22 (smallest).
+    /// The zstd level with --compress zstd: 1 (fast) to 22 (smallest); the default was
+    /// chosen by measurement (BENCHMARKS.md, "Pack: zstd levels").
     #[arg(long, default_value_t = DEFAULT_ZSTD_LEVEL, value_parser = clap::value_parser!(i32).range(1..=22))]
     pub compress_level: i32,
+    /// Sign the bundle with this ed25519 private key (PEM, from `coldstart key new`): readers
+    /// that give `--trust KEY.pub` accept only a bundle it signed (docs/network.md, "Signed
+    /// bundles").
+    #[arg(long, value_name = "KEY")]
+    pub sign: Option<PathBuf>,
+    /// Threads that hash and compress at once [default: one per available core].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub workers: Option<u32>,
     /// The bundle directory to write (must not exist yet).
     #[arg(short, long, value_name = "BUNDLE")]
     pub output: PathBuf,
@@ -87,16 +99,35 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         HotList::default()
     };
+    let sign = match &args.sign {
+        Some(p) => Some(SigningKey::read(p).context("--sign")?),
+        None => None,
+    };
     let cancel = Cancel::new();
+    // A bar on a terminal; nothing where stderr is a file or a pipe.
+    let bar = super::common::byte_bar("packing", 0);
+    let progress = bar.clone().map(|b| {
+        coldstart_bundle::Progress(std::sync::Arc::new(move |done, total| {
+            super::common::show_bytes(&b, done, total)
+        }))
+    });
     let options = PackOptions {
         chunk_size: args.chunk_size,
         compression: args.compress,
         level: args.compress_level,
         cancel: cancel.clone(),
+        sign,
+        workers: args.workers.map_or(0, |n| n as usize),
+        progress,
     };
+    let started = std::time::Instant::now();
     // A signal stops the pack between two chunks; its temporary directory is removed.
     let signals = Signals::start(cancel);
-    let manifest = match pack(&args.dir, &hot, &options, &args.output) {
+    let packed = pack(&args.dir, &hot, &options, &args.output);
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let manifest = match packed {
         Ok(m) => m,
         Err(PackError::Cancelled) if signals.first().is_some() => {
             let s = signals.first().expect("checked");
@@ -133,6 +164,28 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         size(MANIFEST_ZST),
         size(START_OBJECT)
     );
+    let origin = coldstart_bundle::origin_size(&args.output)
+        .with_context(|| format!("cannot measure {}", args.output.display()))?;
+    // The program: the bytes of its regular files, as the tree holds them.
+    let ratio = origin.bytes as f64 / bytes.max(1) as f64;
+    println!(
+        "origin: {} bytes in {} objects for a program of {bytes} bytes: {ratio:.2}x (piece blobs {}, whole-file blobs {}, hot blob {}, start object {}, manifests and signature {}); packed in {:.1} s",
+        origin.bytes,
+        origin.objects,
+        origin.chunk_blobs,
+        origin.file_blobs,
+        origin.hot_blob,
+        origin.start,
+        origin.other,
+        started.elapsed().as_secs_f64()
+    );
+    if let Some(key) = &options.sign {
+        println!(
+            "signed with {} (public key {})",
+            args.sign.as_ref().expect("given").display(),
+            key.id()
+        );
+    }
     Ok(crate::exit::SUCCESS)
 }
 

@@ -66,6 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         min_rate: args.min_rate,
         connections: args.connections,
         cancel: cancel.clone(),
+        trust: Vec::new(),
     }
     .fetch_options()?;
     fetch.ca_file = args.ca_file.clone();

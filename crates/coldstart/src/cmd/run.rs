@@ -69,7 +69,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     std::fs::create_dir(&root).with_context(|| format!("cannot create {}", root.display()))?;
     // If this process dies, its watchdog removes them (after unmounting).
     opts.remove_on_death = vec![root.clone(), tmp.path().to_path_buf()];
-    let mount = match coldstart_lazyfs::mount(&args.url, &root, opts) {
+    let bar = super::common::network::fetch_bar(&mut opts);
+    let mounted = coldstart_lazyfs::mount(&args.url, &root, opts);
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let mount = match mounted {
         Ok(m) => m,
         Err(e) => match signals.first() {
             Some(s) if e.is_cancelled() => {

@@ -69,6 +69,11 @@ pub struct NetworkFlags {
     /// profile's region, else us-east-1].
     #[arg(long)]
     pub region: Option<String>,
+    /// Accept only a bundle signed by this public key (PEM, from `coldstart key new` or
+    /// OpenSSL): repeat it to accept any of several keys, as when rotating. A bundle unsigned,
+    /// signed by another key or altered is refused before anything runs (exit code 4).
+    #[arg(long, value_name = "PUBKEY")]
+    pub trust: Vec<PathBuf>,
 }
 
 impl NetworkFlags {
@@ -91,6 +96,7 @@ impl NetworkFlags {
             min_rate: self.min_rate,
             connections: self.connections,
             cancel,
+            trust: self.trust.clone(),
         }
     }
 }
@@ -109,6 +115,19 @@ impl MountFlags {
         }
         .options()
     }
+}
+
+/// A progress bar for the downloads a mount makes before start (`original`'s whole files),
+/// when stderr is a terminal: set as the mount's progress callback. The caller clears it once
+/// the mount is made, before the program writes to the terminal.
+pub fn fetch_bar(opts: &mut MountOptions) -> Option<indicatif::ProgressBar> {
+    // Drawn once the first bytes arrive: a strategy that fetches nothing before start shows none.
+    let bar = super::byte_bar("fetching", 0)?;
+    let b = bar.clone();
+    opts.progress = Some(coldstart_bundle::Progress(std::sync::Arc::new(move |done, total| {
+        super::show_bytes(&b, done, total)
+    })));
+    Some(bar)
 }
 
 /// `--link-hint` as the model's link, marked as given.
@@ -152,10 +171,10 @@ pub fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
 }
 
 /// A mount error, with the mount point where the error itself does not name it (bad input
-/// does: its message says which path and what to do).
+/// and an untrusted bundle do: the message says which path, URL or key and what to do).
 pub fn mount_error(dir: &Path, e: MountError) -> anyhow::Error {
     match e.category() {
-        coldstart_error::Category::Usage => e.into(),
+        coldstart_error::Category::Usage | coldstart_error::Category::Untrusted => e.into(),
         _ => anyhow::Error::new(e).context(format!("cannot mount on {}", dir.display())),
     }
 }

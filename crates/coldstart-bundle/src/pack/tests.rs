@@ -1,0 +1,290 @@
+//! The packer's unit tests.
+use super::*;
+use crate::hotlist::Touch;
+use std::os::unix::fs::symlink;
+
+fn tree() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    fs::create_dir(d.path().join("bin")).unwrap();
+    fs::create_dir(d.path().join("lib")).unwrap();
+    let app: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    fs::write(d.path().join("bin/app"), &app).unwrap();
+    fs::set_permissions(d.path().join("bin/app"), fs::Permissions::from_mode(0o755)).unwrap();
+    // Two identical 4 KiB chunks and a copy of the whole file: stored once.
+    fs::write(d.path().join("lib/zeros"), vec![0u8; 8192]).unwrap();
+    fs::write(d.path().join("lib/copy"), &app).unwrap();
+    fs::write(d.path().join("empty"), b"").unwrap();
+    symlink("zeros", d.path().join("lib/link")).unwrap();
+    d
+}
+
+fn hot() -> HotList {
+    HotList {
+        touches: vec![
+            Touch { path: "bin/app".into(), offset: 9000, length: 10 },
+            Touch { path: "lib/zeros".into(), offset: 0, length: 8192 },
+            Touch { path: "/usr/lib/libc.so.6".into(), offset: 0, length: 4096 },
+            Touch { path: "bin/app".into(), offset: 0, length: 1 },
+        ],
+        ..HotList::default()
+    }
+}
+
+fn all_files(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                v.push((
+                    p.strip_prefix(root).unwrap().display().to_string(),
+                    fs::read(&p).unwrap(),
+                ));
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+#[test]
+fn packing_is_deterministic_and_stores_identical_chunks_once() {
+    let src = tree();
+    let out = tempfile::tempdir().unwrap();
+    let opts = PackOptions { chunk_size: 4096, ..PackOptions::default() };
+    let m1 = pack(src.path(), &hot(), &opts, &out.path().join("a")).unwrap();
+    let m2 = pack(src.path(), &hot(), &opts, &out.path().join("b")).unwrap();
+    assert_eq!(m1, m2);
+    assert_eq!(all_files(&out.path().join("a")), all_files(&out.path().join("b")));
+    // bin/app: 3 chunks; lib/zeros: 1 distinct; lib/copy: same as bin/app.
+    let blobs = all_files(&out.path().join("a/blobs/sha256"));
+    assert_eq!(blobs.len(), 4);
+    // Whole files: bin/app and lib/copy are one blob; lib/zeros, empty.
+    let whole = all_files(&out.path().join("a/blobs/files"));
+    assert_eq!(whole.len(), 3);
+    let app = m1.entry("bin/app").unwrap();
+    assert_eq!(app.sha256, m1.entry("lib/copy").unwrap().sha256);
+    let blob = out.path().join("a").join(file_blob_path(app.sha256.as_ref().unwrap()));
+    assert_eq!(fs::read(blob).unwrap(), fs::read(src.path().join("bin/app")).unwrap());
+    let parsed = Manifest::parse(&fs::read(out.path().join("a/manifest.json")).unwrap()).unwrap();
+    assert_eq!(parsed, m1);
+    let link = m1.entry("lib/link").unwrap();
+    assert_eq!((link.kind, link.target.as_deref()), (EntryKind::Symlink, Some("zeros")));
+    assert_eq!(m1.entry("bin/app").unwrap().mode, 0o755);
+    assert_eq!(m1.entry("empty").unwrap().size, 0);
+}
+
+#[test]
+fn hot_pages_become_pieces_of_their_own_and_cold_data_stays_in_chunks() {
+    let src = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..70_000u32).map(|i| (i * 13 % 253) as u8).collect();
+    fs::write(src.path().join("f"), &data).unwrap();
+    let hot = HotList {
+        touches: vec![
+            // Page 9 (clipped at the end of the file), then pages 1 and 2 (one run).
+            Touch { path: "f".into(), offset: 39_000, length: 100 },
+            Touch { path: "f".into(), offset: 5000, length: 100 },
+            Touch { path: "f".into(), offset: 8192, length: 4096 },
+            // Pages 10 to 15: longer than a chunk, cut at 16 KiB from its start.
+            Touch { path: "f".into(), offset: 40_960, length: 6 * 4096 },
+        ],
+        ..HotList::default()
+    };
+    let out = tempfile::tempdir().unwrap();
+    let opts = PackOptions { chunk_size: 16384, ..PackOptions::default() };
+    let m = pack(src.path(), &hot, &opts, &out.path().join("b")).unwrap();
+    let f = m.entry("f").unwrap();
+    let pieces: Vec<(u64, u64)> = f.chunks.iter().map(|c| (c.offset, c.length)).collect();
+    assert_eq!(
+        pieces,
+        vec![
+            (0, 4096),              // cold, up to the first extent
+            (4096, 8192),           // pages 1-2
+            (12288, 4096),          // cold, up to the 16 KiB boundary
+            (16384, 16384),         // cold
+            (32768, 4096),          // cold, up to page 9
+            (36864, 16384),         // pages 9-12: an extent longer than a chunk is cut
+            (53248, 12288),         // pages 13-15
+            (65536, 70000 - 65536), // cold, to the end
+        ]
+    );
+    // Pages 9-15 are one run (pieces 5 and 6), first touched at page 9; then pages 1-2.
+    let refs: Vec<usize> = m.hot.chunks.iter().map(|r| r.index).collect();
+    assert_eq!(refs, vec![5, 1, 6]);
+    assert_eq!(m.hot.size, 16384 + 8192 + 12288);
+    for c in &f.chunks {
+        let range = c.offset as usize..(c.offset + c.length) as usize;
+        assert!(crate::verify_chunk(c, &data[range]));
+    }
+}
+
+#[test]
+fn times_modes_and_links_are_recorded() {
+    let src = tree();
+    let when = std::time::UNIX_EPOCH + std::time::Duration::new(1_600_000_000, 123_456_789);
+    fs::File::options()
+        .write(true)
+        .open(src.path().join("bin/app"))
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let m = pack(src.path(), &hot(), &PackOptions::default(), &out.path().join("b")).unwrap();
+    let app = m.entry("bin/app").unwrap();
+    assert_eq!((app.mtime, app.mtime_nsec, app.mode), (1_600_000_000, 123_456_789, 0o755));
+    let dir = fs::symlink_metadata(src.path().join("lib")).unwrap();
+    assert_eq!(m.entry("lib").unwrap().mtime, dir.mtime());
+    let link = fs::symlink_metadata(src.path().join("lib/link")).unwrap();
+    assert_eq!(m.entry("lib/link").unwrap().mtime, link.mtime());
+    let json = String::from_utf8(fs::read(out.path().join("b/manifest.json")).unwrap()).unwrap();
+    assert!(json.contains("\"mtime\": 1600000000"), "{json}");
+}
+
+#[test]
+fn hot_set_is_in_first_touch_order_and_the_blob_holds_it() {
+    let src = tree();
+    let out = tempfile::tempdir().unwrap();
+    let b = out.path().join("b");
+    let m =
+        pack(src.path(), &hot(), &PackOptions { chunk_size: 4096, ..PackOptions::default() }, &b)
+            .unwrap();
+    let refs: Vec<(&str, usize)> =
+        m.hot.chunks.iter().map(|r| (r.path.as_str(), r.index)).collect();
+    // The second zeros chunk has the same content as the first: not repeated.
+    assert_eq!(refs, vec![("bin/app", 2), ("lib/zeros", 0), ("bin/app", 0)]);
+    let blob = fs::read(b.join(HOT_BLOB)).unwrap();
+    assert_eq!(blob.len() as u64, m.hot.size);
+    let app = fs::read(src.path().join("bin/app")).unwrap();
+    let mut expect = app[8192..].to_vec();
+    expect.extend(vec![0u8; 4096]);
+    expect.extend(&app[..4096]);
+    assert_eq!(blob, expect);
+    // The start object: the manifest and this hot blob; the compressed manifest.
+    let json = fs::read(b.join("manifest.json")).unwrap();
+    let start = fs::read(b.join(crate::start::START_OBJECT)).unwrap();
+    crate::start::check(&start, &json, &blob, "blobs/hot").unwrap();
+    let zst = fs::read(b.join(crate::start::MANIFEST_ZST)).unwrap();
+    crate::start::check_compressed(&zst, &json).unwrap();
+    assert_eq!(crate::start::parse_compressed_manifest(&zst).unwrap(), m);
+}
+
+#[test]
+fn a_compressed_bundle_stores_zstd_frames_that_decode_to_the_chunks() {
+    let src = tree();
+    let out = tempfile::tempdir().unwrap();
+    let b = out.path().join("z");
+    let opts = PackOptions {
+        chunk_size: 4096,
+        compression: Compression::Zstd,
+        level: 3,
+        ..PackOptions::default()
+    };
+    let m = pack(src.path(), &hot(), &opts, &b).unwrap();
+    assert_eq!(m.compression, Compression::Zstd);
+    let zeros = &m.entry("lib/zeros").unwrap().chunks[0];
+    assert!(zeros.stored_len() < 100, "4 KiB of zeros compress: {zeros:?}");
+    let app = fs::read(src.path().join("bin/app")).unwrap();
+    let entry = m.entry("bin/app").unwrap();
+    let mut whole = Vec::new();
+    for c in &entry.chunks {
+        let stored = fs::read(b.join(blob_path(&c.sha256))).unwrap();
+        assert_eq!(stored.len() as u64, c.stored_len());
+        let data = crate::decode_chunk(m.compression, c, &stored).unwrap();
+        assert_eq!(data, app[c.offset as usize..(c.offset + c.length) as usize]);
+        whole.extend(stored);
+    }
+    // The file blob is the frames back to back: one zstd stream of the whole file.
+    let file_blob = fs::read(b.join(file_blob_path(entry.sha256.as_ref().unwrap()))).unwrap();
+    assert_eq!(file_blob, whole);
+    assert_eq!(zstd::decode_all(&file_blob[..]).unwrap(), app);
+    let hot_blob = fs::read(b.join(HOT_BLOB)).unwrap();
+    assert_eq!(hot_blob.len() as u64, m.hot.size);
+    // A damaged frame does not decode to the chunk.
+    let c = &entry.chunks[0];
+    let mut bad = fs::read(b.join(blob_path(&c.sha256))).unwrap();
+    let mid = bad.len() / 2;
+    bad[mid] ^= 0x40;
+    assert_eq!(crate::decode_chunk(m.compression, c, &bad), None);
+    assert!(matches!(
+        pack(src.path(), &hot(), &PackOptions { level: 0, ..opts }, &out.path().join("y")),
+        Err(PackError::Level(0))
+    ));
+}
+
+#[test]
+fn the_bundle_is_the_same_whatever_the_number_of_workers() {
+    let src = tree();
+    // A file of many pieces, so that a batch is cut between threads.
+    let big: Vec<u8> =
+        (0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    fs::write(src.path().join("big"), big).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let opts = |workers| PackOptions {
+        chunk_size: 4096,
+        compression: Compression::Zstd,
+        level: 3,
+        workers,
+        ..PackOptions::default()
+    };
+    let m1 = pack(src.path(), &hot(), &opts(1), &out.path().join("one")).unwrap();
+    let m3 = pack(src.path(), &hot(), &opts(3), &out.path().join("three")).unwrap();
+    assert_eq!(m1, m3);
+    assert_eq!(all_files(&out.path().join("one")), all_files(&out.path().join("three")));
+}
+
+#[test]
+fn progress_counts_every_byte_of_the_files_once() {
+    use std::sync::{Arc, Mutex};
+    let src = tree();
+    let out = tempfile::tempdir().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let opts = PackOptions {
+        chunk_size: 4096,
+        progress: Some(Progress(Arc::new(move |done, total| {
+            s.lock().unwrap().push((done, total))
+        }))),
+        ..PackOptions::default()
+    };
+    pack(src.path(), &hot(), &opts, &out.path().join("b")).unwrap();
+    let seen = seen.lock().unwrap();
+    // bin/app, lib/copy (10,000 bytes each) and lib/zeros (8192); the empty file adds 0.
+    assert_eq!(seen.last(), Some(&(28_192, 28_192)), "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[0].0 <= w[1].0), "{seen:?}");
+}
+
+#[test]
+fn a_killed_packs_temporary_directory_is_removed_by_the_next_pack() {
+    let src = tree();
+    let out = tempfile::tempdir().unwrap();
+    // A pack killed with SIGKILL left its temporary directory: its process is gone.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let stale = out.path().join(format!(".b.tmp-{dead}"));
+    fs::create_dir_all(stale.join("blobs")).unwrap();
+    fs::write(stale.join("blobs/x"), b"half a bundle").unwrap();
+    // One of a pack still running (pid 1 is alive) is left alone, as is another output's.
+    let running = out.path().join(".b.tmp-1");
+    fs::create_dir(&running).unwrap();
+    let other = out.path().join(format!(".c.tmp-{dead}"));
+    fs::create_dir(&other).unwrap();
+    pack(src.path(), &hot(), &PackOptions::default(), &out.path().join("b")).unwrap();
+    assert!(!stale.exists(), "the killed pack's directory is removed");
+    assert!(running.exists() && other.exists());
+}
+
+#[test]
+fn an_existing_output_is_refused_and_a_failed_pack_leaves_nothing() {
+    let src = tree();
+    let out = tempfile::tempdir().unwrap();
+    let err = pack(src.path(), &hot(), &PackOptions::default(), out.path()).unwrap_err();
+    assert!(matches!(err, PackError::Exists(_)));
+    let missing = out.path().join("nope");
+    let err = pack(&missing, &hot(), &PackOptions::default(), &out.path().join("b")).unwrap_err();
+    assert!(matches!(err, PackError::Io { .. }));
+    assert_eq!(fs::read_dir(out.path()).unwrap().count(), 0, "no temporary left behind");
+}
