@@ -126,9 +126,11 @@ impl Default for ReplayOptions {
     }
 }
 
-/// The gap filled on a disk that is not rotational (flash): a request costs little more than
-/// the 256 KiB around it.
-pub const DEFAULT_GAP: u64 = 256 << 10;
+/// The gap filled on a disk that is not rotational (flash): a gap is worth reading when it
+/// costs less than a request, and a request costs about what 32-64 KiB of reading does
+/// (eMMC: 4,000 reads/s at 160 MB/s, 40 KB; a SATA SSD 54 KB; NVMe at queue depth about as
+/// much). 256 KiB read the sample 2.0x slower on `emmc` (BENCHMARKS.md, "Prefetch").
+pub const DEFAULT_GAP: u64 = 32 << 10;
 
 /// The gap filled on a rotational disk: at 100 reads/s and 120 MB/s a request costs 10 ms and
 /// a MiB of reading 9 ms, so reading a gap of up to a MiB is cheaper than a second request

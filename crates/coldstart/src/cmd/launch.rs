@@ -55,7 +55,7 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub jobs: usize,
     /// Ranges of a file at most this far apart are read as one: auto (1 MiB on a rotational
-    /// disk, 256 KiB on flash) or a size (0: only what start-up touched).
+    /// disk, 32 KiB on flash) or a size (0: only what start-up touched).
     #[arg(long, value_name = "SIZE", default_value = "auto")]
     pub gap: String,
     /// When the database is missing or names a changed file: after the command ends, record
