@@ -355,10 +355,12 @@ impl EmulatedStorage {
         mount_ext4(&device.path, &self.mount)?;
         self.mounted = true;
         copy::copy_entries(&self.entries, &self.mount)?;
-        device.set_read_ahead_kb(self.profile.readahead_kb)?;
+        // The flag first: writing it makes the kernel apply the queue's limits again, which
+        // sets the read-ahead back to its default (2.5 MiB on a loop device).
         if let Some(rotational) = self.profile.rotational() {
             device.set_rotational(rotational)?;
         }
+        device.set_read_ahead_kb(self.profile.readahead_kb)?;
         self.drop_caches()?;
         // The loop device reads its backing file with O_DIRECT; drop any host pages of it that
         // predate the attach anyway.

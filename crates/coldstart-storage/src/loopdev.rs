@@ -92,6 +92,7 @@ impl LoopDevice {
     }
 
     /// Say the device is rotational or not (`/sys/block/loopN/queue/rotational`), read back.
+    /// The kernel then sets the read-ahead back to the queue's default: set it after.
     pub fn set_rotational(&self, rotational: bool) -> Result<(), StorageError> {
         let path = self.sys().join("queue/rotational");
         let want = if rotational { "1" } else { "0" };
