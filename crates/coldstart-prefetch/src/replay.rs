@@ -208,9 +208,21 @@ pub struct Held {
 }
 
 impl Held {
+    /// Lock a range as [`Held::lock`] does, unless the lock limit refused one already: false
+    /// when it was not locked (and counted as refused).
+    fn try_lock(&self, fd: i32, offset: u64, len: u64, no_read_ahead: bool) -> bool {
+        if self.refused.load(Ordering::Relaxed) == 0 && self.lock(fd, offset, len, no_read_ahead) {
+            return true;
+        }
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        false
+    }
+}
+
+impl Held {
     /// Map `len` bytes of `fd` at `offset` and lock them (waiting for them to be read);
     /// false when the mapping or the lock was refused.
-    fn lock(&self, fd: i32, offset: u64, len: u64) -> bool {
+    fn lock(&self, fd: i32, offset: u64, len: u64, no_read_ahead: bool) -> bool {
         // SAFETY: a fresh read-only shared mapping of a file we hold open; kept until drop.
         unsafe {
             let p = libc::mmap(
@@ -223,6 +235,11 @@ impl Held {
             );
             if p == libc::MAP_FAILED {
                 return false;
+            }
+            // No read-ahead from the lock's faults on what `Huge` read: its blocks carry the
+            // kernel's read-ahead mark, and a fault on one would read the next window.
+            if no_read_ahead {
+                libc::madvise(p, len as usize, libc::MADV_RANDOM);
             }
             if libc::mlock(p, len as usize) != 0 {
                 libc::munmap(p, len as usize);
@@ -376,7 +393,7 @@ fn check_build_ids(plan: &mut Plan, db: &Database, checks: &[(usize, usize)], jo
         .iter()
         .filter_map(|&(f, e)| holding(f, db.files[e].build_id_offset?).copied())
         .collect();
-    plan.early = run(&plan.open, &first, plan.mechanism, jobs).requests;
+    plan.early = run(&plan.open, &first, plan.mechanism, jobs, None).requests;
     let mut bad = vec![false; plan.open.len()];
     for &(f, e) in checks {
         let entry = &db.files[e];
@@ -415,8 +432,16 @@ fn jobs_for(options: &ReplayOptions, mechanism: Mechanism) -> usize {
     .clamp(1, 64)
 }
 
-/// Issue `requests` with `jobs` threads.
-fn run(open: &[File], requests: &[Request], mechanism: Mechanism, jobs: usize) -> Issued {
+/// Issue `requests` with `jobs` threads; with `hold`, lock each as soon as it is read (a
+/// mechanism that waits: the page reclaim of some machines takes pages back within a second,
+/// sooner than a whole sweep).
+fn run(
+    open: &[File],
+    requests: &[Request],
+    mechanism: Mechanism,
+    jobs: usize,
+    hold: Option<&Held>,
+) -> Issued {
     let next = AtomicUsize::new(0);
     let results: Vec<Issued> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..jobs)
@@ -427,6 +452,10 @@ fn run(open: &[File], requests: &[Request], mechanism: Mechanism, jobs: usize) -
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(r) = requests.get(i) else { break };
                         let result = one(&open[r.file], r, mechanism);
+                        if let (Some(held), Ok(())) = (hold, &result) {
+                            let fd = open[r.file].as_raw_fd();
+                            held.try_lock(fd, r.offset, r.len, mechanism == Mechanism::Huge);
+                        }
                         done.requests += 1;
                         done.bytes += r.len;
                         if let Err(e) = result {
@@ -458,9 +487,10 @@ pub fn issue(plan: &Plan, options: &ReplayOptions) -> Issued {
     let start = Instant::now();
     let mechanism = plan.mechanism;
     let jobs = jobs_for(options, mechanism);
-    let issued = run(&plan.open, &plan.requests, mechanism, jobs);
     let held = std::sync::Arc::new(Held::default());
-    if options.wait && (options.hold || !mechanism.waits()) {
+    let inline = (mechanism.waits() && options.hold).then_some(&*held);
+    let issued = run(&plan.open, &plan.requests, mechanism, jobs, inline);
+    if options.wait && !mechanism.waits() {
         // In issue order, which is the order the reads complete in: each range is locked (or
         // waited for) as soon as it is in.
         let next = AtomicUsize::new(0);
@@ -470,15 +500,9 @@ pub fn issue(plan: &Plan, options: &ReplayOptions) -> Issued {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(r) = plan.requests.get(i) else { break };
                     let fd = plan.open[r.file].as_raw_fd();
-                    if options.hold && held.refused.load(Ordering::Relaxed) == 0 {
-                        if held.lock(fd, r.offset, r.len) {
-                            continue;
-                        }
-                        held.refused.fetch_add(1, Ordering::Relaxed);
-                    } else if options.hold {
-                        held.refused.fetch_add(1, Ordering::Relaxed);
+                    if !(options.hold && held.try_lock(fd, r.offset, r.len, false)) {
+                        let _ = populate(fd, r.offset, r.len);
                     }
-                    let _ = populate(fd, r.offset, r.len);
                 });
             }
         });
@@ -824,8 +848,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f");
         std::fs::write(&p, vec![7u8; 5 << 20]).unwrap();
-        let file = File::open(&p).unwrap();
-        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        evict(&p);
         // A range across a 2 MiB boundary, and the file's last page.
         let db = db_for(&p, &[(500, 20), ((5 << 20) / PAGE - 1, 1)]);
         let o = ReplayOptions {
@@ -840,6 +863,31 @@ mod tests {
         assert_eq!((issued.requests, issued.failed), (2, 0), "{:?}", issued.first_error);
         assert_eq!(resident_pages(&p, 500 * PAGE, 20 * PAGE).unwrap(), (20, 20));
         assert_eq!(resident_pages(&p, (5 << 20) - PAGE, PAGE).unwrap(), (1, 1));
+    }
+
+    /// Write back and drop the page cache of `path`.
+    fn evict(path: &Path) {
+        let file = File::open(path).unwrap();
+        file.sync_all().unwrap();
+        // SAFETY: advice on a descriptor we hold.
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    }
+
+    #[test]
+    fn locking_what_huge_read_reads_nothing_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, vec![7u8; 8 << 20]).unwrap();
+        evict(&p);
+        assert_eq!(resident_pages(&p, 0, 8 << 20).unwrap().0, 0, "not evicted");
+        let db = db_for(&p, &[(0, 4)]);
+        let o = ReplayOptions { mechanism: Mechanism::Huge, gap: Some(0), ..Default::default() };
+        let plan = plan(&db, &o);
+        let issued = issue(&plan, &o);
+        assert_eq!(issued.held.bytes.load(Ordering::Relaxed), 4 * PAGE, "locked");
+        assert_eq!(resident_pages(&p, 0, 4 * PAGE).unwrap(), (4, 4));
+        // The lock's faults on the block's read-ahead mark read no window after it.
+        assert_eq!(resident_pages(&p, 2 << 20, 6 << 20).unwrap().0, 0);
     }
 
     #[test]
