@@ -407,6 +407,22 @@ fn read_ahead_is_the_profiles() {
 }
 
 #[test]
+fn the_device_says_rotational_as_the_device_it_emulates_and_keeps_the_profiles_read_ahead() {
+    let fx = Fixture::new();
+    let file = fx.data_file("app/lib.so", 1 << 20);
+    for (profile, want) in [(StorageProfile::hdd(), "1"), (StorageProfile::emmc(), "0")] {
+        let storage =
+            EmulatedStorage::create(&profile, std::slice::from_ref(&file), fx.work()).unwrap();
+        let name = &storage.device().name;
+        let flag = fs::read_to_string(format!("/sys/block/{name}/queue/rotational")).unwrap();
+        assert_eq!(flag.trim(), want, "{}", profile.name);
+        // Writing the flag resets the read-ahead; the profile's must be what stays.
+        assert_eq!(storage.read_ahead_kb().unwrap(), profile.readahead_kb, "{}", profile.name);
+        storage.close().unwrap();
+    }
+}
+
+#[test]
 fn the_program_sees_the_copy_at_the_original_path_and_the_host_does_not() {
     let fx = Fixture::new();
     let app = fx.originals.path().join("app");

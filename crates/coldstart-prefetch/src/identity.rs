@@ -42,28 +42,40 @@ pub enum Match {
     Changed(String),
 }
 
-/// Compare the open `file` (its metadata `meta`) with what `entry` recorded. Reads the
-/// build-id's bytes (one small read) only when everything else matches.
+/// Whether the file open as `file` (with `meta`) is the one `entry` names: its size, mtime and
+/// build-id (one small read), then whether it still lies where it did.
 pub fn compare(entry: &FileEntry, file: &File, meta: &std::fs::Metadata) -> Match {
+    match compare_metadata(entry, meta) {
+        Match::Changed(why) => Match::Changed(why),
+        m => build_id_changed(entry, file).map_or(m, Match::Changed),
+    }
+}
+
+/// [`compare`] without the build-id: size, mtime, device and inode (no read of the file).
+pub fn compare_metadata(entry: &FileEntry, meta: &std::fs::Metadata) -> Match {
     if meta.len() != entry.size {
         return Match::Changed(format!("size {} is now {}", entry.size, meta.len()));
     }
     if (meta.mtime(), meta.mtime_nsec()) != (entry.mtime, entry.mtime_nsec) {
         return Match::Changed("modified since the recording".into());
     }
-    if let (Some(id), Some(off)) = (&entry.build_id, entry.build_id_offset) {
-        let mut buf = vec![0u8; id.len() / 2];
-        match file.read_exact_at(&mut buf, off) {
-            Ok(()) if hex(&buf) == *id => {}
-            Ok(()) => return Match::Changed(format!("build-id is no longer {id}")),
-            Err(e) => return Match::Changed(format!("build-id unreadable: {e}")),
-        }
-    }
     let dev = format!("{}:{}", libc::major(meta.dev()), libc::minor(meta.dev()));
     if dev != entry.dev || meta.ino() != entry.ino {
         return Match::Moved;
     }
     Match::Same
+}
+
+/// Why the file's build-id is not the recorded one (`None`: it is, or none was recorded):
+/// one small read at the recorded offset.
+pub fn build_id_changed(entry: &FileEntry, file: &File) -> Option<String> {
+    let (Some(id), Some(off)) = (&entry.build_id, entry.build_id_offset) else { return None };
+    let mut buf = vec![0u8; id.len() / 2];
+    match file.read_exact_at(&mut buf, off) {
+        Ok(()) if hex(&buf) == *id => None,
+        Ok(()) => Some(format!("build-id is no longer {id}")),
+        Err(e) => Some(format!("build-id unreadable: {e}")),
+    }
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {

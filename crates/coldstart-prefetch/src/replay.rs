@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::db::{Database, PAGE};
-use crate::identity::{compare, Match};
+use crate::identity::{build_id_changed, compare, compare_metadata, Match};
 
 /// In which order the reads are issued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +30,9 @@ pub enum Order {
 /// How a read is asked of the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mechanism {
+    /// `Huge` with at least [`HUGE_JOBS`] jobs on a rotational disk, where a request costs more
+    /// than a MiB of reading; else `Readahead` (BENCHMARKS.md, "Prefetch").
+    Auto,
     /// `readahead(2)`: starts the reads and returns.
     Readahead,
     /// `posix_fadvise(POSIX_FADV_WILLNEED)`: the same kernel path as `readahead(2)`.
@@ -37,6 +40,20 @@ pub enum Mechanism {
     /// `readahead(2)` of the range, then `madvise(MADV_POPULATE_READ)` on a mapping of it:
     /// returns when the pages are in; several in flight need several jobs.
     Populate,
+    /// `MADV_POPULATE_READ` on a mapping advised `MADV_HUGEPAGE` and `MADV_RANDOM`: the kernel
+    /// reads each 2 MiB-aligned block the range touches into large folios, so one request is
+    /// as large as the device takes (`readahead(2)` reads into 4 KiB pages, and a device that
+    /// takes 128 segments cuts those reads at 512 KiB). Waits per block: several in flight
+    /// need several jobs. Where the file system has no large folios, as `Populate`.
+    Huge,
+}
+
+impl Mechanism {
+    /// Whether issuing a read returns only once it is in (several in flight need several
+    /// jobs).
+    pub fn waits(self) -> bool {
+        matches!(self, Mechanism::Populate | Mechanism::Huge)
+    }
 }
 
 impl std::str::FromStr for Order {
@@ -55,10 +72,14 @@ impl std::str::FromStr for Mechanism {
     type Err = String;
     fn from_str(s: &str) -> Result<Mechanism, String> {
         match s {
+            "auto" => Ok(Mechanism::Auto),
             "readahead" => Ok(Mechanism::Readahead),
             "fadvise" => Ok(Mechanism::Fadvise),
             "populate" => Ok(Mechanism::Populate),
-            o => Err(format!("unknown mechanism `{o}`: use readahead, fadvise or populate")),
+            "huge" => Ok(Mechanism::Huge),
+            o => Err(format!(
+                "unknown mechanism `{o}`: use auto, readahead, fadvise, populate or huge"
+            )),
         }
     }
 }
@@ -80,31 +101,45 @@ pub struct ReplayOptions {
     /// of the returned [`Issued`]. Ranges the lock limit (`RLIMIT_MEMLOCK`) refuses are only
     /// waited for.
     pub hold: bool,
+    /// Check an ELF file's build-id with the sweep's own request that holds it: [`plan`]
+    /// issues those requests first and reads the build-ids from the page cache, so a check
+    /// costs no request of its own (a small read of its own is a whole request to the device,
+    /// and it cuts the sweep's request around it in two). Without it, planning reads only
+    /// metadata and the build-ids' bytes (for `prefetch show` and `--refresh`).
+    pub check_in_sweep: bool,
 }
 
 impl Default for ReplayOptions {
-    /// The defaults measured in BENCHMARKS.md ("Prefetch"): order `auto`, `readahead(2)`,
-    /// one job, gaps filled by the disk's kind, and wait until everything is read.
+    /// The defaults measured in BENCHMARKS.md ("Prefetch"): order and mechanism `auto`,
+    /// one job (more for a mechanism that waits), gaps filled by the disk's kind, and wait
+    /// until everything is read.
     fn default() -> Self {
         ReplayOptions {
             order: Order::Auto,
-            mechanism: Mechanism::Readahead,
+            mechanism: Mechanism::Auto,
             jobs: 1,
             gap: None,
             wait: true,
             hold: true,
+            check_in_sweep: true,
         }
     }
 }
 
-/// The gap filled on a disk that is not rotational (flash): a request costs little more than
-/// the 256 KiB around it.
-pub const DEFAULT_GAP: u64 = 256 << 10;
+/// The gap filled on a disk that is not rotational (flash): a gap is worth reading when it
+/// costs less than a request, and a request costs about what 32-64 KiB of reading does
+/// (eMMC: 4,000 reads/s at 160 MB/s, 40 KB; a SATA SSD 54 KB; NVMe at queue depth about as
+/// much). 256 KiB read the sample 2.0x slower on `emmc` (BENCHMARKS.md, "Prefetch").
+pub const DEFAULT_GAP: u64 = 32 << 10;
 
 /// The gap filled on a rotational disk: at 100 reads/s and 120 MB/s a request costs 10 ms and
 /// a MiB of reading 9 ms, so reading a gap of up to a MiB is cheaper than a second request
 /// (measured against 256 KiB and against whole files: BENCHMARKS.md, "Prefetch").
 pub const ROTATIONAL_GAP: u64 = 1 << 20;
+
+/// Jobs of the `auto` mechanism when it chooses `Huge`: each waits for its block, and a disk
+/// serves several requests in flight better than one.
+pub const HUGE_JOBS: usize = 4;
 
 /// A file skipped, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,6 +169,11 @@ pub struct Plan {
     pub moved: usize,
     /// The order used (never `Auto`).
     pub order: Order,
+    /// The mechanism used (never `Auto`).
+    pub mechanism: Mechanism,
+    /// Requests read while planning: those holding a build-id checked in the sweep (they are
+    /// in [`Plan::requests`] too, and cost nothing more when issued again).
+    pub early: usize,
 }
 
 impl Plan {
@@ -168,9 +208,21 @@ pub struct Held {
 }
 
 impl Held {
+    /// Lock a range as [`Held::lock`] does, unless the lock limit refused one already: false
+    /// when it was not locked (and counted as refused).
+    fn try_lock(&self, fd: i32, offset: u64, len: u64, no_read_ahead: bool) -> bool {
+        if self.refused.load(Ordering::Relaxed) == 0 && self.lock(fd, offset, len, no_read_ahead) {
+            return true;
+        }
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        false
+    }
+}
+
+impl Held {
     /// Map `len` bytes of `fd` at `offset` and lock them (waiting for them to be read);
     /// false when the mapping or the lock was refused.
-    fn lock(&self, fd: i32, offset: u64, len: u64) -> bool {
+    fn lock(&self, fd: i32, offset: u64, len: u64, no_read_ahead: bool) -> bool {
         // SAFETY: a fresh read-only shared mapping of a file we hold open; kept until drop.
         unsafe {
             let p = libc::mmap(
@@ -183,6 +235,11 @@ impl Held {
             );
             if p == libc::MAP_FAILED {
                 return false;
+            }
+            // No read-ahead from the lock's faults on what `Huge` read: its blocks carry the
+            // kernel's read-ahead mark, and a fault on one would read the next window.
+            if no_read_ahead {
+                libc::madvise(p, len as usize, libc::MADV_RANDOM);
             }
             if libc::mlock(p, len as usize) != 0 {
                 libc::munmap(p, len as usize);
@@ -210,6 +267,9 @@ pub fn plan(db: &Database, options: &ReplayOptions) -> Plan {
     let mut index: Vec<Option<usize>> = vec![None; db.files.len()];
     let mut skipped = Vec::new();
     let mut moved = 0;
+    // Files whose build-id is checked with the sweep's first request (index into `open`, into
+    // `db.files`).
+    let mut checks: Vec<(usize, usize)> = Vec::new();
     for (i, entry) in db.files.iter().enumerate() {
         let file = match File::open(&entry.path) {
             Ok(f) => f,
@@ -225,13 +285,19 @@ pub fn plan(db: &Database, options: &ReplayOptions) -> Plan {
                 continue;
             }
         };
-        match compare(entry, &file, &meta) {
+        let check_later = options.check_in_sweep && entry.build_id.is_some();
+        let found =
+            if check_later { compare_metadata(entry, &meta) } else { compare(entry, &file, &meta) };
+        match found {
             Match::Same => {}
             Match::Moved => moved += 1,
             Match::Changed(why) => {
                 skipped.push(Skipped { path: entry.path.clone(), why });
                 continue;
             }
+        }
+        if check_later {
+            checks.push((open.len(), i));
         }
         index[i] = Some(open.len());
         open.push(file);
@@ -305,15 +371,78 @@ pub fn plan(db: &Database, options: &ReplayOptions) -> Plan {
             off += len;
         }
     }
-    Plan { open, requests, skipped, moved, order }
+    let mechanism = match options.mechanism {
+        Mechanism::Auto if rotational => Mechanism::Huge,
+        Mechanism::Auto => Mechanism::Readahead,
+        m => m,
+    };
+    let mut plan = Plan { open, requests, skipped, moved, order, mechanism, early: 0 };
+    if !checks.is_empty() {
+        check_build_ids(&mut plan, db, &checks, jobs_for(options, mechanism));
+    }
+    plan
 }
 
-/// Issue the plan's reads with `options.jobs` threads, and with `options.wait` wait until they
-/// are in.
-pub fn issue(plan: &Plan, options: &ReplayOptions) -> Issued {
-    let start = Instant::now();
+/// Read the request of each checked file that holds its build-id (all at once), check the
+/// build-ids from the page cache, and drop the files whose build-id changed.
+fn check_build_ids(plan: &mut Plan, db: &Database, checks: &[(usize, usize)], jobs: usize) {
+    let holding = |f: usize, at: u64| {
+        plan.requests.iter().find(|r| r.file == f && r.offset <= at && at < r.offset + r.len)
+    };
+    let first: Vec<Request> = checks
+        .iter()
+        .filter_map(|&(f, e)| holding(f, db.files[e].build_id_offset?).copied())
+        .collect();
+    plan.early = run(&plan.open, &first, plan.mechanism, jobs, None).requests;
+    let mut bad = vec![false; plan.open.len()];
+    for &(f, e) in checks {
+        let entry = &db.files[e];
+        if let Some(why) = build_id_changed(entry, &plan.open[f]) {
+            bad[f] = true;
+            plan.skipped.push(Skipped { path: entry.path.clone(), why });
+            if plan.open[f].metadata().is_ok_and(|m| compare_metadata(entry, &m) == Match::Moved) {
+                plan.moved -= 1;
+            }
+        }
+    }
+    if !bad.contains(&true) {
+        return;
+    }
+    let mut remap = vec![usize::MAX; bad.len()];
+    let open = std::mem::take(&mut plan.open);
+    for (f, file) in open.into_iter().enumerate() {
+        if !bad[f] {
+            remap[f] = plan.open.len();
+            plan.open.push(file);
+        }
+    }
+    plan.requests.retain(|r| !bad[r.file]);
+    for r in &mut plan.requests {
+        r.file = remap[r.file];
+    }
+}
+
+/// Threads that issue reads: `options.jobs`, and at least [`HUGE_JOBS`] when the `auto`
+/// mechanism chose one that waits.
+fn jobs_for(options: &ReplayOptions, mechanism: Mechanism) -> usize {
+    match options.mechanism {
+        Mechanism::Auto if mechanism.waits() => options.jobs.max(HUGE_JOBS),
+        _ => options.jobs,
+    }
+    .clamp(1, 64)
+}
+
+/// Issue `requests` with `jobs` threads; with `hold`, lock each as soon as it is read (a
+/// mechanism that waits: the page reclaim of some machines takes pages back within a second,
+/// sooner than a whole sweep).
+fn run(
+    open: &[File],
+    requests: &[Request],
+    mechanism: Mechanism,
+    jobs: usize,
+    hold: Option<&Held>,
+) -> Issued {
     let next = AtomicUsize::new(0);
-    let jobs = options.jobs.clamp(1, 64);
     let results: Vec<Issued> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..jobs)
             .map(|_| {
@@ -321,8 +450,12 @@ pub fn issue(plan: &Plan, options: &ReplayOptions) -> Issued {
                     let mut done = Issued::default();
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(r) = plan.requests.get(i) else { break };
-                        let result = one(&plan.open[r.file], r, options.mechanism);
+                        let Some(r) = requests.get(i) else { break };
+                        let result = one(&open[r.file], r, mechanism);
+                        if let (Some(held), Ok(())) = (hold, &result) {
+                            let fd = open[r.file].as_raw_fd();
+                            held.try_lock(fd, r.offset, r.len, mechanism == Mechanism::Huge);
+                        }
                         done.requests += 1;
                         done.bytes += r.len;
                         if let Err(e) = result {
@@ -336,8 +469,28 @@ pub fn issue(plan: &Plan, options: &ReplayOptions) -> Issued {
             .collect();
         workers.into_iter().map(|w| w.join().unwrap_or_default()).collect()
     });
+    let mut total = Issued::default();
+    for r in results {
+        total.requests += r.requests;
+        total.bytes += r.bytes;
+        total.failed += r.failed;
+        if total.first_error.is_none() {
+            total.first_error = r.first_error;
+        }
+    }
+    total
+}
+
+/// Issue the plan's reads with `options.jobs` threads, and with `options.wait` wait until they
+/// are in.
+pub fn issue(plan: &Plan, options: &ReplayOptions) -> Issued {
+    let start = Instant::now();
+    let mechanism = plan.mechanism;
+    let jobs = jobs_for(options, mechanism);
     let held = std::sync::Arc::new(Held::default());
-    if options.wait && (options.hold || options.mechanism != Mechanism::Populate) {
+    let inline = (mechanism.waits() && options.hold).then_some(&*held);
+    let issued = run(&plan.open, &plan.requests, mechanism, jobs, inline);
+    if options.wait && !mechanism.waits() {
         // In issue order, which is the order the reads complete in: each range is locked (or
         // waited for) as soon as it is in.
         let next = AtomicUsize::new(0);
@@ -347,28 +500,14 @@ pub fn issue(plan: &Plan, options: &ReplayOptions) -> Issued {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(r) = plan.requests.get(i) else { break };
                     let fd = plan.open[r.file].as_raw_fd();
-                    if options.hold && held.refused.load(Ordering::Relaxed) == 0 {
-                        if held.lock(fd, r.offset, r.len) {
-                            continue;
-                        }
-                        held.refused.fetch_add(1, Ordering::Relaxed);
-                    } else if options.hold {
-                        held.refused.fetch_add(1, Ordering::Relaxed);
+                    if !(options.hold && held.try_lock(fd, r.offset, r.len, false)) {
+                        let _ = populate(fd, r.offset, r.len);
                     }
-                    let _ = populate(fd, r.offset, r.len);
                 });
             }
         });
     }
-    let mut total = Issued { held, ..Issued::default() };
-    for r in results {
-        total.requests += r.requests;
-        total.bytes += r.bytes;
-        total.failed += r.failed;
-        if total.first_error.is_none() {
-            total.first_error = r.first_error;
-        }
-    }
+    let mut total = Issued { held, ..issued };
     total.elapsed = start.elapsed();
     total
 }
@@ -376,7 +515,7 @@ pub fn issue(plan: &Plan, options: &ReplayOptions) -> Issued {
 fn one(file: &File, r: &Request, mechanism: Mechanism) -> std::io::Result<()> {
     let fd = file.as_raw_fd();
     let rc = match mechanism {
-        Mechanism::Readahead => unsafe {
+        Mechanism::Auto | Mechanism::Readahead => unsafe {
             libc::readahead(fd, r.offset as libc::off64_t, r.len as usize) as i32
         },
         Mechanism::Fadvise => {
@@ -400,6 +539,7 @@ fn one(file: &File, r: &Request, mechanism: Mechanism) -> std::io::Result<()> {
             unsafe { libc::readahead(fd, r.offset as libc::off64_t, r.len as usize) };
             return populate(fd, r.offset, r.len);
         }
+        Mechanism::Huge => return populate_huge(fd, r.offset, r.len),
     };
     if rc < 0 {
         return Err(std::io::Error::last_os_error());
@@ -430,6 +570,62 @@ fn populate(fd: i32, offset: u64, len: u64) -> std::io::Result<()> {
         let rc = libc::madvise(p, len as usize, MADV_POPULATE_READ);
         let err = std::io::Error::last_os_error();
         libc::munmap(p, len as usize);
+        if rc != 0 {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+/// The 2 MiB blocks of a file that hold `offset .. offset + len`, read into the page cache in
+/// large folios: a mapping of them advised `MADV_HUGEPAGE` (each fault reads its whole
+/// PMD-aligned block) and `MADV_RANDOM` (and nothing after it), then populated.
+fn populate_huge(fd: i32, offset: u64, len: u64) -> std::io::Result<()> {
+    const BLOCK: u64 = 2 << 20;
+    if len == 0 {
+        return Ok(());
+    }
+    let start = offset / BLOCK * BLOCK;
+    let end = (offset + len).div_ceil(BLOCK) * BLOCK;
+    // SAFETY: a fresh read-only shared mapping of a file we hold open, unmapped before return;
+    // the advice calls only change how it is read. Pages past the end of the file are never
+    // touched: populate stops at the first page it cannot read, after the file's last page.
+    unsafe {
+        let size = {
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstat(fd, &mut st) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            st.st_size as u64
+        };
+        let end = end.min(size.next_multiple_of(PAGE));
+        if end <= start {
+            return Ok(());
+        }
+        let n = (end - start) as usize;
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            n,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            fd,
+            start as libc::off_t,
+        );
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        // Without transparent huge pages the advice is refused: the reads are then the
+        // device's read-ahead windows, as `Populate`'s.
+        libc::madvise(p, n, libc::MADV_HUGEPAGE);
+        libc::madvise(p, n, libc::MADV_RANDOM);
+        const MADV_POPULATE_READ: i32 = 22;
+        // Only the range itself: its blocks are read whole by its first fault in each.
+        let skip = (offset - start) / PAGE * PAGE;
+        let first = (p as usize + skip as usize) as *mut libc::c_void;
+        let want = ((offset + len).min(end) - (start + skip)) as usize;
+        let rc = libc::madvise(first, want, MADV_POPULATE_READ);
+        let err = std::io::Error::last_os_error();
+        libc::munmap(p, n);
         if rc != 0 {
             return Err(err);
         }
@@ -591,6 +787,125 @@ mod tests {
         assert!(plan.requests.is_empty());
         assert_eq!(plan.skipped.len(), 2);
         assert!(plan.skipped[1].why.contains("size"), "{:?}", plan.skipped);
+    }
+
+    /// A copy of this test binary (an ELF file with a build-id) and a database naming it
+    /// with two ranges: the build-id's page and one far from it.
+    fn elf_db(dir: &Path) -> (PathBuf, Database) {
+        let p = dir.join("elf");
+        std::fs::copy(std::env::current_exe().unwrap(), &p).unwrap();
+        let entry = identify(&p).unwrap();
+        let at = entry.build_id_offset.expect("rustc links a build-id") / PAGE;
+        let size = entry.size / PAGE;
+        let db = db_for(&p, &[(at, 1), (size - 1, 1)]);
+        (p, db)
+    }
+
+    #[test]
+    fn a_build_id_checked_in_the_sweep_drops_a_changed_file_and_keeps_a_good_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, mut db) = elf_db(dir.path());
+        let o = ReplayOptions { gap: Some(0), order: Order::FirstTouch, ..Default::default() };
+        let good = plan(&db, &o);
+        assert_eq!((good.open.len(), good.requests.len()), (1, 2), "{:?}", good.skipped);
+        let id = db.files[0].build_id.as_mut().unwrap();
+        let flipped = if id.starts_with('0') { "1" } else { "0" };
+        id.replace_range(0..1, flipped);
+        for check_in_sweep in [true, false] {
+            let bad = plan(&db, &ReplayOptions { check_in_sweep, ..o.clone() });
+            assert!(bad.open.is_empty() && bad.requests.is_empty(), "{check_in_sweep}");
+            assert_eq!(bad.skipped.len(), 1);
+            assert!(bad.skipped[0].why.contains("build-id"), "{:?}", bad.skipped);
+        }
+    }
+
+    #[test]
+    fn checking_a_build_id_in_the_sweep_reads_the_request_that_holds_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, db) = elf_db(dir.path());
+        let file = File::open(&p).unwrap();
+        let evict = || unsafe {
+            libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+        };
+        let o = ReplayOptions {
+            gap: Some(0),
+            order: Order::FirstTouch,
+            mechanism: Mechanism::Populate,
+            ..Default::default()
+        };
+        evict();
+        let plan = plan(&db, &o);
+        assert_eq!((plan.early, plan.requests.len()), (1, 2));
+        let r = plan.requests.iter().find(|r| r.offset == db.ranges[0].page * PAGE).unwrap();
+        assert_eq!(resident_pages(&p, r.offset, r.len).unwrap(), (1, 1));
+        evict();
+        let plan = super::plan(&db, &ReplayOptions { check_in_sweep: false, ..o });
+        assert_eq!((plan.early, plan.requests.len()), (0, 2));
+    }
+
+    #[test]
+    fn huge_reads_the_range_and_issue_leaves_it_resident() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, vec![7u8; 5 << 20]).unwrap();
+        evict(&p);
+        // A range across a 2 MiB boundary, and the file's last page.
+        let db = db_for(&p, &[(500, 20), ((5 << 20) / PAGE - 1, 1)]);
+        let o = ReplayOptions {
+            mechanism: Mechanism::Huge,
+            gap: Some(0),
+            hold: false,
+            ..Default::default()
+        };
+        let plan = plan(&db, &o);
+        assert_eq!(plan.mechanism, Mechanism::Huge);
+        let issued = issue(&plan, &o);
+        assert_eq!((issued.requests, issued.failed), (2, 0), "{:?}", issued.first_error);
+        assert_eq!(resident_pages(&p, 500 * PAGE, 20 * PAGE).unwrap(), (20, 20));
+        assert_eq!(resident_pages(&p, (5 << 20) - PAGE, PAGE).unwrap(), (1, 1));
+    }
+
+    /// Write back and drop the page cache of `path`.
+    fn evict(path: &Path) {
+        let file = File::open(path).unwrap();
+        file.sync_all().unwrap();
+        // SAFETY: advice on a descriptor we hold.
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    }
+
+    #[test]
+    fn locking_what_huge_read_reads_nothing_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, vec![7u8; 8 << 20]).unwrap();
+        evict(&p);
+        assert_eq!(resident_pages(&p, 0, 8 << 20).unwrap().0, 0, "not evicted");
+        let db = db_for(&p, &[(0, 4)]);
+        let o = ReplayOptions { mechanism: Mechanism::Huge, gap: Some(0), ..Default::default() };
+        let plan = plan(&db, &o);
+        let issued = issue(&plan, &o);
+        assert_eq!(issued.held.bytes.load(Ordering::Relaxed), 4 * PAGE, "locked");
+        assert_eq!(resident_pages(&p, 0, 4 * PAGE).unwrap(), (4, 4));
+        // The lock's faults on the block's read-ahead mark read no window after it.
+        assert_eq!(resident_pages(&p, 2 << 20, 6 << 20).unwrap().0, 0);
+    }
+
+    #[test]
+    fn auto_chooses_huge_on_a_rotational_disk_and_readahead_elsewhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, vec![7u8; 8192]).unwrap();
+        let dev = std::fs::metadata(&p).unwrap().dev();
+        let rotational = device_queue(dev, "rotational") == Some(1);
+        let plan = plan(&db_for(&p, &[(0, 1)]), &ReplayOptions::default());
+        let want = if rotational { Mechanism::Huge } else { Mechanism::Readahead };
+        assert_eq!(plan.mechanism, want);
+        let o = ReplayOptions::default();
+        assert_eq!(jobs_for(&o, Mechanism::Huge), HUGE_JOBS);
+        assert_eq!(
+            jobs_for(&ReplayOptions { mechanism: Mechanism::Huge, ..o }, Mechanism::Huge),
+            1
+        );
     }
 
     #[test]

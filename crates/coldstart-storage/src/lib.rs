@@ -14,8 +14,8 @@
 //! 3. formatted ext4 (`-E lazy_itable_init=0,lazy_journal_init=0`: no background
 //!    initialisation disturbs the runs) and mounted at `SESSION/mnt`,
 //! 4. the program's files copied in their absolute path shape (`/opt/app/bin/x` at
-//!    `MOUNT/opt/app/bin/x`), the device's read-ahead set to the profile's, and the copy's page
-//!    cache dropped (unmount, `BLKFLSBUF`, mount again),
+//!    `MOUNT/opt/app/bin/x`), the device's read-ahead set to the profile's (and its rotational
+//!    flag: a hard disk is, flash is not), and the copy's page cache dropped (unmount, `BLKFLSBUF`, mount again),
 //! 5. each run's child enters a mount namespace where the copies are bind-mounted over the
 //!    originals ([`EmulatedStorage::enter`]), and the run's cgroup gets read IOPS and bytes/s
 //!    limits on the loop device ([`EmulatedStorage::throttle`]).
@@ -355,6 +355,11 @@ impl EmulatedStorage {
         mount_ext4(&device.path, &self.mount)?;
         self.mounted = true;
         copy::copy_entries(&self.entries, &self.mount)?;
+        // The flag first: writing it makes the kernel apply the queue's limits again, which
+        // sets the read-ahead back to its default (2.5 MiB on a loop device).
+        if let Some(rotational) = self.profile.rotational() {
+            device.set_rotational(rotational)?;
+        }
         device.set_read_ahead_kb(self.profile.readahead_kb)?;
         self.drop_caches()?;
         // The loop device reads its backing file with O_DIRECT; drop any host pages of it that

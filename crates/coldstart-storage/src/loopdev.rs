@@ -91,6 +91,19 @@ impl LoopDevice {
         Ok(())
     }
 
+    /// Say the device is rotational or not (`/sys/block/loopN/queue/rotational`), read back.
+    /// The kernel then sets the read-ahead back to the queue's default: set it after.
+    pub fn set_rotational(&self, rotational: bool) -> Result<(), StorageError> {
+        let path = self.sys().join("queue/rotational");
+        let want = if rotational { "1" } else { "0" };
+        fs::write(&path, format!("{want}\n")).map_err(|e| StorageError::io(&path, "write", e))?;
+        let got = fs::read_to_string(&path).map_err(|e| StorageError::io(&path, "read", e))?;
+        if got.trim() != want {
+            return Err(StorageError::io(&path, "set", io::ErrorKind::Unsupported.into()));
+        }
+        Ok(())
+    }
+
     /// `/sys/block/loopN/queue/read_ahead_kb`.
     pub fn read_ahead_kb(&self) -> Result<u64, StorageError> {
         let path = self.sys().join("queue/read_ahead_kb");

@@ -74,6 +74,18 @@ impl StorageProfile {
         Self { name: name.to_owned(), read_iops, read_bps, readahead_kb: DEFAULT_READAHEAD_KB }
     }
 
+    /// Whether the emulated device says it is rotational (`queue/rotational`), as the device
+    /// it emulates would: a hard disk is, flash is not; `None` for a custom profile (the loop
+    /// device's own flag is kept). Programs and the kernel choose by this flag, as `launch
+    /// --prefetch` chooses its defaults.
+    pub fn rotational(&self) -> Option<bool> {
+        match self.name.as_str() {
+            "hdd" => Some(true),
+            "emmc" | "sata-ssd" | "nvme" => Some(false),
+            _ => None,
+        }
+    }
+
     /// Whether the profile limits reads at all (an `nvme` profile does not).
     pub fn is_throttled(&self) -> bool {
         self.read_iops.is_some() || self.read_bps.is_some()
@@ -168,6 +180,9 @@ mod tests {
     #[test]
     fn builtins_parse_to_their_documented_figures() {
         let hdd: StorageProfile = "hdd".parse().unwrap();
+        assert_eq!(hdd.rotational(), Some(true));
+        assert_eq!(StorageProfile::emmc().rotational(), Some(false));
+        assert_eq!(StorageProfile::nvme().rotational(), Some(false));
         assert_eq!(
             (hdd.read_iops, hdd.read_bps, hdd.readahead_kb),
             (Some(100), Some(120 * MB), 128)

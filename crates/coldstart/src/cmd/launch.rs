@@ -37,21 +37,25 @@ pub struct Args {
     /// first-touch or physical (FIEMAP).
     #[arg(long, value_name = "ORDER", default_value = "auto")]
     pub order: String,
-    /// How reads are asked: readahead (readahead(2)), fadvise (POSIX_FADV_WILLNEED),
-    /// populate (MADV_POPULATE_READ on a mapping, waits for each) or whole-file (each file
-    /// read whole with read(2): the preload of old, for comparison).
-    #[arg(long, value_name = "HOW", default_value = "readahead")]
+    /// How reads are asked: auto (huge with at least 4 jobs on a rotational disk, else
+    /// readahead), readahead (readahead(2)), fadvise (POSIX_FADV_WILLNEED),
+    /// populate (MADV_POPULATE_READ on a mapping, waits for each), huge (the same on a
+    /// mapping advised MADV_HUGEPAGE: each 2 MiB block read whole in large folios, in requests
+    /// as large as the device takes) or whole-file (each file read whole with read(2): the
+    /// preload of old, for comparison).
+    #[arg(long, value_name = "HOW", default_value = "auto")]
     pub mechanism: String,
     /// Keep what the sweep read locked in memory for this many seconds after the command
     /// starts (or until it ends), so that nothing reclaims it before start-up touches it
     /// (0: do not lock). Without root, the lock limit (`ulimit -l`) bounds it.
     #[arg(long, value_name = "SECS", default_value_t = 30.0)]
     pub hold: f64,
-    /// Threads issuing reads at once.
+    /// Threads issuing reads at once (the auto mechanism uses at least 4 when it chooses
+    /// huge).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub jobs: usize,
     /// Ranges of a file at most this far apart are read as one: auto (1 MiB on a rotational
-    /// disk, 256 KiB on flash) or a size (0: only what start-up touched).
+    /// disk, 32 KiB on flash) or a size (0: only what start-up touched).
     #[arg(long, value_name = "SIZE", default_value = "auto")]
     pub gap: String,
     /// When the database is missing or names a changed file: after the command ends, record
@@ -93,6 +97,7 @@ fn options(args: &Args) -> anyhow::Result<(ReplayOptions, bool)> {
             },
             wait: !args.no_wait,
             hold: args.hold > 0.0,
+            check_in_sweep: true,
         },
         whole,
     ))
@@ -133,7 +138,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // and fadvise are still issued before the command starts (they return at once), so its
     // own reads queue behind them instead of cutting the sweep's large reads into small ones;
     // a mechanism that waits for each read runs beside the command.
-    let beside = !options.wait && (whole || options.mechanism == replay::Mechanism::Populate);
+    // (`auto` may choose a mechanism that waits.)
+    let beside = !options.wait
+        && (whole || options.mechanism.waits() || options.mechanism == replay::Mechanism::Auto);
     if let Some(db) = &db {
         if !beside {
             let (plan, issued) = sweep(db, &options, whole);
@@ -237,11 +244,12 @@ fn report(plan: &Plan, issued: &replay::Issued, verbose: bool) {
     }
     if verbose {
         eprintln!(
-            "coldstart: prefetch: {} reads, {:.1} MiB of {} files, order {:?}, in {:.1} ms{}",
+            "coldstart: prefetch: {} reads, {:.1} MiB of {} files, order {:?}, {:?}, in {:.1} ms{}",
             issued.requests,
             issued.bytes as f64 / 1048576.0,
             plan.open.len(),
             plan.order,
+            plan.mechanism,
             issued.elapsed.as_secs_f64() * 1e3,
             if plan.moved > 0 { format!(" ({} files moved)", plan.moved) } else { String::new() }
         );
