@@ -6,9 +6,10 @@
 //! them; every server started here is stopped by a guard even when an assertion fails.
 
 mod common;
-use common::{certificates, check, free_port, require_program, require_root, KillOnDrop};
+use common::{
+    certificates, check, free_port, listening, require_program, require_root, KillOnDrop,
+};
 
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -19,7 +20,7 @@ fn coldstart() -> Command {
 
 fn wait_for(port: u16, what: &str) {
     let t = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+    while !listening(port) {
         assert!(t.elapsed() < Duration::from_secs(10), "{what} did not start");
         std::thread::sleep(Duration::from_millis(20));
     }

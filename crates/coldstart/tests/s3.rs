@@ -12,7 +12,9 @@
 //! every server started here is stopped by a guard even when an assertion fails.
 
 mod common;
-use common::{certificates, check, free_port, require_program, require_root, KillOnDrop};
+use common::{
+    certificates, check, free_port, listening, require_program, require_root, KillOnDrop,
+};
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -83,7 +85,7 @@ impl Moto {
             .expect("moto_server is installed (scripts/setup.sh)");
         let guard = KillOnDrop(child);
         let t = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        while !listening(port) {
             assert!(t.elapsed() < Duration::from_secs(60), "moto did not start: see moto.log");
             std::thread::sleep(Duration::from_millis(50));
         }

@@ -123,9 +123,27 @@ pub fn assert_hot(report: &serde_json::Value, run: &serde_json::Value) {
     }
 }
 
-/// A free TCP port on 127.0.0.1 (free when asked; bound by whoever takes it next).
+/// Whether a server listens on `port` of 127.0.0.1. A connection to a port of the ephemeral
+/// range that nobody listens on can be the kernel's TCP simultaneous open with itself (the
+/// client given that very port as its own): such a connection is not a server.
+pub fn listening(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port))
+        .is_ok_and(|c| c.local_addr().ok() != c.peer_addr().ok())
+}
+
+/// A free TCP port on 127.0.0.1 (free when asked; bound by whoever takes it next), never one
+/// this test process was given before: two tests that ask at once would otherwise be given
+/// the same port by the kernel, and one test's client would talk to the other's server.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// nginx in the foreground, configured in `dir/nginx`, with one `server` block whose body
@@ -171,7 +189,7 @@ http {{
         .expect("nginx is installed (Debian: nginx-light)");
     let guard = KillOnDrop(child);
     let t = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    while !listening(port) {
         assert!(
             t.elapsed() < Duration::from_secs(10),
             "nginx did not start: see {}",
