@@ -430,18 +430,8 @@ fn short(commit: &str) -> String {
 
 /// `YYYY-MM-DD HH:MM UTC` of a Unix time.
 pub fn utc(t: u64) -> String {
-    let (days, secs) = ((t / 86_400) as i64, t % 86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", secs / 3600, secs % 3600 / 60)
+    let (y, m, d, h, min, _) = coldstart_units::utc_from_unix(t);
+    format!("{y:04}-{m:02}-{d:02} {h:02}:{min:02} UTC")
 }
 
 /// Text safe in a Markdown table cell or list item.

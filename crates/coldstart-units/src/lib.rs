@@ -1,11 +1,28 @@
 //! Sizes as people type them, parsed the same way by every flag and spec that takes one
-//! (`--chunk-size`, `--readahead`, `--page-size`, `--storage custom:bps=20m,...`).
+//! (`--chunk-size`, `--readahead`, `--page-size`, `--storage custom:bps=20m,...`); and a Unix
+//! time as a calendar date and time of day (UTC), for the formats that write one.
 //!
 //! ```
 //! assert_eq!(coldstart_units::parse_size("128k"), Ok(128 << 10));
 //! assert_eq!(coldstart_units::parse_size("2MiB"), Ok(2 << 20));
 //! assert!(coldstart_units::parse_size("four").is_err());
 //! ```
+
+/// A Unix time (seconds) as UTC `(year, month, day, hour, minute, second)`, by Howard
+/// Hinnant's `civil_from_days`.
+pub fn utc_from_unix(secs: u64) -> (i64, i64, i64, u64, u64, u64) {
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d, rem / 3600, rem % 3600 / 60, rem % 60)
+}
 
 /// Parse a byte size: `4096`, `4k`, `128K`, `128KiB`, `2m`, `1g` (binary multiples; a
 /// trailing `b` or `ib` is accepted). The error says what was wrong, for the caller to put
