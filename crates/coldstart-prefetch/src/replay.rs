@@ -223,28 +223,19 @@ impl Held {
     /// Map `len` bytes of `fd` at `offset` and lock them (waiting for them to be read);
     /// false when the mapping or the lock was refused.
     fn lock(&self, fd: i32, offset: u64, len: u64, no_read_ahead: bool) -> bool {
-        // SAFETY: a fresh read-only shared mapping of a file we hold open; kept until drop.
+        let Ok(map) = Mapped::new(fd, offset, len as usize) else { return false };
+        let p = map.p;
+        // SAFETY: advice on and a lock of our own mapping, kept (until drop) only when locked.
         unsafe {
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                len as usize,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd,
-                offset as libc::off_t,
-            );
-            if p == libc::MAP_FAILED {
-                return false;
-            }
             // No read-ahead from the lock's faults on what `Huge` read: its blocks carry the
             // kernel's read-ahead mark, and a fault on one would read the next window.
             if no_read_ahead {
                 libc::madvise(p, len as usize, libc::MADV_RANDOM);
             }
             if libc::mlock(p, len as usize) != 0 {
-                libc::munmap(p, len as usize);
                 return false;
             }
+            std::mem::forget(map);
             self.maps.lock().unwrap_or_else(|e| e.into_inner()).push((p as usize, len as usize));
         }
         self.bytes.fetch_add(len, Ordering::Relaxed);
@@ -547,6 +538,40 @@ fn one(file: &File, r: &Request, mechanism: Mechanism) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A read-only shared mapping of part of an open file, unmapped on drop.
+struct Mapped {
+    p: *mut libc::c_void,
+    len: usize,
+}
+
+impl Mapped {
+    /// Map `len` bytes of `fd` at `offset` (page-aligned); maps only, reads nothing.
+    fn new(fd: i32, offset: u64, len: usize) -> std::io::Result<Mapped> {
+        // SAFETY: a fresh read-only shared mapping of a file the caller holds open.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd,
+                offset as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Mapped { p, len })
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, not used after this.
+        unsafe { libc::munmap(self.p, self.len) };
+    }
+}
+
 /// Map the range and fault it in with `MADV_POPULATE_READ` (Linux 5.14): returns when the pages
 /// are in the page cache.
 fn populate(fd: i32, offset: u64, len: u64) -> std::io::Result<()> {
@@ -554,25 +579,10 @@ fn populate(fd: i32, offset: u64, len: u64) -> std::io::Result<()> {
     if len == 0 {
         return Ok(());
     }
-    // SAFETY: a fresh read-only shared mapping of a file we hold open, unmapped before return.
-    unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            len as usize,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            fd,
-            offset as libc::off_t,
-        );
-        if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        let rc = libc::madvise(p, len as usize, MADV_POPULATE_READ);
-        let err = std::io::Error::last_os_error();
-        libc::munmap(p, len as usize);
-        if rc != 0 {
-            return Err(err);
-        }
+    let map = Mapped::new(fd, offset, len as usize)?;
+    // SAFETY: advice on our own mapping.
+    if unsafe { libc::madvise(map.p, map.len, MADV_POPULATE_READ) } != 0 {
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }
@@ -603,17 +613,8 @@ fn populate_huge(fd: i32, offset: u64, len: u64) -> std::io::Result<()> {
             return Ok(());
         }
         let n = (end - start) as usize;
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            n,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            fd,
-            start as libc::off_t,
-        );
-        if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
+        let map = Mapped::new(fd, start, n)?;
+        let p = map.p;
         // Without transparent huge pages the advice is refused: the reads are then the
         // device's read-ahead windows, as `Populate`'s.
         libc::madvise(p, n, libc::MADV_HUGEPAGE);
@@ -623,11 +624,8 @@ fn populate_huge(fd: i32, offset: u64, len: u64) -> std::io::Result<()> {
         let skip = (offset - start) / PAGE * PAGE;
         let first = (p as usize + skip as usize) as *mut libc::c_void;
         let want = ((offset + len).min(end) - (start + skip)) as usize;
-        let rc = libc::madvise(first, want, MADV_POPULATE_READ);
-        let err = std::io::Error::last_os_error();
-        libc::munmap(p, n);
-        if rc != 0 {
-            return Err(err);
+        if libc::madvise(first, want, MADV_POPULATE_READ) != 0 {
+            return Err(std::io::Error::last_os_error());
         }
     }
     Ok(())
@@ -719,24 +717,11 @@ pub fn resident_pages(path: &Path, offset: u64, len: u64) -> std::io::Result<(u6
     }
     let pages = len.div_ceil(PAGE) as usize;
     let mut vec = vec![0u8; pages];
-    // SAFETY: a read-only shared mapping, unmapped before return; mincore writes `pages` bytes.
+    let map = Mapped::new(file.as_raw_fd(), offset, len as usize)?;
+    // SAFETY: mincore writes one byte per page of our own mapping into `vec`, `pages` long.
     unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            len as usize,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            offset as libc::off_t,
-        );
-        if p == libc::MAP_FAILED {
+        if libc::mincore(map.p, map.len, vec.as_mut_ptr()) != 0 {
             return Err(std::io::Error::last_os_error());
-        }
-        let rc = libc::mincore(p, len as usize, vec.as_mut_ptr());
-        let err = std::io::Error::last_os_error();
-        libc::munmap(p, len as usize);
-        if rc != 0 {
-            return Err(err);
         }
     }
     Ok((vec.iter().filter(|b| *b & 1 != 0).count() as u64, pages as u64))
