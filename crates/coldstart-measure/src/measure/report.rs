@@ -231,18 +231,19 @@ pub(super) fn warnings(
             ));
         }
     }
-    for hold in &report.resident_holds {
-        let Some(why) = &hold.incomplete else { continue };
-        let reclaim = match &report.environment.page_reclaim {
-            Some(r) => format!("this machine reclaims idle page-cache pages on its own ({r}), so "),
-            None => String::new(),
-        };
-        w.push(format!(
-            "{}: not every cached page could be held through the runs ({why}): {reclaim}pages \
-             may leave the cache between runs and the state is not assured (major faults above \
-             0 in its runs show it)",
-            hold.cache
-        ));
+    // Said only where something takes pages back on its own: elsewhere an incomplete hold
+    // (a user's 8 MiB lock limit) loses nothing, and the JSON still says it.
+    if let Some(r) = &report.environment.page_reclaim {
+        for hold in &report.resident_holds {
+            let Some(why) = &hold.incomplete else { continue };
+            w.push(format!(
+                "{}: not every cached page could be held through the runs ({why}): this \
+                 machine reclaims idle page-cache pages on its own ({r}), so pages may leave \
+                 the cache between runs and the state is not assured (major faults above 0 in \
+                 its runs show it)",
+                hold.cache
+            ));
+        }
     }
     for c in &report.commands {
         let failed: Vec<&EvictionReport> = c
@@ -452,6 +453,26 @@ mod tests {
     use super::*;
     use crate::cache::Residency;
     use crate::result::Counters;
+
+    #[test]
+    fn an_incomplete_hold_is_worth_a_warning_only_where_pages_are_reclaimed() {
+        let report = |reclaim: Option<&str>| -> MeasureReport {
+            serde_json::from_value(serde_json::json!({
+                "format": "coldstart-measure", "version": 2, "cache": "hot", "ready": "exit",
+                "warmup": 1, "commands": [], "comparison": null, "warnings": [],
+                "environment": { "kernel": "6.18", "cpus": 2, "cgroup": "v1",
+                    "cpu_governor": null, "is_root": false, "page_reclaim": reclaim },
+                "resident_holds": [{ "cache": "hot", "files": 3, "bytes": 8388608,
+                    "incomplete": "locking /usr/lib/libc.so.6 in memory failed" }],
+            }))
+            .unwrap()
+        };
+        let opts = MeasureOptions::default();
+        let held = |w: &Vec<String>| w.iter().any(|w| w.contains("not every cached page"));
+        assert!(!held(&warnings(&opts, &report(None), &[])), "a lock limit alone loses nothing");
+        let w = warnings(&opts, &report(Some("DAMON pageout (kdamond 0)")), &[]);
+        assert!(held(&w) && w.iter().any(|w| w.contains("DAMON pageout")), "{w:?}");
+    }
 
     #[test]
     fn eviction_reasons_name_the_holder() {
