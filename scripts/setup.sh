@@ -61,3 +61,11 @@ if ! command -v cargo >/dev/null 2>&1; then
     exit 3
   fi
 fi
+# The workspace's rust-version (Cargo.toml): its locked dependencies need it, and cargo's own
+# message for an older compiler names a dependency, not what to do.
+need_rust=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$(dirname "$0")/../Cargo.toml")
+have_rust=$(rustc --version | awk '{print $2}')
+if [ -n "$need_rust" ] && [ "$(printf '%s\n%s\n' "$need_rust" "$have_rust" | sort -V | head -n 1)" != "$need_rust" ]; then
+  echo "setup: Rust $have_rust is older than the $need_rust this workspace needs; run 'rustup update stable', then this again" >&2
+  exit 3
+fi

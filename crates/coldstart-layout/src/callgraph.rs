@@ -132,7 +132,7 @@ impl CallGraph {
             is_data: &dyn Fn(u64) -> bool,
             out: &mut Vec<usize>,
         ) {
-            if at % 8 != 0 {
+            if !at.is_multiple_of(8) {
                 return;
             }
             for k in 0..TABLE_WORDS {

@@ -80,7 +80,7 @@ pub fn evaluate(
         for (unprofiled, names) in candidates {
             let cost = cost_of(&Placement::ordered(&binary.functions, &names, 16, model));
             let key = (cost.faults, cost.pages_read, rank(unprofiled));
-            if best.as_ref().map_or(true, |b| key < b.2) {
+            if best.as_ref().is_none_or(|b| key < b.2) {
                 best = Some((algorithm, unprofiled, key));
             }
             let layout = match unprofiled {

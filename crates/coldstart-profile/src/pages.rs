@@ -456,7 +456,7 @@ pub(crate) fn trace(
 /// directories read through the block device's page cache, traced as the device's number and
 /// a small inode number, while the program looked files up.
 pub(crate) fn metadata_keys(run: &Traced, device: Option<(u32, u32)>) -> HashSet<Key> {
-    if !run.opened.as_ref().is_some_and(|o| !o.overflowed) {
+    if run.opened.as_ref().is_none_or(|o| o.overflowed) {
         return HashSet::new();
     }
     let key = |e: &Event| (e.dev.0, e.dev.1, e.ino);

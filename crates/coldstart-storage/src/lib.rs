@@ -482,7 +482,7 @@ impl EmulatedStorage {
         let mut largest: Option<(u64, PathBuf)> = None;
         for e in &self.entries {
             copy::walk_files(&self.emulated_path(e), &mut |p, len| {
-                if largest.as_ref().map_or(true, |(l, _)| len > *l) {
+                if largest.as_ref().is_none_or(|(l, _)| len > *l) {
                     largest = Some((len, p.to_owned()));
                 }
             })?;

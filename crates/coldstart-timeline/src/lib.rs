@@ -318,7 +318,7 @@ fn record_on(
     let mut polls = 0u32;
     let ready = child.wait_ready(&options.ready, options.timeout, |pgid| {
         polls += 1;
-        if polls % 4 == 0 {
+        if polls.is_multiple_of(4) {
             names::snapshot(pgid, &mut names);
         }
     })?;

@@ -412,7 +412,7 @@ fn timed(
 }
 
 fn count(pages: &HashMap<PathBuf, Vec<u64>>, file: Option<&Path>) -> usize {
-    pages.iter().filter(|(p, _)| file.map_or(true, |f| *p == f)).map(|(_, v)| v.len()).sum()
+    pages.iter().filter(|(p, _)| file.is_none_or(|f| *p == f)).map(|(_, v)| v.len()).sum()
 }
 
 /// Pages marked by `--pages=traced` (what `--pages` was) and by the exact method, each after a

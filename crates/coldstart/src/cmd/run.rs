@@ -115,7 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         coldstart_layout::write_atomic(p, &bytes)
             .with_context(|| format!("cannot write --export-json {}", p.display()))
     };
-    if status.as_ref().map_or(true, |s| s.is_err()) {
+    if status.as_ref().is_none_or(|s| s.is_err()) {
         // The command did not run (a signal, or it could not be started).
         export(None, signals.first())?;
     }
