@@ -39,5 +39,5 @@ pub mod stats;
 pub use cache::CacheState;
 pub use coldstart_ready::{self as ready, x11, Ready};
 pub use coldstart_storage as storage;
-pub use measure::{measure, MeasureOptions};
+pub use measure::{measure, storage_files, MeasureOptions};
 pub use result::{MeasureReport, RunRecord};

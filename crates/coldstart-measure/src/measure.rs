@@ -65,7 +65,7 @@ use crate::result::{
 use crate::stats;
 use emulation::{start_emulation, Emulation};
 pub use files::SYSTEM_SHARED_DIRS;
-use files::{executable, own_files};
+use files::{device_files, executable, own_files};
 pub use options::{MeasureError, MeasureOptions, StorageOptions};
 pub use report::environment;
 use report::{held_by_others, io_share, record, warnings, SharedKept};
@@ -128,6 +128,23 @@ fn run_spec(opts: &MeasureOptions, i: usize, discover: bool) -> RunSpec {
         timeout: opts.timeout,
         discover_files: discover,
     }
+}
+
+/// The files `measure --storage` copies onto the emulated device for `command` when no
+/// directory is named, found as `measure` finds them: discovery runs on this machine's disk,
+/// then the program's own files of what they read, and its executable. For a stage that runs a
+/// program on emulated storage without measuring it (`timeline --storage`).
+pub fn storage_files(
+    command: &[String],
+    ready: crate::Ready,
+    timeout: std::time::Duration,
+) -> Result<Vec<PathBuf>, MeasureError> {
+    let opts =
+        MeasureOptions { commands: vec![command.to_vec()], ready, timeout, ..Default::default() };
+    opts.validate()?;
+    let mut exec = crate::launch::LinuxExecutor::new();
+    let found = discover(&opts, &mut exec, &mut |_| {}, 0, "")?;
+    Ok(device_files(&found.files, command)?)
 }
 
 /// What discovery runs of one command found: the files it reads, and the pages it uses of the

@@ -261,11 +261,22 @@ pub fn record(options: &TimelineOptions) -> Result<Timeline, TimelineError> {
             format!(
                 "ran on emulated `{}` storage: {} copied onto a loop device",
                 setup.profile.name,
-                setup.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+                copied(&setup.paths)
             ),
         );
     }
     Ok(timeline)
+}
+
+/// What went onto the device, in a line: a few paths by name, the rest counted.
+fn copied(paths: &[PathBuf]) -> String {
+    const NAMED: usize = 3;
+    let mut s =
+        paths.iter().take(NAMED).map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+    if paths.len() > NAMED {
+        s += &format!(" and {} more", paths.len() - NAMED);
+    }
+    s
 }
 
 fn record_on(

@@ -138,6 +138,54 @@ fn a_timeline_on_emulated_storage_reads_from_the_device_and_leaves_nothing() {
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
+/// A program found in PATH under `--storage` without `--app-dir`: its own files, found as
+/// `measure --storage` finds them, go onto the device (its directory would be all of
+/// /usr/bin). This was refused with a hint to name `--app-dir`.
+#[test]
+fn a_timeline_on_emulated_storage_of_a_program_in_path_copies_its_own_files() {
+    let Some(sample) = small_sample("tracefs, uprobes, loop devices and cgroups") else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t.json");
+    let _lock = cache_lock();
+    let w = sample.workload("a").unwrap();
+    let exe = sample.exe();
+    let path = format!(
+        "{}:{}",
+        exe.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let child = Command::new(env!("CARGO_BIN_EXE_coldstart"))
+        .args(["timeline", "--no-functions", "--storage", "nvme", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(exe.file_name().unwrap())
+        .args(&w.args)
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    let printed = check(&child);
+    let t = Timeline::read(&out).unwrap();
+    let loop_major = std::fs::read_to_string("/proc/devices")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.trim().strip_suffix(" loop").and_then(|m| m.trim().parse::<u32>().ok()))
+        .expect("loop devices");
+    let on_loop =
+        |dev: &str| dev.split(':').next().and_then(|m| m.parse().ok()) == Some(loop_major);
+    let exe = std::fs::canonicalize(exe).unwrap().display().to_string();
+    assert!(
+        t.files.iter().any(|f| f.path == exe && on_loop(&f.dev)),
+        "the executable was not read from the device: {:?}\n{printed}",
+        t.files.iter().map(|f| (&f.path, &f.dev)).collect::<Vec<_>>()
+    );
+    assert!(t.io_wait_wall_s > 0.0, "{printed}");
+    let left: Vec<_> = coldstart_storage::find_leftovers(Some(Path::new("/var/tmp")))
+        .into_iter()
+        .filter(|l| l.stale)
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 /// A program started through a wrapper (a shell script that `exec`s it, as pyenv's shims and
 /// many launchers do): the probes go on the program it executes, so `main` is found. They
 /// were placed on the first file of the command, the script, and the phases after the loader

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use super::files::{executable, own_files};
+use super::files::device_files;
 use super::options::{MeasureError, MeasureOptions, StorageOptions};
 use crate::launch::{Executor, RunStorage};
 use crate::result::StorageInfo;
@@ -98,12 +98,7 @@ pub(super) fn start_emulation(
         None => {
             let mut all = Vec::new();
             for (i, files) in discovered.iter().enumerate() {
-                let exe = executable(&opts.commands[i])?;
-                let mut own = own_files(files, &exe);
-                if !own.contains(&exe) {
-                    own.push(exe);
-                }
-                all.extend(own);
+                all.extend(device_files(files, &opts.commands[i])?);
             }
             all.sort();
             all.dedup();

@@ -30,3 +30,17 @@ pub(super) fn own_files(files: &[PathBuf], exe: &Path) -> Vec<PathBuf> {
         .filter(|f| f == exe || !SYSTEM_SHARED_DIRS.iter().any(|d| f.starts_with(d)))
         .collect()
 }
+
+/// What `--storage` copies onto the emulated device for `command` when no directory is named:
+/// the program's own files of those a discovery found ([`own_files`]), and its executable.
+pub(super) fn device_files(
+    files: &[PathBuf],
+    command: &[String],
+) -> Result<Vec<PathBuf>, LaunchError> {
+    let exe = executable(command)?;
+    let mut own = own_files(files, &exe);
+    if !own.contains(&exe) {
+        own.push(exe);
+    }
+    Ok(own)
+}

@@ -42,8 +42,8 @@ pub struct Args {
     #[arg(long, value_name = "PROFILE")]
     pub storage: Option<String>,
     /// With --storage: copy this directory onto the emulated device. Default: the directory
-    /// of the program given by a path (`./build/app` copies `./build`); a program found in
-    /// PATH needs it.
+    /// of the program given by a path (`./build/app` copies `./build`); for a program found in
+    /// PATH, its own files as `measure --storage` finds them (one run on this disk first).
     #[arg(long, value_name = "DIR", requires = "storage")]
     pub app_dir: Option<PathBuf>,
     /// With --storage: where the emulated device's backing file goes (a disk file system).
@@ -80,6 +80,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if args.timeout.is_nan() || args.timeout <= 0.0 {
             return Err(exit::usage("--timeout must be more than 0"));
         }
+        let storage = storage_setup(&args, &ready, Duration::from_secs_f64(args.timeout))?;
         let options = TimelineOptions {
             command: args.command.clone(),
             ready,
@@ -90,7 +91,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 (None, false) => Functions::Record,
             },
             timeout: Duration::from_secs_f64(args.timeout),
-            storage: storage_setup(&args)?,
+            storage,
         };
         coldstart_timeline::record(&options)?
     };
@@ -103,12 +104,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// `--storage`, `--app-dir` and `--storage-dir` as the library takes them.
-fn storage_setup(args: &Args) -> anyhow::Result<Option<StorageSetup>> {
+fn storage_setup(
+    args: &Args,
+    ready: &Ready,
+    timeout: Duration,
+) -> anyhow::Result<Option<StorageSetup>> {
     let Some(name) = &args.storage else { return Ok(None) };
     let profile: coldstart_measure::storage::StorageProfile =
         name.parse().map_err(|e| exit::usage(format!("--storage: {e}")))?;
-    let dir = match &args.app_dir {
-        Some(d) => d.clone(),
+    let paths = match &args.app_dir {
+        Some(dir) => vec![std::fs::canonicalize(dir)
+            .map_err(|e| exit::usage(format!("--app-dir {}: {e}", dir.display())))?],
         None => {
             let program = std::path::Path::new(&args.command[0]);
             let in_path = || {
@@ -119,18 +125,32 @@ fn storage_setup(args: &Args) -> anyhow::Result<Option<StorageSetup>> {
                 })
             };
             if program.components().count() < 2 || in_path() {
-                return Err(exit::usage(format!(
-                    "--storage: {} is a program in PATH; name what to copy onto the device with \
-                     --app-dir DIR (for example its installation directory)",
+                // A program in PATH: its own files, found as `measure --storage` finds them
+                // (its directory would be all of /usr/bin).
+                let command: Vec<String> = args
+                    .command
+                    .iter()
+                    .map(|a| a.clone().into_string())
+                    .collect::<Result<_, _>>()
+                    .map_err(|a| {
+                        exit::usage(format!(
+                            "--storage: the argument {a:?} is not UTF-8; name what to copy onto \
+                             the device with --app-dir DIR"
+                        ))
+                    })?;
+                eprintln!(
+                    "timeline: finding the files of {} (one run on this disk)",
                     program.display()
-                )));
+                );
+                coldstart_measure::storage_files(&command, ready.clone(), timeout)?
+            } else {
+                let dir = program.parent().unwrap_or(std::path::Path::new("."));
+                vec![std::fs::canonicalize(dir)
+                    .map_err(|e| exit::usage(format!("{}: {e}", dir.display())))?]
             }
-            program.parent().unwrap_or(std::path::Path::new(".")).to_owned()
         }
     };
-    let dir = std::fs::canonicalize(&dir)
-        .map_err(|e| exit::usage(format!("--app-dir {}: {e}", dir.display())))?;
-    Ok(Some(StorageSetup { profile, paths: vec![dir], work_dir: args.storage_dir.clone() }))
+    Ok(Some(StorageSetup { profile, paths, work_dir: args.storage_dir.clone() }))
 }
 
 fn ms(s: f64) -> String {
