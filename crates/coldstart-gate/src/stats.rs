@@ -1,6 +1,6 @@
 //! The few statistics the rules need beyond `coldstart_measure::stats` (median, bootstrap
 //! intervals, the two-sided Mann-Whitney U test, which this module reuses): quantiles, the
-//! one-sided Mann-Whitney p-value, and the normal quantile function.
+//! one-sided Mann-Whitney p-value, the sign test, and the normal quantile function.
 
 use coldstart_measure::stats::{mann_whitney_p, normal_sf};
 
@@ -51,6 +51,27 @@ pub fn mann_whitney_greater(base: &[f64], now: &[f64]) -> f64 {
     } else {
         1.0 - two_sided / 2.0
     }
+}
+
+/// One-sided p-value of the sign test that the median of `xs` lies above `level`: the chance
+/// of at least as many values above it among those not equal to it, were each as likely above
+/// as below (the binomial tail, exact). 1 when no value differs from `level`.
+pub fn sign_test_above(level: f64, xs: &[f64]) -> f64 {
+    let above = xs.iter().filter(|x| x.is_finite() && **x > level).count();
+    let n = xs.iter().filter(|x| x.is_finite() && **x != level).count();
+    if n == 0 {
+        return 1.0;
+    }
+    // ln P(X = i) for X ~ Bin(n, 1/2), term by term from i = 0: exact for any n.
+    let mut ln_p = -(n as f64) * std::f64::consts::LN_2;
+    let mut tail = 0.0;
+    for i in 0..=n {
+        if i >= above {
+            tail += ln_p.exp();
+        }
+        ln_p += ((n - i) as f64).ln() - ((i + 1) as f64).ln();
+    }
+    tail.min(1.0)
 }
 
 /// The standard normal distribution function, P(Z <= z).
@@ -107,5 +128,20 @@ mod tests {
         assert!((normal_quantile(0.999) - 3.090232).abs() < 1e-5);
         assert!((normal_quantile(0.5)).abs() < 1e-9);
         assert!((normal_cdf(1.0) - 0.841345).abs() < 1e-6);
+    }
+
+    #[test]
+    fn sign_test_is_the_binomial_tail() {
+        let xs: Vec<f64> = (1..=10).map(f64::from).collect();
+        // All 10 above 0: 1/1024; 9 of 10 above 1.5: 11/1024; ties with the level dropped.
+        assert!((sign_test_above(0.0, &xs) - 1.0 / 1024.0).abs() < 1e-12);
+        assert!((sign_test_above(1.5, &xs) - 11.0 / 1024.0).abs() < 1e-12);
+        assert!((sign_test_above(1.0, &xs) - 1.0 / 512.0).abs() < 1e-12);
+        assert_eq!(sign_test_above(20.0, &xs), 1.0);
+        assert_eq!(sign_test_above(1.0, &[1.0, 1.0]), 1.0);
+        // Large n stays exact where 2^-n underflows: half above is about one half.
+        let many: Vec<f64> = (0..2000).map(|i| if i % 2 == 0 { 1.0 } else { -1.0 }).collect();
+        let p = sign_test_above(0.0, &many);
+        assert!(p > 0.5 && p < 0.52, "{p}");
     }
 }
