@@ -154,8 +154,8 @@ pub struct Entry {
     /// A file's chunks in offset order; they tile the file exactly.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub chunks: Vec<Chunk>,
-    /// A regular file's whole-content SHA-256: it names the file's whole blob
-    /// ([`crate::file_blob_path`]), which a client downloads in one request.
+    /// A regular file's whole-content SHA-256: it names the file's copy assembled from its
+    /// pieces in the local cache (FUSE passthrough).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<Sha256Hex>,
     /// The last modification, seconds since the epoch (`st_mtime`; version 3): programs that
