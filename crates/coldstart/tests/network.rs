@@ -472,6 +472,8 @@ fn a_malformed_manifest_is_rejected_before_mounting() {
         ("dot-dot", good.replacen("\"bin/hello\"", "\"bin/../../hello\"", 1)),
         ("absolute", good.replacen("\"bin/hello\"", "\"/bin/hello\"", 1)),
         ("version", good.replacen("\"version\": 4", "\"version\": 9", 1)),
+        // A bundle of the layout before each byte was stored once.
+        ("version 3", good.replacen("\"version\": 4", "\"version\": 3", 1)),
         ("size", good.replacen("\"size\": 400000", "\"size\": 400001", 1)),
         ("overlap", good.replacen("\"offset\": 16384", "\"offset\": 16000", 1)),
     ] {
@@ -486,6 +488,9 @@ fn a_malformed_manifest_is_rejected_before_mounting() {
         assert_eq!(out.status.code(), Some(2), "{what}: {}", String::from_utf8_lossy(&out.stderr));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("manifest"), "{what}: {stderr}");
+        if what.starts_with("version") {
+            assert!(stderr.contains("re-pack"), "{what}: says what to do: {stderr}");
+        }
         let served = coldstart().arg("serve").arg(&bundle).output().unwrap();
         assert_eq!(served.status.code(), Some(2), "{what}: serve refuses it too");
     }
