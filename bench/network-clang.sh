@@ -77,6 +77,8 @@ fi
 "$cs" pack "$out/app" $compress ${chunk:+--chunk-size "$chunk"} \
     --hot-list "$out/hot-version.json" "$@" -o "$out/bundle" > "$out/pack.txt"
 cat "$out/pack.txt"
+# A URL left by an earlier run into the same directory is a dead server's.
+rm -f "$out/url.txt"
 "$cs" serve "$out/bundle" --link "$link" > "$out/url.txt" 2>/dev/null &
 server=$!
 while [ ! -s "$out/url.txt" ]; do sleep 0.05; done

@@ -6,7 +6,8 @@
 #   bench/pack-levels.sh [-L "1 3 6 9 12 19"] [-w WORKERS] [-o DIR]
 #
 # For each level: `pack --compress zstd --compress-level N` (threads: -w, default every core)
-# and its wall and CPU (user + system) time; the bytes `original` downloads (the whole-file blobs), the bytes a
+# and its wall and CPU (user + system) time; the bytes `original` downloads (the start object's
+# hot part and the cold objects, bundle version 4; the whole-file blobs before), the bytes a
 # hot-set strategy fetches before the program starts (the start object) and the origin's size;
 # then the seconds each set of bytes takes on the paper's links (2, 8 and 20 Mbit/s). Also the
 # uncompressed bundle's origin size against the program's. Prints a Markdown table.
@@ -38,7 +39,12 @@ rm -rf "$out/plain0" "$out/cache"
 plain_time=$(awk '{ printf "%.1f | %.1f", $1, $2 + $3 }' "$out/time.txt")
 # Bytes of the regular files under a directory.
 size() { find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }'; }
-files() { size "$1/blobs/files"; }
+# What `original` downloads: the hot part of the start object (from the offset in its header)
+# and every cold object.
+files() {
+    cold=$(size "$1/blobs/cold"); at=$(od -An -t u8 -j 72 -N 8 "$1/start" | tr -d ' ')
+    echo $(( ${cold:-0} + $(stat -c %s "$1/start") - at ))
+}
 start() { stat -c %s "$1/start"; }
 # Seconds for BYTES at MBIT Mbit/s.
 secs() { echo "scale=1; $1 * 8 / ($2 * 1000000)" | bc; }

@@ -116,8 +116,14 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let cache = ChunkCache::open(d.path()).unwrap();
         let data = b"hello chunk".to_vec();
-        let chunk =
-            Chunk { offset: 0, length: data.len() as u64, sha256: sha256_hex(&data), stored: None };
+        let chunk = Chunk {
+            offset: 0,
+            length: data.len() as u64,
+            sha256: sha256_hex(&data),
+            stored: None,
+            object: None,
+            at: 0,
+        };
         assert_eq!(cache.get(&chunk), None);
         cache.put(&chunk.sha256, &data).unwrap();
         assert_eq!(cache.get(&chunk), Some(data.clone()));
@@ -130,8 +136,14 @@ mod tests {
     fn concurrent_writers_of_the_same_chunk_agree() {
         let d = tempfile::tempdir().unwrap();
         let data: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
-        let chunk =
-            Chunk { offset: 0, length: data.len() as u64, sha256: sha256_hex(&data), stored: None };
+        let chunk = Chunk {
+            offset: 0,
+            length: data.len() as u64,
+            sha256: sha256_hex(&data),
+            stored: None,
+            object: None,
+            at: 0,
+        };
         std::thread::scope(|s| {
             for _ in 0..8 {
                 s.spawn(|| {

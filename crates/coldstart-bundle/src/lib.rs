@@ -4,20 +4,18 @@
 //! A bundle is a directory:
 //!
 //! ```text
-//! BUNDLE/manifest.json            format, version, every file, its chunks, the hot set
-//! BUNDLE/blobs/sha256/ab/abcd...  one blob per distinct chunk, named by its SHA-256
-//! BUNDLE/blobs/files/ab/abcd...   one blob per distinct regular file, whole (for `original`)
-//! ```
-//!
-//! With `compression: zstd` each chunk is stored as one zstd frame (the hot and file blobs hold
-//! the frames back to back); chunks are still named and checked by the SHA-256 of their
-//! uncompressed bytes, so the local cache and deduplication do not depend on compression.
-//!
-//! ```text
-//! BUNDLE/blobs/hot                the hot set: the chunks start-up needs, contiguous, in first-touch order
-//! BUNDLE/start                    a header, the manifest (zstd) and the hot set: one GET to start
+//! BUNDLE/manifest.json            format, version, every file, its pieces and where each is
+//! BUNDLE/start                    a header, the manifest (zstd) and the hot pieces: one GET to start
+//! BUNDLE/blobs/cold/ab/abcd...    a file's cold pieces back to back, named by the SHA-256 of its bytes
 //! BUNDLE/manifest.json.zst        the manifest, zstd-compressed
 //! ```
+//!
+//! Each piece's stored form is at the origin once (version 4): a hot piece in the start
+//! object's hot part, any other in the cold object of the first file that has it. A reader
+//! gets a piece with a `Range` of its object ([`Manifest::locate`]), a whole file by reading
+//! its objects. With `compression: zstd` each piece is one zstd frame; pieces are still named
+//! and checked by the SHA-256 of their uncompressed bytes, so the local cache and
+//! deduplication do not depend on compression.
 //!
 //! The pieces of this crate:
 //!
@@ -60,8 +58,8 @@ pub mod start;
 pub use cache::{CacheError, ChunkCache};
 pub use hotlist::{HotList, HotListError, Touch};
 pub use manifest::{
-    Chunk, ChunkRef, Compression, Entry, EntryKind, HotSet, Manifest, ManifestError, Sha256Hex,
-    FORMAT, OLDEST_VERSION, VERSION,
+    Chunk, ChunkRef, Compression, Entry, EntryKind, HotSet, Manifest, ManifestError, Object,
+    Sha256Hex, FORMAT, OLDEST_VERSION, VERSION,
 };
 pub use pack::{
     origin_size, pack, OriginSize, PackError, PackOptions, Progress, DEFAULT_ZSTD_LEVEL,
@@ -87,7 +85,7 @@ pub fn sha256_hex(data: &[u8]) -> Sha256Hex {
     Sha256Hex::new(s).expect("a digest is 64 hex digits")
 }
 
-/// The chunk's bytes from its stored form (a blob, or its piece of the hot or a file blob):
+/// The chunk's bytes from its stored form (its bytes in its object):
 /// decoded if the bundle is compressed (never to more than the chunk's length), then checked
 /// against its length and SHA-256. `None` if anything is wrong.
 pub fn decode_chunk(compression: Compression, chunk: &Chunk, stored: &[u8]) -> Option<Vec<u8>> {
@@ -106,13 +104,8 @@ pub fn verify_chunk(chunk: &Chunk, data: &[u8]) -> bool {
     data.len() as u64 == chunk.length && sha256_hex(data) == chunk.sha256
 }
 
-/// The path of a regular file's whole blob inside a bundle: `blobs/files/XX/HASH`, named by
-/// the SHA-256 of the file's content.
-pub fn file_blob_path(hash: &Sha256Hex) -> String {
-    format!("blobs/files/{}/{}", &hash.as_str()[..2], hash.as_str())
-}
-
-/// The path of a chunk's blob inside a bundle: `blobs/sha256/XX/HASH`.
-pub fn blob_path(hash: &Sha256Hex) -> String {
-    format!("blobs/sha256/{}/{}", &hash.as_str()[..2], hash.as_str())
+/// The path of a cold object inside a bundle: `blobs/cold/XX/HASH`, named by the SHA-256 of
+/// its bytes.
+pub fn object_path(hash: &Sha256Hex) -> String {
+    format!("blobs/cold/{}/{}", &hash.as_str()[..2], hash.as_str())
 }

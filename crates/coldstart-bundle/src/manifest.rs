@@ -14,11 +14,12 @@ use serde::{Deserialize, Serialize};
 
 /// The `format` name every manifest carries.
 pub const FORMAT: &str = "coldstart-bundle";
-/// The manifest version this build writes.
-pub const VERSION: u32 = 3;
-/// The oldest manifest version this build reads: version 2 is version 3 without times (its
-/// entries read as modified at the epoch).
-pub const OLDEST_VERSION: u32 = 2;
+/// The manifest version this build writes and reads.
+pub const VERSION: u32 = 4;
+/// The oldest manifest version this build reads: version 4 stores each byte once at the
+/// origin (each piece has one location), which no reader of version 3 or before can read, nor
+/// this build theirs.
+pub const OLDEST_VERSION: u32 = 4;
 /// The largest chunk size a manifest may give: a reader holds one chunk of a fetch in memory,
 /// so this bounds the memory of every fetch (`pack --chunk-size` takes no more).
 pub const MAX_CHUNK_SIZE: u64 = 64 << 20;
@@ -99,8 +100,22 @@ pub struct Manifest {
     pub compression: Compression,
     /// Every directory, regular file and symbolic link, sorted by path. The root is implied.
     pub files: Vec<Entry>,
+    /// The cold objects: each a file's pieces that are neither hot nor stored before it, their
+    /// stored forms back to back ([`crate::object_path`]). A piece names one by its index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<Object>,
     /// The hot set.
     pub hot: HotSet,
+}
+
+/// One cold object: named by the SHA-256 of its bytes, so a re-publish of the same bundle
+/// uploads nothing and a new build never overwrites an object a reader of the old one uses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Object {
+    /// SHA-256 of the object's bytes.
+    pub sha256: Sha256Hex,
+    /// Its length in bytes.
+    pub size: u64,
 }
 
 /// How a bundle's blobs store chunks.
@@ -139,8 +154,8 @@ pub struct Entry {
     /// A file's chunks in offset order; they tile the file exactly.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub chunks: Vec<Chunk>,
-    /// A regular file's whole-content SHA-256: it names the file's whole blob
-    /// ([`crate::file_blob_path`]), which a client downloads in one request.
+    /// A regular file's whole-content SHA-256: it names the file's copy assembled from its
+    /// pieces in the local cache (FUSE passthrough).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<Sha256Hex>,
     /// The last modification, seconds since the epoch (`st_mtime`; version 3): programs that
@@ -170,6 +185,12 @@ pub struct Chunk {
     /// Bytes in the blob when the bundle is compressed (the zstd frame's length).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stored: Option<u64>,
+    /// Where the piece's stored form is: an index into [`Manifest::objects`], or, when absent,
+    /// the start object's hot part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<usize>,
+    /// The stored form's offset in that object (in the hot part, from the hot part's start).
+    pub at: u64,
 }
 
 impl Chunk {
@@ -186,17 +207,15 @@ pub struct ChunkRef {
     pub index: usize,
 }
 
-/// The chunks start-up needs, in first-touch order, and the blob that holds them contiguously.
+/// The chunks start-up needs, in first-touch order, stored contiguously in the start object's
+/// hot part (and nowhere else).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct HotSet {
-    /// Path of the hot blob inside the bundle (empty when the hot set is empty).
-    pub blob: String,
-    /// Bytes in the hot blob: the sum of the referenced chunks' lengths.
+    /// Where the hot part starts in the start object ([`crate::start`]).
+    pub offset: u64,
+    /// Bytes in the hot part: the sum of the referenced chunks' stored lengths.
     pub size: u64,
-    /// SHA-256 of the whole hot blob.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sha256: Option<Sha256Hex>,
-    /// The chunks, in order; chunk `i` starts in the blob where chunk `i - 1` ended.
+    /// The chunks, in order; chunk `i` starts in the hot part where chunk `i - 1` ended.
     pub chunks: Vec<ChunkRef>,
 }
 
@@ -208,7 +227,7 @@ pub enum ManifestError {
     Json(#[from] serde_json::Error),
     #[error("the manifest's format is `{}`, not `{FORMAT}`: is this a coldstart bundle?", shown(.0))]
     Format(String),
-    #[error("the manifest is version {0}, this build reads versions {OLDEST_VERSION} to {VERSION}: use a coldstart that reads it, or re-pack the bundle")]
+    #[error("the manifest is version {0}, this build reads version {VERSION} only (each byte stored once at the origin): re-pack the program with this coldstart (`coldstart pack`), or use a coldstart that reads version {0}")]
     Version(u32),
     #[error("the manifest's chunk size is {0}, not 1 byte to {MAX_CHUNK_SIZE} (64 MiB): re-pack the bundle with a smaller --chunk-size")]
     ChunkSize(u64),
@@ -404,6 +423,24 @@ impl Manifest {
                             }
                             _ => {}
                         }
+                        let room = match c.object {
+                            None => Some(self.hot.size),
+                            Some(i) => self.objects.get(i).map(|o| o.size),
+                        };
+                        match room {
+                            None => return Err(stored_err("its object is not in the manifest")),
+                            Some(room)
+                                if !c
+                                    .at
+                                    .checked_add(c.stored_len())
+                                    .is_some_and(|end| end <= room) =>
+                            {
+                                return Err(stored_err(
+                                    "its stored form lies past its object's end",
+                                ))
+                            }
+                            Some(_) => {}
+                        }
                         if c.length == 0 || c.length > self.chunk_size {
                             return Err(size_err(format!(
                                 "chunk {index} has length {}, not 1..={}",
@@ -435,13 +472,19 @@ impl Manifest {
             if !seen.insert(r) {
                 return Err(ManifestError::HotDuplicate { path: r.path.clone(), index: r.index });
             }
+            if chunk.object.is_some() || chunk.at != total {
+                return Err(ManifestError::Stored {
+                    path: r.path.clone(),
+                    index: r.index,
+                    detail: format!(
+                        "a hot chunk is not in the hot part at {total}, where the hot set puts it"
+                    ),
+                });
+            }
             total = total.saturating_add(chunk.stored_len());
         }
         if total != self.hot.size {
             return Err(ManifestError::HotSize { stated: self.hot.size, actual: total });
-        }
-        if !self.hot.chunks.is_empty() && !is_safe_path(&self.hot.blob) {
-            return Err(ManifestError::UnsafePath(self.hot.blob.clone()));
         }
         Ok(())
     }
@@ -460,7 +503,37 @@ impl Manifest {
             .collect()
     }
 
-    /// The chunks of the hot set with their offsets in the hot blob (stored bytes), in order.
+    /// Where chunk `c`'s stored form is at the origin: the object's path in the bundle and the
+    /// offset there (a hot piece's in the start object, past the manifest).
+    pub fn locate(&self, c: &Chunk) -> (String, u64) {
+        match c.object.and_then(|i| self.objects.get(i)) {
+            Some(o) => (crate::object_path(&o.sha256), c.at),
+            None => (crate::start::START_OBJECT.to_owned(), self.hot.offset + c.at),
+        }
+    }
+
+    /// The distinct pieces of each object, each list by offset (one after the other, they are
+    /// the object's bytes): first the start object's hot part (`None`), then
+    /// [`Manifest::objects`] in order.
+    pub fn pieces_by_object(&self) -> Vec<(Option<usize>, Vec<&Chunk>)> {
+        let mut out: Vec<(Option<usize>, Vec<&Chunk>)> = std::iter::once(None)
+            .chain((0..self.objects.len()).map(Some))
+            .map(|o| (o, Vec::new()))
+            .collect();
+        let mut seen = HashSet::new();
+        for c in self.files.iter().flat_map(|e| &e.chunks) {
+            let slot = c.object.map_or(0, |i| i + 1);
+            if slot < out.len() && seen.insert((c.object, c.at)) {
+                out[slot].1.push(c);
+            }
+        }
+        for (_, pieces) in &mut out {
+            pieces.sort_by_key(|c| c.at);
+        }
+        out
+    }
+
+    /// The chunks of the hot set with their offsets in the hot part (stored bytes), in order.
     pub fn hot_chunks(&self) -> Vec<(u64, &Chunk)> {
         let files = self.file_index();
         let mut offset = 0;
@@ -543,8 +616,22 @@ mod tests {
                     size: 6,
                     target: None,
                     chunks: vec![
-                        Chunk { offset: 0, length: 4, sha256: h('a'), stored: None },
-                        Chunk { offset: 4, length: 2, sha256: h('b'), stored: None },
+                        Chunk {
+                            offset: 0,
+                            length: 4,
+                            sha256: h('a'),
+                            stored: None,
+                            object: Some(0),
+                            at: 0,
+                        },
+                        Chunk {
+                            offset: 4,
+                            length: 2,
+                            sha256: h('b'),
+                            stored: None,
+                            object: None,
+                            at: 0,
+                        },
                     ],
                     sha256: Some(h('c')),
                     mtime: 1_700_000_000,
@@ -562,10 +649,10 @@ mod tests {
                     mtime_nsec: 0,
                 },
             ],
+            objects: vec![Object { sha256: h('d'), size: 4 }],
             hot: HotSet {
-                blob: "blobs/hot".into(),
+                offset: 200,
                 size: 2,
-                sha256: None,
                 chunks: vec![ChunkRef { path: "bin/app".into(), index: 1 }],
             },
         }
@@ -615,18 +702,45 @@ mod tests {
     }
 
     #[test]
-    fn a_version_2_manifest_is_read_with_its_times_at_the_epoch() {
-        let mut m = good();
-        m.version = 2;
-        for e in &mut m.files {
-            e.mtime = 0;
-            e.mtime_nsec = 0;
+    fn a_version_3_manifest_is_refused_with_what_to_do() {
+        for v in [1, 2, 3] {
+            let mut m = good();
+            m.version = v;
+            let err = reject(m);
+            assert!(matches!(err, ManifestError::Version(x) if x == v));
+            let text = err.to_string();
+            assert!(text.contains(&format!("version {v}")), "{text}");
+            assert!(text.contains("re-pack"), "{text}");
+            assert_eq!(err.category(), Category::Usage);
         }
-        let bytes = m.to_bytes();
-        assert!(!String::from_utf8_lossy(&bytes).contains("mtime"));
-        let read = Manifest::parse(&bytes).unwrap();
-        assert_eq!(read.version, 2);
-        assert!(read.files.iter().all(|e| e.mtime == 0 && e.mtime_nsec == 0));
+    }
+
+    #[test]
+    fn pieces_outside_their_object_are_rejected() {
+        let mut m = good();
+        m.files[1].chunks[0].object = Some(1);
+        assert!(reject(m).to_string().contains("object is not in the manifest"));
+        let mut m = good();
+        m.files[1].chunks[0].at = 1;
+        assert!(reject(m).to_string().contains("past its object's end"));
+        let mut m = good();
+        m.files[1].chunks[1].object = Some(0);
+        assert!(reject(m).to_string().contains("not in the hot part"));
+        let mut m = good();
+        m.files[1].chunks[0].at = u64::MAX;
+        assert!(matches!(reject(m), ManifestError::Stored { index: 0, .. }));
+    }
+
+    #[test]
+    fn a_piece_is_located_in_its_object_or_the_start_objects_hot_part() {
+        let m = good();
+        let app = &m.files[1];
+        assert_eq!(m.locate(&app.chunks[0]), (crate::object_path(&h('d')), 0));
+        assert_eq!(m.locate(&app.chunks[1]), ("start".to_owned(), 200));
+        let by_object = m.pieces_by_object();
+        assert_eq!(by_object.len(), 2);
+        assert_eq!((by_object[0].0, by_object[0].1.len()), (None, 1));
+        assert_eq!((by_object[1].0, by_object[1].1.len()), (Some(0), 1));
     }
 
     #[test]
@@ -641,7 +755,7 @@ mod tests {
 
     #[test]
     fn unknown_version_and_format_are_rejected_by_name() {
-        for v in [1, 4] {
+        for v in [1, 5] {
             let mut m = good();
             m.version = v;
             let err = reject(m);
@@ -683,15 +797,18 @@ mod tests {
         assert!(matches!(reject(m), ManifestError::Stored { index: 0, .. }));
         let mut m = good();
         m.compression = Compression::Zstd;
+        m.objects[0].size = 9;
         m.files[1].chunks[0].stored = Some(9);
         m.files[1].chunks[1].stored = Some(1000);
+        m.hot.size = 1000;
         assert!(matches!(reject(m), ManifestError::Stored { index: 1, .. }));
         // The hot set's size counts stored bytes.
         let mut m = good();
         m.compression = Compression::Zstd;
+        m.objects[0].size = 9;
         m.files[1].chunks[0].stored = Some(9);
         m.files[1].chunks[1].stored = Some(11);
-        assert!(matches!(reject(m.clone()), ManifestError::HotSize { stated: 2, actual: 11 }));
+        assert!(matches!(reject(m.clone()), ManifestError::Stored { index: 1, .. }));
         m.hot.size = 11;
         assert_eq!(Manifest::parse(&m.to_bytes()).unwrap(), m);
     }

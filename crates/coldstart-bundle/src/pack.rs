@@ -1,5 +1,8 @@
 //! Packing a directory into a bundle.
 //!
+//! Each piece's stored form is written once: a hot piece in the start object's hot part, any
+//! other in the cold object of the first file (in path order) that has it.
+//!
 //! Deterministic: entries are walked in byte order of their names, chunk boundaries depend
 //! only on the chunk size, and nothing time- or host-dependent is written, so the same input
 //! gives the same bytes. The bundle is written into a temporary directory beside the output
@@ -15,12 +18,10 @@ use coldstart_error::Category;
 
 use crate::hotlist::HotList;
 use crate::manifest::{
-    Chunk, ChunkRef, Compression, Entry, EntryKind, HotSet, Manifest, Sha256Hex, FORMAT, VERSION,
+    Chunk, ChunkRef, Compression, Entry, EntryKind, HotSet, Manifest, Object, Sha256Hex, FORMAT,
+    VERSION,
 };
-use crate::{blob_path, file_blob_path, sha256_hex};
-
-/// The path of the hot blob inside a bundle.
-pub const HOT_BLOB: &str = "blobs/hot";
+use crate::{object_path, sha256_hex};
 
 /// The granularity of hot extents: the page, what the kernel reads and maps. A hot list's
 /// ranges are widened to whole pages, and each run of touched pages becomes one piece.
@@ -186,7 +187,13 @@ fn pack_into(
     let mut entries = Vec::new();
     walk(dir, "", &mut entries)?;
     let extents = hot_extents(hot);
-    let mut stored = HashSet::new();
+    // Every distinct piece's stored form, once, until each is placed in its object.
+    let pieces_path = tmp.join(".pieces");
+    let mut pieces = Pieces {
+        file: io::BufWriter::new(fs::File::create(&pieces_path).map_err(io_err(&pieces_path))?),
+        len: 0,
+        at: HashMap::new(),
+    };
     let mut files = Vec::with_capacity(entries.len());
     let total: u64 = entries.iter().filter(|e| e.2.file_type().is_file()).map(|e| e.2.len()).sum();
     let mut done = 0u64;
@@ -227,7 +234,7 @@ fn pack_into(
         } else if ft.is_file() {
             let hot = extents.get(rel.as_str()).map_or(&[][..], Vec::as_slice);
             let (chunks, sha256) =
-                chunk_file(&abs, options, tmp, &mut stored, hot, &mut compressors, &mut |n| {
+                chunk_file(&abs, options, &mut pieces, hot, &mut compressors, &mut |n| {
                     done += n;
                     if let Some(p) = &options.progress {
                         (p.0)(done, total.max(done));
@@ -249,34 +256,107 @@ fn pack_into(
             return Err(PackError::Unsupported(abs));
         }
     }
+    pieces.file.flush().map_err(io_err(&pieces_path))?;
+    let stored_at = std::mem::take(&mut pieces.at);
+    drop(pieces);
+    let source = fs::File::open(&pieces_path).map_err(io_err(&pieces_path))?;
+    let read_piece = |sha: &Sha256Hex| -> Result<Vec<u8>, PackError> {
+        use std::os::unix::fs::FileExt;
+        let (at, len) = stored_at[sha.as_str()];
+        let mut buf = vec![0u8; len as usize];
+        source.read_exact_at(&mut buf, at).map_err(io_err(&pieces_path))?;
+        Ok(buf)
+    };
     let mut manifest = Manifest {
         format: FORMAT.into(),
         version: VERSION,
         chunk_size: options.chunk_size,
         compression: options.compression,
         files,
+        objects: Vec::new(),
         hot: HotSet::default(),
     };
-    manifest.hot = hot_set(&manifest, hot, tmp)?;
-    let json = manifest.to_bytes();
+    // The hot pieces, once each, in first-touch order: the start object's hot part.
+    let refs = hot_refs(&manifest, hot);
+    let mut placed: HashMap<Sha256Hex, (Option<usize>, u64)> = HashMap::new();
+    let mut hot_part = Vec::new();
+    for r in &refs {
+        let c = manifest.chunk(r).expect("a hot reference names a chunk");
+        placed.insert(c.sha256.clone(), (None, hot_part.len() as u64));
+        hot_part.extend_from_slice(&read_piece(&c.sha256)?);
+    }
+    // Every other piece in the cold object of the first file that has it.
+    let cold_dir = tmp.join("blobs/cold");
+    fs::create_dir_all(&cold_dir).map_err(io_err(&cold_dir))?;
+    let mut by_digest: HashMap<Sha256Hex, usize> = HashMap::new();
+    for e in &manifest.files {
+        let index = manifest.objects.len();
+        let object_tmp = cold_dir.join(format!(".object.tmp-{}", unique()));
+        let mut object = Vec::new();
+        let mut new = Vec::new();
+        for c in &e.chunks {
+            if !placed.contains_key(&c.sha256) {
+                placed.insert(c.sha256.clone(), (Some(index), object.len() as u64));
+                new.push(c.sha256.clone());
+                object.extend_from_slice(&read_piece(&c.sha256)?);
+            }
+        }
+        if object.is_empty() {
+            continue;
+        }
+        let sha256 = sha256_hex(&object);
+        if let Some(&same) = by_digest.get(&sha256) {
+            // The same bytes (so the same offsets) as an object already written.
+            for sha in new {
+                placed.get_mut(&sha).expect("placed above").0 = Some(same);
+            }
+            continue;
+        }
+        let dest = tmp.join(object_path(&sha256));
+        let parent = dest.parent().expect("object paths have a parent");
+        fs::create_dir_all(parent).map_err(io_err(parent))?;
+        fs::write(&object_tmp, &object).map_err(io_err(&object_tmp))?;
+        fs::rename(&object_tmp, &dest).map_err(io_err(&dest))?;
+        by_digest.insert(sha256.clone(), index);
+        manifest.objects.push(Object { sha256, size: object.len() as u64 });
+    }
+    drop(source);
+    fs::remove_file(&pieces_path).map_err(io_err(&pieces_path))?;
+    for e in &mut manifest.files {
+        for c in &mut e.chunks {
+            (c.object, c.at) = placed[&c.sha256];
+        }
+    }
+    manifest.hot = HotSet { offset: 0, size: hot_part.len() as u64, chunks: refs };
+    // The hot part starts where the manifest (which says where) ends in the start object.
+    let json = loop {
+        let json = manifest.to_bytes();
+        let end = crate::start::manifest_end(&json);
+        if end <= manifest.hot.offset {
+            break json;
+        }
+        manifest.hot.offset = end + 16;
+    };
     let path = tmp.join(crate::start::MANIFEST_JSON);
     fs::write(&path, &json).map_err(io_err(&path))?;
     let path = tmp.join(crate::start::MANIFEST_ZST);
     fs::write(&path, crate::start::compress_manifest(&json)).map_err(io_err(&path))?;
-    let hot_blob = if manifest.hot.blob.is_empty() {
-        Vec::new()
-    } else {
-        let p = tmp.join(&manifest.hot.blob);
-        fs::read(&p).map_err(io_err(&p))?
-    };
     let path = tmp.join(crate::start::START_OBJECT);
-    let start = crate::start::encode(&json, &hot_blob);
+    let start = crate::start::encode(&json, &hot_part, manifest.hot.offset);
     fs::write(&path, &start).map_err(io_err(&path))?;
     if let Some(key) = &options.sign {
         let path = tmp.join(crate::sign::SIGNATURE);
         fs::write(&path, crate::sign::sign(key, &json, &start)).map_err(io_err(&path))?;
     }
     Ok(manifest)
+}
+
+/// The stored form of every distinct piece packed so far, back to back in one temporary file,
+/// and where each is there.
+struct Pieces {
+    file: io::BufWriter<fs::File>,
+    len: u64,
+    at: HashMap<String, (u64, u64)>,
 }
 
 /// Removes the temporary directories of packs of `out` that were killed (`SIGKILL`, a crash,
@@ -366,25 +446,19 @@ fn piece_end(offset: u64, chunk_size: u64, extents: &[(u64, u64)]) -> u64 {
     }
 }
 
-/// Cuts one file into pieces (hot extents and cold chunks: [`piece_end`]), writes the blobs
-/// of pieces not yet stored and the file's whole blob (the stored form of its pieces back to
-/// back), and returns the pieces and the digest of the whole content.
-#[allow(clippy::too_many_arguments)]
+/// Cuts one file into pieces (hot extents and cold chunks: [`piece_end`]), keeps the stored
+/// form of each piece not yet kept in `pieces`, and returns the pieces (not yet placed in an
+/// object) and the digest of the whole content.
 fn chunk_file(
     path: &Path,
     options: &PackOptions,
-    bundle: &Path,
-    stored: &mut HashSet<String>,
+    pieces: &mut Pieces,
     extents: &[(u64, u64)],
     compressors: &mut Vec<zstd::bulk::Compressor<'static>>,
     progress: &mut dyn FnMut(u64),
 ) -> Result<(Vec<Chunk>, Sha256Hex), PackError> {
     use sha2::{Digest, Sha256};
     let mut file = fs::File::open(path).map_err(io_err(path))?;
-    let files_dir = bundle.join("blobs/files");
-    fs::create_dir_all(&files_dir).map_err(io_err(&files_dir))?;
-    let whole_tmp = files_dir.join(format!(".whole.tmp-{}", unique()));
-    let mut whole = io::BufWriter::new(fs::File::create(&whole_tmp).map_err(io_err(&whole_tmp))?);
     let mut hasher = Sha256::new();
     let mut chunks = Vec::new();
     let workers = options.worker_count();
@@ -430,31 +504,27 @@ fn chunk_file(
                 None => (&p.data[..], None),
                 Some(z) => (&z[..], Some(z.len() as u64)),
             };
-            whole.write_all(stored_bytes).map_err(io_err(&whole_tmp))?;
-            if stored.insert(sha256.as_str().to_owned()) {
-                let blob = bundle.join(blob_path(&sha256));
-                let parent = blob.parent().expect("blob paths have a parent");
-                fs::create_dir_all(parent).map_err(io_err(parent))?;
-                fs::write(&blob, stored_bytes).map_err(io_err(&blob))?;
+            if !pieces.at.contains_key(sha256.as_str()) {
+                pieces.file.write_all(stored_bytes).map_err(io_err(path))?;
+                let n = stored_bytes.len() as u64;
+                pieces.at.insert(sha256.as_str().to_owned(), (pieces.len, n));
+                pieces.len += n;
             }
             let length = p.data.len() as u64;
-            chunks.push(Chunk { offset: p.offset, length, sha256, stored: stored_len });
+            chunks.push(Chunk {
+                offset: p.offset,
+                length,
+                sha256,
+                stored: stored_len,
+                object: None,
+                at: 0,
+            });
         }
         progress(batch_len);
     }
-    whole.flush().map_err(io_err(&whole_tmp))?;
-    drop(whole);
     let digest = hasher.finalize();
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     let file_sha = Sha256Hex::new(hex).expect("a digest is 64 hex digits");
-    let dest = bundle.join(file_blob_path(&file_sha));
-    if dest.exists() {
-        fs::remove_file(&whole_tmp).map_err(io_err(&whole_tmp))?;
-    } else {
-        let parent = dest.parent().expect("blob paths have a parent");
-        fs::create_dir_all(parent).map_err(io_err(parent))?;
-        fs::rename(&whole_tmp, &dest).map_err(io_err(&dest))?;
-    }
     Ok((chunks, file_sha))
 }
 
@@ -532,9 +602,9 @@ fn read_full(file: &mut fs::File, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
-/// Maps the hot list's touches to chunks (first touch wins; a chunk whose content is already
-/// in the hot set is not repeated) and writes the hot blob.
-fn hot_set(manifest: &Manifest, hot: &HotList, bundle: &Path) -> Result<HotSet, PackError> {
+/// Maps the hot list's touches to chunks: first touch wins, and a chunk whose content is
+/// already in the hot set is not repeated.
+fn hot_refs(manifest: &Manifest, hot: &HotList) -> Vec<ChunkRef> {
     let by_path: std::collections::HashMap<&str, &Entry> =
         manifest.files.iter().map(|e| (e.path.as_str(), e)).collect();
     let mut seen_refs = HashSet::new();
@@ -560,23 +630,7 @@ fn hot_set(manifest: &Manifest, hot: &HotList, bundle: &Path) -> Result<HotSet, 
             }
         }
     }
-    if refs.is_empty() {
-        return Ok(HotSet::default());
-    }
-    let blob_file = bundle.join(HOT_BLOB);
-    let mut data = Vec::new();
-    for r in &refs {
-        let c = &by_path[r.path.as_str()].chunks[r.index];
-        let src = bundle.join(blob_path(&c.sha256));
-        data.extend_from_slice(&fs::read(&src).map_err(io_err(&src))?);
-    }
-    fs::write(&blob_file, &data).map_err(io_err(&blob_file))?;
-    Ok(HotSet {
-        blob: HOT_BLOB.into(),
-        size: data.len() as u64,
-        sha256: Some(sha256_hex(&data)),
-        chunks: refs,
-    })
+    refs
 }
 
 /// What a bundle occupies at its origin: every object a server stores, by kind.
@@ -586,13 +640,9 @@ pub struct OriginSize {
     pub objects: u64,
     /// Bytes in all.
     pub bytes: u64,
-    /// Bytes of the pieces' blobs (`blobs/sha256/`).
-    pub chunk_blobs: u64,
-    /// Bytes of the whole-file blobs (`blobs/files/`, what `original` fetches).
-    pub file_blobs: u64,
-    /// Bytes of the hot blob (`blobs/hot`).
-    pub hot_blob: u64,
-    /// Bytes of the start object (the manifest and the hot set again).
+    /// Bytes of the cold objects (`blobs/cold/`: every piece that is not hot, once).
+    pub cold: u64,
+    /// Bytes of the start object (the manifest and the hot pieces).
     pub start: u64,
     /// Bytes of the rest: the manifest, its zstd copy, the signature.
     pub other: u64,
@@ -615,12 +665,8 @@ pub fn origin_size(bundle: &Path) -> io::Result<OriginSize> {
             let n = meta.len();
             size.objects += 1;
             size.bytes += n;
-            let kind = if rel.starts_with("blobs/sha256/") {
-                &mut size.chunk_blobs
-            } else if rel.starts_with("blobs/files/") {
-                &mut size.file_blobs
-            } else if rel == HOT_BLOB {
-                &mut size.hot_blob
+            let kind = if rel.starts_with("blobs/cold/") {
+                &mut size.cold
             } else if rel == crate::start::START_OBJECT {
                 &mut size.start
             } else {

@@ -4,10 +4,10 @@
 //! changed. So:
 //!
 //! 1. the bucket is listed under the prefix (ListObjectsV2) once;
-//! 2. the content-addressed objects (a file name of 64 hex digits: chunk and file blobs) are
+//! 2. the content-addressed objects (a file name of 64 hex digits: the cold objects) are
 //!    uploaded, in parallel, unless an object of that key and size is there already: their
 //!    bytes cannot differ;
-//! 3. then every other object (the hot blob, top-level files) whose SHA-256, kept in the
+//! 3. then every other object (top-level files a bundle does not need) whose SHA-256, kept in the
 //!    object's `x-amz-meta-coldstart-sha256` and read with HEAD, differs from the file's;
 //! 4. last, one after the other, `signature.json` (of a signed bundle), `manifest.json`,
 //!    `manifest.json.zst` and `start`, the objects a reader starts from: until the first of
@@ -15,7 +15,10 @@
 //!    names is there before it. (A reader with `--trust` that comes between the signature and
 //!    the manifest is refused, not misled: the signature does not match the manifest it read.)
 //!
-//! Nothing is deleted: blobs of earlier bundles stay for the readers that still use them.
+//! Nothing is deleted: objects of earlier bundles stay for the readers that still use them.
+//! The hot pieces are in `start` alone, so a reader that read the manifest of one build from
+//! `manifest.json.zst` and then reads a hot piece after `start` was replaced by another
+//! build's gets bytes that fail the piece's SHA-256: refused and fetched again, never used.
 //! Every request keeps the fetcher's bounds ([`crate::remote`]: connect and I/O timeouts, the
 //! minimum rate of answers, retries with back-off, cancellation).
 
@@ -423,11 +426,11 @@ mod tests {
 
     #[test]
     fn blobs_go_first_and_the_objects_readers_start_from_last() {
-        let blob = format!("blobs/sha256/ab/{}", "ab".repeat(32));
+        let blob = format!("blobs/cold/ab/{}", "ab".repeat(32));
         let mut rels = vec![
             START_OBJECT.to_owned(),
             MANIFEST_ZST.to_owned(),
-            "blobs/hot".to_owned(),
+            "blobs/other".to_owned(),
             MANIFEST_JSON.to_owned(),
             "notes.txt".to_owned(),
             SIGNATURE.to_owned(),
@@ -436,7 +439,15 @@ mod tests {
         rels.sort_by_key(|r| step(r));
         assert_eq!(
             rels,
-            [&blob, "blobs/hot", "notes.txt", SIGNATURE, MANIFEST_JSON, MANIFEST_ZST, START_OBJECT]
+            [
+                &blob,
+                "blobs/other",
+                "notes.txt",
+                SIGNATURE,
+                MANIFEST_JSON,
+                MANIFEST_ZST,
+                START_OBJECT
+            ]
         );
         // A name of 64 characters that are not all hex is not content-addressed.
         assert_eq!(step(&format!("blobs/x/{}", "g".repeat(64))), 1);

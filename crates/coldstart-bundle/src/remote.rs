@@ -43,8 +43,8 @@ use coldstart_error::Category;
 pub(crate) use http::{agent, fetch_error, io_error};
 pub use http::{parse_response, HttpRemote};
 
-use crate::manifest::{Chunk, Compression, Manifest, ManifestError};
-use crate::{blob_path, decode_chunk};
+use crate::decode_chunk;
+use crate::manifest::{Chunk, Manifest, ManifestError};
 
 /// The most retries [`FetchOptions::retries`] may ask for.
 pub const MAX_RETRIES: u32 = 10;
@@ -471,28 +471,30 @@ pub fn get_manifest(remote: &dyn Remote) -> Result<FetchedManifest, FetchError> 
     })
 }
 
-/// Fetches one chunk's blob, accepting only bytes that match its SHA-256.
-/// The bytes are decoded first if the bundle is compressed.
+/// Fetches one chunk of `manifest` (a `Range` of its object: [`Manifest::locate`]),
+/// accepting only bytes that match its SHA-256. The bytes are decoded first if the bundle is
+/// compressed.
 pub fn get_chunk(
     remote: &dyn Remote,
-    compression: Compression,
+    manifest: &Manifest,
     chunk: &Chunk,
 ) -> Result<Vec<u8>, FetchError> {
-    get_chunk_while(remote, compression, chunk, &|| true)
+    get_chunk_while(remote, manifest, chunk, &|| true)
 }
 
 /// [`get_chunk`], given up (an [`FetchError::Aborted`], not retried) as soon as `go` returns
-/// `false` while the body arrives: background work that is no longer wanted. The blob may
-/// bring no more than the chunk's stored length.
+/// `false` while the body arrives: background work that is no longer wanted. The response
+/// may bring no more than the chunk's stored length.
 pub fn get_chunk_while(
     remote: &dyn Remote,
-    compression: Compression,
+    manifest: &Manifest,
     chunk: &Chunk,
     go: &dyn Fn() -> bool,
 ) -> Result<Vec<u8>, FetchError> {
-    let path = blob_path(&chunk.sha256);
+    let compression = manifest.compression;
+    let (path, at) = manifest.locate(chunk);
     let url = remote.describe(&path);
-    let span = Span::Whole { max: chunk.stored_len() };
+    let span = Span::Range(at, at + chunk.stored_len());
     with_retries(remote.options(), remote.stats(), &url, || {
         let mut body = Vec::with_capacity(chunk.stored_len() as usize);
         remote.fetch(&path, span, &mut |b| {

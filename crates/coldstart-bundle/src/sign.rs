@@ -8,7 +8,7 @@
 //! for byte.
 //!
 //! That covers every byte a program can read: the manifest names each piece by its SHA-256
-//! (and the hot blob, and each file's whole content), and every piece is checked against that
+//! (and each file's whole content), and every piece is checked against that
 //! digest before a program sees it. The start object's header holds the manifest's digest,
 //! which must be the signed one, and its hot part is checked piece by piece; its own digest is
 //! signed too, for checking a copy of the bundle at rest.

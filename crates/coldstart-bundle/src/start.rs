@@ -8,14 +8,20 @@
 //! ```text
 //! offset  size  field
 //!      0     8  magic  "CSSTART\0"
-//!      8     4  start-object version, u32 little-endian (1)
+//!      8     4  start-object version, u32 little-endian (2)
 //!     12     4  manifest encoding, u32 LE: 0 = manifest.json as is, 1 = one zstd frame of it
 //!     16     8  stored manifest length (bytes that follow the header), u64 LE
 //!     24     8  manifest length (decoded: manifest.json's length), u64 LE
 //!     32    32  SHA-256 of the decoded manifest (manifest.json byte for byte)
 //!     64     8  hot part length (the manifest's `hot.size`), u64 LE
-//!     72     .  the stored manifest, then the hot blob's bytes
+//!     72     8  hot part offset (the manifest's `hot.offset`), u64 LE
+//!     80     .  the stored manifest, zeros up to the hot part offset, then the hot part
 //! ```
+//!
+//! The hot part is where the hot pieces are stored, and nowhere else: a reader that has the
+//! manifest from elsewhere reads a hot piece with a `Range` of this object at `hot.offset`
+//! plus the piece's `at`. The manifest says where its own copy ends (zeros pad the gap), so
+//! no reader needs the header to find a piece.
 //!
 //! A reader parses the manifest as soon as its bytes have arrived and keeps receiving the hot
 //! chunks while the program runs. The manifest is checked against its digest before it is
@@ -40,9 +46,9 @@ pub const MANIFEST_JSON: &str = "manifest.json";
 /// The first bytes of a start object.
 pub const MAGIC: &[u8; 8] = b"CSSTART\0";
 /// The start-object version this build writes and reads.
-pub const START_VERSION: u32 = 1;
+pub const START_VERSION: u32 = 2;
 /// The header's length in bytes.
-pub const HEADER_LEN: usize = 72;
+pub const HEADER_LEN: usize = 80;
 /// The largest manifest a reader accepts (a bound on what a header may make it allocate).
 pub const MAX_MANIFEST: u64 = 256 << 20;
 /// The zstd level of the compressed manifest (packing is done once, fetching often).
@@ -67,8 +73,10 @@ pub struct StartHeader {
     pub manifest_len: u64,
     /// SHA-256 of the decoded manifest.
     pub manifest_sha256: [u8; 32],
-    /// Bytes of the hot part (the hot blob) after the manifest.
+    /// Bytes of the hot part.
     pub hot_len: u64,
+    /// Where the hot part starts in the object (at or after the manifest's end).
+    pub hot_at: u64,
 }
 
 /// Why a start object or a compressed manifest was not used.
@@ -87,9 +95,11 @@ pub enum StartError {
     #[error("the hot part is {got} bytes, the manifest's hot set {want}")]
     HotLength { got: u64, want: u64 },
     #[error(
-        "its hot part is not the bytes of the hot blob ({0}) (first difference at byte {1} of {2})"
+        "its hot part does not hold `{0}` chunk {1} where the manifest says (its SHA-256 differs)"
     )]
-    HotDiffers(String, u64, u64),
+    HotDiffers(String, usize),
+    #[error("the hot part starts at byte {got}, the manifest says {want}")]
+    HotOffset { got: u64, want: u64 },
     #[error("the object is {got} bytes, its header says {want}")]
     Length { got: u64, want: u64 },
     #[error("its manifest is not manifest.json")]
@@ -107,6 +117,7 @@ impl StartError {
             | StartError::Corrupt
             | StartError::HotLength { .. }
             | StartError::HotDiffers(..)
+            | StartError::HotOffset { .. }
             | StartError::Length { .. }
             | StartError::Differs => Category::Usage,
         }
@@ -138,12 +149,18 @@ impl StartHeader {
         if encoding == ManifestEncoding::Json && manifest_stored != manifest_len {
             return Err(StartError::Corrupt);
         }
+        let hot_at = u64_at(72);
+        if hot_at < HEADER_LEN as u64 + manifest_stored || hot_at > HEADER_LEN as u64 + MAX_MANIFEST
+        {
+            return Err(StartError::Corrupt);
+        }
         Ok(StartHeader {
             encoding,
             manifest_stored,
             manifest_len,
             manifest_sha256: b[32..64].try_into().unwrap(),
             hot_len: u64_at(64),
+            hot_at,
         })
     }
 
@@ -161,12 +178,18 @@ impl StartHeader {
         b[24..32].copy_from_slice(&self.manifest_len.to_le_bytes());
         b[32..64].copy_from_slice(&self.manifest_sha256);
         b[64..72].copy_from_slice(&self.hot_len.to_le_bytes());
+        b[72..80].copy_from_slice(&self.hot_at.to_le_bytes());
         b
+    }
+
+    /// Where the stored manifest ends in the object.
+    pub fn manifest_end(&self) -> u64 {
+        HEADER_LEN as u64 + self.manifest_stored
     }
 
     /// Where the hot part starts in the object.
     pub fn hot_offset(&self) -> u64 {
-        HEADER_LEN as u64 + self.manifest_stored
+        self.hot_at
     }
 
     /// The object's whole length.
@@ -246,32 +269,66 @@ impl CompressedManifestError {
     }
 }
 
-/// The start object of a bundle whose manifest is `json` and hot blob `hot`: the manifest
-/// compressed when that is smaller.
-pub fn encode(json: &[u8], hot: &[u8]) -> Vec<u8> {
+/// The manifest as the start object stores it: compressed when that is smaller.
+fn stored_manifest(json: &[u8]) -> (ManifestEncoding, std::borrow::Cow<'_, [u8]>) {
     let z = compress_manifest(json);
-    let (encoding, stored) = if z.len() < json.len() {
-        (ManifestEncoding::Zstd, &z[..])
+    if z.len() < json.len() {
+        (ManifestEncoding::Zstd, z.into())
     } else {
-        (ManifestEncoding::Json, json)
-    };
+        (ManifestEncoding::Json, json.into())
+    }
+}
+
+/// Where the manifest `json` ends in a start object: the least hot part offset it allows.
+pub fn manifest_end(json: &[u8]) -> u64 {
+    (HEADER_LEN + stored_manifest(json).1.len()) as u64
+}
+
+/// The start object of a bundle whose manifest is `json` and hot part `hot`, starting at
+/// `hot_at` (at least [`manifest_end`]; zeros before it).
+pub fn encode(json: &[u8], hot: &[u8], hot_at: u64) -> Vec<u8> {
+    let (encoding, stored) = stored_manifest(json);
     let header = StartHeader {
         encoding,
         manifest_stored: stored.len() as u64,
         manifest_len: json.len() as u64,
         manifest_sha256: digest(json),
         hot_len: hot.len() as u64,
+        hot_at,
     };
-    let mut out = Vec::with_capacity(HEADER_LEN + stored.len() + hot.len());
+    assert!(hot_at >= header.manifest_end(), "the hot part starts after the manifest");
+    let mut out = Vec::with_capacity(hot_at as usize + hot.len());
     out.extend_from_slice(&header.to_bytes());
-    out.extend_from_slice(stored);
+    out.extend_from_slice(&stored);
+    out.resize(hot_at as usize, 0);
     out.extend_from_slice(hot);
     out
 }
 
-/// Checks a whole start object against the bundle's `manifest.json` and hot blob (at
-/// `hot_path`; part of [`check_bundle`]).
-pub fn check(object: &[u8], json: &[u8], hot: &[u8], hot_path: &str) -> Result<(), StartError> {
+/// A manifest that was edited as JSON (`json`, valid or not) made consistent with a start
+/// object again: its `hot.offset` set to where the hot part `hot` can start after it, and the
+/// start object that holds both. Returns (the manifest's new bytes, the start object). For
+/// tools and tests that edit a bundle's manifest by hand.
+pub fn rebuild(json: &[u8], hot: &[u8]) -> Result<(Vec<u8>, Vec<u8>), serde_json::Error> {
+    let mut v: serde_json::Value = serde_json::from_slice(json)?;
+    let mut offset = 0u64;
+    loop {
+        v["hot"]["offset"] = offset.into();
+        let mut j = serde_json::to_vec_pretty(&v)?;
+        j.push(b'\n');
+        let end = manifest_end(&j);
+        if end <= offset {
+            let start = encode(&j, hot, offset);
+            return Ok((j, start));
+        }
+        offset = end + 16;
+    }
+}
+
+/// Checks a whole start object against the bundle's `manifest.json` (`json`, parsed as
+/// `manifest`): the same manifest, the hot part where it says, and each hot piece's bytes
+/// (part of [`check_bundle`]).
+pub fn check(object: &[u8], json: &[u8], manifest: &Manifest) -> Result<(), StartError> {
     let head: &[u8; HEADER_LEN] = object
         .get(..HEADER_LEN)
         .and_then(|h| h.try_into().ok())
@@ -280,16 +337,22 @@ pub fn check(object: &[u8], json: &[u8], hot: &[u8], hot_path: &str) -> Result<(
     if object.len() as u64 != h.total_len() {
         return Err(StartError::Length { got: object.len() as u64, want: h.total_len() });
     }
-    let stored = &object[HEADER_LEN..h.hot_offset() as usize];
+    let stored = &object[HEADER_LEN..h.manifest_end() as usize];
     if h.decode_manifest(stored)? != json {
         return Err(StartError::Differs);
     }
-    let part = &object[h.hot_offset() as usize..];
-    if part.len() != hot.len() {
-        return Err(StartError::HotLength { got: part.len() as u64, want: hot.len() as u64 });
+    if h.hot_at != manifest.hot.offset {
+        return Err(StartError::HotOffset { got: h.hot_at, want: manifest.hot.offset });
     }
-    if let Some(at) = part.iter().zip(hot).position(|(a, b)| a != b) {
-        return Err(StartError::HotDiffers(hot_path.to_owned(), at as u64, hot.len() as u64));
+    let part = &object[h.hot_offset() as usize..];
+    if part.len() as u64 != manifest.hot.size {
+        return Err(StartError::HotLength { got: part.len() as u64, want: manifest.hot.size });
+    }
+    for (r, (at, c)) in manifest.hot.chunks.iter().zip(manifest.hot_chunks()) {
+        let stored = &part[at as usize..(at + c.stored_len()) as usize];
+        if crate::decode_chunk(manifest.compression, c, stored).is_none() {
+            return Err(StartError::HotDiffers(crate::manifest::shown(&r.path), r.index));
+        }
     }
     Ok(())
 }
@@ -311,7 +374,7 @@ pub enum ServeCheckError {
     NoManifest { bundle: PathBuf, manifest: PathBuf, error: std::io::Error },
     #[error("{}: {error}", manifest.display())]
     Invalid { manifest: PathBuf, error: ManifestError },
-    #[error("{}: {error}: it does not match manifest.json; re-pack the bundle, or delete {START_OBJECT} and {MANIFEST_ZST} to serve manifest.json alone", path.display())]
+    #[error("{}: {error}: it does not match manifest.json: re-pack the bundle", path.display())]
     Copy { path: PathBuf, error: String },
 }
 
@@ -328,7 +391,7 @@ impl ServeCheckError {
 
 /// Reads and validates `bundle`'s `manifest.json`, then checks the copies a client prefers
 /// to it, where they exist (`manifest.json.zst` against it, the start object against it and
-/// the hot blob): a client would mount what they say. What `coldstart serve` does before
+/// its hot pieces' digests): a client would mount what they say. What `coldstart serve` does before
 /// serving a bundle.
 pub fn check_bundle(bundle: &Path) -> Result<Manifest, ServeCheckError> {
     let path = bundle.join(MANIFEST_JSON);
@@ -351,13 +414,14 @@ pub fn check_bundle(bundle: &Path) -> Result<Manifest, ServeCheckError> {
     if let Some(z) = read(MANIFEST_ZST)? {
         check_compressed(&z, &json).map_err(|e| refuse(MANIFEST_ZST, &e))?;
     }
-    if let Some(object) = read(START_OBJECT)? {
-        let hot = if manifest.hot.blob.is_empty() {
-            Vec::new()
-        } else {
-            read(&manifest.hot.blob)?.unwrap_or_default()
-        };
-        check(&object, &json, &hot, &manifest.hot.blob).map_err(|e| refuse(START_OBJECT, &e))?;
+    match read(START_OBJECT)? {
+        Some(object) => check(&object, &json, &manifest).map_err(|e| refuse(START_OBJECT, &e))?,
+        // The hot pieces are stored there alone.
+        None if manifest.hot.size > 0 => {
+            let e = "it is missing, and holds the hot pieces (nowhere else)";
+            return Err(refuse(START_OBJECT, &e));
+        }
+        None => {}
     }
     Ok(manifest)
 }
@@ -378,30 +442,42 @@ mod tests {
     #[test]
     fn an_object_round_trips_and_is_deterministic() {
         let (j, hot) = (json(), vec![7u8; 1000]);
-        let o = encode(&j, &hot);
-        assert_eq!(o, encode(&j, &hot), "deterministic");
+        let at = manifest_end(&j) + 5;
+        let o = encode(&j, &hot, at);
+        assert_eq!(o, encode(&j, &hot, at), "deterministic");
         let h = StartHeader::parse(o[..HEADER_LEN].try_into().unwrap()).unwrap();
         assert_eq!(h.encoding, ManifestEncoding::Zstd, "a repetitive manifest compresses");
         assert!(h.manifest_stored < j.len() as u64 / 2);
         assert_eq!(h.total_len(), o.len() as u64);
-        let stored = &o[HEADER_LEN..h.hot_offset() as usize];
+        assert_eq!((h.manifest_end(), h.hot_offset()), (at - 5, at));
+        let stored = &o[HEADER_LEN..h.manifest_end() as usize];
         assert_eq!(h.decode_manifest(stored).unwrap(), j);
+        assert_eq!(&o[at as usize - 5..at as usize], &[0; 5], "zeros up to the hot part");
         assert_eq!(&o[h.hot_offset() as usize..], &hot[..]);
-        check(&o, &j, &hot, "blobs/hot").unwrap();
     }
 
     #[test]
     fn a_tiny_manifest_is_stored_as_is() {
-        let o = encode(b"{}", b"");
+        let o = encode(b"{}", b"", manifest_end(b"{}"));
         let h = StartHeader::parse(o[..HEADER_LEN].try_into().unwrap()).unwrap();
         assert_eq!(h.encoding, ManifestEncoding::Json);
         assert_eq!(h.decode_manifest(&o[HEADER_LEN..]).unwrap(), b"{}");
     }
 
     #[test]
+    fn a_hot_part_before_the_manifest_ends_is_refused() {
+        let (j, hot) = (json(), vec![7u8; 10]);
+        let mut o = encode(&j, &hot, manifest_end(&j));
+        let early = manifest_end(&j) - 1;
+        o[72..80].copy_from_slice(&early.to_le_bytes());
+        let h = StartHeader::parse(o[..HEADER_LEN].try_into().unwrap());
+        assert_eq!(h, Err(StartError::Corrupt));
+    }
+
+    #[test]
     fn damage_is_refused() {
         let (j, hot) = (json(), vec![7u8; 10]);
-        let o = encode(&j, &hot);
+        let o = encode(&j, &hot, manifest_end(&j));
         let head = |o: &[u8]| StartHeader::parse(o[..HEADER_LEN].try_into().unwrap());
         let mut bad = o.clone();
         bad[0] = b'X';
@@ -417,19 +493,17 @@ mod tests {
         assert!(matches!(head(&bad), Err(StartError::TooLarge(_))));
         // A flipped byte in the stored manifest: zstd or the digest refuses it.
         let h = head(&o).unwrap();
-        for at in [HEADER_LEN, HEADER_LEN + 40, h.hot_offset() as usize - 1] {
+        for at in [HEADER_LEN, HEADER_LEN + 40, h.manifest_end() as usize - 1] {
             let mut bad = o.clone();
             bad[at] ^= 0x20;
-            let stored = &bad[HEADER_LEN..h.hot_offset() as usize];
+            let stored = &bad[HEADER_LEN..h.manifest_end() as usize];
             assert_eq!(h.decode_manifest(stored), Err(StartError::Corrupt), "byte {at}");
         }
         // Truncated.
         assert_eq!(
-            h.decode_manifest(&o[HEADER_LEN..h.hot_offset() as usize - 1]),
+            h.decode_manifest(&o[HEADER_LEN..h.manifest_end() as usize - 1]),
             Err(StartError::Corrupt)
         );
-        assert!(matches!(check(&o[..o.len() - 1], &j, &hot, "h"), Err(StartError::Length { .. })));
-        assert_eq!(check(&o, b"{}", &hot, "h"), Err(StartError::Differs));
     }
 
     #[test]
@@ -467,12 +541,21 @@ mod tests {
         let e = check_bundle(&b).unwrap_err();
         assert!(matches!(e, ServeCheckError::Copy { .. }), "{e}");
         assert!(e.to_string().contains("re-pack the bundle"), "{e}");
-        // The same length, other bytes: said so, not as two equal lengths.
+        // The same length, other bytes: the hot piece named.
         let text = e.to_string();
-        assert!(text.contains("not the bytes of the hot blob (blobs/hot)"), "{text}");
-        // A copy that is not there is not checked: a client reads manifest.json instead.
+        assert!(text.contains("does not hold `f` chunk 0"), "{text}");
+        object.truncate(object.len() - 1);
+        std::fs::write(b.join(START_OBJECT), &object).unwrap();
+        assert!(check_bundle(&b).unwrap_err().to_string().contains("bytes"));
+        // The start object holds the hot pieces: it cannot be left out.
         std::fs::remove_file(b.join(START_OBJECT)).unwrap();
-        check_bundle(&b).unwrap();
+        let e = check_bundle(&b).unwrap_err();
+        assert!(e.to_string().contains("holds the hot pieces"), "{e}");
+        // A bundle without a hot set needs none.
+        let cold = d.path().join("cold");
+        pack(&src, &HotList::default(), &PackOptions::default(), &cold).unwrap();
+        std::fs::remove_file(cold.join(START_OBJECT)).unwrap();
+        check_bundle(&cold).unwrap();
         std::fs::write(b.join(MANIFEST_ZST), b"not zstd").unwrap();
         assert!(matches!(check_bundle(&b), Err(ServeCheckError::Copy { .. })));
         std::fs::write(b.join(MANIFEST_JSON), b"{}").unwrap();

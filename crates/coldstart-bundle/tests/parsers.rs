@@ -41,10 +41,13 @@ proptest! {
         hot in prop::collection::vec(any::<u8>(), 0..500),
         edits in edits(),
     ) {
-        let object = encode(&json, &hot);
+        let at = coldstart_bundle::start::manifest_end(&json) + 7;
+        let object = encode(&json, &hot, at);
         let h = StartHeader::parse(object[..HEADER_LEN].try_into().unwrap()).unwrap();
         prop_assert_eq!(h.total_len(), object.len() as u64);
-        let stored = &object[HEADER_LEN..h.hot_offset() as usize];
+        prop_assert_eq!(h.hot_offset(), at);
+        prop_assert_eq!(&object[at as usize..], &hot[..]);
+        let stored = &object[HEADER_LEN..h.manifest_end() as usize];
         prop_assert_eq!(&h.decode_manifest(stored).unwrap(), &json);
         // Damaged: refused, or (when the edits undo each other or miss the manifest) exactly
         // the manifest.

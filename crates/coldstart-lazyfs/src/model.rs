@@ -4,12 +4,12 @@
 //! start-up), each strategy's time is predicted from what it must move before or during
 //! start-up, as the engine does it:
 //!
-//! - `original`: every file not wholly cached, one request at a time:
-//!   `file bytes / bw + files x latency + local`.
+//! - `original`: every object (the hot part, each cold object) with a piece not cached, whole,
+//!   one request at a time: `object bytes / bw + objects x latency + local`.
 //! - `paged`: every hot chunk not cached is a demand miss. Misses of one kernel read go out
 //!   in parallel (up to the read-ahead's chunks and the connections), reads are sequential:
 //!   `hot bytes / bw + ceil(hot misses / batch) x latency + local`.
-//! - `reordered`: one request for the hot blob from its first to its last missing chunk,
+//! - `reordered`: one request for the hot part from its first to its last missing chunk,
 //!   before start: `span / bw + latency + local`.
 //! - `reordered-paged` and `stream`: the same request starts with the program, which runs
 //!   while the hot set arrives, reading it in the order it arrives: `max(latency + span / bw,
@@ -19,7 +19,7 @@
 //! The manifest, for a mount that has yet to read it ([`Shape::manifest`], what `coldstart
 //! predict` predicts): `original` and `paged` read it first (`manifest.json.zst`: one latency
 //! and its bytes); the hot-set strategies read it with the hot set in one request, the start
-//! object, so it adds its bytes but no latency, and the hot part is the hot blob from its
+//! object, so it adds its bytes but no latency, and the hot part is the hot part from its
 //! start to its last chunk not cached. Under `--strategy auto` the manifest has been read
 //! before the prediction, and the hot set is a request of its own.
 //!
@@ -32,22 +32,23 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+use coldstart_bundle::start::START_OBJECT;
 use coldstart_bundle::{FetchError, Manifest, Remote, Sha256Hex, Span};
 use serde::Serialize;
 
-use crate::strategy::{whole_files, Strategy};
+use crate::strategy::{whole_objects, Strategy};
 
 /// What the model needs from a bundle and the local chunk cache.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Shape {
-    /// Bytes and count of the whole-file blobs `original` would download (files not wholly
-    /// cached; identical files once).
+    /// Bytes and count of the objects `original` would download whole (the start object's hot
+    /// part and the cold objects, each with a piece not cached).
     pub file_bytes: u64,
     pub files: u64,
     /// Bytes and count of hot chunks not cached (demand misses of `paged`).
     pub hot_miss_bytes: u64,
     pub hot_misses: u64,
-    /// Bytes of the hot blob from the first to the last chunk not cached (the hot request).
+    /// Bytes of the hot part from the first to the last chunk not cached (the hot request).
     pub hot_span_bytes: u64,
     /// The chunk size the bundle was packed with.
     pub chunk_size: u64,
@@ -57,7 +58,7 @@ pub struct Shape {
     /// Bytes and count of all chunks not cached.
     pub all_miss_bytes: u64,
     pub all_misses: u64,
-    /// Bytes of the hot blob from its start to the end of the last chunk not cached (what the
+    /// Bytes of the hot part from its start to the end of the last chunk not cached (what the
     /// start object sends after the manifest).
     pub hot_prefix_bytes: u64,
     /// The manifest, if the mount has yet to read it.
@@ -92,9 +93,9 @@ impl Shape {
                 s.all_miss_bytes += c.stored_len();
             }
         }
-        for (e, _) in whole_files(manifest, &cached) {
+        for (_, pieces) in whole_objects(manifest, &cached) {
             s.files += 1;
-            s.file_bytes += e.chunks.iter().map(|c| c.stored_len()).sum::<u64>();
+            s.file_bytes += pieces.iter().map(|c| c.stored_len()).sum::<u64>();
         }
         let hot = manifest.hot_chunks();
         let missing: Vec<usize> = (0..hot.len()).filter(|&i| !cached(&hot[i].1.sha256)).collect();
@@ -290,7 +291,7 @@ pub struct Probe {
 
 /// Measures what `hint` does not give.
 ///
-/// With a hot blob larger than [`PROBE_BYTES`]: two back-to-back Range requests of its start,
+/// With a hot part larger than [`PROBE_BYTES`]: two back-to-back Range requests of its start,
 /// at chunk boundaries, of about [`PROBE_BYTES`] and then [`PROBE_MORE_BYTES`] more (twice the
 /// first if the first took [`PROBE_ENOUGH`] or longer); from `t = latency + bytes / bandwidth`
 /// for both, bandwidth is the second's extra bytes over its extra time and latency the rest
@@ -299,7 +300,7 @@ pub struct Probe {
 ///
 /// Otherwise: latency is the time of a one-byte Range request of the manifest; bandwidth
 /// comes from `manifest_fetch` (bytes and time, less one latency) when it is at least
-/// [`MIN_BANDWIDTH_SAMPLE`] bytes, else from the hot blob or the largest file blob, at most
+/// [`MIN_BANDWIDTH_SAMPLE`] bytes, else from the hot part or the largest cold object, at most
 /// [`PROBE_BYTES`].
 pub fn estimate_link(
     remote: &dyn Remote,
@@ -326,10 +327,11 @@ pub fn estimate_link(
     };
     let a = boundary(PROBE_BYTES);
     if manifest.hot.size > a {
-        let (first, t1) = fetch(&manifest.hot.blob, (0, a))?;
+        let base = manifest.hot.offset;
+        let (first, t1) = fetch(START_OBJECT, (base, base + a))?;
         let more = if t1 < PROBE_ENOUGH.as_secs_f64() { PROBE_MORE_BYTES } else { 2 * a };
         let b = boundary(a + more);
-        let (second, t2) = fetch(&manifest.hot.blob, (a, b))?;
+        let (second, t2) = fetch(START_OBJECT, (base + a, base + b))?;
         let bw = if t2 > t1 + 1e-4 { (b - a - a) as f64 / (t2 - t1) } else { 0.0 };
         let bw = if bw > 0.0 && b - a > a { bw } else { (b - a) as f64 / t2.max(1e-4) };
         let latency = (t1 - a as f64 / bw).max(0.0);
@@ -342,24 +344,20 @@ pub fn estimate_link(
     let (bytes, secs) = match manifest_fetch.filter(|(b, _)| *b >= MIN_BANDWIDTH_SAMPLE) {
         Some((b, d)) => (b, d.as_secs_f64()),
         None => {
-            let (path, size) = if manifest.hot.size > 0 {
-                (manifest.hot.blob.clone(), manifest.hot.size)
+            let (path, at, size) = if manifest.hot.size > 0 {
+                (START_OBJECT.to_owned(), manifest.hot.offset, manifest.hot.size)
             } else {
                 manifest
-                    .files
+                    .objects
                     .iter()
-                    .filter_map(|e| {
-                        let sha = e.sha256.as_ref()?;
-                        let size = e.chunks.iter().map(|c| c.stored_len()).sum::<u64>();
-                        Some((coldstart_bundle::file_blob_path(sha), size))
-                    })
-                    .max_by_key(|(_, s)| *s)
+                    .map(|o| (coldstart_bundle::object_path(&o.sha256), 0, o.size))
+                    .max_by_key(|(_, _, s)| *s)
                     .unwrap_or_default()
             };
             if size == 0 {
                 (0, 0.0)
             } else {
-                let (body, t) = fetch(&path, (0, size.min(PROBE_BYTES)))?;
+                let (body, t) = fetch(&path, (at, at + size.min(PROBE_BYTES)))?;
                 (body.len() as u64, t)
             }
         }
@@ -378,7 +376,7 @@ pub(crate) fn bandwidth(bytes: u64, secs: f64) -> f64 {
     }
 }
 
-/// The hot chunks wholly within `hot`, the hot blob's first bytes, each verified (one that
+/// The hot chunks wholly within `hot`, the hot part's first bytes, each verified (one that
 /// fails its check is left out); also the end of the last of them and how many there were.
 pub(crate) fn whole_hot_chunks(
     manifest: &Manifest,
@@ -504,7 +502,7 @@ mod tests {
                 if matches!(st, Strategy::Original | Strategy::Paged) { 65.536 } else { 0.0 };
             assert!((get(&p, st) - get(&one, st) - moved).abs() < 1e-6, "{st}");
         }
-        // The start object's hot part starts at the hot blob's start, cached chunks and all.
+        // The start object's hot part starts at the hot part's start, cached chunks and all.
         let mut warm = s.clone();
         warm.hot_span_bytes = 65536;
         let p = predict(&warm, &l, &params(0));
@@ -559,9 +557,17 @@ mod tests {
 
     #[test]
     fn shape_counts_only_what_is_not_cached() {
-        use coldstart_bundle::{Chunk, ChunkRef, Entry, HotSet};
+        use coldstart_bundle::{Chunk, ChunkRef, Entry, HotSet, Object};
         let h = |c: char| Sha256Hex::new(c.to_string().repeat(64)).unwrap();
-        let chunk = |o, sha| Chunk { offset: o, length: 100, sha256: h(sha), stored: None };
+        // Where each piece is: three hot ones in the hot part, one cold in object 0.
+        let chunk = |o, sha, object, at| Chunk {
+            offset: o,
+            length: 100,
+            sha256: h(sha),
+            stored: None,
+            object,
+            at,
+        };
         let file = |path: &str, chunks: Vec<Chunk>, sha| Entry {
             path: path.into(),
             kind: EntryKind::File,
@@ -579,13 +585,14 @@ mod tests {
             chunk_size: 100,
             compression: Default::default(),
             files: vec![
-                file("a", vec![chunk(0, '1'), chunk(100, '2')], 'a'),
-                file("b", vec![chunk(0, '3')], 'b'),
+                file("a", vec![chunk(0, '1', None, 0), chunk(100, '2', None, 200)], 'a'),
+                file("b", vec![chunk(0, '3', None, 100)], 'b'),
+                file("c", vec![chunk(0, '4', Some(0), 0)], 'c'),
             ],
+            objects: vec![Object { sha256: h('f'), size: 100 }],
             hot: HotSet {
-                blob: "blobs/hot".into(),
+                offset: 0,
                 size: 300,
-                sha256: None,
                 chunks: vec![
                     ChunkRef { path: "a".into(), index: 0 },
                     ChunkRef { path: "b".into(), index: 0 },
@@ -593,15 +600,20 @@ mod tests {
                 ],
             },
         };
+        m.validate().unwrap();
         let all = Shape::of(&m, |_| false);
-        assert_eq!((all.files, all.file_bytes), (2, 300));
+        assert_eq!((all.files, all.file_bytes), (2, 400), "the hot part and one cold object");
         assert!(all.has_hot_set);
-        assert_eq!((all.all_misses, all.all_miss_bytes), (3, 300));
+        assert_eq!((all.all_misses, all.all_miss_bytes), (4, 400));
         assert_eq!((all.hot_misses, all.hot_miss_bytes, all.hot_span_bytes), (3, 300, 300));
         assert_eq!(all.hot_prefix_bytes, 300);
-        // File b cached: original downloads a only; the hot request spans all three chunks.
+        // File c cached: original downloads the hot part only.
+        let c = Shape::of(&m, |x| *x == h('4'));
+        assert_eq!((c.files, c.file_bytes), (1, 300));
+        // File b cached: the hot request spans all three chunks, original still downloads
+        // the hot part whole.
         let b = Shape::of(&m, |x| *x == h('3'));
-        assert_eq!((b.files, b.file_bytes), (1, 200));
+        assert_eq!((b.files, b.file_bytes), (2, 400));
         assert_eq!((b.hot_misses, b.hot_span_bytes), (2, 300));
         // The first hot chunk cached: the request starts at the second.
         let first = Shape::of(&m, |x| *x == h('1'));
@@ -614,11 +626,11 @@ mod tests {
         assert_eq!(none, Shape { chunk_size: 100, has_hot_set: true, ..Shape::default() });
     }
 
-    /// A bundle directory whose hot blob is `data`, on a link of 30 ms and 1 KiB per ms.
+    /// A bundle directory whose start object is the hot part `data` alone (at offset 0), on a
+    /// link of 30 ms and 1 KiB per ms.
     fn slow_hot_blob(data: &[u8]) -> (tempfile::TempDir, Slow) {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("blobs")).unwrap();
-        std::fs::write(dir.path().join("blobs/hot"), data).unwrap();
+        std::fs::write(dir.path().join(START_OBJECT), data).unwrap();
         std::fs::write(dir.path().join("manifest.json"), b"{}").unwrap();
         let remote = Slow {
             latency: Duration::from_millis(30),
@@ -637,11 +649,8 @@ mod tests {
             chunk_size: 65536,
             compression: Default::default(),
             files: Vec::new(),
-            hot: coldstart_bundle::HotSet {
-                blob: "blobs/hot".into(),
-                size: 1 << 20,
-                ..Default::default()
-            },
+            objects: Vec::new(),
+            hot: coldstart_bundle::HotSet { size: 1 << 20, ..Default::default() },
         };
         let given = link(3.0, 200.0);
         assert_eq!(estimate_link(&remote, &m, None, Some(given)).unwrap().link, given);
@@ -667,6 +676,8 @@ mod tests {
                 length: 16384,
                 sha256: sha256_hex(c),
                 stored: None,
+                object: None,
+                at: i as u64 * 16384,
             })
             .collect();
         let m = Manifest {
@@ -674,10 +685,10 @@ mod tests {
             version: coldstart_bundle::VERSION,
             chunk_size: 16384,
             compression: Default::default(),
+            objects: Vec::new(),
             hot: HotSet {
-                blob: "blobs/hot".into(),
+                offset: 0,
                 size: data.len() as u64,
-                sha256: None,
                 chunks: (0..chunks.len())
                     .map(|index| ChunkRef { path: "f".into(), index })
                     .collect(),

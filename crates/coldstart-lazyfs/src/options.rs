@@ -33,7 +33,7 @@ pub struct MountOptions {
     pub readahead: Option<u32>,
     /// Choose the strategy with the model ([`crate::model`]) instead of `strategy`.
     pub auto: Option<AutoOptions>,
-    /// Told how far `original`'s whole-file downloads before start have come (stored bytes
+    /// Told how far `original`'s downloads of whole objects before start have come (stored bytes
     /// brought, and in all).
     pub progress: Option<coldstart_bundle::Progress>,
     /// Public keys of which one must have signed the bundle (`--trust`); empty: a bundle is
@@ -294,13 +294,14 @@ mod tests {
         assert_eq!((o.fetch.connections, o.fetch.io_timeout), (1, Duration::from_secs(10)));
         assert!(o.auto.is_none());
         let m: Manifest = serde_json::from_str(
-            r#"{"format": "coldstart-bundle", "version": 2, "chunk_size": 65536, "files": [
+            r#"{"format": "coldstart-bundle", "version": 4, "chunk_size": 65536, "files": [
                 {"path": "f", "kind": "file", "mode": 420, "size": 102400,
                  "sha256": "0000000000000000000000000000000000000000000000000000000000000000",
                  "chunks": [
-                  {"offset": 0, "length": 65536, "sha256": "1111111111111111111111111111111111111111111111111111111111111111"},
-                  {"offset": 65536, "length": 36864, "sha256": "2222222222222222222222222222222222222222222222222222222222222222"}]}],
-               "hot": {"blob": "", "size": 0, "chunks": []}}"#,
+                  {"offset": 0, "length": 65536, "sha256": "1111111111111111111111111111111111111111111111111111111111111111", "object": 0, "at": 0},
+                  {"offset": 65536, "length": 36864, "sha256": "2222222222222222222222222222222222222222222222222222222222222222", "object": 0, "at": 65536}]}],
+               "objects": [{"sha256": "3333333333333333333333333333333333333333333333333333333333333333", "size": 102400}],
+               "hot": {"offset": 0, "size": 0, "chunks": []}}"#,
         )
         .unwrap();
         // 4 attempts of (10 s to connect, 10 s to the answer, 10 s more, 64 KiB at 1 KiB/s),

@@ -2,19 +2,19 @@
 //! this module is what both name, and depends on neither. A user asks for one of them or for
 //! `auto` ([`StrategyOrAuto`]).
 
-use std::collections::HashSet;
 use std::fmt;
 use std::str::FromStr;
 
-use coldstart_bundle::{Entry, EntryKind, Manifest, Sha256Hex};
+use coldstart_bundle::{Chunk, Manifest, Sha256Hex};
 use serde::Serialize;
 
 /// When to fetch what.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {
-    /// Download each file whole before the program starts: one request per file, one at a
-    /// time, in manifest order (what downloading the program does).
+    /// Download the program whole before it starts: each object (the hot part, then each
+    /// file's cold object, in manifest order) in one request, one at a time (what
+    /// downloading the program does).
     Original,
     /// Fetch each chunk on first use.
     Paged,
@@ -60,24 +60,18 @@ impl fmt::Display for Strategy {
     }
 }
 
-/// The regular files `original` downloads whole before the program starts, in manifest order:
-/// each distinct file (by the SHA-256 of its content) with any chunk not `cached`. Lazily, so
-/// that a download in between counts: the engine downloads them, the model counts them.
-pub(crate) fn whole_files<'m>(
+/// The objects `original` downloads whole before the program starts: the start object's hot
+/// part, then each cold object (in manifest order, which is that of the files they belong to),
+/// with their pieces by offset; an object whose pieces are all `cached` is left out. Lazily,
+/// so that a download in between counts: the engine downloads them, the model counts them.
+pub(crate) fn whole_objects<'m>(
     manifest: &'m Manifest,
     cached: impl Fn(&Sha256Hex) -> bool + 'm,
-) -> impl Iterator<Item = (&'m Entry, &'m Sha256Hex)> + 'm {
-    let mut seen = HashSet::new();
-    manifest.files.iter().filter(|e| e.kind == EntryKind::File).filter_map(move |e| {
-        let sha = e.sha256.as_ref()?;
-        if e.chunks.is_empty() || !seen.insert(sha) {
-            return None;
-        }
-        if e.chunks.iter().all(|c| cached(&c.sha256)) {
-            return None;
-        }
-        Some((e, sha))
-    })
+) -> impl Iterator<Item = (Option<usize>, Vec<&'m Chunk>)> + 'm {
+    manifest
+        .pieces_by_object()
+        .into_iter()
+        .filter(move |(_, pieces)| !pieces.is_empty() && !pieces.iter().all(|c| cached(&c.sha256)))
 }
 
 /// An unknown strategy name.

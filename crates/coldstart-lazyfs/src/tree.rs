@@ -103,6 +103,7 @@ mod tests {
                 entry("a/c", EntryKind::Dir),
                 entry("a/c/d", EntryKind::File),
             ],
+            objects: Vec::new(),
             hot: HotSet::default(),
         };
         let t = Tree::new(&m);

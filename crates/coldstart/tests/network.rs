@@ -262,7 +262,7 @@ fn report_of(out: &Output) -> serde_json::Value {
 }
 
 #[test]
-fn a_damaged_start_object_on_nginx_gives_the_right_bytes_or_falls_back() {
+fn a_damaged_start_object_on_nginx_gives_the_right_bytes_or_falls_back_or_eio() {
     let d = Scratch::new();
     build_program(d.path());
     let local = run_local(d.path());
@@ -272,12 +272,22 @@ fn a_damaged_start_object_on_nginx_gives_the_right_bytes_or_falls_back() {
     // `coldstart serve` refuses a bundle whose start object does not match its manifest;
     // nginx serves whatever is there, as a damaged mirror would.
     let (_nginx, url) = nginx(d.path(), &bundle);
-    let hot_offset = 72 + u64::from_le_bytes(good[16..24].try_into().unwrap()) as usize;
-    for (what, damaged, used) in [
-        ("a flipped byte in the hot part", flip(&good, good.len() - 100), true),
-        ("cut in the hot part", good[..hot_offset + 1000].to_vec(), true),
-        ("a flipped byte in the manifest", flip(&good, hot_offset - 10), false),
-        ("cut in the manifest", good[..hot_offset - 10].to_vec(), false),
+    let hot_offset = u64::from_le_bytes(good[72..80].try_into().unwrap()) as usize;
+    let manifest_end = 80 + u64::from_le_bytes(good[16..24].try_into().unwrap()) as usize;
+    // What the run gets: the right bytes from the start object, a fallback to
+    // manifest.json.zst with the right bytes, or EIO for the hot pieces that are damaged or
+    // gone (they are stored there alone), never wrong bytes.
+    #[derive(PartialEq)]
+    enum Then {
+        Start,
+        Fallback,
+        FallbackEio,
+    }
+    for (what, damaged, then) in [
+        ("a flipped byte in the hot part", flip(&good, good.len() - 100), Then::Start),
+        ("cut in the hot part", good[..hot_offset + 1000].to_vec(), Then::Start),
+        ("a flipped byte in the manifest", flip(&good, manifest_end - 10), Then::Fallback),
+        ("cut in the manifest", good[..manifest_end - 10].to_vec(), Then::FallbackEio),
     ] {
         std::fs::write(&start, &damaged).unwrap();
         let refused = coldstart().arg("serve").arg(&bundle).output().unwrap();
@@ -285,15 +295,24 @@ fn a_damaged_start_object_on_nginx_gives_the_right_bytes_or_falls_back() {
         assert!(String::from_utf8_lossy(&refused.stderr).contains("start"), "{what}");
         let cache = d.path().join(format!("cache-{}", what.replace(' ', "-")));
         let out = run_remote(&url, "stream", &cache, &["--json", "--retries", "1"]);
-        assert_eq!(check(&out), local, "{what}: the right bytes");
         let report = report_of(&out);
-        assert_eq!(report["errors"], 0, "{what}: {report:#}");
-        if used {
-            assert_eq!(report["manifest_source"], "start", "{what}: {report:#}");
-            assert!(report["failed_attempts"].as_u64().unwrap() > 0, "{what}: {report:#}");
-        } else {
-            assert_eq!(report["manifest_source"], "manifest.json.zst", "{what}: {report:#}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let source = if then == Then::Start { "start" } else { "manifest.json.zst" };
+        assert_eq!(report["manifest_source"], source, "{what}: {report:#}");
+        if then == Then::Fallback {
+            assert_eq!(check(&out), local, "{what}: the right bytes");
+            assert_eq!(report["errors"], 0, "{what}: {report:#}");
             assert!(report["manifest_fallback"].as_str().unwrap().contains("start"), "{what}");
+        } else if out.status.success() {
+            assert_eq!(stdout.trim(), local.trim(), "{what}: the right bytes");
+        } else {
+            assert!(stderr.contains("Input/output error"), "{what}: {stderr}");
+            assert!(!stdout.contains("checksum"), "{what}: no sum of wrong bytes");
+            assert!(report["errors"].as_u64().unwrap() > 0, "{what}: {report:#}");
+        }
+        if then == Then::FallbackEio {
+            assert!(!out.status.success(), "{what}: no hot piece can be had: {stderr}");
         }
     }
 }
@@ -329,12 +348,17 @@ fn data_chunks(bundle: &Path) -> Vec<serde_json::Value> {
     file["chunks"].as_array().unwrap().clone()
 }
 
-/// Flips bits of one byte of the blob of `chunk` (an entry of the manifest), at `at(length)`.
+/// Flips bits of one byte of the stored form of `chunk` (an entry of the manifest) in its
+/// object, at `at(stored length)`.
 fn damage_blob(bundle: &Path, chunk: &serde_json::Value, at: impl FnOnce(usize) -> usize) {
-    let hash = chunk["sha256"].as_str().unwrap();
-    let blob = bundle.join(format!("blobs/sha256/{}/{hash}", &hash[..2]));
+    let manifest =
+        coldstart_bundle::Manifest::parse(&std::fs::read(bundle.join("manifest.json")).unwrap())
+            .unwrap();
+    let chunk: coldstart_bundle::Chunk = serde_json::from_value(chunk.clone()).unwrap();
+    let (object, offset) = manifest.locate(&chunk);
+    let blob = bundle.join(object);
     let mut bytes = std::fs::read(&blob).unwrap();
-    let i = at(bytes.len());
+    let i = offset as usize + at(chunk.stored_len() as usize);
     bytes[i] ^= 0x55;
     std::fs::write(&blob, bytes).unwrap();
 }
@@ -344,7 +368,13 @@ fn damage_blob(bundle: &Path, chunk: &serde_json::Value, at: impl FnOnce(usize) 
 /// so; returns its stderr.
 fn fails_with_eio(root: &Path, bundle: &Path) -> String {
     let (_server, url) = serve(bundle, &[]);
-    let out = run_remote(&url, "paged", &root.join("cache"), &["--retries", "1"]);
+    fails_with_eio_from(root, &url)
+}
+
+/// [`fails_with_eio`] with the bundle at `url` (a directory: `serve` refuses a bundle whose
+/// start object is damaged).
+fn fails_with_eio_from(root: &Path, url: &str) -> String {
+    let out = run_remote(url, "paged", &root.join("cache"), &["--retries", "1"]);
     assert_eq!(out.status.code(), Some(1), "the program fails");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!stdout.contains("checksum"), "no checksum of wrong bytes: {stdout}");
@@ -395,12 +425,13 @@ fn a_corrupt_compressed_chunk_fails_the_program_with_eio() {
     build_program(d.path());
     let local = run_local(d.path());
     let bundle = pack_compressed(d.path(), &local);
-    // The last chunk: outside the hot set of a start that only maps the program.
+    // The last chunk of the data (hot: stored in the start object, which `serve` would
+    // refuse damaged; the program reads it from the directory).
     let chunks = data_chunks(&bundle);
     let chunk = chunks.last().unwrap();
     assert!(chunk["stored"].as_u64().unwrap() > 0);
     damage_blob(&bundle, chunk, |len| len / 2);
-    fails_with_eio(d.path(), &bundle);
+    fails_with_eio_from(d.path(), bundle.to_str().unwrap());
 }
 
 #[test]
@@ -435,25 +466,31 @@ fn a_malformed_manifest_is_rejected_before_mounting() {
     let bundle = pack(d.path(), "bundle", None);
     let path = bundle.join("manifest.json");
     let good = std::fs::read_to_string(&path).unwrap();
-    let hot = std::fs::read(bundle.join("blobs/hot")).unwrap_or_default();
+    let m = coldstart_bundle::Manifest::parse(good.as_bytes()).unwrap();
+    let hot = std::fs::read(bundle.join("start")).unwrap()[m.hot.offset as usize..].to_vec();
     for (what, bad) in [
         ("dot-dot", good.replacen("\"bin/hello\"", "\"bin/../../hello\"", 1)),
         ("absolute", good.replacen("\"bin/hello\"", "\"/bin/hello\"", 1)),
-        ("version", good.replacen("\"version\": 3", "\"version\": 9", 1)),
+        ("version", good.replacen("\"version\": 4", "\"version\": 9", 1)),
+        // A bundle of the layout before each byte was stored once.
+        ("version 3", good.replacen("\"version\": 4", "\"version\": 3", 1)),
         ("size", good.replacen("\"size\": 400000", "\"size\": 400001", 1)),
         ("overlap", good.replacen("\"offset\": 16384", "\"offset\": 16000", 1)),
     ] {
         assert_ne!(bad, good, "{what}: the fixture changed");
         // In every copy a client may read.
+        let (bad, start) = coldstart_bundle::start::rebuild(bad.as_bytes(), &hot).unwrap();
         std::fs::write(&path, &bad).unwrap();
-        let zst = coldstart_bundle::start::compress_manifest(bad.as_bytes());
+        let zst = coldstart_bundle::start::compress_manifest(&bad);
         std::fs::write(bundle.join("manifest.json.zst"), zst).unwrap();
-        std::fs::write(bundle.join("start"), coldstart_bundle::start::encode(bad.as_bytes(), &hot))
-            .unwrap();
+        std::fs::write(bundle.join("start"), start).unwrap();
         let out = mount_cmd(d.path(), &bundle).0.output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{what}: {}", String::from_utf8_lossy(&out.stderr));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("manifest"), "{what}: {stderr}");
+        if what.starts_with("version") {
+            assert!(stderr.contains("re-pack"), "{what}: says what to do: {stderr}");
+        }
         let served = coldstart().arg("serve").arg(&bundle).output().unwrap();
         assert_eq!(served.status.code(), Some(2), "{what}: serve refuses it too");
     }
@@ -726,7 +763,7 @@ fn a_recorded_start_is_page_exact_and_the_same_start_then_takes_one_request() {
     // The hot set is exactly those pages: the manifest's hot pieces add up to them.
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
-    assert_eq!(manifest["version"], 3);
+    assert_eq!(manifest["version"], 4);
     let hot_bytes = manifest["hot"]["size"].as_u64().unwrap();
     let recorded: u64 = pages_of(&record)
         .iter()

@@ -160,7 +160,7 @@ fn bundle(dir: &Path, name: &str, seed: u32) -> (PathBuf, String) {
 /// The content-addressed blobs of a bundle, as keys under `blobs/`.
 fn blobs(bundle: &Path) -> Vec<String> {
     let mut out = Vec::new();
-    for e in std::fs::read_dir(bundle.join("blobs/sha256")).unwrap() {
+    for e in std::fs::read_dir(bundle.join("blobs/cold")).unwrap() {
         for f in std::fs::read_dir(e.unwrap().path()).unwrap() {
             let p = f.unwrap().path();
             out.push(p.strip_prefix(bundle).unwrap().to_str().unwrap().to_owned());

@@ -82,13 +82,20 @@ fn tamper(bundle: &Path, edit: impl Fn(&str) -> String) {
     let good = std::fs::read_to_string(&path).unwrap();
     let bad = edit(&good);
     assert_ne!(bad, good, "the fixture changed");
-    coldstart_bundle::Manifest::parse(bad.as_bytes()).expect("still a valid manifest");
+    let hot = hot_part(bundle, &good);
+    let (bad, start) = coldstart_bundle::start::rebuild(bad.as_bytes(), &hot).unwrap();
+    coldstart_bundle::Manifest::parse(&bad).expect("still a valid manifest");
     std::fs::write(&path, &bad).unwrap();
-    let zst = coldstart_bundle::start::compress_manifest(bad.as_bytes());
+    let zst = coldstart_bundle::start::compress_manifest(&bad);
     std::fs::write(bundle.join("manifest.json.zst"), zst).unwrap();
-    let hot = std::fs::read(bundle.join("blobs/hot")).unwrap_or_default();
-    std::fs::write(bundle.join("start"), coldstart_bundle::start::encode(bad.as_bytes(), &hot))
-        .unwrap();
+    std::fs::write(bundle.join("start"), start).unwrap();
+}
+
+/// The hot part of `bundle`'s start object, whose manifest is `json`.
+fn hot_part(bundle: &Path, json: &str) -> Vec<u8> {
+    let m = coldstart_bundle::Manifest::parse(json.as_bytes()).unwrap();
+    let start = std::fs::read(bundle.join("start")).unwrap();
+    start[m.hot.offset as usize..].to_vec()
 }
 
 #[test]

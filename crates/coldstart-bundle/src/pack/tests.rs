@@ -51,7 +51,7 @@ fn all_files(root: &Path) -> Vec<(String, Vec<u8>)> {
 }
 
 #[test]
-fn packing_is_deterministic_and_stores_identical_chunks_once() {
+fn packing_is_deterministic_and_stores_each_byte_once() {
     let src = tree();
     let out = tempfile::tempdir().unwrap();
     let opts = PackOptions { chunk_size: 4096, ..PackOptions::default() };
@@ -59,16 +59,36 @@ fn packing_is_deterministic_and_stores_identical_chunks_once() {
     let m2 = pack(src.path(), &hot(), &opts, &out.path().join("b")).unwrap();
     assert_eq!(m1, m2);
     assert_eq!(all_files(&out.path().join("a")), all_files(&out.path().join("b")));
-    // bin/app: 3 chunks; lib/zeros: 1 distinct; lib/copy: same as bin/app.
-    let blobs = all_files(&out.path().join("a/blobs/sha256"));
-    assert_eq!(blobs.len(), 4);
-    // Whole files: bin/app and lib/copy are one blob; lib/zeros, empty.
-    let whole = all_files(&out.path().join("a/blobs/files"));
-    assert_eq!(whole.len(), 3);
+    // bin/app: pages 0 and 2 hot, 1 cold; lib/zeros: hot, one distinct piece; lib/copy: the
+    // same pieces as bin/app. One cold object, bin/app's middle piece, and nothing else.
+    let objects = all_files(&out.path().join("a/blobs/cold"));
+    assert_eq!(objects.len(), 1);
+    let app_bytes = fs::read(src.path().join("bin/app")).unwrap();
+    assert_eq!(objects[0].1, app_bytes[4096..8192]);
+    assert_eq!(m1.objects.len(), 1);
+    assert_eq!(objects[0].0, object_path(&m1.objects[0].sha256)["blobs/cold/".len()..]);
+    assert_eq!(m1.objects[0].sha256, sha256_hex(&objects[0].1), "named by its bytes");
+    // The origin holds the distinct pieces once: the hot part and the cold object.
+    assert_eq!(m1.hot.size + m1.objects[0].size, m1.stored_bytes());
+    assert_eq!(m1.stored_bytes(), 10_000 + 4096);
     let app = m1.entry("bin/app").unwrap();
     assert_eq!(app.sha256, m1.entry("lib/copy").unwrap().sha256);
-    let blob = out.path().join("a").join(file_blob_path(app.sha256.as_ref().unwrap()));
-    assert_eq!(fs::read(blob).unwrap(), fs::read(src.path().join("bin/app")).unwrap());
+    assert_eq!(app.chunks, m1.entry("lib/copy").unwrap().chunks, "the same locations");
+    // Every piece reads back from where the manifest puts it.
+    let start = fs::read(out.path().join("a").join(crate::start::START_OBJECT)).unwrap();
+    for e in &m1.files {
+        let data = fs::read(src.path().join(&e.path)).unwrap_or_default();
+        for c in &e.chunks {
+            let (object, at) = m1.locate(c);
+            let bytes = if object == crate::start::START_OBJECT {
+                start.clone()
+            } else {
+                fs::read(out.path().join("a").join(&object)).unwrap()
+            };
+            let stored = &bytes[at as usize..(at + c.stored_len()) as usize];
+            assert_eq!(stored, &data[c.offset as usize..(c.offset + c.length) as usize]);
+        }
+    }
     let parsed = Manifest::parse(&fs::read(out.path().join("a/manifest.json")).unwrap()).unwrap();
     assert_eq!(parsed, m1);
     let link = m1.entry("lib/link").unwrap();
@@ -144,7 +164,7 @@ fn times_modes_and_links_are_recorded() {
 }
 
 #[test]
-fn hot_set_is_in_first_touch_order_and_the_blob_holds_it() {
+fn hot_set_is_in_first_touch_order_and_the_start_object_holds_it() {
     let src = tree();
     let out = tempfile::tempdir().unwrap();
     let b = out.path().join("b");
@@ -155,17 +175,18 @@ fn hot_set_is_in_first_touch_order_and_the_blob_holds_it() {
         m.hot.chunks.iter().map(|r| (r.path.as_str(), r.index)).collect();
     // The second zeros chunk has the same content as the first: not repeated.
     assert_eq!(refs, vec![("bin/app", 2), ("lib/zeros", 0), ("bin/app", 0)]);
-    let blob = fs::read(b.join(HOT_BLOB)).unwrap();
+    let json = fs::read(b.join("manifest.json")).unwrap();
+    let start = fs::read(b.join(crate::start::START_OBJECT)).unwrap();
+    let blob = &start[m.hot.offset as usize..];
     assert_eq!(blob.len() as u64, m.hot.size);
     let app = fs::read(src.path().join("bin/app")).unwrap();
     let mut expect = app[8192..].to_vec();
     expect.extend(vec![0u8; 4096]);
     expect.extend(&app[..4096]);
     assert_eq!(blob, expect);
-    // The start object: the manifest and this hot blob; the compressed manifest.
-    let json = fs::read(b.join("manifest.json")).unwrap();
-    let start = fs::read(b.join(crate::start::START_OBJECT)).unwrap();
-    crate::start::check(&start, &json, &blob, "blobs/hot").unwrap();
+    // The start object: the manifest, then this hot part where the manifest says; the
+    // compressed manifest.
+    crate::start::check(&start, &json, &m).unwrap();
     let zst = fs::read(b.join(crate::start::MANIFEST_ZST)).unwrap();
     crate::start::check_compressed(&zst, &json).unwrap();
     assert_eq!(crate::start::parse_compressed_manifest(&zst).unwrap(), m);
@@ -188,23 +209,25 @@ fn a_compressed_bundle_stores_zstd_frames_that_decode_to_the_chunks() {
     assert!(zeros.stored_len() < 100, "4 KiB of zeros compress: {zeros:?}");
     let app = fs::read(src.path().join("bin/app")).unwrap();
     let entry = m.entry("bin/app").unwrap();
-    let mut whole = Vec::new();
+    let stored_at = |c: &Chunk| {
+        let (object, at) = m.locate(c);
+        let bytes = fs::read(b.join(object)).unwrap();
+        bytes[at as usize..(at + c.stored_len()) as usize].to_vec()
+    };
     for c in &entry.chunks {
-        let stored = fs::read(b.join(blob_path(&c.sha256))).unwrap();
-        assert_eq!(stored.len() as u64, c.stored_len());
+        let stored = stored_at(c);
         let data = crate::decode_chunk(m.compression, c, &stored).unwrap();
         assert_eq!(data, app[c.offset as usize..(c.offset + c.length) as usize]);
-        whole.extend(stored);
     }
-    // The file blob is the frames back to back: one zstd stream of the whole file.
-    let file_blob = fs::read(b.join(file_blob_path(entry.sha256.as_ref().unwrap()))).unwrap();
-    assert_eq!(file_blob, whole);
-    assert_eq!(zstd::decode_all(&file_blob[..]).unwrap(), app);
-    let hot_blob = fs::read(b.join(HOT_BLOB)).unwrap();
-    assert_eq!(hot_blob.len() as u64, m.hot.size);
+    // The cold object is the cold frames back to back: one zstd stream of those pieces.
+    let cold = &entry.chunks[1];
+    let object = fs::read(b.join(object_path(&m.objects[cold.object.unwrap()].sha256))).unwrap();
+    assert_eq!(zstd::decode_all(&object[..]).unwrap(), app[4096..8192]);
+    let start = fs::read(b.join(crate::start::START_OBJECT)).unwrap();
+    assert_eq!(start.len() as u64 - m.hot.offset, m.hot.size);
     // A damaged frame does not decode to the chunk.
     let c = &entry.chunks[0];
-    let mut bad = fs::read(b.join(blob_path(&c.sha256))).unwrap();
+    let mut bad = stored_at(c);
     let mid = bad.len() / 2;
     bad[mid] ^= 0x40;
     assert_eq!(crate::decode_chunk(m.compression, c, &bad), None);

@@ -76,8 +76,24 @@ fn a_corrupt_chunk_is_retried_then_refused() {
     ]);
     let opts = FetchOptions { retries: 1, backoff: Duration::from_millis(1), ..Default::default() };
     let r = HttpRemote::new(&url, opts).unwrap();
-    let chunk = Chunk { offset: 0, length: 3, sha256: crate::sha256_hex(b"abc"), stored: None };
-    let err = get_chunk(&r, Compression::None, &chunk).unwrap_err();
+    let chunk = Chunk {
+        offset: 0,
+        length: 3,
+        sha256: crate::sha256_hex(b"abc"),
+        stored: None,
+        object: None,
+        at: 0,
+    };
+    let manifest = crate::Manifest {
+        format: crate::FORMAT.into(),
+        version: crate::VERSION,
+        chunk_size: 3,
+        compression: Compression::None,
+        files: Vec::new(),
+        objects: Vec::new(),
+        hot: crate::HotSet { offset: 0, size: 3, chunks: Vec::new() },
+    };
+    let err = get_chunk(&r, &manifest, &chunk).unwrap_err();
     assert!(matches!(err, FetchError::GaveUp { attempts: 2, .. }), "{err}");
     assert!(err.to_string().contains("SHA-256"), "{err}");
 }

@@ -9,9 +9,9 @@
 //! counted as the mount goes, for each place `k` apart: pieces fetched at `k` and how many
 //! of them the program read (starting from one of two). Of the [`MAX_AHEAD`] places after
 //! the missed piece, the window leaves out those cached, in flight or still coming with the
-//! hot stream, and takes the others while the next one pays. Each run of consecutive pieces
-//! taken is one `Range` of the file's whole blob (each piece is a byte range of it), the runs
-//! at once, so the window costs one round trip whatever its length. The link's latency and
+//! hot stream, and takes the others while the next one pays. Each run of pieces stored one
+//! after the other in one object (a file's cold pieces are, in its cold object) is one
+//! `Range` of it, the runs at once, so the window costs one round trip whatever its length. The link's latency and
 //! rate are the hot stream's (`HotState::link`), the round trip the shortest miss's once one
 //! has been measured; without a hot stream that has measured the link (`paged`, a hot set
 //! that took under 50 ms) a miss fetches its own piece alone, as before.
@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use coldstart_bundle::{file_blob_path, Chunk, Sha256Hex};
+use coldstart_bundle::{Chunk, Sha256Hex};
 
 use super::read::Flight;
 use super::{Engine, EngineError};
@@ -40,27 +40,17 @@ pub(super) struct Ahead {
     /// Pieces brought at each place, and those of them the program read.
     fetched: [AtomicU64; MAX_AHEAD],
     used: [AtomicU64; MAX_AHEAD],
-    /// Each piece's offset in its file's whole blob (the stored lengths before it).
-    blob_offset: Vec<u64>,
     /// Requests under way for runs without a missed piece.
     runs: AtomicUsize,
 }
 
 impl Ahead {
     pub(super) fn new(manifest: &coldstart_bundle::Manifest) -> Ahead {
-        let mut blob_offset = Vec::new();
-        for e in &manifest.files {
-            let mut at = 0;
-            for c in &e.chunks {
-                blob_offset.push(at);
-                at += c.stored_len();
-            }
-        }
+        let pieces: usize = manifest.files.iter().map(|e| e.chunks.len()).sum();
         Ahead {
-            place: (0..blob_offset.len()).map(|_| AtomicU8::new(0)).collect(),
+            place: (0..pieces).map(|_| AtomicU8::new(0)).collect(),
             fetched: Default::default(),
             used: Default::default(),
-            blob_offset,
             runs: AtomicUsize::new(0),
         }
     }
@@ -138,8 +128,8 @@ impl Engine {
     }
 
     /// A program's miss of piece `index` of file `file`: fetched with the pieces after it
-    /// that pay ([`Engine::window`]), each run of consecutive pieces in one request (the
-    /// runs at once), or alone.
+    /// that pay ([`Engine::window`]), each run of pieces stored one after the other in one
+    /// object in one request (the runs at once), or alone.
     pub(super) fn demand_fetch(
         &self,
         file: usize,
@@ -147,7 +137,6 @@ impl Engine {
         chunk: &Chunk,
     ) -> Result<Arc<Vec<u8>>, EngineError> {
         let entry = &self.manifest.files[file];
-        let Some(sha) = entry.sha256.as_ref() else { return self.shared_fetch(chunk, true) };
         let more = self.window(file, index);
         let Some(me) = self.me.upgrade().filter(|_| !more.is_empty()) else {
             return self.shared_fetch(chunk, true);
@@ -170,15 +159,12 @@ impl Engine {
                 let flight = Arc::new(Flight { done: Mutex::new(None), cv: Condvar::new() });
                 map.insert(c.sha256.clone(), flight.clone());
                 let global = self.first_chunk[file] + i;
-                let piece = Piece {
-                    blob_offset: self.ahead.blob_offset[global],
-                    chunk: c.clone(),
-                    flight,
-                    global,
-                    place: i - index,
-                };
-                let follows =
-                    runs.last().and_then(|run| run.last()).is_some_and(|p| p.global + 1 == global);
+                let (object, at) = self.manifest.locate(c);
+                let piece =
+                    Piece { object, at, chunk: c.clone(), flight, global, place: i - index };
+                let follows = runs.last().and_then(|run| run.last()).is_some_and(|p| {
+                    p.object == piece.object && p.at + p.chunk.stored_len() == piece.at
+                });
                 if follows {
                     runs.last_mut().unwrap().push(piece);
                 } else if runs.is_empty() || runs.len() <= slots {
@@ -192,7 +178,6 @@ impl Engine {
             }
         }
         let own = runs[0][0].flight.clone();
-        let blob = file_blob_path(sha);
         for run in runs {
             let demand = run[0].place == 0;
             if demand {
@@ -200,7 +185,7 @@ impl Engine {
             } else {
                 self.ahead.runs.fetch_add(1, Ordering::SeqCst);
             }
-            let (me, blob) = (me.clone(), blob.clone());
+            let (me, blob) = (me.clone(), run[0].object.clone());
             let flights: Vec<(Sha256Hex, Arc<Flight>)> =
                 run.iter().map(|p| (p.chunk.sha256.clone(), p.flight.clone())).collect();
             let spawned = std::thread::Builder::new()
@@ -222,14 +207,13 @@ impl Engine {
         self.wait_flight(&own)
     }
 
-    /// Brings a run of consecutive pieces of one file in one request of its whole blob,
+    /// Brings a run of pieces stored one after the other in object `blob` in one request,
     /// each to its readers as soon as it has arrived; the run that holds a missed piece (at
     /// place 0) is a demand fetch.
     fn fetch_run(&self, blob: &str, run: Vec<Piece>) {
         let t = Instant::now();
         let demand = run[0].place == 0;
-        let pieces: Vec<(u64, Chunk)> =
-            run.iter().map(|p| (p.blob_offset, p.chunk.clone())).collect();
+        let pieces: Vec<(u64, Chunk)> = run.iter().map(|p| (p.at, p.chunk.clone())).collect();
         let mut landed = 0;
         let result = self.stream_chunks(blob, &pieces, 0, pieces.len() - 1, |c, data| {
             let _ = self.cache.put(&c.sha256, data);
@@ -253,8 +237,8 @@ impl Engine {
             self.land(&p.chunk.sha256, &p.flight, Err(err.clone()));
         }
         if demand && landed == 0 {
-            // The request failed (a bundle without whole-file blobs): the missed piece
-            // alone, as without a window.
+            // The request failed before the missed piece arrived: the missed piece alone,
+            // as without a window.
             let p = &run[0];
             self.inflight.lock().unwrap().remove(&p.chunk.sha256);
             let r = match err {
@@ -279,10 +263,11 @@ impl Engine {
     }
 }
 
-/// One piece a window brings: where it is in its file's whole blob, its flight, its index
-/// among all the bundle's pieces and its place after the miss (0: the missed piece).
+/// One piece a window brings: where it is (its object and offset there), its flight, its
+/// index among all the bundle's pieces and its place after the miss (0: the missed piece).
 struct Piece {
-    blob_offset: u64,
+    object: String,
+    at: u64,
     chunk: Chunk,
     flight: Arc<Flight>,
     global: usize,
@@ -371,7 +356,8 @@ mod tests {
     fn a_miss_brings_the_pieces_after_it_around_those_already_cached() {
         let dir = tempfile::tempdir().unwrap();
         // Pages 40 and 48 came with the hot stream: the window leaves them out and brings
-        // the cold pieces between and after them, each run in a request of its own.
+        // the cold pieces between and after them, which the file's cold object holds back
+        // to back (the hot ones are not there): one request.
         let (e, data) = after_hot_stream_with(dir.path(), Duration::from_millis(100), &[40, 48]);
         for page in 32..64 {
             let at = page as usize * 4096;
@@ -379,7 +365,7 @@ mod tests {
         }
         let r = e.report();
         let cold = e.manifest().files[0].chunks.len() as u64 - r.hot_chunks;
-        assert_eq!(r.requests, 1 + 3, "three runs: {r:?}");
+        assert_eq!(r.requests, 1 + 1, "one run: {r:?}");
         assert_eq!((r.ahead_chunks, r.ahead_read), (cold - 1, cold - 1), "{r:?}");
         e.shutdown();
     }

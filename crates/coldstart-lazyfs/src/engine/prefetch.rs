@@ -4,18 +4,19 @@
 //! (then, for `stream`, the rest). A mount on the start object does the same from the start
 //! object's request instead ([`Engine::start_from`]).
 //!
-//! When the hot set's request fails for good (a damaged or cut hot blob or start object),
-//! every strategy falls back to the chunks' own blobs: `reordered` fetches the hot chunks
-//! still missing from them before start ([`Engine::fall_back_hot`]), the others on first use.
+//! When the hot set's request fails for good (a damaged or cut start object), every strategy
+//! fetches the hot pieces still missing one by one (Range requests of the start object):
+//! `reordered` before start ([`Engine::fall_back_hot`]), the others on first use.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use coldstart_bundle::Chunk;
+use coldstart_bundle::start::START_OBJECT;
+use coldstart_bundle::{object_path, Chunk};
 
 use super::{Engine, EngineError};
-use crate::strategy::{whole_files, Strategy};
+use crate::strategy::{whole_objects, Strategy};
 
 impl Engine {
     /// Runs the strategy's start-up work: blocking for `original` and `reordered`, background
@@ -61,7 +62,7 @@ impl Engine {
     }
 
     /// `reordered` after its hot set's request failed for good: the hot chunks still missing,
-    /// each from its own blob (as many at once as there are connections), before start. The
+    /// each alone (as many at once as there are connections), before start. The
     /// first that cannot be had ends it, noted as the background error: a read fetches it
     /// again on first use, or fails with `EIO`. Fails only when cancelled.
     pub(super) fn fall_back_hot(&self) -> Result<(), EngineError> {
@@ -98,45 +99,53 @@ impl Engine {
             Some(e) => {
                 let mut b = self.counters.background_error.lock().unwrap();
                 let before = b.take().map_or(String::new(), |b| format!("{b}; "));
-                *b = Some(format!("{before}then from the chunks' own blobs: {e}"));
+                *b = Some(format!("{before}then piece by piece: {e}"));
                 Ok(())
             }
         }
     }
 
-    /// `original`: what downloading the program does. Each regular file whole, one request
-    /// per distinct file, one request at a time, in manifest order (sorted by path); every
-    /// chunk is still verified as it arrives. A file whose chunks are all cached is skipped.
+    /// `original`: what downloading the program does. Each object whole, one request per
+    /// object, one request at a time: the start object's hot part, then the cold objects in
+    /// manifest order (each file's cold pieces); every piece is still verified as it arrives
+    /// and the files are rebuilt from the pieces. An object whose pieces are all cached is
+    /// skipped.
     fn fetch_all(&self) -> Result<(), EngineError> {
         let progress = self.opts.progress.as_ref();
         let total: u64 = match progress {
-            Some(_) => whole_files(&self.manifest, |h| self.cache.contains(h))
-                .map(|(e, _)| e.chunks.iter().map(Chunk::stored_len).sum::<u64>())
+            Some(_) => whole_objects(&self.manifest, |h| self.cache.contains(h))
+                .map(|(_, pieces)| pieces.iter().map(|c| c.stored_len()).sum::<u64>())
                 .sum(),
             None => 0,
         };
         let done = std::cell::Cell::new(0u64);
-        // Lazily: a file whose chunks the files before it brought is skipped.
-        for (e, sha) in whole_files(&self.manifest, |h| self.cache.contains(h)) {
-            let mut offset = 0;
-            let pieces: Vec<(u64, Chunk)> = e
-                .chunks
-                .iter()
-                .map(|c| {
-                    let o = offset;
-                    offset += c.stored_len();
-                    (o, c.clone())
-                })
-                .collect();
-            let blob = coldstart_bundle::file_blob_path(sha);
-            self.stream_chunks(&blob, &pieces, 0, pieces.len() - 1, |c, data| {
+        // Lazily: an object whose pieces the objects before it brought is skipped.
+        for (object, pieces) in whole_objects(&self.manifest, |h| self.cache.contains(h)) {
+            let (path, base) = match object {
+                Some(i) => (object_path(&self.manifest.objects[i].sha256), 0),
+                None => (START_OBJECT.to_owned(), self.manifest.hot.offset),
+            };
+            let pieces: Vec<(u64, Chunk)> =
+                pieces.into_iter().map(|c| (base + c.at, c.clone())).collect();
+            self.stream_chunks(&path, &pieces, 0, pieces.len() - 1, |c, data| {
                 let _ = self.cache.put(&c.sha256, data);
                 if let Some(p) = progress {
                     done.set(done.get() + c.stored_len());
                     (p.0)(done.get(), total.max(done.get()));
                 }
             })
-            .map_err(|err| EngineError::Fetch(format!("{}: {err}", e.path)))?;
+            .map_err(|err| {
+                // Named by the first file it holds pieces of, which a user knows.
+                let holder = self
+                    .manifest
+                    .files
+                    .iter()
+                    .find(|e| e.chunks.iter().any(|c| c.object == object))
+                    .map_or(String::new(), |e| {
+                        format!(" (pieces of {})", coldstart_bundle::manifest::shown(&e.path))
+                    });
+                EngineError::Fetch(format!("{path}{holder}: {err}"))
+            })?;
         }
         Ok(())
     }
@@ -173,7 +182,8 @@ mod tests {
             match s {
                 Strategy::Original => {
                     assert_eq!(r.misses, 0, "{s}: everything was fetched before start");
-                    assert_eq!(r.requests, 2, "{s}: one request per file");
+                    let objects = 1 + e.manifest().objects.len() as u64;
+                    assert_eq!(r.requests, objects, "{s}: one request per object, hot part too");
                     let total: u64 = e
                         .manifest()
                         .files
@@ -181,7 +191,7 @@ mod tests {
                         .flat_map(|x| &x.chunks)
                         .map(Chunk::stored_len)
                         .sum();
-                    assert_eq!(r.bytes_fetched, total, "{s}: each file once, whole");
+                    assert_eq!(r.bytes_fetched, total, "{s}: each piece once");
                     if compression == Compression::Zstd {
                         let plain: usize = f.files.iter().map(|(_, d)| d.len()).sum();
                         assert!(total < plain as u64 / 2, "{s}: compressed on the wire");
@@ -213,20 +223,21 @@ mod tests {
     }
 
     #[test]
-    fn original_refuses_a_corrupt_whole_file_and_skips_cached_files() {
+    fn original_refuses_a_corrupt_object_and_skips_cached_ones() {
         let f = fixture();
         let e = engine(&f, Strategy::Original);
-        let sha = e.manifest().files[2].sha256.clone().unwrap();
-        let blob = f.bundle.join(coldstart_bundle::file_blob_path(&sha));
+        let c = e.manifest().files[2].chunks.iter().rfind(|c| c.object.is_some()).unwrap();
+        let (object, at) = e.manifest().locate(c);
+        let blob = f.bundle.join(object);
         let good = std::fs::read(&blob).unwrap();
         let mut bad = good.clone();
-        bad[20_000] ^= 1;
+        bad[at as usize + 100] ^= 1;
         std::fs::write(&blob, bad).unwrap();
         let err = e.start().unwrap_err();
         assert!(err.to_string().contains("lib/b"), "{err}");
         assert!(err.to_string().contains("SHA-256"), "{err}");
         std::fs::write(&blob, good).unwrap();
-        // `app` is cached now: only lib/b is fetched again.
+        // The hot part and `app`'s object are cached now: only lib/b's is fetched again.
         let again = engine(&f, Strategy::Original);
         again.start().unwrap();
         assert_eq!(again.report().requests, 1);

@@ -177,12 +177,9 @@ impl Engine {
                 // Background work stops at unmount, mid-transfer: the program is gone.
                 None => {
                     let t = Instant::now();
-                    let got = get_chunk_while(
-                        self.remote.as_ref(),
-                        self.manifest.compression,
-                        chunk,
-                        &|| demand || !self.stop.load(Ordering::Relaxed),
-                    );
+                    let got = get_chunk_while(self.remote.as_ref(), &self.manifest, chunk, &|| {
+                        demand || !self.stop.load(Ordering::Relaxed)
+                    });
                     if demand && got.is_ok() {
                         self.note_miss_time(t.elapsed(), chunk.stored_len());
                     }
@@ -259,9 +256,10 @@ mod tests {
         let f = fixture();
         let e = engine(&f, Strategy::Paged);
         let c = &e.manifest().files[0].chunks[1];
-        let blob = f.bundle.join(coldstart_bundle::blob_path(&c.sha256));
+        let (object, at) = e.manifest().locate(c);
+        let blob = f.bundle.join(object);
         let mut bytes = std::fs::read(&blob).unwrap();
-        bytes[10] ^= 1;
+        bytes[at as usize + 10] ^= 1;
         std::fs::write(&blob, bytes).unwrap();
         assert!(e.read_chunk(0, 0).is_ok());
         let err = e.read_chunk(0, 1).unwrap_err();

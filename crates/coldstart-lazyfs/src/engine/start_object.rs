@@ -33,7 +33,7 @@ struct HotCursor {
 pub enum StartFailure {
     /// It cannot be used (the server does not have it, it is not a start object or of another
     /// version, or it was damaged or cut short before the manifest's end): read
-    /// `manifest.json.zst` or `manifest.json` and the hot blob instead.
+    /// `manifest.json.zst` or `manifest.json` instead, then the hot part with a Range.
     Fallback(String),
     /// Its manifest matched its digest but is not a valid manifest: the bundle is rejected.
     Invalid(ManifestError),
@@ -216,19 +216,21 @@ fn parse_head(
         *header = Some(h);
     }
     let h = header.as_ref().expect("parsed above");
-    let end = h.hot_offset() as usize;
-    if head.len() < end {
+    // The manifest, and the few zeros after it, up to the hot part.
+    if head.len() < h.hot_offset() as usize {
         return Ok(None);
     }
     let json = h
-        .decode_manifest(&head[HEADER_LEN..end])
+        .decode_manifest(&head[HEADER_LEN..h.manifest_end() as usize])
         .map_err(|e| StartFailure::Fallback(e.to_string()))?;
     let manifest = Manifest::parse(&json).map_err(StartFailure::Invalid)?;
+    use coldstart_bundle::start::StartError;
     if manifest.hot.size != h.hot_len {
-        let e = coldstart_bundle::start::StartError::HotLength {
-            got: h.hot_len,
-            want: manifest.hot.size,
-        };
+        let e = StartError::HotLength { got: h.hot_len, want: manifest.hot.size };
+        return Err(StartFailure::Fallback(e.to_string()));
+    }
+    if manifest.hot.offset != h.hot_offset() {
+        let e = StartError::HotOffset { got: h.hot_offset(), want: manifest.hot.offset };
         return Err(StartFailure::Fallback(e.to_string()));
     }
     Ok(Some(manifest))
@@ -275,7 +277,7 @@ impl Engine {
             if self.cancelled() {
                 result = Err(EngineError::Cancelled);
             } else if failed {
-                // As from `blobs/hot`: the chunks' own blobs, before start.
+                // As after a failed hot stream: each missing hot piece alone, before start.
                 result = self.fall_back_hot();
             }
         }
@@ -414,7 +416,7 @@ mod tests {
     fn start_parts(f: &Fixture) -> (StartHeader, usize) {
         let o = std::fs::read(f.bundle.join(START_OBJECT)).unwrap();
         let h = StartHeader::parse(o[..HEADER_LEN].try_into().unwrap()).unwrap();
-        let end = h.hot_offset() as usize;
+        let end = h.manifest_end() as usize;
         (h, end)
     }
 
@@ -444,8 +446,8 @@ mod tests {
         let f = fixture();
         std::fs::remove_file(path(&f)).unwrap();
         assert!(matches!(engine_from_start(&f, Strategy::Stream), Err(StartFailure::Fallback(_))));
-        // In the hot part: the hot stream gives up after its retries, the reads fetch the
-        // chunks' own blobs.
+        // In the hot part: the hot stream gives up after its retries, the reads fetch their
+        // pieces alone; a piece cut off or damaged is refused, never used.
         for cut in [false, true] {
             let f = fixture();
             let (h, _) = start_parts(&f);
@@ -458,8 +460,38 @@ mod tests {
             }
             std::fs::write(path(&f), o).unwrap();
             let e = engine_from_start(&f, Strategy::ReorderedPaged).unwrap();
-            let r = read_back(&e, &f, &format!("cut {cut}"));
-            assert_eq!(r.errors, 0);
+            // A damaged hot piece is stored nowhere else: its reads fail with EIO, the rest
+            // read back right.
+            let flipped = h.total_len() - 3 - h.hot_offset();
+            let damaged: Vec<_> = e
+                .manifest()
+                .hot_chunks()
+                .into_iter()
+                .filter(|(at, c)| {
+                    let end = at + c.stored_len();
+                    if cut {
+                        end > 100
+                    } else {
+                        *at <= flipped && flipped < end
+                    }
+                })
+                .map(|(_, c)| c.sha256.clone())
+                .collect();
+            assert!(!damaged.is_empty());
+            for (i, (path, data)) in f.files.iter().enumerate() {
+                let file = e.manifest().files.iter().position(|x| &x.path == path).unwrap();
+                let entry = &e.manifest().files[file];
+                for (k, c) in entry.chunks.iter().enumerate() {
+                    let got = e.read_chunk(file, k);
+                    if damaged.contains(&c.sha256) {
+                        assert!(got.is_err(), "cut {cut}: file {i} chunk {k} read");
+                    } else {
+                        let want = &data[c.offset as usize..(c.offset + c.length) as usize];
+                        assert_eq!(&got.unwrap()[..], want, "cut {cut}: file {i} chunk {k}");
+                    }
+                }
+            }
+            let r = e.report();
             assert!(r.failed_attempts > 0 && r.background_error.is_some(), "cut {cut}: {r:?}");
         }
     }
@@ -470,8 +502,10 @@ mod tests {
         let json = std::fs::read_to_string(f.bundle.join("manifest.json")).unwrap();
         let bad = json.replacen("\"app\"", "\"../app\"", 1);
         assert_ne!(bad, json);
-        let hot = std::fs::read(f.bundle.join("blobs/hot")).unwrap();
-        let o = coldstart_bundle::start::encode(bad.as_bytes(), &hot);
+        let m = Manifest::parse(json.as_bytes()).unwrap();
+        let old = std::fs::read(f.bundle.join(START_OBJECT)).unwrap();
+        let hot = &old[m.hot.offset as usize..];
+        let o = coldstart_bundle::start::encode(bad.as_bytes(), hot, m.hot.offset);
         std::fs::write(f.bundle.join(START_OBJECT), o).unwrap();
         match engine_from_start(&f, Strategy::Stream) {
             Err(StartFailure::Invalid(e)) => assert!(e.to_string().contains(".."), "{e}"),

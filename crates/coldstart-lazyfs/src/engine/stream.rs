@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use coldstart_bundle::remote::with_retries;
+use coldstart_bundle::start::START_OBJECT;
 use coldstart_bundle::{decode_chunk, Chunk, FetchError, Sha256Hex, Span};
 
 use super::{Engine, EngineError};
@@ -14,7 +15,7 @@ use super::{Engine, EngineError};
 /// How long no miss must have been waiting before background work starts a fetch.
 const QUIET: Duration = Duration::from_millis(100);
 
-/// The hot chunks with their offsets in the hot blob, and the first and last of them not
+/// The hot chunks with their offsets in the hot part, and the first and last of them not
 /// cached when the plan was made.
 pub(super) struct HotPlan {
     pub(super) chunks: Vec<(u64, Chunk)>,
@@ -26,10 +27,10 @@ pub(super) struct HotPlan {
 /// so far behind that fetching the chunk alone is faster ([`HotState::behind`]).
 #[derive(Default)]
 pub(super) struct HotState {
-    /// Hashes the hot stream will still bring, each with where it ends in the hot blob.
+    /// Hashes the hot stream will still bring, each with where it ends in the hot part.
     pub(super) pending: HashMap<Sha256Hex, u64>,
     pub(super) running: bool,
-    /// Where in the hot blob the stream is: the end of the last chunk received.
+    /// Where in the hot part the stream is: the end of the last chunk received.
     received: u64,
     /// When the stream was planned (its request sent at the latest then) ...
     planned: Option<Instant>,
@@ -80,7 +81,7 @@ impl HotState {
 }
 
 impl Engine {
-    /// The hot chunks with their offsets in the hot blob, and the first and last index not
+    /// The hot chunks with their offsets in the hot part, and the first and last index not
     /// yet in the cache; marks those as pending.
     pub(super) fn plan_hot(&self) -> Option<HotPlan> {
         let chunks: Vec<(u64, Chunk)> =
@@ -98,8 +99,9 @@ impl Engine {
         Some(HotPlan { chunks, first, last })
     }
 
-    /// Streams the hot blob in one request (resuming with a Range after a failure), storing
-    /// each chunk as soon as its bytes have arrived and been verified.
+    /// Streams the hot part of the start object in one Range request (resuming with a Range
+    /// after a failure), storing each chunk as soon as its bytes have arrived and been
+    /// verified: for a mount whose manifest did not come from the start object.
     pub(super) fn load_hot(&self, plan: Option<HotPlan>) -> Result<(), EngineError> {
         let result = match plan {
             Some(plan) => self.load_hot_inner(plan),
@@ -118,9 +120,9 @@ impl Engine {
 
     fn load_hot_inner(&self, plan: HotPlan) -> Result<(), FetchError> {
         let HotPlan { chunks, first, last } = plan;
-        self.stream_chunks(&self.manifest.hot.blob, &chunks, first, last, |c, data| {
-            self.hot_done(c, data)
-        })
+        let base = self.manifest.hot.offset;
+        let shifted: Vec<(u64, Chunk)> = chunks.into_iter().map(|(o, c)| (o + base, c)).collect();
+        self.stream_chunks(START_OBJECT, &shifted, first, last, |c, data| self.hot_done(c, data))
     }
 
     /// A hot chunk has arrived, verified: into the cache, and readers waiting on it go on.
@@ -296,11 +298,11 @@ mod tests {
         let f = fixture();
         let manifest =
             Manifest::parse(&std::fs::read(f.bundle.join("manifest.json")).unwrap()).unwrap();
-        // Chunk blobs arrive 256 bytes every 5 ms.
+        // Cold objects arrive 256 bytes every 5 ms.
         let remote = Arc::new(Slow {
             bytes_per_second: 51_200,
             piece: 256,
-            ..Slow::new(&f.bundle, |path| path.starts_with("blobs/sha256/"))
+            ..Slow::new(&f.bundle, |path| path.starts_with("blobs/cold/"))
         });
         let cache = ChunkCache::open(&f.cache).unwrap();
         let opts = EngineOptions { strategy: Strategy::Stream, ..Default::default() };
@@ -341,13 +343,15 @@ mod tests {
             .unwrap();
         let manifest =
             Manifest::parse(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
-        // The hot blob comes at 64 KiB/s (4 s in all); chunk blobs at once.
+        // The start object comes at 64 KiB/s (4 s in all), whatever the Range; nothing else
+        // is slow (every piece is hot here, so a read's own fetch is a Range of it too: the
+        // slow remote throttles each request on its own).
         let remote = Arc::new(Slow {
             inner: DirRemote::new(&bundle, crate::testing::quick()),
             bytes_per_second: 65_536,
             piece: 4096,
             latency: Duration::from_millis(20),
-            ..Slow::new(&bundle, |path| path == "blobs/hot")
+            ..Slow::new(&bundle, |path| path == START_OBJECT)
         });
         let cache = ChunkCache::open(&dir.path().join("cache")).unwrap();
         let opts = EngineOptions { strategy: Strategy::ReorderedPaged, ..Default::default() };

@@ -159,7 +159,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let size = |name: &str| std::fs::metadata(args.output.join(name)).map_or(0, |m| m.len());
     use coldstart_bundle::start::{MANIFEST_JSON, MANIFEST_ZST, START_OBJECT};
     println!(
-        "manifest {} bytes, {} with zstd; start object (manifest and hot set, one request) {} bytes",
+        "manifest {} bytes, {} with zstd; start object (manifest and hot pieces, one request) {} bytes",
         size(MANIFEST_JSON),
         size(MANIFEST_ZST),
         size(START_OBJECT)
@@ -169,13 +169,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The program: the bytes of its regular files, as the tree holds them.
     let ratio = origin.bytes as f64 / bytes.max(1) as f64;
     println!(
-        "origin: {} bytes in {} objects for a program of {bytes} bytes: {ratio:.2}x (piece blobs {}, whole-file blobs {}, hot blob {}, start object {}, manifests and signature {}); packed in {:.1} s",
+        "origin: {} bytes in {} objects for a program of {bytes} bytes: {ratio:.2}x (start object with the hot pieces {}, cold objects {}, manifests and signature {}); packed in {:.1} s",
         origin.bytes,
         origin.objects,
-        origin.chunk_blobs,
-        origin.file_blobs,
-        origin.hot_blob,
         origin.start,
+        origin.cold,
         origin.other,
         started.elapsed().as_secs_f64()
     );

@@ -59,17 +59,21 @@ pub const DRIP_EVERY: Duration = Duration::from_millis(100);
 /// Which requests misbehave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
-    /// The manifest's copies: `start`, `manifest.json.zst`, `manifest.json`.
+    /// The manifest's copies: `start` from its first byte, `manifest.json.zst`,
+    /// `manifest.json`.
     Manifest,
-    /// Everything else: chunk, file and hot blobs.
+    /// Everything else: the cold objects, and `Range`s of `start` that begin past its first
+    /// byte (hot pieces).
     Data,
     /// Every request.
     All,
 }
 
 impl Target {
-    fn picks(self, path: &str) -> bool {
-        let manifest = matches!(path, "start" | "manifest.json.zst" | "manifest.json");
+    fn picks(self, path: &str, range: Option<(u64, Option<u64>)>) -> bool {
+        let from_start = range.map_or(true, |(a, _)| a == 0);
+        let manifest = matches!(path, "manifest.json.zst" | "manifest.json")
+            || (path == "start" && from_start);
         match self {
             Target::Manifest => manifest,
             Target::Data => !manifest,
@@ -220,7 +224,7 @@ fn connection(
         };
         let head = |len: &str| format!("HTTP/1.1 {status}\r\n{content_range}{len}\r\n");
         let right = head(&format!("Content-Length: {}\r\n", body.len()));
-        let picked = target.picks(&req.path) && fault != Fault::None;
+        let picked = target.picks(&req.path, req.range) && fault != Fault::None;
         if !picked {
             conn.write_all(right.as_bytes())?;
             conn.write_all(&body)?;
