@@ -430,10 +430,9 @@ impl Manifest {
                         match room {
                             None => return Err(stored_err("its object is not in the manifest")),
                             Some(room)
-                                if !c
-                                    .at
+                                if c.at
                                     .checked_add(c.stored_len())
-                                    .is_some_and(|end| end <= room) =>
+                                    .is_none_or(|end| end > room) =>
                             {
                                 return Err(stored_err(
                                     "its stored form lies past its object's end",

@@ -71,7 +71,7 @@ pub enum Target {
 
 impl Target {
     fn picks(self, path: &str, range: Option<(u64, Option<u64>)>) -> bool {
-        let from_start = range.map_or(true, |(a, _)| a == 0);
+        let from_start = range.is_none_or(|(a, _)| a == 0);
         let manifest = matches!(path, "manifest.json.zst" | "manifest.json")
             || (path == "start" && from_start);
         match self {
