@@ -82,6 +82,9 @@ pub struct PublishReport {
     pub present: usize,
     /// HTTP requests sent (listing, HEADs, uploads, retries).
     pub requests: u64,
+    /// The bucket refused the listing (a key without s3:ListBucket): every object was asked
+    /// for with HEAD instead.
+    pub listing_refused: bool,
     pub failed_attempts: u64,
 }
 
@@ -192,6 +195,8 @@ struct Client {
 struct Answer {
     status: u16,
     meta_sha256: Option<String>,
+    /// `Content-Length`: the object's size, for a HEAD.
+    length: Option<u64>,
     body: Vec<u8>,
 }
 
@@ -245,6 +250,11 @@ impl Client {
             let status = resp.status().as_u16();
             let meta_sha256 =
                 resp.headers().get(SHA256_META).and_then(|v| v.to_str().ok()).map(str::to_owned);
+            let length = resp
+                .headers()
+                .get("content-length")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse().ok());
             let mut data = Vec::new();
             resp.into_body()
                 .into_reader()
@@ -256,8 +266,8 @@ impl Client {
                 return Err(FetchError::Protocol { url: what.clone(), detail });
             }
             match status {
-                200..=299 => Ok(Answer { status, meta_sha256, body: data }),
-                404 if method == "HEAD" => Ok(Answer { status, meta_sha256, body: data }),
+                200..=299 => Ok(Answer { status, meta_sha256, length, body: data }),
+                404 if method == "HEAD" => Ok(Answer { status, meta_sha256, length, body: data }),
                 301 | 400..=407 | 409..=428 | 430..=499 => {
                     Err(FetchError::from(self.bucket.refusal(key, status, &data)))
                 }
@@ -333,7 +343,30 @@ pub fn publish(
         bundle_bytes: objects.iter().map(|o| o.size).sum(),
         ..PublishReport::default()
     };
-    let listed = client.list(&s3.prefix)?;
+    // Without s3:ListBucket the listing is refused: each object is then asked for with HEAD
+    // (s3:GetObject), which such a key may do. A refused signature or key is still an error.
+    let listed = match client.list(&s3.prefix) {
+        Ok(keys) => Some(keys),
+        Err(FetchError::S3(e)) if e.is_policy_denial() => {
+            report.listing_refused = true;
+            None
+        }
+        Err(e) => return Err(e.into()),
+    };
+    // What the bucket holds at `key`: its size from the listing, or with the listing refused,
+    // from a HEAD (whose answer is kept for the entry objects' content check). AWS answers a
+    // HEAD of a missing key 403 to a key that may not list: absent too.
+    let present = |key: &str| -> Result<(Option<u64>, Option<Answer>), FetchError> {
+        match &listed {
+            Some(keys) => Ok((keys.get(key).copied(), None)),
+            None => match client.send("HEAD", key, &[], &[], None, 0) {
+                Ok(a) if a.status == 404 => Ok((None, None)),
+                Ok(a) => Ok((a.length, Some(a))),
+                Err(FetchError::S3(e)) if e.is_policy_denial() => Ok((None, None)),
+                Err(e) => Err(e),
+            },
+        }
+    };
     let progress =
         Progress { objects: objects.len(), bytes: report.bundle_bytes, ..Progress::default() };
     let done = (AtomicUsize::new(0), AtomicU64::new(0));
@@ -352,13 +385,17 @@ pub fn publish(
     let one = |o: &Object| -> Result<(), PublishError> {
         let key = format!("{}{}", s3.prefix, o.rel);
         let addressed = step(&o.rel) == 0;
-        if addressed && listed.get(&key) == Some(&o.size) {
+        let (size, head) = present(&key)?;
+        if addressed && size == Some(o.size) {
             tick(o, false);
             return Ok(());
         }
         let sha = file_sha256(&o.path)?;
-        if !addressed && listed.get(&key) == Some(&o.size) {
-            let head = client.send("HEAD", &key, &[], &[], None, 0)?;
+        if !addressed && size == Some(o.size) {
+            let head = match head {
+                Some(h) => h,
+                None => client.send("HEAD", &key, &[], &[], None, 0)?,
+            };
             if head.status != 404 && head.meta_sha256.as_deref() == Some(sha.as_str()) {
                 tick(o, false);
                 return Ok(());

@@ -136,6 +136,13 @@ pub enum S3Error {
 }
 
 impl S3Error {
+    /// A refusal by the bucket's or the user's policy (`AccessDenied`, or a 403 without a
+    /// body, as to a HEAD), not a refused key or signature.
+    pub fn is_policy_denial(&self) -> bool {
+        matches!(self, S3Error::Denied { status: 403, code, .. }
+            if code.trim() == "AccessDenied" || code.is_empty())
+    }
+
     /// What kind of failure this is: a refused signature or key is a missing privilege; a
     /// URL, setting, bucket or region that cannot be used is bad input.
     pub fn category(&self) -> Category {

@@ -70,6 +70,9 @@ struct Moto {
     port: u16,
     key: String,
     secret: String,
+    /// A key that may read and write the bucket's objects but not list them (no
+    /// s3:ListBucket), as CI upload keys often are.
+    put_only: (String, String),
 }
 
 impl Moto {
@@ -106,6 +109,12 @@ impl Moto {
         call(&format!(
             "Action=PutUserPolicy&UserName=publisher&PolicyName=s3&PolicyDocument={policy}&Version=2010-05-08"
         ));
+        call("Action=CreateUser&UserName=uploader&Version=2010-05-08");
+        let put_only = call("Action=CreateAccessKey&UserName=uploader&Version=2010-05-08");
+        let objects_only = format!("%7B%22Version%22%3A%222012-10-17%22%2C%22Statement%22%3A%5B%7B%22Effect%22%3A%22Allow%22%2C%22Action%22%3A%5B%22s3%3APutObject%22%2C%22s3%3AGetObject%22%5D%2C%22Resource%22%3A%22arn%3Aaws%3As3%3A%3A%3A{BUCKET}%2F%2A%22%7D%5D%7D");
+        call(&format!(
+            "Action=PutUserPolicy&UserName=uploader&PolicyName=objects&PolicyDocument={objects_only}&Version=2010-05-08"
+        ));
         let s3 = [(
             "Authorization",
             "AWS4-HMAC-SHA256 Credential=setup/20250101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0",
@@ -117,6 +126,7 @@ impl Moto {
             port,
             key: between(&keys, "AccessKeyId"),
             secret: between(&keys, "SecretAccessKey"),
+            put_only: (between(&put_only, "AccessKeyId"), between(&put_only, "SecretAccessKey")),
         }
     }
 
@@ -310,6 +320,33 @@ fn a_private_bucket_behind_nginx_with_tls_publish_run_and_refusals() {
         .arg(cache)
         .args(s3_flags)
         .args(["--", "sha256sum", "{root}/data.bin"])
+        .output()
+        .unwrap();
+    assert!(check(&out).starts_with(&digest_a), "{}", stderr(&out));
+    // A key that may not list the bucket publishes with a HEAD per object: nothing again for
+    // the bundle already there, everything for a new prefix, which then runs.
+    let (put_key, put_secret) = (&moto.put_only.0, &moto.put_only.1);
+    let before = puts(&log, "/app/");
+    let out = publish(&a, put_key, put_secret);
+    let e = stderr(&out);
+    assert!(out.status.success() && e.contains("no s3:ListBucket"), "{e}");
+    assert_eq!(puts(&log, "/app/"), before, "{e}");
+    let other = format!("s3://{BUCKET}/other");
+    let out = aws(put_key, put_secret)
+        .arg("publish")
+        .arg(&a)
+        .arg(&other)
+        .args(s3_flags)
+        .output()
+        .unwrap();
+    check(&out);
+    assert_eq!(puts(&log, "/other/"), walk_count(&a), "{}", stderr(&out));
+    let out = aws(put_key, put_secret)
+        .args(["run", &other, "--cache-dir"])
+        .arg(d.path().join("cache-put-only"))
+        .args(s3_flags)
+        .args(["--", "sha256sum", "{root}/data.bin"])
+        .stdin(Stdio::null())
         .output()
         .unwrap();
     assert!(check(&out).starts_with(&digest_a), "{}", stderr(&out));

@@ -125,6 +125,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             report.requests,
             report.failed_attempts
         );
+        if report.listing_refused {
+            eprintln!(
+                "coldstart: the bucket refused to list its keys to {} (no s3:ListBucket): each \
+                 object was asked for with HEAD, one request each; allow s3:ListBucket on the \
+                 prefix for a publish in one listing",
+                report.credentials
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
