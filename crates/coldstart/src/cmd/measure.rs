@@ -297,13 +297,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Some(v) => format!("{v} {unit}"),
             None => format!("unlimited {unit}"),
         };
+        let timing = match &st.seek {
+            Some(m) => m.to_string(),
+            None => {
+                format!("{}, {}", limit(st.read_iops, "reads/s"), limit(st.read_bps, "bytes/s"))
+            }
+        };
         writeln!(
             out,
-            "Storage: emulated {} ({}, {}, read-ahead {} KiB)",
-            st.profile,
-            limit(st.read_iops, "reads/s"),
-            limit(st.read_bps, "bytes/s"),
-            st.readahead_kb
+            "Storage: emulated {} ({timing}, read-ahead {} KiB)",
+            st.profile, st.readahead_kb
         )?;
     }
     for share in &report.io_share {
