@@ -74,9 +74,10 @@ pub struct Args {
     /// exclude a run.
     #[arg(long)]
     pub strict: bool,
-    /// Run on emulated slow storage (needs root): hdd, emmc, sata-ssd, nvme or
+    /// Run on emulated slow storage (needs root): hdd, hdd-seek, emmc, sata-ssd, nvme or
     /// custom:iops=N,bps=N[k|m|g],readahead=N[k|m]. The program's files are copied onto a
-    /// throttled loop device and every run sees the copy at the original paths
+    /// throttled loop device (hdd-seek: one whose reads a disk model times by seek distance,
+    /// rotation and transfer) and every run sees the copy at the original paths
     /// (docs/storage.md).
     #[arg(long, value_name = "PROFILE")]
     pub storage: Option<String>,
