@@ -367,16 +367,21 @@ fn on_hdd_seek_a_sweep_costs_less_than_the_same_number_of_reads_scattered() {
     // Scattered over 64 MiB of a ~150 MiB device: nearly every read seeks (one may land a
     // little ahead of the last on the same track).
     assert!(after.seeks - after_sweep.seeks >= n * 9 / 10, "{after_sweep:?} -> {after:?}");
+    // The most: a full stroke each, and 5 ms for the host to wake the server and the reader
+    // (4 ms a read measured on this 2-core machine under a load average of 8).
     let half_turn = model.revolution().as_secs_f64() / 2.0;
     let (least, most) = (
         0.9 * n as f64 * (half_turn + 0.001),
-        n as f64 * (model.full_stroke().as_secs_f64() + half_turn + 0.002),
+        n as f64 * (model.full_stroke().as_secs_f64() + half_turn + 0.005),
     );
     assert!(
         (least..=most).contains(&random),
         "{n} scattered reads took {random:.3} s, outside {least:.3}-{most:.3} s"
     );
-    assert!(random > 10.0 * sweep, "scattered {random:.3} s against in line {sweep:.3} s");
+    // 0.03 ms a read in line by the model, but the FUSE round trip costs 0.2 ms on a quiet host
+    // and up to 1.7 ms on a loaded one: the time is compared loosely, the disk's count above
+    // exactly.
+    assert!(random > 3.0 * sweep, "scattered {random:.3} s against in line {sweep:.3} s");
     storage.close().unwrap();
 }
 
@@ -701,8 +706,12 @@ fn bench_fidelity() {
             EmulatedStorage::create(&profile, std::slice::from_ref(&file), &work).unwrap();
         let cgroup = ScratchCgroup::create().unwrap();
         storage.throttle(cgroup.paths()).unwrap();
-        let host = storage.host_random_read_iops(1000).unwrap().unwrap();
-        let n = profile.read_iops.map_or(4000, |i| (i * 2).min(4000));
+        // A modelled disk has no host rate to probe (its reads take the model's time).
+        let host = storage.host_random_read_iops(1000).unwrap();
+        let n = match (profile.seek, profile.read_iops) {
+            (Some(_), _) => 200,
+            (None, iops) => iops.map_or(4000, |i| (i * 2).min(4000)),
+        };
         let secs: f64 = run_helper(
             &storage,
             Some(&cgroup),
@@ -724,9 +733,13 @@ fn bench_fidelity() {
         let (bytes, ssecs) = r.split_once(' ').unwrap();
         let mbps = bytes.parse::<f64>().unwrap() / ssecs.parse::<f64>().unwrap() / 1e6;
         println!(
-            "| {name} | {host:.0} | {n} in {secs:.2} s | {:.0} | {} | {mbps:.1} | {} |",
+            "| {name} | {} | {n} in {secs:.2} s | {:.0} | {} | {mbps:.1} | {} |",
+            host.map_or("-".into(), |h| format!("{h:.0}")),
             n as f64 / secs,
-            profile.read_iops.map_or("-".into(), |i| i.to_string()),
+            match profile.seek {
+                Some(m) => format!("model ({m})"),
+                None => profile.read_iops.map_or("-".into(), |i| i.to_string()),
+            },
             profile.read_bps.map_or("-".into(), |b| format!("{:.0}", b as f64 / 1e6)),
         );
         storage.close().unwrap();
