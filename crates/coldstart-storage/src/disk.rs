@@ -428,3 +428,37 @@ impl Drop for ModelledDisk {
         let _ = self.stop();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn drive(waiting: &[(u64, u64)]) -> Drive {
+        let mut head = DiskHead::new(SeekModel::desktop_7200(), 1 << 30);
+        head.read(100 * MIB, 4096, Duration::ZERO);
+        Drive {
+            head,
+            busy: false,
+            chosen: None,
+            next_id: waiting.len() as u64,
+            waiting: waiting.iter().enumerate().map(|(i, &(o, l))| (i as u64, o, l)).collect(),
+        }
+    }
+
+    #[test]
+    fn the_drive_serves_next_the_queued_read_it_reaches_soonest() {
+        let now = Duration::from_millis(20);
+        // Far away first, then the read that continues the last one, then a near one.
+        let d = drive(&[(900 * MIB, 4096), (100 * MIB + 4096, 8192), (120 * MIB, 4096)]);
+        assert_eq!(d.quickest(now), Some(1));
+        // Without the read in line, the nearer of the two seeks.
+        let d = drive(&[(900 * MIB, 4096), (120 * MIB, 4096)]);
+        assert_eq!(d.quickest(now), Some(1));
+        // Equally quick: the one that came first.
+        let d = drive(&[(300 * MIB, 4096), (300 * MIB, 4096)]);
+        assert_eq!(d.quickest(now), Some(0));
+        assert_eq!(drive(&[]).quickest(now), None);
+    }
+}
