@@ -386,8 +386,14 @@ impl ModelledDisk {
         ];
         // A thread per request the drive may hold; each waits in `read` for its turn.
         config.n_threads = Some(QUEUE_DEPTH);
-        let session = Session::new(fs, mountpoint, &config)
-            .map_err(|e| StorageError::io(mountpoint, "mount the emulated disk (FUSE) on", e))?;
+        let session = Session::new(fs, mountpoint, &config).map_err(|e| {
+            StorageError::io(
+                mountpoint,
+                "mount hdd-seek's disk (a FUSE file system: is /dev/fuse there? `modprobe fuse`, \
+                 or use --storage hdd) on",
+                e,
+            )
+        })?;
         let thread = std::thread::Builder::new()
             .name("coldstart-disk".into())
             .spawn(move || session.run())
@@ -460,5 +466,18 @@ mod tests {
         let d = drive(&[(300 * MIB, 4096), (300 * MIB, 4096)]);
         assert_eq!(d.quickest(now), Some(0));
         assert_eq!(drive(&[]).quickest(now), None);
+    }
+
+    #[test]
+    fn a_disk_that_cannot_be_mounted_says_where_and_what_to_do() {
+        let tmp = tempfile::tempdir().unwrap();
+        let backing = tmp.path().join("backing.img");
+        fs::File::create(&backing).unwrap().set_len(1 << 20).unwrap();
+        let missing = tmp.path().join("no-such-dir");
+        let e = ModelledDisk::start(&backing, &missing, SeekModel::desktop_7200()).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("no-such-dir") && text.contains("FUSE"), "{text}");
+        assert!(text.contains("--storage hdd"), "{text}");
+        assert!(!missing.exists());
     }
 }
