@@ -290,9 +290,13 @@ impl GateReport {
                 let bps = p.read_bps.map_or("unlimited bytes/s".to_string(), |v| {
                     format!("{} MB/s", (v as f64 / 1e6 * 10.0).round() / 10.0)
                 });
+                let timing = match &p.seek {
+                    Some(m) => m.to_string(),
+                    None => format!("{iops}, {bps}"),
+                };
                 format!(
-                    "emulated {} ({}, {}, read-ahead {} KiB): {}",
-                    p.name, iops, bps, p.readahead_kb, self.settings.storage_reason
+                    "emulated {} ({timing}, read-ahead {} KiB): {}",
+                    p.name, p.readahead_kb, self.settings.storage_reason
                 )
             }
             None => format!("this machine's disk: {}", self.settings.storage_reason),

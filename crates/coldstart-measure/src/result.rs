@@ -264,7 +264,7 @@ pub struct ResidentHoldInfo {
 /// machine's disk is through it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StorageInfo {
-    /// Profile name: `hdd`, `emmc`, `sata-ssd`, `nvme` or `custom`.
+    /// Profile name: `hdd`, `hdd-seek`, `emmc`, `sata-ssd`, `nvme` or `custom`.
     pub profile: String,
     /// Read requests per second allowed; `None`: not limited.
     pub read_iops: Option<u64>,
@@ -272,6 +272,9 @@ pub struct StorageInfo {
     pub read_bps: Option<u64>,
     /// Read-ahead of the emulated device, KiB.
     pub readahead_kb: u64,
+    /// The disk model that timed the reads (`hdd-seek`), when not the cgroup's limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seek: Option<crate::storage::SeekModel>,
     /// The files and directories copied onto the device (bind-mounted at these paths).
     pub paths: Vec<std::path::PathBuf>,
     /// Random 4 KiB reads per second this machine served through the unthrottled device.

@@ -114,7 +114,13 @@ fn copy_what_reads<T>(
 
 /// A device that reads nothing ahead and is not throttled.
 fn read_ahead_off() -> StorageProfile {
-    StorageProfile { name: "custom".into(), read_iops: None, read_bps: None, readahead_kb: 0 }
+    StorageProfile {
+        name: "custom".into(),
+        read_iops: None,
+        read_bps: None,
+        readahead_kb: 0,
+        seek: None,
+    }
 }
 
 /// The files of the discovery run to put on the copy: every file the run's processes opened

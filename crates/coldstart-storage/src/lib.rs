@@ -20,6 +20,11 @@
 //!    originals ([`EmulatedStorage::enter`]), and the run's cgroup gets read IOPS and bytes/s
 //!    limits on the loop device ([`EmulatedStorage::throttle`]).
 //!
+//! The `hdd-seek` profile times reads by a disk's mechanics instead of the cgroup's limits:
+//! the loop device's backing file is then `SESSION/disk/device.img` on a FUSE file system this
+//! process serves, which answers each read after the time the [`seek`] model gives it (a seek
+//! by distance and half a revolution, or only the transfer for a read in line).
+//!
 //! Teardown ([`EmulatedStorage::close`], or `Drop`) lifts the limits, unmounts, detaches the
 //! loop device and deletes the session directory. After a crash or `SIGKILL`,
 //! [`cleanup_stale`] (called by [`EmulatedStorage::create`]) removes what the dead process left.
@@ -58,9 +63,11 @@
 //! ```
 
 mod copy;
+mod disk;
 mod loopdev;
 mod namespace;
 mod profile;
+pub mod seek;
 mod stale;
 mod throttle;
 
@@ -75,9 +82,11 @@ use std::sync::Mutex;
 
 use coldstart_error::Category;
 
+pub use disk::DiskStats;
 pub use loopdev::LoopDevice;
 pub use namespace::EnterHook;
 pub use profile::{ParseProfileError, StorageProfile, BUILTIN_PROFILES, DEFAULT_READAHEAD_KB};
+pub use seek::SeekModel;
 pub use stale::{cleanup_stale, find_leftovers, Leftover, LeftoverKind, StaleReport};
 pub use throttle::{
     CgroupPaths, CgroupVersion, ScratchCgroup, ThrottleRule, NAME_PREFIX, V1_BLKIO_ROOT,
@@ -283,6 +292,7 @@ pub struct EmulatedStorage {
     mount: PathBuf,
     entries: Vec<PathBuf>,
     device: Option<LoopDevice>,
+    disk: Option<disk::ModelledDisk>,
     mounted: bool,
     lock: Option<fs::File>,
     throttled: Mutex<Vec<CgroupPaths>>,
@@ -314,6 +324,7 @@ impl EmulatedStorage {
             session,
             entries,
             device: None,
+            disk: None,
             mounted: false,
             lock: None,
             throttled: Mutex::new(Vec::new()),
@@ -343,7 +354,19 @@ impl EmulatedStorage {
         f.set_len(size).map_err(|e| StorageError::io(&backing, "size", e))?;
         drop(f);
 
-        let device = LoopDevice::attach_direct_io(&backing)?;
+        // A modelled disk serves the backing file through FUSE; the loop device reads it there.
+        let device_file = match self.profile.seek {
+            Some(model) => {
+                let dir = self.session.join("disk");
+                fs::create_dir(&dir).map_err(|e| StorageError::io(&dir, "create", e))?;
+                let disk = disk::ModelledDisk::start(&backing, &dir, model)?;
+                let file = disk.device_file();
+                self.disk = Some(disk);
+                file
+            }
+            None => backing.clone(),
+        };
+        let device = LoopDevice::attach_direct_io(&device_file)?;
         self.device = Some(device.clone());
         loopdev::run(
             std::process::Command::new("mkfs.ext4")
@@ -423,6 +446,12 @@ impl EmulatedStorage {
         copy::emulated_path(&self.mount, original)
     }
 
+    /// What the modelled disk has served so far (seeks, reads from its buffer, bytes, busy
+    /// time); `None` for a cgroup-throttled profile.
+    pub fn disk_stats(&self) -> Option<DiskStats> {
+        self.disk.as_ref().map(|d| d.stats())
+    }
+
     /// The device's current read-ahead in KiB (`/sys/block/loopN/queue/read_ahead_kb`).
     pub fn read_ahead_kb(&self) -> Result<u64, StorageError> {
         self.device().read_ahead_kb()
@@ -476,9 +505,13 @@ impl EmulatedStorage {
     /// Random 4 KiB reads per second this machine serves through the emulated device without
     /// a throttle: `reads` `O_DIRECT` reads of distinct random pages of the largest copied file,
     /// from the calling process (which must not be in a throttled cgroup). `None` when no copied
-    /// file has 16 pages. The emulation can only slow a device down: compare the result with
+    /// file has 16 pages, and for a modelled disk (`hdd-seek`). The emulation can only slow a device down: compare the result with
     /// the profile with [`fidelity_warning`].
     pub fn host_random_read_iops(&self, reads: usize) -> Result<Option<f64>, StorageError> {
+        if self.disk.is_some() {
+            // Its reads take the model's time, not this machine's.
+            return Ok(None);
+        }
         let mut largest: Option<(u64, PathBuf)> = None;
         for e in &self.entries {
             copy::walk_files(&self.emulated_path(e), &mut |p, len| {
@@ -550,6 +583,9 @@ impl EmulatedStorage {
         }
         if let Some(dev) = self.device.take() {
             note(dev.detach());
+        }
+        if let Some(mut disk) = self.disk.take() {
+            note(disk.stop());
         }
         if self.session.exists() {
             note(

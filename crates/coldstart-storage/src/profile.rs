@@ -10,13 +10,16 @@ use coldstart_units::parse_size;
 
 use serde::{Deserialize, Serialize};
 
+use crate::seek::SeekModel;
+
 /// The Linux default read-ahead (`read_ahead_kb`) of a block device.
 pub const DEFAULT_READAHEAD_KB: u64 = 128;
 
 /// How slow storage is emulated: read IOPS and bytes per second enforced by cgroup I/O
-/// throttling, and the block device's read-ahead.
+/// throttling, or a disk model that times each request by where it lies (`hdd-seek`), and the
+/// block device's read-ahead.
 ///
-/// Parse one with [`FromStr`]: `hdd`, `emmc`, `sata-ssd`, `nvme`, or
+/// Parse one with [`FromStr`]: `hdd`, `hdd-seek`, `emmc`, `sata-ssd`, `nvme`, or
 /// `custom:iops=N,bps=N[k|m|g],readahead=N[k|m]` (any key may be left out; `readahead` defaults to
 /// 128 KiB, a missing `iops` or `bps` is not limited).
 ///
@@ -31,7 +34,7 @@ pub const DEFAULT_READAHEAD_KB: u64 = 128;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StorageProfile {
-    /// `hdd`, `emmc`, `sata-ssd`, `nvme` or `custom`.
+    /// `hdd`, `hdd-seek`, `emmc`, `sata-ssd`, `nvme` or `custom`.
     pub name: String,
     /// Read requests per second the device serves; `None`: not limited.
     pub read_iops: Option<u64>,
@@ -39,10 +42,14 @@ pub struct StorageProfile {
     pub read_bps: Option<u64>,
     /// Read-ahead of the device in KiB (`/sys/block/DEV/queue/read_ahead_kb`).
     pub readahead_kb: u64,
+    /// A disk model that times every read by seek distance, rotation and transfer (the device
+    /// is then served by this process, not throttled by the cgroup); `None` for the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seek: Option<SeekModel>,
 }
 
 /// The names [`StorageProfile::from_str`] accepts besides `custom:...`.
-pub const BUILTIN_PROFILES: [&str; 4] = ["hdd", "emmc", "sata-ssd", "nvme"];
+pub const BUILTIN_PROFILES: [&str; 5] = ["hdd", "hdd-seek", "emmc", "sata-ssd", "nvme"];
 
 const MB: u64 = 1_000_000;
 
@@ -51,6 +58,16 @@ impl StorageProfile {
     /// revolution), 120 MB/s sequential.
     pub fn hdd() -> Self {
         Self::builtin("hdd", Some(100), Some(120 * MB))
+    }
+
+    /// The same 7200 rpm disk timed by a model of its mechanics instead of a request rate:
+    /// each read pays a seek that grows with its distance from the last one (1 ms to the next
+    /// track, 8.5 ms on average, a full stroke across the device) and half a revolution
+    /// (4.2 ms), unless it starts where the last one ended or in the track the drive read on
+    /// into its buffer; then only its transfer at 120 MB/s. Adjacent small reads, which the
+    /// `hdd` profile charges one request slot each, cost what they cost a disk.
+    pub fn hdd_seek() -> Self {
+        Self { seek: Some(SeekModel::desktop_7200()), ..Self::builtin("hdd-seek", None, None) }
     }
 
     /// eMMC 5.1 (HS400) as in budget laptops, Chromebooks and boards: 4000 random 4 KiB reads
@@ -71,7 +88,13 @@ impl StorageProfile {
     }
 
     fn builtin(name: &str, read_iops: Option<u64>, read_bps: Option<u64>) -> Self {
-        Self { name: name.to_owned(), read_iops, read_bps, readahead_kb: DEFAULT_READAHEAD_KB }
+        Self {
+            name: name.to_owned(),
+            read_iops,
+            read_bps,
+            readahead_kb: DEFAULT_READAHEAD_KB,
+            seek: None,
+        }
     }
 
     /// Whether the emulated device says it is rotational (`queue/rotational`), as the device
@@ -80,13 +103,14 @@ impl StorageProfile {
     /// --prefetch` chooses its defaults.
     pub fn rotational(&self) -> Option<bool> {
         match self.name.as_str() {
-            "hdd" => Some(true),
+            "hdd" | "hdd-seek" => Some(true),
             "emmc" | "sata-ssd" | "nvme" => Some(false),
             _ => None,
         }
     }
 
-    /// Whether the profile limits reads at all (an `nvme` profile does not).
+    /// Whether the profile limits reads through the cgroup (an `nvme` profile does not, nor
+    /// does `hdd-seek`, whose disk model times the reads itself).
     pub fn is_throttled(&self) -> bool {
         self.read_iops.is_some() || self.read_bps.is_some()
     }
@@ -95,7 +119,7 @@ impl StorageProfile {
 /// A `--storage` value that is not a profile.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "invalid storage profile `{input}`: {reason}; use one of hdd, emmc, sata-ssd, nvme or \
+    "invalid storage profile `{input}`: {reason}; use one of hdd, hdd-seek, emmc, sata-ssd, nvme or \
      custom:iops=N,bps=N[k|m|g],readahead=N[k|m]"
 )]
 pub struct ParseProfileError {
@@ -112,6 +136,7 @@ impl FromStr for StorageProfile {
         let err = |reason: String| ParseProfileError { input: s.to_owned(), reason };
         match s.trim() {
             "hdd" => return Ok(Self::hdd()),
+            "hdd-seek" => return Ok(Self::hdd_seek()),
             "emmc" => return Ok(Self::emmc()),
             "sata-ssd" | "ssd" => return Ok(Self::sata_ssd()),
             "nvme" => return Ok(Self::nvme()),
@@ -189,6 +214,11 @@ mod tests {
         );
         let nvme: StorageProfile = "nvme".parse().unwrap();
         assert!(!nvme.is_throttled());
+        let seek: StorageProfile = "hdd-seek".parse().unwrap();
+        assert!(!seek.is_throttled());
+        assert_eq!(seek.seek, Some(SeekModel::desktop_7200()));
+        assert_eq!((seek.rotational(), seek.readahead_kb), (Some(true), 128));
+        assert_eq!(hdd.seek, None);
         assert_eq!(nvme.readahead_kb, 128);
         for name in BUILTIN_PROFILES {
             let p: StorageProfile = name.parse().unwrap();

@@ -335,6 +335,65 @@ fn a_timed_out_run_and_an_interrupt_leave_nothing_behind() {
     assert_nothing_left(pid, app.work.path());
 }
 
+/// `hdd-seek`: the reads are timed by the disk model (no cgroup limit), the report says which
+/// model, and Ctrl-C in the middle of the runs takes down the disk's FUSE server with the rest.
+#[test]
+fn on_hdd_seek_the_disk_model_times_the_runs_and_ctrl_c_leaves_nothing_behind() {
+    if !require_root("loop devices, mounts, FUSE, cgroups") {
+        return;
+    }
+    let _lock = cache_lock();
+    let app = App::new();
+    let (out, report) = app.measure(
+        &app.storage_args("hdd-seek", &["--cache", "cold", "--runs", "2", "--warmup", "0"]),
+    );
+    ok(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(
+            "Storage: emulated hdd-seek (8.5 ms average seek, 7200 rpm, 120 MB/s, read-ahead 128 KiB)"
+        ),
+        "{stdout}"
+    );
+    let st = &report["storage"];
+    assert_eq!(st["profile"], "hdd-seek");
+    assert!(st["read_iops"].is_null() && st["host_read_iops"].is_null(), "{st}");
+    assert_eq!(st["seek"]["average_seek_us"], 8500);
+    // data.bin in line (35 ms at 120 MB/s) and each of the mapping's touches, 1 MiB apart, a
+    // track away at least: 5 ms or more each. Unmodelled, the loop device reads this in a few ms.
+    let least = 0.8 * (DATA_BYTES as f64 / 120e6 + MAP_TOUCHES as f64 * 0.005);
+    for r in runs(&report) {
+        assert!(r["excluded"].is_null(), "run excluded: {r}");
+        let wall = r["counters"]["wall_s"].as_f64().unwrap();
+        assert!(wall >= least, "run took {wall} s, the disk model allows no less than {least} s");
+    }
+
+    let child = app
+        .command(
+            &app.storage_args("hdd-seek", &["--cache", "cold", "--runs", "100", "--warmup", "0"]),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let start = Instant::now();
+    while !fs::read_dir(app.work.path())
+        .unwrap()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with("coldstart-storage-"))
+    {
+        assert!(start.elapsed() < Duration::from_secs(30), "no emulation started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_nothing_left(pid, app.work.path());
+}
+
 #[test]
 fn without_root_storage_is_refused_with_exit_code_3_naming_the_privilege() {
     if !require_root("loop devices, mounts, cgroups") {

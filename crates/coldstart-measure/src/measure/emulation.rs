@@ -121,6 +121,7 @@ pub(super) fn start_emulation(
         read_iops: so.profile.read_iops,
         read_bps: so.profile.read_bps,
         readahead_kb: so.profile.readahead_kb,
+        seek: so.profile.seek,
         paths: entries,
         host_read_iops,
         fidelity_warning: fidelity.clone(),

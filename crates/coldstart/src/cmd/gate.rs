@@ -64,8 +64,8 @@ pub struct Args {
     /// When start-up ends (as for measure; default exit). A gate takes its baseline's.
     #[arg(long, value_name = "SIGNAL")]
     pub ready: Option<String>,
-    /// Storage to read the program's files from: a profile (hdd, emmc, sata-ssd, nvme,
-    /// custom:...) or none. Default: an emulated hdd where this machine's disk hides cold
+    /// Storage to read the program's files from: a profile (hdd, hdd-seek, emmc, sata-ssd,
+    /// nvme, custom:...) or none. Default: an emulated hdd where this machine's disk hides cold
     /// start (a read-ahead above 128 KiB, or a solid-state disk) and coldstart runs as root.
     /// A gate takes its baseline's.
     #[arg(long, value_name = "PROFILE|none")]

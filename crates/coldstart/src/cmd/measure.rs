@@ -74,9 +74,10 @@ pub struct Args {
     /// exclude a run.
     #[arg(long)]
     pub strict: bool,
-    /// Run on emulated slow storage (needs root): hdd, emmc, sata-ssd, nvme or
+    /// Run on emulated slow storage (needs root): hdd, hdd-seek, emmc, sata-ssd, nvme or
     /// custom:iops=N,bps=N[k|m|g],readahead=N[k|m]. The program's files are copied onto a
-    /// throttled loop device and every run sees the copy at the original paths
+    /// throttled loop device (hdd-seek: one whose reads a disk model times by seek distance,
+    /// rotation and transfer) and every run sees the copy at the original paths
     /// (docs/storage.md).
     #[arg(long, value_name = "PROFILE")]
     pub storage: Option<String>,
@@ -297,13 +298,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Some(v) => format!("{v} {unit}"),
             None => format!("unlimited {unit}"),
         };
+        let timing = match &st.seek {
+            Some(m) => m.to_string(),
+            None => {
+                format!("{}, {}", limit(st.read_iops, "reads/s"), limit(st.read_bps, "bytes/s"))
+            }
+        };
         writeln!(
             out,
-            "Storage: emulated {} ({}, {}, read-ahead {} KiB)",
-            st.profile,
-            limit(st.read_iops, "reads/s"),
-            limit(st.read_bps, "bytes/s"),
-            st.readahead_kb
+            "Storage: emulated {} ({timing}, read-ahead {} KiB)",
+            st.profile, st.readahead_kb
         )?;
     }
     for share in &report.io_share {

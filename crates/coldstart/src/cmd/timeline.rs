@@ -35,7 +35,7 @@ pub struct Args {
     /// No module touches (no function profile is recorded).
     #[arg(long, conflicts_with = "profile")]
     pub no_functions: bool,
-    /// Run on emulated slow storage (needs root): hdd, emmc, sata-ssd, nvme or
+    /// Run on emulated slow storage (needs root): hdd, hdd-seek, emmc, sata-ssd, nvme or
     /// custom:iops=N,bps=N[k|m|g],readahead=N[k|m], as `measure --storage` (docs/storage.md).
     /// The I/O wait is then what a device of that kind costs, and comparable with `measure
     /// --storage`'s cold minus hot on the same profile.
