@@ -7,10 +7,10 @@ use std::fmt;
 use std::str::FromStr;
 
 use coldstart_bundle::{Entry, EntryKind, Manifest, Sha256Hex};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// When to fetch what.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {
     /// Download each file whole before the program starts: one request per file, one at a
