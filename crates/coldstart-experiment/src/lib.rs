@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 
 use coldstart_bundle::{Cancel, HotList, PackOptions};
 use coldstart_error::Category;
+use coldstart_lazyfs::history::{HeldOutRun, History};
 use coldstart_lazyfs::model::LinkEstimate;
+use coldstart_lazyfs::Strategy;
 use coldstart_lazyfs::{MountRequest, NetworkRequest, PredictOptions, StrategyOrAuto};
 use coldstart_results::{Cell, CellRun, Document, Experiment, HotSet, LinkSpec};
 pub use coldstart_serve::Link;
@@ -160,6 +162,9 @@ pub struct ExperimentOptions {
     pub work: PathBuf,
     /// The result file, written after every cell; an existing one is resumed.
     pub output: PathBuf,
+    /// Measure nothing: predict the cells the result file holds again, with the model as it
+    /// is now ([`run`]).
+    pub repredict: bool,
     pub cancel: Cancel,
 }
 
@@ -312,9 +317,45 @@ fn start(
             exit_code: status.and_then(|s| s.code()),
             chosen,
             teardown_s: Some(wall_s - program_s),
+            held_out_misses: Some(report.held_out_misses),
+            held_out_bytes: Some(report.held_out_bytes),
         },
         program_s,
     ))
+}
+
+/// What the runs measured so far missed outside the hot set, oldest first, as a mount's
+/// history keeps it (runs of a file from before the figures were kept are left out).
+fn held_out_runs<'a>(cells: impl IntoIterator<Item = (&'a str, &'a [CellRun])>) -> Vec<HeldOutRun> {
+    let mut out = Vec::new();
+    for (strategy, runs) in cells {
+        for r in runs {
+            let name = r.chosen.as_deref().unwrap_or(strategy);
+            let (Ok(strategy), Some(misses), Some(bytes)) =
+                (name.parse::<Strategy>(), r.held_out_misses, r.held_out_bytes)
+            else {
+                continue;
+            };
+            out.push(HeldOutRun { strategy, misses, bytes });
+        }
+    }
+    out
+}
+
+/// A chunk cache directory `dir`, emptied, holding the miss history of `runs` for the bundle
+/// whose manifest has SHA-256 `manifest`: a user's cache after those starts, its chunks
+/// evicted.
+fn fresh_cache(
+    dir: &Path,
+    manifest: &[u8; 32],
+    runs: &[HeldOutRun],
+) -> Result<(), ExperimentError> {
+    let _ = std::fs::remove_dir_all(dir);
+    if runs.is_empty() {
+        return Ok(());
+    }
+    let path = coldstart_lazyfs::history::path(dir, manifest);
+    History::new(runs).write(&path).map_err(io(format!("the miss history {}", path.display())))
 }
 
 /// The median of several local starts of the command from the program's directory (warm).
@@ -531,6 +572,14 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
         }
     }
     progress.start(total, done);
+    let manifest = std::fs::read(bundle.join("manifest.json"))
+        .map_err(io(format!("the bundle's manifest in {}", bundle.display())))?;
+    let manifest = coldstart_bundle::sign::digest(&manifest);
+    if o.repredict {
+        repredict(o, &mut e, &bundle, &server_files, &manifest)?;
+        e.write(&o.output)?;
+        return Ok(e);
+    }
     let mut n = 2;
     for l in &o.links {
         if !todo.iter().any(|t| std::ptr::eq(t.0, l)) {
@@ -544,42 +593,10 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
             if cells.is_empty() {
                 continue;
             }
-            // The model's figures for this link and an empty chunk cache, the link given.
-            let empty = o.work.join("cache-empty");
-            let _ = std::fs::remove_dir_all(&empty);
             server_cache(&server_files, *c);
-            let choice = coldstart_lazyfs::predict(
-                &url,
-                &PredictOptions {
-                    link_hint: Some(LinkEstimate::given(l.link.bits_per_second, l.link.latency)),
-                    cache_dir: Some(empty.clone()),
-                    network: NetworkRequest {
-                        cancel: o.cancel.clone(),
-                        min_rate: 1,
-                        ..NetworkRequest::default()
-                    },
-                    // What the mount chooses for a strategy that fetches while it runs.
-                    readahead: o.readahead.unwrap_or_else(|| {
-                        coldstart_lazyfs::default_readahead(
-                            coldstart_lazyfs::Strategy::Stream,
-                            false,
-                            false,
-                        )
-                    }),
-                    local_ms: e.local_s.map(|s| s * 1e3),
-                },
-            );
-            let _ = std::fs::remove_dir_all(&empty);
-            let choice = match choice {
-                Ok(c) => Some(c),
-                Err(err) if o.cancel.is_cancelled() => {
-                    drop(err);
-                    return Err(ExperimentError::Interrupted);
-                }
-                Err(err) => {
-                    e.warnings.push(format!("predict on {}: {err}", l.label));
-                    None
-                }
+            let history = held_out_runs(e.cells.iter().map(|c| (c.strategy.as_str(), &c.runs[..])));
+            let Some(choice) = predict_link(o, &mut e, &url, l, &manifest, &history)? else {
+                return Err(ExperimentError::Interrupted);
             };
             for s in cells {
                 let name = strategy_name(s);
@@ -596,8 +613,12 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
                         i + 1,
                         o.runs
                     ));
+                    // The user's cache after the starts so far: their miss history, no chunk.
                     let cache = o.work.join("cache");
-                    let _ = std::fs::remove_dir_all(&cache);
+                    let mut history =
+                        held_out_runs(e.cells.iter().map(|c| (c.strategy.as_str(), &c.runs[..])));
+                    history.extend(held_out_runs([(name.as_str(), &runs[..])]));
+                    fresh_cache(&cache, &manifest, &history)?;
                     server_cache(&server_files, *c);
                     n += 1;
                     let (r, _) = start(o, &url, request(o, s, &cache, None), &o.command, n)?;
@@ -612,40 +633,16 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
                     runs.push(r);
                     progress.advance(est);
                 }
-                let predicted_for = |strategy: &str| {
-                    choice.as_ref().and_then(|ch| {
-                        ch.predictions
-                            .iter()
-                            .find(|p| p.strategy.to_string() == strategy)
-                            .map(|p| p.ms / 1e3)
-                    })
-                };
-                let chosen = choice.as_ref().map(|ch| ch.chosen.to_string());
-                let predicted_s = match s {
-                    StrategyOrAuto::Auto => {
-                        // auto's own choice in the runs (the link measured), else predict's.
-                        let mut cell = Cell {
-                            link: spec(l),
-                            strategy: name.clone(),
-                            cache: c.name().into(),
-                            runs: runs.clone(),
-                            predicted_s: None,
-                            predicted_choice: None,
-                        };
-                        let pick = cell.chosen().map(str::to_owned).or(chosen.clone());
-                        cell.runs.clear();
-                        pick.and_then(|p| predicted_for(&p))
-                    }
-                    StrategyOrAuto::Fixed(f) => predicted_for(&f.to_string()),
-                };
-                e.cells.push(Cell {
+                let mut cell = Cell {
                     link: spec(l),
                     strategy: name,
                     cache: c.name().into(),
                     runs,
-                    predicted_s,
-                    predicted_choice: chosen,
-                });
+                    predicted_s: None,
+                    predicted_choice: None,
+                };
+                predicted(&mut cell, choice.as_ref());
+                e.cells.push(cell);
                 e.write(&o.output)?;
             }
         }
@@ -653,6 +650,100 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
     }
     e.write(&o.output)?;
     Ok(e)
+}
+
+/// The model's figures for link `l` and an empty chunk cache holding the miss history of
+/// `history`, the link given; `Ok(None)`: interrupted. A failed prediction is a warning.
+fn predict_link(
+    o: &ExperimentOptions,
+    e: &mut Experiment,
+    url: &str,
+    l: &GridLink,
+    manifest: &[u8; 32],
+    history: &[HeldOutRun],
+) -> Result<Option<Option<coldstart_lazyfs::model::Choice>>, ExperimentError> {
+    let empty = o.work.join("cache-empty");
+    fresh_cache(&empty, manifest, history)?;
+    let choice = coldstart_lazyfs::predict(
+        url,
+        &PredictOptions {
+            link_hint: Some(LinkEstimate::given(l.link.bits_per_second, l.link.latency)),
+            cache_dir: Some(empty.clone()),
+            network: NetworkRequest {
+                cancel: o.cancel.clone(),
+                min_rate: 1,
+                ..NetworkRequest::default()
+            },
+            // What the mount chooses for a strategy that fetches while it runs.
+            readahead: o.readahead.unwrap_or_else(|| {
+                coldstart_lazyfs::default_readahead(
+                    coldstart_lazyfs::Strategy::Stream,
+                    false,
+                    false,
+                )
+            }),
+            local_ms: e.local_s.map(|s| s * 1e3),
+        },
+    );
+    let _ = std::fs::remove_dir_all(&empty);
+    match choice {
+        Ok(c) => Ok(Some(Some(c))),
+        Err(_) if o.cancel.is_cancelled() => Ok(None),
+        Err(err) => {
+            e.warnings.push(format!("predict on {}: {err}", l.label));
+            Ok(Some(None))
+        }
+    }
+}
+
+/// Sets a cell's prediction from `choice`: its strategy's figure, or for `auto` the figure of
+/// the strategy its runs chose (predict's choice if they chose none).
+fn predicted(cell: &mut Cell, choice: Option<&coldstart_lazyfs::model::Choice>) {
+    let chosen = choice.map(|ch| ch.chosen.to_string());
+    let pick = match cell.strategy.as_str() {
+        "auto" => cell.chosen().map(str::to_owned).or(chosen.clone()),
+        s => Some(s.to_owned()),
+    };
+    cell.predicted_s = pick.and_then(|p| {
+        choice.and_then(|ch| {
+            ch.predictions.iter().find(|x| x.strategy.to_string() == p).map(|x| x.ms / 1e3)
+        })
+    });
+    cell.predicted_choice = chosen;
+}
+
+/// Predicts the stored cells of the grid's links and cache states again with the model as it
+/// is now, measuring nothing: each (link, cache state) from the miss history of the runs
+/// stored before its first cell, as the measurement did.
+fn repredict(
+    o: &ExperimentOptions,
+    e: &mut Experiment,
+    bundle: &Path,
+    server_files: &[PathBuf],
+    manifest: &[u8; 32],
+) -> Result<(), ExperimentError> {
+    for l in &o.links {
+        let server = coldstart_serve::serve(bundle, "127.0.0.1:0", Some(l.link))?;
+        for c in &o.caches {
+            let Some(first) =
+                e.cells.iter().position(|x| x.link.label == l.label && x.cache == c.name())
+            else {
+                continue;
+            };
+            server_cache(server_files, *c);
+            let history =
+                held_out_runs(e.cells[..first].iter().map(|c| (c.strategy.as_str(), &c.runs[..])));
+            let Some(choice) = predict_link(o, e, &server.url(), l, manifest, &history)? else {
+                return Err(ExperimentError::Interrupted);
+            };
+            for cell in
+                e.cells.iter_mut().filter(|x| x.link.label == l.label && x.cache == c.name())
+            {
+                predicted(cell, choice.as_ref());
+            }
+        }
+    }
+    Ok(())
 }
 
 fn spec(l: &GridLink) -> LinkSpec {
@@ -716,6 +807,7 @@ mod tests {
             readahead: Some(16384),
             work: "/tmp".into(),
             output: "/tmp/x.json".into(),
+            repredict: false,
             cancel: Cancel::new(),
         };
         assert!(same(&e, &o).is_ok());

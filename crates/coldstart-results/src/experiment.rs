@@ -109,6 +109,12 @@ pub struct CellRun {
     /// Of `wall_s`, the unmount after the program exited (absent in older files).
     #[serde(default)]
     pub teardown_s: Option<f64>,
+    /// Reads of chunks outside the hot set that waited for the network, and those chunks'
+    /// bytes: what the mount's miss history keeps for the model (absent in older files).
+    #[serde(default)]
+    pub held_out_misses: Option<u64>,
+    #[serde(default)]
+    pub held_out_bytes: Option<u64>,
 }
 
 impl Cell {
@@ -215,6 +221,8 @@ mod tests {
             exit_code: Some(0),
             chosen: chosen.map(Into::into),
             teardown_s: None,
+            held_out_misses: None,
+            held_out_bytes: None,
         }
     }
 

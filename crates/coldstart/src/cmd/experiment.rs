@@ -66,6 +66,11 @@ pub struct Args {
     /// mount points and is removed at the end [default: beside -o].
     #[arg(long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
+    /// Measure nothing: predict the cells -o holds again with the model as it is now (each
+    /// link and cache state from the miss history of the runs measured before it), and
+    /// rewrite the file.
+    #[arg(long)]
+    pub repredict: bool,
     /// The measured command, its program relative to DIR.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -135,6 +140,7 @@ fn options(args: &Args, cancel: Cancel, work: PathBuf) -> anyhow::Result<Experim
         readahead: args.readahead,
         work,
         output: args.output.clone(),
+        repredict: args.repredict,
         cancel,
     })
 }
