@@ -28,8 +28,9 @@
 //! `original`. How many there will be is not in the bundle; the mount's history of earlier
 //! starts of the bundle says how many they made ([`crate::history`]: the median, per
 //! strategy), and the model adds `misses x latency + bytes / bw` to `paged` and `reordered`,
-//! and to the program's side of `reordered-paged` and `stream` (whose waits overlap the hot
-//! transfer: `max(hot, local + held-out)`). Without history it counts none.
+//! and to the program's side of `reordered-paged` and `stream`, whose waits overlap the hot
+//! transfer while their bytes share its link: `max(hot + bytes / bw, local + held-out)`.
+//! Without history it counts none.
 //!
 //! What the model ignores: connection set-up; the program's own think time interleaved with `paged`'s misses (counted once, in
 //! `local`); compression's decoding time. Bytes are the bytes on the wire (compressed sizes
@@ -224,13 +225,15 @@ pub fn predict(shape: &Shape, link: &LinkEstimate, p: &Params) -> Vec<Prediction
     let no_hot = demand(shape.all_miss_bytes, shape.all_misses) + local;
     // Reads outside the hot set: one round trip each, one after the other (each is a read
     // of the program, which waits for it before its next).
-    let held = |s: Strategy| {
+    // (round trips, transfer) of a strategy's reads outside the hot set.
+    let held_parts = |s: Strategy| {
         shape
             .held_out
             .iter()
             .find(|h| h.strategy == s)
-            .map_or(0.0, |h| h.misses * lat + h.bytes / link.bytes_per_second)
+            .map_or((0.0, 0.0), |h| (h.misses * lat, h.bytes / link.bytes_per_second))
     };
+    let held = |s: Strategy| held_parts(s).0 + held_parts(s).1;
     Strategy::ALL
         .iter()
         .map(|&strategy| {
@@ -249,9 +252,9 @@ pub fn predict(shape: &Shape, link: &LinkEstimate, p: &Params) -> Vec<Prediction
                 _ if !shape.has_hot_set => before_hot + no_hot,
                 Strategy::Reordered => before_hot + hot + held(strategy) + local,
                 // The program runs while the hot set arrives: its waits outside the hot set
-                // overlap the hot transfer.
+                // overlap the hot transfer, whose link their bytes share.
                 Strategy::ReorderedPaged | Strategy::Stream => {
-                    before_hot + hot.max(local + held(strategy))
+                    before_hot + (hot + held_parts(strategy).1).max(local + held(strategy))
                 }
             };
             Prediction { strategy, ms: secs * 1e3 }
@@ -587,6 +590,12 @@ mod tests {
         assert!((rp - (50.0 + extra)).abs() < 1e-6, "{rp}");
         assert_eq!(get(&p, Strategy::Original), get(&none, Strategy::Original));
         assert_eq!(choose(&p), Strategy::Original);
+        // On a slow link the hot request outlasts the waits, and their bytes add to it.
+        let slow = link(2.0, 10.0);
+        let (p2, none2) = (predict(&held, &slow, &params(50)), predict(&s, &slow, &params(50)));
+        let bytes = 21.0 * 4096.0 / 250e3 * 1e3;
+        let rp = get(&p2, Strategy::ReorderedPaged) - get(&none2, Strategy::ReorderedPaged);
+        assert!((rp - bytes).abs() < 1e-6, "{rp}");
         // A strategy without history is predicted with none.
         held.held_out.retain(|h| h.strategy != Strategy::Stream);
         let p = predict(&held, &l, &params(50));

@@ -148,8 +148,15 @@ pub fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     eprintln!(
-        "coldstart: {}: fetched {} bytes in {} requests ({} failed attempts); {} cache hits, {} misses, {} errors",
-        r.strategy, r.bytes_fetched, r.requests, r.failed_attempts, r.cache_hits, r.misses, r.errors
+        "coldstart: {}: fetched {} bytes in {} requests ({} failed attempts); {} cache hits, {} misses ({} outside the hot set), {} errors",
+        r.strategy,
+        r.bytes_fetched,
+        r.requests,
+        r.failed_attempts,
+        r.cache_hits,
+        r.misses,
+        r.held_out_misses,
+        r.errors
     );
     eprintln!(
         "coldstart: before start {:.1} ms; waiting on misses {:.1} ms in total (median {:.2} ms, longest {:.1} ms); {} hot and {} background chunks; {} brought with misses ({} read); read-ahead {} KiB",
