@@ -319,14 +319,20 @@ fn start(
             teardown_s: Some(wall_s - program_s),
             held_out_misses: Some(report.held_out_misses),
             held_out_bytes: Some(report.held_out_bytes),
+            other_bytes: Some(report.other_bytes),
         },
         program_s,
     ))
 }
 
 /// What the runs measured so far missed outside the hot set, oldest first, as a mount's
-/// history keeps it (runs of a file from before the figures were kept are left out).
-fn held_out_runs<'a>(cells: impl IntoIterator<Item = (&'a str, &'a [CellRun])>) -> Vec<HeldOutRun> {
+/// history keeps it (runs of a file from before the misses were kept are left out). A run
+/// stored without its other bytes started from an empty chunk cache: a hot-set strategy
+/// fetched the whole start object, `start_bytes`, besides them.
+fn held_out_runs<'a>(
+    cells: impl IntoIterator<Item = (&'a str, &'a [CellRun])>,
+    start_bytes: u64,
+) -> Vec<HeldOutRun> {
     let mut out = Vec::new();
     for (strategy, runs) in cells {
         for r in runs {
@@ -336,7 +342,11 @@ fn held_out_runs<'a>(cells: impl IntoIterator<Item = (&'a str, &'a [CellRun])>) 
             else {
                 continue;
             };
-            out.push(HeldOutRun { strategy, misses, bytes });
+            let other_bytes = r.other_bytes.unwrap_or_else(|| match strategy.uses_hot_set() {
+                true => r.bytes_fetched.saturating_sub(start_bytes),
+                false => bytes,
+            });
+            out.push(HeldOutRun { strategy, misses, bytes, other_bytes });
         }
     }
     out
@@ -575,8 +585,10 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
     let manifest = std::fs::read(bundle.join("manifest.json"))
         .map_err(io(format!("the bundle's manifest in {}", bundle.display())))?;
     let manifest = coldstart_bundle::sign::digest(&manifest);
+    let start_bytes = std::fs::metadata(bundle.join(coldstart_bundle::start::START_OBJECT))
+        .map_or(0, |m| m.len());
     if o.repredict {
-        repredict(o, &mut e, &bundle, &server_files, &manifest)?;
+        repredict(o, &mut e, &bundle, &server_files, &manifest, start_bytes)?;
         e.write(&o.output)?;
         return Ok(e);
     }
@@ -594,7 +606,10 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
                 continue;
             }
             server_cache(&server_files, *c);
-            let history = held_out_runs(e.cells.iter().map(|c| (c.strategy.as_str(), &c.runs[..])));
+            let history = held_out_runs(
+                e.cells.iter().map(|c| (c.strategy.as_str(), &c.runs[..])),
+                start_bytes,
+            );
             let Some(choice) = predict_link(o, &mut e, &url, l, &manifest, &history)? else {
                 return Err(ExperimentError::Interrupted);
             };
@@ -615,9 +630,11 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
                     ));
                     // The user's cache after the starts so far: their miss history, no chunk.
                     let cache = o.work.join("cache");
-                    let mut history =
-                        held_out_runs(e.cells.iter().map(|c| (c.strategy.as_str(), &c.runs[..])));
-                    history.extend(held_out_runs([(name.as_str(), &runs[..])]));
+                    let mut history = held_out_runs(
+                        e.cells.iter().map(|c| (c.strategy.as_str(), &c.runs[..])),
+                        start_bytes,
+                    );
+                    history.extend(held_out_runs([(name.as_str(), &runs[..])], start_bytes));
                     fresh_cache(&cache, &manifest, &history)?;
                     server_cache(&server_files, *c);
                     n += 1;
@@ -721,6 +738,7 @@ fn repredict(
     bundle: &Path,
     server_files: &[PathBuf],
     manifest: &[u8; 32],
+    start_bytes: u64,
 ) -> Result<(), ExperimentError> {
     for l in &o.links {
         let server = coldstart_serve::serve(bundle, "127.0.0.1:0", Some(l.link))?;
@@ -731,8 +749,10 @@ fn repredict(
                 continue;
             };
             server_cache(server_files, *c);
-            let history =
-                held_out_runs(e.cells[..first].iter().map(|c| (c.strategy.as_str(), &c.runs[..])));
+            let history = held_out_runs(
+                e.cells[..first].iter().map(|c| (c.strategy.as_str(), &c.runs[..])),
+                start_bytes,
+            );
             let Some(choice) = predict_link(o, e, &server.url(), l, manifest, &history)? else {
                 return Err(ExperimentError::Interrupted);
             };

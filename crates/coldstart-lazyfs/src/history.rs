@@ -37,6 +37,11 @@ pub struct HeldOutRun {
     pub misses: u64,
     /// Their chunks' bytes on the wire.
     pub bytes: u64,
+    /// Every byte fetched but the manifest's and the hot set's request: these misses, what
+    /// they brought ahead, hot chunks fetched on their own while the hot request was far from
+    /// them, background work.
+    #[serde(default)]
+    pub other_bytes: u64,
 }
 
 /// Earlier mounts of one bundle, oldest first.
@@ -55,6 +60,8 @@ pub struct HeldOut {
     pub misses: f64,
     /// Their bytes.
     pub bytes: f64,
+    /// The bytes fetched besides the manifest's and the hot set's request (at least `bytes`).
+    pub other_bytes: f64,
     /// Of how many earlier mounts.
     pub runs: usize,
 }
@@ -124,6 +131,7 @@ impl History {
             strategy,
             misses: median(runs.iter().map(|r| r.misses as f64).collect()),
             bytes: median(runs.iter().map(|r| r.bytes as f64).collect()),
+            other_bytes: median(runs.iter().map(|r| r.other_bytes.max(r.bytes) as f64).collect()),
             runs: runs.len(),
         })
     }
@@ -134,7 +142,7 @@ mod tests {
     use super::*;
 
     fn run(strategy: Strategy, misses: u64) -> HeldOutRun {
-        HeldOutRun { strategy, misses, bytes: misses * 1000 }
+        HeldOutRun { strategy, misses, bytes: misses * 1000, other_bytes: misses * 1500 }
     }
 
     #[test]
@@ -163,7 +171,7 @@ mod tests {
         }
         let h = History::read(&p);
         let r = h.held_out(Strategy::Reordered).unwrap();
-        assert_eq!((r.misses, r.bytes, r.runs), (22.0, 22_000.0, 3));
+        assert_eq!((r.misses, r.bytes, r.other_bytes, r.runs), (22.0, 22_000.0, 33_000.0, 3));
         assert_eq!(h.held_out(Strategy::Stream).unwrap().misses, 4.0);
         // No paged mount yet: the four that could miss, original left out.
         let p = h.held_out(Strategy::Paged).unwrap();

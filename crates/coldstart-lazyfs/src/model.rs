@@ -27,10 +27,12 @@
 //! from waits one round trip per such read, one read after the other, under every strategy but
 //! `original`. How many there will be is not in the bundle; the mount's history of earlier
 //! starts of the bundle says how many they made ([`crate::history`]: the median, per
-//! strategy), and the model adds `misses x latency + bytes / bw` to `paged` and `reordered`,
-//! and to the program's side of `reordered-paged` and `stream`, whose waits overlap the hot
-//! transfer while their bytes share its link: `max(hot + bytes / bw, local + held-out)`.
-//! Without history it counts none.
+//! strategy), and the model adds `misses x latency + bytes / bw` to `paged`, `misses x
+//! latency + other bytes / bw` to `reordered` (the other bytes: all but the manifest's and the
+//! hot request's, so also what misses brought ahead), and `reordered-paged` and `stream`,
+//! whose waits overlap the hot transfer while the other bytes share its link, take
+//! `max(hot + other bytes / bw, local + misses x latency + bytes / bw)`. Without history it
+//! counts none.
 //!
 //! What the model ignores: connection set-up; the program's own think time interleaved with `paged`'s misses (counted once, in
 //! `local`); compression's decoding time. Bytes are the bytes on the wire (compressed sizes
@@ -165,6 +167,10 @@ impl LinkEstimate {
     fn transfer(&self, bytes: u64) -> f64 {
         bytes as f64 / self.bytes_per_second
     }
+
+    fn transfer_f(&self, bytes: f64) -> f64 {
+        bytes / self.bytes_per_second
+    }
 }
 
 /// The engine's settings that change the prediction.
@@ -225,13 +231,13 @@ pub fn predict(shape: &Shape, link: &LinkEstimate, p: &Params) -> Vec<Prediction
     let no_hot = demand(shape.all_miss_bytes, shape.all_misses) + local;
     // Reads outside the hot set: one round trip each, one after the other (each is a read
     // of the program, which waits for it before its next).
-    // (round trips, transfer) of a strategy's reads outside the hot set.
+    // Of a strategy's reads outside the hot set: their round trips, their transfer, and the
+    // transfer of every byte but the manifest's and the hot request's (theirs, what they
+    // brought ahead, hot chunks fetched on their own, background work).
     let held_parts = |s: Strategy| {
-        shape
-            .held_out
-            .iter()
-            .find(|h| h.strategy == s)
-            .map_or((0.0, 0.0), |h| (h.misses * lat, h.bytes / link.bytes_per_second))
+        shape.held_out.iter().find(|h| h.strategy == s).map_or((0.0, 0.0, 0.0), |h| {
+            (h.misses * lat, link.transfer_f(h.bytes), link.transfer_f(h.other_bytes.max(h.bytes)))
+        })
     };
     let held = |s: Strategy| held_parts(s).0 + held_parts(s).1;
     Strategy::ALL
@@ -250,11 +256,14 @@ pub fn predict(shape: &Shape, link: &LinkEstimate, p: &Params) -> Vec<Prediction
                         }
                 }
                 _ if !shape.has_hot_set => before_hot + no_hot,
-                Strategy::Reordered => before_hot + hot + held(strategy) + local,
+                Strategy::Reordered => {
+                    let (trips, _, other) = held_parts(strategy);
+                    before_hot + hot + trips + other + local
+                }
                 // The program runs while the hot set arrives: its waits outside the hot set
-                // overlap the hot transfer, whose link their bytes share.
+                // overlap the hot transfer, whose link the other bytes share.
                 Strategy::ReorderedPaged | Strategy::Stream => {
-                    before_hot + (hot + held_parts(strategy).1).max(local + held(strategy))
+                    before_hot + (hot + held_parts(strategy).2).max(local + held(strategy))
                 }
             };
             Prediction { strategy, ms: secs * 1e3 }
@@ -576,7 +585,13 @@ mod tests {
         let none = predict(&s, &l, &params(50));
         assert_eq!(choose(&none), Strategy::ReorderedPaged);
         // Earlier starts missed 21 pieces of 4 KiB outside the hot set under each strategy.
-        let h = |strategy| HeldOut { strategy, misses: 21.0, bytes: 21.0 * 4096.0, runs: 3 };
+        let h = |strategy| HeldOut {
+            strategy,
+            misses: 21.0,
+            bytes: 21.0 * 4096.0,
+            other_bytes: 21.0 * 4096.0,
+            runs: 3,
+        };
         let mut held = s.clone();
         held.held_out = Strategy::ALL.iter().map(|&st| h(st)).collect();
         let p = predict(&held, &l, &params(50));
@@ -596,6 +611,15 @@ mod tests {
         let bytes = 21.0 * 4096.0 / 250e3 * 1e3;
         let rp = get(&p2, Strategy::ReorderedPaged) - get(&none2, Strategy::ReorderedPaged);
         assert!((rp - bytes).abs() < 1e-6, "{rp}");
+        // Bytes fetched besides them (brought ahead, background) share the link too.
+        for x in held.held_out.iter_mut() {
+            x.other_bytes = 500_000.0;
+        }
+        let p2 = predict(&held, &slow, &params(50));
+        let rp = get(&p2, Strategy::ReorderedPaged) - get(&none2, Strategy::ReorderedPaged);
+        assert!((rp - 2000.0).abs() < 1e-6, "{rp}");
+        let r = get(&p2, Strategy::Reordered) - get(&none2, Strategy::Reordered);
+        assert!((r - (21.0 * 10.0 + 2000.0)).abs() < 1e-6, "{r}");
         // A strategy without history is predicted with none.
         held.held_out.retain(|h| h.strategy != Strategy::Stream);
         let p = predict(&held, &l, &params(50));

@@ -36,8 +36,9 @@ pub struct Mount {
     /// The kernel's read-ahead on the mount, as given or chosen.
     readahead: u32,
     /// Where this bundle's misses outside its hot set are kept, at unmount (a bundle with a
-    /// hot set).
+    /// hot set), and the manifest's bytes.
     history: Option<PathBuf>,
+    manifest_bytes: u64,
 }
 
 /// Whether `path` is a mount point (it appears in `/proc/self/mountinfo`).
@@ -240,6 +241,7 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         source,
         readahead,
         history,
+        manifest_bytes: manifest_fetch.0,
     };
     // Without the watchdog a `kill -9` could leave the mount behind: fail rather than risk it.
     watchdog.watch(mountpoint).map_err(fail)?;
@@ -264,6 +266,8 @@ impl Mount {
         report.manifest_source = self.source.0.to_owned();
         report.manifest_fallback = self.source.1.clone();
         report.readahead = self.readahead;
+        report.other_bytes =
+            report.bytes_fetched.saturating_sub(report.hot_request_bytes + self.manifest_bytes);
         report
     }
 
@@ -291,6 +295,7 @@ impl Mount {
                 strategy: self.engine.strategy(),
                 misses: report.held_out_misses,
                 bytes: report.held_out_bytes,
+                other_bytes: report.other_bytes,
             };
             let _ = History::append(path, run);
         }

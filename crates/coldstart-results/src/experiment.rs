@@ -115,6 +115,10 @@ pub struct CellRun {
     pub held_out_misses: Option<u64>,
     #[serde(default)]
     pub held_out_bytes: Option<u64>,
+    /// Bytes fetched besides the manifest's and the hot set's request (absent in older
+    /// files).
+    #[serde(default)]
+    pub other_bytes: Option<u64>,
 }
 
 impl Cell {
@@ -223,6 +227,7 @@ mod tests {
             teardown_s: None,
             held_out_misses: None,
             held_out_bytes: None,
+            other_bytes: None,
         }
     }
 

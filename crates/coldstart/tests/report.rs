@@ -165,6 +165,7 @@ fn experiment_json(dir: &Path) -> PathBuf {
                         teardown_s: None,
                         held_out_misses: None,
                         held_out_bytes: None,
+                        other_bytes: None,
                     }],
                     predicted_s: Some(wall),
                     predicted_choice: Some("reordered-paged".into()),

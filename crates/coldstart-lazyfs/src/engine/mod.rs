@@ -94,6 +94,13 @@ pub struct Report {
     /// the model ([`crate::history`]).
     pub held_out_misses: u64,
     pub held_out_bytes: u64,
+    /// Body bytes of the hot set's request (the start object's after its manifest, or the
+    /// hot blob's); the rest of `bytes_fetched` but the manifest's is what misses, what they
+    /// brought ahead and background work fetched.
+    pub hot_request_bytes: u64,
+    /// `bytes_fetched` less the manifest's and the hot request's bytes (what the miss history
+    /// keeps of this start besides its misses).
+    pub other_bytes: u64,
     /// Chunk reads that failed (EIO to the program).
     pub errors: u64,
     /// Time the program waited on misses: total, longest and median.
@@ -141,6 +148,7 @@ struct Counters {
     misses: AtomicU64,
     held_out_misses: AtomicU64,
     held_out_bytes: AtomicU64,
+    hot_request_bytes: AtomicU64,
     errors: AtomicU64,
     hot_chunks: AtomicU64,
     background_chunks: AtomicU64,
@@ -284,6 +292,8 @@ impl Engine {
             misses: self.counters.misses.load(Ordering::Relaxed),
             held_out_misses: self.counters.held_out_misses.load(Ordering::Relaxed),
             held_out_bytes: self.counters.held_out_bytes.load(Ordering::Relaxed),
+            hot_request_bytes: self.counters.hot_request_bytes.load(Ordering::Relaxed),
+            other_bytes: 0,
             errors: self.counters.errors.load(Ordering::Relaxed),
             miss_wait_total_ms: waits.iter().fold(0.0, |a, b| a + b),
             miss_wait_max_ms: waits.last().copied().unwrap_or(0.0),
