@@ -102,6 +102,9 @@ impl std::str::FromStr for CacheState {
 pub struct GridLink {
     pub label: String,
     pub link: Link,
+    /// Starts per cell on this link, if not [`ExperimentOptions::runs`] (a slow link's cells
+    /// take minutes a start).
+    pub runs: Option<u32>,
 }
 
 /// The links of the grid unless told: the paper's (56 kbit/s to 3 Mbit/s at 10 to 200 ms) and
@@ -118,9 +121,23 @@ pub fn default_links() -> Vec<GridLink> {
     out.iter().map(|l| grid_link(l).expect("the default links parse")).collect()
 }
 
-/// A link of the grid from its text (`20mbit/40ms`), labelled as written.
-pub fn grid_link(text: &str) -> Result<GridLink, coldstart_serve::LinkParseError> {
-    Ok(GridLink { label: text.trim().to_owned(), link: text.parse()? })
+/// A link of the grid from its text (`20mbit/40ms`, or `56kbit/200ms:1` with its own number
+/// of starts per cell), labelled as written without the starts.
+pub fn grid_link(text: &str) -> Result<GridLink, String> {
+    let text = text.trim();
+    let (link, runs) = match text.rsplit_once(':') {
+        Some((l, n)) => match n.parse::<u32>() {
+            Ok(n) if n > 0 => (l, Some(n)),
+            _ => {
+                return Err(format!(
+                    "{text}: the starts after `:` must be a positive whole number, as in 56kbit/200ms:1"
+                ))
+            }
+        },
+        None => (text, None),
+    };
+    let parsed = link.parse().map_err(|e: coldstart_serve::LinkParseError| e.to_string())?;
+    Ok(GridLink { label: link.to_owned(), link: parsed, runs })
 }
 
 /// The strategies unless told: every fixed one, then `auto`.
@@ -571,7 +588,8 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
     for l in &o.links {
         for c in &o.caches {
             for s in &o.strategies {
-                let est = estimate(&e, &spec(l), &strategy_name(*s)) * o.runs as f64;
+                let est =
+                    estimate(&e, &spec(l), &strategy_name(*s)) * l.runs.unwrap_or(o.runs) as f64;
                 total += est;
                 if e.cell(&l.label, &strategy_name(*s), c.name()).is_some() {
                     done += est;
@@ -617,7 +635,8 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
                 let name = strategy_name(s);
                 let est = estimate(&e, &spec(l), &name);
                 let mut runs = Vec::new();
-                for i in 0..o.runs {
+                let n_runs = l.runs.unwrap_or(o.runs);
+                for i in 0..n_runs {
                     if o.cancel.is_cancelled() {
                         return Err(ExperimentError::Interrupted);
                     }
@@ -626,7 +645,7 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
                         l.label,
                         c.name(),
                         i + 1,
-                        o.runs
+                        n_runs
                     ));
                     // The user's cache after the starts so far: their miss history, no chunk.
                     let cache = o.work.join("cache");
@@ -802,6 +821,13 @@ mod tests {
         assert!(links.iter().any(|l| l.label == "56kbit/200ms" && l.link.bits_per_second == 56e3));
         assert!(links.iter().any(|l| l.label == "3mbit/10ms"));
         assert!(grid_link("1mbit").is_err());
+        let slow = grid_link("56kbit/200ms:1").unwrap();
+        assert_eq!((slow.label.as_str(), slow.runs), ("56kbit/200ms", Some(1)));
+        assert_eq!(slow.link.bits_per_second, 56e3);
+        assert_eq!(grid_link("3mbit/10ms").unwrap().runs, None);
+        for bad in ["56kbit/200ms:0", "56kbit/200ms:x", "56kbit/200ms:"] {
+            assert!(grid_link(bad).unwrap_err().contains("positive whole number"), "{bad}");
+        }
         let s = default_strategies();
         assert_eq!(s.len(), coldstart_lazyfs::Strategy::ALL.len() + 1);
         assert_eq!(s.last(), Some(&StrategyOrAuto::Auto));

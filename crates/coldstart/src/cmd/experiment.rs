@@ -35,7 +35,8 @@ pub struct Args {
     /// part of this experiment already, only the missing cells are measured.
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
-    /// A link, e.g. 1mbit/50ms (repeat, or separate with commas) [default: 56kbit, 256kbit,
+    /// A link, e.g. 1mbit/50ms, or 56kbit/200ms:1 with its own number of starts per cell
+    /// (repeat, or separate with commas) [default: 56kbit, 256kbit,
     /// 1mbit and 3mbit at 10, 50 and 200 ms; 20mbit/40ms; 100mbit/5ms: the paper's grid, hours
     /// for a program of megabytes, whose download alone takes 2.5 minutes a megabyte at 56kbit].
     #[arg(long = "link", value_name = "BW/LAT", value_delimiter = ',')]
