@@ -140,11 +140,48 @@ pub fn grid_link(text: &str) -> Result<GridLink, String> {
     Ok(GridLink { label: link.to_owned(), link: parsed, runs })
 }
 
+/// A strategy of the grid: a mount's (a fixed one or `auto`), or `auto-hint`: `auto` told the
+/// link (`--link-hint`) instead of measuring it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GridStrategy {
+    Mount(StrategyOrAuto),
+    AutoHint,
+}
+
+impl GridStrategy {
+    /// Its name in the results.
+    pub fn name(self) -> String {
+        match self {
+            GridStrategy::Mount(s) => s.to_string(),
+            GridStrategy::AutoHint => "auto-hint".into(),
+        }
+    }
+
+    fn mount(self) -> StrategyOrAuto {
+        match self {
+            GridStrategy::Mount(s) => s,
+            GridStrategy::AutoHint => StrategyOrAuto::Auto,
+        }
+    }
+}
+
+impl std::str::FromStr for GridStrategy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto-hint" => Ok(GridStrategy::AutoHint),
+            s => s.parse().map(GridStrategy::Mount).map_err(|e| format!("{e}, or auto-hint")),
+        }
+    }
+}
+
 /// The strategies unless told: every fixed one, then `auto`.
-pub fn default_strategies() -> Vec<StrategyOrAuto> {
-    let mut out: Vec<StrategyOrAuto> =
-        coldstart_lazyfs::Strategy::ALL.iter().map(|s| StrategyOrAuto::Fixed(*s)).collect();
-    out.push(StrategyOrAuto::Auto);
+pub fn default_strategies() -> Vec<GridStrategy> {
+    let mut out: Vec<GridStrategy> = coldstart_lazyfs::Strategy::ALL
+        .iter()
+        .map(|s| GridStrategy::Mount(StrategyOrAuto::Fixed(*s)))
+        .collect();
+    out.push(GridStrategy::Mount(StrategyOrAuto::Auto));
     out
 }
 
@@ -169,7 +206,7 @@ pub struct ExperimentOptions {
     /// The profiled command, whose start-up reads are the hot set; relative to `dir`.
     pub profiled: Vec<String>,
     pub links: Vec<GridLink>,
-    pub strategies: Vec<StrategyOrAuto>,
+    pub strategies: Vec<GridStrategy>,
     pub caches: Vec<CacheState>,
     pub runs: u32,
     pub chunk_size: u64,
@@ -182,6 +219,9 @@ pub struct ExperimentOptions {
     /// Measure nothing: predict the cells the result file holds again, with the model as it
     /// is now ([`run`]).
     pub repredict: bool,
+    /// Predict each link a second time with the link measured by `predict`, not given
+    /// ([`Cell::predicted_measured_s`]).
+    pub predict_measured: bool,
     pub cancel: Cancel,
 }
 
@@ -210,11 +250,8 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ExperimentError
     move |source| ExperimentError::Io { what, source }
 }
 
-fn strategy_name(s: StrategyOrAuto) -> String {
-    match s {
-        StrategyOrAuto::Auto => "auto".into(),
-        StrategyOrAuto::Fixed(f) => f.to_string(),
-    }
+fn strategy_name(s: GridStrategy) -> String {
+    s.name()
 }
 
 /// Regular files under `dir` and their bytes.
@@ -253,16 +290,18 @@ fn server_cache(files: &[PathBuf], state: CacheState) {
     }
 }
 
-/// The mount's options for one run.
+/// The mount's options for one run (on `link`: `auto-hint` is told it).
 fn request(
     o: &ExperimentOptions,
-    strategy: StrategyOrAuto,
+    strategy: GridStrategy,
+    link: Option<&GridLink>,
     cache: &Path,
     record: Option<PathBuf>,
 ) -> MountRequest {
+    let given = link.filter(|_| strategy == GridStrategy::AutoHint);
     MountRequest {
-        strategy,
-        link_hint: None,
+        strategy: strategy.mount(),
+        link_hint: given.map(|l| LinkEstimate::given(l.link.bits_per_second, l.link.latency)),
         cache_dir: Some(cache.to_owned()),
         record,
         network: NetworkRequest {
@@ -434,7 +473,8 @@ fn record(
     let _ = std::fs::remove_dir_all(&cache);
     let req = request(
         o,
-        StrategyOrAuto::Fixed(coldstart_lazyfs::Strategy::Paged),
+        GridStrategy::Mount(StrategyOrAuto::Fixed(coldstart_lazyfs::Strategy::Paged)),
+        None,
         &cache,
         Some(out.to_owned()),
     );
@@ -583,7 +623,7 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
     }
 
     // The work ahead, in estimated seconds.
-    let mut todo: Vec<(&GridLink, CacheState, StrategyOrAuto)> = Vec::new();
+    let mut todo: Vec<(&GridLink, CacheState, GridStrategy)> = Vec::new();
     let (mut total, mut done) = (0.0, 0.0);
     for l in &o.links {
         for c in &o.caches {
@@ -618,7 +658,7 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
         let server = coldstart_serve::serve(&bundle, "127.0.0.1:0", Some(l.link))?;
         let url = server.url();
         for c in &o.caches {
-            let cells: Vec<StrategyOrAuto> =
+            let cells: Vec<GridStrategy> =
                 todo.iter().filter(|t| std::ptr::eq(t.0, l) && t.1 == *c).map(|t| t.2).collect();
             if cells.is_empty() {
                 continue;
@@ -628,8 +668,15 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
                 e.cells.iter().map(|c| (c.strategy.as_str(), &c.runs[..])),
                 start_bytes,
             );
-            let Some(choice) = predict_link(o, &mut e, &url, l, &manifest, &history)? else {
+            let Some(choice) = predict_link(o, &mut e, &url, l, &manifest, &history, true)? else {
                 return Err(ExperimentError::Interrupted);
+            };
+            let measured = match o.predict_measured {
+                false => None,
+                true => match predict_link(o, &mut e, &url, l, &manifest, &history, false)? {
+                    Some(c) => c,
+                    None => return Err(ExperimentError::Interrupted),
+                },
             };
             for s in cells {
                 let name = strategy_name(s);
@@ -657,7 +704,8 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
                     fresh_cache(&cache, &manifest, &history)?;
                     server_cache(&server_files, *c);
                     n += 1;
-                    let (r, _) = start(o, &url, request(o, s, &cache, None), &o.command, n)?;
+                    let req = request(o, s, Some(l), &cache, None);
+                    let (r, _) = start(o, &url, req, &o.command, n)?;
                     if r.exit_code != Some(0) {
                         e.warnings.push(format!(
                             "{} {} {name}: the command exited with {:?}",
@@ -676,8 +724,9 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
                     runs,
                     predicted_s: None,
                     predicted_choice: None,
+                    predicted_measured_s: None,
                 };
-                predicted(&mut cell, choice.as_ref());
+                predicted(&mut cell, choice.as_ref(), measured.as_ref());
                 e.cells.push(cell);
                 e.write(&o.output)?;
             }
@@ -689,7 +738,8 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
 }
 
 /// The model's figures for link `l` and an empty chunk cache holding the miss history of
-/// `history`, the link given; `Ok(None)`: interrupted. A failed prediction is a warning.
+/// `history`, the link given (or measured by `predict`); `Ok(None)`: interrupted. A failed
+/// prediction is a warning.
 fn predict_link(
     o: &ExperimentOptions,
     e: &mut Experiment,
@@ -697,13 +747,14 @@ fn predict_link(
     l: &GridLink,
     manifest: &[u8; 32],
     history: &[HeldOutRun],
+    given: bool,
 ) -> Result<Option<Option<coldstart_lazyfs::model::Choice>>, ExperimentError> {
     let empty = o.work.join("cache-empty");
     fresh_cache(&empty, manifest, history)?;
     let choice = coldstart_lazyfs::predict(
         url,
         &PredictOptions {
-            link_hint: Some(LinkEstimate::given(l.link.bits_per_second, l.link.latency)),
+            link_hint: given.then(|| LinkEstimate::given(l.link.bits_per_second, l.link.latency)),
             cache_dir: Some(empty.clone()),
             network: NetworkRequest {
                 cancel: o.cancel.clone(),
@@ -732,20 +783,27 @@ fn predict_link(
     }
 }
 
-/// Sets a cell's prediction from `choice`: its strategy's figure, or for `auto` the figure of
-/// the strategy its runs chose (predict's choice if they chose none).
-fn predicted(cell: &mut Cell, choice: Option<&coldstart_lazyfs::model::Choice>) {
-    let chosen = choice.map(|ch| ch.chosen.to_string());
-    let pick = match cell.strategy.as_str() {
-        "auto" => cell.chosen().map(str::to_owned).or(chosen.clone()),
-        s => Some(s.to_owned()),
+/// Sets a cell's predictions from `choice` (the link given) and `measured` (the link measured,
+/// if asked): its strategy's figure, or for `auto` the figure of the strategy its runs chose
+/// (predict's choice if they chose none).
+fn predicted(
+    cell: &mut Cell,
+    choice: Option<&coldstart_lazyfs::model::Choice>,
+    measured: Option<&coldstart_lazyfs::model::Choice>,
+) {
+    let figure = |cell: &Cell, ch: Option<&coldstart_lazyfs::model::Choice>| {
+        let ch = ch?;
+        let pick = match cell.strategy.as_str() {
+            "auto" | "auto-hint" => {
+                cell.chosen().map(str::to_owned).unwrap_or_else(|| ch.chosen.to_string())
+            }
+            s => s.to_owned(),
+        };
+        ch.predictions.iter().find(|x| x.strategy.to_string() == pick).map(|x| x.ms / 1e3)
     };
-    cell.predicted_s = pick.and_then(|p| {
-        choice.and_then(|ch| {
-            ch.predictions.iter().find(|x| x.strategy.to_string() == p).map(|x| x.ms / 1e3)
-        })
-    });
-    cell.predicted_choice = chosen;
+    cell.predicted_s = figure(cell, choice);
+    cell.predicted_measured_s = figure(cell, measured);
+    cell.predicted_choice = choice.map(|ch| ch.chosen.to_string());
 }
 
 /// Predicts the stored cells of the grid's links and cache states again with the model as it
@@ -772,13 +830,21 @@ fn repredict(
                 e.cells[..first].iter().map(|c| (c.strategy.as_str(), &c.runs[..])),
                 start_bytes,
             );
-            let Some(choice) = predict_link(o, e, &server.url(), l, manifest, &history)? else {
+            let url = server.url();
+            let Some(choice) = predict_link(o, e, &url, l, manifest, &history, true)? else {
                 return Err(ExperimentError::Interrupted);
+            };
+            let measured = match o.predict_measured {
+                false => None,
+                true => match predict_link(o, e, &url, l, manifest, &history, false)? {
+                    Some(c) => c,
+                    None => return Err(ExperimentError::Interrupted),
+                },
             };
             for cell in
                 e.cells.iter_mut().filter(|x| x.link.label == l.label && x.cache == c.name())
             {
-                predicted(cell, choice.as_ref());
+                predicted(cell, choice.as_ref(), measured.as_ref());
             }
         }
     }
@@ -830,7 +896,10 @@ mod tests {
         }
         let s = default_strategies();
         assert_eq!(s.len(), coldstart_lazyfs::Strategy::ALL.len() + 1);
-        assert_eq!(s.last(), Some(&StrategyOrAuto::Auto));
+        assert_eq!(s.last(), Some(&GridStrategy::Mount(StrategyOrAuto::Auto)));
+        assert_eq!("auto-hint".parse::<GridStrategy>(), Ok(GridStrategy::AutoHint));
+        assert_eq!(GridStrategy::AutoHint.name(), "auto-hint");
+        assert!("fast".parse::<GridStrategy>().unwrap_err().contains("auto-hint"));
     }
 
     #[test]
@@ -854,6 +923,7 @@ mod tests {
             work: "/tmp".into(),
             output: "/tmp/x.json".into(),
             repredict: false,
+            predict_measured: false,
             cancel: Cancel::new(),
         };
         assert!(same(&e, &o).is_ok());

@@ -90,6 +90,10 @@ pub struct Cell {
     pub predicted_s: Option<f64>,
     /// The strategy `predict` would choose on this link and cache.
     pub predicted_choice: Option<String>,
+    /// `predicted_s` with the link measured by `predict` instead of given (asked for; absent
+    /// otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_measured_s: Option<f64>,
 }
 
 /// One measured start.
@@ -245,6 +249,7 @@ mod tests {
             ],
             predicted_s: None,
             predicted_choice: None,
+            predicted_measured_s: None,
         };
         assert_eq!(c.wall_s(), Some(2.0));
         assert_eq!(c.chosen(), Some("paged"));

@@ -169,6 +169,7 @@ fn experiment_json(dir: &Path) -> PathBuf {
                     }],
                     predicted_s: Some(wall),
                     predicted_choice: Some("reordered-paged".into()),
+                    predicted_measured_s: None,
                 });
             }
         }

@@ -9,8 +9,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use coldstart_bundle::Cancel;
-use coldstart_experiment::{CacheState, ExperimentError, ExperimentOptions, GridLink, Progress};
-use coldstart_lazyfs::StrategyOrAuto;
+use coldstart_experiment::{
+    CacheState, ExperimentError, ExperimentOptions, GridLink, GridStrategy, Progress,
+};
 use coldstart_results::Experiment;
 
 use super::common::network::parse_readahead;
@@ -41,10 +42,11 @@ pub struct Args {
     /// for a program of megabytes, whose download alone takes 2.5 minutes a megabyte at 56kbit].
     #[arg(long = "link", value_name = "BW/LAT", value_delimiter = ',')]
     pub links: Vec<String>,
-    /// Strategies: original, paged, reordered-paged, reordered, stream, auto (repeat, or
-    /// separate with commas) [default: all of them].
+    /// Strategies: original, paged, reordered-paged, reordered, stream, auto, and auto-hint
+    /// (auto told the link instead of measuring it) (repeat, or separate with commas)
+    /// [default: all of them but auto-hint].
     #[arg(long = "strategy", value_name = "S", value_delimiter = ',')]
-    pub strategies: Vec<StrategyOrAuto>,
+    pub strategies: Vec<GridStrategy>,
     /// Cache states: cold (the server's copy evicted) and warm-remote (in the server's page
     /// cache); the local chunk cache is empty in both [default: both].
     #[arg(long = "cache", value_name = "C", value_delimiter = ',')]
@@ -72,6 +74,10 @@ pub struct Args {
     /// rewrite the file.
     #[arg(long)]
     pub repredict: bool,
+    /// Predict each link a second time with the link measured by `predict` (two probe
+    /// requests per link and cache state) besides the link given.
+    #[arg(long)]
+    pub predict_measured_link: bool,
     /// The measured command, its program relative to DIR.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -142,6 +148,7 @@ fn options(args: &Args, cancel: Cancel, work: PathBuf) -> anyhow::Result<Experim
         work,
         output: args.output.clone(),
         repredict: args.repredict,
+        predict_measured: args.predict_measured_link,
         cancel,
     })
 }
