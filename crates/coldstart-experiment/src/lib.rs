@@ -408,6 +408,28 @@ fn held_out_runs<'a>(
     out
 }
 
+/// The miss history a start on link `label` would find after the first `upto` cells: their
+/// runs on that link (a user's link is the one they start from), or, before any there, every
+/// run.
+fn history_before(e: &Experiment, upto: usize, label: &str, start_bytes: u64) -> Vec<HeldOutRun> {
+    let cells = &e.cells[..upto.min(e.cells.len())];
+    let runs = |same: bool| {
+        held_out_runs(
+            cells
+                .iter()
+                .filter(|c| !same || c.link.label == label)
+                .map(|c| (c.strategy.as_str(), &c.runs[..])),
+            start_bytes,
+        )
+    };
+    let same = runs(true);
+    if same.is_empty() {
+        runs(false)
+    } else {
+        same
+    }
+}
+
 /// A chunk cache directory `dir`, emptied, holding the miss history of `runs` for the bundle
 /// whose manifest has SHA-256 `manifest`: a user's cache after those starts, its chunks
 /// evicted.
@@ -664,10 +686,7 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
                 continue;
             }
             server_cache(&server_files, *c);
-            let history = held_out_runs(
-                e.cells.iter().map(|c| (c.strategy.as_str(), &c.runs[..])),
-                start_bytes,
-            );
+            let history = history_before(&e, e.cells.len(), &l.label, start_bytes);
             let Some(choice) = predict_link(o, &mut e, &url, l, &manifest, &history, true)? else {
                 return Err(ExperimentError::Interrupted);
             };
@@ -696,10 +715,7 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
                     ));
                     // The user's cache after the starts so far: their miss history, no chunk.
                     let cache = o.work.join("cache");
-                    let mut history = held_out_runs(
-                        e.cells.iter().map(|c| (c.strategy.as_str(), &c.runs[..])),
-                        start_bytes,
-                    );
+                    let mut history = history_before(&e, e.cells.len(), &l.label, start_bytes);
                     history.extend(held_out_runs([(name.as_str(), &runs[..])], start_bytes));
                     fresh_cache(&cache, &manifest, &history)?;
                     server_cache(&server_files, *c);
@@ -808,7 +824,7 @@ fn predicted(
 
 /// Predicts the stored cells of the grid's links and cache states again with the model as it
 /// is now, measuring nothing: each (link, cache state) from the miss history of the runs
-/// stored before its first cell, as the measurement did.
+/// stored before its first cell ([`history_before`]), as the measurement did.
 fn repredict(
     o: &ExperimentOptions,
     e: &mut Experiment,
@@ -826,10 +842,7 @@ fn repredict(
                 continue;
             };
             server_cache(server_files, *c);
-            let history = held_out_runs(
-                e.cells[..first].iter().map(|c| (c.strategy.as_str(), &c.runs[..])),
-                start_bytes,
-            );
+            let history = history_before(e, first, &l.label, start_bytes);
             let url = server.url();
             let Some(choice) = predict_link(o, e, &url, l, manifest, &history, true)? else {
                 return Err(ExperimentError::Interrupted);
@@ -900,6 +913,46 @@ mod tests {
         assert_eq!("auto-hint".parse::<GridStrategy>(), Ok(GridStrategy::AutoHint));
         assert_eq!(GridStrategy::AutoHint.name(), "auto-hint");
         assert!("fast".parse::<GridStrategy>().unwrap_err().contains("auto-hint"));
+    }
+
+    #[test]
+    fn a_start_finds_the_miss_history_of_its_own_link_else_of_every_link() {
+        let run = |misses, bytes_fetched| CellRun {
+            wall_s: 1.0,
+            bytes_fetched,
+            requests: 1,
+            stall_s: 0.0,
+            exit_code: Some(0),
+            chosen: None,
+            teardown_s: None,
+            held_out_misses: Some(misses),
+            held_out_bytes: Some(misses * 100),
+            other_bytes: None,
+        };
+        let cell = |label: &str, strategy: &str, runs| Cell {
+            link: LinkSpec { label: label.into(), bits_per_second: 1e6, latency_s: 0.01 },
+            strategy: strategy.into(),
+            cache: "cold".into(),
+            runs,
+            predicted_s: None,
+            predicted_choice: None,
+            predicted_measured_s: None,
+        };
+        let mut e = Experiment::new();
+        e.cells.push(cell("a", "reordered", vec![run(20, 5000)]));
+        e.cells.push(cell("b", "stream", vec![run(4, 7000), run(6, 7000)]));
+        e.cells.push(cell("a", "original", vec![run(0, 9000)]));
+        // Link b's runs, once there are some; before them, every run.
+        let b = history_before(&e, 3, "b", 1000);
+        assert_eq!(b.iter().map(|r| r.misses).collect::<Vec<_>>(), vec![4, 6]);
+        assert_eq!(history_before(&e, 1, "b", 1000).len(), 1);
+        let a = history_before(&e, 3, "a", 1000);
+        assert_eq!(
+            a.iter().map(|r| r.strategy).collect::<Vec<_>>(),
+            vec![Strategy::Reordered, Strategy::Original]
+        );
+        // Stored without their other bytes: a hot-set strategy's are all but the start object.
+        assert_eq!((a[0].other_bytes, a[1].other_bytes), (4000, 0));
     }
 
     #[test]
