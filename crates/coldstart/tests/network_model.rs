@@ -188,6 +188,7 @@ fn reads_outside_the_hot_set_are_kept_and_counted_by_the_next_prediction() {
     let grew = ms(&after, "reordered") - ms(&before, "reordered");
     assert!((grew - extra).abs() < 1e-3, "{grew} ms more, {extra} expected: {after:#}");
     assert_eq!(ms(&after, "original"), ms(&before, "original"));
+    assert!(held.iter().all(|h| h["strategy"] != "original"), "{after:#}");
     // The table says what it counted.
     let out = coldstart()
         .args(["predict", &url, "--link-hint", "20mbit/100ms", "--cache-dir"])
