@@ -14,9 +14,10 @@ use coldstart_lazyfs::{
 /// Options shared by `mount` and `run`.
 #[derive(Debug, clap::Args)]
 pub struct MountFlags {
-    /// original, paged, reordered-paged, reordered, stream, or auto (predict each on the
-    /// measured link and pick the fastest).
-    #[arg(long, default_value = "stream")]
+    /// auto (predict each strategy on the measured link, counting the misses outside the hot
+    /// set of earlier starts, and pick the fastest), or original, paged, reordered-paged,
+    /// reordered, stream.
+    #[arg(long, default_value = "auto")]
     pub strategy: StrategyOrAuto,
     /// The link for `--strategy auto`, e.g. 20mbit/40ms, instead of measuring it.
     #[arg(long, value_name = "BW/LAT")]
