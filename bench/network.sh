@@ -1,6 +1,8 @@
 #!/bin/sh
 # Network start benchmark: every strategy of `coldstart run` on emulated links, with the hot set
-# profiled on one workload (a) and start-up measured on another (b).
+# profiled on one workload (a) and start-up measured on another (b). A thin call of
+# `coldstart experiment` (cache state warm-remote: the server's copy in its page cache, the
+# chunk cache empty at each start), whose result DIR/experiment.json it prints as before.
 #
 #   bench/network.sh [-s small|medium|bench] [-f FUNCTIONS] [-p APPDIR -e EXE -A ARGS -B ARGS]
 #                    [-l "LINK[:RUNS] ..."] [-r RUNS] [-c CHUNK] [-a READAHEAD] [-S "STRATEGY ..."]
@@ -15,17 +17,16 @@
 # -a READAHEAD sets the mount's read-ahead for the recordings and the runs (default: none
 # given, the mount chooses: one page while reads may fetch or when recording).
 #
-# Prints a Markdown table: start-up time (median of RUNS, each with an empty chunk cache; a
-# link may say its own run count as LINK:RUNS), bytes and requests fetched, the bound of Eq. 1
-# (bytes workload b reads / bandwidth + one latency + local start-up time) and the change
-# against the first strategy listed (`original` by default: each file downloaded whole, one
-# request per file, before the program starts). Each row also goes to DIR/results.tsv.
-# The strategy `auto` may be listed (-S) like the others, and `auto-hint`: `--strategy auto
-# --link-hint LINK`, the link given instead of measured. -P also runs `coldstart predict`
-# on each link with an empty cache and the local start-up time, once measuring the link and
-# once given it (--link-hint), into DIR/predict-N-{estimated,given}.json (N: the link's
-# position in -l), and adds both predictions to each row of results.tsv (columns 10 and 11;
-# column 12: the strategy `auto` chose in its last run).
+# Prints a Markdown table: start-up time (median of RUNS, each with an empty chunk cache that
+# holds the miss history of the starts before it; a link may say its own run count as
+# LINK:RUNS), bytes and requests fetched (medians), the bound of Eq. 1 (bytes workload b reads
+# / bandwidth + one latency + local start-up time) and the change against the first strategy
+# listed (`original` by default: each file downloaded whole, one request per file, before the
+# program starts). Each row also goes to DIR/results.tsv. The strategy `auto` may be listed
+# (-S) like the others, and `auto-hint`: `--strategy auto --link-hint LINK`, the link given
+# instead of measured. -P also predicts each link with the link measured, besides the link
+# given, and adds both predictions to each row of results.tsv (columns 10 and 11; column 12:
+# the strategy `auto` chose, most often).
 set -eu
 
 size=small; functions=""; links="1mbit/100ms 3mbit/50ms"; runs=1; chunk=16k; out=""
@@ -42,11 +43,9 @@ while getopts s:f:p:e:A:B:l:r:c:a:S:o:P opt; do
 done
 . "$(dirname "$0")/lib.sh"
 mkdir -p "$out"
-server=""
-trap '[ -n "$server" ] && kill "$server" 2>/dev/null; true' EXIT INT TERM
 
 # The program, without its sources and objects.
-rm -rf "$out/app" "$out/bundle0" "$out/bundle"
+rm -rf "$out/app"
 if [ -n "$app" ]; then
     cp -a "$app" "$out/app"
     what="$app"
@@ -66,92 +65,45 @@ else
     what="sample: size $size${functions:+, $functions functions}"
 fi
 
-now() { date +%s.%N; }
-# The predicted seconds of strategy $2 in predict's JSON $1 (for `auto`: its choice's).
-predicted() {
-    want=$2
-    case $want in auto|auto-hint) want=$(grep -o '"chosen": "[a-z-]*"' "$1" | cut -d'"' -f4) ;; esac
-    awk -v s="\"$want\"," '$1 == "\"strategy\":" && $2 == s { getline; printf "%.3f", $2 / 1000 }' "$1"
-}
-# Local start-up: median of 21 warm runs.
-for i in $(seq 21); do
-    # shellcheck disable=SC2086
-    t0=$(now); "$out/app/$exe" $args_b >/dev/null; t1=$(now)
-    echo "$t1 - $t0" | bc
-done | sort -n | sed -n 11p > "$out/local.txt"
-local_s=$(cat "$out/local.txt")
+# Every cell measured afresh.
+rm -f "$out/experiment.json"
+# shellcheck disable=SC2086
+"$cs" experiment "$out/app" -o "$out/experiment.json" --cache warm-remote --runs "$runs" \
+    --link "$(echo $links | tr ' ' ',')" --strategy "$(echo $strategies | tr ' ' ',')" \
+    --chunk-size "$chunk" ${ra:+--readahead "$ra"} ${predict:+--predict-measured-link} \
+    --profiled "$exe $args_a" -- "$exe" $args_b >/dev/null
 
-"$cs" pack "$out/app" --chunk-size "$chunk" -o "$out/bundle0" >/dev/null
-for w in a b; do
-    rm -rf "$out/cache-rec"
-    if [ $w = a ]; then wargs=$args_a; else wargs=$args_b; fi
-    # shellcheck disable=SC2086
-    "$cs" run "$out/bundle0" ${ra:+--readahead "$ra"} --strategy paged --cache-dir "$out/cache-rec" --record "$out/hot-$w.json" \
-        -- "{root}/$exe" $wargs >/dev/null 2>&1
-done
-used=$(grep -o '"length": [0-9]*' "$out/hot-b.json" | awk '{s += $2} END {print s}')
-"$cs" pack "$out/app" --chunk-size "$chunk" --hot-list "$out/hot-a.json" -o "$out/bundle" >/dev/null
-total=$(find "$out/app" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
-
-echo "$what; $total bytes; workload b reads $used bytes at start-up; local start-up ${local_s} s; chunk $chunk; read-ahead ${ra:-chosen by the mount}; $runs run(s) per cell unless the link says LINK:RUNS"
-echo
-echo "| link | strategy | start-up (s) | bytes fetched | requests | Eq. 1 bound (s) | vs original |"
-echo "| --- | --- | --- | --- | --- | --- | --- |"
-: > "$out/results.tsv"
-cell=0
-for spec in $links; do
-    cell=$((cell + 1))
-    link=${spec%%:*}
-    n=$runs
-    [ "$link" = "$spec" ] || n=${spec#*:}
-    "$cs" serve "$out/bundle" --link "$link" > "$out/url.txt" 2>/dev/null &
-    server=$!
-    while [ ! -s "$out/url.txt" ]; do sleep 0.05; done
-    url=$(cat "$out/url.txt")
-    bps=$(echo "$link" | awk -F/ '{
-        v = $1; m = 1
-        if (v ~ /gbit$/) m = 1e9; else if (v ~ /mbit$/) m = 1e6; else if (v ~ /kbit$/) m = 1e3
-        gsub(/[a-z]/, "", v); print v * m }')
-    lat=$(echo "$link" | awk -F/ '{ v = $2; m = 1
-        if (v ~ /ms$/) m = 1e-3; else if (v ~ /us$/) m = 1e-6
-        gsub(/[a-z]/, "", v); print v * m }')
-    bound=$(awk -v u="$used" -v b="$bps" -v l="$lat" -v s="$local_s" 'BEGIN { printf "%.2f", u * 8 / b + l + s }')
-    ideal=$(awk -v t="$total" -v b="$bps" -v l="$lat" 'BEGIN { printf "%.2f", t * 8 / b + l }')
-    echo "| $link | (model of a download: all $total bytes / bandwidth + one latency) | $ideal | | | | |"
-    if [ -n "$predict" ]; then
-        local_ms=$(awk -v s="$local_s" 'BEGIN { printf "%.1f", s * 1000 }')
-        rm -rf "$out/cache-empty"
-        "$cs" predict "$url" ${ra:+--readahead "$ra"} --local-ms "$local_ms" --cache-dir "$out/cache-empty" \
-            --json > "$out/predict-$cell-estimated.json"
-        "$cs" predict "$url" ${ra:+--readahead "$ra"} --local-ms "$local_ms" --cache-dir "$out/cache-empty" \
-            --link-hint "$link" --json > "$out/predict-$cell-given.json"
-    fi
-    original=""
-    for s in $strategies; do
-        for i in $(seq "$n"); do
-            rm -rf "$out/cache"
-            t0=$(now)
-            # shellcheck disable=SC2086
-            if [ "$s" = auto-hint ]; then set -- --strategy auto --link-hint "$link"; else set -- --strategy "$s"; fi
-            "$cs" run "$url" ${ra:+--readahead "$ra"} "$@" --json --cache-dir "$out/cache" \
-                -- "{root}/$exe" $args_b > "$out/stdout.txt" 2> "$out/report.json"
-            t1=$(now)
-            echo "$t1 - $t0" | bc
-        done | sort -n > "$out/times.txt"
-        median=$(awk '{ a[NR] = $1 } END { printf "%.2f", (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }' "$out/times.txt")
-        [ -n "$original" ] || original=$median
-        bytes=$(grep -o '"bytes_fetched": [0-9]*' "$out/report.json" | awk '{print $2}')
-        requests=$(grep -o '"requests": [0-9]*' "$out/report.json" | awk '{print $2}')
-        change=$(awk -v m="$median" -v o="$original" 'BEGIN { printf "%+.0f%%", (m / o - 1) * 100 }')
-        echo "| $link | $s | $median | $bytes | $requests | $bound | $change |"
-        pe=""; pg=""
-        if [ -n "$predict" ]; then
-            pe=$(predicted "$out/predict-$cell-estimated.json" "$s")
-            pg=$(predicted "$out/predict-$cell-given.json" "$s")
-        fi
-        chosen=$(grep -o '"chosen": "[a-z-]*"' "$out/report.json" | cut -d'"' -f4)
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$link" "$s" "$median" "$bytes" "$requests" \
-            "$bound" "$n" "$used" "$total" "$pe" "$pg" "$chosen" >> "$out/results.tsv"
-    done
-    kill "$server"; wait "$server" 2>/dev/null || true; server=""; rm -f "$out/url.txt"
-done
+/usr/bin/python3 - "$out/experiment.json" "$out/results.tsv" "$what" "$chunk" "${ra:-chosen by the mount}" "$runs" <<'PY'
+import json, statistics, sys
+path, tsv, what, chunk, ra, runs = sys.argv[1:]
+e = json.load(open(path))
+local = e.get("local_s") or 0.0
+used, total = e.get("used_bytes") or 0, e["program"]["bytes"]
+print(f"{what}; {total} bytes; workload b reads {used} bytes at start-up; local start-up "
+      f"{local:.4f} s; chunk {chunk}; read-ahead {ra}; {runs} run(s) per cell unless the link "
+      "says LINK:RUNS")
+print()
+print("| link | strategy | start-up (s) | bytes fetched | requests | Eq. 1 bound (s) | vs original |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
+med = lambda c, k: statistics.median(r[k] for r in c["runs"])
+fmt = lambda v: "" if v is None else f"{v:.3f}"
+with open(tsv, "w") as out:
+    for l in e["settings"]["links"]:
+        bps, lat = l["bits_per_second"], l["latency_s"]
+        cells = [c for c in e["cells"] if c["link"]["label"] == l["label"]]
+        bound = used * 8 / bps + lat + local
+        print(f"| {l['label']} | (model of a download: all {total} bytes / bandwidth + one "
+              f"latency) | {total * 8 / bps + lat:.2f} | | | | |")
+        first = None
+        for c in cells:
+            m = med(c, "wall_s")
+            first = first or m
+            b, r = round(med(c, "bytes_fetched")), round(med(c, "requests"))
+            print(f"| {l['label']} | {c['strategy']} | {m:.2f} | {b} | {r} | {bound:.2f} | "
+                  f"{(m / first - 1) * 100:+.0f}% |")
+            chosen = [x["chosen"] for x in c["runs"] if x.get("chosen")]
+            chosen = max(set(chosen), key=chosen.count) if chosen else ""
+            out.write("\t".join(map(str, [l["label"], c["strategy"], f"{m:.2f}", b, r,
+                f"{bound:.2f}", len(c["runs"]), used, total, fmt(c.get("predicted_measured_s")),
+                fmt(c.get("predicted_s")), chosen])) + "\n")
+PY

@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 
 use coldstart_bundle::{Cancel, HotList, PackOptions};
 use coldstart_error::Category;
+use coldstart_lazyfs::history::{HeldOutRun, History};
 use coldstart_lazyfs::model::LinkEstimate;
+use coldstart_lazyfs::Strategy;
 use coldstart_lazyfs::{MountRequest, NetworkRequest, PredictOptions, StrategyOrAuto};
 use coldstart_results::{Cell, CellRun, Document, Experiment, HotSet, LinkSpec};
 pub use coldstart_serve::Link;
@@ -100,6 +102,9 @@ impl std::str::FromStr for CacheState {
 pub struct GridLink {
     pub label: String,
     pub link: Link,
+    /// Starts per cell on this link, if not [`ExperimentOptions::runs`] (a slow link's cells
+    /// take minutes a start).
+    pub runs: Option<u32>,
 }
 
 /// The links of the grid unless told: the paper's (56 kbit/s to 3 Mbit/s at 10 to 200 ms) and
@@ -116,16 +121,67 @@ pub fn default_links() -> Vec<GridLink> {
     out.iter().map(|l| grid_link(l).expect("the default links parse")).collect()
 }
 
-/// A link of the grid from its text (`20mbit/40ms`), labelled as written.
-pub fn grid_link(text: &str) -> Result<GridLink, coldstart_serve::LinkParseError> {
-    Ok(GridLink { label: text.trim().to_owned(), link: text.parse()? })
+/// A link of the grid from its text (`20mbit/40ms`, or `56kbit/200ms:1` with its own number
+/// of starts per cell), labelled as written without the starts.
+pub fn grid_link(text: &str) -> Result<GridLink, String> {
+    let text = text.trim();
+    let (link, runs) = match text.rsplit_once(':') {
+        Some((l, n)) => match n.parse::<u32>() {
+            Ok(n) if n > 0 => (l, Some(n)),
+            _ => {
+                return Err(format!(
+                    "{text}: the starts after `:` must be a positive whole number, as in 56kbit/200ms:1"
+                ))
+            }
+        },
+        None => (text, None),
+    };
+    let parsed = link.parse().map_err(|e: coldstart_serve::LinkParseError| e.to_string())?;
+    Ok(GridLink { label: link.to_owned(), link: parsed, runs })
+}
+
+/// A strategy of the grid: a mount's (a fixed one or `auto`), or `auto-hint`: `auto` told the
+/// link (`--link-hint`) instead of measuring it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GridStrategy {
+    Mount(StrategyOrAuto),
+    AutoHint,
+}
+
+impl GridStrategy {
+    /// Its name in the results.
+    pub fn name(self) -> String {
+        match self {
+            GridStrategy::Mount(s) => s.to_string(),
+            GridStrategy::AutoHint => "auto-hint".into(),
+        }
+    }
+
+    fn mount(self) -> StrategyOrAuto {
+        match self {
+            GridStrategy::Mount(s) => s,
+            GridStrategy::AutoHint => StrategyOrAuto::Auto,
+        }
+    }
+}
+
+impl std::str::FromStr for GridStrategy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto-hint" => Ok(GridStrategy::AutoHint),
+            s => s.parse().map(GridStrategy::Mount).map_err(|e| format!("{e}, or auto-hint")),
+        }
+    }
 }
 
 /// The strategies unless told: every fixed one, then `auto`.
-pub fn default_strategies() -> Vec<StrategyOrAuto> {
-    let mut out: Vec<StrategyOrAuto> =
-        coldstart_lazyfs::Strategy::ALL.iter().map(|s| StrategyOrAuto::Fixed(*s)).collect();
-    out.push(StrategyOrAuto::Auto);
+pub fn default_strategies() -> Vec<GridStrategy> {
+    let mut out: Vec<GridStrategy> = coldstart_lazyfs::Strategy::ALL
+        .iter()
+        .map(|s| GridStrategy::Mount(StrategyOrAuto::Fixed(*s)))
+        .collect();
+    out.push(GridStrategy::Mount(StrategyOrAuto::Auto));
     out
 }
 
@@ -150,7 +206,7 @@ pub struct ExperimentOptions {
     /// The profiled command, whose start-up reads are the hot set; relative to `dir`.
     pub profiled: Vec<String>,
     pub links: Vec<GridLink>,
-    pub strategies: Vec<StrategyOrAuto>,
+    pub strategies: Vec<GridStrategy>,
     pub caches: Vec<CacheState>,
     pub runs: u32,
     pub chunk_size: u64,
@@ -160,6 +216,12 @@ pub struct ExperimentOptions {
     pub work: PathBuf,
     /// The result file, written after every cell; an existing one is resumed.
     pub output: PathBuf,
+    /// Measure nothing: predict the cells the result file holds again, with the model as it
+    /// is now ([`run`]).
+    pub repredict: bool,
+    /// Predict each link a second time with the link measured by `predict`, not given
+    /// ([`Cell::predicted_measured_s`]).
+    pub predict_measured: bool,
     pub cancel: Cancel,
 }
 
@@ -188,11 +250,8 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ExperimentError
     move |source| ExperimentError::Io { what, source }
 }
 
-fn strategy_name(s: StrategyOrAuto) -> String {
-    match s {
-        StrategyOrAuto::Auto => "auto".into(),
-        StrategyOrAuto::Fixed(f) => f.to_string(),
-    }
+fn strategy_name(s: GridStrategy) -> String {
+    s.name()
 }
 
 /// Regular files under `dir` and their bytes.
@@ -231,16 +290,18 @@ fn server_cache(files: &[PathBuf], state: CacheState) {
     }
 }
 
-/// The mount's options for one run.
+/// The mount's options for one run (on `link`: `auto-hint` is told it).
 fn request(
     o: &ExperimentOptions,
-    strategy: StrategyOrAuto,
+    strategy: GridStrategy,
+    link: Option<&GridLink>,
     cache: &Path,
     record: Option<PathBuf>,
 ) -> MountRequest {
+    let given = link.filter(|_| strategy == GridStrategy::AutoHint);
     MountRequest {
-        strategy,
-        link_hint: None,
+        strategy: strategy.mount(),
+        link_hint: given.map(|l| LinkEstimate::given(l.link.bits_per_second, l.link.latency)),
         cache_dir: Some(cache.to_owned()),
         record,
         network: NetworkRequest {
@@ -312,9 +373,77 @@ fn start(
             exit_code: status.and_then(|s| s.code()),
             chosen,
             teardown_s: Some(wall_s - program_s),
+            held_out_misses: Some(report.held_out_misses),
+            held_out_bytes: Some(report.held_out_bytes),
+            other_bytes: Some(report.other_bytes),
         },
         program_s,
     ))
+}
+
+/// What the runs measured so far missed outside the hot set, oldest first, as a mount's
+/// history keeps it (runs of a file from before the misses were kept are left out). A run
+/// stored without its other bytes started from an empty chunk cache: a hot-set strategy
+/// fetched the whole start object, `start_bytes`, besides them.
+fn held_out_runs<'a>(
+    cells: impl IntoIterator<Item = (&'a str, &'a [CellRun])>,
+    start_bytes: u64,
+) -> Vec<HeldOutRun> {
+    let mut out = Vec::new();
+    for (strategy, runs) in cells {
+        for r in runs {
+            let name = r.chosen.as_deref().unwrap_or(strategy);
+            let (Ok(strategy), Some(misses), Some(bytes)) =
+                (name.parse::<Strategy>(), r.held_out_misses, r.held_out_bytes)
+            else {
+                continue;
+            };
+            let other_bytes = r.other_bytes.unwrap_or_else(|| match strategy.uses_hot_set() {
+                true => r.bytes_fetched.saturating_sub(start_bytes),
+                false => bytes,
+            });
+            out.push(HeldOutRun { strategy, misses, bytes, other_bytes });
+        }
+    }
+    out
+}
+
+/// The miss history a start on link `label` would find after the first `upto` cells: their
+/// runs on that link (a user's link is the one they start from), or, before any there, every
+/// run.
+fn history_before(e: &Experiment, upto: usize, label: &str, start_bytes: u64) -> Vec<HeldOutRun> {
+    let cells = &e.cells[..upto.min(e.cells.len())];
+    let runs = |same: bool| {
+        held_out_runs(
+            cells
+                .iter()
+                .filter(|c| !same || c.link.label == label)
+                .map(|c| (c.strategy.as_str(), &c.runs[..])),
+            start_bytes,
+        )
+    };
+    let same = runs(true);
+    if same.is_empty() {
+        runs(false)
+    } else {
+        same
+    }
+}
+
+/// A chunk cache directory `dir`, emptied, holding the miss history of `runs` for the bundle
+/// whose manifest has SHA-256 `manifest`: a user's cache after those starts, its chunks
+/// evicted.
+fn fresh_cache(
+    dir: &Path,
+    manifest: &[u8; 32],
+    runs: &[HeldOutRun],
+) -> Result<(), ExperimentError> {
+    let _ = std::fs::remove_dir_all(dir);
+    if runs.is_empty() {
+        return Ok(());
+    }
+    let path = coldstart_lazyfs::history::path(dir, manifest);
+    History::new(runs).write(&path).map_err(io(format!("the miss history {}", path.display())))
 }
 
 /// The median of several local starts of the command from the program's directory (warm).
@@ -366,7 +495,8 @@ fn record(
     let _ = std::fs::remove_dir_all(&cache);
     let req = request(
         o,
-        StrategyOrAuto::Fixed(coldstart_lazyfs::Strategy::Paged),
+        GridStrategy::Mount(StrategyOrAuto::Fixed(coldstart_lazyfs::Strategy::Paged)),
+        None,
         &cache,
         Some(out.to_owned()),
     );
@@ -515,12 +645,13 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
     }
 
     // The work ahead, in estimated seconds.
-    let mut todo: Vec<(&GridLink, CacheState, StrategyOrAuto)> = Vec::new();
+    let mut todo: Vec<(&GridLink, CacheState, GridStrategy)> = Vec::new();
     let (mut total, mut done) = (0.0, 0.0);
     for l in &o.links {
         for c in &o.caches {
             for s in &o.strategies {
-                let est = estimate(&e, &spec(l), &strategy_name(*s)) * o.runs as f64;
+                let est =
+                    estimate(&e, &spec(l), &strategy_name(*s)) * l.runs.unwrap_or(o.runs) as f64;
                 total += est;
                 if e.cell(&l.label, &strategy_name(*s), c.name()).is_some() {
                     done += est;
@@ -531,6 +662,16 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
         }
     }
     progress.start(total, done);
+    let manifest = std::fs::read(bundle.join("manifest.json"))
+        .map_err(io(format!("the bundle's manifest in {}", bundle.display())))?;
+    let manifest = coldstart_bundle::sign::digest(&manifest);
+    let start_bytes = std::fs::metadata(bundle.join(coldstart_bundle::start::START_OBJECT))
+        .map_or(0, |m| m.len());
+    if o.repredict {
+        repredict(o, &mut e, &bundle, &server_files, &manifest, start_bytes)?;
+        e.write(&o.output)?;
+        return Ok(e);
+    }
     let mut n = 2;
     for l in &o.links {
         if !todo.iter().any(|t| std::ptr::eq(t.0, l)) {
@@ -539,53 +680,29 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
         let server = coldstart_serve::serve(&bundle, "127.0.0.1:0", Some(l.link))?;
         let url = server.url();
         for c in &o.caches {
-            let cells: Vec<StrategyOrAuto> =
+            let cells: Vec<GridStrategy> =
                 todo.iter().filter(|t| std::ptr::eq(t.0, l) && t.1 == *c).map(|t| t.2).collect();
             if cells.is_empty() {
                 continue;
             }
-            // The model's figures for this link and an empty chunk cache, the link given.
-            let empty = o.work.join("cache-empty");
-            let _ = std::fs::remove_dir_all(&empty);
             server_cache(&server_files, *c);
-            let choice = coldstart_lazyfs::predict(
-                &url,
-                &PredictOptions {
-                    link_hint: Some(LinkEstimate::given(l.link.bits_per_second, l.link.latency)),
-                    cache_dir: Some(empty.clone()),
-                    network: NetworkRequest {
-                        cancel: o.cancel.clone(),
-                        min_rate: 1,
-                        ..NetworkRequest::default()
-                    },
-                    // What the mount chooses for a strategy that fetches while it runs.
-                    readahead: o.readahead.unwrap_or_else(|| {
-                        coldstart_lazyfs::default_readahead(
-                            coldstart_lazyfs::Strategy::Stream,
-                            false,
-                            false,
-                        )
-                    }),
-                    local_ms: e.local_s.map(|s| s * 1e3),
+            let history = history_before(&e, e.cells.len(), &l.label, start_bytes);
+            let Some(choice) = predict_link(o, &mut e, &url, l, &manifest, &history, true)? else {
+                return Err(ExperimentError::Interrupted);
+            };
+            let measured = match o.predict_measured {
+                false => None,
+                true => match predict_link(o, &mut e, &url, l, &manifest, &history, false)? {
+                    Some(c) => c,
+                    None => return Err(ExperimentError::Interrupted),
                 },
-            );
-            let _ = std::fs::remove_dir_all(&empty);
-            let choice = match choice {
-                Ok(c) => Some(c),
-                Err(err) if o.cancel.is_cancelled() => {
-                    drop(err);
-                    return Err(ExperimentError::Interrupted);
-                }
-                Err(err) => {
-                    e.warnings.push(format!("predict on {}: {err}", l.label));
-                    None
-                }
             };
             for s in cells {
                 let name = strategy_name(s);
                 let est = estimate(&e, &spec(l), &name);
                 let mut runs = Vec::new();
-                for i in 0..o.runs {
+                let n_runs = l.runs.unwrap_or(o.runs);
+                for i in 0..n_runs {
                     if o.cancel.is_cancelled() {
                         return Err(ExperimentError::Interrupted);
                     }
@@ -594,13 +711,17 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
                         l.label,
                         c.name(),
                         i + 1,
-                        o.runs
+                        n_runs
                     ));
+                    // The user's cache after the starts so far: their miss history, no chunk.
                     let cache = o.work.join("cache");
-                    let _ = std::fs::remove_dir_all(&cache);
+                    let mut history = history_before(&e, e.cells.len(), &l.label, start_bytes);
+                    history.extend(held_out_runs([(name.as_str(), &runs[..])], start_bytes));
+                    fresh_cache(&cache, &manifest, &history)?;
                     server_cache(&server_files, *c);
                     n += 1;
-                    let (r, _) = start(o, &url, request(o, s, &cache, None), &o.command, n)?;
+                    let req = request(o, s, Some(l), &cache, None);
+                    let (r, _) = start(o, &url, req, &o.command, n)?;
                     if r.exit_code != Some(0) {
                         e.warnings.push(format!(
                             "{} {} {name}: the command exited with {:?}",
@@ -612,40 +733,17 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
                     runs.push(r);
                     progress.advance(est);
                 }
-                let predicted_for = |strategy: &str| {
-                    choice.as_ref().and_then(|ch| {
-                        ch.predictions
-                            .iter()
-                            .find(|p| p.strategy.to_string() == strategy)
-                            .map(|p| p.ms / 1e3)
-                    })
-                };
-                let chosen = choice.as_ref().map(|ch| ch.chosen.to_string());
-                let predicted_s = match s {
-                    StrategyOrAuto::Auto => {
-                        // auto's own choice in the runs (the link measured), else predict's.
-                        let mut cell = Cell {
-                            link: spec(l),
-                            strategy: name.clone(),
-                            cache: c.name().into(),
-                            runs: runs.clone(),
-                            predicted_s: None,
-                            predicted_choice: None,
-                        };
-                        let pick = cell.chosen().map(str::to_owned).or(chosen.clone());
-                        cell.runs.clear();
-                        pick.and_then(|p| predicted_for(&p))
-                    }
-                    StrategyOrAuto::Fixed(f) => predicted_for(&f.to_string()),
-                };
-                e.cells.push(Cell {
+                let mut cell = Cell {
                     link: spec(l),
                     strategy: name,
                     cache: c.name().into(),
                     runs,
-                    predicted_s,
-                    predicted_choice: chosen,
-                });
+                    predicted_s: None,
+                    predicted_choice: None,
+                    predicted_measured_s: None,
+                };
+                predicted(&mut cell, choice.as_ref(), measured.as_ref());
+                e.cells.push(cell);
                 e.write(&o.output)?;
             }
         }
@@ -653,6 +751,117 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
     }
     e.write(&o.output)?;
     Ok(e)
+}
+
+/// The model's figures for link `l` and an empty chunk cache holding the miss history of
+/// `history`, the link given (or measured by `predict`); `Ok(None)`: interrupted. A failed
+/// prediction is a warning.
+fn predict_link(
+    o: &ExperimentOptions,
+    e: &mut Experiment,
+    url: &str,
+    l: &GridLink,
+    manifest: &[u8; 32],
+    history: &[HeldOutRun],
+    given: bool,
+) -> Result<Option<Option<coldstart_lazyfs::model::Choice>>, ExperimentError> {
+    let empty = o.work.join("cache-empty");
+    fresh_cache(&empty, manifest, history)?;
+    let choice = coldstart_lazyfs::predict(
+        url,
+        &PredictOptions {
+            link_hint: given.then(|| LinkEstimate::given(l.link.bits_per_second, l.link.latency)),
+            cache_dir: Some(empty.clone()),
+            network: NetworkRequest {
+                cancel: o.cancel.clone(),
+                min_rate: 1,
+                ..NetworkRequest::default()
+            },
+            // What the mount chooses for a strategy that fetches while it runs.
+            readahead: o.readahead.unwrap_or_else(|| {
+                coldstart_lazyfs::default_readahead(
+                    coldstart_lazyfs::Strategy::Stream,
+                    false,
+                    false,
+                )
+            }),
+            local_ms: e.local_s.map(|s| s * 1e3),
+        },
+    );
+    let _ = std::fs::remove_dir_all(&empty);
+    match choice {
+        Ok(c) => Ok(Some(Some(c))),
+        Err(_) if o.cancel.is_cancelled() => Ok(None),
+        Err(err) => {
+            e.warnings.push(format!("predict on {}: {err}", l.label));
+            Ok(Some(None))
+        }
+    }
+}
+
+/// Sets a cell's predictions from `choice` (the link given) and `measured` (the link measured,
+/// if asked): its strategy's figure, or for `auto` the figure of the strategy its runs chose
+/// (predict's choice if they chose none).
+fn predicted(
+    cell: &mut Cell,
+    choice: Option<&coldstart_lazyfs::model::Choice>,
+    measured: Option<&coldstart_lazyfs::model::Choice>,
+) {
+    let figure = |cell: &Cell, ch: Option<&coldstart_lazyfs::model::Choice>| {
+        let ch = ch?;
+        let pick = match cell.strategy.as_str() {
+            "auto" | "auto-hint" => {
+                cell.chosen().map(str::to_owned).unwrap_or_else(|| ch.chosen.to_string())
+            }
+            s => s.to_owned(),
+        };
+        ch.predictions.iter().find(|x| x.strategy.to_string() == pick).map(|x| x.ms / 1e3)
+    };
+    cell.predicted_s = figure(cell, choice);
+    cell.predicted_measured_s = figure(cell, measured);
+    cell.predicted_choice = choice.map(|ch| ch.chosen.to_string());
+}
+
+/// Predicts the stored cells of the grid's links and cache states again with the model as it
+/// is now, measuring nothing: each (link, cache state) from the miss history of the runs
+/// stored before its first cell ([`history_before`]), as the measurement did.
+fn repredict(
+    o: &ExperimentOptions,
+    e: &mut Experiment,
+    bundle: &Path,
+    server_files: &[PathBuf],
+    manifest: &[u8; 32],
+    start_bytes: u64,
+) -> Result<(), ExperimentError> {
+    for l in &o.links {
+        let server = coldstart_serve::serve(bundle, "127.0.0.1:0", Some(l.link))?;
+        for c in &o.caches {
+            let Some(first) =
+                e.cells.iter().position(|x| x.link.label == l.label && x.cache == c.name())
+            else {
+                continue;
+            };
+            server_cache(server_files, *c);
+            let history = history_before(e, first, &l.label, start_bytes);
+            let url = server.url();
+            let Some(choice) = predict_link(o, e, &url, l, manifest, &history, true)? else {
+                return Err(ExperimentError::Interrupted);
+            };
+            let measured = match o.predict_measured {
+                false => None,
+                true => match predict_link(o, e, &url, l, manifest, &history, false)? {
+                    Some(c) => c,
+                    None => return Err(ExperimentError::Interrupted),
+                },
+            };
+            for cell in
+                e.cells.iter_mut().filter(|x| x.link.label == l.label && x.cache == c.name())
+            {
+                predicted(cell, choice.as_ref(), measured.as_ref());
+            }
+        }
+    }
+    Ok(())
 }
 
 fn spec(l: &GridLink) -> LinkSpec {
@@ -691,9 +900,59 @@ mod tests {
         assert!(links.iter().any(|l| l.label == "56kbit/200ms" && l.link.bits_per_second == 56e3));
         assert!(links.iter().any(|l| l.label == "3mbit/10ms"));
         assert!(grid_link("1mbit").is_err());
+        let slow = grid_link("56kbit/200ms:1").unwrap();
+        assert_eq!((slow.label.as_str(), slow.runs), ("56kbit/200ms", Some(1)));
+        assert_eq!(slow.link.bits_per_second, 56e3);
+        assert_eq!(grid_link("3mbit/10ms").unwrap().runs, None);
+        for bad in ["56kbit/200ms:0", "56kbit/200ms:x", "56kbit/200ms:"] {
+            assert!(grid_link(bad).unwrap_err().contains("positive whole number"), "{bad}");
+        }
         let s = default_strategies();
         assert_eq!(s.len(), coldstart_lazyfs::Strategy::ALL.len() + 1);
-        assert_eq!(s.last(), Some(&StrategyOrAuto::Auto));
+        assert_eq!(s.last(), Some(&GridStrategy::Mount(StrategyOrAuto::Auto)));
+        assert_eq!("auto-hint".parse::<GridStrategy>(), Ok(GridStrategy::AutoHint));
+        assert_eq!(GridStrategy::AutoHint.name(), "auto-hint");
+        assert!("fast".parse::<GridStrategy>().unwrap_err().contains("auto-hint"));
+    }
+
+    #[test]
+    fn a_start_finds_the_miss_history_of_its_own_link_else_of_every_link() {
+        let run = |misses, bytes_fetched| CellRun {
+            wall_s: 1.0,
+            bytes_fetched,
+            requests: 1,
+            stall_s: 0.0,
+            exit_code: Some(0),
+            chosen: None,
+            teardown_s: None,
+            held_out_misses: Some(misses),
+            held_out_bytes: Some(misses * 100),
+            other_bytes: None,
+        };
+        let cell = |label: &str, strategy: &str, runs| Cell {
+            link: LinkSpec { label: label.into(), bits_per_second: 1e6, latency_s: 0.01 },
+            strategy: strategy.into(),
+            cache: "cold".into(),
+            runs,
+            predicted_s: None,
+            predicted_choice: None,
+            predicted_measured_s: None,
+        };
+        let mut e = Experiment::new();
+        e.cells.push(cell("a", "reordered", vec![run(20, 5000)]));
+        e.cells.push(cell("b", "stream", vec![run(4, 7000), run(6, 7000)]));
+        e.cells.push(cell("a", "original", vec![run(0, 9000)]));
+        // Link b's runs, once there are some; before them, every run.
+        let b = history_before(&e, 3, "b", 1000);
+        assert_eq!(b.iter().map(|r| r.misses).collect::<Vec<_>>(), vec![4, 6]);
+        assert_eq!(history_before(&e, 1, "b", 1000).len(), 1);
+        let a = history_before(&e, 3, "a", 1000);
+        assert_eq!(
+            a.iter().map(|r| r.strategy).collect::<Vec<_>>(),
+            vec![Strategy::Reordered, Strategy::Original]
+        );
+        // Stored without their other bytes: a hot-set strategy's are all but the start object.
+        assert_eq!((a[0].other_bytes, a[1].other_bytes), (4000, 0));
     }
 
     #[test]
@@ -716,6 +975,8 @@ mod tests {
             readahead: Some(16384),
             work: "/tmp".into(),
             output: "/tmp/x.json".into(),
+            repredict: false,
+            predict_measured: false,
             cancel: Cancel::new(),
         };
         assert!(same(&e, &o).is_ok());

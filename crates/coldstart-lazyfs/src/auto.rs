@@ -12,8 +12,10 @@ use coldstart_bundle::start::MANIFEST_ZST;
 use coldstart_bundle::{ChunkCache, Manifest, Remote};
 
 use crate::error::MountError;
+use crate::history::History;
 use crate::model::{self, Choice, LinkEstimate, ManifestCost, Params, Probe, Shape};
 use crate::options::{default_cache_dir, AutoOptions, NetworkRequest};
+use crate::strategy::Strategy;
 
 /// How to predict, besides the bundle and the cache.
 #[derive(Debug, Clone)]
@@ -34,6 +36,8 @@ pub(crate) struct ChooseOptions {
     /// mount, which is about to need them). Otherwise the prediction is for the cache as it
     /// is, and the cache is left alone (`coldstart predict`).
     pub(crate) keep_probed: bool,
+    /// Earlier mounts of the bundle: the misses outside its hot set to expect.
+    pub(crate) history: History,
 }
 
 /// Predicts every strategy for this bundle, cache and link (measured unless given) and picks
@@ -66,10 +70,18 @@ pub(crate) fn choose_with(
     }
     let mut shape = Shape::of(manifest, |h| probed.contains(h) || cache.contains(h));
     shape.manifest = how.manifest_cost;
+    if shape.has_hot_set {
+        // `original` fetches every file before start: it misses nothing.
+        shape.held_out = Strategy::ALL
+            .iter()
+            .filter(|&&s| s != Strategy::Original)
+            .filter_map(|&s| how.history.held_out(s))
+            .collect();
+    }
     let params =
         Params { connections: how.connections, readahead: how.readahead, local: how.auto.local };
     let predictions = model::predict(&shape, &link, &params);
-    Choice { chosen: model::choose(&predictions), link, predictions }
+    Choice { chosen: model::choose(&predictions), link, predictions, held_out: shape.held_out }
 }
 
 /// What `coldstart predict` is given: what a mount would use, and the local start-up time.
@@ -121,6 +133,7 @@ pub fn predict(url: &str, opts: &PredictOptions) -> Result<Choice, MountError> {
         hot_received: 0,
     };
     let cache = ChunkCache::open(&cache_dir)?;
+    let history = History::read(&crate::history::path(&cache_dir, &fetched.sha256));
     let how = ChooseOptions {
         auto: AutoOptions { link: opts.link_hint, local },
         manifest_cost: Some(cost),
@@ -128,6 +141,7 @@ pub fn predict(url: &str, opts: &PredictOptions) -> Result<Choice, MountError> {
         connections: fetch.connections,
         readahead: opts.readahead,
         keep_probed: false,
+        history,
     };
     choose(remote.as_ref(), &fetched.manifest, &cache, &how)
 }

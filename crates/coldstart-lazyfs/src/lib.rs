@@ -44,6 +44,7 @@ mod engine;
 mod error;
 mod fs;
 mod group;
+pub mod history;
 pub mod model;
 mod mount;
 mod options;

@@ -23,9 +23,18 @@
 //! start to its last chunk not cached. Under `--strategy auto` the manifest has been read
 //! before the prediction, and the hot set is a request of its own.
 //!
-//! What the model ignores: reads outside the hot set (a workload the hot set was not recorded
-//! from pays one latency per such miss under every strategy but `original`); connection
-//! set-up; the program's own think time interleaved with `paged`'s misses (counted once, in
+//! Reads outside the hot set ([`Shape::held_out`]): a workload the hot set was not recorded
+//! from waits one round trip per such read, one read after the other, under every strategy but
+//! `original`. How many there will be is not in the bundle; the mount's history of earlier
+//! starts of the bundle says how many they made ([`crate::history`]: the median, per
+//! strategy), and the model adds `misses x latency + bytes / bw` to `paged`, `misses x
+//! latency + other bytes / bw` to `reordered` (the other bytes: all but the manifest's and the
+//! hot request's, so also what misses brought ahead), and `reordered-paged` and `stream`,
+//! whose waits overlap the hot transfer while the other bytes share its link, take
+//! `max(hot + other bytes / bw, local + misses x latency + bytes / bw)`. Without history it
+//! counts none.
+//!
+//! What the model ignores: connection set-up; the program's own think time interleaved with `paged`'s misses (counted once, in
 //! `local`); compression's decoding time. Bytes are the bytes on the wire (compressed sizes
 //! for a compressed bundle).
 
@@ -36,10 +45,11 @@ use coldstart_bundle::start::START_OBJECT;
 use coldstart_bundle::{FetchError, Manifest, Remote, Sha256Hex, Span};
 use serde::Serialize;
 
+use crate::history::HeldOut;
 use crate::strategy::{whole_objects, Strategy};
 
 /// What the model needs from a bundle and the local chunk cache.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Shape {
     /// Bytes and count of the objects `original` would download whole (the start object's hot
     /// part and the cold objects, each with a piece not cached).
@@ -63,6 +73,9 @@ pub struct Shape {
     pub hot_prefix_bytes: u64,
     /// The manifest, if the mount has yet to read it.
     pub manifest: Option<ManifestCost>,
+    /// Per strategy, the reads outside the hot set to expect (from earlier mounts of the
+    /// bundle, [`crate::history`]); a strategy not listed is predicted with none.
+    pub held_out: Vec<HeldOut>,
 }
 
 /// What reading the manifest costs a mount that has not read it yet.
@@ -155,6 +168,10 @@ impl LinkEstimate {
     fn transfer(&self, bytes: u64) -> f64 {
         bytes as f64 / self.bytes_per_second
     }
+
+    fn transfer_f(&self, bytes: f64) -> f64 {
+        bytes / self.bytes_per_second
+    }
 }
 
 /// The engine's settings that change the prediction.
@@ -213,6 +230,17 @@ pub fn predict(shape: &Shape, link: &LinkEstimate, p: &Params) -> Vec<Prediction
         None => (manifest, span),
     };
     let no_hot = demand(shape.all_miss_bytes, shape.all_misses) + local;
+    // Reads outside the hot set: one round trip each, one after the other (each is a read
+    // of the program, which waits for it before its next).
+    // Of a strategy's reads outside the hot set: their round trips, their transfer, and the
+    // transfer of every byte but the manifest's and the hot request's (theirs, what they
+    // brought ahead, hot chunks fetched on their own, background work).
+    let held_parts = |s: Strategy| {
+        shape.held_out.iter().find(|h| h.strategy == s).map_or((0.0, 0.0, 0.0), |h| {
+            (h.misses * lat, link.transfer_f(h.bytes), link.transfer_f(h.other_bytes.max(h.bytes)))
+        })
+    };
+    let held = |s: Strategy| held_parts(s).0 + held_parts(s).1;
     Strategy::ALL
         .iter()
         .map(|&strategy| {
@@ -223,14 +251,21 @@ pub fn predict(shape: &Shape, link: &LinkEstimate, p: &Params) -> Vec<Prediction
                 Strategy::Paged => {
                     manifest
                         + if shape.has_hot_set {
-                            demand(shape.hot_miss_bytes, shape.hot_misses) + local
+                            demand(shape.hot_miss_bytes, shape.hot_misses) + held(strategy) + local
                         } else {
                             no_hot
                         }
                 }
                 _ if !shape.has_hot_set => before_hot + no_hot,
-                Strategy::Reordered => before_hot + hot + local,
-                Strategy::ReorderedPaged | Strategy::Stream => before_hot + hot.max(local),
+                Strategy::Reordered => {
+                    let (trips, _, other) = held_parts(strategy);
+                    before_hot + hot + trips + other + local
+                }
+                // The program runs while the hot set arrives: its waits outside the hot set
+                // overlap the hot transfer, whose link the other bytes share.
+                Strategy::ReorderedPaged | Strategy::Stream => {
+                    before_hot + (hot + held_parts(strategy).2).max(local + held(strategy))
+                }
             };
             Prediction { strategy, ms: secs * 1e3 }
         })
@@ -252,6 +287,9 @@ pub struct Choice {
     pub chosen: Strategy,
     pub link: LinkEstimate,
     pub predictions: Vec<Prediction>,
+    /// The misses outside the hot set counted, per strategy (from earlier mounts of the
+    /// bundle); empty: none counted.
+    pub held_out: Vec<HeldOut>,
 }
 
 impl Choice {
@@ -261,14 +299,30 @@ impl Choice {
         let preds: Vec<String> =
             self.predictions.iter().map(|p| format!("{} {:.0} ms", p.strategy, p.ms)).collect();
         format!(
-            "auto chose {} (link {:.2} Mbit/s {}, latency {:.1} ms {}; predicted {})",
+            "auto chose {} (link {:.2} Mbit/s {}, latency {:.1} ms {}; predicted {}; {})",
             self.chosen,
             l.bytes_per_second * 8.0 / 1e6,
             if l.bandwidth_estimated { "estimated" } else { "given" },
             l.latency_ms,
             if l.latency_estimated { "estimated" } else { "given" },
-            preds.join(", ")
+            preds.join(", "),
+            self.held_out_summary()
         )
+    }
+
+    /// The misses outside the hot set counted, in words.
+    pub fn held_out_summary(&self) -> String {
+        if self.held_out.is_empty() {
+            return "no miss outside the hot set counted: no earlier start of this bundle in \
+                    the chunk cache"
+                .into();
+        }
+        let each: Vec<String> = self
+            .held_out
+            .iter()
+            .map(|h| format!("{} {:.0} ({} starts)", h.strategy, h.misses, h.runs))
+            .collect();
+        format!("misses outside the hot set, from earlier starts: {}", each.join(", "))
     }
 }
 
@@ -508,6 +562,66 @@ mod tests {
         let p = predict(&warm, &l, &params(0));
         let sent = (10_000.0 + 64.0 * 65536.0) / 1e3 + head;
         assert!((get(&p, Strategy::ReorderedPaged) - (sent + 100.0)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn misses_outside_the_hot_set_cost_a_round_trip_each_and_can_make_original_best() {
+        // 10 files of 530 KB; a hot set of 53 chunks (3.3 MB); 32 Mbit/s at 200 ms.
+        let s = Shape {
+            file_bytes: 5_300_000,
+            files: 10,
+            hot_miss_bytes: 3_300_000,
+            hot_misses: 53,
+            hot_span_bytes: 3_300_000,
+            chunk_size: 65536,
+            has_hot_set: true,
+            all_miss_bytes: 5_300_000,
+            all_misses: 90,
+            ..Shape::default()
+        };
+        let l = link(32.0, 200.0);
+        let none = predict(&s, &l, &params(50));
+        assert_eq!(choose(&none), Strategy::ReorderedPaged);
+        // Earlier starts missed 21 pieces of 4 KiB outside the hot set under each strategy.
+        let h = |strategy| HeldOut {
+            strategy,
+            misses: 21.0,
+            bytes: 21.0 * 4096.0,
+            other_bytes: 21.0 * 4096.0,
+            runs: 3,
+        };
+        let mut held = s.clone();
+        held.held_out = Strategy::ALL.iter().map(|&st| h(st)).collect();
+        let p = predict(&held, &l, &params(50));
+        let extra = 21.0 * 200.0 + 21.0 * 4096.0 / 4e6 * 1e3;
+        assert!(
+            (get(&p, Strategy::Reordered) - get(&none, Strategy::Reordered) - extra).abs() < 1e-6
+        );
+        assert!((get(&p, Strategy::Paged) - get(&none, Strategy::Paged) - extra).abs() < 1e-6);
+        // The program's waits overlap the hot request (1,025 ms), here longer than it.
+        let rp = get(&p, Strategy::ReorderedPaged);
+        assert!((rp - (50.0 + extra)).abs() < 1e-6, "{rp}");
+        assert_eq!(get(&p, Strategy::Original), get(&none, Strategy::Original));
+        assert_eq!(choose(&p), Strategy::Original);
+        // On a slow link the hot request outlasts the waits, and their bytes add to it.
+        let slow = link(2.0, 10.0);
+        let (p2, none2) = (predict(&held, &slow, &params(50)), predict(&s, &slow, &params(50)));
+        let bytes = 21.0 * 4096.0 / 250e3 * 1e3;
+        let rp = get(&p2, Strategy::ReorderedPaged) - get(&none2, Strategy::ReorderedPaged);
+        assert!((rp - bytes).abs() < 1e-6, "{rp}");
+        // Bytes fetched besides them (brought ahead, background) share the link too.
+        for x in held.held_out.iter_mut() {
+            x.other_bytes = 500_000.0;
+        }
+        let p2 = predict(&held, &slow, &params(50));
+        let rp = get(&p2, Strategy::ReorderedPaged) - get(&none2, Strategy::ReorderedPaged);
+        assert!((rp - 2000.0).abs() < 1e-6, "{rp}");
+        let r = get(&p2, Strategy::Reordered) - get(&none2, Strategy::Reordered);
+        assert!((r - (21.0 * 10.0 + 2000.0)).abs() < 1e-6, "{r}");
+        // A strategy without history is predicted with none.
+        held.held_out.retain(|h| h.strategy != Strategy::Stream);
+        let p = predict(&held, &l, &params(50));
+        assert_eq!(get(&p, Strategy::Stream), get(&none, Strategy::Stream));
     }
 
     #[test]

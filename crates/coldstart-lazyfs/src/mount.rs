@@ -17,6 +17,7 @@ use crate::engine::{Engine, EngineOptions, Report, StartFailure, StartFetch};
 use crate::error::MountError;
 use crate::fs::LazyFs;
 use crate::group::{pgid_line, Group};
+use crate::history::{HeldOutRun, History};
 use crate::model::{Choice, ManifestCost};
 use crate::options::{default_readahead, read_timeout, MountOptions};
 use crate::watchdog::Watchdog;
@@ -34,6 +35,10 @@ pub struct Mount {
     source: (&'static str, Option<String>),
     /// The kernel's read-ahead on the mount, as given or chosen.
     readahead: u32,
+    /// Where this bundle's misses outside its hot set are kept, at unmount (a bundle with a
+    /// hot set), and the manifest's bytes.
+    history: Option<PathBuf>,
+    manifest_bytes: u64,
 }
 
 /// Whether `path` is a mount point (it appears in `/proc/self/mountinfo`).
@@ -144,6 +149,8 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
     let manifest_fetch = (fetched.bytes, t.elapsed());
     let (manifest, source) = (fetched.manifest, (fetched.source, fetched.fallback));
     let cache = ChunkCache::open(&opts.cache_dir)?;
+    let history = (!manifest.hot.chunks.is_empty())
+        .then(|| crate::history::path(&opts.cache_dir, &fetched.sha256));
     let mut strategy = opts.strategy;
     let choice = match &opts.auto {
         Some(auto) => {
@@ -164,6 +171,7 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
                 // What the model assumes of `paged`: the read-ahead it would mount with.
                 readahead: opts.readahead.unwrap_or(crate::options::PAGE_READAHEAD),
                 keep_probed: true,
+                history: history.as_deref().map(History::read).unwrap_or_default(),
             };
             let c = match probe.take() {
                 Some(p) => choose_with(p, &manifest, &cache, &how),
@@ -232,6 +240,8 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         choice,
         source,
         readahead,
+        history,
+        manifest_bytes: manifest_fetch.0,
     };
     // Without the watchdog a `kill -9` could leave the mount behind: fail rather than risk it.
     watchdog.watch(mountpoint).map_err(fail)?;
@@ -256,6 +266,8 @@ impl Mount {
         report.manifest_source = self.source.0.to_owned();
         report.manifest_fallback = self.source.1.clone();
         report.readahead = self.readahead;
+        report.other_bytes =
+            report.bytes_fetched.saturating_sub(report.hot_request_bytes + self.manifest_bytes);
         report
     }
 
@@ -276,6 +288,17 @@ impl Mount {
         }
         let mut report = self.report();
         report.auto = self.choice.clone();
+        // A start that ended cleanly is one more figure for the next prediction; not being
+        // able to keep it loses nothing this mount did.
+        if let (Some(path), Ok(()), 0) = (&self.history, &result, report.errors) {
+            let run = HeldOutRun {
+                strategy: self.engine.strategy(),
+                misses: report.held_out_misses,
+                bytes: report.held_out_bytes,
+                other_bytes: report.other_bytes,
+            };
+            let _ = History::append(path, run);
+        }
         (report, result)
     }
 

@@ -6,10 +6,10 @@ use std::fmt;
 use std::str::FromStr;
 
 use coldstart_bundle::{Chunk, Manifest, Sha256Hex};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// When to fetch what.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {
     /// Download the program whole before it starts: each object (the hot part, then each

@@ -62,11 +62,16 @@ pub fn why(e: &Experiment, c: &Cell) -> String {
     if HOT_SET.contains(&strategy) {
         // One request (the start object) is what the model counts; every other one is a miss.
         let extra = (req - 1.0).max(0.0);
+        let held: Vec<f64> =
+            c.runs.iter().filter_map(|r| r.held_out_misses).map(|m| m as f64).collect();
         if extra > 0.0 {
+            let of = median(held)
+                .map_or(String::new(), |m| format!(" ({m:.0} of them misses outside it)"));
             out.push(format!(
-                "{extra:.0} request(s) beyond the start object: reads outside the hot set (the \
-                 measured workload is not the profiled one), at least {} each, which the model, \
-                 predicting from the hot set alone, does not count",
+                "{extra:.0} request(s) beyond the start object{of}: reads outside the hot set \
+                 (the measured workload is not the profiled one), at least {} each, which the \
+                 model counts only from the miss history of earlier starts (none before the \
+                 grid's first cells)",
                 seconds(lat)
             ));
         }

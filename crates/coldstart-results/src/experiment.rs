@@ -90,6 +90,10 @@ pub struct Cell {
     pub predicted_s: Option<f64>,
     /// The strategy `predict` would choose on this link and cache.
     pub predicted_choice: Option<String>,
+    /// `predicted_s` with the link measured by `predict` instead of given (asked for; absent
+    /// otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_measured_s: Option<f64>,
 }
 
 /// One measured start.
@@ -109,6 +113,16 @@ pub struct CellRun {
     /// Of `wall_s`, the unmount after the program exited (absent in older files).
     #[serde(default)]
     pub teardown_s: Option<f64>,
+    /// Reads of chunks outside the hot set that waited for the network, and those chunks'
+    /// bytes: what the mount's miss history keeps for the model (absent in older files).
+    #[serde(default)]
+    pub held_out_misses: Option<u64>,
+    #[serde(default)]
+    pub held_out_bytes: Option<u64>,
+    /// Bytes fetched besides the manifest's and the hot set's request (absent in older
+    /// files).
+    #[serde(default)]
+    pub other_bytes: Option<u64>,
 }
 
 impl Cell {
@@ -215,6 +229,9 @@ mod tests {
             exit_code: Some(0),
             chosen: chosen.map(Into::into),
             teardown_s: None,
+            held_out_misses: None,
+            held_out_bytes: None,
+            other_bytes: None,
         }
     }
 
@@ -232,6 +249,7 @@ mod tests {
             ],
             predicted_s: None,
             predicted_choice: None,
+            predicted_measured_s: None,
         };
         assert_eq!(c.wall_s(), Some(2.0));
         assert_eq!(c.chosen(), Some("paged"));

@@ -130,3 +130,71 @@ fn run_with_strategy_auto_reports_its_choice() {
     assert_eq!(report["strategy"], chosen, "{report:#}");
     assert_eq!(report["auto"]["predictions"].as_array().unwrap().len(), 5);
 }
+
+/// `coldstart predict URL --json --link-hint LINK` with the chunk cache `cache`.
+fn predict_given(url: &str, cache: &Path, link: &str) -> serde_json::Value {
+    let out = coldstart()
+        .args(["predict", url, "--json", "--link-hint", link, "--cache-dir"])
+        .arg(cache)
+        .output()
+        .unwrap();
+    serde_json::from_str(&check(&out)).unwrap()
+}
+
+fn ms(v: &serde_json::Value, strategy: &str) -> f64 {
+    let p = v["predictions"].as_array().unwrap();
+    p.iter().find(|p| p["strategy"] == strategy).unwrap()["ms"].as_f64().unwrap()
+}
+
+#[test]
+fn reads_outside_the_hot_set_are_kept_and_counted_by_the_next_prediction() {
+    if !require_root("FUSE mounts") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = big_bundle_small_hot_set(dir.path());
+    let (_server, url) = serve(&bundle, &["--link", "20mbit/40ms"]);
+    let cache = dir.path().join("cache");
+    let before = predict_given(&url, &cache, "20mbit/100ms");
+    assert_eq!(before["held_out"].as_array().unwrap().len(), 0, "{before:#}");
+    // The hot chunk, then a page of each 64 KiB chunk of lib0.so, which is not in the hot set.
+    let script = "head -c 65536 {root}/lib2.so >/dev/null; for i in 0 17 34 51 68 85 102; \
+                  do dd if={root}/lib0.so bs=4096 skip=$i count=1 status=none; done | wc -c";
+    let out = coldstart()
+        .args(["run", &url, "--strategy", "reordered", "--json", "--cache-dir"])
+        .arg(&cache)
+        .args(["--", "/bin/sh", "-c", script])
+        .output()
+        .unwrap();
+    assert_eq!(check(&out).trim(), "28672");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let report: serde_json::Value = serde_json::from_str(&err[err.find('{').unwrap()..]).unwrap();
+    let misses = report["held_out_misses"].as_u64().unwrap();
+    let bytes = report["held_out_bytes"].as_u64().unwrap();
+    let other = report["other_bytes"].as_u64().unwrap();
+    assert!(misses >= 1 && bytes >= 65536 && other >= bytes, "{report:#}");
+    // The chunks evicted, the history kept: the bundle's shape is as before the start, and
+    // each of its misses is one more round trip of the next prediction (the link given), and
+    // the bytes it fetched besides the hot request are on the link.
+    std::fs::remove_dir_all(cache.join("sha256")).unwrap();
+    let after = predict_given(&url, &cache, "20mbit/100ms");
+    let held = after["held_out"].as_array().unwrap();
+    let reordered = held.iter().find(|h| h["strategy"] == "reordered").unwrap();
+    assert_eq!(
+        (reordered["misses"].as_f64(), reordered["runs"].as_u64()),
+        (Some(misses as f64), Some(1))
+    );
+    let extra = misses as f64 * 100.0 + other as f64 / 2.5e6 * 1e3;
+    let grew = ms(&after, "reordered") - ms(&before, "reordered");
+    assert!((grew - extra).abs() < 1e-3, "{grew} ms more, {extra} expected: {after:#}");
+    assert_eq!(ms(&after, "original"), ms(&before, "original"));
+    assert!(held.iter().all(|h| h["strategy"] != "original"), "{after:#}");
+    // The table says what it counted.
+    let out = coldstart()
+        .args(["predict", &url, "--link-hint", "20mbit/100ms", "--cache-dir"])
+        .arg(&cache)
+        .output()
+        .unwrap();
+    let table = check(&out);
+    assert!(table.contains(&format!("reordered {misses} (1 starts)")), "{table}");
+}

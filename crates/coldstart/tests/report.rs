@@ -163,9 +163,13 @@ fn experiment_json(dir: &Path) -> PathBuf {
                         exit_code: Some(0),
                         chosen: (s == "auto").then(|| "reordered-paged".into()),
                         teardown_s: None,
+                        held_out_misses: None,
+                        held_out_bytes: None,
+                        other_bytes: None,
                     }],
                     predicted_s: Some(wall),
                     predicted_choice: Some("reordered-paged".into()),
+                    predicted_measured_s: None,
                 });
             }
         }

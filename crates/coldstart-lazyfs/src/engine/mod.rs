@@ -89,6 +89,18 @@ pub struct Report {
     pub cache_hits: u64,
     /// Chunk reads that had to wait for the network.
     pub misses: u64,
+    /// Of `misses`, reads of chunks outside the hot set (a workload the hot set was not
+    /// recorded from), and those chunks' bytes on the wire: what the mount's history keeps for
+    /// the model ([`crate::history`]).
+    pub held_out_misses: u64,
+    pub held_out_bytes: u64,
+    /// Body bytes of the hot set's request (the start object's after its manifest, or the
+    /// hot blob's); the rest of `bytes_fetched` but the manifest's is what misses, what they
+    /// brought ahead and background work fetched.
+    pub hot_request_bytes: u64,
+    /// `bytes_fetched` less the manifest's and the hot request's bytes (what the miss history
+    /// keeps of this start besides its misses).
+    pub other_bytes: u64,
     /// Chunk reads that failed (EIO to the program).
     pub errors: u64,
     /// Time the program waited on misses: total, longest and median.
@@ -134,6 +146,9 @@ pub struct Report {
 struct Counters {
     cache_hits: AtomicU64,
     misses: AtomicU64,
+    held_out_misses: AtomicU64,
+    held_out_bytes: AtomicU64,
+    hot_request_bytes: AtomicU64,
     errors: AtomicU64,
     hot_chunks: AtomicU64,
     background_chunks: AtomicU64,
@@ -184,6 +199,8 @@ pub struct Engine {
     /// Whether this mount has checked the chunk's cached copy against its SHA-256 (or
     /// fetched and verified it): a cached chunk is checked once per mount, not on every read.
     verified: Vec<AtomicBool>,
+    /// The hot set's chunks, to count the misses outside it.
+    hot_set: HashSet<Sha256Hex>,
 }
 
 impl Engine {
@@ -202,7 +219,9 @@ impl Engine {
         }
         let verified = (0..chunks).map(|_| AtomicBool::new(false)).collect();
         let ahead = ahead::Ahead::new(&manifest);
+        let hot_set = manifest.hot_chunks().into_iter().map(|(_, c)| c.sha256.clone()).collect();
         Arc::new_cyclic(|me| Engine {
+            hot_set,
             ahead,
             me: me.clone(),
             fastest_miss: Mutex::default(),
@@ -227,6 +246,11 @@ impl Engine {
 
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
+    }
+
+    /// The strategy it carries out.
+    pub fn strategy(&self) -> Strategy {
+        self.opts.strategy
     }
 
     /// Stops every fetch at once ([`coldstart_bundle::FetchOptions::cancel`]): reads that need
@@ -266,6 +290,10 @@ impl Engine {
             failed_attempts: stats.failures.load(Ordering::Relaxed),
             cache_hits: self.counters.cache_hits.load(Ordering::Relaxed),
             misses: self.counters.misses.load(Ordering::Relaxed),
+            held_out_misses: self.counters.held_out_misses.load(Ordering::Relaxed),
+            held_out_bytes: self.counters.held_out_bytes.load(Ordering::Relaxed),
+            hot_request_bytes: self.counters.hot_request_bytes.load(Ordering::Relaxed),
+            other_bytes: 0,
             errors: self.counters.errors.load(Ordering::Relaxed),
             miss_wait_total_ms: waits.iter().fold(0.0, |a, b| a + b),
             miss_wait_max_ms: waits.last().copied().unwrap_or(0.0),

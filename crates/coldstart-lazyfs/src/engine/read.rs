@@ -65,6 +65,10 @@ impl Engine {
         }
         let t = Instant::now();
         self.counters.misses.fetch_add(1, Ordering::Relaxed);
+        if !self.hot_set.contains(&chunk.sha256) {
+            self.counters.held_out_misses.fetch_add(1, Ordering::Relaxed);
+            self.counters.held_out_bytes.fetch_add(chunk.stored_len(), Ordering::Relaxed);
+        }
         let result =
             self.wait_for_hot(chunk).map_or_else(|| self.demand_fetch(file, index, chunk), Ok);
         self.counters.waits.lock().unwrap().push(t.elapsed());
@@ -248,7 +252,7 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use crate::testing::{engine, fixture};
+    use crate::testing::{engine, fixture, read_back};
     use crate::Strategy;
 
     #[test]
@@ -307,5 +311,32 @@ mod tests {
         let fresh = engine(&f, Strategy::Paged);
         assert_eq!(fresh.read_chunk(0, 0).unwrap(), first);
         assert_eq!((fresh.report().cache_hits, fresh.report().misses), (0, 1));
+    }
+
+    #[test]
+    fn misses_outside_the_hot_set_are_counted_apart() {
+        let f = fixture();
+        let e = engine(&f, Strategy::Paged);
+        let m = e.manifest().clone();
+        let hot: Vec<_> = m.hot_chunks().into_iter().map(|(_, c)| c.sha256.clone()).collect();
+        assert!(!hot.is_empty());
+        // The hot chunks first: misses, none outside the hot set.
+        for (fi, entry) in m.files.iter().enumerate() {
+            for (k, c) in entry.chunks.iter().enumerate() {
+                if hot.contains(&c.sha256) {
+                    e.read_chunk(fi, k).unwrap();
+                }
+            }
+        }
+        let r = e.report();
+        assert_eq!((r.misses, r.held_out_misses, r.held_out_bytes), (hot.len() as u64, 0, 0));
+        // Then every chunk: the rest are misses outside the hot set, with their bytes.
+        let report = read_back(&e, &f, "paged");
+        let cold: Vec<_> =
+            m.files.iter().flat_map(|x| &x.chunks).filter(|c| !hot.contains(&c.sha256)).collect();
+        assert!(!cold.is_empty());
+        assert_eq!(report.held_out_misses, cold.len() as u64);
+        assert_eq!(report.held_out_bytes, cold.iter().map(|c| c.stored_len()).sum::<u64>());
+        assert_eq!(report.misses, (hot.len() + cold.len()) as u64);
     }
 }

@@ -292,6 +292,7 @@ impl Engine {
         if self.stop.load(Ordering::Relaxed) {
             return false;
         }
+        self.counters.hot_request_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
         cur.buf.extend_from_slice(bytes);
         // Whole chunks from the front of the buffer; the bytes they took go in one drain.
         let mut used = 0;

@@ -184,6 +184,7 @@ impl Engine {
                 if self.stop.load(Ordering::Relaxed) {
                     return false;
                 }
+                self.counters.hot_request_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
                 buf.extend_from_slice(bytes);
                 while idx <= last && buf.len() as u64 >= chunks[idx].1.stored_len() {
                     let c = &chunks[idx].1;

@@ -9,8 +9,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use coldstart_bundle::Cancel;
-use coldstart_experiment::{CacheState, ExperimentError, ExperimentOptions, GridLink, Progress};
-use coldstart_lazyfs::StrategyOrAuto;
+use coldstart_experiment::{
+    CacheState, ExperimentError, ExperimentOptions, GridLink, GridStrategy, Progress,
+};
 use coldstart_results::Experiment;
 
 use super::common::network::parse_readahead;
@@ -35,15 +36,17 @@ pub struct Args {
     /// part of this experiment already, only the missing cells are measured.
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
-    /// A link, e.g. 1mbit/50ms (repeat, or separate with commas) [default: 56kbit, 256kbit,
+    /// A link, e.g. 1mbit/50ms, or 56kbit/200ms:1 with its own number of starts per cell
+    /// (repeat, or separate with commas) [default: 56kbit, 256kbit,
     /// 1mbit and 3mbit at 10, 50 and 200 ms; 20mbit/40ms; 100mbit/5ms: the paper's grid, hours
     /// for a program of megabytes, whose download alone takes 2.5 minutes a megabyte at 56kbit].
     #[arg(long = "link", value_name = "BW/LAT", value_delimiter = ',')]
     pub links: Vec<String>,
-    /// Strategies: original, paged, reordered-paged, reordered, stream, auto (repeat, or
-    /// separate with commas) [default: all of them].
+    /// Strategies: original, paged, reordered-paged, reordered, stream, auto, and auto-hint
+    /// (auto told the link instead of measuring it) (repeat, or separate with commas)
+    /// [default: all of them but auto-hint].
     #[arg(long = "strategy", value_name = "S", value_delimiter = ',')]
-    pub strategies: Vec<StrategyOrAuto>,
+    pub strategies: Vec<GridStrategy>,
     /// Cache states: cold (the server's copy evicted) and warm-remote (in the server's page
     /// cache); the local chunk cache is empty in both [default: both].
     #[arg(long = "cache", value_name = "C", value_delimiter = ',')]
@@ -66,6 +69,15 @@ pub struct Args {
     /// mount points and is removed at the end [default: beside -o].
     #[arg(long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
+    /// Measure nothing: predict the cells -o holds again with the model as it is now (each
+    /// link and cache state from the miss history of the runs measured before it), and
+    /// rewrite the file.
+    #[arg(long)]
+    pub repredict: bool,
+    /// Predict each link a second time with the link measured by `predict` (two probe
+    /// requests per link and cache state) besides the link given.
+    #[arg(long)]
+    pub predict_measured_link: bool,
     /// The measured command, its program relative to DIR.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -135,6 +147,8 @@ fn options(args: &Args, cancel: Cancel, work: PathBuf) -> anyhow::Result<Experim
         readahead: args.readahead,
         work,
         output: args.output.clone(),
+        repredict: args.repredict,
+        predict_measured: args.predict_measured_link,
         cancel,
     })
 }

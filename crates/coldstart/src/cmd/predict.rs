@@ -75,6 +75,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if opts.local_ms.is_none() {
         println!("local start-up: unknown (not counted; give --local-ms)");
     }
+    println!("{}", choice.held_out_summary());
     println!("{:<16} {:>12}", "strategy", "predicted ms");
     for p in &choice.predictions {
         let mark = if p.strategy == choice.chosen { "  <- auto" } else { "" };

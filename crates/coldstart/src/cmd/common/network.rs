@@ -14,9 +14,10 @@ use coldstart_lazyfs::{
 /// Options shared by `mount` and `run`.
 #[derive(Debug, clap::Args)]
 pub struct MountFlags {
-    /// original, paged, reordered-paged, reordered, stream, or auto (predict each on the
-    /// measured link and pick the fastest).
-    #[arg(long, default_value = "stream")]
+    /// auto (predict each strategy on the measured link, counting the misses outside the hot
+    /// set of earlier starts, and pick the fastest), or original, paged, reordered-paged,
+    /// reordered, stream.
+    #[arg(long, default_value = "auto")]
     pub strategy: StrategyOrAuto,
     /// The link for `--strategy auto`, e.g. 20mbit/40ms, instead of measuring it.
     #[arg(long, value_name = "BW/LAT")]
@@ -148,8 +149,15 @@ pub fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     eprintln!(
-        "coldstart: {}: fetched {} bytes in {} requests ({} failed attempts); {} cache hits, {} misses, {} errors",
-        r.strategy, r.bytes_fetched, r.requests, r.failed_attempts, r.cache_hits, r.misses, r.errors
+        "coldstart: {}: fetched {} bytes in {} requests ({} failed attempts); {} cache hits, {} misses ({} outside the hot set), {} errors",
+        r.strategy,
+        r.bytes_fetched,
+        r.requests,
+        r.failed_attempts,
+        r.cache_hits,
+        r.misses,
+        r.held_out_misses,
+        r.errors
     );
     eprintln!(
         "coldstart: before start {:.1} ms; waiting on misses {:.1} ms in total (median {:.2} ms, longest {:.1} ms); {} hot and {} background chunks; {} brought with misses ({} read); read-ahead {} KiB",
