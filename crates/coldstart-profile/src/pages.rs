@@ -76,6 +76,9 @@ impl Instance {
         let dir = root.join("instances").join(format!("coldstart-{}", std::process::id()));
         let instance = Instance { dir: dir.clone(), mounted };
         std::fs::create_dir(&dir).map_err(|e| tracefs_err(&dir, e))?;
+        // A new instance records from the start: keep it off until the run's pid filter is
+        // set, so the buffer holds the run's events, not every process's.
+        instance.write("tracing_on", "0")?;
         Ok(instance)
     }
 
@@ -191,11 +194,27 @@ pub(crate) struct Event {
     pub count: u64,
 }
 
-/// The child of a `sched_process_fork` line, e.g.
+/// The parent and child of a `sched_process_fork` line, e.g.
 /// `bash-42 [001] ..... 1.5: sched_process_fork: comm=bash pid=42 child_comm=bash child_pid=43`.
-fn parse_fork(line: &str) -> Option<i32> {
-    let (_, fields) = line.split_once(": sched_process_fork: ")?;
-    fields.rsplit_once("child_pid=")?.1.split_whitespace().next()?.parse().ok()
+/// The parent is the task that wrote the line (the name before `[`), read as
+/// [`parse_line`] reads it: a task name may hold ` pid=` itself.
+fn parse_fork(line: &str) -> Option<(i32, i32)> {
+    let (head, fields) = line.split_once(": sched_process_fork: ")?;
+    let (task, _) = head.rsplit_once(" [")?;
+    let parent = task.trim().rsplit_once('-')?.1.parse().ok()?;
+    let child = fields.rsplit_once("child_pid=")?.1.split_whitespace().next()?.parse().ok()?;
+    Some((parent, child))
+}
+
+/// Whether `line` is a fork; if its parent is in `tree`, the child joins it. Only the run's
+/// own descendants count: a pid of another program taken into the tree would put that
+/// program's files into this run's profile (and, for an exact run, onto its private copy).
+fn grow_tree(tree: &mut HashSet<i32>, line: &str) -> bool {
+    let Some((parent, child)) = parse_fork(line) else { return false };
+    if tree.contains(&parent) {
+        tree.insert(child);
+    }
+    true
 }
 
 /// Parse a line of the `trace` file, e.g.
@@ -432,8 +451,7 @@ pub(crate) fn trace(
     let mut tree: HashSet<i32> = HashSet::from([pid]);
     let mut events = Vec::new();
     for line in text.lines() {
-        if let Some(child) = parse_fork(line) {
-            tree.insert(child);
+        if grow_tree(&mut tree, line) {
             continue;
         }
         let Some(event) = parse_line(line) else { continue };
@@ -652,13 +670,32 @@ mod tests {
     #[test]
     fn parses_the_child_of_a_fork() {
         let fork = "           bash-42      [001] ..... 1.500000: sched_process_fork: comm=bash pid=42 child_comm=bash child_pid=43";
-        assert_eq!(parse_fork(fork), Some(43));
+        assert_eq!(parse_fork(fork), Some((42, 43)));
         let spaced = "Web Content-7 [000] ..... 2.0: sched_process_fork: comm=Web Content pid=7 child_comm=Web Content child_pid=9";
-        assert_eq!(parse_fork(spaced), Some(9));
+        assert_eq!(parse_fork(spaced), Some((7, 9)));
+        let named = "a pid=5-8 [000] ..... 2.0: sched_process_fork: comm=a pid=5 pid=8 child_comm=a pid=5 child_pid=10";
+        assert_eq!(parse_fork(named), Some((8, 10)));
         assert_eq!(
             parse_fork("prog-4242 [001] ..... 1.0: mm_filemap_fault: dev=8:1 ino=1a2b ofs=8192"),
             None
         );
+    }
+
+    #[test]
+    fn the_tree_holds_the_runs_descendants_only() {
+        let mut tree = HashSet::from([42]);
+        let lines = [
+            "cc-7 [000] ..... 1.0: sched_process_fork: comm=cc pid=7 child_comm=cc child_pid=9",
+            "prog-42 [001] ..... 1.5: sched_process_fork: comm=prog pid=42 child_comm=prog child_pid=43",
+            "prog-43 [001] ..... 1.6: sched_process_fork: comm=prog pid=43 child_comm=sh child_pid=44",
+            "cc-9 [000] ..... 1.7: sched_process_fork: comm=cc pid=9 child_comm=as child_pid=10",
+        ];
+        assert!(lines.iter().all(|l| grow_tree(&mut tree, l)));
+        assert_eq!(tree, HashSet::from([42, 43, 44]));
+        assert!(!grow_tree(
+            &mut tree,
+            "prog-42 [001] ..... 1.0: mm_filemap_fault: dev=8:1 ino=1 ofs=0"
+        ));
     }
 
     #[test]
