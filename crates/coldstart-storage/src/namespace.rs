@@ -22,8 +22,9 @@ struct Bind {
 }
 
 /// The `pre_exec` hook. Every string is made before `fork`; the hook itself only makes the
-/// system calls `unshare`, `mount`, `getcwd` and `chdir` (re-entering the working directory
-/// through the new mounts), and allocates nothing.
+/// system calls `unshare`, `mount`, `access`, `getcwd` and `chdir` (re-entering the working
+/// directory through the new mounts), and allocates nothing. An original that no longer exists
+/// is left uncovered rather than failing the start.
 #[derive(Debug, Clone)]
 pub struct EnterHook {
     binds: Vec<Bind>,
@@ -77,7 +78,16 @@ impl EnterHook {
                     std::ptr::null(),
                 );
                 if rc != 0 {
-                    return Err(io::Error::last_os_error());
+                    let e = io::Error::last_os_error();
+                    // An original deleted since it was copied (by another process): the
+                    // program cannot open it either way, so there is nothing to cover.
+                    if e.raw_os_error() == Some(libc::ENOENT)
+                        && libc::access(b.target.as_ptr(), libc::F_OK) != 0
+                        && *libc::__errno_location() == libc::ENOENT
+                    {
+                        continue;
+                    }
+                    return Err(e);
                 }
             }
             // `Command` changes directory before its hooks run, so the working directory may
@@ -90,5 +100,53 @@ impl EnterHook {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+
+    #[test]
+    fn an_original_deleted_since_the_copy_is_skipped_and_the_others_are_covered() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: binding copies over originals needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (copy, original) = (dir.path().join("copy"), dir.path().join("original"));
+        let (copy2, gone) = (dir.path().join("copy2"), dir.path().join("gone"));
+        std::fs::write(&copy, "the copy").unwrap();
+        std::fs::write(&original, "the original").unwrap();
+        std::fs::write(&copy2, "another copy").unwrap();
+        let hook = EnterHook::new(&[(copy2, gone.clone()), (copy, original.clone())]).unwrap();
+        let mut cat = std::process::Command::new("cat");
+        cat.arg(&original);
+        // SAFETY: the hook makes only async-signal-safe system calls.
+        unsafe { cat.pre_exec(move || hook.run()) };
+        let out = cat.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.stdout, b"the copy");
+        assert!(!gone.exists());
+        assert_eq!(std::fs::read(&original).unwrap(), b"the original", "the host keeps its file");
+    }
+
+    #[test]
+    fn a_missing_copy_still_fails() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: binding copies over originals needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let original = dir.path().join("original");
+        std::fs::write(&original, "the original").unwrap();
+        let hook = EnterHook::new(&[(dir.path().join("no-copy"), original)]).unwrap();
+        let mut t = std::process::Command::new("true");
+        // SAFETY: the hook makes only async-signal-safe system calls.
+        unsafe { t.pre_exec(move || hook.run()) };
+        assert_eq!(t.status().unwrap_err().raw_os_error(), Some(libc::ENOENT));
     }
 }
