@@ -28,7 +28,6 @@ pub(crate) use crate::page_files::describe;
 pub use crate::page_files::PagesError;
 use crate::{PageMethod, ProfileError, ProfileOptions, Ready};
 
-const TRACEFS: &str = "/sys/kernel/tracing";
 /// The events enabled, under `events/`: the three page events, and forks (which say what
 /// processes the run's tree holds).
 const EVENTS: [&str; 4] = [
@@ -38,89 +37,17 @@ const EVENTS: [&str; 4] = [
     "sched/sched_process_fork",
 ];
 
-fn tracefs_err(path: &Path, e: impl std::fmt::Display) -> PagesError {
-    PagesError::Tracefs { path: path.to_owned(), message: e.to_string() }
+fn tracefs_err(e: coldstart_sys::tracefs::TraceError) -> PagesError {
+    PagesError::Tracefs { path: e.path, message: e.message }
 }
 
-/// A tracefs instance (and a mount, when we made it), removed on drop.
-struct Instance {
-    dir: PathBuf,
-    mounted: bool,
-}
-
-impl Instance {
-    fn create() -> Result<Instance, PagesError> {
-        let root = Path::new(TRACEFS);
-        let mut mounted = false;
-        if !root.join("instances").is_dir() {
-            let c = |s: &str| std::ffi::CString::new(s).unwrap();
-            // SAFETY: mounting tracefs at its standard place with valid C strings.
-            let r = unsafe {
-                libc::mount(
-                    c("nodev").as_ptr(),
-                    c(TRACEFS).as_ptr(),
-                    c("tracefs").as_ptr(),
-                    0,
-                    std::ptr::null(),
-                )
-            };
-            if r != 0 {
-                return Err(tracefs_err(
-                    root,
-                    format!("cannot mount tracefs: {}", std::io::Error::last_os_error()),
-                ));
-            }
-            mounted = true;
-        }
-        remove_stale_instances(&root.join("instances"));
-        let dir = root.join("instances").join(format!("coldstart-{}", std::process::id()));
-        let instance = Instance { dir: dir.clone(), mounted };
-        std::fs::create_dir(&dir).map_err(|e| tracefs_err(&dir, e))?;
-        // A new instance records from the start: keep it off until the run's pid filter is
-        // set, so the buffer holds the run's events, not every process's.
-        instance.write("tracing_on", "0")?;
-        Ok(instance)
-    }
-
-    fn write(&self, file: &str, value: &str) -> Result<(), PagesError> {
-        let path = self.dir.join(file);
-        std::fs::write(&path, value).map_err(|e| tracefs_err(&path, e))
-    }
-}
-
-/// Remove instances left by a coldstart that was killed before it could clean up.
-fn remove_stale_instances(instances: &Path) {
-    let Ok(dir) = std::fs::read_dir(instances) else { return };
-    for entry in dir.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(pid) = name.strip_prefix("coldstart-").and_then(|p| p.parse::<u32>().ok()) {
-            if !crate::interrupt::pid_alive(pid) {
-                // An instance removed with tracing on stops tracing with it.
-                let _ = std::fs::remove_dir(entry.path());
-            }
-        }
-    }
-}
+/// Prefix of the page runs' tracefs instances, followed by the owner's pid.
+const INSTANCE_PREFIX: &str = "coldstart-";
 
 /// Remove the tracing state of coldstarts that are gone (root only; tracefs where mounted).
 pub(crate) fn remove_stale_tracing() {
     if coldstart_sys::is_root() {
-        remove_stale_instances(&Path::new(TRACEFS).join("instances"));
-    }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = std::fs::write(self.dir.join("tracing_on"), "0");
-        for e in EVENTS {
-            let _ = std::fs::write(self.dir.join("events").join(e).join("enable"), "0");
-        }
-        let _ = std::fs::remove_dir(&self.dir);
-        if self.mounted {
-            let c = std::ffi::CString::new(TRACEFS).unwrap();
-            // SAFETY: unmounting the tracefs we mounted.
-            unsafe { libc::umount(c.as_ptr()) };
-        }
+        coldstart_sys::tracefs::remove_stale(INSTANCE_PREFIX);
     }
 }
 
@@ -350,21 +277,21 @@ pub(crate) fn trace(
     path: &Path,
     enter: Option<&coldstart_storage::EnterHook>,
 ) -> Result<Traced, ProfileError> {
-    let instance = Instance::create()?;
-    instance.write("buffer_size_kb", "32768")?;
-    instance.write("trace_clock", "mono")?;
-    instance.write("options/event-fork", "1")?;
-    for e in EVENTS {
-        instance.write(&format!("events/{e}/enable"), "1")?;
-    }
+    use coldstart_sys::tracefs::{Instance, Mount};
+    coldstart_sys::tracefs::remove_stale(INSTANCE_PREFIX);
+    let name = format!("{INSTANCE_PREFIX}{}", std::process::id());
+    // Off until the run's pid filter is set: a new instance would record every process.
+    let instance =
+        Instance::create(&name, &EVENTS, 32768, Mount::IfMissing).map_err(tracefs_err)?;
+    instance.write("options/event-fork", "1").map_err(tracefs_err)?;
     let mut launched = crate::launch(options, path, false, &[], enter)?;
     let pid = launched.stopped.pid;
     let guard = crate::tree::TreeGuard { pgid: pid, armed: true };
-    instance.write("set_event_pid", &pid.to_string())?;
+    instance.write("set_event_pid", &pid.to_string()).map_err(tracefs_err)?;
     // Every file the program opens, named as it opens it; where its CPU time goes.
     let opens = crate::opens::Opens::start(pid);
     let sampler = crate::cpu::CpuSampler::start(pid);
-    instance.write("tracing_on", "1")?;
+    instance.write("tracing_on", "1").map_err(tracefs_err)?;
     let t0 = coldstart_sys::monotonic_ns();
     // SAFETY: continuing our own stopped child.
     unsafe { libc::kill(pid, libc::SIGCONT) };
@@ -395,7 +322,7 @@ pub(crate) fn trace(
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    instance.write("tracing_on", "0")?;
+    instance.write("tracing_on", "0").map_err(tracefs_err)?;
     if !exited {
         snapshot_files(pid, &mut files);
     }
@@ -421,20 +348,8 @@ pub(crate) fn trace(
         let _ = r.join();
     }
 
-    let trace_path = instance.dir.join("trace");
-    let text = std::fs::read_to_string(&trace_path).map_err(|e| tracefs_err(&trace_path, e))?;
-    let mut lost = 0;
-    if let Ok(cpus) = std::fs::read_dir(instance.dir.join("per_cpu")) {
-        for cpu in cpus.flatten() {
-            if let Ok(stats) = std::fs::read_to_string(cpu.path().join("stats")) {
-                lost += stats
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("overrun: "))
-                    .filter_map(|v| v.trim().parse::<u64>().ok())
-                    .sum::<u64>();
-            }
-        }
-    }
+    let text = instance.read().map_err(tracefs_err)?;
+    let lost = instance.lost();
     drop(instance);
     if lost > 0 {
         warnings.push(format!(

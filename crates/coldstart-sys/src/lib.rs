@@ -8,6 +8,7 @@ use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
 
 pub mod perf;
+pub mod tracefs;
 
 /// Whether the process runs with an effective user id of 0 (cgroups, `drop_caches`,
 /// tracefs, loop devices and ptrace of any program need it).

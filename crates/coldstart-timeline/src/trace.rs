@@ -9,11 +9,11 @@
 //! on drop, with the uprobes; what a killed coldstart left is removed by the next timeline.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::TimelineError;
 
-const TRACEFS: &str = "/sys/kernel/tracing";
+use coldstart_sys::tracefs::TRACEFS;
 /// Prefix of this crate's instances and uprobe groups, followed by the owner's pid.
 const PREFIX: &str = "coldstart-timeline-";
 const GROUP_PREFIX: &str = "coldstart_tl_";
@@ -39,71 +39,32 @@ const PROGRAM_EVENTS: &[&str] = &[
 /// Events of the unfiltered instance.
 const BLOCK_EVENTS: &[&str] = &["block/block_rq_issue", "block/block_rq_complete"];
 
-fn err(path: &Path, e: impl std::fmt::Display) -> TimelineError {
-    TimelineError::Tracefs { path: path.to_owned(), message: e.to_string() }
+fn trace_err(e: coldstart_sys::tracefs::TraceError) -> TimelineError {
+    TimelineError::Tracefs { path: e.path, message: e.message }
 }
 
-/// A tracefs instance, removed on drop.
-pub(crate) struct Instance {
-    pub(crate) dir: PathBuf,
-    events: Vec<String>,
-}
+/// A tracefs instance of the timeline's (off until turned on), removed on drop.
+pub(crate) struct Instance(coldstart_sys::tracefs::Instance);
 
 impl Instance {
     fn create(name: &str, events: &[&str]) -> Result<Instance, TimelineError> {
-        let root = Path::new(TRACEFS);
-        if !root.join("instances").is_dir() {
-            return Err(err(
-                root,
-                "tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)",
-            ));
-        }
-        let dir = root.join("instances").join(name);
-        std::fs::create_dir(&dir).map_err(|e| err(&dir, e))?;
-        let instance = Instance { dir, events: events.iter().map(|e| e.to_string()).collect() };
-        // A new instance traces from the start: nothing until the program is set.
-        instance.write("tracing_on", "0")?;
-        instance.write("buffer_size_kb", "32768")?;
-        instance.write("trace_clock", "mono")?;
-        for e in events {
-            instance.write(&format!("events/{e}/enable"), "1")?;
-        }
-        Ok(instance)
+        use coldstart_sys::tracefs::Mount;
+        coldstart_sys::tracefs::Instance::create(name, events, 32768, Mount::Never)
+            .map(Instance)
+            .map_err(trace_err)
     }
 
     pub(crate) fn write(&self, file: &str, value: &str) -> Result<(), TimelineError> {
-        let path = self.dir.join(file);
-        std::fs::write(&path, value).map_err(|e| err(&path, e))
+        self.0.write(file, value).map_err(trace_err)
     }
 
     pub(crate) fn read(&self) -> Result<String, TimelineError> {
-        let path = self.dir.join("trace");
-        std::fs::read_to_string(&path).map_err(|e| err(&path, e))
+        self.0.read().map_err(trace_err)
     }
 
     /// Events the ring buffer dropped (0: the trace is complete).
     pub(crate) fn lost(&self) -> u64 {
-        let Ok(cpus) = std::fs::read_dir(self.dir.join("per_cpu")) else { return 0 };
-        cpus.flatten()
-            .filter_map(|c| std::fs::read_to_string(c.path().join("stats")).ok())
-            .flat_map(|s| {
-                s.lines()
-                    .filter_map(|l| l.strip_prefix("overrun: "))
-                    .filter_map(|v| v.trim().parse::<u64>().ok())
-                    .collect::<Vec<_>>()
-            })
-            .sum()
-    }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = std::fs::write(self.dir.join("tracing_on"), "0");
-        for e in &self.events {
-            let _ = std::fs::write(self.dir.join("events").join(e).join("enable"), "0");
-        }
-        let _ = std::fs::write(self.dir.join("events/enable"), "0");
-        let _ = std::fs::remove_dir(&self.dir);
+        self.0.lost()
     }
 }
 
@@ -179,26 +140,11 @@ impl Tracing {
     }
 }
 
-fn alive(pid: u32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid as i32, 0) == 0 || *libc::__errno_location() == libc::EPERM }
-}
+use coldstart_sys::tracefs::pid_alive as alive;
 
 /// Remove the instances and uprobes of timelines whose process is gone.
 pub(crate) fn remove_stale() {
-    let instances = Path::new(TRACEFS).join("instances");
-    if let Ok(dir) = std::fs::read_dir(&instances) {
-        for entry in dir.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(rest) = name.strip_prefix(PREFIX) else { continue };
-            let pid = rest.trim_end_matches("-block");
-            if pid.parse::<u32>().is_ok_and(|p| !alive(p)) {
-                let _ = std::fs::write(entry.path().join("tracing_on"), "0");
-                let _ = std::fs::write(entry.path().join("events/enable"), "0");
-                let _ = std::fs::remove_dir(entry.path());
-            }
-        }
-    }
+    coldstart_sys::tracefs::remove_stale(PREFIX);
     let Ok(defined) = std::fs::read_to_string(Path::new(TRACEFS).join("uprobe_events")) else {
         return;
     };
