@@ -277,14 +277,13 @@ pub fn plan(db: &Database, options: &ReplayOptions) -> Plan {
     // Files whose build-id is checked with the sweep's first request (index into `open`, into
     // `db.files`).
     let mut checks: Vec<(usize, usize)> = Vec::new();
-    let open_jobs = options.open_jobs.unwrap_or_else(|| {
-        let first = db.files.iter().find_map(|e| std::fs::metadata(&e.path).ok());
-        if first.is_some_and(|m| device_queue(m.dev(), "rotational") == Some(1)) {
-            OPEN_JOBS
-        } else {
-            1
-        }
-    });
+    // The disk of the first file that exists decides the threads, the gap, order and mechanism.
+    let rotational = db
+        .files
+        .iter()
+        .find_map(|e| std::fs::metadata(&e.path).ok())
+        .is_some_and(|m| device_queue(m.dev(), "rotational") == Some(1));
+    let open_jobs = options.open_jobs.unwrap_or(if rotational { OPEN_JOBS } else { 1 });
     let opened = open_all(db.files.iter().map(|e| e.path.as_path()).collect(), open_jobs);
     for ((i, entry), opened) in db.files.iter().enumerate().zip(opened) {
         let (file, meta) = match opened {
@@ -311,10 +310,6 @@ pub fn plan(db: &Database, options: &ReplayOptions) -> Plan {
         index[i] = Some(open.len());
         open.push(file);
     }
-    let rotational = open
-        .first()
-        .and_then(|f| f.metadata().ok())
-        .is_some_and(|m| device_queue(m.dev(), "rotational").is_some_and(|v| v == 1));
     let gap = options.gap.unwrap_or(if rotational { ROTATIONAL_GAP } else { DEFAULT_GAP });
     // Per file, its ranges by offset, merged across small gaps; each extent keeps the rank of
     // its first-touched range.
