@@ -232,7 +232,7 @@ impl Hierarchy {
             for e in entries.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
                 if let Some(pid) = owner_pid(&name) {
-                    if !pid_alive(pid) && !stale.contains(&name) {
+                    if !coldstart_sys::pid_alive(pid) && !stale.contains(&name) {
                         stale.push(name);
                     }
                 }
@@ -277,10 +277,6 @@ impl Hierarchy {
 fn owner_pid(name: &str) -> Option<u32> {
     let rest = name.strip_prefix("run-")?;
     rest.split('-').next()?.parse().ok()
-}
-
-fn pid_alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// The cgroup of one run. Dropping it kills every member and removes the directories.

@@ -207,7 +207,7 @@ pub(crate) fn remove_stale_workspaces(tmp: &Path) {
             continue;
         };
         let ours = entry.metadata().is_ok_and(|m| m.is_dir() && m.uid() == me);
-        if ours && !crate::interrupt::pid_alive(pid) {
+        if ours && !coldstart_sys::pid_alive(pid) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }

@@ -74,13 +74,6 @@ pub(crate) fn check() -> Result<(), crate::ProfileError> {
     }
 }
 
-/// Whether a process `pid` exists (a signal 0 reaches it, or it exists but is not ours).
-pub(crate) fn pid_alive(pid: u32) -> bool {
-    let Ok(pid) = i32::try_from(pid) else { return false };
-    // SAFETY: signal 0 checks for existence only.
-    unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM }
-}
-
 /// Remove what a coldstart killed before it could clean up left behind: the audit agent's
 /// temporary directories under `tmp` (named `coldstart-audit-PID-*`) of processes that are
 /// gone, and their tracefs instances (see [`crate::pages`]).

@@ -77,13 +77,9 @@ pub(crate) fn owner_of(path: &Path) -> Option<(u32, PathBuf)> {
     None
 }
 
-fn pid_alive(pid: u32) -> bool {
-    Path::new("/proc").join(pid.to_string()).exists()
-}
-
 /// Whether the session in `dir`, made by `pid`, is abandoned.
 fn session_stale(pid: u32, dir: &Path) -> bool {
-    if !pid_alive(pid) {
+    if !coldstart_sys::pid_alive(pid) {
         return true;
     }
     let Ok(lock) = fs::File::open(dir.join("lock")) else {
@@ -146,7 +142,7 @@ pub fn find_leftovers(work_dir: Option<&Path>) -> Vec<Leftover> {
     let mut push = |kind, path: PathBuf, owner: Option<(u32, PathBuf)>| {
         if let Some((pid, dir)) = owner {
             let stale = match kind {
-                LeftoverKind::Cgroup => !pid_alive(pid),
+                LeftoverKind::Cgroup => !coldstart_sys::pid_alive(pid),
                 _ => session_stale(pid, &dir),
             };
             found.push(Leftover { kind, path, owner_pid: pid, stale });

@@ -17,6 +17,15 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Whether process `pid` exists (a signal 0 reaches it, or it exists but is not ours; never
+/// for 0). The owner check of everything a killed coldstart leaves behind, named after its pid.
+pub fn pid_alive(pid: u32) -> bool {
+    // 0 would ask about our own process group, a pid above i32::MAX about another group.
+    let Ok(pid @ 1..) = i32::try_from(pid) else { return false };
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM }
+}
+
 /// `CLOCK_MONOTONIC` in nanoseconds: the clock of the kernel's trace events and of
 /// `perf_event_open` with `use_clockid`, so times from both can be compared.
 pub fn monotonic_ns() -> u64 {
@@ -41,6 +50,18 @@ pub fn pipe(flags: i32) -> io::Result<(OwnedFd, OwnedFd)> {
 mod tests {
     use super::*;
     use std::io::{Read, Write};
+
+    #[test]
+    fn only_existing_processes_are_alive() {
+        assert!(pid_alive(std::process::id()));
+        assert!(pid_alive(1), "init exists, though not ours");
+        assert!(!pid_alive(0), "not our process group");
+        assert!(!pid_alive(u32::MAX), "not a process group either");
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(!pid_alive(pid), "reaped");
+    }
 
     #[test]
     fn the_monotonic_clock_moves_forward() {

@@ -156,12 +156,6 @@ impl Drop for Instance {
     }
 }
 
-/// Whether process `pid` exists.
-pub fn pid_alive(pid: u32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid as i32, 0) == 0 || *libc::__errno_location() == libc::EPERM }
-}
-
 /// Remove the instances whose name is `prefix`, an owner's pid and optionally `-suffix`,
 /// when the owner is gone. An instance removed while it traces stops tracing with it.
 pub fn remove_stale(prefix: &str) {
@@ -170,7 +164,7 @@ pub fn remove_stale(prefix: &str) {
         let name = entry.file_name().to_string_lossy().into_owned();
         let Some(rest) = name.strip_prefix(prefix) else { continue };
         let pid = rest.split('-').next().unwrap_or("");
-        if pid.parse::<u32>().is_ok_and(|p| !pid_alive(p)) {
+        if pid.parse::<u32>().is_ok_and(|p| !crate::pid_alive(p)) {
             let _ = std::fs::write(entry.path().join("tracing_on"), "0");
             let _ = std::fs::write(entry.path().join("events/enable"), "0");
             let _ = std::fs::remove_dir(entry.path());

@@ -140,7 +140,7 @@ impl Tracing {
     }
 }
 
-use coldstart_sys::tracefs::pid_alive as alive;
+use coldstart_sys::pid_alive as alive;
 
 /// Remove the instances and uprobes of timelines whose process is gone.
 pub(crate) fn remove_stale() {
