@@ -67,6 +67,12 @@ pub enum TimelineError {
     Storage(#[from] coldstart_storage::StorageError),
 }
 
+impl From<coldstart_sys::tracefs::TraceError> for TimelineError {
+    fn from(e: coldstart_sys::tracefs::TraceError) -> Self {
+        TimelineError::Tracefs { path: e.path, message: e.message }
+    }
+}
+
 impl TimelineError {
     /// What kind of failure this is (the exit code follows from it).
     pub fn category(&self) -> Category {

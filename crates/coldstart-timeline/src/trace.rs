@@ -13,7 +13,9 @@ use std::path::Path;
 
 use crate::TimelineError;
 
-use coldstart_sys::tracefs::TRACEFS;
+use coldstart_sys::tracefs::{Instance, Mount, TRACEFS};
+/// Ring buffer of each instance, per CPU.
+const BUFFER_KB: u32 = 32768;
 /// Prefix of this crate's instances and uprobe groups, followed by the owner's pid.
 const PREFIX: &str = "coldstart-timeline-";
 const GROUP_PREFIX: &str = "coldstart_tl_";
@@ -38,35 +40,6 @@ const PROGRAM_EVENTS: &[&str] = &[
 
 /// Events of the unfiltered instance.
 const BLOCK_EVENTS: &[&str] = &["block/block_rq_issue", "block/block_rq_complete"];
-
-fn trace_err(e: coldstart_sys::tracefs::TraceError) -> TimelineError {
-    TimelineError::Tracefs { path: e.path, message: e.message }
-}
-
-/// A tracefs instance of the timeline's (off until turned on), removed on drop.
-pub(crate) struct Instance(coldstart_sys::tracefs::Instance);
-
-impl Instance {
-    fn create(name: &str, events: &[&str]) -> Result<Instance, TimelineError> {
-        use coldstart_sys::tracefs::Mount;
-        coldstart_sys::tracefs::Instance::create(name, events, 32768, Mount::Never)
-            .map(Instance)
-            .map_err(trace_err)
-    }
-
-    pub(crate) fn write(&self, file: &str, value: &str) -> Result<(), TimelineError> {
-        self.0.write(file, value).map_err(trace_err)
-    }
-
-    pub(crate) fn read(&self) -> Result<String, TimelineError> {
-        self.0.read().map_err(trace_err)
-    }
-
-    /// Events the ring buffer dropped (0: the trace is complete).
-    pub(crate) fn lost(&self) -> u64 {
-        self.0.lost()
-    }
-}
 
 /// Uprobes at file offsets of the program, in a group of their own; removed on drop.
 pub(crate) struct Uprobes {
@@ -133,9 +106,15 @@ impl Tracing {
     pub(crate) fn create() -> Result<Tracing, TimelineError> {
         remove_stale();
         let me = std::process::id();
-        let program = Instance::create(&format!("{PREFIX}{me}"), PROGRAM_EVENTS)?;
+        let program =
+            Instance::create(&format!("{PREFIX}{me}"), PROGRAM_EVENTS, BUFFER_KB, Mount::Never)?;
         program.write("options/event-fork", "1")?;
-        let block = Instance::create(&format!("{PREFIX}{me}-block"), BLOCK_EVENTS)?;
+        let block = Instance::create(
+            &format!("{PREFIX}{me}-block"),
+            BLOCK_EVENTS,
+            BUFFER_KB,
+            Mount::Never,
+        )?;
         Ok(Tracing { program, block })
     }
 }
