@@ -111,19 +111,24 @@ mod tests {
     use super::*;
     use crate::sha256_hex;
 
+    /// A chunk at offset 0 holding `data`.
+    fn chunk_of(data: &[u8]) -> Chunk {
+        Chunk {
+            offset: 0,
+            length: data.len() as u64,
+            sha256: sha256_hex(data),
+            stored: None,
+            object: None,
+            at: 0,
+        }
+    }
+
     #[test]
     fn a_damaged_entry_is_a_miss_and_is_removed() {
         let d = tempfile::tempdir().unwrap();
         let cache = ChunkCache::open(d.path()).unwrap();
         let data = b"hello chunk".to_vec();
-        let chunk = Chunk {
-            offset: 0,
-            length: data.len() as u64,
-            sha256: sha256_hex(&data),
-            stored: None,
-            object: None,
-            at: 0,
-        };
+        let chunk = chunk_of(&data);
         assert_eq!(cache.get(&chunk), None);
         cache.put(&chunk.sha256, &data).unwrap();
         assert_eq!(cache.get(&chunk), Some(data.clone()));
@@ -136,14 +141,7 @@ mod tests {
     fn concurrent_writers_of_the_same_chunk_agree() {
         let d = tempfile::tempdir().unwrap();
         let data: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
-        let chunk = Chunk {
-            offset: 0,
-            length: data.len() as u64,
-            sha256: sha256_hex(&data),
-            stored: None,
-            object: None,
-            at: 0,
-        };
+        let chunk = chunk_of(&data);
         std::thread::scope(|s| {
             for _ in 0..8 {
                 s.spawn(|| {
