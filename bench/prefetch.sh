@@ -77,7 +77,7 @@ if [ "${storages[0]}" = defaults ]; then
   printf '%-40s %s\n' none "$(measure python3 "$storage" none cold -- "${cmd[@]}")"
   for opts in "--order first-touch" "--order physical" "--order first-touch --no-wait" \
     "--order physical --no-wait" "--mechanism fadvise" "--mechanism populate --jobs 4" \
-    "--gap 0" "--gap 128k" "--gap 1m"; do
+    "--gap 0" "--gap 128k" "--gap 1m" "--open-jobs 1" "--open-jobs 16"; do
     v=$(echo "$opts" | tr -d ' -')
     printf '%-40s %s\n' "$opts" "$(measure python3 "$storage" "$v" cold $opts -- "${cmd[@]}")"
   done
