@@ -310,29 +310,7 @@ fn a_timed_out_run_and_an_interrupt_leave_nothing_behind() {
     assert!(runs(&report)[0]["excluded"].as_str().unwrap().contains("timeout"));
 
     // Ctrl-C while the runs go on.
-    let child = app
-        .command(&app.storage_args("hdd", &["--cache", "cold", "--runs", "100", "--warmup", "0"]))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let start = Instant::now();
-    // Wait until the emulation is up (its session directory exists), and a run or two more.
-    while !fs::read_dir(app.work.path())
-        .unwrap()
-        .flatten()
-        .any(|e| e.file_name().to_string_lossy().starts_with("coldstart-storage-"))
-    {
-        assert!(start.elapsed() < Duration::from_secs(30), "no emulation started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(800));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_nothing_left(pid, app.work.path());
+    ctrl_c_mid_runs_leaves_nothing_behind(&app, "hdd");
 }
 
 /// `hdd-seek`: the reads are timed by the disk model (no cgroup limit), the report says which
@@ -368,30 +346,7 @@ fn on_hdd_seek_the_disk_model_times_the_runs_and_ctrl_c_leaves_nothing_behind() 
         assert!(wall >= least, "run took {wall} s, the disk model allows no less than {least} s");
     }
 
-    let child = app
-        .command(
-            &app.storage_args("hdd-seek", &["--cache", "cold", "--runs", "100", "--warmup", "0"]),
-        )
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let start = Instant::now();
-    while !fs::read_dir(app.work.path())
-        .unwrap()
-        .flatten()
-        .any(|e| e.file_name().to_string_lossy().starts_with("coldstart-storage-"))
-    {
-        assert!(start.elapsed() < Duration::from_secs(30), "no emulation started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(800));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_nothing_left(pid, app.work.path());
+    ctrl_c_mid_runs_leaves_nothing_behind(&app, "hdd-seek");
 }
 
 #[test]
@@ -448,4 +403,32 @@ fn warm_evicts_the_copy_so_the_run_reads_the_emulated_device_again() {
     let lower_bound = (DATA_BYTES / (128 * 1024) + MAP_TOUCHES) as f64 / 100.0;
     let wall = run["counters"]["wall_s"].as_f64().unwrap();
     assert!(wall >= 0.8 * lower_bound, "warm run took {wall} s: the copy stayed cached");
+}
+
+/// Start `measure --storage PROFILE` for 100 cold runs, press Ctrl-C once the emulation is up
+/// and a run or two more have gone, and check that it exits 130 leaving nothing behind.
+fn ctrl_c_mid_runs_leaves_nothing_behind(app: &App, profile: &str) {
+    let child = app
+        .command(&app.storage_args(profile, &["--cache", "cold", "--runs", "100", "--warmup", "0"]))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let start = Instant::now();
+    // Wait until the emulation is up (its session directory exists), and a run or two more.
+    while !fs::read_dir(app.work.path())
+        .unwrap()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with("coldstart-storage-"))
+    {
+        assert!(start.elapsed() < Duration::from_secs(30), "no emulation started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_nothing_left(pid, app.work.path());
 }
