@@ -52,7 +52,8 @@ pub struct StartFetch {
 #[derive(Debug)]
 pub struct StartHead {
     pub manifest: Manifest,
-    /// Bytes of the stored manifest in the object.
+    /// Bytes of the object before its hot part: the header, the stored manifest and the
+    /// zeros after it.
     pub manifest_bytes: u64,
     /// The SHA-256 of `manifest.json` (the header's, checked against the decoded manifest).
     pub manifest_sha256: [u8; 32],
@@ -131,7 +132,7 @@ fn start_thread(
         });
         let info = StartHead {
             manifest,
-            manifest_bytes: h.manifest_stored,
+            manifest_bytes: h.hot_offset(),
             manifest_sha256: h.manifest_sha256,
             sample: probe,
         };
@@ -142,6 +143,8 @@ fn start_thread(
         let Ok(g) = erx.recv() else { return false };
         let rest = head.split_off(from);
         let (engine, plan) = got.insert(g);
+        // The hot chunks the sample took arrived in the hot request too.
+        engine.counters.hot_request_bytes.fetch_add((from - end) as u64, Ordering::Relaxed);
         engine.feed_hot(plan.as_ref(), cursor, &rest)
     };
     // Every byte of the object so far: no more than its header says is taken.
