@@ -71,12 +71,7 @@ pub(crate) fn choose_with(
     let mut shape = Shape::of(manifest, |h| probed.contains(h) || cache.contains(h));
     shape.manifest = how.manifest_cost;
     if shape.has_hot_set {
-        // `original` fetches every file before start: it misses nothing.
-        shape.held_out = Strategy::ALL
-            .iter()
-            .filter(|&&s| s != Strategy::Original)
-            .filter_map(|&s| how.history.held_out(s))
-            .collect();
+        shape.held_out = Strategy::ALL.iter().filter_map(|&s| how.history.held_out(s)).collect();
     }
     let params =
         Params { connections: how.connections, readahead: how.readahead, local: how.auto.local };

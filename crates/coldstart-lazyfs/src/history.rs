@@ -106,11 +106,17 @@ impl History {
     }
 
     /// The misses to expect of a start under `strategy`: the median of the earlier mounts
-    /// under it, or, with none, of every earlier mount that could miss (all but `original`,
-    /// which fetches every file before start). `None`: no such mount.
+    /// under it, or, with none, the misses of every earlier mount that could miss (all but
+    /// `original`), whose other bytes (a stream's background fetch, say) are their own and are
+    /// not lent: only the misses' bytes are. `None`: no such mount, or `original`, which
+    /// fetches every file before start and misses nothing.
     pub fn held_out(&self, strategy: Strategy) -> Option<HeldOut> {
+        if strategy == Strategy::Original {
+            return None;
+        }
         let same: Vec<&HeldOutRun> = self.runs.iter().filter(|r| r.strategy == strategy).collect();
-        let runs = if same.is_empty() {
+        let lent = same.is_empty();
+        let runs = if lent {
             self.runs.iter().filter(|r| r.strategy != Strategy::Original).collect()
         } else {
             same
@@ -131,7 +137,11 @@ impl History {
             strategy,
             misses: median(runs.iter().map(|r| r.misses as f64).collect()),
             bytes: median(runs.iter().map(|r| r.bytes as f64).collect()),
-            other_bytes: median(runs.iter().map(|r| r.other_bytes.max(r.bytes) as f64).collect()),
+            other_bytes: median(
+                runs.iter()
+                    .map(|r| if lent { r.bytes } else { r.other_bytes.max(r.bytes) } as f64)
+                    .collect(),
+            ),
             runs: runs.len(),
         })
     }
@@ -176,6 +186,9 @@ mod tests {
         // No paged mount yet: the four that could miss, original left out.
         let p = h.held_out(Strategy::Paged).unwrap();
         assert_eq!((p.misses, p.runs), (21.0, 4));
+        // Of those only the misses' bytes are lent, not what else each strategy fetched.
+        assert_eq!((p.bytes, p.other_bytes), (21_000.0, 21_000.0));
+        assert_eq!(h.held_out(Strategy::Original), None, "original misses nothing");
     }
 
     #[test]
