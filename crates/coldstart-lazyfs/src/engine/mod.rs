@@ -199,8 +199,6 @@ pub struct Engine {
     /// Whether this mount has checked the chunk's cached copy against its SHA-256 (or
     /// fetched and verified it): a cached chunk is checked once per mount, not on every read.
     verified: Vec<AtomicBool>,
-    /// The hot set's chunks, to count the misses outside it.
-    hot_set: HashSet<Sha256Hex>,
 }
 
 impl Engine {
@@ -219,9 +217,7 @@ impl Engine {
         }
         let verified = (0..chunks).map(|_| AtomicBool::new(false)).collect();
         let ahead = ahead::Ahead::new(&manifest);
-        let hot_set = manifest.hot_chunks().into_iter().map(|(_, c)| c.sha256.clone()).collect();
         Arc::new_cyclic(|me| Engine {
-            hot_set,
             ahead,
             me: me.clone(),
             fastest_miss: Mutex::default(),

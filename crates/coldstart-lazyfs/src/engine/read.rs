@@ -65,7 +65,9 @@ impl Engine {
         }
         let t = Instant::now();
         self.counters.misses.fetch_add(1, Ordering::Relaxed);
-        if !self.hot_set.contains(&chunk.sha256) {
+        // Outside the hot set: its stored form is in a cold object, not the start object's
+        // hot part (each piece is stored once, so the hot set's bytes are only there).
+        if chunk.object.is_some() {
             self.counters.held_out_misses.fetch_add(1, Ordering::Relaxed);
             self.counters.held_out_bytes.fetch_add(chunk.stored_len(), Ordering::Relaxed);
         }
