@@ -21,8 +21,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use coldstart_measure::storage::{
-    cleanup_stale, find_leftovers, CgroupVersion, EmulatedStorage, ScratchCgroup, StorageError,
-    StorageProfile,
+    cleanup_stale, find_leftovers, CgroupVersion, EmulatedStorage, Leftover, LeftoverKind,
+    ScratchCgroup, StorageError, StorageProfile,
 };
 
 const HELPER_ENV: &str = "COLDSTART_STORAGE_HELPER";
@@ -522,17 +522,19 @@ fn the_program_sees_the_copy_at_the_original_path_and_the_host_does_not() {
 
 #[test]
 fn a_killed_owner_is_cleaned_up_by_cleanup_stale() {
-    killed_owner_is_cleaned_up("hdd", 4);
+    killed_owner_is_cleaned_up("hdd", 4, false);
 }
 
 /// The modelled disk adds a FUSE mount served by the owner itself: once the owner is killed
 /// it is a dead connection under the loop device, and cleanup must still get everything.
 #[test]
 fn a_killed_owner_of_a_modelled_disk_is_cleaned_up_by_cleanup_stale() {
-    killed_owner_is_cleaned_up("hdd-seek", 4);
+    killed_owner_is_cleaned_up("hdd-seek", 4, true);
 }
 
-fn killed_owner_is_cleaned_up(profile: &str, at_least: usize) {
+/// `disk`: the emulation also mounts the modelled disk's FUSE server (`hdd-seek`), which
+/// must be found live and removed once stale.
+fn killed_owner_is_cleaned_up(profile: &str, at_least: usize, disk: bool) {
     let fx = Fixture::new();
     let file = fx.data_file("app/data.bin", 1 << 20);
     let mut child =
@@ -563,6 +565,8 @@ fn killed_owner_is_cleaned_up(profile: &str, at_least: usize) {
         "expected mounts, a loop device, a directory and a cgroup: {live:#?}"
     );
     assert!(live.iter().all(|l| !l.stale), "a live owner's emulation counted as stale");
+    let is_disk = |l: &Leftover| l.kind == LeftoverKind::Mount && l.path.ends_with("disk");
+    assert_eq!(live.iter().any(is_disk), disk, "the modelled disk's mount: {live:#?}");
     // A live emulation of another process is left alone.
     cleanup_stale(fx.work()).unwrap();
     assert_eq!(theirs().len(), live.len());
@@ -573,6 +577,7 @@ fn killed_owner_is_cleaned_up(profile: &str, at_least: usize) {
     assert!(theirs().iter().all(|l| l.stale));
     let report = cleanup_stale(fx.work()).unwrap();
     assert!(report.removed.len() >= at_least, "{report:#?}");
+    assert_eq!(report.removed.iter().any(is_disk), disk, "{report:#?}");
     assert!(theirs().is_empty(), "left after cleanup: {:#?}", theirs());
 }
 
