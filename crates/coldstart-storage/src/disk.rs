@@ -108,10 +108,10 @@ impl Mapping {
         Some((start, len.min(self.len - start)))
     }
 
-    fn read(&self, offset: u64, len: usize) -> Vec<u8> {
-        let Some((start, n)) = self.range(offset, len) else { return Vec::new() };
-        // SAFETY: `start + n` is within the mapping.
-        unsafe { std::slice::from_raw_parts(self.ptr.add(start), n) }.to_vec()
+    fn read(&self, offset: u64, len: usize) -> &[u8] {
+        let Some((start, n)) = self.range(offset, len) else { return &[] };
+        // SAFETY: `start + n` is within the mapping, which lives as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(start), n) }
     }
 
     fn write(&self, offset: u64, data: &[u8]) -> usize {
@@ -136,18 +136,23 @@ struct Drive {
     /// The waiting read chosen to go next when the drive became free.
     chosen: Option<u64>,
     next_id: u64,
-    /// `(id, offset, len)` of each waiting read.
-    waiting: Vec<(u64, u64, u64)>,
+    /// Each waiting read.
+    waiting: Vec<Waiter>,
+}
+
+/// A read waiting for the drive, woken alone when the drive chooses it.
+struct Waiter {
+    id: u64,
+    offset: u64,
+    len: u64,
+    wake: Arc<Condvar>,
 }
 
 impl Drive {
     /// The waiting read the model serves soonest from the head's position at `now` (ties: the
     /// one that came first).
-    fn quickest(&self, now: Duration) -> Option<u64> {
-        self.waiting
-            .iter()
-            .min_by_key(|&&(id, offset, len)| (self.head.clone().read(offset, len, now).0, id))
-            .map(|&(id, _, _)| id)
+    fn quickest(&self, now: Duration) -> Option<&Waiter> {
+        self.waiting.iter().min_by_key(|w| (self.head.clone().read(w.offset, w.len, now).0, w.id))
     }
 }
 
@@ -155,7 +160,6 @@ struct DiskFs {
     map: Mapping,
     size: u64,
     drive: Mutex<Drive>,
-    free: Condvar,
     stats: Arc<Mutex<DiskStats>>,
     epoch: Instant,
 }
@@ -236,13 +240,15 @@ impl Filesystem for DiskFs {
             let mut drive = self.drive.lock().unwrap_or_else(|p| p.into_inner());
             let id = drive.next_id;
             drive.next_id += 1;
-            drive.waiting.push((id, offset, size.into()));
+            let wake = Arc::new(Condvar::new());
+            drive.waiting.push(Waiter { id, offset, len: size.into(), wake: wake.clone() });
             // Go at once to an idle drive; else wait until the drive, free again, chooses this
-            // read as the one it reaches soonest of those waiting.
+            // read as the one it reaches soonest of those waiting, and wakes it alone (waking
+            // every waiter would cost the host's time, which the model counts as the drive's).
             while drive.busy || drive.chosen.is_some_and(|c| c != id) {
-                drive = self.free.wait(drive).unwrap_or_else(|p| p.into_inner());
+                drive = wake.wait(drive).unwrap_or_else(|p| p.into_inner());
             }
-            drive.waiting.retain(|w| w.0 != id);
+            drive.waiting.retain(|w| w.id != id);
             drive.busy = true;
             drive.chosen = None;
             let now = self.epoch.elapsed();
@@ -264,13 +270,17 @@ impl Filesystem for DiskFs {
         if let Some(wait) = done.checked_sub(self.epoch.elapsed()) {
             std::thread::sleep(wait);
         }
-        {
+        let next = {
             let mut drive = self.drive.lock().unwrap_or_else(|p| p.into_inner());
             drive.busy = false;
-            drive.chosen = drive.quickest(self.epoch.elapsed());
+            let next = drive.quickest(self.epoch.elapsed()).map(|w| (w.id, w.wake.clone()));
+            drive.chosen = next.as_ref().map(|n| n.0);
+            next
+        };
+        if let Some((_, wake)) = next {
+            wake.notify_one();
         }
-        self.free.notify_all();
-        reply.data(&data);
+        reply.data(data);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -371,7 +381,6 @@ impl ModelledDisk {
                 next_id: 0,
                 waiting: Vec::new(),
             }),
-            free: Condvar::new(),
             stats: stats.clone(),
             epoch: Instant::now(),
         };
@@ -449,7 +458,16 @@ mod tests {
             busy: false,
             chosen: None,
             next_id: waiting.len() as u64,
-            waiting: waiting.iter().enumerate().map(|(i, &(o, l))| (i as u64, o, l)).collect(),
+            waiting: waiting
+                .iter()
+                .enumerate()
+                .map(|(i, &(offset, len))| Waiter {
+                    id: i as u64,
+                    offset,
+                    len,
+                    wake: Arc::new(Condvar::new()),
+                })
+                .collect(),
         }
     }
 
@@ -458,14 +476,14 @@ mod tests {
         let now = Duration::from_millis(20);
         // Far away first, then the read that continues the last one, then a near one.
         let d = drive(&[(900 * MIB, 4096), (100 * MIB + 4096, 8192), (120 * MIB, 4096)]);
-        assert_eq!(d.quickest(now), Some(1));
+        assert_eq!(d.quickest(now).map(|w| w.id), Some(1));
         // Without the read in line, the nearer of the two seeks.
         let d = drive(&[(900 * MIB, 4096), (120 * MIB, 4096)]);
-        assert_eq!(d.quickest(now), Some(1));
+        assert_eq!(d.quickest(now).map(|w| w.id), Some(1));
         // Equally quick: the one that came first.
         let d = drive(&[(300 * MIB, 4096), (300 * MIB, 4096)]);
-        assert_eq!(d.quickest(now), Some(0));
-        assert_eq!(drive(&[]).quickest(now), None);
+        assert_eq!(d.quickest(now).map(|w| w.id), Some(0));
+        assert!(drive(&[]).quickest(now).is_none());
     }
 
     #[test]
