@@ -107,11 +107,11 @@ pub struct ReplayOptions {
     /// and it cuts the sweep's request around it in two). Without it, planning reads only
     /// metadata and the build-ids' bytes (for `prefetch show` and `--refresh`).
     pub check_in_sweep: bool,
-    /// Threads opening the database's files at once. Opening a cold file reads its
-    /// directory's blocks and its inode's block; one at a time, each of those reads waits for
-    /// the one before it. `None`: [`OPEN_JOBS`] when the first file's disk is rotational, else
-    /// 1 (on flash the threads cost more than the reads they overlap).
-    pub open_jobs: Option<usize>,
+    /// Threads opening the database's files at once (1 by default). Opening a cold file
+    /// reads its directory's blocks and its inode's block; with several threads those reads
+    /// are in the device's queue together. Measured on `hdd-seek`, 16 threads gained nothing
+    /// for python3 or Firefox and cost about 2 ms on flash (BENCHMARKS.md, "Prefetch").
+    pub open_jobs: usize,
 }
 
 impl Default for ReplayOptions {
@@ -127,17 +127,10 @@ impl Default for ReplayOptions {
             wait: true,
             hold: true,
             check_in_sweep: true,
-            open_jobs: None,
+            open_jobs: 1,
         }
     }
 }
-
-/// Threads of [`plan`] opening files on a rotational disk: with many opens in flight, the
-/// metadata reads they cause are in the device's queue together and served in the order its
-/// head passes them (a disk queues 32 commands), where one open at a time waits a seek for
-/// each. On `hdd-seek` python3 started 3% sooner and Firefox 2% (BENCHMARKS.md, "Prefetch");
-/// on flash python3 started 2.5 ms later, so there the files are opened one by one.
-pub const OPEN_JOBS: usize = 16;
 
 /// The gap filled on a disk that is not rotational (flash): a gap is worth reading when it
 /// costs less than a request, and a request costs about what 32-64 KiB of reading does
@@ -277,14 +270,7 @@ pub fn plan(db: &Database, options: &ReplayOptions) -> Plan {
     // Files whose build-id is checked with the sweep's first request (index into `open`, into
     // `db.files`).
     let mut checks: Vec<(usize, usize)> = Vec::new();
-    // The disk of the first file that exists decides the threads, the gap, order and mechanism.
-    let rotational = db
-        .files
-        .iter()
-        .find_map(|e| std::fs::metadata(&e.path).ok())
-        .is_some_and(|m| device_queue(m.dev(), "rotational") == Some(1));
-    let open_jobs = options.open_jobs.unwrap_or(if rotational { OPEN_JOBS } else { 1 });
-    let opened = open_all(db.files.iter().map(|e| e.path.as_path()).collect(), open_jobs);
+    let opened = open_all(db.files.iter().map(|e| e.path.as_path()).collect(), options.open_jobs);
     for ((i, entry), opened) in db.files.iter().enumerate().zip(opened) {
         let (file, meta) = match opened {
             Ok(f) => f,
@@ -310,6 +296,10 @@ pub fn plan(db: &Database, options: &ReplayOptions) -> Plan {
         index[i] = Some(open.len());
         open.push(file);
     }
+    let rotational = open
+        .first()
+        .and_then(|f| f.metadata().ok())
+        .is_some_and(|m| device_queue(m.dev(), "rotational") == Some(1));
     let gap = options.gap.unwrap_or(if rotational { ROTATIONAL_GAP } else { DEFAULT_GAP });
     // Per file, its ranges by offset, merged across small gaps; each extent keeps the rank of
     // its first-touched range.
