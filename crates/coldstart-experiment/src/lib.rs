@@ -250,10 +250,6 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ExperimentError
     move |source| ExperimentError::Io { what, source }
 }
 
-fn strategy_name(s: GridStrategy) -> String {
-    s.name()
-}
-
 /// Regular files under `dir` and their bytes.
 fn files(dir: &Path) -> (u64, u64, Vec<PathBuf>) {
     let mut out = (0, 0, Vec::new());
@@ -598,7 +594,7 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
         }
     }
     for s in &o.strategies {
-        let n = strategy_name(*s);
+        let n = s.name();
         if !e.settings.strategies.contains(&n) {
             e.settings.strategies.push(n);
         }
@@ -650,10 +646,9 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
     for l in &o.links {
         for c in &o.caches {
             for s in &o.strategies {
-                let est =
-                    estimate(&e, &spec(l), &strategy_name(*s)) * l.runs.unwrap_or(o.runs) as f64;
+                let est = estimate(&e, &spec(l), &s.name()) * l.runs.unwrap_or(o.runs) as f64;
                 total += est;
-                if e.cell(&l.label, &strategy_name(*s), c.name()).is_some() {
+                if e.cell(&l.label, &s.name(), c.name()).is_some() {
                     done += est;
                 } else {
                     todo.push((l, *c, *s));
@@ -698,7 +693,7 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
                 },
             };
             for s in cells {
-                let name = strategy_name(s);
+                let name = s.name();
                 let est = estimate(&e, &spec(l), &name);
                 let mut runs = Vec::new();
                 let n_runs = l.runs.unwrap_or(o.runs);

@@ -166,7 +166,7 @@ impl LinkEstimate {
     }
 
     fn transfer(&self, bytes: u64) -> f64 {
-        bytes as f64 / self.bytes_per_second
+        self.transfer_f(bytes as f64)
     }
 
     fn transfer_f(&self, bytes: f64) -> f64 {
@@ -230,8 +230,6 @@ pub fn predict(shape: &Shape, link: &LinkEstimate, p: &Params) -> Vec<Prediction
         None => (manifest, span),
     };
     let no_hot = demand(shape.all_miss_bytes, shape.all_misses) + local;
-    // Reads outside the hot set: one round trip each, one after the other (each is a read
-    // of the program, which waits for it before its next).
     // Of a strategy's reads outside the hot set: their round trips, their transfer, and the
     // transfer of every byte but the manifest's and the hot request's (theirs, what they
     // brought ahead, hot chunks fetched on their own, background work).
@@ -240,7 +238,10 @@ pub fn predict(shape: &Shape, link: &LinkEstimate, p: &Params) -> Vec<Prediction
             (h.misses * lat, link.transfer_f(h.bytes), link.transfer_f(h.other_bytes.max(h.bytes)))
         })
     };
-    let held = |s: Strategy| held_parts(s).0 + held_parts(s).1;
+    let held = |s: Strategy| {
+        let (trips, bytes, _) = held_parts(s);
+        trips + bytes
+    };
     Strategy::ALL
         .iter()
         .map(|&strategy| {
