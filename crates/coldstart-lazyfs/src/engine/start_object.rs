@@ -388,6 +388,7 @@ mod tests {
         let remote: Arc<dyn Remote> = Arc::new(DirRemote::new(&f.bundle, quick()));
         let fetch = StartFetch::begin(remote.clone(), true).unwrap();
         let head = fetch.manifest().unwrap();
+        let before_hot = head.manifest_bytes;
         let p = head.sample.unwrap();
         assert!(p.link.bandwidth_estimated && p.link.latency_estimated);
         // The whole object arrived at once: both hot chunks, verified.
@@ -403,6 +404,11 @@ mod tests {
         e.start_from(fetch).unwrap();
         let r = read_back(&e, &f, "sampled");
         assert_eq!((r.errors, r.failed_attempts, r.hot_chunks), (0, 0, 0), "{r:?}");
+        // Every byte of the object is the manifest's or the hot request's, the sampled hot
+        // chunks too: none is counted as fetched besides them (the miss history's other bytes).
+        e.shutdown();
+        let object = std::fs::metadata(f.bundle.join(START_OBJECT)).unwrap().len();
+        assert_eq!(before_hot + e.report().hot_request_bytes, object);
     }
 
     #[test]
