@@ -76,7 +76,11 @@ use sha2::{Digest, Sha256};
 
 /// The SHA-256 of `data` as lowercase hex.
 pub fn sha256_hex(data: &[u8]) -> Sha256Hex {
-    let digest = Sha256::digest(data);
+    hex_digest(Sha256::digest(data))
+}
+
+/// A finished SHA-256 as lowercase hex (for a digest fed in parts).
+pub(crate) fn hex_digest(digest: impl IntoIterator<Item = u8>) -> Sha256Hex {
     let mut s = String::with_capacity(64);
     for b in digest {
         s.push(char::from_digit((b >> 4) as u32, 16).unwrap());

@@ -15,6 +15,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use coldstart_error::Category;
+use sha2::{Digest, Sha256};
 
 use crate::hotlist::HotList;
 use crate::manifest::{
@@ -260,13 +261,14 @@ fn pack_into(
     let stored_at = std::mem::take(&mut pieces.at);
     drop(pieces);
     let source = fs::File::open(&pieces_path).map_err(io_err(&pieces_path))?;
-    let read_piece = |sha: &Sha256Hex| -> Result<Vec<u8>, PackError> {
+    // A piece's stored bytes into `buf` (one buffer, reused).
+    let read_piece = |sha: &Sha256Hex, buf: &mut Vec<u8>| -> Result<(), PackError> {
         use std::os::unix::fs::FileExt;
         let (at, len) = stored_at[sha.as_str()];
-        let mut buf = vec![0u8; len as usize];
-        source.read_exact_at(&mut buf, at).map_err(io_err(&pieces_path))?;
-        Ok(buf)
+        buf.resize(len as usize, 0);
+        source.read_exact_at(buf, at).map_err(io_err(&pieces_path))
     };
+    let mut piece = Vec::new();
     let mut manifest = Manifest {
         format: FORMAT.into(),
         version: VERSION,
@@ -283,7 +285,8 @@ fn pack_into(
     for r in &refs {
         let c = manifest.chunk(r).expect("a hot reference names a chunk");
         placed.insert(c.sha256.clone(), (None, hot_part.len() as u64));
-        hot_part.extend_from_slice(&read_piece(&c.sha256)?);
+        read_piece(&c.sha256, &mut piece)?;
+        hot_part.extend_from_slice(&piece);
     }
     // Every other piece in the cold object of the first file that has it.
     let cold_dir = tmp.join("blobs/cold");
@@ -291,23 +294,35 @@ fn pack_into(
     let mut by_digest: HashMap<Sha256Hex, usize> = HashMap::new();
     for e in &manifest.files {
         let index = manifest.objects.len();
-        let object_tmp = cold_dir.join(format!(".object.tmp-{}", unique()));
-        let mut object = Vec::new();
-        let mut new = Vec::new();
-        for c in &e.chunks {
-            if !placed.contains_key(&c.sha256) {
-                placed.insert(c.sha256.clone(), (Some(index), object.len() as u64));
-                new.push(c.sha256.clone());
-                object.extend_from_slice(&read_piece(&c.sha256)?);
-            }
-        }
-        if object.is_empty() {
+        if e.chunks.iter().all(|c| placed.contains_key(&c.sha256)) {
             continue;
         }
-        let sha256 = sha256_hex(&object);
+        // Streamed to a temporary file and hashed on the way: a file's cold object can be
+        // most of a large library, never held in memory whole. Named by its digest after.
+        let object_tmp = cold_dir.join(format!(".object.tmp-{}", unique()));
+        let file = fs::File::create(&object_tmp).map_err(io_err(&object_tmp))?;
+        let mut out = io::BufWriter::new(file);
+        let mut digest = Sha256::new();
+        let mut size = 0u64;
+        let mut order = Vec::new();
+        for c in &e.chunks {
+            if placed.contains_key(&c.sha256) {
+                continue;
+            }
+            placed.insert(c.sha256.clone(), (Some(index), size));
+            order.push(c.sha256.clone());
+            read_piece(&c.sha256, &mut piece)?;
+            digest.update(&piece);
+            out.write_all(&piece).map_err(io_err(&object_tmp))?;
+            size += piece.len() as u64;
+        }
+        out.flush().map_err(io_err(&object_tmp))?;
+        drop(out);
+        let sha256 = crate::hex_digest(digest.finalize());
         if let Some(&same) = by_digest.get(&sha256) {
             // The same bytes (so the same offsets) as an object already written.
-            for sha in new {
+            fs::remove_file(&object_tmp).map_err(io_err(&object_tmp))?;
+            for sha in order {
                 placed.get_mut(&sha).expect("placed above").0 = Some(same);
             }
             continue;
@@ -315,10 +330,9 @@ fn pack_into(
         let dest = tmp.join(object_path(&sha256));
         let parent = dest.parent().expect("object paths have a parent");
         fs::create_dir_all(parent).map_err(io_err(parent))?;
-        fs::write(&object_tmp, &object).map_err(io_err(&object_tmp))?;
         fs::rename(&object_tmp, &dest).map_err(io_err(&dest))?;
         by_digest.insert(sha256.clone(), index);
-        manifest.objects.push(Object { sha256, size: object.len() as u64 });
+        manifest.objects.push(Object { sha256, size });
     }
     drop(source);
     fs::remove_file(&pieces_path).map_err(io_err(&pieces_path))?;
