@@ -343,20 +343,20 @@ fn pack_into(
     }
     manifest.hot = HotSet { offset: 0, size: hot_part.len() as u64, chunks: refs };
     // The hot part starts where the manifest (which says where) ends in the start object.
-    let json = loop {
-        let json = manifest.to_bytes();
-        let end = crate::start::manifest_end(&json);
-        if end <= manifest.hot.offset {
-            break json;
-        }
-        manifest.hot.offset = end + 16;
-    };
+    let laid = crate::start::lay_out(
+        |offset| {
+            manifest.hot.offset = offset;
+            Ok::<_, std::convert::Infallible>(manifest.to_bytes())
+        },
+        &hot_part,
+    )
+    .unwrap_or_else(|never| match never {});
+    let (json, start) = (laid.json, laid.start);
     let path = tmp.join(crate::start::MANIFEST_JSON);
     fs::write(&path, &json).map_err(io_err(&path))?;
     let path = tmp.join(crate::start::MANIFEST_ZST);
-    fs::write(&path, crate::start::compress_manifest(&json)).map_err(io_err(&path))?;
+    fs::write(&path, &laid.compressed).map_err(io_err(&path))?;
     let path = tmp.join(crate::start::START_OBJECT);
-    let start = crate::start::encode(&json, &hot_part, manifest.hot.offset);
     fs::write(&path, &start).map_err(io_err(&path))?;
     if let Some(key) = &options.sign {
         let path = tmp.join(crate::sign::SIGNATURE);

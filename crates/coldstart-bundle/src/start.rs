@@ -269,25 +269,61 @@ impl CompressedManifestError {
     }
 }
 
-/// The manifest as the start object stores it: compressed when that is smaller.
-fn stored_manifest(json: &[u8]) -> (ManifestEncoding, std::borrow::Cow<'_, [u8]>) {
-    let z = compress_manifest(json);
+/// The manifest as the start object stores it, given its zstd frame `z`
+/// ([`compress_manifest`]): compressed when that is smaller.
+fn stored_manifest<'a>(json: &'a [u8], z: &'a [u8]) -> (ManifestEncoding, &'a [u8]) {
     if z.len() < json.len() {
-        (ManifestEncoding::Zstd, z.into())
+        (ManifestEncoding::Zstd, z)
     } else {
-        (ManifestEncoding::Json, json.into())
+        (ManifestEncoding::Json, json)
     }
 }
 
 /// Where the manifest `json` ends in a start object: the least hot part offset it allows.
 pub fn manifest_end(json: &[u8]) -> u64 {
-    (HEADER_LEN + stored_manifest(json).1.len()) as u64
+    (HEADER_LEN + stored_manifest(json, &compress_manifest(json)).1.len()) as u64
 }
 
 /// The start object of a bundle whose manifest is `json` and hot part `hot`, starting at
 /// `hot_at` (at least [`manifest_end`]; zeros before it).
 pub fn encode(json: &[u8], hot: &[u8], hot_at: u64) -> Vec<u8> {
-    let (encoding, stored) = stored_manifest(json);
+    encode_with(json, &compress_manifest(json), hot, hot_at)
+}
+
+/// A manifest laid out with its hot part.
+pub struct LaidOut {
+    /// `manifest.json`'s bytes, with the hot part's offset in them.
+    pub json: Vec<u8>,
+    /// `manifest.json.zst`'s bytes ([`compress_manifest`] of `json`).
+    pub compressed: Vec<u8>,
+    /// The start object: header, stored manifest, zeros, `hot`.
+    pub start: Vec<u8>,
+}
+
+/// The manifest `json_at(offset)` says the hot part starts at `offset`; its stored form decides
+/// where it can start. Tries offsets from 0 until the manifest fits before the one it names
+/// (16 bytes of slack each time, so one more try almost always settles it), compressing each
+/// manifest once, and builds the start object with `hot`.
+pub fn lay_out<E>(
+    mut json_at: impl FnMut(u64) -> Result<Vec<u8>, E>,
+    hot: &[u8],
+) -> Result<LaidOut, E> {
+    let mut offset = 0u64;
+    loop {
+        let json = json_at(offset)?;
+        let compressed = compress_manifest(&json);
+        let end = (HEADER_LEN + stored_manifest(&json, &compressed).1.len()) as u64;
+        if end <= offset {
+            let start = encode_with(&json, &compressed, hot, offset);
+            return Ok(LaidOut { json, compressed, start });
+        }
+        offset = end + 16;
+    }
+}
+
+/// [`encode`] with the manifest's zstd frame `z` made already.
+fn encode_with(json: &[u8], z: &[u8], hot: &[u8], hot_at: u64) -> Vec<u8> {
+    let (encoding, stored) = stored_manifest(json, z);
     let header = StartHeader {
         encoding,
         manifest_stored: stored.len() as u64,
@@ -299,7 +335,7 @@ pub fn encode(json: &[u8], hot: &[u8], hot_at: u64) -> Vec<u8> {
     assert!(hot_at >= header.manifest_end(), "the hot part starts after the manifest");
     let mut out = Vec::with_capacity(hot_at as usize + hot.len());
     out.extend_from_slice(&header.to_bytes());
-    out.extend_from_slice(&stored);
+    out.extend_from_slice(stored);
     out.resize(hot_at as usize, 0);
     out.extend_from_slice(hot);
     out
@@ -311,18 +347,16 @@ pub fn encode(json: &[u8], hot: &[u8], hot_at: u64) -> Vec<u8> {
 /// tools and tests that edit a bundle's manifest by hand.
 pub fn rebuild(json: &[u8], hot: &[u8]) -> Result<(Vec<u8>, Vec<u8>), serde_json::Error> {
     let mut v: serde_json::Value = serde_json::from_slice(json)?;
-    let mut offset = 0u64;
-    loop {
-        v["hot"]["offset"] = offset.into();
-        let mut j = serde_json::to_vec_pretty(&v)?;
-        j.push(b'\n');
-        let end = manifest_end(&j);
-        if end <= offset {
-            let start = encode(&j, hot, offset);
-            return Ok((j, start));
-        }
-        offset = end + 16;
-    }
+    let laid = lay_out(
+        |offset| {
+            v["hot"]["offset"] = offset.into();
+            let mut j = serde_json::to_vec_pretty(&v)?;
+            j.push(b'\n');
+            Ok(j)
+        },
+        hot,
+    )?;
+    Ok((laid.json, laid.start))
 }
 
 /// Checks a whole start object against the bundle's `manifest.json` (`json`, parsed as
