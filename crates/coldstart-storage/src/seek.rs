@@ -121,19 +121,15 @@ impl DiskHead {
         Self { model, size, buffer_start: 0, media_pos: 0, last_end: 0, free_at: Duration::ZERO }
     }
 
-    /// The model.
-    pub fn model(&self) -> &SeekModel {
-        &self.model
-    }
-
     /// When the drive is done with what it was given (time since the disk started).
     pub fn free_at(&self) -> Duration {
         self.free_at
     }
 
     /// Serve a read of `len` bytes at `offset` that arrives at `now` (time since the disk
-    /// started): when it is done, and how. Requests are served one at a time, in arrival
-    /// order; one arriving while the drive is busy starts when it is free.
+    /// started): when it is done, and how. Requests are served one at a time, in the order
+    /// they are given (the disk's queue chooses which: `disk.rs`); one given while the drive is
+    /// busy starts when it is free.
     pub fn read(&mut self, offset: u64, len: u64, now: Duration) -> (Duration, Served) {
         let start = now.max(self.free_at);
         // After the last request the drive went on reading, up to a track past its end.
