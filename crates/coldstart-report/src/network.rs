@@ -7,7 +7,7 @@ use coldstart_results::{Cell, Experiment};
 
 use crate::bars::{legend, Bar, BarChart, Group, LegendItem};
 use crate::input::Inputs;
-use crate::svg::{bytes, esc, seconds, strategy_colour, Log, Svg};
+use crate::svg::{bytes, esc, gain, seconds, strategy_colour, Log, Svg};
 use crate::table::Table;
 use crate::Section;
 
@@ -171,6 +171,72 @@ pub fn auto_checks(e: &Experiment) -> Vec<AutoCheck> {
             auto_s: c.wall_s(),
             predicted_choice: c.predicted_choice.clone(),
         });
+    }
+    out
+}
+
+/// The headline figures of one experiment: the largest gain of a strategy over downloading
+/// first, how many cells the model predicted, and how often `auto` chose well.
+pub fn highlights(e: &Experiment, file: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    // Per original cell, the fastest other strategy on its link and cache state.
+    let mut best: Option<(f64, &Cell, f64, &Cell)> = None;
+    let mut n = 0;
+    for c in e.cells.iter().filter(|c| c.strategy == "original") {
+        let Some(o) = c.wall_s() else { continue };
+        let fastest = e
+            .cells
+            .iter()
+            .filter(|x| {
+                x.link.label == c.link.label && x.cache == c.cache && x.strategy != "original"
+            })
+            .filter_map(|x| Some((x.wall_s()?, x)))
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((w, x)) = fastest {
+            n += 1;
+            if best.is_none_or(|(bo, _, bw, _)| o / w > bo / bw) {
+                best = Some((o, c, w, x));
+            }
+        }
+    }
+    if let Some((o, c, w, x)) = best {
+        out.push((
+            gain(w, o),
+            format!(
+                "{} against downloading first (original) on {}, cache {}: {} against {}; the \
+                 largest gain of {n} link(s) and cache state(s) ({file})",
+                x.chosen().map_or(x.strategy.clone(), |ch| format!("{} ({ch})", x.strategy)),
+                c.link.label,
+                c.cache,
+                seconds(w),
+                seconds(o)
+            ),
+        ));
+    }
+    let (mut n, mut ok) = (0, 0);
+    for c in &e.cells {
+        if let (Some(m), Some(p)) = (c.wall_s(), c.predicted_s) {
+            n += 1;
+            if ((p - m) / m).abs() <= MODEL_TOLERANCE {
+                ok += 1;
+            }
+        }
+    }
+    if n > 0 {
+        out.push((
+            format!("{ok} of {n}"),
+            format!("cells the model predicted within 15% of the measured start-up ({file})"),
+        ));
+    }
+    let checks = auto_checks(e);
+    if !checks.is_empty() {
+        out.push((
+            format!("{} of {}", checks.iter().filter(|c| c.ok()).count(), checks.len()),
+            format!(
+                "links and cache states where --strategy auto's choice is within 5% of the \
+                 measured best ({file})"
+            ),
+        ));
     }
     out
 }
@@ -576,4 +642,52 @@ pub fn section(inputs: &Inputs) -> Option<Section> {
         html,
         tables,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coldstart_results::{CellRun, LinkSpec};
+
+    fn cell(strategy: &str, link: &str, wall_s: f64, predicted_s: f64) -> Cell {
+        Cell {
+            link: LinkSpec { label: link.into(), bits_per_second: 1e6, latency_s: 0.05 },
+            strategy: strategy.into(),
+            cache: "cold".into(),
+            runs: vec![CellRun {
+                wall_s,
+                bytes_fetched: 1000,
+                requests: 3,
+                stall_s: 0.0,
+                exit_code: Some(0),
+                chosen: None,
+                teardown_s: None,
+                held_out_misses: None,
+                held_out_bytes: None,
+                other_bytes: None,
+            }],
+            predicted_s: Some(predicted_s),
+            predicted_choice: None,
+            predicted_measured_s: None,
+        }
+    }
+
+    #[test]
+    fn the_best_gain_is_written_as_how_many_times_faster() {
+        let mut e = Experiment::new();
+        e.cells = vec![
+            cell("original", "1mbit/50ms", 9.47, 9.28),
+            cell("stream", "1mbit/50ms", 2.06, 1.68),
+            cell("original", "20mbit/10ms", 0.867, 0.75),
+            cell("stream", "20mbit/10ms", 0.131, 0.109),
+        ];
+        let h = highlights(&e, "experiment.json");
+        assert_eq!(h[0].0, "6.6x faster");
+        assert!(
+            h[0].1.contains("stream against downloading first (original) on 20mbit/10ms"),
+            "{:?}",
+            h[0]
+        );
+        assert!(h.iter().all(|(_, c)| c.ends_with("(experiment.json)")), "{h:?}");
+    }
 }

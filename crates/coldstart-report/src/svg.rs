@@ -227,6 +227,31 @@ pub fn seconds(s: f64) -> String {
     }
 }
 
+/// How much faster one time is than another, as people say it: `7.7x faster`,
+/// `1.25x slower`, `as fast`; `subject_s` is the time the phrase is about.
+pub fn gain(subject_s: f64, other_s: f64) -> String {
+    if !(subject_s > 0.0 && other_s > 0.0) {
+        return "-".into();
+    }
+    let (r, word) = if other_s >= subject_s {
+        (other_s / subject_s, "faster")
+    } else {
+        (subject_s / other_s, "slower")
+    };
+    let r = if r >= 10.0 {
+        format!("{r:.0}")
+    } else if r >= 2.0 {
+        format!("{r:.1}")
+    } else {
+        format!("{r:.2}")
+    };
+    if r == "1.00" {
+        "as fast".into()
+    } else {
+        format!("{r}x {word}")
+    }
+}
+
 /// Bytes for people: `512 B`, `12.0 KiB`, `3.4 MiB`.
 pub fn bytes(b: f64) -> String {
     if b >= 1024.0 * 1024.0 * 1024.0 {
@@ -304,5 +329,9 @@ mod tests {
         assert_eq!(seconds(1.234), "1.23 s");
         assert_eq!(seconds(154.9), "2 min 35 s");
         assert_eq!(bytes(1536.0), "1.5 KiB");
+        assert_eq!(gain(0.1022, 0.787), "7.7x faster");
+        assert_eq!(gain(0.1007, 0.0564), "1.79x slower");
+        assert_eq!(gain(0.05, 0.0501), "as fast");
+        assert_eq!(gain(0.01, 1.3), "130x faster");
     }
 }

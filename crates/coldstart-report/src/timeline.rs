@@ -235,12 +235,16 @@ pub fn section(inputs: &Inputs) -> Option<Section> {
     for (src, t) in timelines {
         let named = t.named_share();
         html.push_str(&format!(
-            "<p><b>{}</b>: a {} start of <code>{}</code>, {} to readiness ({}); the named \
+            "<p><b>{}</b>: a {} start of <code>{}</code>{}, {} to readiness ({}); the named \
              phases cover {:.0}% of it. Its threads waited on I/O for {} ({:.0}% of the wall \
              time{}); {} block requests, {} page events in {} files.</p>",
             esc(&src.name()),
             esc(&t.cache),
-            esc(&t.command.join(" ")),
+            esc(&crate::series::shell_words(&t.command)),
+            t.storage.as_ref().map_or(String::new(), |d| format!(
+                " on an emulated {} (the program's files on a throttled loop device)",
+                esc(d)
+            )),
             seconds(t.wall_s),
             esc(&t.ready),
             named * 100.0,

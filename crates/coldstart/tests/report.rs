@@ -1,10 +1,11 @@
 //! `coldstart report`: the page opened in a real browser (Debian's Firefox ESR, headless),
 //! its screenshot checked for the charts' colours, and the browser's console for script
-//! errors.
+//! errors; the series, CSV rows and cards of measure files.
 //!
 //! The inputs are one real profile (`coldstart profile` of a small C program whose hot
 //! functions are scattered over its code) and measure, order --evaluate, timeline and
-//! experiment files written here in their documented formats.
+//! experiment files written here in their documented formats, with the figures of Debian's
+//! python3 measured on this machine's disk and on an emulated hard disk.
 
 mod common;
 
@@ -56,6 +57,249 @@ fn measure_json(dir: &Path, name: &str, exe: &str, scale: f64) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, serde_json::to_string_pretty(&m).unwrap()).unwrap();
     p
+}
+
+/// One entry of a measure file: its label (a cache state, or A/B), command, median wall time
+/// and major faults.
+struct Entry<'a> {
+    label: &'a str,
+    command: Vec<String>,
+    wall_s: f64,
+    faults: f64,
+}
+
+/// A `coldstart measure --export-json` file (docs/formats/measure.md) of these entries; with
+/// `storage`, run on that emulated device; the I/O share of each command measured cold and hot.
+fn measure_file(
+    dir: &Path,
+    name: &str,
+    cache: &str,
+    storage: Option<&str>,
+    entries: &[Entry],
+) -> PathBuf {
+    let summary = |median: f64| {
+        serde_json::json!({"n": 5, "mean": median, "median": median, "trimmed_mean": median,
+            "stddev": median * 0.05, "min": median * 0.9, "max": median * 1.1,
+            "ci95": [median * 0.95, median * 1.05], "mad": median * 0.03, "outliers": []})
+    };
+    let commands: Vec<serde_json::Value> = entries
+        .iter()
+        .map(|e| {
+            serde_json::json!({"label": e.label, "command": e.command, "runs": [],
+                "summaries": [["wall_s", summary(e.wall_s)], ["major_faults", summary(e.faults)]]})
+        })
+        .collect();
+    let at = |label: &str| entries.iter().find(|e| e.label == label);
+    let io_share: Vec<serde_json::Value> = match (at("cold"), at("hot")) {
+        (Some(c), Some(h)) => vec![serde_json::json!({"label": c.command.join(" "),
+            "cache": "cold", "cold_median_s": c.wall_s, "hot_median_s": h.wall_s,
+            "io_s": c.wall_s - h.wall_s, "fraction": (c.wall_s - h.wall_s) / c.wall_s})],
+        _ => Vec::new(),
+    };
+    let comparison = match (at("A"), at("B")) {
+        (Some(a), Some(b)) => serde_json::json!({"metric": "wall_s", "ratio": b.wall_s / a.wall_s,
+            "ratio_ci95": [b.wall_s / a.wall_s * 0.9, b.wall_s / a.wall_s * 1.1], "p_value": 0.008}),
+        _ => serde_json::Value::Null,
+    };
+    let storage = storage.map(|p| {
+        serde_json::json!({"profile": p, "read_iops": 100, "read_bps": 120_000_000u64,
+            "readahead_kb": 128, "paths": [], "host_read_iops": 3581.4, "fidelity_warning": null})
+    });
+    let m = serde_json::json!({"format": "coldstart-measure", "version": 2, "cache": cache,
+        "ready": "exit", "warmup": 1, "environment": {"kernel": "6.18", "cpus": 2, "cgroup": "v1",
+        "cpu_governor": null, "is_root": true},
+        "commands": commands, "comparison": comparison, "warnings": [], "io_share": io_share,
+        "storage": storage});
+    let p = dir.join(name);
+    std::fs::write(&p, serde_json::to_string_pretty(&m).unwrap()).unwrap();
+    p
+}
+
+const PYTHON: [&str; 3] = ["/usr/bin/python3", "-c", "import json, email"];
+
+/// Debian's python3 importing json and email, as measured on this project's test machine:
+/// cold and hot on an emulated hard disk, cold and hot on this machine's disk, and on the hard
+/// disk with a prefetch (A) against without (B).
+fn python_measurements(dir: &Path) -> [PathBuf; 3] {
+    let python = || PYTHON.map(String::from).to_vec();
+    let launch = [
+        "/usr/local/bin/coldstart",
+        "launch",
+        "--prefetch",
+        "/var/tmp/py.prefetch",
+        "--",
+        PYTHON[0],
+        PYTHON[1],
+        PYTHON[2],
+    ]
+    .map(String::from)
+    .to_vec();
+    let e = |label, command, wall_s, faults| Entry { label, command, wall_s, faults };
+    [
+        measure_file(
+            dir,
+            "measure-hdd.json",
+            "cold,hot",
+            Some("hdd"),
+            &[e("cold", python(), 6.99, 45.0), e("hot", python(), 0.21, 0.0)],
+        ),
+        measure_file(
+            dir,
+            "measure-local.json",
+            "cold,hot",
+            None,
+            &[e("cold", python(), 0.0537, 9.0), e("hot", python(), 0.0263, 0.0)],
+        ),
+        measure_file(
+            dir,
+            "measure-prefetch.json",
+            "cold",
+            Some("hdd"),
+            &[e("A", launch, 0.787, 39.0), e("B", python(), 6.06, 45.0)],
+        ),
+    ]
+}
+
+/// `coldstart report INPUTS -o DIR/report.html`: the page, and what the command printed.
+fn report_of(dir: &Path, inputs: &[PathBuf]) -> (PathBuf, String) {
+    let page = dir.join("report.html");
+    let out =
+        check(&Command::new(CS).arg("report").args(inputs).arg("-o").arg(&page).output().unwrap());
+    (page, out)
+}
+
+/// The rows of a CSV file the report wrote, each a map from the header's names.
+fn csv_rows(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    // RFC 4180 as the report writes it: a field with a comma is quoted.
+    let split = |line: &str| {
+        let mut out = vec![String::new()];
+        let mut quoted = false;
+        for c in line.chars() {
+            match c {
+                '"' => quoted = !quoted,
+                ',' if !quoted => out.push(String::new()),
+                c => out.last_mut().unwrap().push(c),
+            }
+        }
+        out
+    };
+    let mut lines = text.lines();
+    let header = split(lines.next().unwrap());
+    lines.map(|l| header.iter().cloned().zip(split(l)).collect()).collect()
+}
+
+/// Two files of one program (its hard-disk and its local measurement) and a comparison: each
+/// file's commands stay series of their own, named by file, command and storage, in the CSV
+/// and in the charts; the comparison's B row is in the CSV. Before, the B row (the same
+/// command as the hard-disk file's, in the same state) was dropped, and the hard-disk file's
+/// 6.99 s stood in one series beside the other file's prefetched 787 ms.
+#[test]
+fn each_measure_files_series_stay_apart_and_a_comparisons_b_row_is_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (page, _) = report_of(dir, &python_measurements(dir));
+    let rows = csv_rows(&dir.join("report-startup.csv"));
+    let row = |file: &str, label: &str| {
+        let found: Vec<_> =
+            rows.iter().filter(|r| r["file"] == file && r["label"] == label).collect();
+        assert_eq!(found.len(), 1, "one row of {file} {label}: {rows:#?}");
+        found[0].clone()
+    };
+    assert_eq!(rows.len(), 6, "a row per file, command and state: {rows:#?}");
+    let b = row("measure-prefetch.json", "B");
+    assert_eq!(b["median_s"], "6.06");
+    assert_eq!((b["storage"].as_str(), b["cache"].as_str()), ("hdd", "cold"));
+    assert_eq!(b["series"], "B: python3 -c 'import json, email' without prefetch");
+    let a = row("measure-prefetch.json", "A");
+    assert_eq!(a["series"], "A: python3 -c 'import json, email' with prefetch (py.prefetch)");
+    assert_eq!(row("measure-hdd.json", "cold")["median_s"], "6.99");
+    assert_eq!(row("measure-hdd.json", "cold")["storage"], "hdd");
+    assert_eq!(row("measure-local.json", "cold")["storage"], "local");
+    let series: std::collections::HashSet<(String, String)> =
+        rows.iter().map(|r| (r["file"].clone(), r["series"].clone())).collect();
+    assert_eq!(series.len(), 4, "four series: {series:?}");
+
+    // The charts: a legend entry per series, named by its command and file, and in the hard
+    // disk's chart of start-up three bars of three series in the cold group.
+    let html = std::fs::read_to_string(&page).unwrap();
+    for name in [
+        "python3 -c &#39;import json, email&#39; (measure-hdd.json)",
+        "python3 -c &#39;import json, email&#39; (measure-local.json)",
+        "A: python3 -c &#39;import json, email&#39; with prefetch (py.prefetch) (measure-prefetch.json)",
+        "B: python3 -c &#39;import json, email&#39; without prefetch (measure-prefetch.json)",
+    ] {
+        assert!(html.contains(&format!("</i>{name}</span>")), "no legend entry {name}");
+    }
+    let hdd = html.split("On an emulated hdd").nth(1).expect("a heading for the hard disk");
+    let wall = hdd.split("</svg>").next().unwrap();
+    let keys: std::collections::HashSet<&str> =
+        wall.split("data-key=\"").skip(1).filter_map(|k| k.split('"').next()).collect();
+    assert_eq!(keys.len(), 3, "three series in the hard disk's chart: {keys:?}");
+    let titles: Vec<&str> =
+        wall.split("<title>").skip(1).filter_map(|t| t.split("</title>").next()).collect();
+    for (value, file) in [
+        ("6.99 s", "measure-hdd.json"),
+        ("787.0 ms", "measure-prefetch.json"),
+        ("6.06 s", "measure-prefetch.json"),
+    ] {
+        let bar = titles.iter().find(|t| t.contains(&format!("median {value}")));
+        assert!(
+            bar.is_some_and(|t| t.contains(&format!("({file})")) && t.contains("emulated hdd")),
+            "no bar of {value} from {file} on the hard disk: {titles:#?}"
+        );
+    }
+}
+
+/// The page's top: when it was made as a date, each comparison as a gain ("7.7x faster", not
+/// "+674%"), and every card naming what it is of (storage, cache state, file), where two
+/// cards said "51%" and "97%" without saying which was the hard disk.
+#[test]
+fn the_cards_say_what_each_figure_is_of_and_a_gain_as_times_faster() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (page, out) = report_of(dir, &python_measurements(dir));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(!html.contains("seconds since the epoch"), "the date is a number of seconds");
+    let made = html.split("made <time datetime=\"").nth(1).expect("a <time> in the header");
+    let date = &made[..20];
+    assert!(
+        date.len() == 20
+            && date.as_bytes()[10] == b'T'
+            && date.ends_with('Z')
+            && date.starts_with("20"),
+        "an ISO 8601 date in UTC: {made:.60}"
+    );
+    let cards: Vec<&str> =
+        out.lines().filter(|l| l.starts_with("  ") && l.contains(": ")).collect();
+    let card = |value: &str| {
+        cards
+            .iter()
+            .find(|c| c.trim_start().starts_with(&format!("{value}: ")))
+            .unwrap_or_else(|| panic!("no card {value}: {cards:#?}"))
+            .to_string()
+    };
+    let gain = card("7.7x faster");
+    for part in [
+        "cold start-up",
+        "emulated hdd",
+        "with prefetch (py.prefetch) against without",
+        "787.0 ms against 6.06 s",
+        "(measure-prefetch.json)",
+    ] {
+        assert!(gain.contains(part), "{gain:?} does not say {part:?}");
+    }
+    assert!(!html.contains("+670%"), "a gain written as a percent");
+    let hdd = card("97%");
+    let local = card("51%");
+    for (c, storage, file) in [
+        (&hdd, "on an emulated hdd", "measure-hdd.json"),
+        (&local, "on this machine's disk", "measure-local.json"),
+    ] {
+        for part in ["cold start-up", storage, file] {
+            assert!(c.contains(part), "{c:?} does not say {part:?}");
+        }
+    }
 }
 
 fn evaluation_json(dir: &Path) -> PathBuf {
