@@ -8,6 +8,7 @@
 //! instead of failing silently.
 
 use crate::svg::esc;
+use crate::text::FONTS;
 use crate::{Options, Section};
 
 const STYLE: &str = r#"
@@ -29,11 +30,6 @@ code { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12.5
 .card span { color: #4b5563; font-size: 12.5px; overflow-wrap: anywhere; }
 .row { display: flex; flex-wrap: wrap; gap: 14px; align-items: flex-start; margin: 6px 0; }
 svg.chart { background: #fff; overflow: visible; }
-svg .ttl { font-size: 13px; font-weight: 600; fill: #1d2430; }
-svg .lbl { font-size: 11.5px; fill: #374151; }
-svg .tick { font-size: 10.5px; fill: #6b7480; }
-svg .val { font-size: 10px; fill: #1d2430; }
-svg .inbar { font-size: 10.5px; fill: #fff; font-weight: 600; }
 .legend { display: flex; flex-wrap: wrap; gap: 6px 16px; margin: 6px 0; }
 .legend .key { cursor: default; font-size: 12.5px; overflow-wrap: anywhere; }
 .legend i, i.sw { display: inline-block; width: 11px; height: 11px; border-radius: 2px; margin-right: 5px; vertical-align: -1px; }
@@ -101,6 +97,22 @@ const SCRIPT: &str = r#"
 })();
 "#;
 
+/// The style of the charts' text, from the fonts the charts measure their text with.
+fn chart_fonts() -> String {
+    FONTS
+        .iter()
+        .map(|f| {
+            format!(
+                "svg .{} {{ font-size: {}px; font-weight: {}; fill: {}; }}\n",
+                f.class,
+                f.size,
+                if f.bold { 700 } else { 400 },
+                f.fill
+            )
+        })
+        .collect()
+}
+
 /// A Unix time as an ISO 8601 date and time in UTC: `2026-11-27T14:31:06Z`.
 pub fn iso8601(secs: u64) -> String {
     let (y, m, d, h, min, s) = coldstart_units::utc_from_unix(secs);
@@ -118,7 +130,11 @@ pub fn page(
     let mut out = String::with_capacity(1 << 16);
     out.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
     out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">");
-    out.push_str(&format!("<title>{}</title><style>{STYLE}</style></head><body>", esc(title)));
+    out.push_str(&format!(
+        "<title>{}</title><style>{STYLE}{}</style></head><body>",
+        esc(title),
+        chart_fonts()
+    ));
     out.push_str(&format!("<script>{ERRORS}</script>"));
     let mut sub = esc(&options.subtitle);
     if let Some(t) = options.made_unix {

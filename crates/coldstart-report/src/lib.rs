@@ -36,6 +36,7 @@ mod series;
 mod startup;
 mod svg;
 mod table;
+mod text;
 mod timeline;
 
 use std::path::{Path, PathBuf};

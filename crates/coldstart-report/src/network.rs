@@ -9,6 +9,7 @@ use crate::bars::{legend, Bar, BarChart, Group, LegendItem};
 use crate::input::Inputs;
 use crate::svg::{bytes, esc, gain, seconds, strategy_colour, Log, Svg};
 use crate::table::Table;
+use crate::text::{LABEL, TICK};
 use crate::Section;
 
 /// How far a prediction may be from the measurement and still count as right.
@@ -387,6 +388,10 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 
 /// Measured against predicted, log-log, with the tolerance band around the diagonal.
 fn model_chart(e: &Experiment) -> Option<String> {
+    model_svg(e).map(|s| s.finish("predicted against measured start-up"))
+}
+
+fn model_svg(e: &Experiment) -> Option<Svg> {
     let pts: Vec<(&Cell, f64, f64)> = e
         .cells
         .iter()
@@ -398,11 +403,18 @@ fn model_chart(e: &Experiment) -> Option<String> {
     }
     let lo = pts.iter().map(|p| p.1.min(p.2)).fold(f64::MAX, f64::min) / 1.3;
     let hi = pts.iter().map(|p| p.1.max(p.2)).fold(0.0, f64::max) * 1.3;
-    let (size, left, bottom, top, right) = (420.0, 60.0, 40.0, 26.0, 12.0);
+    let size = 420.0;
+    let ticks = Log { d0: lo, d1: hi, r0: 0.0, r1: 1.0 }.ticks();
+    let tick_w = ticks.iter().map(|t| TICK.width(&seconds(*t))).fold(0.0, f64::max);
+    // From the left edge: the axis title, a gap, the tick labels, a gap, the plot; on the
+    // right, room for half the last tick label.
+    let left = 3.0 + LABEL.line() + 6.0 + tick_w + 4.0;
+    let (bottom, right) = (40.0, (tick_w / 2.0 + 2.0).max(12.0));
+    let title = "predicted against measured start-up";
+    let mut s = Svg::new(size, size);
+    let top = s.title(left, size - left - 4.0, title) + 10.0;
     let x = Log { d0: lo, d1: hi, r0: left, r1: size - right };
     let y = Log { d0: lo, d1: hi, r0: size - bottom, r1: top };
-    let mut s = Svg::new(size, size);
-    s.text(left, 15.0, "start", "ttl", "predicted against measured start-up");
     // The band: predictions within the tolerance of the measurement.
     let band = [
         (x.at(lo), y.at(lo * (1.0 + MODEL_TOLERANCE))),
@@ -412,15 +424,22 @@ fn model_chart(e: &Experiment) -> Option<String> {
         (x.at(lo), y.at(lo * (1.0 - MODEL_TOLERANCE).max(1e-9))),
     ];
     s.polygon(&band, "#009e73", 0.12);
-    for t in x.ticks() {
+    s.text((left + size - right) / 2.0, size - 6.0, "middle", &LABEL, "measured start-up");
+    s.vtext(
+        3.0 + LABEL.size * 0.93,
+        (top + size - bottom) / 2.0,
+        &LABEL,
+        "predicted start-up",
+        size - bottom - top,
+    );
+    // Ticks 1, 2 and 5 of each decade; a label that would run into its neighbour is left out.
+    for t in ticks {
         s.line(x.at(t), top, x.at(t), size - bottom, "#eee", 1.0);
-        s.text(x.at(t), size - bottom + 14.0, "middle", "tick", &seconds(t));
+        s.optional_text(x.at(t), size - bottom + 14.0, "middle", &TICK, &seconds(t));
         s.line(left, y.at(t), size - right, y.at(t), "#eee", 1.0);
-        s.text(left - 4.0, y.at(t) + 4.0, "end", "tick", &seconds(t));
+        s.optional_text(left - 4.0, y.at(t) + 4.0, "end", &TICK, &seconds(t));
     }
     s.dashed(x.at(lo), y.at(lo), x.at(hi), y.at(hi), "#555");
-    s.text((left + size) / 2.0, size - 6.0, "middle", "lbl", "measured start-up");
-    s.vtext(12.0, (top + size - bottom) / 2.0, "lbl", "predicted start-up");
     for (c, m, p) in &pts {
         let err = (p - m) / m * 100.0;
         s.circle(
@@ -439,7 +458,7 @@ fn model_chart(e: &Experiment) -> Option<String> {
             ),
         );
     }
-    Some(s.finish("predicted against measured start-up"))
+    Some(s)
 }
 
 /// The network section of one experiment.
@@ -670,6 +689,20 @@ mod tests {
             predicted_choice: None,
             predicted_measured_s: None,
         }
+    }
+
+    /// Cells from 0.1 s to 10 s: the ticks of three decades, whose labels (`100.0 ms`,
+    /// `200.0 ms`) are wider than the space between them.
+    #[test]
+    fn the_model_chart_leaves_out_tick_labels_that_would_collide() {
+        let mut e = Experiment::new();
+        e.cells = vec![
+            cell("original", "1mbit/50ms", 9.47, 9.28),
+            cell("stream", "20mbit/10ms", 0.131, 0.109),
+            cell("paged", "20mbit/10ms", 0.324, 0.25),
+        ];
+        let svg = model_svg(&e).unwrap();
+        svg.assert_laid_out();
     }
 
     #[test]

@@ -101,9 +101,9 @@ fn chart(
                 .collect(),
         })
         .collect();
-    let room: f64 = groups.iter().map(|g| (g.bars.len() as f64 * 46.0 + 30.0).max(90.0)).sum();
-    let width = (room + 110.0).clamp(340.0, 1150.0);
-    BarChart { title, y_label, groups, width, height: 280.0, format: fmt }.render()
+    let mut chart = BarChart { title, y_label, groups, width: 0.0, height: 280.0, format: fmt };
+    chart.width = chart.natural_width().clamp(340.0, 1150.0);
+    chart.render()
 }
 
 /// Figure 5: every measured series in every cache state, wall time and major faults, a pair
