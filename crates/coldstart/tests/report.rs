@@ -1,6 +1,7 @@
-//! `coldstart report`: the page opened in a real browser (Debian's Firefox ESR, headless),
-//! its screenshot checked for the charts' colours, and the browser's console for script
-//! errors; the series, CSV rows and cards of measure files.
+//! `coldstart report`: the page opened in real browsers: Debian's Firefox ESR, headless, for a
+//! screenshot checked for the charts' colours and its console for script errors; Chromium,
+//! headless, for the layout: a checker script measures every chart text where the browser
+//! laid it out (nothing cut off, nothing overlapping) and `--dump-dom` prints its verdict.
 //!
 //! The inputs are one real profile (`coldstart profile` of a small C program whose hot
 //! functions are scattered over its code) and measure, order --evaluate, timeline and
@@ -368,6 +369,74 @@ fn timeline_json(dir: &Path) -> PathBuf {
     p
 }
 
+/// A timeline of Debian's python3 on an emulated hard disk, as `timeline --storage hdd`
+/// wrote it on this project's test machine: long library paths, a command with spaces.
+fn python_timeline(dir: &Path) -> PathBuf {
+    let mut t = Timeline::new(PYTHON.map(String::from).to_vec());
+    t.wall_s = 0.8827;
+    let ends = [0.0, 0.0774, 0.8737, 0.8739, 0.8827];
+    for (i, name) in ["exec", "loader", "relocation", "program"].iter().enumerate() {
+        t.phases.push(Phase { name: (*name).into(), start_s: ends[i], end_s: ends[i + 1] });
+    }
+    let paths = [
+        "/usr/bin/python3.11",
+        "/dev/vda (file system metadata)",
+        "/usr/lib/python3.11/lib-dynload/_json.cpython-311-x86_64-linux-gnu.so",
+        "/usr/lib/python3.11/email/__pycache__/_header_value_parser.cpython-311.pyc",
+        "",
+        "/usr/lib/x86_64-linux-gnu/libm.so.6",
+    ];
+    for (i, p) in paths.iter().enumerate() {
+        t.files.push(TimelineFile { path: (*p).into(), dev: "7:0".into(), ino: 20 + i as u64 });
+        t.costs.push(FileCost {
+            file: i,
+            pages_read: 100,
+            faults: 10,
+            wait_s: 0.1 / (i + 1) as f64,
+        });
+        for k in 0..20 {
+            let t_s = 0.01 + k as f64 * 0.04 + i as f64 * 0.002;
+            t.events.push(PageEvent {
+                t_s,
+                file: i,
+                page: k,
+                count: 4,
+                kind: "read".into(),
+                pid: 7,
+            });
+        }
+    }
+    for k in 0..40 {
+        let t_s = 0.005 + k as f64 * 0.02;
+        t.block.push(BlockRequest {
+            dev: "7:0".into(),
+            sector: k * 256,
+            bytes: 131072,
+            write: false,
+            issue_s: t_s,
+            complete_s: Some(t_s + 0.011),
+        });
+        t.waits.push(Wait { pid: 7, start_s: t_s, end_s: t_s + 0.012, file: Some(0) });
+    }
+    t.io_wait_s = 1.53;
+    t.io_wait_wall_s = 0.867;
+    for (path, first_s, last_s) in [
+        (paths[0], 0.19, 0.84),
+        ("/usr/lib/x86_64-linux-gnu/libc.so.6", 0.19, 0.84),
+        (paths[2], 0.72, 0.73),
+    ] {
+        t.modules.push(ModuleSpan { path: path.into(), first_s, last_s, functions: 300 });
+    }
+    let p = dir.join("timeline.json");
+    t.write(&p).unwrap();
+    // Run on the emulated hard disk (the field `timeline --storage` writes).
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    v["storage"] = "hdd".into();
+    std::fs::write(&p, serde_json::to_string(&v).unwrap()).unwrap();
+    p
+}
+
 fn experiment_json(dir: &Path) -> PathBuf {
     let mut e = Experiment::new();
     e.program.command = vec!["bin/app".into(), "b".into()];
@@ -453,6 +522,97 @@ fn screenshot(
     (png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap())), stderr)
 }
 
+/// What the layout checker (tests/report_layout.js) found in a copy of `page` laid out by
+/// headless Chromium in a window 1300 pixels wide: `checked N labels at 1300 px: ok`, or the
+/// problems, one a line. The report itself stays as it is: the checker goes into the copy.
+fn layout_verdict(dir: &Path, page: &Path) -> String {
+    let html = std::fs::read_to_string(page).unwrap();
+    let copy = dir.join(format!("layout-{}.html", page.file_stem().unwrap().to_string_lossy()));
+    let checker = include_str!("report_layout.js");
+    std::fs::write(&copy, html.replace("</body>", &format!("<script>{checker}</script></body>")))
+        .unwrap();
+    let profile = tempfile::tempdir_in(dir).unwrap();
+    // Root needs --no-sandbox; the rest keeps Chromium off the network (there is none here)
+    // and out of any profile but a fresh one.
+    let out = Command::new("timeout")
+        .args(["--kill-after=5", "120", "chromium", "--headless", "--no-sandbox", "--disable-gpu"])
+        .args(["--no-first-run", "--disable-background-networking", "--disable-component-update"])
+        .args(["--disable-sync", "--window-size=1300,1000", "--dump-dom"])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("file://{}", copy.display()))
+        .env("HOME", profile.path())
+        .output()
+        .expect("chromium runs");
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let tag = "<pre id=\"layout-verdict\">";
+    let Some(at) = dom.rfind(tag) else {
+        panic!(
+            "Chromium printed no verdict ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let verdict = dom[at + tag.len()..].split("</pre>").next().unwrap_or_default();
+    verdict
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&")
+}
+
+/// Nothing on the page is cut off or drawn over anything else at 1300 pixels: chart titles,
+/// tick labels, axis titles, bar values and a timeline's track labels, measured where the
+/// browser put them. Before, a chart's title ran past its chart, the y axis's title overlapped
+/// its tick labels, and the timeline's track labels were cut and spilled past their panel.
+#[test]
+fn the_report_has_nothing_cut_off_or_overlapping_at_1300_px() {
+    if !require_program("chromium", "chromium") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut inputs = python_measurements(dir).to_vec();
+    inputs.extend([evaluation_json(dir), python_timeline(dir), experiment_json(dir)]);
+    let (page, _) = report_of(dir, &inputs);
+    let verdict = layout_verdict(dir, &page);
+    assert!(verdict.ends_with(": ok"), "{verdict}");
+    let checked: usize = verdict
+        .strip_prefix("checked ")
+        .and_then(|v| v.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(checked >= 150, "the checker saw only {checked} labels: {verdict}");
+
+    // The check can fail: the same page with a title running past its chart and two labels
+    // on one spot.
+    let html = std::fs::read_to_string(&page).unwrap();
+    let broken = dir.join("broken.html");
+    let long = "a title far too long for the chart it is on, running past its right edge";
+    std::fs::write(
+        &broken,
+        html.replacen(
+            "</svg>",
+            &format!(
+                r#"<text x="5" y="30" class="ttl">{long} {long}</text><text x="5" y="60" class="lbl">one</text><text x="8" y="62" class="lbl">two</text></svg>"#
+            ),
+            1,
+        ),
+    )
+    .unwrap();
+    let verdict = layout_verdict(dir, &broken);
+    assert!(!verdict.ends_with(": ok"), "{verdict}");
+    assert!(
+        verdict.contains("cut off: #startup") && verdict.contains("a title far too long"),
+        "{verdict}"
+    );
+    assert!(
+        verdict.contains(r#"overlap: #startup svg "(a) start-up"#)
+            && verdict.contains(r#"text "two""#),
+        "{verdict}"
+    );
+}
+
 /// How many pixels of each colour (RGB) the screenshot has.
 fn colours(
     decoder: png::Decoder<std::io::BufReader<std::fs::File>>,
@@ -531,6 +691,10 @@ fn the_report_renders_its_charts_in_a_real_browser_without_script_errors() {
     }
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(!html.contains(" src="), "the page loads nothing from elsewhere");
+    if require_program("chromium", "chromium") {
+        let verdict = layout_verdict(dir, &page);
+        assert!(verdict.ends_with(": ok"), "{verdict}");
+    }
 
     let (shot, stderr) = screenshot(dir, &page, 9000);
     assert_eq!(page_errors(&stderr, &page), Vec::<String>::new(), "script errors");
