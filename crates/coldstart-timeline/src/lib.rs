@@ -262,6 +262,7 @@ pub fn record(options: &TimelineOptions) -> Result<Timeline, TimelineError> {
     let mut timeline = result?;
     closed?;
     if let Some(setup) = &options.storage {
+        timeline.storage = Some(setup.profile.name.clone());
         timeline.warnings.insert(
             0,
             format!(
