@@ -314,17 +314,32 @@ fn a_cancel_stops_a_fetch_waiting_on_the_server() {
     assert!(err.is_cancelled(), "{err}");
     assert!(t.elapsed() < Duration::from_millis(600), "{:?}", t.elapsed());
     // A connect to an address that does not answer is cancelled the same way.
+    let (_full, addr) = unanswering();
     let opts = FetchOptions { connect_timeout: Duration::from_secs(30), ..once(30_000) };
     let cancel = opts.cancel.clone();
-    let r = HttpRemote::new("http://10.255.255.1:9/", opts).unwrap();
+    let r = HttpRemote::new(&format!("http://{addr}/"), opts).unwrap();
     std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(200));
         cancel.cancel();
     });
     let t = Instant::now();
     let err = get(&r, "m", WHOLE).unwrap_err();
-    assert!(err.is_cancelled() || matches!(err, FetchError::GaveUp { .. }), "{err}");
+    assert!(err.is_cancelled(), "{err}");
     assert!(t.elapsed() < Duration::from_millis(600), "{:?}", t.elapsed());
+}
+
+/// An address on loopback that never completes a connection: a listener with a backlog of
+/// none whose one place is taken (the guard holds both), so the kernel drops every further
+/// SYN and a client waits, as for a host that does not answer.
+fn unanswering() -> ((std::os::fd::OwnedFd, TcpStream), std::net::SocketAddr) {
+    use std::os::fd::{AsRawFd, OwnedFd};
+    let bound = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = bound.local_addr().unwrap();
+    let fd = OwnedFd::from(bound);
+    // SAFETY: listen again, with a backlog of none, on a listening socket we own.
+    assert_eq!(unsafe { libc::listen(fd.as_raw_fd(), 0) }, 0);
+    let taken = TcpStream::connect(addr).unwrap();
+    ((fd, taken), addr)
 }
 
 #[test]
