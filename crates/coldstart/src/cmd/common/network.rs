@@ -178,11 +178,13 @@ pub fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A mount error, with the mount point where the error itself does not name it (bad input
-/// and an untrusted bundle do: the message says which path, URL or key and what to do).
+/// A mount error, with the mount point where the error itself does not name it (bad input,
+/// a missing privilege and an untrusted bundle do: the message says which path, URL, device
+/// or key and what to do).
 pub fn mount_error(dir: &Path, e: MountError) -> anyhow::Error {
+    use coldstart_error::Category;
     match e.category() {
-        coldstart_error::Category::Usage | coldstart_error::Category::Untrusted => e.into(),
+        Category::Usage | Category::Privilege | Category::Untrusted => e.into(),
         _ => anyhow::Error::new(e).context(format!("cannot mount on {}", dir.display())),
     }
 }
