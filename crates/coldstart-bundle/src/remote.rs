@@ -256,6 +256,10 @@ pub enum FetchError {
     CaFile { path: String, detail: String },
     #[error("{url}: {source}")]
     Io { url: String, source: io::Error },
+    #[error("{}", not_a_bundle(path, *why))]
+    NotABundle { path: String, why: NotABundle },
+    #[error("{path}: no such file in the bundle directory")]
+    NoSuchFile { path: String },
     #[error("{url}: {what}")]
     Timeout { url: String, what: String },
     #[error("{url}: the server answered {status}")]
@@ -278,6 +282,34 @@ pub enum FetchError {
     S3(Box<crate::s3::S3Error>),
 }
 
+/// Why a local path is not a bundle directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotABundle {
+    /// Nothing is there.
+    Missing,
+    /// A file, not a directory.
+    File,
+    /// A directory without `manifest.json` (a program's directory, say).
+    NoManifest,
+}
+
+fn not_a_bundle(path: &str, why: NotABundle) -> String {
+    let give = "give the directory `coldstart pack -o` wrote, or the bundle's http[s]:// or \
+                s3:// URL";
+    match why {
+        // `HOST:PORT/PATH`: a URL without its scheme, most likely.
+        NotABundle::Missing if path.split('/').next().is_some_and(|h| h.contains(':')) => {
+            format!("{path}: no such directory, and not a URL: for a server, write http://{path}")
+        }
+        NotABundle::Missing => format!("{path}: no such directory, and not a URL: {give}"),
+        NotABundle::File => format!("{path} is a file, not a bundle directory: {give}"),
+        NotABundle::NoManifest => format!(
+            "{path} is a directory but not a bundle (no manifest.json in it): {give}; to make \
+             one of a program's directory, `coldstart pack {path} -o BUNDLE`"
+        ),
+    }
+}
+
 impl From<crate::s3::S3Error> for FetchError {
     fn from(e: crate::s3::S3Error) -> Self {
         FetchError::S3(Box::new(e))
@@ -290,9 +322,11 @@ impl FetchError {
     /// input; a server or network that misbehaves is the environment.
     pub fn category(&self) -> Category {
         match self {
-            FetchError::Url(_) | FetchError::CaFile { .. } | FetchError::Redirect { .. } => {
-                Category::Usage
-            }
+            FetchError::Url(_)
+            | FetchError::CaFile { .. }
+            | FetchError::Redirect { .. }
+            | FetchError::NotABundle { .. }
+            | FetchError::NoSuchFile { .. } => Category::Usage,
             FetchError::Status { status: 404 | 410, .. } => Category::Usage,
             FetchError::Manifest(e) => e.category(),
             FetchError::S3(e) => e.category(),
@@ -311,7 +345,7 @@ impl FetchError {
     /// the file is not there, as opposed to a failed transfer.
     pub fn is_status(&self) -> bool {
         match self {
-            FetchError::Status { .. } | FetchError::S3(_) => true,
+            FetchError::Status { .. } | FetchError::S3(_) | FetchError::NoSuchFile { .. } => true,
             FetchError::GaveUp { last, .. } => last.is_status(),
             _ => false,
         }
@@ -321,6 +355,7 @@ impl FetchError {
     pub fn is_not_found(&self) -> bool {
         match self {
             FetchError::Status { status, .. } => matches!(status, 404 | 410),
+            FetchError::NoSuchFile { .. } => true,
             FetchError::S3(e) => e.is_not_found(),
             FetchError::GaveUp { last, .. } => last.is_not_found(),
             _ => false,
@@ -518,12 +553,22 @@ pub fn open(url: &str, opts: FetchOptions) -> Result<Box<dyn Remote>, FetchError
         let settings = S3_DEFAULTS.get().cloned().unwrap_or_default();
         let bucket = Bucket::resolve(&s3, &settings, &ProcessEnv)?;
         Ok(Box::new(HttpRemote::s3(&s3, bucket, opts)?))
-    } else if let Some(p) = url.strip_prefix("file://") {
-        Ok(Box::new(DirRemote::new(Path::new(p), opts)))
-    } else if url.contains("://") {
+    } else if url.contains("://") && !url.starts_with("file://") {
         Err(FetchError::Url(url.to_owned()))
     } else {
-        Ok(Box::new(DirRemote::new(Path::new(url), opts)))
+        let dir = Path::new(url.strip_prefix("file://").unwrap_or(url));
+        let why = match std::fs::metadata(dir) {
+            Err(_) => Some(NotABundle::Missing),
+            Ok(m) if !m.is_dir() => Some(NotABundle::File),
+            Ok(_) => {
+                let names = [crate::start::MANIFEST_JSON, crate::start::MANIFEST_ZST];
+                (!names.iter().any(|n| dir.join(n).is_file())).then_some(NotABundle::NoManifest)
+            }
+        };
+        match why {
+            Some(why) => Err(FetchError::NotABundle { path: dir.display().to_string(), why }),
+            None => Ok(Box::new(DirRemote::new(dir, opts))),
+        }
     }
 }
 
@@ -552,12 +597,12 @@ impl Remote for DirRemote {
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         let url = self.describe(path);
         if !crate::manifest::is_safe_path(path) {
-            return Err(FetchError::Status { url, status: 404 });
+            return Err(FetchError::NoSuchFile { path: url });
         }
         let io = |source| FetchError::Io { url: url.clone(), source };
         let mut f = std::fs::File::open(self.root.join(path)).map_err(|e| {
             if e.kind() == io::ErrorKind::NotFound {
-                FetchError::Status { url: url.clone(), status: 404 }
+                FetchError::NoSuchFile { path: url.clone() }
             } else {
                 io(e)
             }

@@ -1,7 +1,9 @@
-//! What `run` and `mount` say when this user may not mount FUSE: a missing privilege (exit
-//! 3), said before any fetch, in one line with what to do.
+//! What `run`, `mount` and `predict` say when what they are given cannot be used, in one line
+//! with what to do: a local path that is not a bundle directory (bad input, exit 2, before
+//! anything), and a FUSE this user may not mount (a missing privilege, exit 3, before any
+//! fetch).
 //!
-//! The cases run `coldstart` as nobody (`setpriv`) in a mount namespace of their own
+//! The FUSE cases run `coldstart` as nobody (`setpriv`) in a mount namespace of their own
 //! (`unshare`), where `/dev/fuse` is a node of the test's making bind-mounted over the real
 //! one, and `FUSERMOUNT_PATH` names a copy of `fusermount3` that is not setuid, or nothing:
 //! the machine's own device and helper are untouched. Needs root and util-linux, as
@@ -39,6 +41,44 @@ fn app_and_bundle(dir: &Path) -> (String, String) {
     let bundle = dir.join("bundle");
     check(&coldstart().arg("pack").arg(&app).arg("-o").arg(&bundle).output().unwrap());
     (app.to_str().unwrap().to_owned(), bundle.to_str().unwrap().to_owned())
+}
+
+#[test]
+fn a_local_path_that_is_not_a_bundle_directory_is_named_with_what_to_do() {
+    let d = tempfile::tempdir().unwrap();
+    let (app, bundle) = app_and_bundle(d.path());
+    // A bundle directory is read where it is, given as a path or as file://.
+    for url in [bundle.clone(), format!("file://{bundle}")] {
+        let out = coldstart().args(["predict", &url, "--link-hint", "20mbit/40ms"]).output();
+        check(&out.unwrap());
+    }
+    let missing = d.path().join("nothing").to_str().unwrap().to_owned();
+    let file = format!("{app}/hello");
+    let pack = format!("`coldstart pack {app} -o BUNDLE`");
+    let cases: [(&str, &str, &[&str]); 4] = [
+        ("a program's directory", &app, &["is a directory but not a bundle", &pack]),
+        ("a path that does not exist", &missing, &["no such directory", "s3:// URL"]),
+        ("a file", &file, &["is a file, not a bundle directory"]),
+        ("a URL without its scheme", "127.0.0.1:8080/app", &["write http://127.0.0.1:8080/app"]),
+    ];
+    let mnt = d.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let cache = d.path().join("cache");
+    for (what, path, words) in cases {
+        let out = coldstart().args(["predict", path]).output().unwrap();
+        refused(&format!("predict {what}"), &out, 2, words);
+        let out = coldstart()
+            .args(["run", path, "--cache-dir"])
+            .arg(&cache)
+            .args(["--", "{root}/hello"])
+            .output()
+            .unwrap();
+        refused(&format!("run {what}"), &out, 2, words);
+        let out = coldstart().args(["mount", path]).arg(&mnt).output().unwrap();
+        refused(&format!("mount {what}"), &out, 2, words);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("server answered") && !err.contains("404"), "{what}: {err}");
+    }
 }
 
 /// `coldstart ARGS` as nobody in a mount namespace where /dev/fuse is a node of mode `mode`
