@@ -21,7 +21,9 @@
 //!   bounded by the span, and a manifest's sizes are themselves bounded
 //!   ([`crate::manifest::MAX_CHUNK_SIZE`], [`crate::start::MAX_MANIFEST`]);
 //! - retries: [`with_retries`] tries at most `1 + retries` times ([`MAX_RETRIES`] at most),
-//!   with a back-off from [`FetchOptions::backoff`] doubling to at most 5 s;
+//!   with a back-off from [`FetchOptions::backoff`] doubling to at most 5 s; a failure no
+//!   attempt can mend (a certificate refused, a 404) is returned as it is, after the one
+//!   attempt;
 //! - cancellation: [`FetchOptions::cancel`] stops every fetch made with those options
 //!   (connecting, waiting for bytes, backing off) within [`POLL`], with
 //!   [`FetchError::Cancelled`].
@@ -31,6 +33,8 @@
 //! back-off. [`get_chunk`] accepts only bytes whose SHA-256 matches the manifest.
 
 mod http;
+mod tls;
+mod x509;
 
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -42,6 +46,7 @@ use coldstart_error::Category;
 
 pub(crate) use http::{agent, fetch_error, io_error};
 pub use http::{parse_response, HttpRemote};
+pub use tls::{Peer, TlsProblem, TlsRefusal};
 
 use crate::decode_chunk;
 use crate::manifest::{Chunk, Manifest, ManifestError};
@@ -75,7 +80,9 @@ pub struct FetchOptions {
     pub min_rate: u64,
     /// Stops every fetch made with these options ([`FetchError::Cancelled`]).
     pub cancel: Cancel,
-    /// Certificates (PEM) trusted for https besides the system's roots.
+    /// Certificates (PEM) trusted for https besides the system's roots: as authorities, and
+    /// each as a server's own certificate too, as curl trusts its `--cacert` (docs/network.md,
+    /// "Origins").
     pub ca_file: Option<PathBuf>,
     /// Where a remote says what the user should know but that does not stop it (an origin
     /// that ignores Range), once each.
@@ -256,6 +263,8 @@ pub enum FetchError {
     CaFile { path: String, detail: String },
     #[error("{url}: {source}")]
     Io { url: String, source: io::Error },
+    #[error("{url}: {refusal}")]
+    Tls { url: String, refusal: Box<TlsRefusal> },
     #[error("{}", not_a_bundle(path, *why))]
     NotABundle { path: String, why: NotABundle },
     #[error("{path}: no such file in the bundle directory")]
@@ -327,6 +336,7 @@ impl FetchError {
             | FetchError::Redirect { .. }
             | FetchError::NotABundle { .. }
             | FetchError::NoSuchFile { .. } => Category::Usage,
+            FetchError::Tls { refusal, .. } => refusal.problem.category(),
             FetchError::Status { status: 404 | 410, .. } => Category::Usage,
             FetchError::Manifest(e) => e.category(),
             FetchError::S3(e) => e.category(),
@@ -367,6 +377,16 @@ impl FetchError {
         match self {
             FetchError::Cancelled { .. } => true,
             FetchError::GaveUp { last, .. } => last.is_cancelled(),
+            _ => false,
+        }
+    }
+
+    /// Whether the failure is the origin's as a whole, whatever file was asked for (its
+    /// TLS): asking it for another file would fail the same way.
+    pub fn refuses_origin(&self) -> bool {
+        match self {
+            FetchError::Tls { .. } => true,
+            FetchError::GaveUp { last, .. } => last.refuses_origin(),
             _ => false,
         }
     }
@@ -427,6 +447,10 @@ pub fn with_retries<T>(
                 // A transfer its reader stopped did not fail.
                 if !matches!(e, FetchError::Aborted { .. }) {
                     stats.failures.fetch_add(1, Ordering::Relaxed);
+                }
+                // A failure no attempt can mend, at the first: nothing was given up.
+                if !e.retriable() && attempts == 1 {
+                    return Err(e);
                 }
                 if !e.retriable() || attempts > opts.retries.min(MAX_RETRIES) {
                     return Err(FetchError::GaveUp {

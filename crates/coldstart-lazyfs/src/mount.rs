@@ -128,6 +128,7 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
             Err(StartFailure::Invalid(e)) => {
                 return Err(MountError::Manifest(FetchError::Manifest(e)));
             }
+            Err(StartFailure::Refused(e)) => return Err(MountError::Manifest(e)),
             Err(StartFailure::Fallback(why)) => {
                 drop(fetch);
                 let mut m = get_manifest(remote.as_ref()).map_err(MountError::Manifest)?;

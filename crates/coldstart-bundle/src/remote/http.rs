@@ -9,7 +9,6 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -17,21 +16,14 @@ use std::time::{Duration, Instant};
 use ureq::unversioned::resolver::DefaultResolver;
 use ureq::unversioned::transport::{
     Buffers, ConnectProxyConnector, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout,
-    RustlsConnector, Transport,
+    Transport,
 };
 
+use super::tls::{TlsConnector, TlsRefusal};
 use super::{Cancel, FetchError, FetchOptions, FetchStats, Remote, Span, MAX_REDIRECTS, POLL};
 
 /// The longest response head read.
 const MAX_HEAD: usize = 64 * 1024;
-
-/// Files tried, in order, for the system's trusted roots (after `SSL_CERT_FILE`).
-const SYSTEM_ROOTS: &[&str] = &[
-    "/etc/ssl/certs/ca-certificates.crt",
-    "/etc/pki/tls/certs/ca-bundle.crt",
-    "/etc/ssl/ca-bundle.pem",
-    "/etc/ssl/cert.pem",
-];
 
 /// A bundle served over HTTP or HTTPS.
 pub struct HttpRemote {
@@ -85,44 +77,10 @@ fn split_url(url: &str) -> Option<(String, Option<String>)> {
     Some((base, query))
 }
 
-/// The trusted roots: the system's (`SSL_CERT_FILE`, or the first of [`SYSTEM_ROOTS`]; the
-/// roots built into the client when there is none) and `ca_file`'s.
-fn roots(ca_file: Option<&Path>) -> Result<ureq::tls::RootCerts, FetchError> {
-    use ureq::tls::{parse_pem, Certificate, PemItem, RootCerts};
-    let certs = |pem: &[u8]| -> Vec<Certificate<'static>> {
-        parse_pem(pem)
-            .filter_map(|i| match i {
-                Ok(PemItem::Certificate(c)) => Some(c),
-                _ => None,
-            })
-            .collect()
-    };
-    let system = std::env::var_os("SSL_CERT_FILE")
-        .map(std::path::PathBuf::from)
-        .into_iter()
-        .chain(SYSTEM_ROOTS.iter().map(std::path::PathBuf::from))
-        .find_map(|p| std::fs::read(p).ok());
-    let mut all = system.as_deref().map(certs).unwrap_or_default();
-    if let Some(p) = ca_file {
-        let err = |detail: String| FetchError::CaFile { path: p.display().to_string(), detail };
-        let pem = std::fs::read(p)
-            .map_err(|e| err(format!("{e}; give a PEM file of CA certificates")))?;
-        let mine = certs(&pem);
-        if mine.is_empty() {
-            return Err(err("no PEM certificate (-----BEGIN CERTIFICATE-----) in it".into()));
-        }
-        all.extend(mine);
-    }
-    if all.is_empty() {
-        return Ok(RootCerts::WebPki);
-    }
-    Ok(RootCerts::new_with_certs(&all))
-}
-
 /// An HTTP client whose every request keeps the bounds of `opts` (its transport's): what
 /// [`HttpRemote`] and `coldstart publish` send their requests with.
 pub(crate) fn agent(opts: &FetchOptions, https: bool) -> Result<ureq::Agent, FetchError> {
-    let mut config = ureq::Agent::config_builder()
+    let config = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(MAX_REDIRECTS)
         .max_redirects_will_error(true)
@@ -135,14 +93,10 @@ pub(crate) fn agent(opts: &FetchOptions, https: bool) -> Result<ureq::Agent, Fet
         .timeout_recv_response(None)
         .timeout_recv_body(None)
         .timeout_send_request(None);
-    if https || opts.ca_file.is_some() {
-        let tls = ureq::tls::TlsConfig::builder().root_certs(roots(opts.ca_file.as_deref())?);
-        config = config.tls_config(tls.build());
-    }
     let connector =
         ().chain(ConnectProxyConnector::default())
             .chain(PollingTcp(Limits::of(opts)))
-            .chain(RustlsConnector::default());
+            .chain(TlsConnector::new(opts.ca_file.as_deref(), https)?);
     Ok(ureq::Agent::with_parts(config.build(), connector, DefaultResolver::default()))
 }
 
@@ -412,26 +366,34 @@ fn stop(s: Stop) -> ureq::Error {
     ureq::Error::Io(io::Error::new(kind, s))
 }
 
-/// The [`Stop`] inside `e`, if the transport made it.
-fn stop_of<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a Stop> {
+/// The error of type `T` a connector or transport of ours made, inside `e` (ureq carries
+/// them in an [`io::Error`]).
+fn ours<'a, T: std::error::Error + 'static>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a T> {
     let mut cur = Some(e);
     while let Some(e) = cur {
-        if let Some(s) = e.downcast_ref::<Stop>() {
+        if let Some(s) = e.downcast_ref::<T>() {
             return Some(s);
         }
         if let Some(io) = e.downcast_ref::<io::Error>() {
-            if let Some(s) = io.get_ref().and_then(|i| i.downcast_ref::<Stop>()) {
+            if let Some(s) = io.get_ref().and_then(|i| i.downcast_ref::<T>()) {
                 return Some(s);
             }
         }
         if let Some(ureq::Error::Io(io)) = e.downcast_ref::<ureq::Error>() {
-            if let Some(s) = io.get_ref().and_then(|i| i.downcast_ref::<Stop>()) {
+            if let Some(s) = io.get_ref().and_then(|i| i.downcast_ref::<T>()) {
                 return Some(s);
             }
         }
         cur = e.source();
     }
     None
+}
+
+/// The [`Stop`] inside `e`, if the transport made it.
+fn stop_of<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a Stop> {
+    ours::<Stop>(e)
 }
 
 fn from_stop(url: &str, s: &Stop) -> Option<FetchError> {
@@ -447,6 +409,9 @@ fn from_stop(url: &str, s: &Stop) -> Option<FetchError> {
 pub(crate) fn fetch_error(url: &str, e: ureq::Error) -> FetchError {
     if let Some(f) = stop_of(&e).and_then(|s| from_stop(url, s)) {
         return f;
+    }
+    if let Some(r) = ours::<TlsRefusal>(&e) {
+        return FetchError::Tls { url: url.to_owned(), refusal: Box::new(r.clone()) };
     }
     let url = url.to_owned();
     match e {

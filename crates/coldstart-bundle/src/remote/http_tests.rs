@@ -128,7 +128,9 @@ fn error_statuses_are_not_retried_forever() {
     let (url, _h) = serve(vec![b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"]);
     let r = HttpRemote::new(&url, FetchOptions::default()).unwrap();
     let err = get(&r, "nope", WHOLE).unwrap_err();
-    assert!(matches!(err, FetchError::GaveUp { attempts: 1, .. }), "{err}");
+    // Said as the server said it, after the one attempt: no "gave up".
+    assert!(matches!(err, FetchError::Status { status: 404, .. }), "{err}");
+    assert_eq!(r.stats().requests.load(Ordering::Relaxed), 1);
 }
 
 /// A server that answers the first request of one connection by `behave`.
@@ -247,7 +249,7 @@ fn a_redirect_is_followed_within_its_bound() {
     let url = serve_each(b"HTTP/1.1 302 Found\r\nLocation: /loop\r\nContent-Length: 0\r\n\r\n");
     let r = HttpRemote::new(&url, FetchOptions::default()).unwrap();
     let err = get(&r, "m", WHOLE).unwrap_err();
-    assert!(matches!(&err, FetchError::GaveUp { attempts: 1, .. }), "{err}");
+    assert!(matches!(&err, FetchError::Redirect { .. }), "{err}");
     assert!(err.to_string().contains("redirects more than 5 times"), "{err}");
 }
 

@@ -59,7 +59,8 @@ pub struct NetworkFlags {
     /// Requests in flight at most.
     #[arg(long, default_value_t = 4)]
     pub connections: usize,
-    /// CA certificates (PEM) to trust for https:// besides the system's, e.g. a private CA.
+    /// CA certificates (PEM) to trust for https:// besides the system's, e.g. a private CA, or
+    /// the server's own self-signed certificate (`openssl req -x509`), as curl --cacert.
     #[arg(long, value_name = "FILE")]
     pub ca_file: Option<PathBuf>,
     /// For an s3:// URL: the store's URL, e.g. http://127.0.0.1:5000 [default:
