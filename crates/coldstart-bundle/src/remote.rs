@@ -22,8 +22,8 @@
 //!   ([`crate::manifest::MAX_CHUNK_SIZE`], [`crate::start::MAX_MANIFEST`]);
 //! - retries: [`with_retries`] tries at most `1 + retries` times ([`MAX_RETRIES`] at most),
 //!   with a back-off from [`FetchOptions::backoff`] doubling to at most 5 s; a failure no
-//!   attempt can mend (a certificate refused, a 404) is returned as it is, after the one
-//!   attempt;
+//!   attempt can mend (a certificate refused, the wrong scheme, a 404, a proxy's 4xx) is
+//!   returned as it is, after the one attempt;
 //! - cancellation: [`FetchOptions::cancel`] stops every fetch made with those options
 //!   (connecting, waiting for bytes, backing off) within [`POLL`], with
 //!   [`FetchError::Cancelled`].
@@ -33,6 +33,7 @@
 //! back-off. [`get_chunk`] accepts only bytes whose SHA-256 matches the manifest.
 
 mod http;
+mod tcp;
 mod tls;
 mod x509;
 
@@ -44,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use coldstart_error::Category;
 
-pub(crate) use http::{agent, fetch_error, io_error};
+pub(crate) use http::{agent, fetch_error, io_error, says_https_port, S3_HTTPS};
 pub use http::{parse_response, HttpRemote};
 pub use tls::{Peer, TlsProblem, TlsRefusal};
 
@@ -263,8 +264,14 @@ pub enum FetchError {
     CaFile { path: String, detail: String },
     #[error("{url}: {source}")]
     Io { url: String, source: io::Error },
+    #[error("{url}: {failure}")]
+    Connect { url: String, failure: Box<ConnectFailure> },
     #[error("{url}: {refusal}")]
     Tls { url: String, refusal: Box<TlsRefusal> },
+    #[error("{url}: {refusal}")]
+    Proxy { url: String, refusal: Box<ProxyRefusal> },
+    #[error("{url}: the server answers https, not http, on this port: {fix}")]
+    HttpsPort { url: String, fix: String },
     #[error("{}", not_a_bundle(path, *why))]
     NotABundle { path: String, why: NotABundle },
     #[error("{path}: no such file in the bundle directory")]
@@ -319,6 +326,71 @@ fn not_a_bundle(path: &str, why: NotABundle) -> String {
     }
 }
 
+/// No connection could be made to the server, or to the proxy.
+#[derive(Debug)]
+pub struct ConnectFailure {
+    pub peer: Peer,
+    /// The environment variable that names `peer` as the proxy, when it is the proxy.
+    pub proxy: Option<&'static str>,
+    pub source: io::Error,
+}
+
+impl std::fmt::Display for ConnectFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (peer, e) = (&self.peer, &self.source);
+        match self.proxy {
+            Some(var) => write!(
+                f,
+                "cannot connect to {peer} (the proxy of {var}): {e}; is the proxy running? fix \
+                 or unset {var}, or list the host in NO_PROXY"
+            ),
+            None => write!(
+                f,
+                "cannot connect to {peer}: {e}; is the server running, and are the URL's host \
+                 and port its own?"
+            ),
+        }
+    }
+}
+
+/// The proxy of the environment would not open a tunnel (`CONNECT`) to the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyRefusal {
+    pub peer: Peer,
+    /// The environment variable it comes from.
+    pub var: &'static str,
+    /// Its answer to `CONNECT`, if it gave one.
+    pub status: Option<u16>,
+    /// What happened, in words.
+    pub detail: String,
+}
+
+impl ProxyRefusal {
+    /// Whether another attempt may pass: not when the proxy answered 4xx.
+    fn retriable(&self) -> bool {
+        !self.status.is_some_and(|s| (400..500).contains(&s))
+    }
+}
+
+impl std::fmt::Display for ProxyRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (peer, var) = (&self.peer, self.var);
+        write!(f, "the proxy {peer} ({var}) did not open a tunnel to the server: {}", self.detail)?;
+        match self.status {
+            Some(407) => write!(
+                f,
+                "; give the proxy's user and password in {var} (http://USER:PASSWORD@HOST:PORT)"
+            ),
+            Some(400..=499) => write!(
+                f,
+                "; is it a proxy that answers CONNECT? fix or unset {var}, or list the host in \
+                 NO_PROXY"
+            ),
+            _ => Ok(()),
+        }
+    }
+}
+
 impl From<crate::s3::S3Error> for FetchError {
     fn from(e: crate::s3::S3Error) -> Self {
         FetchError::S3(Box::new(e))
@@ -334,14 +406,18 @@ impl FetchError {
             FetchError::Url(_)
             | FetchError::CaFile { .. }
             | FetchError::Redirect { .. }
+            | FetchError::HttpsPort { .. }
             | FetchError::NotABundle { .. }
             | FetchError::NoSuchFile { .. } => Category::Usage,
             FetchError::Tls { refusal, .. } => refusal.problem.category(),
+            FetchError::Proxy { refusal, .. } if !refusal.retriable() => Category::Usage,
             FetchError::Status { status: 404 | 410, .. } => Category::Usage,
             FetchError::Manifest(e) => e.category(),
             FetchError::S3(e) => e.category(),
             FetchError::GaveUp { last, .. } => last.category(),
             FetchError::Io { .. }
+            | FetchError::Connect { .. }
+            | FetchError::Proxy { .. }
             | FetchError::Timeout { .. }
             | FetchError::Status { .. }
             | FetchError::Protocol { .. }
@@ -381,11 +457,12 @@ impl FetchError {
         }
     }
 
-    /// Whether the failure is the origin's as a whole, whatever file was asked for (its
-    /// TLS): asking it for another file would fail the same way.
+    /// Whether the failure is the origin's as a whole, whatever file was asked for (its TLS,
+    /// its proxy, its scheme): asking it for another file would fail the same way.
     pub fn refuses_origin(&self) -> bool {
         match self {
-            FetchError::Tls { .. } => true,
+            FetchError::Tls { .. } | FetchError::HttpsPort { .. } => true,
+            FetchError::Proxy { .. } => !self.retriable(),
             FetchError::GaveUp { last, .. } => last.refuses_origin(),
             _ => false,
         }
@@ -394,7 +471,9 @@ impl FetchError {
     /// Whether another attempt may succeed.
     fn retriable(&self) -> bool {
         match self {
+            FetchError::Proxy { refusal, .. } => refusal.retriable(),
             FetchError::Io { .. }
+            | FetchError::Connect { .. }
             | FetchError::Timeout { .. }
             | FetchError::Protocol { .. }
             | FetchError::Corrupt { .. } => true,

@@ -1,9 +1,9 @@
 //! Real origins, each started here: nginx over https with a CA this test makes (directly and
 //! through a redirect) and with the quickest self-signed certificate, and a server that
 //! ignores Range (Python's `http.server`). A bundle of one data file is run from each with
-//! `sha256sum`, whose digest must be the file's. And certificates users get wrong (not
-//! trusted, expired, for another name): each is said in one line with what to do, and not
-//! retried.
+//! `sha256sum`, whose digest must be the file's. And origins set up wrong, as users do (a
+//! certificate not trusted, expired or for another name, the wrong scheme or port, a web
+//! server as the proxy): each is said in one line with what to do, and not retried.
 //!
 //! Needs root (FUSE), nginx, openssl and Debian's python3, as `scripts/setup.sh` installs
 //! them; every server started here is stopped by a guard even when an assertion fails.
@@ -349,4 +349,66 @@ fn the_quickest_self_signed_certificate_is_trusted_with_ca_file_and_refused_at_o
     let old_url = format!("https://127.0.0.1:{old_port}/bundle/");
     let out = run_once(&old_url, cache, &["--ca-file", &old.0]);
     refused(&out, 70, &["expired on 2020-02-01 00:00 UTC", "renew it"]);
+}
+
+#[test]
+fn a_misconfigured_origin_is_said_in_one_line_with_what_to_do_and_not_retried() {
+    if !https_ready() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    bundle(d.path());
+    let www = d.path().join("www");
+    let quick = self_signed(d.path(), "quick", "127.0.0.1");
+    let (_tls, tls) = origin(&d.path().join("tls-origin"), &www, Some(&quick));
+    let web = d.path().join("plain-origin");
+    let (_plain, port) = origin(&web, &www, None);
+    let cache = d.path().join("cache");
+    let cache = cache.to_str().unwrap();
+    let run = |url: &str, extra: &[&str]| run_once(url, cache, extra);
+    // http:// to the https port, and https:// to the http port.
+    let url = format!("http://127.0.0.1:{tls}/bundle/");
+    let https = format!("use https://127.0.0.1:{tls}/bundle/");
+    refused(&run(&url, &[]), 2, &[&url, "answers https, not http", &https]);
+    let url = format!("https://127.0.0.1:{port}/bundle/");
+    let said = format!("127.0.0.1:{port} does not speak TLS");
+    refused(&run(&url, &[]), 2, &[&url, &said, "use http://"]);
+    // A port nobody listens on: retried (a server may be restarting), within 0.7 s.
+    let free = free_port();
+    let url = format!("http://127.0.0.1:{free}/bundle/");
+    let said = format!("cannot connect to 127.0.0.1:{free}");
+    refused(&run(&url, &[]), 70, &[&url, &said, "is the server running"]);
+    // A user and password in the URL are never shown.
+    let url = format!("https://user:secret@127.0.0.1:{tls}/bundle/");
+    let line = refused(&run(&url, &[]), 2, &[&format!("https://127.0.0.1:{tls}/bundle/")]);
+    assert!(!line.contains("secret"), "{line}");
+    // A web server named as the proxy: it refuses CONNECT, once.
+    let url = format!("https://127.0.0.1:{tls}/bundle/");
+    let proxy = format!("http://127.0.0.1:{port}");
+    let before = logged(&web, "access.log", "\"CONNECT ");
+    let out = plain(&["run", &url, "--cache-dir", cache, "--ca-file", &quick.0])
+        .args(["--", "sha256sum", "{root}/data.bin"])
+        .env("HTTPS_PROXY", &proxy)
+        .output()
+        .unwrap();
+    let said = format!("the proxy 127.0.0.1:{port} (HTTPS_PROXY)");
+    refused(&out, 2, &[&said, "CONNECT with 400", "NO_PROXY"]);
+    assert_eq!(logged(&web, "access.log", "\"CONNECT ") - before, 1, "one CONNECT, no retry");
+    // publish, to an S3 endpoint given with the wrong scheme or without its certificate.
+    let publish = |endpoint: &str, extra: &[&str]| {
+        let none = d.path().join("no-aws-file");
+        plain(&["publish", www.join("bundle").to_str().unwrap(), "s3://bucket/app"])
+            .args(["--endpoint", endpoint, "--retries", "3"])
+            .args(extra)
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_CONFIG_FILE", &none)
+            .env("AWS_SHARED_CREDENTIALS_FILE", &none)
+            .output()
+            .unwrap()
+    };
+    let out = publish(&format!("http://127.0.0.1:{tls}"), &[]);
+    refused(&out, 2, &["answers https, not http", "give the endpoint as https://"]);
+    let out = publish(&format!("https://127.0.0.1:{tls}"), &[]);
+    refused(&out, 2, &["CA certificate", "--ca-file FILE"]);
 }

@@ -3,6 +3,7 @@ use crate::manifest::{Chunk, Compression};
 use crate::remote::{get, get_chunk, open};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// A one-shot server answering each connection's requests with canned responses.
 fn serve(responses: Vec<&'static [u8]>) -> (String, std::thread::JoinHandle<Vec<String>>) {
