@@ -125,6 +125,32 @@ fn bad_urls_are_named() {
 }
 
 #[test]
+fn a_user_and_password_in_the_url_are_never_shown() {
+    assert_eq!(without_userinfo("https://u:p@h:1/b/?q=a@b"), "https://h:1/b/?q=a@b");
+    assert_eq!(without_userinfo("http://h/b@c"), "http://h/b@c");
+    let r = HttpRemote::new("http://user:secret@127.0.0.1:9/b/", FetchOptions::default()).unwrap();
+    assert_eq!(r.describe("manifest.json"), "http://127.0.0.1:9/b/manifest.json");
+    let err = HttpRemote::new("http://user:secret@h:x:y/", FetchOptions::default()).unwrap_err();
+    assert!(!err.to_string().contains("secret"), "{err}");
+}
+
+#[test]
+fn an_https_port_asked_in_plain_http_is_told_by_what_servers_answer() {
+    let nginx = b"<html><center>The plain HTTP request was sent to HTTPS port</center></html>";
+    assert!(says_https_port(nginx));
+    assert!(says_https_port(b"Client sent an HTTP request to an HTTPS server.\n"));
+    assert!(!says_https_port(b"<html>400 Bad Request</html>"));
+    let url = serve_each(
+        b"HTTP/1.1 400 Bad Request\r\nContent-Length: 45\r\n\r\nThe plain HTTP request was sent to HTTPS port",
+    );
+    let r = HttpRemote::new(&url, FetchOptions::default()).unwrap();
+    let err = get(&r, "m", WHOLE).unwrap_err();
+    assert!(matches!(err, FetchError::HttpsPort { .. }), "{err}");
+    assert!(err.to_string().contains(&url.replacen("http://", "use https://", 1)), "{err}");
+    assert_eq!(r.stats().requests.load(Ordering::Relaxed), 1, "not retried");
+}
+
+#[test]
 fn error_statuses_are_not_retried_forever() {
     let (url, _h) = serve(vec![b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"]);
     let r = HttpRemote::new(&url, FetchOptions::default()).unwrap();
