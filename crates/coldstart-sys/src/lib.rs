@@ -7,6 +7,7 @@
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
 
+pub mod fuse;
 pub mod perf;
 pub mod tracefs;
 

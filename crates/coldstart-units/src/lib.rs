@@ -24,6 +24,19 @@ pub fn utc_from_unix(secs: u64) -> (i64, i64, i64, u64, u64, u64) {
     (y, m, d, rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
+/// A UTC date and time of day as a Unix time (seconds; negative before 1970), by Howard
+/// Hinnant's `days_from_civil`: the inverse of [`utc_from_unix`].
+pub fn unix_from_utc(year: i64, month: i64, day: i64, hour: i64, minute: i64, second: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    days * 86_400 + hour * 3600 + minute * 60 + second
+}
+
 /// Parse a byte size: `4096`, `4k`, `128K`, `128KiB`, `2m`, `1g` (binary multiples; a
 /// trailing `b` or `ib` is accepted). The error says what was wrong, for the caller to put
 /// after the flag's name.
@@ -44,6 +57,17 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_date_and_its_unix_time_convert_both_ways() {
+        assert_eq!(unix_from_utc(1970, 1, 1, 0, 0, 0), 0);
+        assert_eq!(unix_from_utc(2000, 2, 29, 12, 30, 15), 951_827_415);
+        assert_eq!(unix_from_utc(1969, 12, 31, 23, 59, 59), -1);
+        for secs in [0u64, 951_827_415, 1_795_836_666, 4_102_444_800] {
+            let (y, mo, d, h, mi, s) = utc_from_unix(secs);
+            assert_eq!(unix_from_utc(y, mo, d, h as i64, mi as i64, s as i64), secs as i64);
+        }
+    }
 
     #[test]
     fn sizes_parse_with_binary_multiples() {

@@ -59,7 +59,8 @@ pub struct NetworkFlags {
     /// Requests in flight at most.
     #[arg(long, default_value_t = 4)]
     pub connections: usize,
-    /// CA certificates (PEM) to trust for https:// besides the system's, e.g. a private CA.
+    /// CA certificates (PEM) to trust for https:// besides the system's, e.g. a private CA, or
+    /// the server's own self-signed certificate (`openssl req -x509`), as curl --cacert.
     #[arg(long, value_name = "FILE")]
     pub ca_file: Option<PathBuf>,
     /// For an s3:// URL: the store's URL, e.g. http://127.0.0.1:5000 [default:
@@ -178,11 +179,13 @@ pub fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A mount error, with the mount point where the error itself does not name it (bad input
-/// and an untrusted bundle do: the message says which path, URL or key and what to do).
+/// A mount error, with the mount point where the error itself does not name it (bad input,
+/// a missing privilege and an untrusted bundle do: the message says which path, URL, device
+/// or key and what to do).
 pub fn mount_error(dir: &Path, e: MountError) -> anyhow::Error {
+    use coldstart_error::Category;
     match e.category() {
-        coldstart_error::Category::Usage | coldstart_error::Category::Untrusted => e.into(),
+        Category::Usage | Category::Privilege | Category::Untrusted => e.into(),
         _ => anyhow::Error::new(e).context(format!("cannot mount on {}", dir.display())),
     }
 }
