@@ -43,8 +43,10 @@ pub enum TimelineError {
     NotRoot,
     #[error("no command given: put it after `--`")]
     NoCommand,
-    #[error("command not found: {command} (not a file, and not in PATH)")]
-    CommandNotFound { command: String },
+    #[error(
+        "command `{command}` {why}: give the program to run after `--` (a file, or a name in PATH)"
+    )]
+    CommandNotFound { command: String, why: &'static str },
     #[error("cannot run the command: {why}")]
     BadCommand { why: String },
     #[error("the readiness signal `{ready}` is not supported by timeline: use exit, stdout:, stderr:, tcp:, file: or fd")]
@@ -295,8 +297,15 @@ fn record_on(
         return Err(TimelineError::NotRoot);
     }
     let first = options.command.first().ok_or(TimelineError::NoCommand)?;
-    let program = find(first).ok_or_else(|| TimelineError::CommandNotFound {
-        command: first.to_string_lossy().into_owned(),
+    let program = find(first).ok_or_else(|| {
+        let p = Path::new(first);
+        TimelineError::CommandNotFound {
+            command: first.to_string_lossy().into_owned(),
+            why: match p.components().count() > 1 {
+                true => coldstart_fs::unusable_input(p).unwrap_or("is not a file"),
+                false => "is not in PATH",
+            },
+        }
     })?;
     if matches!(options.ready, Ready::Window(_)) {
         return Err(TimelineError::Unsupported { ready: options.ready.to_string() });
