@@ -90,7 +90,20 @@ impl Runner for LinuxRunner {
                     .filter(|r| r.excluded.is_none())
                     .map(|r| r.counters.clone())
                     .collect(),
-                excluded: c.runs.iter().filter_map(|r| r.excluded.clone()).collect(),
+                // A failed run's reason ends with what the program said.
+                excluded: c
+                    .runs
+                    .iter()
+                    .filter_map(|r| {
+                        let why = r.excluded.clone()?;
+                        Some(match r.stderr_tail.is_empty() {
+                            true => why,
+                            false => {
+                                format!("{why}{}", coldstart_sys::stderr::said(&r.stderr_tail))
+                            }
+                        })
+                    })
+                    .collect(),
             })
             .collect();
         Ok(Batch {

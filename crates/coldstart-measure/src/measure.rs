@@ -549,7 +549,8 @@ mod tests {
         assert!(runs[1].excluded.as_deref().unwrap().contains("not ready within the timeout"));
         assert!(runs[2].excluded.as_deref().unwrap().contains("exit code 3"));
         assert_eq!(r.commands[0].summaries[0].1.n, 2);
-        assert!(r.warnings.iter().any(|w| w.contains("2 of 4 runs did not become ready")));
+        assert!(r.warnings.iter().any(|w| w.contains("1 of 4 runs did not become ready")));
+        assert!(r.warnings.iter().any(|w| w.contains("1 of 4 runs failed")));
     }
 
     #[test]

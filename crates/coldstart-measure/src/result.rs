@@ -84,6 +84,10 @@ pub struct RunRecord {
     /// Why this run is kept out of the statistics, if it is (eviction failed, not ready,
     /// failed). Such runs are reported, never silently counted.
     pub excluded: Option<String>,
+    /// The last lines the program wrote to standard error, for a run that failed, exited
+    /// before the readiness signal or timed out (at most 5, each cut at 160 characters).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stderr_tail: Vec<String>,
 }
 
 /// Pages that stayed cached before a run because processes outside it map them: inherent on

@@ -551,6 +551,7 @@ mod tests {
             eviction: None,
             held_by_others: None,
             excluded: excluded.then(|| "eviction did not hold".to_string()),
+            stderr_tail: Vec::new(),
         }
     }
 

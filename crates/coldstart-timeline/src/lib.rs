@@ -57,8 +57,8 @@ pub enum TimelineError {
     Spawn { why: String },
     #[error("cannot drop the page cache: {0}")]
     DropCaches(std::io::Error),
-    #[error("the program exited before it was ready")]
-    ExitedBeforeReady,
+    #[error("the program exited before it was ready{said}")]
+    ExitedBeforeReady { said: String },
     #[error("the program was not ready after {0:?}: raise --timeout or check --ready")]
     Timeout(Duration),
     #[error("the trace shows no execve of the program: tracing did not start in time")]
@@ -84,7 +84,7 @@ impl TimelineError {
             | TimelineError::CommandNotFound { .. }
             | TimelineError::BadCommand { .. }
             | TimelineError::Unsupported { .. }
-            | TimelineError::ExitedBeforeReady
+            | TimelineError::ExitedBeforeReady { .. }
             | TimelineError::Timeout(_) => Category::Usage,
             TimelineError::Tracefs { .. }
             | TimelineError::Spawn { .. }
@@ -354,6 +354,7 @@ fn record_on(
     names::snapshot(child.pid, &mut names);
     let root = child.pid;
     let exit_status = child.status();
+    let said = child.said();
     drop(child);
     let Some(ready_ns) = ready else { return Err(TimelineError::Timeout(options.timeout)) };
     if let Some(l) = listener {
@@ -393,7 +394,10 @@ fn record_on(
     }
     if let Some(status) = exit_status {
         if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) != 0 {
-            warnings.push(format!("the program exited with status {}", libc::WEXITSTATUS(status)));
+            warnings.push(format!(
+                "the program exited with status {}{said}",
+                libc::WEXITSTATUS(status)
+            ));
         }
     }
     let mut t =

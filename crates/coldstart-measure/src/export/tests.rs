@@ -37,6 +37,7 @@ fn run(index: usize, wall_s: f64, major: Option<u64>, excluded: Option<&str>) ->
         }),
         held_by_others: None,
         excluded: excluded.map(str::to_string),
+        stderr_tail: Vec::new(),
     }
 }
 

@@ -93,7 +93,7 @@ pub struct Args {
     /// command: that command with the prefetch (A) against without (B).
     #[arg(long, value_name = "DB")]
     pub prefetch: Option<PathBuf>,
-    /// With --prefetch: options for launch, as one word (e.g. `--wait --order physical`).
+    /// With --prefetch: options for launch, as one word (e.g. `--order physical --jobs 4`).
     #[arg(long, value_name = "OPTIONS", requires = "prefetch", allow_hyphen_values = true)]
     pub launch_options: Option<String>,
     /// The command to measure (after `--`), and with --compare a second one after `:::`.
@@ -122,8 +122,6 @@ fn options(args: &Args) -> anyhow::Result<MeasureOptions> {
     }
     let mut launchers = Vec::new();
     if let Some(db) = &args.prefetch {
-        // Checked now, so a bad database is bad input and not runs that fail one by one.
-        coldstart_prefetch::Database::read(db)?;
         let exe = std::env::current_exe().context("finding coldstart's own binary")?;
         let db = std::path::absolute(db).unwrap_or_else(|_| db.clone());
         let mut launcher = vec![
@@ -134,7 +132,20 @@ fn options(args: &Args) -> anyhow::Result<MeasureOptions> {
         ];
         if let Some(extra) = &args.launch_options {
             launcher.extend(extra.split_whitespace().map(String::from));
+            // Checked now, so an option launch does not take is bad input, not failed runs.
+            let check = launcher[1..].iter().map(String::as_str).chain(["--", "true"]);
+            if let Err(e) = <crate::cli::Cli as clap::Parser>::try_parse_from(
+                ["coldstart"].into_iter().chain(check),
+            ) {
+                let first = e.render().to_string();
+                let first = first.lines().next().unwrap_or("").trim_start_matches("error: ");
+                return Err(exit::usage(format!(
+                    "--launch-options '{extra}': {first} (see coldstart launch --help)"
+                )));
+            }
         }
+        // Checked now, so a bad database is bad input and not runs that fail one by one.
+        coldstart_prefetch::Database::read(&db)?;
         launcher.push("--".into());
         if args.compare && commands.len() == 1 {
             commands.push(commands[0].clone());
