@@ -62,6 +62,7 @@ fn measure_options(
         }),
         strict: false,
         launchers: Vec::new(),
+        change: None,
     }
 }
 

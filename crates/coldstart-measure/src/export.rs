@@ -238,35 +238,58 @@ fn p_text(p: f64) -> String {
     }
 }
 
-/// "B is 1.23x slower than A [1.10, 1.35], p = 0.002" (or faster, with the interval inverted).
+/// The comparison said of the change against the base, each named: "B (./new) is 1.23x
+/// slower than A (./old) [1.10, 1.35], p = 0.002"; with [`Comparison::change`], of A against
+/// B: "With the prefetch (A): 8.01x faster than without (B) [7.52, 8.44], p < 0.001". Faster
+/// inverts the ratio and its interval.
 pub fn comparison_sentence(r: &MeasureReport, c: &Comparison) -> String {
     let label = |i: usize, default: &str| {
         r.commands.get(i).map(|c| c.label.clone()).unwrap_or_else(|| default.to_string())
     };
-    let (a, b) = (label(0, "A"), label(1, "B"));
-    let (lo, hi) = c.ratio_ci95;
+    let named = |i: usize, default: &str| match r.commands.get(i) {
+        Some(cmd) => format!("{} ({})", cmd.label, short_command(&command_line(cmd))),
+        None => default.to_string(),
+    };
+    let (a, b) = (named(0, "A"), named(1, "B"));
     if !c.ratio.is_finite() || c.ratio <= 0.0 {
         return format!("{b} and {a} cannot be compared on {}", title_of(&c.metric));
     }
+    // Who is said against whom ("B (./new) is" or "With the prefetch (A):"), and the change's
+    // figure over the base's with its interval.
+    let (is, has, base, ratio, (lo, hi)) = match &c.change {
+        None => (format!("{b} is"), format!("{b} has"), a, c.ratio, c.ratio_ci95),
+        Some(what) => {
+            let with = format!("With {what} ({}):", label(0, "A"));
+            let (lo, hi) = c.ratio_ci95;
+            (
+                with.clone(),
+                with,
+                format!("without ({})", label(1, "B")),
+                1.0 / c.ratio,
+                (1.0 / hi, 1.0 / lo),
+            )
+        }
+    };
     let p = p_text(c.p_value);
     if Unit::of_name(&c.metric) != Unit::Seconds {
-        return format!(
-            "{b} has {:.2}x the {} of {a} [{lo:.2}, {hi:.2}], {p}",
-            c.ratio,
-            title_of(&c.metric)
-        );
+        let metric = title_of(&c.metric);
+        return format!("{has} {ratio:.2}x the {metric} of {base} [{lo:.2}, {hi:.2}], {p}");
     }
     let what =
         if c.metric == Metric::Wall.name() { String::new() } else { format!(" in {}", c.metric) };
-    if c.ratio >= 1.0 {
-        format!("{b} is {:.2}x slower than {a}{what} [{lo:.2}, {hi:.2}], {p}", c.ratio)
+    if ratio >= 1.0 {
+        format!("{is} {ratio:.2}x slower than {base}{what} [{lo:.2}, {hi:.2}], {p}")
     } else {
-        format!(
-            "{b} is {:.2}x faster than {a}{what} [{:.2}, {:.2}], {p}",
-            1.0 / c.ratio,
-            1.0 / hi,
-            1.0 / lo
-        )
+        let (x, lo, hi) = (1.0 / ratio, 1.0 / hi, 1.0 / lo);
+        format!("{is} {x:.2}x faster than {base}{what} [{lo:.2}, {hi:.2}], {p}")
+    }
+}
+
+/// A command line cut to fit a sentence: its first 40 characters and `...`.
+fn short_command(line: &str) -> String {
+    match line.char_indices().nth(40) {
+        Some((cut, _)) => format!("{}...", &line[..cut]),
+        None => line.to_string(),
     }
 }
 

@@ -60,7 +60,8 @@ use crate::cache::{self, CacheError, CacheState, EvictionReport, Verify};
 use crate::launch::{Executor, RunSpec};
 use crate::metric::Metric;
 use crate::result::{
-    CommandResult, MeasureReport, ResidentHoldInfo, RunRecord, FORMAT_NAME, FORMAT_VERSION,
+    CommandResult, Comparison, MeasureReport, ResidentHoldInfo, RunRecord, FORMAT_NAME,
+    FORMAT_VERSION,
 };
 use crate::stats;
 use emulation::{start_emulation, Emulation};
@@ -365,7 +366,8 @@ fn measure_with(
     }
 
     if compare {
-        report.comparison = stats::compare(&report.commands[0], &report.commands[1], Metric::Wall);
+        report.comparison = stats::compare(&report.commands[0], &report.commands[1], Metric::Wall)
+            .map(|c| Comparison { change: opts.change.clone(), ..c });
     }
     report.io_share = io_share(opts, &report);
     report.warnings = warnings(opts, &report, &exec.warnings());

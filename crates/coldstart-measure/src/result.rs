@@ -183,6 +183,11 @@ pub struct Comparison {
     pub ratio_ci95: (f64, f64),
     /// Two-sided Mann-Whitney U p-value.
     pub p_value: f64,
+    /// What A has that B lacks, when A is the change and B the base (`measure --prefetch DB
+    /// --compare`: "the prefetch"); the comparison is then said of A against B. `None`: B is
+    /// the change, said against A.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<String>,
 }
 
 /// The part of start-up spent waiting for storage, estimated as the Firefox measurements

@@ -186,6 +186,7 @@ pub fn compare(a: &CommandResult, b: &CommandResult, metric: Metric) -> Option<C
         ratio,
         ratio_ci95,
         p_value: mann_whitney_p(&va, &vb),
+        change: None,
     })
 }
 

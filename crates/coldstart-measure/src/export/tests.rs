@@ -99,6 +99,7 @@ fn report() -> MeasureReport {
             ratio: 1.2357,
             ratio_ci95: (1.1, 1.35),
             p_value: 0.0021,
+            change: None,
         }),
         io_share: Vec::new(),
         warnings: vec!["1 run excluded: eviction did not hold; stop pid 42 (editor)".into()],
@@ -125,7 +126,7 @@ B: ./sample --mode b|c
   Runs:               3 included, 0 excluded
   Outliers:           1 of wall time
 
-B is 1.24x slower than A [1.10, 1.35], p = 0.002
+B (./sample --mode b|c) is 1.24x slower than A (./sample --mode a) [1.10, 1.35], p = 0.002
 
 Warning: 1 run excluded: eviction did not hold; stop pid 42 (editor)
 ";
@@ -167,7 +168,7 @@ Runs: 3 included, 0 excluded.
 
 ## Comparison
 
-B is 1.24x slower than A [1.10, 1.35], p = 0.002 (ratio of median wall time, 95% bootstrap \
+B (./sample --mode b|c) is 1.24x slower than A (./sample --mode a) [1.10, 1.35], p = 0.002 (ratio of median wall time, 95% bootstrap \
 interval, two-sided Mann-Whitney U).
 
 ## Warnings
@@ -322,21 +323,55 @@ fn held_pages_are_shown_with_the_figures() {
 #[test]
 fn faster_comparison_inverts_the_interval() {
     let mut r = report();
-    let c =
-        Comparison { metric: "wall_s".into(), ratio: 0.8, ratio_ci95: (0.5, 1.0), p_value: 0.0001 };
-    assert_eq!(comparison_sentence(&r, &c), "B is 1.25x faster than A [1.00, 2.00], p < 0.001");
+    let c = Comparison {
+        metric: "wall_s".into(),
+        ratio: 0.8,
+        ratio_ci95: (0.5, 1.0),
+        p_value: 0.0001,
+        change: None,
+    };
+    assert_eq!(
+        comparison_sentence(&r, &c),
+        "B (./sample --mode b|c) is 1.25x faster than A (./sample --mode a) [1.00, 2.00], p < 0.001"
+    );
     let c = Comparison {
         metric: "major_faults".into(),
         ratio: 1.5,
         ratio_ci95: (1.25, 2.0),
         p_value: 0.5,
+        change: None,
     };
     assert_eq!(
         comparison_sentence(&r, &c),
-        "B has 1.50x the major faults of A [1.25, 2.00], p = 0.500"
+        "B (./sample --mode b|c) has 1.50x the major faults of A (./sample --mode a) [1.25, 2.00], p = 0.500"
     );
     r.comparison = Some(Comparison { ratio: f64::NAN, ..c });
-    assert!(to_table(&r).contains("B and A cannot be compared on major faults"));
+    assert!(to_table(&r).contains(
+        "B (./sample --mode b|c) and A (./sample --mode a) cannot be compared on major faults"
+    ));
+}
+
+/// `measure --prefetch DB --compare`: A is the change (the prefetch), B the base; a prefetch
+/// that made start-up 8x faster reads as a gain, not as B being slower.
+#[test]
+fn a_prefetch_comparison_is_said_of_the_prefetch_against_without() {
+    let r = report();
+    let c = Comparison {
+        metric: "wall_s".into(),
+        ratio: 8.01,
+        ratio_ci95: (7.5, 8.5),
+        p_value: 0.0001,
+        change: Some("the prefetch".into()),
+    };
+    assert_eq!(
+        comparison_sentence(&r, &c),
+        "With the prefetch (A): 8.01x faster than without (B) [7.50, 8.50], p < 0.001"
+    );
+    let c = Comparison { ratio: 0.5, ratio_ci95: (0.4, 0.6), ..c };
+    assert_eq!(
+        comparison_sentence(&r, &c),
+        "With the prefetch (A): 2.00x slower than without (B) [1.67, 2.50], p < 0.001"
+    );
 }
 
 #[test]

@@ -206,6 +206,8 @@ fn options(args: &Args) -> anyhow::Result<MeasureOptions> {
         timeout: Duration::from_secs_f64(args.timeout),
         storage,
         strict: args.strict,
+        change: (args.compare && args.prefetch.is_some() && launchers.len() == 1)
+            .then(|| "the prefetch".to_string()),
         launchers,
     };
     opts.validate()?;
