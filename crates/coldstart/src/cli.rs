@@ -160,4 +160,24 @@ mod tests {
         let t = tip(&["coldstart", "analyze", "a", "b"]);
         assert!(!t.contains("after `--`"), "{t}");
     }
+
+    /// One name for JSON output: `--export-json FILE` beside the text (measure, gate, run),
+    /// `--json` for JSON instead of the text, `-o` for the artifact; the gate's old names still
+    /// parse, unlisted.
+    #[test]
+    fn the_gates_old_output_names_are_hidden_aliases() {
+        let parse = |args: &[&str]| match Cli::try_parse_from(args).unwrap().command {
+            Command::Gate(g) => (g.export_json, g.export_markdown),
+            _ => unreachable!(),
+        };
+        let new = ["coldstart", "gate", "--baseline", "b.json", "--export-json", "r.json"];
+        let old =
+            ["coldstart", "gate", "--baseline", "b.json", "--json", "r.json", "--markdown", "s.md"];
+        assert_eq!(parse(&new).0, Some("r.json".into()));
+        assert_eq!(parse(&old), (Some("r.json".into()), Some("s.md".into())));
+        let help =
+            Cli::command().find_subcommand_mut("gate").unwrap().render_long_help().to_string();
+        assert!(help.contains("--export-json") && help.contains("--export-markdown"), "{help}");
+        assert!(!help.contains("--json") && !help.contains("--markdown "), "{help}");
+    }
 }
