@@ -179,19 +179,7 @@ fn in_unit(unit: Unit, v: f64) -> String {
                 format!("{v:.3} s")
             }
         }
-        Unit::Bytes => {
-            const KIB: f64 = 1024.0;
-            let a = v.abs();
-            if a < KIB {
-                format!("{} B", count(v))
-            } else if a < KIB * KIB {
-                format!("{:.1} KiB", v / KIB)
-            } else if a < KIB * KIB * KIB {
-                format!("{:.1} MiB", v / (KIB * KIB))
-            } else {
-                format!("{:.2} GiB", v / (KIB * KIB * KIB))
-            }
-        }
+        Unit::Bytes => coldstart_units::bytes_f(v),
         Unit::Count => count(v),
     }
 }
@@ -296,11 +284,11 @@ fn short_command(line: &str) -> String {
 /// The metrics of the terminal table, in order, with their row titles.
 const TABLE_ROWS: [(Metric, &str); 5] = [
     (Metric::Wall, "Time (median):"),
-    (Metric::MajorFaults, "Major faults:"),
-    (Metric::ReadBytes, "Read from storage:"),
-    (Metric::ReadRequests, "Read requests:"),
+    (Metric::MajorFaults, "Major faults (median):"),
+    (Metric::ReadBytes, "Read from storage (median):"),
+    (Metric::ReadRequests, "Read requests (median):"),
     // Only with `--storage`.
-    (Metric::StorageReadRequests, "  on the device:"),
+    (Metric::StorageReadRequests, "  on the device (median):"),
 ];
 
 /// The compact terminal view: per command the median wall time with its 95% interval, the
@@ -328,15 +316,15 @@ pub fn to_table(r: &MeasureReport) -> String {
                 ),
                 Some(s) => in_unit(unit, s.median),
             };
-            let _ = writeln!(out, "  {title:<20}{value}");
+            let _ = writeln!(out, "  {title:<29}{value}");
         }
-        let _ = writeln!(out, "  {:<20}{}", "Runs:", excluded_summary(cmd));
+        let _ = writeln!(out, "  {:<29}{}", "Runs:", excluded_summary(cmd));
         if let Some((first, second)) = held_lines(cmd) {
-            let _ = writeln!(out, "  {:<20}{first}", "Stayed cached:");
-            let _ = writeln!(out, "  {:<20}{second}", "");
+            let _ = writeln!(out, "  {:<29}{first}", "Stayed cached:");
+            let _ = writeln!(out, "  {:<29}{second}", "");
         }
         if let Some(s) = cmd.summary(Metric::Wall.name()).filter(|s| !s.outliers.is_empty()) {
-            let _ = writeln!(out, "  {:<20}{} of wall time", "Outliers:", s.outliers.len());
+            let _ = writeln!(out, "  {:<29}{} of wall time", "Outliers:", s.outliers.len());
         }
         out.push('\n');
     }
@@ -411,12 +399,12 @@ pub fn to_markdown(r: &MeasureReport) -> String {
     let env = &r.environment;
     let _ = writeln!(
         out,
-        "Cache state {}, readiness {}, {} warm-up run(s). Linux {}, {} CPU(s), cgroup {}{}.\n",
+        "Cache state {}, readiness {}, {}. Linux {}, {}, cgroup {}{}.\n",
         md_code(&r.cache),
         md_code(&r.ready),
-        r.warmup,
+        coldstart_units::count(r.warmup as u64, "warm-up run"),
         env.kernel,
-        env.cpus,
+        coldstart_units::count(env.cpus as u64, "CPU"),
         env.cgroup,
         env.cpu_governor.as_ref().map(|g| format!(", governor {g}")).unwrap_or_default()
     );

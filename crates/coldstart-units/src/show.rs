@@ -1,10 +1,13 @@
 //! Figures as every command shows them, so that one quantity reads the same in `measure`,
 //! `gate`, `serve`, `pack` and the rest.
 
-/// A size in binary multiples, as the size flags take them: `512 B`, `12.0 KiB`, `94.3 MiB`,
-/// `1.25 GiB`.
+/// A size in binary multiples, as the size flags take them: `512 B`, `12.5 KiB`, `94.3 MiB`,
+/// `1.25 GiB`; a whole multiple without decimals (`128 KiB`, `4 MiB`).
 pub fn bytes(b: u64) -> String {
-    bytes_f(b as f64)
+    match [(30, "GiB"), (20, "MiB"), (10, "KiB")].into_iter().find(|(shift, _)| b >= 1 << shift) {
+        Some((shift, unit)) if b.is_multiple_of(1 << shift) => format!("{} {unit}", b >> shift),
+        _ => bytes_f(b as f64),
+    }
 }
 
 /// [`bytes`] of a figure that need not be whole (a median, a difference; may be negative).
@@ -96,9 +99,14 @@ mod tests {
     fn sizes_rates_counts_and_p_values_read_one_way() {
         assert_eq!(bytes(0), "0 B");
         assert_eq!(bytes(1023), "1023 B");
-        assert_eq!(bytes(131_072), "128.0 KiB");
+        assert_eq!(bytes(131_072), "128 KiB");
+        assert_eq!(bytes(12_800), "12.5 KiB");
+        assert_eq!(bytes(3096 << 10), "3.0 MiB");
+        assert_eq!(bytes(3 << 20), "3 MiB");
+        assert_eq!(bytes_f(131_072.0), "128.0 KiB");
         assert_eq!(bytes(98_933_028), "94.3 MiB");
-        assert_eq!(bytes(3 << 30), "3.00 GiB");
+        assert_eq!(bytes(3 << 30), "3 GiB");
+        assert_eq!(bytes((3 << 30) + 1), "3.00 GiB");
         assert_eq!(bytes_f(-2048.0), "-2.0 KiB");
         assert_eq!(byte_rate(120_000_000), "114.4 MiB/s");
         assert_eq!(bit_rate(20_000_000), "20 Mbit/s");

@@ -112,19 +112,19 @@ fn report() -> MeasureReport {
 fn table_snapshot() {
     let expected = "\
 A: ./sample --mode a
-  Time (median):      12.3 ms   95% CI [11.9 ms, 13.1 ms]   trimmed mean 12.3 ms
-  Major faults:       150
-  Read from storage:  600.0 KiB
-  Read requests:      37
-  Runs:               3 included, 1 excluded (eviction did not hold: 1)
+  Time (median):               12.3 ms   95% CI [11.9 ms, 13.1 ms]   trimmed mean 12.3 ms
+  Major faults (median):       150
+  Read from storage (median):  600.0 KiB
+  Read requests (median):      37
+  Runs:                        3 included, 1 excluded (eviction did not hold: 1)
 
 B: ./sample --mode b|c
-  Time (median):      15.2 ms   95% CI [14.9 ms, 16.1 ms]   trimmed mean 15.2 ms
-  Major faults:       200
-  Read from storage:  800.0 KiB
-  Read requests:      50
-  Runs:               3 included, 0 excluded
-  Outliers:           1 of wall time
+  Time (median):               15.2 ms   95% CI [14.9 ms, 16.1 ms]   trimmed mean 15.2 ms
+  Major faults (median):       200
+  Read from storage (median):  800.0 KiB
+  Read requests (median):      50
+  Runs:                        3 included, 0 excluded
+  Outliers:                    1 of wall time
 
 B (./sample --mode b|c) is 1.24x slower than A (./sample --mode a) [1.10, 1.35], p = 0.002
 
@@ -138,7 +138,7 @@ fn markdown_snapshot() {
     let expected = "\
 # Start-up measurement
 
-Cache state `selective`, readiness `exit`, 1 warm-up run(s). Linux 6.18.0, 2 CPU(s), cgroup v1.
+Cache state `selective`, readiness `exit`, 1 warm-up run. Linux 6.18.0, 2 CPUs, cgroup v1.
 
 ## A: `./sample --mode a`
 
@@ -299,7 +299,7 @@ fn held_pages_are_shown_with_the_figures() {
     let table = to_table(&r);
     assert!(
         table.contains(
-            "  Stayed cached:      12 pages (48.0 KiB) of 2 files that other processes map; \
+            "  Stayed cached:               12 pages (48.0 KiB) of 2 files that other processes map; \
              start-up uses 16.0 KiB of them\n"
         ),
         "{table}"
@@ -392,8 +392,8 @@ fn table_says_when_a_metric_is_missing_or_every_run_excluded() {
     r.commands[0].summaries.retain(|(m, _)| m != "read_requests");
     r.commands[0].summaries[0].1 = Summary::default();
     let t = to_table(&r);
-    assert!(t.contains("  Time (median):      n/a (no included run)\n"), "{t}");
-    assert!(t.contains("  Read requests:      n/a\n"), "{t}");
+    assert!(t.contains("  Time (median):               n/a (no included run)\n"), "{t}");
+    assert!(t.contains("  Read requests (median):      n/a\n"), "{t}");
 }
 
 #[test]

@@ -307,21 +307,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     out.write_all(export::to_table(&report).as_bytes())?;
     if let Some(st) = &report.storage {
-        let limit = |v: Option<u64>, unit: &str| match v {
-            Some(v) => format!("{v} {unit}"),
-            None => format!("unlimited {unit}"),
+        let profile = StorageProfile {
+            name: st.profile.clone(),
+            read_iops: st.read_iops,
+            read_bps: st.read_bps,
+            readahead_kb: st.readahead_kb,
+            seek: st.seek,
         };
-        let timing = match &st.seek {
-            Some(m) => m.to_string(),
-            None => {
-                format!("{}, {}", limit(st.read_iops, "reads/s"), limit(st.read_bps, "bytes/s"))
-            }
-        };
-        writeln!(
-            out,
-            "Storage: emulated {} ({timing}, read-ahead {} KiB)",
-            st.profile, st.readahead_kb
-        )?;
+        writeln!(out, "Storage: {}", profile.describe())?;
     }
     for share in &report.io_share {
         writeln!(

@@ -191,10 +191,13 @@ fn summarize(profile: &Profile, output: &std::path::Path) {
     }
     let total: usize = profile.modules.iter().map(|m| m.functions.len()).sum();
     println!(
-        "profile `{}`: {} functions in {} modules, {:.1} ms to {}",
+        "profile `{}`: {} in {}, {:.1} ms to {}",
         profile.workload,
-        total,
-        profile.modules.iter().filter(|m| !m.functions.is_empty()).count(),
+        coldstart_units::count(total as u64, "function"),
+        coldstart_units::count(
+            profile.modules.iter().filter(|m| !m.functions.is_empty()).count() as u64,
+            "module"
+        ),
         profile.duration_ns as f64 / 1e6,
         match &profile.stop {
             Stop::Ready { signal, .. } => format!("readiness ({signal})"),
@@ -231,15 +234,16 @@ fn summarize(profile: &Profile, output: &std::path::Path) {
         let pages: u64 = p.accesses.iter().map(|a| a.count).sum();
         if p.is_exact() {
             println!(
-                "  {pages} pages touched in {} files (exact: each 4 KiB page once, in first-touch order)",
-                p.files.len()
+                "  {} touched in {} (exact: each 4 KiB page once, in first-touch order)",
+                coldstart_units::count(pages, "page"),
+                coldstart_units::count(p.files.len() as u64, "file")
             );
         } else {
             println!(
-                "  {} page accesses ({} pages) in {} files{}",
-                p.accesses.len(),
-                pages,
-                p.files.len(),
+                "  {} ({}) in {}{}",
+                coldstart_units::count(p.accesses.len() as u64, "page access"),
+                coldstart_units::count(pages, "page"),
+                coldstart_units::count(p.files.len() as u64, "file"),
                 match p.source.as_str() {
                     _ if p.sampled => " (sampled)",
                     format::SOURCE_TRACEFS =>
