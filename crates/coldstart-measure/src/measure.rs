@@ -81,6 +81,8 @@ pub enum Progress {
     /// Everything measured so far, after each cache state: a caller can write it out so a
     /// later failure loses nothing.
     Snapshot(Box<MeasureReport>),
+    /// A step that is not a run begins (`copying 12 files onto the emulated hdd`).
+    Step(String),
 }
 
 /// Discovery runs per command: one with root (fanotify sees every open), three without.
@@ -225,6 +227,14 @@ fn measure_with(
             }
         }
         let files: Vec<Vec<PathBuf>> = found.iter().map(|f| f.files.clone()).collect();
+        progress(Progress::Step(match &so.app_dir {
+            Some(d) => format!("copying {} onto the emulated {}", d.display(), so.profile.name),
+            None => format!(
+                "copying the program's files onto the emulated {} ({} found)",
+                so.profile.name,
+                coldstart_units::count(files.iter().map(Vec::len).sum::<usize>() as u64, "file")
+            ),
+        }));
         let (emulation, info, fidelity) = start_emulation(opts, so, &files, exec)?;
         *emulation_slot = Some(emulation);
         report.storage = Some(info);

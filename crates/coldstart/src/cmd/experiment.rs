@@ -83,8 +83,9 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
-/// The bar: estimated seconds of work done out of all, with the time left.
-struct Bar(Option<indicatif::ProgressBar>);
+/// The bar: estimated seconds of work done out of all, with the time left; without a terminal,
+/// a line per step and run.
+struct Bar(Option<indicatif::ProgressBar>, super::common::Steps);
 
 impl Progress for Bar {
     fn start(&mut self, total_s: f64, done_s: f64) {
@@ -96,6 +97,7 @@ impl Progress for Bar {
         }
     }
     fn message(&mut self, text: &str) {
+        self.1.say(text);
         if let Some(b) = &self.0 {
             b.set_message(text.to_owned());
         }
@@ -196,7 +198,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
         b
     });
-    let mut progress = Bar(bar);
+    let mut progress = Bar(bar, super::common::Steps::new("experiment"));
     let result = coldstart_experiment::run(&opts, &mut progress);
     if let Some(b) = &progress.0 {
         b.finish_and_clear();

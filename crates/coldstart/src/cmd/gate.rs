@@ -268,7 +268,11 @@ fn gate(args: &Args) -> anyhow::Result<ExitCode> {
     };
     coldstart_measure::cgroup::install_interrupt_cleanup()
         .context("cannot install the interrupt handler")?;
-    let mut runner = LinuxRunner::new();
+    let steps = super::common::Steps::new("gate");
+    let mut runner = match steps.as_lines() {
+        true => LinuxRunner::with_steps(move |s| steps.say(s)),
+        false => LinuxRunner::new(),
+    };
     let mut progress = |p: Progress| match p {
         Progress::Step(s) => eprintln!("coldstart gate: {s}"),
     };

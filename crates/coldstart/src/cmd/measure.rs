@@ -18,7 +18,9 @@ use coldstart_measure::measure::{Progress, StorageOptions};
 use coldstart_measure::storage::StorageProfile;
 use coldstart_measure::{export, CacheState, MeasureOptions, MeasureReport, Ready};
 
+use super::common::Steps;
 use crate::exit;
+use coldstart_units as units;
 
 /// The separator between the two commands of a comparison.
 const SEPARATOR: &str = ":::";
@@ -273,8 +275,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         b
     });
     let mut export_error = None;
+    let steps = Steps::new("measure");
+    let (mut phase, mut done, mut runs) = (String::new(), 0, 0);
     let mut on_progress = |p: Progress| match p {
         Progress::Phase { cache, total } => {
+            (phase, done, runs) = (cache.to_string(), 0, total);
+            steps.say(format_args!("{phase}: {}", units::count(total as u64, "run")));
             if let Some(b) = &bar {
                 b.set_prefix(cache.to_string());
                 b.set_length(total as u64);
@@ -283,10 +289,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
         Progress::Run { label, measured, wall_s } => {
+            done += 1;
+            let kind = if measured { "" } else { " (warm-up)" };
+            let ms = wall_s * 1e3;
+            steps.say(format_args!("{phase}: run {done} of {runs}: {label}{kind} {ms:.1} ms"));
             if let Some(b) = &bar {
-                let kind = if measured { "" } else { " (warm-up)" };
-                b.set_message(format!("{label}{kind}: {:.1} ms", wall_s * 1e3));
+                b.set_message(format!("{label}{kind}: {ms:.1} ms"));
                 b.inc(1);
+            }
+        }
+        Progress::Step(s) => {
+            steps.say(&s);
+            if let Some(b) = &bar {
+                b.set_message(s);
             }
         }
         Progress::Snapshot(report) => {

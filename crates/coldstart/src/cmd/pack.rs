@@ -105,13 +105,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let cancel = Cancel::new();
-    // A bar on a terminal; nothing where stderr is a file or a pipe.
+    // A bar on a terminal; where stderr is a file or a pipe, a line at each tenth of the
+    // bytes once the pack has taken a second (a small one says nothing).
     let bar = super::common::byte_bar("packing", 0);
-    let progress = bar.clone().map(|b| {
-        coldstart_bundle::Progress(std::sync::Arc::new(move |done, total| {
+    let progress = match bar.clone() {
+        Some(b) => Some(coldstart_bundle::Progress(std::sync::Arc::new(move |done, total| {
             super::common::show_bytes(&b, done, total)
-        }))
-    });
+        }))),
+        None => {
+            let steps = super::common::Steps::new("pack");
+            let (start, said) = (std::time::Instant::now(), std::sync::atomic::AtomicU64::new(0));
+            Some(coldstart_bundle::Progress(std::sync::Arc::new(move |done, total| {
+                let tenth = (done * 10).checked_div(total).unwrap_or(0);
+                let ordering = std::sync::atomic::Ordering::Relaxed;
+                if start.elapsed().as_secs() >= 1 && said.fetch_max(tenth, ordering) < tenth {
+                    steps.say(format_args!(
+                        "{}% ({} of {})",
+                        tenth * 10,
+                        units::bytes(done),
+                        units::bytes(total)
+                    ));
+                }
+            })))
+        }
+    };
     let options = PackOptions {
         chunk_size: args.chunk_size,
         compression: args.compress,

@@ -165,7 +165,13 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         let caught = coldstart_profile::interrupt::catch().context("installing signal handlers")?;
         let command: Vec<String> =
             args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        let steps = super::common::Steps::new("prefetch record");
         for i in 0..args.runs {
+            steps.say(format_args!(
+                "run {} of {}: recording the pages start-up reads",
+                i + 1,
+                args.runs
+            ));
             let run = match coldstart_profile::profile_pages(&options) {
                 Err(ProfileError::Interrupted { signal }) => {
                     eprintln!("coldstart: error: {}", ProfileError::Interrupted { signal });

@@ -134,6 +134,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // A profile that cannot be written is refused before the program runs.
     Profile::check_writable(&output)?;
     let caught = coldstart_profile::interrupt::catch().context("installing signal handlers")?;
+    super::common::Steps::new("profile").say(format_args!(
+        "recording the start-up of {}{}",
+        options.command.first().map_or(String::new(), |c| c.to_string_lossy().into_owned()),
+        if options.pages { " (functions, then pages)" } else { "" }
+    ));
     let recording = match coldstart_profile::profile(&options) {
         Err(ProfileError::Interrupted { signal }) => {
             eprintln!("coldstart: error: {}", ProfileError::Interrupted { signal });
