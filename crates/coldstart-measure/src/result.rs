@@ -85,7 +85,8 @@ pub struct RunRecord {
     /// failed). Such runs are reported, never silently counted.
     pub excluded: Option<String>,
     /// The last lines the program wrote to standard error, for a run that failed, exited
-    /// before the readiness signal or timed out (at most 5, each cut at 160 characters).
+    /// before the readiness signal or timed out (at most 5, each cut at 160 characters; after
+    /// the line naming the error when it lies above them: `coldstart_sys::stderr::last_lines`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stderr_tail: Vec<String>,
 }

@@ -69,22 +69,34 @@ impl AsFd for StderrFile {
 }
 
 /// The last [`TAIL_LINES`] non-blank lines of `bytes`, each cut to [`TAIL_WIDTH`] characters,
-/// without control characters (a terminal escape of the program's must not reach ours).
+/// without control characters (a terminal escape of the program's must not reach ours). When
+/// the error itself lies above them, as a stack trace printed after its message does
+/// (Node.js, Java), the last line that names an error comes first, then `...`.
 pub fn last_lines(bytes: &[u8]) -> Vec<String> {
     let text = String::from_utf8_lossy(bytes);
-    let mut lines: Vec<String> = text
+    let all: Vec<String> = text
         .lines()
-        .rev()
         .map(|l| l.trim_end().replace(|c: char| c.is_control(), " "))
         .filter(|l| !l.trim().is_empty())
-        .take(TAIL_LINES)
         .map(|l| match l.char_indices().nth(TAIL_WIDTH) {
             Some((cut, _)) => format!("{}...", &l[..cut]),
             None => l,
         })
         .collect();
-    lines.reverse();
-    lines
+    let tail = all.len().saturating_sub(TAIL_LINES);
+    let names_error = |l: &String| {
+        let l = l.to_ascii_lowercase();
+        ["error", "fatal", "exception", "panicked"].iter().any(|w| l.contains(w))
+    };
+    let mut out = Vec::new();
+    if !all[tail..].iter().any(names_error) {
+        if let Some(error) = all[..tail].iter().rev().find(|l| names_error(l)) {
+            out.push(error.trim_start().to_string());
+            out.push("...".to_string());
+        }
+    }
+    out.extend(all[tail..].iter().cloned());
+    out
 }
 
 /// The end of a failure message about a program: `, its last lines on standard error:` and
@@ -120,6 +132,22 @@ mod tests {
         assert_eq!(tail[4].chars().count(), TAIL_WIDTH + 3, "{}", tail[4]);
         assert!(tail[4].ends_with("..."));
         assert!(last_lines(b"").is_empty());
+    }
+
+    #[test]
+    fn an_error_above_its_stack_trace_is_kept() {
+        let node = "node:internal/modules/cjs/loader:1228\n  throw err;\n  ^\n\n\
+                    Error: Cannot find module '/nonexistent.js'\n    at Module._resolveFilename (x:1)\n\
+                    \x20   at Module._load (x:2)\n    at main (x:3) {\n  code: 'MODULE_NOT_FOUND',\n\
+                    \x20 requireStack: []\n}\n\nNode.js v20.20.2\n";
+        let tail = last_lines(node.as_bytes());
+        assert_eq!(tail[0], "Error: Cannot find module '/nonexistent.js'", "{tail:?}");
+        assert_eq!(tail[1], "...");
+        assert_eq!(tail.last().map(String::as_str), Some("Node.js v20.20.2"));
+        assert_eq!(tail.len(), TAIL_LINES + 2);
+        // Python prints the error last: the tail alone.
+        let py = "Traceback (most recent call last):\n  File \"x\", line 1\nKeyError: 'a'\n";
+        assert_eq!(last_lines(py.as_bytes()).len(), 3);
     }
 
     #[test]
