@@ -23,8 +23,8 @@ use crate::exit;
     after_help = "The program's directory is packed into a bundle and served over each link \
     (as `pack`, `serve --link`, `run` and `predict` do); the hot set is recorded from the \
     --profiled command, the measured command is held out.\n\n\
-    Examples:\n  coldstart experiment /var/tmp/app -o exp.json --profiled 'bin/app a' -- bin/app b\n  \
-    coldstart experiment DIR -o exp.json --link 1mbit/50ms --link 20mbit/40ms --strategy \
+    Examples:\n  coldstart experiment /var/tmp/app -o exp.json --link 20mbit/40ms --profiled 'bin/app a' -- bin/app b\n  \
+    coldstart experiment DIR -o grid.json --link 1mbit/50ms --link 20mbit/40ms --strategy \
     original,stream,auto --cache cold --runs 5 -- bin/app\n  \
     (then: coldstart report exp.json -o report.html)"
 )]

@@ -23,8 +23,8 @@ use coldstart_prefetch::Database;
     recording are skipped and named on standard error; a database that cannot be used is \
     reported and the command starts without it.\n\nExamples:\n  \
     coldstart launch --prefetch python3.prefetch -- /usr/bin/python3 -c 'import json'\n  \
-    coldstart launch --prefetch ff.prefetch --refresh -- firefox-esr\n  \
-    coldstart launch --prefetch ff.prefetch --no-wait --order physical -v -- firefox-esr")]
+    coldstart launch --prefetch ff.prefetch --refresh -- firefox-esr --headless --screenshot\n  \
+    coldstart launch --prefetch ff.prefetch --no-wait --order physical -v -- firefox-esr --headless --screenshot")]
 pub struct Args {
     /// The database to replay (`coldstart prefetch record`).
     #[arg(long, value_name = "DB", required = true)]

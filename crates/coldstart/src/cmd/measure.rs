@@ -33,10 +33,10 @@ const SEPARATOR: &str = ":::";
     and warm states, pages that other processes map cannot leave the page cache; they are \
     counted and shown (Stayed cached), and only pages no other process maps exclude a run \
     (--strict: any page).\n\nExamples:\n  coldstart measure --cache cold,hot -- ./myprog --version\n  \
-    coldstart measure --cache cold --strict --runs 20 -- python3 -c pass\n  \
+    coldstart measure --cache cold --strict --runs 20 -- ./myprog --version\n  \
     coldstart measure --ready 'stdout:listening' -- ./server\n  \
     coldstart measure --compare --cache selective -- ./old ::: ./new\n  \
-    sudo coldstart measure --storage hdd --cache cold --prefetch p.prefetch --compare -- ./myprog\n  \
+    sudo coldstart measure --storage hdd --cache cold --prefetch p.prefetch --launch-options '--order physical --jobs 4' --compare -- ./myprog\n  \
     sudo coldstart measure --storage hdd --cache cold,hot -- ./myprog"
 )]
 pub struct Args {
