@@ -258,10 +258,11 @@ fn foreign_reads_warning(c: &crate::result::CommandResult) -> Option<String> {
         return None;
     }
     Some(format!(
-        "{}: {} read requests counted while the program read nothing from storage: read requests \
+        "{}: {} (median) counted while the program read nothing from storage: read requests \
          are the whole disk's here (the cgroups count no page-cache reads per group), so other \
          processes' reads are in them; --storage counts the program's own exactly",
-        c.label, requests.median
+        c.label,
+        units::count_f(requests.median, "read request")
     ))
 }
 
@@ -698,7 +699,12 @@ mod tests {
             c
         };
         let w = foreign_reads_warning(&with(0, 13)).expect("13 requests, 0 bytes");
-        assert!(w.starts_with("cold: 13 read requests") && w.contains("--storage"), "{w}");
+        assert!(
+            w.starts_with("cold: 13 read requests (median) counted") && w.contains("--storage"),
+            "{w}"
+        );
+        let one = foreign_reads_warning(&with(0, 1)).expect("1 request, 0 bytes");
+        assert!(one.starts_with("cold: 1 read request (median) counted"), "{one}");
         assert_eq!(foreign_reads_warning(&with(4096, 13)), None, "the program read");
         assert_eq!(foreign_reads_warning(&with(0, 0)), None, "nothing read at all");
     }
