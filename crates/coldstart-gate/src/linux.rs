@@ -100,7 +100,11 @@ impl Runner for LinuxRunner {
                 done += 1;
                 if let Some(f) = on_step.as_mut() {
                     let kind = if measured { "" } else { " (warm-up)" };
-                    f(format!("{phase}: run {done} of {total}{kind}: {:.1} ms", wall_s * 1e3));
+                    let ms = wall_s * 1e3;
+                    f(match total {
+                        0 => format!("finding the program's files: {ms:.1} ms"),
+                        _ => format!("{phase}: run {done} of {total}{kind}: {ms:.1} ms"),
+                    });
                 }
             }
             MeasureProgress::Phase { cache, total: n } => {

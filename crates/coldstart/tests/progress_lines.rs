@@ -30,3 +30,25 @@ fn profile_says_what_it_records() {
     let err = stderr_of(&["profile", "-o", p.to_str().unwrap(), "--", "/bin/true"]);
     assert!(err.contains("coldstart profile: recording the start-up of /bin/true"), "{err}");
 }
+
+/// On emulated storage the steps before the first state are said too: the run that finds the
+/// program's files, and copying them onto the device (a minute for a large program).
+#[test]
+fn measure_on_emulated_storage_says_the_steps_before_the_runs() {
+    if !coldstart_testkit::require_root("loop devices and cgroups") {
+        return;
+    }
+    let _lock = coldstart_testkit::cache_lock();
+    let err = stderr_of(&["measure", "--storage", "hdd", "--runs", "1", "--", "/bin/true"]);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("coldstart measure: ")).collect();
+    assert!(
+        lines[0].starts_with("coldstart measure: finding the program's files: /bin/true "),
+        "{err}"
+    );
+    assert!(
+        lines[1]
+            .starts_with("coldstart measure: copying the program's files onto the emulated hdd"),
+        "{err}"
+    );
+    assert_eq!(lines[2], "coldstart measure: hot: 2 runs", "{err}");
+}

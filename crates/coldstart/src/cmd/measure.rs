@@ -292,7 +292,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             done += 1;
             let kind = if measured { "" } else { " (warm-up)" };
             let ms = wall_s * 1e3;
-            steps.say(format_args!("{phase}: run {done} of {runs}: {label}{kind} {ms:.1} ms"));
+            match runs {
+                // Before the first state: the discovery run that finds the files to copy
+                // onto emulated storage.
+                0 => steps.say(format_args!("finding the program's files: {label} {ms:.1} ms")),
+                _ => steps
+                    .say(format_args!("{phase}: run {done} of {runs}: {label}{kind} {ms:.1} ms")),
+            }
             if let Some(b) = &bar {
                 b.set_message(format!("{label}{kind}: {ms:.1} ms"));
                 b.inc(1);
