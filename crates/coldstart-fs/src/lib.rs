@@ -31,6 +31,15 @@ pub fn unusable_input(path: &Path) -> Option<&'static str> {
     }
 }
 
+/// [`unusable_input`], or for an input that reading as text failed with `err`: a binary file
+/// where text was expected.
+pub fn unusable_text_input(path: &Path, err: &io::Error) -> Option<&'static str> {
+    match err.kind() {
+        io::ErrorKind::InvalidData => Some("is a binary file, not text"),
+        _ => unusable_input(path),
+    }
+}
+
 /// Write `bytes` to `path` as described in the crate documentation.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     write_atomic_with(path, |w| w.write_all(bytes))

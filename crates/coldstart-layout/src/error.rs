@@ -68,7 +68,7 @@ impl LayoutError {
 
 impl LayoutError {
     pub(crate) fn io(action: &'static str, path: &std::path::Path, source: std::io::Error) -> Self {
-        match (action, coldstart_fs::unusable_input(path)) {
+        match (action, coldstart_fs::unusable_text_input(path, &source)) {
             ("read order file", Some(problem)) => LayoutError::Unusable {
                 what: "order file",
                 path: path.to_owned(),

@@ -107,7 +107,7 @@ impl Database {
     /// [`MAX_FILE_BYTES`], every range inside a file that exists in it and inside that file's
     /// recorded size.
     pub fn read(path: &Path) -> Result<Database, PrefetchError> {
-        let read = |source| match coldstart_fs::unusable_input(path) {
+        let read = |source: std::io::Error| match coldstart_fs::unusable_text_input(path, &source) {
             Some(problem) => PrefetchError::Unusable { path: path.to_owned(), problem },
             None => PrefetchError::Read { path: path.to_owned(), source },
         };

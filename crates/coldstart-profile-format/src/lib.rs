@@ -275,12 +275,13 @@ impl Profile {
     /// Read and validate a profile.
     pub fn read(path: &Path) -> Result<Profile, FormatError> {
         let unusable = |problem| FormatError::Unusable { path: path.to_owned(), problem };
-        let text = std::fs::read_to_string(path).map_err(|source| {
-            match coldstart_fs::unusable_input(path) {
-                Some(problem) => unusable(problem),
-                None => FormatError::Read { path: path.to_owned(), source },
-            }
-        })?;
+        let text =
+            std::fs::read_to_string(path).map_err(
+                |source| match coldstart_fs::unusable_text_input(path, &source) {
+                    Some(problem) => unusable(problem),
+                    None => FormatError::Read { path: path.to_owned(), source },
+                },
+            )?;
         if text.trim().is_empty() {
             return Err(unusable("is empty"));
         }

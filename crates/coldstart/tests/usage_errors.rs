@@ -64,6 +64,18 @@ fn a_directory_missing_empty_or_foreign_input_is_named_with_what_was_expected() 
     refused(dir, &["order", "absent"], &["profile absent does not exist", profile]);
     refused(dir, &["order", "empty"], &["profile empty is empty", profile]);
     refused(dir, &["order", "text"], &["text is not a usable coldstart profile: not JSON"]);
+    // A program given where a profile, an order file or a database goes.
+    refused(
+        dir,
+        &["order", "/bin/true"],
+        &["profile /bin/true is a binary file, not text", profile],
+    );
+    refused(
+        dir,
+        &["verify", "/bin/true", "--order", "/bin/true"],
+        &["order file /bin/true is a binary file, not text"],
+    );
+    refused(dir, &["prefetch", "show", "/bin/true"], &["/bin/true is a binary file, not text"]);
     let order = "give the file `coldstart order -o FILE` wrote";
     refused(
         dir,
