@@ -675,9 +675,7 @@ mod fixtures {
         }
         let endpoint = format!("http://127.0.0.1:{port}");
         for bucket in ["my-bundles", "bundles"] {
-            sh(&bed.dir, &format!(
-                "curl -sf -X PUT -H 'Authorization: AWS4-HMAC-SHA256 Credential=k/20250101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0' {endpoint}/{bucket}"
-            ))?;
+            create_bucket(port, bucket)?;
         }
         let aws = bed.dir.join("home/.aws");
         std::fs::write(
@@ -704,6 +702,26 @@ mod fixtures {
             }
         }
         Ok(())
+    }
+
+    /// `PUT /BUCKET` on moto, whose S3 takes any signature until its IAM is switched on.
+    fn create_bucket(port: u16, bucket: &str) -> Result<(), String> {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+        let auth = "AWS4-HMAC-SHA256 Credential=k/20250101/us-east-1/s3/aws4_request, \
+                    SignedHeaders=host, Signature=0";
+        write!(
+            c,
+            "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: {auth}\r\n\
+             Content-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .map_err(|e| e.to_string())?;
+        let mut answer = String::new();
+        c.read_to_string(&mut answer).map_err(|e| e.to_string())?;
+        match answer.starts_with("HTTP/1.1 200") {
+            true => Ok(()),
+            false => Err(format!("create bucket {bucket}: {answer}")),
+        }
     }
 
     /// A C program whose start-up calls a few functions: a program to link with an order.
