@@ -286,7 +286,7 @@ pub enum FetchError {
     Protocol { url: String, detail: String },
     #[error("{url}: the bytes do not match their SHA-256 (corrupt or changed on the server)")]
     Corrupt { url: String },
-    #[error("{what}: gave up after {attempts} attempts: {last}")]
+    #[error("{what}: gave up after {}: {last}", coldstart_units::count(u64::from(*attempts), "attempt"))]
     GaveUp { what: String, attempts: u32, last: Box<FetchError> },
     #[error("{url}: the transfer was stopped by its reader")]
     Aborted { url: String },

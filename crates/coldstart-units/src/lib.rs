@@ -1,12 +1,22 @@
 //! Sizes as people type them, parsed the same way by every flag and spec that takes one
-//! (`--chunk-size`, `--readahead`, `--page-size`, `--storage custom:bps=20m,...`); and a Unix
+//! (`--chunk-size`, `--readahead`, `--page-size`, `--storage custom:bps=20m,...`); the same
+//! figures as people read them, shown the same way by every command (sizes in binary
+//! multiples, link rates in bits per second, counts with their noun, p-values); and a Unix
 //! time as a calendar date and time of day (UTC), for the formats that write one.
 //!
 //! ```
 //! assert_eq!(coldstart_units::parse_size("128k"), Ok(128 << 10));
 //! assert_eq!(coldstart_units::parse_size("2MiB"), Ok(2 << 20));
 //! assert!(coldstart_units::parse_size("four").is_err());
+//! assert_eq!(coldstart_units::bytes(98_933_028), "94.3 MiB");
+//! assert_eq!(coldstart_units::bit_rate(20_000_000), "20 Mbit/s");
+//! assert_eq!(coldstart_units::count(1, "file"), "1 file");
+//! assert_eq!(coldstart_units::p_value(0.55), "p = 0.550");
 //! ```
+
+mod show;
+
+pub use show::{bit_rate, byte_rate, bytes, bytes_f, count, count_f, p_value, plural};
 
 /// A Unix time (seconds) as UTC `(year, month, day, hour, minute, second)`, by Howard
 /// Hinnant's `civil_from_days`.
