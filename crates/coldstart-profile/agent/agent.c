@@ -24,8 +24,9 @@
  *
  * Not patched: the dynamic loader (it runs this library and is half-way through its own work
  * when the first callback comes), the vdso (no file, not writable), objects of other link-map
- * namespaces (dlmopen; the ptrace tracer's r_debug walk does not see them either) and this
- * library's own namespace (the loader never reports it).
+ * namespaces (dlmopen; the ptrace tracer's r_debug walk does not see them either), this
+ * library's own namespace (the loader never reports it), and code the program copies as data
+ * (V8's embedded builtins, see symbols.c), where an int3 would go with the copy.
  *
  * SIGTRAP belongs to the agent for the life of the process (see signals.c): the
  * program's own SIGTRAP handler is recorded and run for traps that are not breakpoints, and
@@ -538,6 +539,7 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
              t_populate = 0, t_write = 0, text_bytes = 0, symbols = 0;
     if (map_file(path, &f) != 0) return 0;
     struct list l = {0}, skip = {0};
+    struct copied_code copied = {0, 0};
     /* The C library's internal functions (from .symtab or its debug file) include thread
      * exit and fork/spawn paths that run with every signal blocked: only its exported
      * functions (less the never-armed ones) get breakpoints. */
@@ -545,8 +547,8 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
     base = base ? base + 1 : path;
     size_t full_table = 0;
     if (strncmp(base, "libc.so", 7) != 0) {
-        full_table = add_symbols(&f, SHT_SYMTAB, &l, &skip);
-        if (!full_table) full_table = add_debug_file_symbols(&f, debug_roots, &l, &skip);
+        full_table = add_symbols(&f, SHT_SYMTAB, &l, &skip, &copied);
+        if (!full_table) full_table = add_debug_file_symbols(&f, debug_roots, &l, &skip, &copied);
     }
     /* The C library's fork, vfork and fork handlers (see agent_vfork, la_preinit), and its
      * signal functions (see signals.c). */
@@ -564,13 +566,15 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
     }
     /* .dynsym only repeats what a full symbol table has (and coldstart, like the ptrace
      * tracer, takes the full table alone when there is one). */
-    if (!full_table) add_symbols(&f, SHT_DYNSYM, &l, &skip);
+    if (!full_table) add_symbols(&f, SHT_DYNSYM, &l, &skip, &copied);
     symbols = l.n + skip.n;
     if (t_start) t_symbols = now_ns();
     /* An address any of whose names is never armed stays unarmed (aliases: __madvise). */
     sort_u64(skip.v, skip.n);
 
-    /* Keep entries inside executable load segments (as mapped now). */
+    /* Keep entries inside executable load segments (as mapped now), outside code the
+     * program copies (symbols.c). */
+    uint64_t copied_end = copied_code_end(&f, &copied);
     const Elf64_Ehdr *eh = (const void *)f.data;
     const Elf64_Phdr *ph = NULL;
     if (eh->e_phoff + (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) <= f.size)
@@ -586,6 +590,7 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
             else b = mid;
         }
         if (a < skip.n && skip.v[a] == l.v[i]) continue;
+        if (l.v[i] >= copied.start && l.v[i] < copied_end) continue;
         int text = 0;
         for (unsigned k = 0; ph && k < eh->e_phnum; k++)
             if (ph[k].p_type == PT_LOAD && (ph[k].p_flags & PF_X) && l.v[i] >= ph[k].p_vaddr &&
