@@ -30,7 +30,8 @@
  *
  * SIGTRAP belongs to the agent for the life of the process (see signals.c): the
  * program's own SIGTRAP handler is recorded and run for traps that are not breakpoints, and
- * SIGTRAP is never blocked.
+ * SIGTRAP is never blocked. Armed text stays writable for the life of the process too: the
+ * C library's mprotect keeps write access there (agent_mprotect).
  *
  * The signal path makes raw system calls and allocates nothing. Linked with -z now, so no
  * lazy binding (which would run the loader's resolver) happens in the handler.
@@ -493,6 +494,7 @@ static fork_fn real_fork; /* the program's C library's fork (from its .dynsym) *
 typedef int (*register_atfork_fn)(void (*)(void), void (*)(void), void (*)(void), void *);
 static register_atfork_fn register_atfork; /* and its __register_atfork */
 static pid_t agent_vfork(void);
+static int agent_mprotect(void *addr, size_t len, int prot);
 static void redirect(uint64_t at, uint64_t size, void *target);
 
 #define HUGE (2ull << 20)
@@ -554,8 +556,9 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
      * signal functions (see signals.c). */
     uint64_t fork_at = 0, vfork_at = 0, vfork_size = 0, atfork_at = 0;
     uint64_t sigaction_at = 0, sigaction_size = 0, sigmask_at = 0, sigmask_size = 0;
-    uint64_t libc_sigaction_at = 0, errno_at = 0;
+    uint64_t libc_sigaction_at = 0, errno_at = 0, mprotect_at = 0, mprotect_size = 0;
     if (strncmp(base, "libc.so", 7) == 0) {
+        mprotect_at = find_dynamic(&f, "mprotect", &mprotect_size);
         fork_at = find_dynamic(&f, "fork", NULL);
         vfork_at = find_dynamic(&f, "vfork", &vfork_size);
         atfork_at = find_dynamic(&f, "__register_atfork", NULL);
@@ -636,6 +639,7 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
         signals_use_libc((void *)(bias + libc_sigaction_at), (void *)(bias + errno_at));
         redirect(bias + sigaction_at, sigaction_size, (void *)agent_sigaction);
         redirect(bias + sigmask_at, sigmask_size, (void *)agent_sigmask);
+        if (mprotect_at) redirect(bias + mprotect_at, mprotect_size, (void *)agent_mprotect);
     }
     if (ok) {
         for (size_t i = 0; i < kept; i++) {
@@ -745,8 +749,27 @@ static pid_t agent_vfork(void) {
     return pid;
 }
 
-/* Send a function of the C library (vfork, __sigaction, pthread_sigmask) to the agent's:
- * `jmp *0(%rip)` and the address, 14 bytes over its entry (it is never armed, see
+/* What the C library's mprotect does now: the same, except that armed text stays writable,
+ * since the trap handler puts the original bytes back there. Node.js with
+ * --use-largepages=on copies its text into huge pages and makes it read-only and executable
+ * again: the handler died of SIGSEGV putting back the next breakpoint's byte. */
+static int agent_mprotect(void *addr, size_t len, int prot) {
+    uint64_t lo = (uint64_t)addr, hi = lo + len;
+    int n = __atomic_load_n(&module_count, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n && (prot & PROT_EXEC) && !(prot & PROT_WRITE); i++)
+        if (__atomic_load_n(&modules[i].live, __ATOMIC_ACQUIRE) && lo < modules[i].hi &&
+            hi > modules[i].lo)
+            prot |= PROT_WRITE;
+    long r = sys4(SYS_mprotect, (long)lo, (long)len, prot, 0);
+    if (r < 0) {
+        program_set_errno((int)-r);
+        return -1;
+    }
+    return 0;
+}
+
+/* Send a function of the C library (vfork, __sigaction, pthread_sigmask, mprotect) to the
+ * agent's: `jmp *0(%rip)` and the address, 14 bytes over its entry (it is never armed, see
  * symbols.c), in the program's writable copy of the text. */
 static void redirect(uint64_t at, uint64_t size, void *target) {
     if (size < 14) return;

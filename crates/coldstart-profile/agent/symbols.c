@@ -62,7 +62,8 @@ int map_file(const char *path, struct file *f) {
  * fatal. They are left alone (and so are never in an audit profile), whatever object
  * defines them (an allocator's free runs at thread exit too). */
 static const char *const never_armed[] = {
-    "madvise", "munmap", "free", "cfree", "__libc_free", "_dl_deallocate_tls",
+    "madvise", "munmap", "mprotect", "__mprotect", "free", "cfree", "__libc_free",
+    "_dl_deallocate_tls",
     "sigprocmask", "pthread_sigmask", "__sigprocmask", "__pthread_sigmask",
     "execve", "execv", "execvp", "execvpe", "execl", "execle", "execlp", "fexecve", "execveat",
     "_exit", "_Exit", "__libc_sigaction", "sigaction", "__sigaction",

@@ -116,3 +116,32 @@ fn code_a_runtime_copies_as_data_gets_no_breakpoint() {
     // The blob's functions had no breakpoint: they ran, but only from the copy.
     assert!(!functions.iter().any(|f| f.starts_with("Builtins_")), "{functions:?}");
 }
+
+/// A program that makes the page of a function it has not called yet read-only and
+/// executable again, as Node.js `--use-largepages=on` does with its whole text after moving
+/// it into huge pages, then calls it; and asks for a protection the kernel refuses, which
+/// must fail as it fails alone (-1, `EINVAL`).
+const TEXT_MADE_READ_ONLY: &str = r#"
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+int called_after(int x) { return x * 3; }
+int main(void) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)called_after & ~(page - 1);
+    if (mprotect((void *)lo, page, PROT_READ | PROT_EXEC) != 0) return 2;
+    int refused = mprotect((void *)(lo + 1), page, PROT_READ | PROT_EXEC);
+    printf("%d %d %d\n", called_after(2), refused, errno == EINVAL);
+    return 0;
+}
+"#;
+
+#[test]
+fn text_a_program_makes_read_only_again_keeps_its_breakpoints_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = program(dir.path(), "text_read_only", TEXT_MADE_READ_ONLY);
+    let functions = ran_under_the_agent(&prog, "6 -1 1\n");
+    assert!(position(&functions, "main") < position(&functions, "called_after"));
+}

@@ -328,6 +328,18 @@ fn nodejs_runs_to_the_end_under_the_audit_tracer() {
     );
 }
 
+/// `--use-largepages=on` makes Node.js copy its text into huge pages and make it read-only
+/// again: the agent died of SIGSEGV putting back the next breakpoint's byte.
+#[test]
+fn nodejs_moving_its_text_to_large_pages_runs_under_the_audit_tracer() {
+    let Some(node) = installed("node", "nodejs") else { return };
+    let program = Program::new(&[node.to_str().unwrap(), "--use-largepages=on", "-e", "1"]);
+    let label = program.label();
+    let p = program.check_default_tracer();
+    assert_recorded_by_the_audit_tracer(&p, &label);
+    assert_first_touch_order(&p, &NODE_START, &label);
+}
+
 #[test]
 fn firefox_esr_headless_screenshot() {
     let Some(firefox) = coldstart_testkit::which("firefox-esr") else {
