@@ -1,5 +1,5 @@
 //! `coldstart profile` on Debian's programs, which nobody here wrote: Python, clang, Perl, git,
-//! Node.js (a runtime with a JIT), Firefox (when installed) and Python through a
+//! Node.js and OpenJDK (runtimes with a JIT), Firefox (when installed) and Python through a
 //! version manager's shim.
 //!
 //! Each must pass two checks. With the default tracer, profiling neither crashes the program
@@ -338,6 +338,61 @@ fn nodejs_moving_its_text_to_large_pages_runs_under_the_audit_tracer() {
     let p = program.check_default_tracer();
     assert_recorded_by_the_audit_tracer(&p, &label);
     assert_first_touch_order(&p, &NODE_START, &label);
+}
+
+/// A Java program that keeps the JIT busy and starts a thread of its own.
+const JAVA_PROGRAM: &str = r#"
+import java.util.*;
+import java.util.stream.*;
+public class Hello {
+    public static void main(String[] args) throws Exception {
+        Map<String, Integer> m = new HashMap<>();
+        for (int i = 0; i < 200000; i++) m.merge("k" + (i % 1000), i, Integer::sum);
+        String s = m.entrySet().stream().sorted(Map.Entry.comparingByKey()).limit(3)
+            .map(e -> e.getKey() + "=" + e.getValue()).collect(Collectors.joining(","));
+        Thread t = new Thread(() -> System.out.println("from " + Thread.currentThread().getName()));
+        t.start();
+        t.join();
+        System.out.println("hello " + s);
+    }
+}
+"#;
+
+/// OpenJDK's HotSpot: the launcher, the VM it starts in a thread of its own, and the JIT
+/// compiler threads, which compile the program's loop.
+#[test]
+fn openjdk_runs_under_the_audit_tracer_with_its_compiler_threads() {
+    let Some(java) = installed("java", "openjdk-17-jre-headless") else { return };
+    let java = java.to_str().unwrap();
+    let version = Program::new(&[java, "-version"]);
+    assert_recorded_by_the_audit_tracer(&version.check_default_tracer(), &version.label());
+    // Compiled in memory by the source launcher (javac, running on the same VM), then run.
+    let mut program = Program::new(&[]);
+    let source = program.dir.path().join("Hello.java");
+    std::fs::write(&source, JAVA_PROGRAM).unwrap();
+    program.command = vec![java.into(), source.to_str().unwrap().into()];
+    let label = program.label();
+    let p = program.check_default_tracer();
+    assert_recorded_by_the_audit_tracer(&p, &label);
+    let vm = assert_first_touch_order(
+        &p,
+        &[
+            "JLI_Launch",
+            "JavaMain",
+            "JNI_CreateJavaVM",
+            "_ZN7Threads9create_vmEP14JavaVMInitArgsPb",
+        ],
+        &label,
+    );
+    let compiled = assert_first_touch_order(
+        &p,
+        &[
+            "_ZN7Threads9create_vmEP14JavaVMInitArgsPb",
+            "_ZN13CompileBroker25invoke_compiler_on_methodEP11CompileTask",
+        ],
+        &label,
+    );
+    assert_ne!(compiled[1]["tid"], vm[3]["tid"], "{label}: compiled in a compiler thread");
 }
 
 #[test]
