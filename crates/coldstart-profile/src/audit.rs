@@ -17,10 +17,9 @@
 //!
 //! Differences from the ptrace tracer, all documented in `docs/formats/profile.md`: the
 //! dynamic loader is not profiled (it runs the agent), nor objects of other link-map
-//! namespaces (`dlmopen`), nor code the program copies as data (V8's embedded builtins, whose
-//! copy would carry the breakpoints); the agent keeps `SIGTRAP` to itself (a program's own
-//! handler is recorded and run for traps that are not breakpoints, and `SIGTRAP` is never
-//! blocked), which raw system calls can get around. Programs the loader does not audit
+//! namespaces (`dlmopen`); the agent keeps `SIGTRAP` to itself (a program's own handler is
+//! recorded and run for traps that are not breakpoints, and `SIGTRAP` is never blocked), which
+//! raw system calls can get around. Programs the loader does not audit
 //! (static executables, setuid/setgid programs) are detected up front: see [`unsupported`].
 
 use std::collections::HashMap;

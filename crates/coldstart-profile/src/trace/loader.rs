@@ -10,6 +10,7 @@ use coldstart_elf::ElfInfo;
 
 use super::breakpoints::{write_breakpoints, INT3};
 use super::{ModuleRec, Space, Tracer};
+use crate::copied::copied_code;
 use crate::modules::{stripped_warning, unsymbolized, ModuleTouches};
 use crate::ProfileError;
 
@@ -133,8 +134,11 @@ impl Tracer<'_> {
             None => {
                 self.warnings.extend(stripped_warning(&info, path));
                 self.unsymbolized.extend(unsymbolized(&info, path));
+                let file = coldstart_elf::Mmap::open(path).ok().map(Arc::new);
+                let copied = file.as_ref().map_or(0..0, |f| copied_code(&info, f.bytes()));
                 self.modules.push(ModuleRec {
-                    file: coldstart_elf::Mmap::open(path).ok().map(Arc::new),
+                    file,
+                    copied,
                     touches: ModuleTouches::new(info.clone(), path, bias),
                 });
                 self.module_by_key.insert(key, self.modules.len() - 1);
@@ -147,7 +151,7 @@ impl Tracer<'_> {
             .functions
             .iter()
             .enumerate()
-            .filter(|(i, _)| !rec.touches.touched(*i))
+            .filter(|(i, f)| !rec.touches.touched(*i) && !rec.copied.contains(&f.address))
             .map(|(i, f)| (f.address.wrapping_add(bias), i as u32))
             .collect();
         addrs.sort_unstable();
