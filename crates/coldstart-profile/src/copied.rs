@@ -11,25 +11,27 @@
 //! pages). The audit agent applies the same rule (`agent/symbols.c`).
 
 use std::ops::Range;
+use std::path::Path;
 
 use coldstart_elf::{ElfInfo, Mmap, SymbolSource};
 use object::{Object, ObjectSegment, ObjectSymbol};
 
-/// The ELF addresses of the code of `info`'s module that its program copies as data (an
-/// empty range when there is none). `file` holds the module's bytes (the blob's size is
-/// read there: a separate debug file has no contents for it).
-pub(crate) fn copied_code(info: &ElfInfo, file: &[u8]) -> Range<u64> {
+/// The ELF addresses of the code of `info`'s module (the file at `path`) that its program
+/// copies as data: an empty range when there is none.
+pub(crate) fn copied_code(info: &ElfInfo, path: &Path) -> Range<u64> {
     // Every function of the blob is named `Builtins_NAME`: modules without one are not
     // searched again (their symbols were read once already, into `info`).
     if !info.functions.iter().any(|f| f.names.iter().any(|n| n.starts_with("Builtins_"))) {
         return 0..0;
     }
+    let Ok(file) = Mmap::open(path) else { return 0..0 };
+    // The blob's size is read from the module's file: a debug file has no contents for it.
     let debug_file = match &info.symbol_source {
-        SymbolSource::DebugFile(path) => Mmap::open(path).ok(),
+        SymbolSource::DebugFile(debug) => Mmap::open(debug).ok(),
         _ => None,
     };
-    let symbols = debug_file.as_ref().map_or(file, |d| d.bytes());
-    blob(symbols, file).unwrap_or(0..0)
+    let symbols = debug_file.as_ref().unwrap_or(&file).bytes();
+    blob(symbols, file.bytes()).unwrap_or(0..0)
 }
 
 /// The blob named by the symbols of `symbols`, its size read from `file`.
@@ -77,13 +79,17 @@ int main(void) { return 0; }
         let exe = coldstart_testkit::compile_c(dir.path(), "blob", BLOB, &["-g0"]);
         let options = coldstart_elf::SymbolOptions::default();
         let info = ElfInfo::open(&exe, &options).unwrap();
-        let file = std::fs::read(&exe).unwrap();
         let at = |name: &str| {
             info.functions.iter().find(|f| f.names.iter().any(|n| n == name)).unwrap().address
         };
-        let range = copied_code(&info, &file);
+        let range = copied_code(&info, &exe);
         assert_eq!(range, at("Builtins_One")..at("Builtins_Two") + 32);
         assert!(!range.contains(&at("main")));
+        // The profile counts the functions that had a breakpoint: the blob's two are not.
+        let total = info.functions.len();
+        let mut touches = crate::modules::ModuleTouches::new(std::sync::Arc::new(info), &exe, 0);
+        let module = crate::modules::profile_modules([&mut touches]).remove(0);
+        assert_eq!(module.functions_total, total - 2);
         // Without the blob's functions in the symbols, nothing is searched for.
         let plain = coldstart_testkit::compile_c(
             dir.path(),
@@ -92,6 +98,6 @@ int main(void) { return 0; }
             &["-g0"],
         );
         let info = ElfInfo::open(&plain, &options).unwrap();
-        assert!(copied_code(&info, &std::fs::read(&plain).unwrap()).is_empty());
+        assert!(copied_code(&info, &plain).is_empty());
     }
 }

@@ -10,7 +10,6 @@ use coldstart_elf::ElfInfo;
 
 use super::breakpoints::{write_breakpoints, INT3};
 use super::{ModuleRec, Space, Tracer};
-use crate::copied::copied_code;
 use crate::modules::{stripped_warning, unsymbolized, ModuleTouches};
 use crate::ProfileError;
 
@@ -134,11 +133,8 @@ impl Tracer<'_> {
             None => {
                 self.warnings.extend(stripped_warning(&info, path));
                 self.unsymbolized.extend(unsymbolized(&info, path));
-                let file = coldstart_elf::Mmap::open(path).ok().map(Arc::new);
-                let copied = file.as_ref().map_or(0..0, |f| copied_code(&info, f.bytes()));
                 self.modules.push(ModuleRec {
-                    file,
-                    copied,
+                    file: coldstart_elf::Mmap::open(path).ok().map(Arc::new),
                     touches: ModuleTouches::new(info.clone(), path, bias),
                 });
                 self.module_by_key.insert(key, self.modules.len() - 1);
@@ -151,7 +147,7 @@ impl Tracer<'_> {
             .functions
             .iter()
             .enumerate()
-            .filter(|(i, f)| !rec.touches.touched(*i) && !rec.copied.contains(&f.address))
+            .filter(|(i, f)| !rec.touches.touched(*i) && !rec.touches.copied.contains(&f.address))
             .map(|(i, f)| (f.address.wrapping_add(bias), i as u32))
             .collect();
         addrs.sort_unstable();

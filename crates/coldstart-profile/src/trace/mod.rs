@@ -70,8 +70,6 @@ struct ModuleRec {
     /// text when a module is armed, so file and memory agree), which spares reading the
     /// program's text back through `/proc/PID/mem`.
     file: Option<Arc<coldstart_elf::Mmap>>,
-    /// Its code the program copies as data (ELF addresses): no breakpoint goes there.
-    copied: std::ops::Range<u64>,
 }
 
 /// One address space (a process image); threads and `vfork` children share it.
