@@ -32,6 +32,7 @@
 //! ```
 
 mod audit;
+mod copied;
 mod cpu;
 mod exact;
 pub use coldstart_profile_format as format;
