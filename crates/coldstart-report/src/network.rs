@@ -21,13 +21,7 @@ pub const AUTO_TOLERANCE: f64 = 0.05;
 const HOT_SET: [&str; 3] = ["reordered", "reordered-paged", "stream"];
 
 fn bandwidth(bps: f64) -> String {
-    if bps >= 1e9 {
-        format!("{} Gbit/s", trim(bps / 1e9))
-    } else if bps >= 1e6 {
-        format!("{} Mbit/s", trim(bps / 1e6))
-    } else {
-        format!("{} kbit/s", trim(bps / 1e3))
-    }
+    coldstart_units::bit_rate(bps.round() as u64)
 }
 
 fn trim(v: f64) -> String {

@@ -373,17 +373,9 @@ pub fn gain(subject_s: f64, other_s: f64) -> String {
     }
 }
 
-/// Bytes for people: `512 B`, `12.0 KiB`, `3.4 MiB`.
+/// Bytes for people, as every command shows them: `512 B`, `12.0 KiB`, `3.4 MiB`.
 pub fn bytes(b: f64) -> String {
-    if b >= 1024.0 * 1024.0 * 1024.0 {
-        format!("{:.2} GiB", b / (1024.0 * 1024.0 * 1024.0))
-    } else if b >= 1024.0 * 1024.0 {
-        format!("{:.1} MiB", b / (1024.0 * 1024.0))
-    } else if b >= 1024.0 {
-        format!("{:.1} KiB", b / 1024.0)
-    } else {
-        format!("{b:.0} B")
-    }
+    coldstart_units::bytes_f(b)
 }
 
 /// The colour of a network strategy (the Okabe-Ito palette, readable with colour-blindness).
