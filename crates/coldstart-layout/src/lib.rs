@@ -39,6 +39,7 @@ pub mod drivers;
 mod error;
 pub mod evaluate;
 pub mod input;
+pub mod lld;
 pub mod model;
 pub mod order;
 pub mod request;
