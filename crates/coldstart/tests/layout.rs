@@ -779,3 +779,66 @@ fn analyze_tells_function_sections_from_emitted_relocations() {
     assert!(own_sections(&["-ffunction-sections"], "with").starts_with("likely"));
     assert!(own_sections(&[], "without").starts_with("unknown"));
 }
+
+#[test]
+fn order_if_decayed_keeps_an_order_that_holds_and_orders_again_when_start_up_drifted() {
+    let dir = tempfile::tempdir().unwrap();
+    // 400 functions of about 450 bytes over some 45 pages; start-up calls every 40th.
+    let hot: Vec<usize> = (0..400).step_by(40).collect();
+    std::fs::write(dir.path().join("prog.c"), program(400, &hot)).unwrap();
+    let exe = dir.path().join("prog");
+    let build = |order: Option<&Path>| {
+        let args = [CLANG, "-O1", "-g0", "-ffunction-sections", "prog.c", "-o", "prog"];
+        match order {
+            None => {
+                let mut cmd = Command::new(args[0]);
+                assert!(cmd.current_dir(dir.path()).args(&args[1..]).status().unwrap().success());
+            }
+            Some(o) => {
+                coldstart()
+                    .current_dir(dir.path())
+                    .arg("link")
+                    .arg("--order")
+                    .arg(o)
+                    .arg("--")
+                    .args(args)
+                    .assert()
+                    .success();
+            }
+        }
+    };
+    build(None);
+    let a = profile(&dir.path().join("a.json"), "a", &exe, &hot_names(&hot));
+    let order = dir.path().join("order.txt");
+    let if_decayed = |p: &Path| {
+        let mut cmd = coldstart();
+        cmd.arg("order").arg(p).arg("--binary").arg(&exe);
+        cmd.args(["--if-decayed", "--readahead", "0", "-o"]).arg(&order);
+        cmd.assert()
+    };
+    // No order yet: the first one is written.
+    if_decayed(&a).success().stderr(predicate::str::contains("writing the first order"));
+    build(Some(&order));
+    // Linked with it, start-up reads about what its own order would: the file is kept as is.
+    let kept = format!("{}# committed\n", std::fs::read_to_string(&order).unwrap());
+    std::fs::write(&order, &kept).unwrap();
+    if_decayed(&a).success().stderr(predicate::str::contains("the order holds"));
+    assert_eq!(std::fs::read_to_string(&order).unwrap(), kept);
+    // The program changed: start-up now runs other functions, scattered in the cold code.
+    let moved: Vec<usize> = (20..400).step_by(40).collect();
+    let b = profile(&dir.path().join("b.json"), "b", &exe, &hot_names(&moved));
+    if_decayed(&b).success().stderr(predicate::str::contains("the order has decayed"));
+    let new = std::fs::read_to_string(&order).unwrap();
+    assert!(!new.contains("# committed") && new.contains("f20\n"), "{new}");
+    // A bar below 1 would always order again.
+    coldstart()
+        .arg("order")
+        .arg(&b)
+        .arg("--binary")
+        .arg(&exe)
+        .args(["--if-decayed", "--decay-bar", "0.5", "-o"])
+        .arg(&order)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--decay-bar 0.5"));
+}

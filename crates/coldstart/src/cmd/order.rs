@@ -22,7 +22,8 @@ use super::common::{preview, PageModelArgs};
     coldstart order a.json b.json --algorithm merged --weights 3,1 -o prog.order\n  \
     coldstart order p.json --binary ./prog --evaluate held-out.json -o prog.order\n  \
     coldstart order p.json --module libclang-cpp.so.19.1 --format bolt -o clang.order\n  \
-    coldstart order p.json --all-modules --binary ./prog --data -o prog.order")]
+    coldstart order p.json --all-modules --binary ./prog --data -o prog.order\n  \
+    coldstart order p.json --binary build/prog --if-decayed -o layout/prog.order")]
 pub struct Args {
     /// Profiles (`coldstart profile -o P`), one per workload.
     #[arg(required = true)]
@@ -75,6 +76,57 @@ pub struct Args {
     /// Print the evaluation as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Write -o only when it has decayed: when --binary (this build, linked with the order
+    /// now at -o) reads more than --decay-bar times the code pages for the first profile's
+    /// start-up (a profile of this build) than the start-up's own order would (the page
+    /// model). Otherwise keep the file as it is. For a closed loop in CI that commits the
+    /// order file and orders again only when the program has drifted from it.
+    #[arg(long, requires_all = ["binary", "output"])]
+    pub if_decayed: bool,
+    /// The bar of --if-decayed: pages read as linked over pages read in the start-up's own
+    /// order.
+    #[arg(long, default_value_t = 1.3, requires = "if_decayed", value_name = "RATIO")]
+    pub decay_bar: f64,
+}
+
+/// With --if-decayed: whether the order at -o still holds for `binary` (then nothing is
+/// written). Says which, with the figures.
+fn order_still_holds(
+    args: &Args,
+    binary: &Binary,
+    workloads: &[Workload],
+    model: coldstart_layout::model::PageModel,
+) -> anyhow::Result<bool> {
+    if !(args.decay_bar.is_finite() && args.decay_bar >= 1.0) {
+        return Err(crate::exit::usage(format!(
+            "--decay-bar {}: give a ratio of 1 or more (1.3: 30% more pages than a fresh order)",
+            args.decay_bar
+        )));
+    }
+    let out = args.output.as_deref().expect("clap requires -o with --if-decayed");
+    if !out.exists() {
+        eprintln!("coldstart: {} does not exist yet: writing the first order", out.display());
+        return Ok(false);
+    }
+    let first = workloads.first().context("no workload in the profiles")?;
+    let d = evaluate::decay(binary, first, args.module.as_deref(), model)?;
+    let held = !d.decayed(args.decay_bar);
+    eprintln!(
+        "coldstart: {} as linked reads {} code pages in {} faults for `{}`, {:.2}x the {} of its own order (bar {}x): {}",
+        binary.info.path.display(),
+        d.current.pages_read,
+        d.current.faults,
+        d.workload,
+        d.ratio(),
+        d.ideal.pages_read,
+        args.decay_bar,
+        if held {
+            format!("the order holds; {} kept as it is", out.display())
+        } else {
+            format!("the order has decayed; writing a new one to {}", out.display())
+        }
+    );
+    Ok(held)
 }
 
 /// Read every profile into workloads, applying `weights` in order.
@@ -125,6 +177,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(b) => Some(Binary::open(b).with_context(|| format!("--binary {}", b.display()))?),
         None => None,
     };
+    if let (true, Some(b)) = (args.if_decayed, &binary) {
+        if order_still_holds(&args, b, &workloads, model)? {
+            return Ok(crate::exit::SUCCESS);
+        }
+    }
     let mut request = OrderRequest::new(workloads, binary.as_ref());
     request.module = args.module.clone();
     request.all_modules = args.all_modules;
