@@ -624,7 +624,10 @@ fn analyze_breaks_the_pages_start_up_read_down_by_section() {
         event: event.into(),
         pid: 1,
     };
-    let mut accesses = vec![access(rela_page, "fault")];
+    let ptrs = coldstart_layout::data::data_symbols(&exe).unwrap();
+    let ptrs = ptrs.iter().find(|d| d.name == "ptrs").expect("ptrs is a named object");
+    let ptrs_page = (ptrs.offset + ptrs.size / 2) / 4096;
+    let mut accesses = vec![access(rela_page, "fault"), access(ptrs_page, "fault")];
     accesses.extend(code_pages.iter().map(|&pg| access(pg, "fault")));
     accesses.push(access(code_pages[0] + 1, "map"));
     add_pages(&p, &exe, accesses);
@@ -646,11 +649,16 @@ fn analyze_breaks_the_pages_start_up_read_down_by_section() {
     assert_eq!(row("relocations")["pages_faulted"], 1);
     assert!(row("relocations")["remedy"].as_str().unwrap().contains("pack-relative-relocs"));
     assert_eq!(row("rodata")["pages_read"], 0);
+    // What an order can move: the four code pages and the named table; not the relocations.
+    let movable = &json["movable"];
+    assert_eq!((movable["code"].as_u64(), movable["named_data"].as_u64()), (Some(4), Some(1)));
+    assert_eq!(movable["fixed"], 1, "{movable}");
     let text = String::from_utf8(
         coldstart().arg("analyze").arg(&exe).arg("--profile").arg(&p).output().unwrap().stdout,
     )
     .unwrap();
     assert!(text.contains("by section") && text.contains("relocations"), "{text}");
+    assert!(text.contains("what a linker order can move: 5 pages"), "{text}");
 }
 
 #[test]
