@@ -58,6 +58,7 @@ pub fn evaluate(
         Unprofiled::Callees => 0,
         Unprofiled::Input => 1,
         Unprofiled::References => 2,
+        Unprofiled::Siblings => 3,
     };
     let mut best: Option<(Algorithm, Unprofiled, (u64, u64, u8))> = None;
     for algorithm in Algorithm::ALL {

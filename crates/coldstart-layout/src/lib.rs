@@ -43,6 +43,7 @@ pub mod lld;
 pub mod model;
 pub mod order;
 pub mod request;
+pub mod siblings;
 pub mod symbols;
 pub mod verify;
 pub mod writers;

@@ -50,8 +50,10 @@ pub struct Args {
     pub all_modules: bool,
     /// Where the functions no profile touched go: `callees` (the ones the touched functions
     /// call, found by decoding their calls, right after them, likeliest first), `references`
-    /// (the same counting function pointers and vtables the code refers to) or `input`
-    /// (where the linker puts them). Default: callees, or the best of --evaluate.
+    /// (the same counting function pointers and vtables the code refers to), `siblings`
+    /// (callees, then the other implementations of the trait and virtual methods start-up
+    /// ran) or `input` (where the linker puts them). Default: callees, or the best of
+    /// --evaluate.
     #[arg(long, value_name = "PLACEMENT")]
     pub unprofiled: Option<String>,
     /// The binary the order is for: reports ambiguous static names and names it lacks;
