@@ -105,18 +105,28 @@ impl Lld {
         )))
     }
 
-    /// The directory to pass with `-B` so a compiler driver runs this lld: the one holding it
-    /// when it is named `ld.lld` (`/usr/lib/llvm-22/bin` for Debian's `ld.lld-22`, a link to
-    /// it), else `scratch`, where it is linked as `ld.lld`. A stable directory keeps a Cargo
-    /// build's `RUSTFLAGS` the same from one link to the next (a change rebuilds every crate).
+    /// The directory to pass with `-B` so a compiler driver runs this lld: the first one
+    /// holding it under the name `ld.lld` along its chain of symbolic links
+    /// (`/usr/lib/llvm-22/bin` for Debian's `/usr/bin/ld.lld-22`, a link to
+    /// `../lib/llvm-22/bin/ld.lld`, itself a link to the multi-call `lld`), else `scratch`,
+    /// where it is linked as `ld.lld`. A stable directory keeps a Cargo build's `RUSTFLAGS` the
+    /// same from one link to the next (a change rebuilds every crate).
     pub fn driver_dir(&self, scratch: &Path) -> Result<PathBuf, LayoutError> {
-        let real = std::fs::canonicalize(&self.path)
-            .map_err(|e| LayoutError::io("read", &self.path, e))?;
-        if real.file_name().is_some_and(|n| n == "ld.lld") {
-            if let Some(dir) = real.parent() {
-                return Ok(dir.to_owned());
+        let mut p = self.path.clone();
+        for _ in 0..16 {
+            if p.file_name().is_some_and(|n| n == "ld.lld") {
+                if let Some(dir) = p.parent() {
+                    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+                    return std::fs::canonicalize(dir).map_err(|e| LayoutError::io("read", dir, e));
+                }
+            }
+            match std::fs::read_link(&p) {
+                Ok(next) => p = p.parent().map_or(next.clone(), |d| d.join(&next)),
+                Err(_) => break,
             }
         }
+        let real = std::fs::canonicalize(&self.path)
+            .map_err(|e| LayoutError::io("read", &self.path, e))?;
         let link = scratch.join("ld.lld");
         std::os::unix::fs::symlink(&real, &link)
             .map_err(|e| LayoutError::io("create", &link, e))?;
@@ -197,6 +207,26 @@ mod tests {
         assert!(err.contains("lld 20 or later") && err.contains("--lld 22"), "{err}");
         let new = Lld { path: "/usr/lib/llvm-22/bin/ld.lld".into(), version: (22, 1, 8) };
         assert!(new.require_compression_sort().is_ok());
+    }
+
+    #[test]
+    fn the_driver_directory_is_where_a_link_chain_names_it_ld_lld_else_a_scratch_link() {
+        let root = tempfile::tempdir().unwrap();
+        let (bin, llvm) = (root.path().join("bin"), root.path().join("llvm/bin"));
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(&llvm).unwrap();
+        std::fs::write(llvm.join("lld"), "").unwrap();
+        std::os::unix::fs::symlink("lld", llvm.join("ld.lld")).unwrap();
+        std::os::unix::fs::symlink("../llvm/bin/ld.lld", bin.join("ld.lld-22")).unwrap();
+        let scratch = root.path().join("scratch");
+        std::fs::create_dir(&scratch).unwrap();
+        // Debian's layout: ld.lld-22 -> ../llvm/bin/ld.lld -> lld; the stable directory wins.
+        let lld = Lld { path: bin.join("ld.lld-22"), version: (22, 1, 8) };
+        assert_eq!(lld.driver_dir(&scratch).unwrap(), std::fs::canonicalize(&llvm).unwrap());
+        // A file never named ld.lld is linked under that name in the scratch directory.
+        let lld = Lld { path: llvm.join("lld"), version: (22, 1, 8) };
+        assert_eq!(lld.driver_dir(&scratch).unwrap(), scratch);
+        assert!(scratch.join("ld.lld").exists());
     }
 
     #[test]
