@@ -121,11 +121,13 @@ relink() {
   tail -3 "link-$v.txt"
   mkdir -p "$v/bin" && cp build-plain/gdb/gdb "$v/bin/gdb"
 }
-# A directory whose clang++-22 adds FLAGS to every link (GDB links with $(CXX)).
+# A directory whose clang++-22 adds FLAGS to every link (GDB links with $(CXX)), its messages
+# kept in link.log there.
 wrapper() { # dir, flags...
   local dir=$1; shift
   mkdir -p "$dir"
-  printf '#!/bin/sh\nexec %s "$@" %s\n' "$(command -v clang++-22)" "$*" > "$dir/clang++-22"
+  printf '#!/bin/sh\nexec %s "$@" %s 2>>%s/link.log\n' "$(command -v clang++-22)" "$*" "$dir" \
+    > "$dir/clang++-22"
   chmod +x "$dir/clang++-22"
 }
 [ -x plain/bin/gdb ] || { mkdir -p plain/bin && cp build-plain/gdb/gdb plain/bin/gdb; }

@@ -49,8 +49,9 @@ layout_bp() { # INSTRUMENTED-EXE WRAPPER-FUNCTION
   "$llvm/llvm-profdata" merge -o a.profdata profraw/*.profraw
   "$2" "$work/bp-wrap" -Wl,-z,pack-relative-relocs "-Wl,--irpgo-profile=$work/a.profdata" \
     -Wl,--bp-startup-sort=function -Wl,--verbose-bp-section-orderer
+  rm -f "$work/bp-wrap/link.log"
   relink bp -- "$work/bp-wrap"
-  grep -i "functions for startup" link-bp.txt || true
+  grep -i "functions for startup" "$work/bp-wrap/link.log" || true
 }
 
 # BOLT 22 on the default build from its instrumented run of a, with the options BOLT's

@@ -121,11 +121,13 @@ relink() {
   fi
   tail -3 "link-$v.txt"
 }
-# A directory whose `cc` adds FLAGS to every link (rustc links through `cc`).
+# A directory whose `cc` adds FLAGS to every link (rustc links through `cc`), its messages
+# kept in link.log there.
 wrapper() { # dir, flags...
   local dir=$1; shift
   mkdir -p "$dir"
-  printf '#!/bin/sh\nexec /usr/bin/cc "$@" %s\n' "$*" > "$dir/cc"
+  # What the linker says goes to link.log there (rustc would show it only on failure).
+  printf '#!/bin/sh\nexec /usr/bin/cc "$@" %s 2>>%s/link.log\n' "$*" "$dir" > "$dir/cc"
   chmod +x "$dir/cc"
 }
 wrapper "$work/relr-cc" -Wl,-z,pack-relative-relocs
