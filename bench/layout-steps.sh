@@ -57,10 +57,11 @@ layout_bp() { # INSTRUMENTED-EXE WRAPPER-FUNCTION
 # BOLT 22 on the default build from its instrumented run of a, with the options BOLT's
 # documentation recommends, as `cdsort`.
 layout_bolt() { # PROG
-  rm -rf instr && mkdir -p instr cdsort/bin
-  "$llvm/llvm-bolt" "default/bin/$1" -instrument -o "instr/$1" \
+  # The instrumented binary runs among the default build's files (its libraries, its data).
+  rm -rf instr cdsort && cp -a default instr && cp -a default cdsort
+  "$llvm/llvm-bolt" "default/bin/$1" -instrument -o "instr/bin/$1" \
     --instrumentation-file="$work/a.fdata" > bolt-instrument.log 2>&1
-  rm -f a.fdata && "instr/$1" "${wa[@]}" >/dev/null
+  rm -f a.fdata && "instr/bin/$1" "${wa[@]}" >/dev/null
   "$llvm/llvm-bolt" "default/bin/$1" -o "cdsort/bin/$1" -data=a.fdata \
     -reorder-blocks=ext-tsp -reorder-functions=cdsort -split-functions -split-all-cold -split-eh \
     > bolt-cdsort.log 2>&1 || { tail -20 bolt-cdsort.log; exit 1; }
