@@ -69,7 +69,6 @@ build() { # NAME, extra compile and link flags
     || { tail -30 "build-$name.log"; exit 1; }
 }
 [ -x build-plain/gdb/gdb ] || build plain
-[ -x build-instr/gdb/gdb ] || build instr "-fprofile-generate -ftemporal-profile"
 size -A build-plain/gdb/gdb | awk '$1 == ".text" { printf "gdb: %.1f MB of code\n", $2 / 1e6 }'
 
 # 2. A program to debug, with debug information, and the two start-ups (no inferior is run:
@@ -139,9 +138,11 @@ relink default -- "$work/relr-cxx"
 layout_profiles gdb
 # 5. coldstart's orders.
 layout_orders gdb
-# 6. lld 22's balanced partitioning, from the instrumented build's run of a.
-layout_bp build-instr/gdb/gdb wrapper
-# 7. BOLT 22 on the default build, from its instrumented run of a.
+# 6. BOLT 22 on the default build, from its instrumented run of a.
 layout_bolt gdb
+# 7. lld 22's balanced partitioning, from a run of a by a build instrumented for IR PGO with
+# temporal profiling.
+[ -x build-instr/gdb/gdb ] || build instr "-fprofile-generate -ftemporal-profile"
+layout_bp build-instr/gdb/gdb wrapper
 # 8. Measured.
 layout_measure gdb plain default ordered nodata traced siblings ideal bp cdsort

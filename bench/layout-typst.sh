@@ -55,14 +55,9 @@ unset CARGO_ENCODED_RUSTFLAGS
 flags="-C link-arg=-fuse-ld=lld -C link-arg=-B$llvm -C link-arg=-Wl,--emit-relocs"
 export CARGO_TARGET_DIR=$work/target
 
-# 1. The plain build and the instrumented one (IR PGO with temporal profiling, for lld).
+# 1. The plain build (the instrumented one, for lld, is built in step 6).
 if [ ! -x plain/bin/typst ]; then
   RUSTFLAGS="$flags" nice -n 19 cargo install -q --locked "typst-cli@$version" --root plain
-fi
-if [ ! -x pgo-instr/bin/typst ]; then
-  RUSTFLAGS="$flags -C profile-generate=$work/profraw -C llvm-args=-pgo-temporal-instrumentation" \
-    CARGO_TARGET_DIR=$work/target-instr \
-    nice -n 19 cargo install -q --locked "typst-cli@$version" --root pgo-instr
 fi
 ls -l plain/bin/typst
 
@@ -138,9 +133,15 @@ relink default -- "$work/relr-cc"
 layout_profiles typst
 # 5. coldstart's orders.
 layout_orders typst
-# 6. lld 22's balanced partitioning, from the instrumented build's run of a.
-layout_bp pgo-instr/bin/typst wrapper
-# 7. BOLT 22 on the default build, from its instrumented run of a.
+# 6. BOLT 22 on the default build, from its instrumented run of a.
 layout_bolt typst
+# 7. lld 22's balanced partitioning, from a run of a by a build instrumented for IR PGO with
+# temporal profiling (its own target directory: other RUSTFLAGS).
+if [ ! -x pgo-instr/bin/typst ]; then
+  RUSTFLAGS="$flags -C profile-generate=$work/profraw -C llvm-args=-pgo-temporal-instrumentation" \
+    CARGO_TARGET_DIR=$work/target-instr \
+    nice -n 19 cargo install -q --locked "typst-cli@$version" --root pgo-instr
+fi
+layout_bp pgo-instr/bin/typst wrapper
 # 8. Measured.
 layout_measure typst plain default ordered nodata traced siblings ideal bp cdsort
