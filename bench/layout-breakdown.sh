@@ -34,6 +34,10 @@ for d in "${given[@]}"; do
   [ -x "$d/$exe" ] || { echo "no $exe in $d (for the sample: run bench/layout-sample.sh first)" >&2; exit 2; }
   dirs+=("$(cd "$d" && pwd)")
 done
+# One breakdown at a time: they share the work directory below.
+mkdir -p "$work"
+exec 8>"$work/breakdown.lock"
+flock 8
 cargo build --locked --release -q -p coldstart
 cs=$PWD/target/release/coldstart
 out=$work/breakdown
