@@ -22,7 +22,8 @@
 #   bp         lld 22's balanced partitioning: GDB rebuilt with `-fprofile-generate
 #              -ftemporal-profile`, run on a, `llvm-profdata merge`, relinked with
 #              `--irpgo-profile=a.profdata --bp-startup-sort=function`
-#   cdsort     BOLT 22 on `default` from its instrumented run of a: `-reorder-blocks=ext-tsp
+#   cdsort     BOLT 22 on `plain` (its output of a DT_RELR binary crashes), from its
+#              instrumented run of a: `-reorder-blocks=ext-tsp
 #              -reorder-functions=cdsort -split-functions -split-all-cold -split-eh`
 set -euo pipefail
 cd "$(dirname "$0")/.."

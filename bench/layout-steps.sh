@@ -54,15 +54,16 @@ layout_bp() { # INSTRUMENTED-EXE WRAPPER-FUNCTION
   grep -i "functions for startup" "$work/bp-wrap/link.log" || true
 }
 
-# BOLT 22 on the default build from its instrumented run of a, with the options BOLT's
-# documentation recommends, as `cdsort`.
+# BOLT 22 from its instrumented run of a, with the options BOLT's documentation recommends, as
+# `cdsort`. On the plain build: BOLT 22's output of a binary with DT_RELR (`default`) crashes,
+# instrumented or not, so BOLT's build keeps `.rela.dyn` (compare what an order can move).
 layout_bolt() { # PROG
-  # The instrumented binary runs among the default build's files (its libraries, its data).
-  rm -rf instr cdsort && cp -a default instr && cp -a default cdsort
-  "$llvm/llvm-bolt" "default/bin/$1" -instrument -o "instr/bin/$1" \
+  # The instrumented binary runs among the plain build's files (its libraries, its data).
+  rm -rf instr cdsort && cp -a plain instr && cp -a plain cdsort
+  "$llvm/llvm-bolt" "plain/bin/$1" -instrument -o "instr/bin/$1" \
     --instrumentation-file="$work/a.fdata" > bolt-instrument.log 2>&1
   rm -f a.fdata && "instr/bin/$1" "${wa[@]}" >/dev/null
-  "$llvm/llvm-bolt" "default/bin/$1" -o "cdsort/bin/$1" -data=a.fdata \
+  "$llvm/llvm-bolt" "plain/bin/$1" -o "cdsort/bin/$1" -data=a.fdata \
     -reorder-blocks=ext-tsp -reorder-functions=cdsort -split-functions -split-all-cold -split-eh \
     > bolt-cdsort.log 2>&1 || { tail -20 bolt-cdsort.log; exit 1; }
   rm -rf instr

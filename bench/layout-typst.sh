@@ -30,7 +30,8 @@
 #              temporal profiling (`-C profile-generate -C llvm-args=-pgo-temporal-instrumentation`),
 #              run on a, `llvm-profdata merge`, relinked with `--irpgo-profile=a.profdata
 #              --bp-startup-sort=function`
-#   cdsort     BOLT 22 on `default`, instrumented (`llvm-bolt -instrument`) and run on a, then
+#   cdsort     BOLT 22 on `plain` (its output of a DT_RELR binary crashes), instrumented
+#              (`llvm-bolt -instrument`) and run on a, then
 #              as BOLT's documentation recommends: `-reorder-blocks=ext-tsp
 #              -reorder-functions=cdsort -split-functions -split-all-cold -split-eh`
 #   compress   `ordered` linked with `link --compression-sort` (for bench/layout-pack.sh)
