@@ -9,7 +9,9 @@
 # builds (plain, and instrumented for lld's profile) take about an hour each on two cores;
 # later runs reuse them and relink in a minute.
 #
-#   bench/layout-gdb.sh [RUNS]      (cold runs per build on the emulated hdd; default 3)
+#   bench/layout-gdb.sh [RUNS] [--measure-only]
+#     RUNS: cold runs per build on the emulated hdd (default 3); --measure-only: measure the
+#     builds an earlier run left (one stopped while measuring), making only those missing
 #
 # Builds, each a relink of the same objects in build-plain (`rm gdb; make gdb`, the link through
 # `coldstart link`'s compiler wrappers or the script's own for the peers), copied out after:
@@ -29,6 +31,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 runs=${1:-3}
+measure_only=false
+[ "${2:-}" = --measure-only ] && measure_only=true
 cargo build --locked --release -q -p coldstart
 cs=$PWD/target/release/coldstart
 llvm=/usr/lib/llvm-22/bin
@@ -131,19 +135,22 @@ wrapper() { # dir, flags...
   chmod +x "$dir/clang++-22"
 }
 [ -x plain/bin/gdb ] || { mkdir -p plain/bin && cp build-plain/gdb/gdb plain/bin/gdb; }
-wrapper "$work/relr-cxx" -Wl,-z,pack-relative-relocs
-relink default -- "$work/relr-cxx"
-
 . "$repo/bench/layout-steps.sh"
-# 4. Profiles, the static picture, the model's view.
-layout_profiles gdb
-# 5. coldstart's orders.
-layout_orders gdb
-# 6. BOLT 22 on the default build, from its instrumented run of a.
-layout_bolt gdb
+if ! $measure_only; then
+  wrapper "$work/relr-cxx" -Wl,-z,pack-relative-relocs
+  relink default -- "$work/relr-cxx"
+  # 4. Profiles, the static picture, the model's view.
+  layout_profiles gdb
+  # 5. coldstart's orders.
+  layout_orders gdb
+  # 6. BOLT 22 on the default build, from its instrumented run of a.
+  layout_bolt gdb
+fi
 # 7. lld 22's balanced partitioning, from a run of a by a build instrumented for IR PGO with
 # temporal profiling.
-[ -x build-instr/gdb/gdb ] || build instr "-fprofile-generate -ftemporal-profile"
-layout_bp build-instr/gdb/gdb wrapper
+if ! $measure_only || [ ! -x bp/bin/gdb ]; then
+  [ -x build-instr/gdb/gdb ] || build instr "-fprofile-generate -ftemporal-profile"
+  layout_bp build-instr/gdb/gdb wrapper
+fi
 # 8. Measured.
 layout_measure gdb plain default ordered nodata traced siblings ideal bp cdsort

@@ -7,7 +7,9 @@
 # (plain, and instrumented for lld's profile) take one to two hours on two cores; later runs
 # reuse them and relink in minutes.
 #
-#   bench/layout-typst.sh [RUNS]      (cold runs per build on the emulated hdd; default 3)
+#   bench/layout-typst.sh [RUNS] [--measure-only]
+#     RUNS: cold runs per build on the emulated hdd (default 3); --measure-only: measure the
+#     builds an earlier run left (one stopped while measuring), making only those missing
 #
 # Builds, each a relink of the same objects (RUSTFLAGS stays fixed, so nothing recompiles but
 # typst-cli's own crate; the order and linker flags come from compiler wrappers that rustc links
@@ -43,6 +45,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 runs=${1:-3}
+measure_only=false
+[ "${2:-}" = --measure-only ] && measure_only=true
 version=0.15.1
 cargo build --locked --release -q -p coldstart
 cs=$PWD/target/release/coldstart
@@ -126,23 +130,26 @@ wrapper() { # dir, flags...
   printf '#!/bin/sh\nexec /usr/bin/cc "$@" %s 2>>%s/link.log\n' "$*" "$dir" > "$dir/cc"
   chmod +x "$dir/cc"
 }
-wrapper "$work/relr-cc" -Wl,-z,pack-relative-relocs
-relink default -- "$work/relr-cc"
-
 . "$repo/bench/layout-steps.sh"
-# 4. Profiles, the static picture, the model's view.
-layout_profiles typst
-# 5. coldstart's orders.
-layout_orders typst
-# 6. BOLT 22 on the default build, from its instrumented run of a.
-layout_bolt typst
+if ! $measure_only; then
+  wrapper "$work/relr-cc" -Wl,-z,pack-relative-relocs
+  relink default -- "$work/relr-cc"
+  # 4. Profiles, the static picture, the model's view.
+  layout_profiles typst
+  # 5. coldstart's orders.
+  layout_orders typst
+  # 6. BOLT 22 on the default build, from its instrumented run of a.
+  layout_bolt typst
+fi
 # 7. lld 22's balanced partitioning, from a run of a by a build instrumented for IR PGO with
 # temporal profiling (its own target directory: other RUSTFLAGS).
-if [ ! -x pgo-instr/bin/typst ]; then
-  RUSTFLAGS="$flags -C profile-generate=$work/profraw -C llvm-args=-pgo-temporal-instrumentation" \
-    CARGO_TARGET_DIR=$work/target-instr \
-    nice -n 19 cargo install -q --locked "typst-cli@$version" --root pgo-instr
+if ! $measure_only || [ ! -x bp/bin/typst ]; then
+  if [ ! -x pgo-instr/bin/typst ]; then
+    RUSTFLAGS="$flags -C profile-generate=$work/profraw -C llvm-args=-pgo-temporal-instrumentation" \
+      CARGO_TARGET_DIR=$work/target-instr \
+      nice -n 19 cargo install -q --locked "typst-cli@$version" --root pgo-instr
+  fi
+  layout_bp pgo-instr/bin/typst wrapper
 fi
-layout_bp pgo-instr/bin/typst wrapper
 # 8. Measured.
 layout_measure typst plain default ordered nodata traced siblings ideal bp cdsort
