@@ -153,6 +153,13 @@ pub fn analyze(
         if let Some(pages) = w.pages_of(&binary.info.path) {
             sections = breakdown(binary, pages, &u, &static_picture, model);
             movable = Some(movable_split(binary, &pages.pages)?);
+            if !matches!(binary.info.symbol_source, coldstart_elf::SymbolSource::Symtab) {
+                warnings.push(format!(
+                    "named data objects are counted from {}'s .symtab, which it does not have (symbols from {}): what an order can move is a lower bound; a relink from source names every object",
+                    binary.info.path.display(),
+                    binary.info.symbol_source
+                ));
+            }
         }
         utilization = Some(u);
     }

@@ -659,6 +659,13 @@ fn analyze_breaks_the_pages_start_up_read_down_by_section() {
     .unwrap();
     assert!(text.contains("by section") && text.contains("relocations"), "{text}");
     assert!(text.contains("what a linker order can move: 5 pages"), "{text}");
+    // Without .symtab no data object has a name to count: the split says it is a lower bound.
+    assert!(Command::new("llvm-strip-19").arg(&exe).status().unwrap().success());
+    let out = coldstart().arg("analyze").arg(&exe).arg("--profile").arg(&p).arg("--json").output();
+    let json: serde_json::Value = serde_json::from_slice(&out.unwrap().stdout).unwrap();
+    assert_eq!(json["movable"]["named_data"], 0, "{}", json["movable"]);
+    let warnings = json["warnings"].as_array().unwrap();
+    assert!(warnings.iter().any(|w| w.as_str().unwrap().contains("lower bound")), "{warnings:?}");
 }
 
 #[test]
