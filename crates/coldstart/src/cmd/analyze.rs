@@ -178,8 +178,8 @@ pub fn render(a: &Analysis) -> String {
     }
     if let Some(m) = &a.movable {
         out.push_str(&format!(
-            "  what a linker order can move: {} pages (code {}, named data objects {}); {} it cannot (unnamed constants, relocations, unwind tables, headers)\n",
-            m.movable(),
+            "  what a linker order can move: {} (code {}, named data objects {}); {} it cannot (unnamed constants, relocations, unwind tables, headers)\n",
+            coldstart_units::count(m.movable(), "page"),
             m.code,
             m.named_data,
             m.fixed

@@ -114,10 +114,10 @@ fn order_still_holds(
     let d = evaluate::decay(binary, first, args.module.as_deref(), model)?;
     let held = !d.decayed(args.decay_bar);
     eprintln!(
-        "coldstart: {} as linked reads {} code pages in {} faults for `{}`, {:.2}x the {} of its own order (bar {}x): {}",
+        "coldstart: {} as linked reads {} in {} for `{}`, {:.2}x the {} of its own order (bar {}x): {}",
         binary.info.path.display(),
-        d.current.pages_read,
-        d.current.faults,
+        coldstart_units::count(d.current.pages_read, "code page"),
+        coldstart_units::count(d.current.faults, "fault"),
         d.workload,
         d.ratio(),
         d.ideal.pages_read,
