@@ -98,7 +98,11 @@ fn siblings_places_the_other_overrides_of_a_virtual_method_start_up_ran() {
             .args(["--unprofiled", unprofiled, "-o"])
             .arg(&out)
             .assert()
-            .success();
+            .success()
+            .stderr(predicates::str::contains(match unprofiled {
+                "siblings" => "untouched that they call, then their siblings",
+                _ => "untouched that they call;",
+            }));
         listed(&out)
     };
     let callees = order("callees");

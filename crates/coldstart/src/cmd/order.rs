@@ -131,6 +131,17 @@ fn order_still_holds(
     Ok(held)
 }
 
+/// What the untouched functions an order lists are to the touched ones.
+fn untouched_placed(unprofiled: Unprofiled) -> &'static str {
+    match unprofiled {
+        Unprofiled::Input | Unprofiled::Callees => "that they call",
+        Unprofiled::References => "that they call or refer to",
+        Unprofiled::Siblings => {
+            "that they call, then their siblings (other implementations of their methods)"
+        }
+    }
+}
+
 /// Read every profile into workloads, applying `weights` in order.
 fn read_workloads(profiles: &[PathBuf], weights: &[f64]) -> anyhow::Result<Vec<Workload>> {
     if !weights.is_empty() && weights.len() != profiles.len() {
@@ -270,13 +281,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             };
             let untouched = order.functions.len().saturating_sub(order.touched());
             eprintln!(
-                "coldstart: wrote {} ({}) of {}: {} touched, in {} order, then {} untouched that they call; to {} ({} format; use {})",
+                "coldstart: wrote {} ({}) of {}: {} touched, in {} order, then {} untouched {}; to {} ({} format; use {})",
                 coldstart_units::count(report.written as u64, "function"),
                 coldstart_units::bytes(order.bytes()),
                 of,
                 order.touched(),
                 chosen.name(),
                 untouched,
+                untouched_placed(order.unprofiled),
                 path.display(),
                 format.name(),
                 format.flag(&path.display().to_string())
