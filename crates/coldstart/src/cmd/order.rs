@@ -23,7 +23,7 @@ use super::common::{preview, PageModelArgs};
     coldstart order p.json --binary ./prog --evaluate held-out.json -o prog.order\n  \
     coldstart order p.json --module libclang-cpp.so.19.1 --format bolt -o clang.order\n  \
     coldstart order p.json --all-modules --binary ./prog --data -o prog.order\n  \
-    coldstart order p.json --binary build/prog --if-decayed -o layout/prog.order")]
+    coldstart order p.json --binary ./prog --if-decayed -o prog.order")]
 pub struct Args {
     /// Profiles (`coldstart profile -o P`), one per workload.
     #[arg(required = true)]
