@@ -3,14 +3,16 @@
 # program: by default the default and the ordered builds that bench/layout-sample.sh leaves in
 # /var/tmp/coldstart-bench (run it first), or the sample directories given.
 # The builds are copied onto an ext4 image on a loop device with 128 KiB read-ahead; for each,
-# every cache is dropped and held-out workload b is recorded with `coldstart profile --pages`
-# (its page run is the cold one: tracefs gives every page read from the device, every fault),
+# every cache is dropped and held-out workload b is recorded with `coldstart profile
+# --pages=traced` (its page run is the cold one: tracefs gives every page read from the device,
+# every fault; the exact method, `--pages`'s default, would count the pages touched instead).
 # (The device's own counters would also count the profiler reading the files' symbols.)
 # Read requests per file are estimated from the trace: each run of consecutive pages read, cut
 # every 128 KiB (the read-ahead window and the most one fault or read-ahead step reads).
-# `coldstart analyze --profile` then splits each binary's pages by section class, and
-# /var/tmp/coldstart-bench/breakdown/summary.json keeps the totals per build (binaries, data
-# files under data/, all files: KiB read, major faults, requests). As root.
+# `coldstart analyze --profile` then splits each binary's pages by section class and by what a
+# linker order can move (code and named data), and /var/tmp/coldstart-bench/breakdown/summary.json
+# keeps the totals per build (binaries, data files under data/, all files: KiB read, major
+# faults, requests; `movable`: the binaries' pages read in code and named data). As root.
 #
 #   bench/layout-breakdown.sh [DIR...] [-- PROGRAM ARGS...]
 #     (default: /var/tmp/coldstart-bench/sample-bench /var/tmp/coldstart-bench/ordered-bench
@@ -32,6 +34,10 @@ for d in "${given[@]}"; do
   [ -x "$d/$exe" ] || { echo "no $exe in $d (for the sample: run bench/layout-sample.sh first)" >&2; exit 2; }
   dirs+=("$(cd "$d" && pwd)")
 done
+# One breakdown at a time: they share the work directory below.
+mkdir -p "$work"
+exec 8>"$work/breakdown.lock"
+flock 8
 cargo build --locked --release -q -p coldstart
 cs=$PWD/target/release/coldstart
 out=$work/breakdown
@@ -58,7 +64,7 @@ exec 9>>/tmp/coldstart-measure-tests.lock  # held while caches are dropped and t
 for v in "${names[@]}"; do
   flock 9
   sync && echo 3 > /proc/sys/vm/drop_caches
-  "$cs" profile --pages --workload b -o "$out/$v-b.json" -- "$out/mnt/$v/$exe" "$@" \
+  "$cs" profile --pages=traced --workload b -o "$out/$v-b.json" -- "$out/mnt/$v/$exe" "$@" \
     >/dev/null 2>"$out/$v-profile.log"
   flock -u 9
   "$cs" analyze --profile "$out/$v-b.json" --json > "$out/$v-analyze.json" 2>/dev/null
@@ -125,5 +131,13 @@ for v in sys.argv[2:]:
         cells = ", ".join(f"{r['class']} {r['pages_read'] * 4} KiB ({r['pages_faulted']} faulted)"
                           for r in a["sections"] if r["pages_read"])
         print(f"  {str(path)[len(mnt):]}: {cells}")
+        m = a.get("movable")
+        if m:
+            mv = summary[v].setdefault("movable", {"code": 0, "named_data": 0, "fixed": 0})
+            for k in mv:
+                mv[k] += m[k]
+            print(f"  {str(path)[len(mnt):]}: what an order can move: "
+                  f"{m['code'] + m['named_data']} pages (code {m['code']}, named data "
+                  f"{m['named_data']}), fixed {m['fixed']}")
 json.dump(summary, open(f"{out}/summary.json", "w"), indent=1)
 EOF

@@ -1,48 +1,70 @@
 #!/usr/bin/env bash
 # Layout on a large real program nobody here wrote: the Typst compiler (`typst-cli` from
-# crates.io, an ~80 MB binary with its fonts embedded), built with lld and --emit-relocs,
+# crates.io, an ~85 MB binary with its fonts embedded), built with lld 22 and --emit-relocs,
 # profiled compiling one document (a) and measured compiling another (b), cold, at 128 KiB
-# read-ahead. The whole pipeline with its defaults: `analyze`, `order`, `link` (which
-# verifies), against the default layout and BOLT's own orders of the same binary. As root;
-# needs crates.io. The first build takes about an hour on two cores; later runs reuse it.
+# read-ahead; against lld 22's balanced partitioning and BOLT 22, each trained on a. As root;
+# needs crates.io, lld-22, llvm-22 and bolt-22 (scripts/setup.sh --bench). The two first builds
+# (plain, and instrumented for lld's profile) take one to two hours on two cores; later runs
+# reuse them and relink in minutes.
 #
-#   bench/layout-typst.sh
+#   bench/layout-typst.sh [RUNS] [--measure-only]
+#     RUNS: cold runs per build on the emulated hdd (default 3); --measure-only: measure the
+#     builds an earlier run left (one stopped while measuring), making only those missing
 #
-# Builds (each a relink of the same objects: the script keeps RUSTFLAGS fixed and lets
-# `coldstart link`'s compiler wrappers, which rustc links through as `cc`, add the order and
-# the linker flags; a changed RUSTFLAGS would rebuild every crate):
+# Builds, each a relink of the same objects (RUSTFLAGS stays fixed, so nothing recompiles but
+# typst-cli's own crate; the order and linker flags come from compiler wrappers that rustc links
+# through as `cc`: `coldstart link`'s, or the script's own for the peers):
 #
-#   default   cargo install with lld and --emit-relocs
-#   input     functions of a in first-touch order, nothing else (`order --unprofiled input
-#             --no-data`, `link --no-pack-relocs`): the pipeline before issue 14
-#   ordered   coldstart's defaults: `order a.json --binary typst` (touched functions, their
-#             untouched callees, data by page first touch), `link` (DT_RELR packing)
-#   nopie     the same linked -no-pie, for a user who accepts a fixed load address: no
-#             relocation of .data.rel.ro at start-up
-#   ideal     coldstart's defaults trained on b itself (what a perfect profile gives)
-#   hfsort, cdsort   BOLT's own orders from its instrumented profile of a
+#   plain      cargo install with lld 22 and --emit-relocs, as built
+#   default    the same objects relinked with DT_RELR (`-z pack-relative-relocs`, which
+#              `coldstart link` adds by default), no order: every build below has DT_RELR, so
+#              they differ by their order only
+#   ordered    coldstart's defaults: `order a.json --binary typst` (touched functions, their
+#              untouched callees, data by the first touch of its pages in the exact profile),
+#              `link --lld 22`
+#   nodata     the same without the data order (`order --no-data`)
+#   traced     the data order from a traced page profile (`profile --pages=traced`, what
+#              profiles gave before they were exact)
+#   siblings   `order --unprofiled siblings`: the callees, then the other implementations of
+#              the trait methods start-up ran
+#   ideal      coldstart's defaults trained on b itself: the perfect-profile order
+#   bp         lld 22's balanced partitioning for start-up: typst rebuilt with IR PGO and
+#              temporal profiling (`-C profile-generate -C llvm-args=-pgo-temporal-instrumentation`),
+#              run on a, `llvm-profdata merge`, relinked with `--irpgo-profile=a.profdata
+#              --bp-startup-sort=function`
+#   cdsort     BOLT 22 on `plain` (its output of a DT_RELR binary crashes), instrumented
+#              (`llvm-bolt -instrument`) and run on a, then
+#              as BOLT's documentation recommends: `-reorder-blocks=ext-tsp
+#              -reorder-functions=cdsort -split-functions -split-all-cold -split-eh`
+#   compress   `ordered` linked with `link --compression-sort` (for bench/layout-pack.sh)
 #
-# Then bench/layout-breakdown.sh records one cold start of b per build with tracefs (pages
-# read, faults, requests; by section), and `coldstart measure --compare` checks hot start-up.
+# Then bench/layout-breakdown.sh records one cold start of b per build with tracefs (pages read,
+# read runs, faults; what an order can move), and `coldstart measure --compare --storage hdd`
+# times cold starts of b, each build interleaved with `default`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
+runs=${1:-3}
+measure_only=false
+[ "${2:-}" = --measure-only ] && measure_only=true
 version=0.15.1
 cargo build --locked --release -q -p coldstart
 cs=$PWD/target/release/coldstart
-bolt=$(ls /usr/lib/llvm-*/bin/llvm-bolt 2>/dev/null | sort -V | tail -1)
-bolt=${bolt:-$(command -v llvm-bolt)}
+llvm=/usr/lib/llvm-22/bin
+for t in ld.lld llvm-bolt llvm-profdata; do
+  [ -x "$llvm/$t" ] || { echo "no $llvm/$t: run scripts/setup.sh --bench" >&2; exit 2; }
+done
 work=/var/tmp/coldstart-bench/typst
 mkdir -p "$work" && cd "$work"
 unset CARGO_ENCODED_RUSTFLAGS
-flags="-C link-arg=-fuse-ld=lld -C link-arg=-B/usr/lib/llvm-19/bin -C link-arg=-Wl,--emit-relocs"
+flags="-C link-arg=-fuse-ld=lld -C link-arg=-B$llvm -C link-arg=-Wl,--emit-relocs"
 export CARGO_TARGET_DIR=$work/target
 
-# 1. The default build.
-if [ ! -x default/bin/typst ]; then
-  RUSTFLAGS="$flags" nice cargo install -q --locked "typst-cli@$version" --root default
+# 1. The plain build (the instrumented one, for lld, is built in step 6).
+if [ ! -x plain/bin/typst ]; then
+  RUSTFLAGS="$flags" nice -n 19 cargo install -q --locked "typst-cli@$version" --root plain
 fi
-ls -l default/bin/typst
+ls -l plain/bin/typst
 
 # 2. Two documents, in memory (compiling reads no block device but the binary).
 docs=/dev/shm/coldstart-typst
@@ -81,74 +103,53 @@ TYP
 wa=(compile --ignore-system-fonts "$docs/a.typ" "$docs/a.pdf")
 wb=(compile --ignore-system-fonts "$docs/b.typ" "$docs/b.pdf")
 
-# 3. Profiles (functions and file pages), the static picture, the model's view.
-"$cs" profile --pages --workload a -o a.json -- default/bin/typst "${wa[@]}" >/dev/null
-"$cs" profile --pages --workload b -o b.json -- default/bin/typst "${wb[@]}" >/dev/null
-"$cs" analyze default/bin/typst --profile a.json > analyze-default-a.txt
-"$cs" order a.json --binary default/bin/typst --evaluate b.json --read-around forward \
-  -o /dev/null > evaluate.txt 2>&1
-cat evaluate.txt
-
-# 4. Relinks.
-relink() { # build name, then coldstart link options, then -- and PATH additions
+# 3. Relinks. `relink NAME [coldstart link options] [-- WRAPPER-DIR]`: with link options
+# through `coldstart link --lld 22`; without, through the wrapper directory's `cc` alone.
+relink() {
   local v=$1; shift
   local opts=()
   while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
   [ $# -gt 0 ] && shift
-  local path=$PATH
-  [ $# -gt 0 ] && path=$1:$PATH
   rm -f "$CARGO_TARGET_DIR"/release/typst "$CARGO_TARGET_DIR"/release/deps/typst-*
-  PATH=$path "$cs" link "${opts[@]}" --binary "$v/bin/typst" -- \
-    env RUSTFLAGS="$flags" nice cargo install -q --locked --force "typst-cli@$version" \
-    --root "$v" > "link-$v.txt" 2>&1 || { cat "link-$v.txt"; exit 1; }
+  local build=(env RUSTFLAGS="$flags" nice -n 19 cargo install -q --locked --force
+               "typst-cli@$version" --root "$v")
+  if [ ${#opts[@]} -gt 0 ]; then
+    "$cs" link --lld 22 "${opts[@]}" --binary "$v/bin/typst" -- "${build[@]}" \
+      > "link-$v.txt" 2>&1 || { cat "link-$v.txt"; exit 1; }
+  else
+    PATH=$1:$PATH "${build[@]}" > "link-$v.txt" 2>&1 || { cat "link-$v.txt"; exit 1; }
+  fi
   tail -3 "link-$v.txt"
 }
-"$cs" order a.json --binary default/bin/typst --unprofiled input --no-data -o order-input.txt \
-  2> order-input.log
-relink input --order order-input.txt --no-pack-relocs
-"$cs" order a.json --binary default/bin/typst -o order-a.txt 2> order-a.log
-cat order-a.log
-relink ordered --order order-a.txt
-mkdir -p nopie-cc
-printf '#!/bin/sh\nexec /usr/bin/cc "$@" -no-pie\n' > nopie-cc/cc && chmod +x nopie-cc/cc
-relink nopie --order order-a.txt -- "$work/nopie-cc"
-"$cs" order b.json --binary default/bin/typst -o order-b.txt 2> order-b.log
-relink ideal --order order-b.txt
-"$cs" verify ordered/bin/typst --profile a.json > verify-ordered-profile.txt || true
-
-# 5. BOLT's own orders, from an instrumented run of a.
-mkdir -p instr
-"$bolt" default/bin/typst -instrument -o instr/typst --instrumentation-file="$work/a.fdata" \
-  > bolt-instrument.log 2>&1
-rm -f a.fdata && instr/typst "${wa[@]}" >/dev/null
-for algo in hfsort cdsort; do
-  mkdir -p "$algo/bin"
-  "$bolt" default/bin/typst -o "$algo/bin/typst" -data=a.fdata -reorder-functions="$algo" \
-    > "bolt-$algo.log" 2>&1
-done
-
-# 6. Measured: one cold start of b per build, traced; hot start-up of ordered against default.
-builds=(default input ordered nopie ideal hfsort cdsort)
-dirs=()
-for v in "${builds[@]}"; do
-  rm -rf "run/$v" && mkdir -p "run/$v/bin" && cp "$v/bin/typst" "run/$v/bin/typst"
-  dirs+=("$work/run/$v")
-done
-"$repo/bench/layout-breakdown.sh" "${dirs[@]}" -- bin/typst "${wb[@]}" | tee breakdown.txt
-cp /var/tmp/coldstart-bench/breakdown/summary.json summary.json
-"$cs" measure --compare --cache hot --runs 20 -- default/bin/typst "${wb[@]}" ::: \
-  ordered/bin/typst "${wb[@]}" > hot.txt 2>&1 || true
-grep -iE "faster|slower|within|p =" hot.txt || tail -5 hot.txt
-
-python3 - summary.json <<'PY'
-import json, sys
-s = json.load(open(sys.argv[1]))
-b = {v: s[v]["binaries"] for v in s}
-d = b["default"]
-print("\ntypst: the binary, cold start of held-out b, 128 KiB read-ahead")
-print(f"{'build':10} {'pages read':>10} {'requests':>9} {'faults':>7}  vs default")
-for v, r in b.items():
-    print(f"{v:10} {r['kib'] // 4:10} {r['requests']:9} {r['faults']:7}  "
-          f"{100 * (r['kib'] / max(d['kib'], 1) - 1):+.0f}% pages, "
-          f"{100 * (r['requests'] / max(d['requests'], 1) - 1):+.0f}% requests")
-PY
+# A directory whose `cc` adds FLAGS to every link (rustc links through `cc`), its messages
+# kept in link.log there.
+wrapper() { # dir, flags...
+  local dir=$1; shift
+  mkdir -p "$dir"
+  # What the linker says goes to link.log there (rustc would show it only on failure).
+  printf '#!/bin/sh\nexec /usr/bin/cc "$@" %s 2>>%s/link.log\n' "$*" "$dir" > "$dir/cc"
+  chmod +x "$dir/cc"
+}
+. "$repo/bench/layout-steps.sh"
+if ! $measure_only; then
+  wrapper "$work/relr-cc" -Wl,-z,pack-relative-relocs
+  relink default -- "$work/relr-cc"
+  # 4. Profiles, the static picture, the model's view.
+  layout_profiles typst
+  # 5. coldstart's orders.
+  layout_orders typst
+  # 6. BOLT 22 on the default build, from its instrumented run of a.
+  layout_bolt typst
+fi
+# 7. lld 22's balanced partitioning, from a run of a by a build instrumented for IR PGO with
+# temporal profiling (its own target directory: other RUSTFLAGS).
+if ! $measure_only || [ ! -x bp/bin/typst ]; then
+  if [ ! -x pgo-instr/bin/typst ]; then
+    RUSTFLAGS="$flags -C profile-generate=$work/profraw -C llvm-args=-pgo-temporal-instrumentation" \
+      CARGO_TARGET_DIR=$work/target-instr \
+      nice -n 19 cargo install -q --locked "typst-cli@$version" --root pgo-instr
+  fi
+  layout_bp pgo-instr/bin/typst wrapper
+fi
+# 8. Measured.
+layout_measure typst plain default ordered nodata traced siblings ideal bp cdsort

@@ -8,6 +8,7 @@ set -euo pipefail
 
 PACKAGES=(
   clang-19 lld-19 bolt-19 llvm-19       # the sample program, linkers and BOLT
+  lld-22                                # link --lld 22 and --compression-sort (lld 20+)
   hyperfine                             # the peer measure is compared against (BENCHMARKS.md)
   xvfb x11-utils xdotool                # window readiness tests (Xvfb, xmessage)
   fuse3 libfuse3-dev pkg-config         # the lazy mount
@@ -24,7 +25,29 @@ PACKAGES=(
                                         # run (tests/real_programs_profile.rs)
 )
 if [ "${1:-}" = "--bench" ]; then
-  :                                     # bench/ needs nothing beyond the tests' packages today
+  PACKAGES+=(
+    clang-22 llvm-22 bolt-22            # the peers of bench/layout-*.sh: lld 22's balanced
+    libclang-rt-22-dev                  # partitioning from an instrumented (-fprofile-generate)
+                                        # build, BOLT 22
+    libgmp-dev libmpfr-dev libexpat1-dev libreadline-dev zlib1g-dev python3-dev
+                                        # gdb built from Debian's sources (bench/layout-gdb.sh)
+    dpkg-dev                            # apt-get source
+  )
+  # bench/layout-gdb.sh fetches gdb's source with `apt-get source`, which needs deb-src
+  # entries: made from the machine's own deb entries (same mirrors, suites and keys).
+  if ! grep -rqsE '^(Types:.*deb-src|deb-src )' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    if [ "$(id -u)" != 0 ]; then
+      echo "setup: no deb-src entry for apt-get source; run this script as root" >&2
+      exit 3
+    fi
+    for f in /etc/apt/sources.list.d/*.sources; do
+      [ -f "$f" ] && sed 's/^Types: deb$/Types: deb-src/' "$f"
+      echo
+    done > /etc/apt/sources.list.d/coldstart-src.sources
+    [ -f /etc/apt/sources.list ] && sed -n 's/^deb /deb-src /p' /etc/apt/sources.list \
+      > /etc/apt/sources.list.d/coldstart-src.list
+    apt-get update -qq
+  fi
 fi
 
 missing=()

@@ -87,7 +87,32 @@ pub struct Analysis {
     pub utilization: Option<Utilization>,
     /// Present when the profile has page data for the binary.
     pub sections: Vec<SectionRow>,
+    /// The same pages split by what a linker order can move; with the page data.
+    pub movable: Option<Movable>,
     pub warnings: Vec<String>,
+}
+
+/// The file pages start-up had in memory, split by what a linker's order can move: code, and
+/// data objects with a symbol (`-fdata-sections` gives each its section, which lld orders by
+/// name). Unnamed constants (Rust's anonymous constants and `include_bytes!` blobs, string
+/// literals merged into `.rodata.str*`), relocations, unwind tables, headers and symbol tables
+/// stay where they are whatever the order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Movable {
+    /// Pages of executable sections.
+    pub code: u64,
+    /// Other pages holding at least one byte of a named data object (`.rodata*`,
+    /// `.data.rel.ro*`, `.data*`).
+    pub named_data: u64,
+    /// The rest.
+    pub fixed: u64,
+}
+
+impl Movable {
+    /// Pages an order can move: code and named data.
+    pub fn movable(&self) -> u64 {
+        self.code + self.named_data
+    }
 }
 
 /// Analyse `binary`, with the start-up of `workload` if given.
@@ -101,6 +126,7 @@ pub fn analyze(
     let mut warnings = Vec::new();
     let mut utilization = None;
     let mut sections = Vec::new();
+    let mut movable = None;
     if let Some(w) = workload {
         let m = w.module(Some(&binary.info.path), module)?;
         if let (Some(want), Some(have)) = (&m.build_id, &static_picture.build_id) {
@@ -126,10 +152,45 @@ pub fn analyze(
         }
         if let Some(pages) = w.pages_of(&binary.info.path) {
             sections = breakdown(binary, pages, &u, &static_picture, model);
+            movable = Some(movable_split(binary, &pages.pages)?);
+            if !matches!(binary.info.symbol_source, coldstart_elf::SymbolSource::Symtab) {
+                warnings.push(format!(
+                    "named data objects are counted from {}'s .symtab, which it does not have (symbols from {}): what an order can move is a lower bound; a relink from source names every object",
+                    binary.info.path.display(),
+                    binary.info.symbol_source
+                ));
+            }
         }
         utilization = Some(u);
     }
-    Ok(Analysis { model, static_picture, utilization, sections, warnings })
+    Ok(Analysis { model, static_picture, utilization, sections, movable, warnings })
+}
+
+/// Split `pages` (4 KiB file pages) into code, named data and the rest.
+fn movable_split(binary: &Binary, pages: &[u64]) -> Result<Movable, LayoutError> {
+    const FILE_PAGE: u64 = 4096;
+    let code: Vec<(u64, u64)> = binary
+        .loaded_sections()
+        .into_iter()
+        .filter(|(_, class, _, _)| *class == SectionClass::Code)
+        .map(|(_, _, off, size)| (off, off + size))
+        .collect();
+    let mut named: std::collections::HashSet<u64> = std::collections::HashSet::new();
+    for d in crate::data::data_symbols(&binary.info.path)? {
+        named.extend(d.offset / FILE_PAGE..(d.offset + d.size).div_ceil(FILE_PAGE));
+    }
+    let mut m = Movable::default();
+    for &p in pages {
+        let (a, b) = (p * FILE_PAGE, (p + 1) * FILE_PAGE);
+        if code.iter().any(|&(lo, hi)| lo < b && a < hi) {
+            m.code += 1;
+        } else if named.contains(&p) {
+            m.named_data += 1;
+        } else {
+            m.fixed += 1;
+        }
+    }
+    Ok(m)
 }
 
 fn static_picture(binary: &Binary, model: PageModel) -> StaticPicture {

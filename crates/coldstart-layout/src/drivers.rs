@@ -3,45 +3,45 @@
 //!
 //! `link` sets `CFLAGS`/`CXXFLAGS`/`LDFLAGS` (appending to what the caller has), adds the
 //! `-C link-arg=...` flags to `RUSTFLAGS` for Cargo, and puts compiler wrappers for
-//! `cc gcc clang clang-19 c++ g++ clang++ clang++-19` first on `PATH`: a build that sets
-//! its own `CFLAGS` (a Makefile assignment) or a plain compiler line still compiles with
-//! function sections and links with lld and the order file. When `ld.lld` is not on
-//! `PATH` (Debian installs `ld.lld-19`), `-B` points the compiler driver at LLVM's
-//! directory, which holds `ld.lld`.
+//! `cc gcc clang c++ g++ clang++` and every versioned `clang-N`/`clang++-N` first on
+//! `PATH`: a build that sets its own `CFLAGS` (a Makefile assignment) or a plain compiler
+//! line still compiles with function sections and links with lld and the order file. The
+//! directory of the lld chosen ([`Lld::driver_dir`]) is given to every link with `-B` ahead
+//! of the build's own arguments, so the compiler driver runs it whatever lld it would find
+//! itself.
 
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::lld::Lld;
 use crate::LayoutError;
 
-/// Compilers wrapped on `PATH` during `link`.
-pub const WRAPPED_COMPILERS: [&str; 8] =
-    ["cc", "gcc", "clang", "clang-19", "c++", "g++", "clang++", "clang++-19"];
+/// Compilers wrapped on `PATH` during `link`, besides the versioned `clang-N` and
+/// `clang++-N` found there ([`wrapped_compilers`]).
+pub const WRAPPED_COMPILERS: [&str; 6] = ["cc", "gcc", "clang", "c++", "g++", "clang++"];
+
+/// Every compiler `link` wraps: [`WRAPPED_COMPILERS`] and the `clang-N`, `clang++-N` on
+/// `PATH` (Debian's names for each installed LLVM release; a build configured with
+/// `CC=clang-22` calls that name).
+pub fn wrapped_compilers() -> Vec<String> {
+    let mut names: Vec<String> = WRAPPED_COMPILERS.iter().map(|s| s.to_string()).collect();
+    for v in 10..=30 {
+        for base in ["clang", "clang++"] {
+            let name = format!("{base}-{v}");
+            if which(&name).is_some() {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
 
 /// Find an executable on `PATH`.
 pub fn which(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
-}
-
-/// The directory to pass with `-B` so a compiler driver finds `ld.lld`, or `None` when
-/// `ld.lld` is on `PATH` already.
-pub fn lld_dir() -> Result<Option<PathBuf>, LayoutError> {
-    if which("ld.lld").is_some() {
-        return Ok(None);
-    }
-    for v in (14..=25).rev() {
-        let dir = PathBuf::from(format!("/usr/lib/llvm-{v}/bin"));
-        if dir.join("ld.lld").is_file() {
-            return Ok(Some(dir));
-        }
-    }
-    Err(LayoutError::Tool {
-        tool: "ld.lld".into(),
-        message: "lld is not installed: install it (Debian: apt-get install lld-19)".into(),
-    })
 }
 
 /// The C libraries searched for DT_RELR support, in order.
@@ -78,24 +78,40 @@ pub fn pack_relocs(asked: Option<bool>) -> (bool, &'static str) {
 #[derive(Debug, Clone)]
 pub struct InjectedFlags {
     pub compile: Vec<String>,
+    /// Given to a link ahead of the build's own arguments: `-B DIR`, so the compiler driver
+    /// finds the chosen lld before any other (the first `-B` holding `ld.lld` wins).
+    pub link_first: Vec<String>,
     pub link: Vec<String>,
     pub rust: Vec<String>,
 }
 
 impl InjectedFlags {
+    /// The flags for `order`, with the compiler driver pointed at `lld_dir` (a directory
+    /// holding `ld.lld`) when given.
     pub fn new(order: &Path, lld_dir: Option<&Path>) -> InjectedFlags {
-        let mut link = vec!["-fuse-ld=lld".to_owned()];
-        if let Some(d) = lld_dir {
-            link.push(format!("-B{}", d.display()));
-        }
-        link.push(format!("-Wl,--symbol-ordering-file={}", order.display()));
-        link.push("-Wl,--no-warn-symbol-ordering".to_owned());
-        let rust = link.iter().flat_map(|f| ["-C".to_owned(), format!("link-arg={f}")]).collect();
+        let link_first: Vec<String> =
+            lld_dir.map(|d| format!("-B{}", d.display())).into_iter().collect();
+        let link = vec![
+            "-fuse-ld=lld".to_owned(),
+            format!("-Wl,--symbol-ordering-file={}", order.display()),
+            "-Wl,--no-warn-symbol-ordering".to_owned(),
+        ];
+        let rust = link_first
+            .iter()
+            .chain(&link)
+            .flat_map(|f| ["-C".to_owned(), format!("link-arg={f}")])
+            .collect();
         InjectedFlags {
             compile: vec!["-ffunction-sections".into(), "-fdata-sections".into()],
+            link_first,
             link,
             rust,
         }
+    }
+
+    /// Every link flag, in the order a link gets them around the build's own.
+    pub fn all_link(&self) -> Vec<String> {
+        self.link_first.iter().chain(&self.link).cloned().collect()
     }
 }
 
@@ -107,11 +123,12 @@ pub struct PreparedBuild {
     _wrappers: tempfile::TempDir,
 }
 
-/// Prepare `build` (program and arguments) to run with `order` applied, and with
-/// `extra_link` flags added to every link (for example `-Wl,-z,pack-relative-relocs`).
+/// Prepare `build` (program and arguments) to run with `order` applied, linked by `lld`, and
+/// with `extra_link` flags added to every link (for example `-Wl,-z,pack-relative-relocs`).
 pub fn prepare_build(
     build: &[String],
     order: &Path,
+    lld: &Lld,
     extra_link: &[String],
 ) -> Result<PreparedBuild, LayoutError> {
     let (program, args) = build
@@ -119,18 +136,21 @@ pub fn prepare_build(
         .ok_or_else(|| LayoutError::Invalid("no build command given after --".into()))?;
     let order =
         std::fs::canonicalize(order).map_err(|e| LayoutError::io("read order file", order, e))?;
-    let mut flags = InjectedFlags::new(&order, lld_dir()?.as_deref());
-    for f in extra_link {
-        flags.link.push(f.clone());
-        flags.rust.extend(["-C".to_owned(), format!("link-arg={f}")]);
-    }
     let wrappers = tempfile::Builder::new()
         .prefix("coldstart-link-")
         .tempdir()
         .map_err(|e| LayoutError::io("create", Path::new("/tmp/coldstart-link-*"), e))?;
+    let lld_dir = wrappers.path().join("lld");
+    std::fs::create_dir(&lld_dir).map_err(|e| LayoutError::io("create", &lld_dir, e))?;
+    let lld_dir = lld.driver_dir(&lld_dir)?;
+    let mut flags = InjectedFlags::new(&order, Some(&lld_dir));
+    for f in extra_link {
+        flags.link.push(f.clone());
+        flags.rust.extend(["-C".to_owned(), format!("link-arg={f}")]);
+    }
     let old_path = std::env::var_os("PATH").unwrap_or_default();
-    for name in WRAPPED_COMPILERS {
-        let Some(real) = which(name) else { continue };
+    for name in wrapped_compilers() {
+        let Some(real) = which(&name) else { continue };
         let script = wrapper_script(&real, &flags);
         let path = wrappers.path().join(name);
         std::fs::write(&path, script).map_err(|e| LayoutError::io("write", &path, e))?;
@@ -155,7 +175,7 @@ pub fn prepare_build(
     command.env("PATH", path);
     command.env("CFLAGS", append("CFLAGS", &flags.compile));
     command.env("CXXFLAGS", append("CXXFLAGS", &flags.compile));
-    command.env("LDFLAGS", append("LDFLAGS", &flags.link));
+    command.env("LDFLAGS", append("LDFLAGS", &flags.all_link()));
     command.env("RUSTFLAGS", append("RUSTFLAGS", &flags.rust));
     Ok(PreparedBuild { command, flags, _wrappers: wrappers })
 }
@@ -165,13 +185,14 @@ fn shell_quote(s: &str) -> String {
 }
 
 fn wrapper_script(real: &Path, flags: &InjectedFlags) -> String {
-    let compile = flags.compile.iter().map(|f| shell_quote(f)).collect::<Vec<_>>().join(" ");
-    let link = flags.link.iter().map(|f| shell_quote(f)).collect::<Vec<_>>().join(" ");
+    let quoted = |v: &[String]| v.iter().map(|f| shell_quote(f)).collect::<Vec<_>>().join(" ");
+    let (compile, first, link) =
+        (quoted(&flags.compile), quoted(&flags.link_first), quoted(&flags.link));
     let real = shell_quote(&real.display().to_string());
     format!(
         "#!/bin/sh\n# coldstart link: compile with function sections, link with lld and the order file.\n\
          link=1\nfor a in \"$@\"; do case \"$a\" in -c|-S|-E|-M|-MM|-fsyntax-only|--version|-v|-dumpversion|-dumpmachine|-print-*) link=0;; esac; done\n\
-         if [ $link = 1 ]; then exec {real} {compile} \"$@\" {link}; else exec {real} {compile} \"$@\"; fi\n"
+         if [ $link = 1 ]; then exec {real} {first} {compile} \"$@\" {link}; else exec {real} {compile} \"$@\"; fi\n"
     )
 }
 

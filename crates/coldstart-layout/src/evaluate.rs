@@ -46,16 +46,8 @@ pub fn evaluate(
     model: PageModel,
     placed: &[(Unprofiled, Vec<String>)],
 ) -> Result<Evaluation, LayoutError> {
-    let m = holdout.module(Some(&binary.info.path), module)?;
-    let sequence: Vec<Vec<String>> = m.functions.iter().map(|t| t.names.clone()).collect();
-    let actual = Placement::actual(&binary.functions, model);
-    let known: Vec<Vec<String>> =
-        sequence.iter().filter(|n| actual.get(n).is_some()).cloned().collect();
-    let unknown_functions = sequence.len() - known.len();
-    let cost_of = |place: &Placement| {
-        let (t, _) = place.touches(&known, model);
-        simulate(&t, place.lo, place.hi, model)
-    };
+    let (actual, known, unknown_functions) = touched_in(binary, holdout, module, model)?;
+    let cost_of = |place: &Placement| cost(place, &known, model);
     let mut rows = vec![Row { layout: "default".into(), cost: cost_of(&actual) }];
     let module_name = module
         .map(str::to_owned)
@@ -66,6 +58,7 @@ pub fn evaluate(
         Unprofiled::Callees => 0,
         Unprofiled::Input => 1,
         Unprofiled::References => 2,
+        Unprofiled::Siblings => 3,
     };
     let mut best: Option<(Algorithm, Unprofiled, (u64, u64, u8))> = None;
     for algorithm in Algorithm::ALL {
@@ -90,17 +83,86 @@ pub fn evaluate(
             rows.push(Row { layout, cost });
         }
     }
-    let ideal_order: Vec<String> = known.iter().map(|n| n[0].clone()).collect();
-    rows.push(Row {
-        layout: "ideal".into(),
-        cost: cost_of(&Placement::ordered(&binary.functions, &ideal_order, 1, model)),
-    });
+    rows.push(Row { layout: "ideal".into(), cost: ideal(binary, &known, model) });
     Ok(Evaluation {
         holdout: holdout.name.clone(),
         model,
         rows,
         best: best.as_ref().map_or(Algorithm::FirstTouch, |b| b.0),
         best_unprofiled: best.as_ref().map_or(Unprofiled::Input, |b| b.1),
+        unknown_functions,
+    })
+}
+
+/// The binary's layout as linked, the functions of `workload`'s start-up it defines in their
+/// first-touch order, and how many it does not define.
+fn touched_in(
+    binary: &Binary,
+    workload: &Workload,
+    module: Option<&str>,
+    model: PageModel,
+) -> Result<(Placement, Vec<Vec<String>>, usize), LayoutError> {
+    let m = workload.module(Some(&binary.info.path), module)?;
+    let sequence: Vec<Vec<String>> = m.functions.iter().map(|t| t.names.clone()).collect();
+    let actual = Placement::actual(&binary.functions, model);
+    let known: Vec<Vec<String>> =
+        sequence.iter().filter(|n| actual.get(n).is_some()).cloned().collect();
+    let unknown = sequence.len() - known.len();
+    Ok((actual, known, unknown))
+}
+
+fn cost(place: &Placement, known: &[Vec<String>], model: PageModel) -> Cost {
+    let (t, _) = place.touches(known, model);
+    simulate(&t, place.lo, place.hi, model)
+}
+
+/// The cost of the start-up `known` under its own first-touch order: no order can beat it.
+fn ideal(binary: &Binary, known: &[Vec<String>], model: PageModel) -> Cost {
+    let order: Vec<String> = known.iter().map(|n| n[0].clone()).collect();
+    cost(&Placement::ordered(&binary.functions, &order, 1, model), known, model)
+}
+
+/// How far a linked binary's code layout has fallen behind a start-up, for a closed loop that
+/// orders again only when it must: a program changed since its order was made runs code the
+/// order does not list, which lies among cold code, and stops running some that it lists.
+#[derive(Debug, Clone, Serialize)]
+pub struct Decay {
+    /// The start-up (a profile of this build).
+    pub workload: String,
+    pub model: PageModel,
+    /// The start-up's cost in the binary as linked.
+    pub current: Cost,
+    /// Its cost under its own first-touch order (what ordering again would give).
+    pub ideal: Cost,
+    /// Functions of the start-up the binary does not define (not counted).
+    pub unknown_functions: usize,
+}
+
+impl Decay {
+    /// Pages read as linked over pages read under the start-up's own order.
+    pub fn ratio(&self) -> f64 {
+        self.current.pages_read as f64 / self.ideal.pages_read.max(1) as f64
+    }
+
+    /// Whether the layout reads more than `bar` times the pages of the start-up's own order.
+    pub fn decayed(&self, bar: f64) -> bool {
+        self.ratio() > bar
+    }
+}
+
+/// The decay of `binary`'s layout for `workload` (a profile of this build) under `model`.
+pub fn decay(
+    binary: &Binary,
+    workload: &Workload,
+    module: Option<&str>,
+    model: PageModel,
+) -> Result<Decay, LayoutError> {
+    let (actual, known, unknown_functions) = touched_in(binary, workload, module, model)?;
+    Ok(Decay {
+        workload: workload.name.clone(),
+        model,
+        current: cost(&actual, &known, model),
+        ideal: ideal(binary, &known, model),
         unknown_functions,
     })
 }

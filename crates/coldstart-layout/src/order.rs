@@ -67,17 +67,22 @@ pub enum Unprofiled {
     /// As `Callees`, counting references too: functions whose address the code takes, and
     /// the functions of the tables of pointers it refers to (vtables, handler tables).
     References,
+    /// As `Callees`, then the siblings of the touched functions: the other implementations
+    /// of the trait methods and virtual methods they are, the other instances of their
+    /// generic functions ([`crate::siblings`]).
+    Siblings,
 }
 
 impl Unprofiled {
-    pub const ALL: [Unprofiled; 3] =
-        [Unprofiled::Input, Unprofiled::Callees, Unprofiled::References];
+    pub const ALL: [Unprofiled; 4] =
+        [Unprofiled::Input, Unprofiled::Callees, Unprofiled::References, Unprofiled::Siblings];
 
     pub fn name(self) -> &'static str {
         match self {
             Unprofiled::Input => "input",
             Unprofiled::Callees => "callees",
             Unprofiled::References => "references",
+            Unprofiled::Siblings => "siblings",
         }
     }
 }
@@ -86,7 +91,7 @@ impl std::str::FromStr for Unprofiled {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         Unprofiled::ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| {
-            format!("unknown placement `{s}` for unprofiled code: use input, callees or references")
+            format!("unknown placement `{s}` for unprofiled code: use input, callees, references or siblings")
         })
     }
 }

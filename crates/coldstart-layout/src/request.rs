@@ -313,10 +313,23 @@ impl<'a> OrderRequest<'a> {
 
     /// The untouched functions the touched ones call, per file of [`graph_files`], and the
     /// files whose call graph could not be read.
+    /// With [`Unprofiled::Siblings`], each file's siblings of its touched functions follow its
+    /// callees.
     fn callees(&self, unprofiled: Unprofiled) -> (Vec<FileCallees>, Vec<(PathBuf, String)>) {
         let files = self.graph_files();
         let (program, failed) = Program::read(&files, unprofiled == Unprofiled::References);
-        let lists = neighbours(&program, &touched(&self.workloads, &files, self.cluster));
+        let hot = touched(&self.workloads, &files, self.cluster);
+        let mut lists = neighbours(&program, &hot);
+        if unprofiled == Unprofiled::Siblings {
+            for ((path, names), list) in hot.iter().zip(&mut lists) {
+                let Some(graph) = program.graphs.iter().find(|g| &g.path == path) else {
+                    continue;
+                };
+                let placed: std::collections::HashSet<String> =
+                    names.iter().chain(list.iter().map(|(n, _)| n)).cloned().collect();
+                list.extend(crate::siblings::siblings(graph, names, &placed));
+            }
+        }
         let unread = failed.into_iter().map(|(p, e)| (p, e.to_string())).collect();
         (files.into_iter().zip(lists).collect(), unread)
     }
@@ -390,7 +403,7 @@ impl<'a> OrderRequest<'a> {
         let kinds: Vec<Unprofiled> = match self.unprofiled {
             Some(Unprofiled::Input) => vec![],
             Some(u) => vec![u],
-            None => vec![Unprofiled::Callees, Unprofiled::References],
+            None => vec![Unprofiled::Callees, Unprofiled::References, Unprofiled::Siblings],
         };
         let mut placed = Vec::new();
         for kind in kinds {

@@ -624,7 +624,10 @@ fn analyze_breaks_the_pages_start_up_read_down_by_section() {
         event: event.into(),
         pid: 1,
     };
-    let mut accesses = vec![access(rela_page, "fault")];
+    let ptrs = coldstart_layout::data::data_symbols(&exe).unwrap();
+    let ptrs = ptrs.iter().find(|d| d.name == "ptrs").expect("ptrs is a named object");
+    let ptrs_page = (ptrs.offset + ptrs.size / 2) / 4096;
+    let mut accesses = vec![access(rela_page, "fault"), access(ptrs_page, "fault")];
     accesses.extend(code_pages.iter().map(|&pg| access(pg, "fault")));
     accesses.push(access(code_pages[0] + 1, "map"));
     add_pages(&p, &exe, accesses);
@@ -646,11 +649,23 @@ fn analyze_breaks_the_pages_start_up_read_down_by_section() {
     assert_eq!(row("relocations")["pages_faulted"], 1);
     assert!(row("relocations")["remedy"].as_str().unwrap().contains("pack-relative-relocs"));
     assert_eq!(row("rodata")["pages_read"], 0);
+    // What an order can move: the four code pages and the named table; not the relocations.
+    let movable = &json["movable"];
+    assert_eq!((movable["code"].as_u64(), movable["named_data"].as_u64()), (Some(4), Some(1)));
+    assert_eq!(movable["fixed"], 1, "{movable}");
     let text = String::from_utf8(
         coldstart().arg("analyze").arg(&exe).arg("--profile").arg(&p).output().unwrap().stdout,
     )
     .unwrap();
     assert!(text.contains("by section") && text.contains("relocations"), "{text}");
+    assert!(text.contains("what a linker order can move: 5 pages"), "{text}");
+    // Without .symtab no data object has a name to count: the split says it is a lower bound.
+    assert!(Command::new("llvm-strip-19").arg(&exe).status().unwrap().success());
+    let out = coldstart().arg("analyze").arg(&exe).arg("--profile").arg(&p).arg("--json").output();
+    let json: serde_json::Value = serde_json::from_slice(&out.unwrap().stdout).unwrap();
+    assert_eq!(json["movable"]["named_data"], 0, "{}", json["movable"]);
+    let warnings = json["warnings"].as_array().unwrap();
+    assert!(warnings.iter().any(|w| w.as_str().unwrap().contains("lower bound")), "{warnings:?}");
 }
 
 #[test]
@@ -778,4 +793,67 @@ fn analyze_tells_function_sections_from_emitted_relocations() {
     };
     assert!(own_sections(&["-ffunction-sections"], "with").starts_with("likely"));
     assert!(own_sections(&[], "without").starts_with("unknown"));
+}
+
+#[test]
+fn order_if_decayed_keeps_an_order_that_holds_and_orders_again_when_start_up_drifted() {
+    let dir = tempfile::tempdir().unwrap();
+    // 400 functions of about 450 bytes over some 45 pages; start-up calls every 40th.
+    let hot: Vec<usize> = (0..400).step_by(40).collect();
+    std::fs::write(dir.path().join("prog.c"), program(400, &hot)).unwrap();
+    let exe = dir.path().join("prog");
+    let build = |order: Option<&Path>| {
+        let args = [CLANG, "-O1", "-g0", "-ffunction-sections", "prog.c", "-o", "prog"];
+        match order {
+            None => {
+                let mut cmd = Command::new(args[0]);
+                assert!(cmd.current_dir(dir.path()).args(&args[1..]).status().unwrap().success());
+            }
+            Some(o) => {
+                coldstart()
+                    .current_dir(dir.path())
+                    .arg("link")
+                    .arg("--order")
+                    .arg(o)
+                    .arg("--")
+                    .args(args)
+                    .assert()
+                    .success();
+            }
+        }
+    };
+    build(None);
+    let a = profile(&dir.path().join("a.json"), "a", &exe, &hot_names(&hot));
+    let order = dir.path().join("order.txt");
+    let if_decayed = |p: &Path| {
+        let mut cmd = coldstart();
+        cmd.arg("order").arg(p).arg("--binary").arg(&exe);
+        cmd.args(["--if-decayed", "--readahead", "0", "-o"]).arg(&order);
+        cmd.assert()
+    };
+    // No order yet: the first one is written.
+    if_decayed(&a).success().stderr(predicate::str::contains("writing the first order"));
+    build(Some(&order));
+    // Linked with it, start-up reads about what its own order would: the file is kept as is.
+    let kept = format!("{}# committed\n", std::fs::read_to_string(&order).unwrap());
+    std::fs::write(&order, &kept).unwrap();
+    if_decayed(&a).success().stderr(predicate::str::contains("the order holds"));
+    assert_eq!(std::fs::read_to_string(&order).unwrap(), kept);
+    // The program changed: start-up now runs other functions, scattered in the cold code.
+    let moved: Vec<usize> = (20..400).step_by(40).collect();
+    let b = profile(&dir.path().join("b.json"), "b", &exe, &hot_names(&moved));
+    if_decayed(&b).success().stderr(predicate::str::contains("the order has decayed"));
+    let new = std::fs::read_to_string(&order).unwrap();
+    assert!(!new.contains("# committed") && new.contains("f20\n"), "{new}");
+    // A bar below 1 would always order again.
+    coldstart()
+        .arg("order")
+        .arg(&b)
+        .arg("--binary")
+        .arg(&exe)
+        .args(["--if-decayed", "--decay-bar", "0.5", "-o"])
+        .arg(&order)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--decay-bar 0.5"));
 }

@@ -176,6 +176,15 @@ pub fn render(a: &Analysis) -> String {
             ));
         }
     }
+    if let Some(m) = &a.movable {
+        out.push_str(&format!(
+            "  what a linker order can move: {} (code {}, named data objects {}); {} it cannot (unnamed constants, relocations, unwind tables, headers)\n",
+            coldstart_units::count(m.movable(), "page"),
+            m.code,
+            m.named_data,
+            m.fixed
+        ));
+    }
     if a.utilization.is_none() && !s.missing.is_empty() {
         out.push_str("\nmissing to optimise the layout:\n");
     } else if !s.missing.is_empty() {

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use coldstart_layout::drivers::prepare_build;
+use coldstart_layout::lld::{linked_by, Linker, Lld};
 use coldstart_layout::verify::{expected_names, Expected};
 
 use super::common::{check_layout, order_names_defined};
@@ -13,7 +14,8 @@ use super::common::{check_layout, order_names_defined};
 #[command(
     after_help = "Examples:\n  coldstart link --order order.txt --binary build/myprog -- make -B -C build\n  \
     coldstart link --order order.txt --binary target/release/myprog -- cargo build --release\n  \
-    coldstart link --order order.txt --no-pack-relocs --binary myprog -- clang-19 -O2 -o myprog main.c"
+    coldstart link --order order.txt --no-pack-relocs --binary myprog -- clang-19 -O2 -o myprog main.c\n  \
+    coldstart link --lld 22 --compression-sort --order order.txt --binary build/myprog -- make -B -C build"
 )]
 pub struct Args {
     /// The order file (lld format: `coldstart order --format lld`).
@@ -35,6 +37,17 @@ pub struct Args {
     /// machines the program runs on).
     #[arg(long)]
     pub no_pack_relocs: bool,
+    /// The lld to link with: a major release (`22`: Debian's `ld.lld-22`) or the path of an
+    /// ld.lld. Default: `ld.lld` on PATH, else the newest `/usr/lib/llvm-N/bin/ld.lld`. Each
+    /// `--binary` is checked to have been linked by it.
+    #[arg(long, value_name = "VERSION|PATH")]
+    pub lld: Option<String>,
+    /// Lay out what the order does not list for compression (lld 20+:
+    /// `--bp-compression-sort=both`): the listed functions and data come first in the
+    /// order's order, the rest so that similar bytes lie together, which a compressed bundle
+    /// of the program stores in fewer bytes.
+    #[arg(long)]
+    pub compression_sort: bool,
     /// The build command: make, cmake --build, a compiler line, cargo build, ...
     #[arg(last = true, required = true)]
     pub build: Vec<String>,
@@ -49,8 +62,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None
     };
     let (pack, why) = coldstart_layout::drivers::pack_relocs(asked);
-    let extra: Vec<String> =
+    let lld = Lld::find(args.lld.as_deref())?;
+    let mut extra: Vec<String> =
         if pack { vec!["-Wl,-z,pack-relative-relocs".to_owned()] } else { vec![] };
+    if args.compression_sort {
+        lld.require_compression_sort()?;
+        extra.push("-Wl,--bp-compression-sort=both".to_owned());
+    }
     if asked.is_none() {
         eprintln!(
             "coldstart: {} relative relocations: {why}{}",
@@ -58,11 +76,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             if pack { " (--no-pack-relocs for older C libraries)" } else { "" }
         );
     }
-    let mut prepared = prepare_build(&args.build, &args.order, &extra)?;
+    let mut prepared = prepare_build(&args.build, &args.order, &lld, &extra)?;
     eprintln!(
-        "coldstart: building with {} and {}",
+        "coldstart: building with {} and {} (lld {}, {})",
         prepared.flags.compile.join(" "),
-        prepared.flags.link.join(" ")
+        prepared.flags.all_link().join(" "),
+        lld.version_string(),
+        lld.path.display()
     );
     let status = prepared
         .command
@@ -80,6 +100,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let mut code = crate::exit::SUCCESS;
     for binary in &args.binary {
+        // A build can bypass the wrappers (a linker named in its own flags, a compiler called by
+        // absolute path): the binary's .comment says which linker made it.
+        let found = match linked_by(binary)? {
+            Linker::Lld(v) if v == lld.version => None,
+            Linker::Lld(v) => Some(format!("by lld {}.{}.{}", v.0, v.1, v.2)),
+            Linker::Other => Some("by another linker than lld".to_owned()),
+            Linker::Unknown => {
+                eprintln!(
+                    "coldstart: {} has no .comment section to tell which linker made it",
+                    binary.display()
+                );
+                None
+            }
+        };
+        if let Some(found) = found {
+            eprintln!(
+                "coldstart: {} was linked {found}, not by lld {} ({}): the build chose its own linker; let it link through the compiler driver (cc, clang) without a -fuse-ld or -B of its own",
+                binary.display(),
+                lld.version_string(),
+                lld.path.display()
+            );
+            code = ExitCode::from(crate::exit::FAILURE_FOUND);
+        }
         let expected = match &args.profile {
             Some(path) => expected_names(Expected::Profile { path, module: None }, binary)?,
             // One order file may serve every module of the build: check the names this

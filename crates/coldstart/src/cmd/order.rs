@@ -22,7 +22,8 @@ use super::common::{preview, PageModelArgs};
     coldstart order a.json b.json --algorithm merged --weights 3,1 -o prog.order\n  \
     coldstart order p.json --binary ./prog --evaluate held-out.json -o prog.order\n  \
     coldstart order p.json --module libclang-cpp.so.19.1 --format bolt -o clang.order\n  \
-    coldstart order p.json --all-modules --binary ./prog --data -o prog.order")]
+    coldstart order p.json --all-modules --binary ./prog --data -o prog.order\n  \
+    coldstart order p.json --binary ./prog --if-decayed -o prog.order")]
 pub struct Args {
     /// Profiles (`coldstart profile -o P`), one per workload.
     #[arg(required = true)]
@@ -49,8 +50,10 @@ pub struct Args {
     pub all_modules: bool,
     /// Where the functions no profile touched go: `callees` (the ones the touched functions
     /// call, found by decoding their calls, right after them, likeliest first), `references`
-    /// (the same counting function pointers and vtables the code refers to) or `input`
-    /// (where the linker puts them). Default: callees, or the best of --evaluate.
+    /// (the same counting function pointers and vtables the code refers to), `siblings`
+    /// (callees, then the other implementations of the trait and virtual methods start-up
+    /// ran) or `input` (where the linker puts them). Default: callees, or the best of
+    /// --evaluate.
     #[arg(long, value_name = "PLACEMENT")]
     pub unprofiled: Option<String>,
     /// The binary the order is for: reports ambiguous static names and names it lacks;
@@ -75,6 +78,68 @@ pub struct Args {
     /// Print the evaluation as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Write -o only when it has decayed: when --binary (this build, linked with the order
+    /// now at -o) reads more than --decay-bar times the code pages for the first profile's
+    /// start-up (a profile of this build) than the start-up's own order would (the page
+    /// model). Otherwise keep the file as it is. For a closed loop in CI that commits the
+    /// order file and orders again only when the program has drifted from it.
+    #[arg(long, requires_all = ["binary", "output"])]
+    pub if_decayed: bool,
+    /// The bar of --if-decayed: pages read as linked over pages read in the start-up's own
+    /// order.
+    #[arg(long, default_value_t = 1.3, requires = "if_decayed", value_name = "RATIO")]
+    pub decay_bar: f64,
+}
+
+/// With --if-decayed: whether the order at -o still holds for `binary` (then nothing is
+/// written). Says which, with the figures.
+fn order_still_holds(
+    args: &Args,
+    binary: &Binary,
+    workloads: &[Workload],
+    model: coldstart_layout::model::PageModel,
+) -> anyhow::Result<bool> {
+    if !(args.decay_bar.is_finite() && args.decay_bar >= 1.0) {
+        return Err(crate::exit::usage(format!(
+            "--decay-bar {}: give a ratio of 1 or more (1.3: 30% more pages than a fresh order)",
+            args.decay_bar
+        )));
+    }
+    let out = args.output.as_deref().expect("clap requires -o with --if-decayed");
+    if !out.exists() {
+        eprintln!("coldstart: {} does not exist yet: writing the first order", out.display());
+        return Ok(false);
+    }
+    let first = workloads.first().context("no workload in the profiles")?;
+    let d = evaluate::decay(binary, first, args.module.as_deref(), model)?;
+    let held = !d.decayed(args.decay_bar);
+    eprintln!(
+        "coldstart: {} as linked reads {} in {} for `{}`, {:.2}x the {} of its own order (bar {}x): {}",
+        binary.info.path.display(),
+        coldstart_units::count(d.current.pages_read, "code page"),
+        coldstart_units::count(d.current.faults, "fault"),
+        d.workload,
+        d.ratio(),
+        d.ideal.pages_read,
+        args.decay_bar,
+        if held {
+            format!("the order holds; {} kept as it is", out.display())
+        } else {
+            format!("the order has decayed; writing a new one to {}", out.display())
+        }
+    );
+    Ok(held)
+}
+
+/// What the untouched functions an order lists are to the touched ones.
+fn untouched_placed(unprofiled: Unprofiled) -> &'static str {
+    match unprofiled {
+        Unprofiled::Input | Unprofiled::Callees => "that they call",
+        Unprofiled::References => "that they call or refer to",
+        Unprofiled::Siblings => {
+            "that they call, then their siblings (other implementations of their methods)"
+        }
+    }
 }
 
 /// Read every profile into workloads, applying `weights` in order.
@@ -125,6 +190,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(b) => Some(Binary::open(b).with_context(|| format!("--binary {}", b.display()))?),
         None => None,
     };
+    if let (true, Some(b)) = (args.if_decayed, &binary) {
+        if order_still_holds(&args, b, &workloads, model)? {
+            return Ok(crate::exit::SUCCESS);
+        }
+    }
     let mut request = OrderRequest::new(workloads, binary.as_ref());
     request.module = args.module.clone();
     request.all_modules = args.all_modules;
@@ -211,13 +281,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             };
             let untouched = order.functions.len().saturating_sub(order.touched());
             eprintln!(
-                "coldstart: wrote {} ({}) of {}: {} touched, in {} order, then {} untouched that they call; to {} ({} format; use {})",
+                "coldstart: wrote {} ({}) of {}: {} touched, in {} order, then {} untouched {}; to {} ({} format; use {})",
                 coldstart_units::count(report.written as u64, "function"),
                 coldstart_units::bytes(order.bytes()),
                 of,
                 order.touched(),
                 chosen.name(),
                 untouched,
+                untouched_placed(order.unprofiled),
                 path.display(),
                 format.name(),
                 format.flag(&path.display().to_string())
