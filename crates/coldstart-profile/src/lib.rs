@@ -590,12 +590,12 @@ fn unsymbolized_share(
     let names: Vec<String> = bare
         .iter()
         .map(|u| {
-            let code = if u.code >= 1 << 20 {
-                format!("{:.1} MiB", u.code as f64 / 1048576.0)
-            } else {
-                format!("{} KiB", u.code.div_ceil(1024))
-            };
-            format!("{} ({} functions for {code} of code)", u.path.display(), u.functions)
+            format!(
+                "{} ({} for {} of code)",
+                u.path.display(),
+                coldstart_units::count(u.functions as u64, "function"),
+                coldstart_units::bytes(u.code)
+            )
         })
         .collect();
     let share = match cpu {

@@ -154,9 +154,9 @@ pub(crate) fn stripped_warning(info: &ElfInfo, path: &Path) -> Option<String> {
         "has no function symbols (stripped, no debug file)".to_string()
     } else {
         format!(
-            "has function symbols for {} functions only, for {:.1} MiB of code (stripped but for a few exported functions, no debug file)",
-            u.functions,
-            u.code as f64 / 1048576.0
+            "has function symbols for only {}, for {} of code (stripped but for a few exported functions, no debug file)",
+            coldstart_units::count(u.functions as u64, "function"),
+            coldstart_units::bytes(u.code)
         )
     };
     Some(format!(
