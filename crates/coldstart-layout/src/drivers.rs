@@ -22,8 +22,7 @@ pub const WRAPPED_COMPILERS: [&str; 8] =
 
 /// Find an executable on `PATH`.
 pub fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+    coldstart_process::find_program(name).ok()
 }
 
 /// The directory to pass with `-B` so a compiler driver finds `ld.lld`, or `None` when

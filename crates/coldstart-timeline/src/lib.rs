@@ -171,15 +171,6 @@ impl Emulated {
     }
 }
 
-/// The path of `command` (as the shell finds it).
-fn find(command: &OsString) -> Option<PathBuf> {
-    let p = Path::new(command);
-    if p.components().count() > 1 {
-        return p.is_file().then(|| p.to_owned());
-    }
-    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(p)).find(|c| c.is_file())
-}
-
 /// The file offsets of the executable's entry point and of `main`, where it has them.
 fn probe_offsets(path: &Path) -> Vec<(&'static str, u64)> {
     let Ok(info) = coldstart_elf::ElfInfo::open(path, &coldstart_elf::SymbolOptions::default())
@@ -297,16 +288,11 @@ fn record_on(
         return Err(TimelineError::NotRoot);
     }
     let first = options.command.first().ok_or(TimelineError::NoCommand)?;
-    let program = find(first).ok_or_else(|| {
-        let p = Path::new(first);
-        TimelineError::CommandNotFound {
+    let program =
+        coldstart_process::find_program(first).map_err(|e| TimelineError::CommandNotFound {
             command: first.to_string_lossy().into_owned(),
-            why: match p.components().count() > 1 {
-                true => coldstart_fs::unusable_input(p).unwrap_or("is not a file"),
-                false => "is not in PATH",
-            },
-        }
-    })?;
+            why: e.reason(),
+        })?;
     if matches!(options.ready, Ready::Window(_)) {
         return Err(TimelineError::Unsupported { ready: options.ready.to_string() });
     }

@@ -1,0 +1,23 @@
+//! Starting and watching a program, written once for every stage that does it.
+//!
+//! `measure`, `profile`, `timeline` and `launch` each start a program and watch what it does;
+//! the pieces they share live here, with one behaviour each:
+//!
+//! - [`find_program`]: a command's name to the file `execvp` would run, or a typed reason
+//!   ([`LookupError`]) why nothing would run.
+//!
+//! Nothing here prints or exits: errors carry their [`coldstart_error::Category`] and the
+//! binary says what to do.
+//!
+//! ```
+//! let sh = coldstart_process::find_program("sh").unwrap();
+//! assert!(sh.ends_with("sh"));
+//! assert_eq!(
+//!     coldstart_process::find_program("/nonexistent/tool").unwrap_err().reason(),
+//!     "does not exist"
+//! );
+//! ```
+
+mod path;
+
+pub use path::{find_program, search_path, LookupError};
