@@ -4,7 +4,8 @@
 //! the pieces they share live here, with one behaviour each:
 //!
 //! - [`find_program`]: a command's name to the file `execvp` would run, or a typed reason
-//!   ([`LookupError`]) why nothing would run.
+//!   ([`LookupError`]) why nothing would run;
+//! - [`mountinfo`]: the mounts of `/proc/self/mountinfo`, every octal escape undone.
 //!
 //! Nothing here prints or exits: errors carry their [`coldstart_error::Category`] and the
 //! binary says what to do.
@@ -16,8 +17,14 @@
 //!     coldstart_process::find_program("/nonexistent/tool").unwrap_err().reason(),
 //!     "does not exist"
 //! );
+//!
+//! let mounts = coldstart_process::mountinfo::parse(
+//!     r"36 25 7:3 / /mnt/my\040disk rw,noatime shared:1 - ext4 /dev/loop3 rw",
+//! );
+//! assert_eq!(mounts[0].point, std::path::Path::new("/mnt/my disk"));
 //! ```
 
+pub mod mountinfo;
 mod path;
 
 pub use path::{find_program, search_path, LookupError};

@@ -16,6 +16,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -77,23 +78,18 @@ impl Opens {
         }
         // SAFETY: a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         let mut marked = HashSet::new();
-        for line in mountinfo.lines() {
-            let Some((left, right)) = line.split_once(" - ") else { continue };
-            let (Some(point), mut rest) = (left.split(' ').nth(4), right.split(' ')) else {
-                continue;
-            };
-            let (Some(fstype), Some(source)) = (rest.next(), rest.next()) else { continue };
-            if !traced_file_system(fstype, source) {
+        for m in coldstart_process::mountinfo::read().unwrap_or_default() {
+            if !traced_file_system(&m.fstype, &m.source) {
                 continue;
             }
-            let point = point.replace("\\040", " ");
-            let Ok(meta) = std::fs::metadata(&point) else { continue };
+            let Ok(meta) = std::fs::metadata(&m.point) else { continue };
             if !marked.insert(meta.dev()) {
                 continue;
             }
-            let Ok(c) = std::ffi::CString::new(point) else { continue };
+            let Ok(c) = std::ffi::CString::new(m.point.into_os_string().into_vec()) else {
+                continue;
+            };
             for how in [libc::FAN_MARK_FILESYSTEM, libc::FAN_MARK_MOUNT] {
                 // SAFETY: marking a path for open events on our fanotify descriptor.
                 let r = unsafe {

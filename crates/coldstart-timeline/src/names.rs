@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -39,18 +40,14 @@ impl Names {
         }
         // SAFETY: a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         let mut marked = 0;
-        for line in mountinfo.lines() {
-            let Some((left, right)) = line.split_once(" - ") else { continue };
-            let Some(point) = left.split(' ').nth(4) else { continue };
-            let mut r = right.split(' ');
-            let (fstype, source) = (r.next().unwrap_or(""), r.next().unwrap_or(""));
-            if !(source.starts_with("/dev/") || fstype.starts_with("fuse") || fstype == "overlay") {
+        for m in coldstart_process::mountinfo::read().unwrap_or_default() {
+            if !(m.on_block_device() || m.fstype.starts_with("fuse") || m.fstype == "overlay") {
                 continue;
             }
-            let point = point.replace("\\040", " ");
-            let Ok(c) = std::ffi::CString::new(point) else { continue };
+            let Ok(c) = std::ffi::CString::new(m.point.into_os_string().into_vec()) else {
+                continue;
+            };
             // SAFETY: a valid descriptor and NUL-terminated path.
             let r = unsafe {
                 libc::fanotify_mark(

@@ -15,6 +15,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::CString;
 use std::fs;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -262,19 +263,12 @@ fn fanotify_open() -> Option<OwnedFd> {
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     let mut marked = 0;
     let mut seen_devs = Vec::new();
-    let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    for line in text.lines() {
-        let Some((pre, post)) = line.split_once(" - ") else { continue };
-        let pre: Vec<&str> = pre.split(' ').collect();
-        let post: Vec<&str> = post.split(' ').collect();
-        if pre.len() < 5 || post.len() < 2 || !post[1].starts_with("/dev/") {
+    for m in coldstart_process::mountinfo::read().unwrap_or_default() {
+        if !m.on_block_device() || seen_devs.contains(&m.dev) {
             continue;
         }
-        if seen_devs.contains(&pre[2]) {
-            continue;
-        }
-        seen_devs.push(pre[2]);
-        let Ok(mp) = CString::new(unescape_mount(pre[4])) else { continue };
+        seen_devs.push(m.dev);
+        let Ok(mp) = CString::new(m.point.into_os_string().into_vec()) else { continue };
         // SAFETY: marking a mount point path.
         let r = unsafe {
             libc::fanotify_mark(
@@ -290,10 +284,6 @@ fn fanotify_open() -> Option<OwnedFd> {
         }
     }
     (marked > 0).then_some(fd)
-}
-
-fn unescape_mount(s: &str) -> String {
-    s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
 }
 
 fn fanotify_loop(
