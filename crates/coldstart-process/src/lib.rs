@@ -5,7 +5,9 @@
 //!
 //! - [`find_program`]: a command's name to the file `execvp` would run, or a typed reason
 //!   ([`LookupError`]) why nothing would run;
-//! - [`mountinfo`]: the mounts of `/proc/self/mountinfo`, every octal escape undone.
+//! - [`mountinfo`]: the mounts of `/proc/self/mountinfo`, every octal escape undone;
+//! - [`memory_file_system`]: whether a file lives in memory rather than on storage, so that
+//!   nothing evicts, copies or reads it ahead ([`shared_memory_device`]: where `memfd`s live).
 //!
 //! Nothing here prints or exits: errors carry their [`coldstart_error::Category`] and the
 //! binary says what to do.
@@ -24,7 +26,9 @@
 //! assert_eq!(mounts[0].point, std::path::Path::new("/mnt/my disk"));
 //! ```
 
+mod memory;
 pub mod mountinfo;
 mod path;
 
+pub use memory::{memory_file_system, shared_memory_device};
 pub use path::{find_program, search_path, LookupError};

@@ -195,21 +195,6 @@ fn parse_line(line: &str) -> Option<Event> {
     })
 }
 
-/// The device of the kernel's internal shared-memory file system, which backs `memfd`s, System
-/// V shared memory and shared anonymous mappings: their pages have filemap events too (a
-/// browser's shared memory), but they are memory, not files a program starts from.
-fn shared_memory_device() -> Option<(u32, u32)> {
-    // SAFETY: memfd_create with a NUL-terminated name; the descriptor is owned below.
-    let fd = unsafe { libc::memfd_create(c"coldstart-probe".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: a fresh descriptor we own.
-    let file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    let dev = file.metadata().ok()?.dev();
-    Some((libc::major(dev), libc::minor(dev)))
-}
-
 /// What the page run gives: the pages, warnings, and where the program's CPU time went.
 pub(crate) struct PageRun {
     pub pages: PageProfile,
@@ -362,7 +347,7 @@ pub(crate) fn trace(
         .map(|m| (libc::major(m.dev()), libc::minor(m.dev()), m.ino()));
     let target =
         std::fs::metadata(path).ok().map(|m| (libc::major(m.dev()), libc::minor(m.dev()), m.ino()));
-    let shared_memory = shared_memory_device();
+    let shared_memory = coldstart_process::shared_memory_device();
     let mut tree: HashSet<i32> = HashSet::from([pid]);
     let mut events = Vec::new();
     for line in text.lines() {

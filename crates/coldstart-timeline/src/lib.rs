@@ -372,7 +372,7 @@ fn record_on(
             .unwrap_or(ready_ns),
         _ => ready_ns,
     };
-    let skip: Vec<(u32, u32)> = names::shared_memory_device().into_iter().collect();
+    let skip: Vec<(u32, u32)> = coldstart_process::shared_memory_device().into_iter().collect();
     let mut d = phases::derive(&events, &block, root, ready_ns, &names, &skip);
     name_block_devices(&mut d.files, Path::new("/sys/dev/block"));
     if d.phases.is_empty() {

@@ -153,17 +153,3 @@ pub(crate) fn snapshot(pgid: i32, into: &mut HashMap<Key, String>) {
         }
     }
 }
-
-/// The device of the kernel's internal shared-memory file system (`memfd`s, shared
-/// anonymous memory): its pages have filemap events too, but are memory, not files.
-pub(crate) fn shared_memory_device() -> Option<(u32, u32)> {
-    // SAFETY: memfd_create with a NUL-terminated name; the descriptor is owned below.
-    let fd = unsafe { libc::memfd_create(c"coldstart-probe".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: a fresh descriptor we own.
-    let file = unsafe { std::fs::File::from_raw_fd(fd) };
-    let meta = file.metadata().ok()?;
-    Some((libc::major(meta.dev()), libc::minor(meta.dev())))
-}
