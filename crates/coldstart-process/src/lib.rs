@@ -7,7 +7,9 @@
 //!   ([`LookupError`]) why nothing would run;
 //! - [`mountinfo`]: the mounts of `/proc/self/mountinfo`, every octal escape undone;
 //! - [`memory_file_system`]: whether a file lives in memory rather than on storage, so that
-//!   nothing evicts, copies or reads it ahead ([`shared_memory_device`]: where `memfd`s live).
+//!   nothing evicts, copies or reads it ahead ([`shared_memory_device`]: where `memfd`s live);
+//! - [`maps`]: the files a process maps (`/proc/PID/maps`) and holds open (`/proc/PID/fd`),
+//!   and the processes of a group.
 //!
 //! Nothing here prints or exits: errors carry their [`coldstart_error::Category`] and the
 //! binary says what to do.
@@ -26,9 +28,13 @@
 //! assert_eq!(mounts[0].point, std::path::Path::new("/mnt/my disk"));
 //! ```
 
+pub mod maps;
 mod memory;
 pub mod mountinfo;
 mod path;
 
 pub use memory::{memory_file_system, shared_memory_device};
 pub use path::{find_program, search_path, LookupError};
+
+/// A file as the kernel names it in page events and `/proc/PID/maps`: (major, minor, inode).
+pub type FileKey = (u32, u32, u64);

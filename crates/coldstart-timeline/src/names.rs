@@ -126,30 +126,11 @@ fn listen(fd: OwnedFd, stop: &AtomicBool) -> HashMap<Key, String> {
     }
 }
 
-/// Add the files the processes of group `pgid` map or hold open now.
+/// Add the files the processes of group `pgid` map now.
 pub(crate) fn snapshot(pgid: i32, into: &mut HashMap<Key, String>) {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return };
-    for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        // SAFETY: getpgid has no memory preconditions.
-        if unsafe { libc::getpgid(pid) } != pgid {
-            continue;
-        }
-        if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
-            for line in maps.lines() {
-                let f: Vec<&str> = line.splitn(6, ' ').collect();
-                if f.len() < 6 || !f[5].trim().starts_with('/') {
-                    continue;
-                }
-                let Some((ma, mi)) = f[3].split_once(':') else { continue };
-                if let (Ok(ma), Ok(mi), Ok(ino)) =
-                    (u32::from_str_radix(ma, 16), u32::from_str_radix(mi, 16), f[4].parse::<u64>())
-                {
-                    into.entry((ma, mi, ino)).or_insert_with(|| f[5].trim().to_owned());
-                }
-            }
+    for pid in coldstart_process::maps::group_members(pgid) {
+        for (key, path) in coldstart_process::maps::mapped_files(pid) {
+            into.entry(key).or_insert_with(|| path.to_string_lossy().into_owned());
         }
     }
 }

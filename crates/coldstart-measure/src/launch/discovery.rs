@@ -25,8 +25,9 @@ use std::time::Duration;
 #[cfg(doc)]
 use super::RunSpec;
 use crate::cache::pages::{FileId, PageSet, TouchedPages};
-use crate::cache::parse_maps_line;
+use crate::cache::{file_id, file_pages};
 use crate::cgroup::RunCgroup;
+use coldstart_process::maps::{parse_line, Mapping};
 
 /// The files a discovery run collects: fanotify's, and the samples of the tree's maps and open
 /// files; and the pages of files other processes map that the tree has in its page tables.
@@ -87,7 +88,7 @@ fn files_mapped_by_any_process() -> HashSet<FileId> {
             continue;
         }
         let Ok(maps) = fs::read_to_string(entry.path().join("maps")) else { continue };
-        out.extend(maps.lines().filter_map(parse_maps_line).map(|e| e.file_id()));
+        out.extend(maps.lines().filter_map(parse_line).map(|e| file_id(&e)));
     }
     out
 }
@@ -128,11 +129,11 @@ fn sample_process(
 ) {
     if let Ok(maps) = fs::read_to_string(format!("/proc/{pid}/maps")) {
         let mut pagemap = None;
-        for entry in maps.lines().filter_map(parse_maps_line) {
+        for entry in maps.lines().filter_map(parse_line) {
             if entry.path.starts_with('/') && !entry.path.ends_with(" (deleted)") {
                 into.insert(PathBuf::from(entry.path));
             }
-            let id = entry.file_id();
+            let id = file_id(&entry);
             if !shared.contains(&id) {
                 continue;
             }
@@ -156,9 +157,9 @@ fn sample_process(
 
 /// Add the file pages of `entry` present in the page tables of its process (`pagemap` open on
 /// its `/proc/PID/pagemap`: one 64-bit word per virtual page, bit 63 set when present).
-fn present_pages(pagemap: &fs::File, entry: &crate::cache::MapsEntry<'_>, into: &mut PageSet) {
+fn present_pages(pagemap: &fs::File, entry: &Mapping<'_>, into: &mut PageSet) {
     let ps = crate::cache::page_size();
-    let (first_page, _) = entry.file_pages();
+    let (first_page, _) = file_pages(entry);
     let vpages = (entry.end.saturating_sub(entry.start) / ps) as usize;
     // Read in chunks so that a large mapping does not need one large buffer.
     const CHUNK: usize = 4096;
@@ -198,7 +199,7 @@ fn present_pages(pagemap: &fs::File, entry: &crate::cache::MapsEntry<'_>, into: 
 pub fn mapped_files(pid: u32) -> Vec<PathBuf> {
     let Ok(maps) = fs::read_to_string(format!("/proc/{pid}/maps")) else { return Vec::new() };
     let mut out: Vec<PathBuf> = Vec::new();
-    for entry in maps.lines().filter_map(parse_maps_line) {
+    for entry in maps.lines().filter_map(parse_line) {
         if entry.path.starts_with('/') && !entry.path.ends_with(" (deleted)") {
             let p = PathBuf::from(entry.path);
             if !out.contains(&p) {
