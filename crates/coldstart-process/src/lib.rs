@@ -9,7 +9,9 @@
 //! - [`memory_file_system`]: whether a file lives in memory rather than on storage, so that
 //!   nothing evicts, copies or reads it ahead ([`shared_memory_device`]: where `memfd`s live);
 //! - [`maps`]: the files a process maps (`/proc/PID/maps`) and holds open (`/proc/PID/fd`),
-//!   and the processes of a group.
+//!   and the processes of a group;
+//! - [`fanotify`]: being told of every open on the file systems with a page cache, as it
+//!   happens, with the file opened.
 //!
 //! Nothing here prints or exits: errors carry their [`coldstart_error::Category`] and the
 //! binary says what to do.
@@ -28,6 +30,7 @@
 //! assert_eq!(mounts[0].point, std::path::Path::new("/mnt/my disk"));
 //! ```
 
+pub mod fanotify;
 pub mod maps;
 mod memory;
 pub mod mountinfo;
