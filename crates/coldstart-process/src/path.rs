@@ -46,7 +46,18 @@ impl LookupError {
         }
     }
 
-    /// Why, in words to follow the command's name: "is not in PATH", "is a directory".
+    /// What the reason is about: the file found, or the name given when none was.
+    pub fn subject(&self) -> String {
+        match self {
+            LookupError::Empty => String::new(),
+            LookupError::NotInPath(name) => name.to_string_lossy().into_owned(),
+            LookupError::Missing(p)
+            | LookupError::IsDirectory(p)
+            | LookupError::NotExecutable(p) => p.display().to_string(),
+        }
+    }
+
+    /// Why, in words to follow [`subject`](Self::subject): "is not in PATH", "is a directory".
     pub fn reason(&self) -> &'static str {
         match self {
             LookupError::Empty => "is empty",
@@ -157,7 +168,12 @@ mod tests {
         );
         let not_in_path = find_in("tool".as_ref(), &dirs[..1]).unwrap_err();
         assert_eq!(not_in_path, LookupError::NotInPath("tool".into()));
-        assert_eq!(format!("tool {}", not_in_path.reason()), "tool is not in PATH");
+        assert_eq!(
+            format!("{} {}", not_in_path.subject(), not_in_path.reason()),
+            "tool is not in PATH"
+        );
+        let not_executable = find_in("tool".as_ref(), &dirs[..2]).unwrap_err();
+        assert_eq!(not_executable.subject(), b.path().join("tool").display().to_string());
     }
 
     #[test]

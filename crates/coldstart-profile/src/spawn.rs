@@ -21,10 +21,8 @@ pub(crate) struct Stopped {
 
 /// Find `program` as `execvp` does (a name with a slash is used as is).
 pub(crate) fn resolve(program: &OsString) -> Result<PathBuf, ProfileError> {
-    coldstart_process::find_program(program).map_err(|e| ProfileError::CommandNotFound {
-        command: program.to_string_lossy().into_owned(),
-        why: e.reason(),
-    })
+    coldstart_process::find_program(program)
+        .map_err(|e| ProfileError::CommandNotFound { command: e.subject(), why: e.reason() })
 }
 
 fn cstring(s: &[u8]) -> Result<CString, ProfileError> {

@@ -288,11 +288,8 @@ fn record_on(
         return Err(TimelineError::NotRoot);
     }
     let first = options.command.first().ok_or(TimelineError::NoCommand)?;
-    let program =
-        coldstart_process::find_program(first).map_err(|e| TimelineError::CommandNotFound {
-            command: first.to_string_lossy().into_owned(),
-            why: e.reason(),
-        })?;
+    let program = coldstart_process::find_program(first)
+        .map_err(|e| TimelineError::CommandNotFound { command: e.subject(), why: e.reason() })?;
     if matches!(options.ready, Ready::Window(_)) {
         return Err(TimelineError::Unsupported { ready: options.ready.to_string() });
     }
