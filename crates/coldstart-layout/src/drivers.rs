@@ -40,8 +40,7 @@ pub fn wrapped_compilers() -> Vec<String> {
 
 /// Find an executable on `PATH`.
 pub fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+    coldstart_process::find_program(name).ok()
 }
 
 /// The C libraries searched for DT_RELR support, in order.

@@ -44,29 +44,7 @@ pub struct Mount {
 /// Whether `path` is a mount point (it appears in `/proc/self/mountinfo`).
 pub fn is_mount_point(path: &Path) -> bool {
     let Ok(path) = path.canonicalize() else { return false };
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
-    info.lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .any(|m| unescape(m) == path.as_os_str().to_string_lossy())
-}
-
-/// Undoes mountinfo's octal escapes (`\040` for a space).
-pub(crate) fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 4 <= b.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8) {
-                out.push(v);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    coldstart_process::mountinfo::read().is_ok_and(|m| m.iter().any(|m| m.point == path))
 }
 
 fn check_mountpoint(dir: &Path) -> Result<(), MountError> {
@@ -417,14 +395,6 @@ impl Drop for Mount {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mountinfo_escapes_are_undone() {
-        assert_eq!(unescape(r"/tmp/a\040b"), "/tmp/a b");
-        assert_eq!(unescape(r"/tmp/tab\011x\134y"), "/tmp/tab\tx\\y");
-        assert_eq!(unescape(r"/plain"), "/plain");
-        assert_eq!(unescape(r"/trailing\04"), r"/trailing\04");
-    }
 
     #[test]
     fn a_missing_or_non_directory_mount_point_is_named() {

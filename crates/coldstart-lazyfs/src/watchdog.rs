@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::mount::unescape;
+use coldstart_process::mountinfo::{self, Mount};
 
 /// Cleans up after the mounting process if it dies without unmounting (`kill -9`, an abort).
 ///
@@ -97,13 +97,14 @@ impl Watchdog {
         let entry = mount_entry(mountpoint).ok_or_else(|| {
             std::io::Error::other(format!("{} is not in the mount table", mountpoint.display()))
         })?;
-        let conn = entry.dev.strip_prefix("0:").ok_or_else(|| {
-            std::io::Error::other(format!(
-                "{} has device {}, not a FUSE connection",
+        let (0, conn) = entry.dev else {
+            return Err(std::io::Error::other(format!(
+                "{} has device {}:{}, not a FUSE connection",
                 mountpoint.display(),
-                entry.dev
-            ))
-        })?;
+                entry.dev.0,
+                entry.dev.1
+            )));
+        };
         let what = format!("mount {} {conn} {}", entry.id, entry.fstype);
         self.tell_path(&what, &mountpoint.canonicalize()?)
     }
@@ -159,31 +160,11 @@ impl Drop for Watchdog {
     }
 }
 
-/// A mount's line in `/proc/self/mountinfo`: what the watchdog finds it by.
-#[derive(Debug, PartialEq)]
-pub(crate) struct MountEntry {
-    id: u64,
-    /// `major:minor` of its device; for FUSE, `0:N` with N the connection's number.
-    dev: String,
-    fstype: String,
-}
-
-/// The mount on `path` (the last one, if mounts are stacked), from `/proc/self/mountinfo`.
-pub(crate) fn mount_entry(path: &Path) -> Option<MountEntry> {
+/// The mount on `path` (the last one, if mounts are stacked), from `/proc/self/mountinfo`:
+/// the watchdog finds it by its id, its device and its type.
+pub(crate) fn mount_entry(path: &Path) -> Option<Mount> {
     let path = path.canonicalize().ok()?;
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    info.lines()
-        .filter_map(|l| {
-            let mut f = l.split(' ');
-            let id = f.next()?.parse().ok()?;
-            let dev = f.nth(1)?;
-            let dir = f.nth(1)?;
-            let fstype = f.skip_while(|&x| x != "-").nth(1)?;
-            Some((MountEntry { id, dev: dev.to_owned(), fstype: fstype.to_owned() }, dir))
-        })
-        .filter(|(_, dir)| unescape(dir) == path.as_os_str().to_string_lossy())
-        .map(|(e, _)| e)
-        .next_back()
+    mountinfo::read().ok()?.into_iter().rfind(|m| m.point == path)
 }
 
 #[cfg(test)]
@@ -196,6 +177,6 @@ mod tests {
         assert_eq!(mount_entry(d.path()), None);
         let proc = mount_entry(Path::new("/proc")).unwrap();
         assert_eq!(proc.fstype, "proc");
-        assert!(proc.dev.contains(':'), "{proc:?}");
+        assert_eq!(proc.point, Path::new("/proc"), "{proc:?}");
     }
 }

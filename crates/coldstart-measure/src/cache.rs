@@ -66,8 +66,8 @@ use coldstart_error::Category;
 use serde::{Deserialize, Serialize};
 
 pub use hold::{default_budget as default_hold_budget, ResidentHold};
+pub(crate) use holders::{file_id, file_pages};
 pub use holders::{find_holders, find_holders_in};
-pub(crate) use holders::{parse_maps_line, MapsEntry};
 use pages::{FileId, TouchedPages};
 pub(crate) use residency::page_size;
 use residency::{open_read, residency_auto, RangeCounter};

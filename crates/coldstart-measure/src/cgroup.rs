@@ -43,6 +43,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use coldstart_error::Category;
+use coldstart_process::mountinfo::Mount;
 
 use crate::result::Counters;
 
@@ -96,26 +97,16 @@ pub struct Hierarchy {
 }
 
 fn mounts() -> io::Result<Vec<(String, PathBuf, String)>> {
-    // (fstype, mount point, super options)
-    let text = fs::read_to_string("/proc/self/mountinfo")?;
-    Ok(parse_mountinfo(&text))
+    Ok(cgroup_mounts(coldstart_process::mountinfo::read()?))
 }
 
-/// Parse `/proc/self/mountinfo` into (fstype, mount point, super options) of cgroup mounts.
-fn parse_mountinfo(text: &str) -> Vec<(String, PathBuf, String)> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let Some((pre, post)) = line.split_once(" - ") else { continue };
-        let pre: Vec<&str> = pre.split(' ').collect();
-        let post: Vec<&str> = post.split(' ').collect();
-        if pre.len() < 5 || post.len() < 3 {
-            continue;
-        }
-        if post[0] == "cgroup" || post[0] == "cgroup2" {
-            out.push((post[0].to_string(), PathBuf::from(pre[4]), post[2].to_string()));
-        }
-    }
-    out
+/// The cgroup mounts among `mounts`: (fstype, mount point, super options).
+fn cgroup_mounts(mounts: Vec<Mount>) -> Vec<(String, PathBuf, String)> {
+    mounts
+        .into_iter()
+        .filter(|m| m.fstype == "cgroup" || m.fstype == "cgroup2")
+        .map(|m| (m.fstype, m.point, m.super_options))
+        .collect()
 }
 
 impl Hierarchy {
@@ -689,14 +680,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_cgroup_mounts_from_mountinfo() {
+    fn finds_the_cgroup_mounts_in_mountinfo() {
         let text = "\
 30 25 0:26 / /sys/fs/cgroup/memory rw,relatime shared:9 - cgroup cgroup rw,memory
 31 25 0:27 / /sys/fs/cgroup/cpu,cpuacct rw,relatime shared:10 - cgroup cgroup rw,cpu,cpuacct
 40 25 0:35 / /sys/fs/cgroup/unified rw,relatime shared:11 - cgroup2 cgroup2 rw
 22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
 ";
-        let m = parse_mountinfo(text);
+        let m = cgroup_mounts(coldstart_process::mountinfo::parse(text));
         assert_eq!(m.len(), 3);
         assert_eq!(m[1].1, PathBuf::from("/sys/fs/cgroup/cpu,cpuacct"));
         assert_eq!(m[1].2, "rw,cpu,cpuacct");

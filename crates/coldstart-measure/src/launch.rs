@@ -59,14 +59,12 @@ mod run;
 mod spawn;
 mod wait;
 
-use std::ffi::OsString;
-use std::fs;
 use std::io;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use coldstart_error::Category;
+use coldstart_process::LookupError;
 
 pub use discovery::mapped_files;
 
@@ -214,34 +212,18 @@ pub trait Executor {
 /// Resolve `argv[0]` the way `execvp` would, and reject what cannot run.
 pub fn resolve_program(argv: &[String]) -> Result<PathBuf, LaunchError> {
     let name = argv.first().filter(|s| !s.is_empty()).ok_or(LaunchError::EmptyCommand)?;
-    let candidates: Vec<PathBuf> = if name.contains('/') {
-        vec![PathBuf::from(name)]
-    } else {
-        let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
-        std::env::split_paths(&path).map(|d| d.join(name)).collect()
-    };
-    let mut non_exec = None;
-    for c in &candidates {
-        let Ok(meta) = fs::metadata(c) else { continue };
-        if meta.is_dir() {
-            if name.contains('/') {
-                return Err(LaunchError::IsDirectory(c.clone()));
-            }
-            continue;
+    coldstart_process::find_program(name).map_err(|e| match e {
+        LookupError::IsDirectory(p) => LaunchError::IsDirectory(p),
+        LookupError::NotExecutable(p) => LaunchError::NotExecutable(p),
+        LookupError::Empty | LookupError::NotInPath(_) | LookupError::Missing(_)
+            if name.trim().contains(char::is_whitespace) =>
+        {
+            LaunchError::NotFoundNoShell(name.clone())
         }
-        if meta.permissions().mode() & 0o111 == 0 {
-            non_exec.get_or_insert(c.clone());
-            continue;
+        LookupError::Empty | LookupError::NotInPath(_) | LookupError::Missing(_) => {
+            LaunchError::NotFound(name.clone())
         }
-        return Ok(c.clone());
-    }
-    match non_exec {
-        Some(p) => Err(LaunchError::NotExecutable(p)),
-        None if name.trim().contains(char::is_whitespace) => {
-            Err(LaunchError::NotFoundNoShell(name.clone()))
-        }
-        None => Err(LaunchError::NotFound(name.clone())),
-    }
+    })
 }
 
 /// The real executor: fork/exec into a per-run cgroup.
@@ -415,6 +397,8 @@ impl Executor for FakeExecutor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn rejects_empty_missing_and_directory_commands() {

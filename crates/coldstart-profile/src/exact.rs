@@ -160,14 +160,8 @@ fn copyable(path: &Path, modified: &HashSet<Key>) -> bool {
     meta.is_file()
         && meta.len() > 0
         && !modified.contains(&key)
-        && !in_memory_file_system(path)
+        && coldstart_process::memory_file_system(path).is_ok_and(|m| m.is_none())
         && std::fs::File::open(path).is_ok()
-}
-
-/// tmpfs, ramfs, hugetlbfs, proc and sysfs: their files are memory, not read from storage.
-fn in_memory_file_system(path: &Path) -> bool {
-    const MEMORY: [i64; 5] = [0x0102_1994, 0x8584_58f6, 0x9584_58f6, 0x9fa0, 0x6265_6572];
-    nix::sys::statfs::statfs(path).map(|s| MEMORY.contains(&s.filesystem_type().0)).unwrap_or(true)
 }
 
 /// Each copy's inode on the device, with its original's path and key.

@@ -20,9 +20,11 @@
 //! (fanotify) and the files the tree has mapped or open (`/proc/PID/maps`, `/proc/PID/fd`).
 
 use std::collections::{HashMap, HashSet};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use coldstart_process::maps;
 
 use crate::format::{PageAccess, PageFile, PageProfile};
 pub(crate) use crate::page_files::describe;
@@ -54,55 +56,9 @@ pub(crate) fn remove_stale_tracing() {
 
 /// (major, minor, inode) -> path, from the files the process group maps or holds open.
 fn snapshot_files(pgid: i32, into: &mut HashMap<(u32, u32, u64), PathBuf>) {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return };
-    for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        // SAFETY: getpgid has no memory preconditions.
-        if unsafe { libc::getpgid(pid) } != pgid {
-            continue;
-        }
-        if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
-            for line in maps.lines() {
-                let f: Vec<&str> = line.splitn(6, ' ').collect();
-                if f.len() < 6 {
-                    continue;
-                }
-                let path = f[5].trim();
-                if !path.starts_with('/') {
-                    continue;
-                }
-                let Some((ma, mi)) = f[3].split_once(':') else { continue };
-                let (Ok(ma), Ok(mi), Ok(ino)) =
-                    (u32::from_str_radix(ma, 16), u32::from_str_radix(mi, 16), f[4].parse::<u64>())
-                else {
-                    continue;
-                };
-                into.entry((ma, mi, ino)).or_insert_with(|| PathBuf::from(path));
-            }
-        }
-        if let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
-            for fd in fds.flatten() {
-                // The file itself (O_PATH: no open for I/O, nothing the file's owner sees),
-                // so that its inode and its name are of one file even if the process closes
-                // the descriptor and opens another meanwhile.
-                let Ok(file) = std::fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(libc::O_PATH)
-                    .open(fd.path())
-                else {
-                    continue;
-                };
-                let own = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file));
-                if let (Ok(target), Ok(meta)) = (std::fs::read_link(&own), file.metadata()) {
-                    if meta.is_file() {
-                        let dev = meta.dev();
-                        into.entry((libc::major(dev), libc::minor(dev), meta.ino()))
-                            .or_insert(target);
-                    }
-                }
-            }
+    for pid in maps::group_members(pgid) {
+        for (key, path) in maps::mapped_files(pid).into_iter().chain(maps::open_files(pid)) {
+            into.entry(key).or_insert(path);
         }
     }
 }
@@ -194,21 +150,6 @@ fn parse_line(line: &str) -> Option<Event> {
         page: first / 4096,
         count: (last + 1 - first).div_ceil(4096).max(1),
     })
-}
-
-/// The device of the kernel's internal shared-memory file system, which backs `memfd`s, System
-/// V shared memory and shared anonymous mappings: their pages have filemap events too (a
-/// browser's shared memory), but they are memory, not files a program starts from.
-fn shared_memory_device() -> Option<(u32, u32)> {
-    // SAFETY: memfd_create with a NUL-terminated name; the descriptor is owned below.
-    let fd = unsafe { libc::memfd_create(c"coldstart-probe".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: a fresh descriptor we own.
-    let file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    let dev = file.metadata().ok()?.dev();
-    Some((libc::major(dev), libc::minor(dev)))
 }
 
 /// What the page run gives: the pages, warnings, and where the program's CPU time went.
@@ -372,7 +313,7 @@ pub(crate) fn trace(
         .map(|m| (libc::major(m.dev()), libc::minor(m.dev()), m.ino()));
     let target =
         std::fs::metadata(path).ok().map(|m| (libc::major(m.dev()), libc::minor(m.dev()), m.ino()));
-    let shared_memory = shared_memory_device();
+    let shared_memory = coldstart_process::shared_memory_device();
     let mut tree: HashSet<i32> = HashSet::from([pid]);
     let mut events = Vec::new();
     for line in text.lines() {

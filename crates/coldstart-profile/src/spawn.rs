@@ -19,21 +19,10 @@ pub(crate) struct Stopped {
     pub errors: File,
 }
 
-/// Find `program` like the shell does (a name with a slash is used as is).
+/// Find `program` as `execvp` does (a name with a slash is used as is).
 pub(crate) fn resolve(program: &OsString) -> Result<PathBuf, ProfileError> {
-    let p = Path::new(program);
-    if p.as_os_str().as_bytes().contains(&b'/') {
-        return if p.is_file() {
-            Ok(p.to_owned())
-        } else {
-            let why = coldstart_fs::unusable_input(p).unwrap_or("is not a file");
-            Err(ProfileError::CommandNotFound { command: p.display().to_string(), why })
-        };
-    }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    std::env::split_paths(&path).map(|d| d.join(p)).find(|c| c.is_file()).ok_or_else(|| {
-        ProfileError::CommandNotFound { command: p.display().to_string(), why: "is not in PATH" }
-    })
+    coldstart_process::find_program(program)
+        .map_err(|e| ProfileError::CommandNotFound { command: e.subject(), why: e.reason() })
 }
 
 fn cstring(s: &[u8]) -> Result<CString, ProfileError> {

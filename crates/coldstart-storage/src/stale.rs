@@ -10,6 +10,8 @@ use std::fs;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
+use coldstart_process::mountinfo::{self, Mount};
+
 use super::loopdev::{attached_loops, parse_dev, strip_deleted, LoopDevice, SYSFS_BLOCK};
 use super::throttle::{remove_cgroup_dir, NAME_PREFIX, V1_BLKIO_ROOT};
 use super::StorageError;
@@ -90,42 +92,6 @@ fn session_stale(pid: u32, dir: &Path) -> bool {
     unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
 }
 
-/// `(mount id, dev, mount point)` of every line of a mountinfo text.
-pub(crate) fn parse_mountinfo(text: &str) -> Vec<((u32, u32), PathBuf)> {
-    text.lines()
-        .filter_map(|line| {
-            let mut f = line.split(' ');
-            let _id = f.next()?;
-            let _parent = f.next()?;
-            let dev = parse_dev(f.next()?)?;
-            let _root = f.next()?;
-            let point = unescape_mount(f.next()?);
-            Some((dev, PathBuf::from(point)))
-        })
-        .collect()
-}
-
-/// Undo mountinfo's octal escapes (`\040` for a space).
-fn unescape_mount(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\'
-            && i + 3 < bytes.len()
-            && bytes[i + 1..i + 4].iter().all(|b| (b'0'..=b'7').contains(b))
-        {
-            let v = (bytes[i + 1] - b'0') * 64 + (bytes[i + 2] - b'0') * 8 + (bytes[i + 3] - b'0');
-            out.push(v);
-            i += 4;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 fn cgroup_roots() -> Vec<PathBuf> {
     let mut roots = vec![PathBuf::from(V1_BLKIO_ROOT), PathBuf::from("/sys/fs/cgroup/unified")];
     if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
@@ -159,8 +125,7 @@ pub fn find_leftovers(work_dir: Option<&Path>) -> Vec<Leftover> {
             Some((parse_dev(&dev)?, name.as_str(), backing.as_str()))
         })
         .collect();
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    for (dev, point) in parse_mountinfo(&mountinfo) {
+    for Mount { dev, point, .. } in mountinfo::read().unwrap_or_default() {
         let owner = owner_of(&point).or_else(|| {
             let (_, _, backing) = loop_devs.iter().find(|(d, _, _)| *d == dev)?;
             owner_of(Path::new(backing))
@@ -243,8 +208,7 @@ pub fn cleanup_stale(work_dir: &Path) -> Result<StaleReport, StorageError> {
 }
 
 fn is_mount_point_below(dir: &Path) -> bool {
-    let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    parse_mountinfo(&text).iter().any(|(_, p)| p.starts_with(dir))
+    mountinfo::read().unwrap_or_default().iter().any(|m| m.point.starts_with(dir))
 }
 
 #[cfg(test)]
@@ -267,20 +231,6 @@ mod tests {
             Some((5, PathBuf::from("/var/tmp/coldstart-storage-tmp/coldstart-storage-5-0")))
         );
         assert_eq!(owner_of(Path::new("/srv/disk.img")), None);
-    }
-
-    #[test]
-    fn mountinfo_lines_give_device_and_unescaped_point() {
-        let text = "36 27 7:3 / /var/tmp/coldstart-storage-9-0/mnt rw,noatime shared:1 - ext4 /dev/loop3 rw\n\
-                    40 27 7:3 /opt/app /opt/my\\040app rw - ext4 /dev/loop3 rw\n\
-                    garbage\n";
-        assert_eq!(
-            parse_mountinfo(text),
-            vec![
-                ((7, 3), PathBuf::from("/var/tmp/coldstart-storage-9-0/mnt")),
-                ((7, 3), PathBuf::from("/opt/my app")),
-            ]
-        );
     }
 
     #[test]

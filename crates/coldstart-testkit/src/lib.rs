@@ -63,8 +63,7 @@ pub fn require_program(program: &str, package: &str) -> bool {
 
 /// The path of `program` in `PATH`.
 pub fn which(program: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(program)).find(|p| p.is_file())
+    coldstart_process::find_program(program).ok()
 }
 
 /// Held while a test drops or depends on the page cache: such tests run one at a time, across

@@ -188,15 +188,6 @@ impl Emulated {
     }
 }
 
-/// The path of `command` (as the shell finds it).
-fn find(command: &OsString) -> Option<PathBuf> {
-    let p = Path::new(command);
-    if p.components().count() > 1 {
-        return p.is_file().then(|| p.to_owned());
-    }
-    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(p)).find(|c| c.is_file())
-}
-
 /// The file offsets of the executable's entry point and of `main`, where it has them.
 fn probe_offsets(path: &Path) -> Vec<(&'static str, u64)> {
     let Ok(info) = coldstart_elf::ElfInfo::open(path, &coldstart_elf::SymbolOptions::default())
@@ -314,16 +305,8 @@ fn record_on(
         return Err(TimelineError::NotRoot);
     }
     let first = options.command.first().ok_or(TimelineError::NoCommand)?;
-    let program = find(first).ok_or_else(|| {
-        let p = Path::new(first);
-        TimelineError::CommandNotFound {
-            command: first.to_string_lossy().into_owned(),
-            why: match p.components().count() > 1 {
-                true => coldstart_fs::unusable_input(p).unwrap_or("is not a file"),
-                false => "is not in PATH",
-            },
-        }
-    })?;
+    let program = coldstart_process::find_program(first)
+        .map_err(|e| TimelineError::CommandNotFound { command: e.subject(), why: e.reason() })?;
     if matches!(options.ready, Ready::Window(_)) {
         return Err(TimelineError::Unsupported { ready: options.ready.to_string() });
     }
@@ -400,7 +383,7 @@ fn record_on(
             .unwrap_or(ready_ns),
         _ => ready_ns,
     };
-    let skip: Vec<(u32, u32)> = names::shared_memory_device().into_iter().collect();
+    let skip: Vec<(u32, u32)> = coldstart_process::shared_memory_device().into_iter().collect();
     let mut d = phases::derive(&events, &block, root, ready_ns, &names, &skip);
     name_block_devices(&mut d.files, Path::new("/sys/dev/block"));
     if d.phases.is_empty() {

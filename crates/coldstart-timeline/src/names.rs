@@ -1,18 +1,15 @@
 //! Naming the files the trace knows by device and inode: every open on the machine's file
 //! systems with a page cache, as it happens (fanotify, notification only: nothing waits for
-//! it), and what the program's processes map or hold open while it runs.
+//! it), and what the program's processes map while it runs.
 
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
-type Key = (u32, u32, u64);
+use coldstart_process::fanotify::{self, OpenWatch};
 
-fn key(meta: &std::fs::Metadata) -> Key {
-    (libc::major(meta.dev()), libc::minor(meta.dev()), meta.ino())
-}
+type Key = coldstart_process::FileKey;
 
 /// A running listener; [`Names::finish`] stops it.
 pub(crate) struct Names {
@@ -27,52 +24,15 @@ impl Drop for Names {
 }
 
 impl Names {
-    /// Listen for opens on every mounted file system backed by a device (and FUSE); `None`
-    /// when fanotify is not available.
+    /// Listen for opens on every mounted file system with a page cache; `None` when fanotify
+    /// is not available.
     pub(crate) fn start() -> Option<Names> {
-        let flags = libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_UNLIMITED_QUEUE;
-        let event_flags = (libc::O_RDONLY | libc::O_LARGEFILE | libc::O_CLOEXEC) as u32;
-        // SAFETY: fanotify_init with valid flags; the descriptor is owned below.
-        let raw = unsafe { libc::fanotify_init(flags, event_flags) };
-        if raw < 0 {
-            return None;
-        }
-        // SAFETY: a fresh descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let mut marked = 0;
-        for line in mountinfo.lines() {
-            let Some((left, right)) = line.split_once(" - ") else { continue };
-            let Some(point) = left.split(' ').nth(4) else { continue };
-            let mut r = right.split(' ');
-            let (fstype, source) = (r.next().unwrap_or(""), r.next().unwrap_or(""));
-            if !(source.starts_with("/dev/") || fstype.starts_with("fuse") || fstype == "overlay") {
-                continue;
-            }
-            let point = point.replace("\\040", " ");
-            let Ok(c) = std::ffi::CString::new(point) else { continue };
-            // SAFETY: a valid descriptor and NUL-terminated path.
-            let r = unsafe {
-                libc::fanotify_mark(
-                    fd.as_raw_fd(),
-                    libc::FAN_MARK_ADD | libc::FAN_MARK_MOUNT,
-                    libc::FAN_OPEN,
-                    libc::AT_FDCWD,
-                    c.as_ptr(),
-                )
-            };
-            if r == 0 {
-                marked += 1;
-            }
-        }
-        if marked == 0 {
-            return None;
-        }
+        let watch = OpenWatch::notify(fanotify::has_page_cache, false)?;
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let thread = std::thread::Builder::new()
             .name("coldstart-timeline-names".into())
-            .spawn(move || listen(fd, &s))
+            .spawn(move || listen(&watch, &s))
             .ok()?;
         Some(Names { stop, thread: Some(thread) })
     }
@@ -84,89 +44,24 @@ impl Names {
     }
 }
 
-fn listen(fd: OwnedFd, stop: &AtomicBool) -> HashMap<Key, String> {
+fn listen(watch: &OpenWatch, stop: &AtomicBool) -> HashMap<Key, String> {
     let mut names = HashMap::new();
-    let mut buf = vec![0u8; 64 * 1024];
     loop {
-        let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        // SAFETY: one valid pollfd.
-        let ready = unsafe { libc::poll(&mut pfd, 1, 20) };
-        if ready <= 0 {
-            if stop.load(Ordering::Acquire) {
-                return names;
-            }
-            continue;
+        let events = watch.read(Duration::from_millis(20));
+        if events.is_empty() && stop.load(Ordering::Acquire) {
+            return names;
         }
-        // SAFETY: reading into our buffer.
-        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n <= 0 {
-            continue;
-        }
-        let mut off = 0usize;
-        let size = std::mem::size_of::<libc::fanotify_event_metadata>();
-        while off + size <= n as usize {
-            // SAFETY: the kernel wrote whole event records; read one unaligned.
-            let m: libc::fanotify_event_metadata =
-                unsafe { std::ptr::read_unaligned(buf[off..].as_ptr().cast()) };
-            if m.event_len < size as u32 {
-                break;
-            }
-            off += m.event_len as usize;
-            if m.fd < 0 {
-                continue;
-            }
-            // SAFETY: the event's descriptor is ours to close.
-            let file = unsafe { OwnedFd::from_raw_fd(m.fd) };
-            let proc_path = format!("/proc/self/fd/{}", file.as_raw_fd());
-            if let (Ok(meta), Ok(path)) =
-                (std::fs::metadata(&proc_path), std::fs::read_link(&proc_path))
-            {
-                if meta.is_file() {
-                    names.entry(key(&meta)).or_insert_with(|| path.display().to_string());
-                }
-            }
+        for (key, path) in events.iter().filter_map(|e| e.regular_file()) {
+            names.entry(key).or_insert_with(|| path.display().to_string());
         }
     }
 }
 
-/// Add the files the processes of group `pgid` map or hold open now.
+/// Add the files the processes of group `pgid` map now.
 pub(crate) fn snapshot(pgid: i32, into: &mut HashMap<Key, String>) {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return };
-    for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        // SAFETY: getpgid has no memory preconditions.
-        if unsafe { libc::getpgid(pid) } != pgid {
-            continue;
-        }
-        if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
-            for line in maps.lines() {
-                let f: Vec<&str> = line.splitn(6, ' ').collect();
-                if f.len() < 6 || !f[5].trim().starts_with('/') {
-                    continue;
-                }
-                let Some((ma, mi)) = f[3].split_once(':') else { continue };
-                if let (Ok(ma), Ok(mi), Ok(ino)) =
-                    (u32::from_str_radix(ma, 16), u32::from_str_radix(mi, 16), f[4].parse::<u64>())
-                {
-                    into.entry((ma, mi, ino)).or_insert_with(|| f[5].trim().to_owned());
-                }
-            }
+    for pid in coldstart_process::maps::group_members(pgid) {
+        for (key, path) in coldstart_process::maps::mapped_files(pid) {
+            into.entry(key).or_insert_with(|| path.to_string_lossy().into_owned());
         }
     }
-}
-
-/// The device of the kernel's internal shared-memory file system (`memfd`s, shared
-/// anonymous memory): its pages have filemap events too, but are memory, not files.
-pub(crate) fn shared_memory_device() -> Option<(u32, u32)> {
-    // SAFETY: memfd_create with a NUL-terminated name; the descriptor is owned below.
-    let fd = unsafe { libc::memfd_create(c"coldstart-probe".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: a fresh descriptor we own.
-    let file = unsafe { std::fs::File::from_raw_fd(fd) };
-    let meta = file.metadata().ok()?;
-    Some((libc::major(meta.dev()), libc::minor(meta.dev())))
 }

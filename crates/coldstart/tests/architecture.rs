@@ -14,6 +14,7 @@ const GROUND: &[&str] = &[
     "coldstart-elf",
     "coldstart-error",
     "coldstart-fs",
+    "coldstart-process",
     "coldstart-profile-format",
     "coldstart-ready",
     "coldstart-results",

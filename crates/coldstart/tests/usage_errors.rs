@@ -124,3 +124,26 @@ fn a_command_given_without_the_separator_is_shown_after_it() {
         );
     }
 }
+
+#[test]
+fn a_file_in_path_that_cannot_run_is_named_by_its_path() {
+    let d = tempfile::tempdir().unwrap();
+    let first = d.path().join("first");
+    std::fs::create_dir(&first).unwrap();
+    std::fs::write(first.join("tool"), "#!/bin/sh\n").unwrap();
+    let path = format!("{}:{}", first.display(), std::env::var("PATH").unwrap_or_default());
+    let named = format!("`{}` is not executable", first.join("tool").display());
+    for args in
+        [&["profile", "-o", "p.json", "--", "tool"][..], &["measure", "--runs", "1", "--", "tool"]]
+    {
+        let out = Command::new(env!("CARGO_BIN_EXE_coldstart"))
+            .args(args)
+            .env("PATH", &path)
+            .current_dir(d.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(&named), "{args:?}: {named:?} not in {err}");
+    }
+}

@@ -14,6 +14,8 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use coldstart_process::maps::{parse_line, Mapping};
+
 use super::pages::{FileId, PageSet};
 use super::residency::page_size;
 use super::Holder;
@@ -31,60 +33,16 @@ impl Target {
     }
 }
 
-/// A parsed line of `/proc/PID/maps`: the addresses, the file offset, the device (major,
-/// minor), the inode and the path.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct MapsEntry<'a> {
-    /// First address of the mapping.
-    pub start: u64,
-    /// The address just past the mapping.
-    pub end: u64,
-    /// Offset in the file of `start`, bytes.
-    pub offset: u64,
-    pub dev: (u64, u64),
-    pub inode: u64,
-    pub path: &'a str,
+/// The file a mapping maps.
+pub(crate) fn file_id(mapping: &Mapping<'_>) -> FileId {
+    FileId::from_maps(mapping.dev.0.into(), mapping.dev.1.into(), mapping.inode)
 }
 
-impl MapsEntry<'_> {
-    /// The file this entry maps.
-    pub fn file_id(&self) -> FileId {
-        FileId::from_maps(self.dev.0, self.dev.1, self.inode)
-    }
-
-    /// The pages of the file this entry maps (it may reach past the end of the file).
-    pub fn file_pages(&self) -> (u64, u64) {
-        let ps = page_size();
-        let first = self.offset / ps;
-        (first, first + (self.end.saturating_sub(self.start)).div_ceil(ps))
-    }
-}
-
-/// Parse one `/proc/PID/maps` line:
-/// `7f1c2a000000-7f1c2a021000 r--p 00000000 fd:01 1835009   /usr/lib/libc.so.6`.
-/// The device is `major:minor` in hex, the inode decimal, the path is the rest of the line
-/// (it may contain spaces, and ends in ` (deleted)` for a deleted file). `None` for anonymous
-/// mappings and malformed lines.
-pub(crate) fn parse_maps_line(line: &str) -> Option<MapsEntry<'_>> {
-    let mut rest = line;
-    let mut fields = [""; 5];
-    for field in &mut fields {
-        rest = rest.trim_start();
-        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-        *field = &rest[..end];
-        rest = &rest[end..];
-    }
-    let path = rest.trim_start();
-    let inode: u64 = fields[4].parse().ok()?;
-    if inode == 0 || path.is_empty() {
-        return None;
-    }
-    let (major, minor) = fields[3].split_once(':')?;
-    let dev = (u64::from_str_radix(major, 16).ok()?, u64::from_str_radix(minor, 16).ok()?);
-    let (start, end) = fields[0].split_once('-')?;
-    let (start, end) = (u64::from_str_radix(start, 16).ok()?, u64::from_str_radix(end, 16).ok()?);
-    let offset = u64::from_str_radix(fields[2], 16).ok()?;
-    Some(MapsEntry { start, end, offset, dev, inode, path })
+/// The pages of the file a mapping maps (it may reach past the end of the file).
+pub(crate) fn file_pages(mapping: &Mapping<'_>) -> (u64, u64) {
+    let ps = page_size();
+    let first = mapping.offset / ps;
+    (first, first + (mapping.end.saturating_sub(mapping.start)).div_ceil(ps))
 }
 
 /// Live processes (other than `exclude_pids`) that map or hold open any of `paths`, from
@@ -133,13 +91,13 @@ pub(crate) fn scan(proc_root: &Path, paths: &[PathBuf], exclude_pids: &[u32]) ->
         let dir = entry.path();
         let mut hits: Vec<(usize, bool)> = Vec::new();
         if let Ok(maps) = fs::read_to_string(dir.join("maps")) {
-            for entry in maps.lines().filter_map(parse_maps_line) {
+            for entry in maps.lines().filter_map(parse_line) {
                 let shown = entry.path.strip_suffix(" (deleted)").unwrap_or(entry.path);
                 for (i, t) in targets.iter().enumerate() {
-                    let same_id = t.id == Some(entry.file_id());
+                    let same_id = t.id == Some(file_id(&entry));
                     if same_id || Path::new(shown) == t.path {
                         hits.push((i, true));
-                        let (a, b) = entry.file_pages();
+                        let (a, b) = file_pages(&entry);
                         mapped[i].insert(a, b);
                     }
                 }
@@ -175,37 +133,6 @@ pub(crate) fn scan(proc_root: &Path, paths: &[PathBuf], exclude_pids: &[u32]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_a_file_mapping() {
-        let line = "7f1c2a000000-7f1c2a021000 r--p 00000000 fd:01 1835009                    /usr/lib/x86_64-linux-gnu/libc.so.6";
-        assert_eq!(
-            parse_maps_line(line),
-            Some(MapsEntry {
-                start: 0x7f1c2a000000,
-                end: 0x7f1c2a021000,
-                offset: 0,
-                dev: (0xfd, 1),
-                inode: 1835009,
-                path: "/usr/lib/x86_64-linux-gnu/libc.so.6"
-            })
-        );
-    }
-
-    #[test]
-    fn keeps_spaces_and_deleted_suffix_in_the_path() {
-        let line = "00400000-00401000 r-xp 00001000 103:0a 42   /opt/my app/bin (deleted)";
-        let e = parse_maps_line(line).unwrap();
-        assert_eq!(e.dev, (0x103, 0x0a));
-        assert_eq!(e.path, "/opt/my app/bin (deleted)");
-    }
-
-    #[test]
-    fn skips_anonymous_and_pseudo_mappings() {
-        assert_eq!(parse_maps_line("7ffd1000-7ffd2000 rw-p 00000000 00:00 0   [stack]"), None);
-        assert_eq!(parse_maps_line("7ffd1000-7ffd2000 rw-p 00000000 00:00 0"), None);
-        assert_eq!(parse_maps_line("garbage"), None);
-    }
 
     /// Process `pid` named `comm` in the fake `/proc` at `proc_root`, with these `maps` and no
     /// open file yet (its directory is returned).
@@ -306,9 +233,9 @@ mod tests {
 
     #[test]
     fn a_mapping_names_the_file_pages_it_covers() {
-        let e =
-            parse_maps_line("7f0000001000-7f0000003800 r-xp 00003000 fd:01 9 /lib/x.so").unwrap();
+        let e = parse_line("7f0000001000-7f0000003800 r-xp 00003000 fd:01 9 /lib/x.so").unwrap();
         // 0x2800 bytes from page 3: pages 3 to 5 (the last one partly).
-        assert_eq!(e.file_pages(), (3, 6));
+        assert_eq!(file_pages(&e), (3, 6));
+        assert_eq!(file_id(&e), FileId::from_maps(0xfd, 1, 9));
     }
 }

@@ -15,20 +15,6 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-/// Magic numbers (`statfs.f_type`) of file systems whose pages cannot be evicted or that are
-/// not files at all.
-const UNEVICTABLE_FS: &[i64] = &[
-    0x0102_1994, // tmpfs (also /dev/shm, memfd)
-    0x8584_58f6, // ramfs
-    0x9fa0,      // proc
-    0x6265_6572, // sysfs
-    0x1cd1,      // devpts
-    0x6367_7270, // cgroup2
-    0x0027_e0eb, // cgroup
-    0x7472_6163, // tracefs
-    0x6462_6720, // debugfs
-];
-
 fn is_pseudo_path(path: &Path) -> bool {
     let s = path.to_string_lossy();
     s.ends_with(" (deleted)")
@@ -37,15 +23,10 @@ fn is_pseudo_path(path: &Path) -> bool {
         || !path.is_absolute()
 }
 
+/// Whether `path` is on a file system whose pages cannot be evicted or that are not files at
+/// all (a memory file system).
 fn on_unevictable_fs(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return true;
-    };
-    // SAFETY: statfs writes into a zeroed struct we own; `c` is a valid C string.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::statfs(c.as_ptr(), &mut st) };
-    rc == 0 && UNEVICTABLE_FS.contains(&(st.f_type as i64))
+    coldstart_process::memory_file_system(path).is_ok_and(|m| m.is_some())
 }
 
 /// Discovered paths that are evictable regular files, deduplicated by their canonical path

@@ -12,19 +12,21 @@
 //! libraries are mapped by nobody else).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::ffi::CString;
 use std::fs;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use coldstart_process::fanotify::OpenWatch;
+use coldstart_process::maps::{parse_line, Mapping};
+use coldstart_process::mountinfo::Mount;
+
 #[cfg(doc)]
 use super::RunSpec;
 use crate::cache::pages::{FileId, PageSet, TouchedPages};
-use crate::cache::parse_maps_line;
+use crate::cache::{file_id, file_pages};
 use crate::cgroup::RunCgroup;
 
 /// The files a discovery run collects: fanotify's, and the samples of the tree's maps and open
@@ -86,7 +88,7 @@ fn files_mapped_by_any_process() -> HashSet<FileId> {
             continue;
         }
         let Ok(maps) = fs::read_to_string(entry.path().join("maps")) else { continue };
-        out.extend(maps.lines().filter_map(parse_maps_line).map(|e| e.file_id()));
+        out.extend(maps.lines().filter_map(parse_line).map(|e| file_id(&e)));
     }
     out
 }
@@ -127,11 +129,11 @@ fn sample_process(
 ) {
     if let Ok(maps) = fs::read_to_string(format!("/proc/{pid}/maps")) {
         let mut pagemap = None;
-        for entry in maps.lines().filter_map(parse_maps_line) {
+        for entry in maps.lines().filter_map(parse_line) {
             if entry.path.starts_with('/') && !entry.path.ends_with(" (deleted)") {
                 into.insert(PathBuf::from(entry.path));
             }
-            let id = entry.file_id();
+            let id = file_id(&entry);
             if !shared.contains(&id) {
                 continue;
             }
@@ -155,9 +157,9 @@ fn sample_process(
 
 /// Add the file pages of `entry` present in the page tables of its process (`pagemap` open on
 /// its `/proc/PID/pagemap`: one 64-bit word per virtual page, bit 63 set when present).
-fn present_pages(pagemap: &fs::File, entry: &crate::cache::MapsEntry<'_>, into: &mut PageSet) {
+fn present_pages(pagemap: &fs::File, entry: &Mapping<'_>, into: &mut PageSet) {
     let ps = crate::cache::page_size();
-    let (first_page, _) = entry.file_pages();
+    let (first_page, _) = file_pages(entry);
     let vpages = (entry.end.saturating_sub(entry.start) / ps) as usize;
     // Read in chunks so that a large mapping does not need one large buffer.
     const CHUNK: usize = 4096;
@@ -197,7 +199,7 @@ fn present_pages(pagemap: &fs::File, entry: &crate::cache::MapsEntry<'_>, into: 
 pub fn mapped_files(pid: u32) -> Vec<PathBuf> {
     let Ok(maps) = fs::read_to_string(format!("/proc/{pid}/maps")) else { return Vec::new() };
     let mut out: Vec<PathBuf> = Vec::new();
-    for entry in maps.lines().filter_map(parse_maps_line) {
+    for entry in maps.lines().filter_map(parse_line) {
         if entry.path.starts_with('/') && !entry.path.ends_with(" (deleted)") {
             let p = PathBuf::from(entry.path);
             if !out.contains(&p) {
@@ -221,10 +223,10 @@ impl Fanotify {
         let stop = Arc::new(AtomicBool::new(false));
         let files = Arc::new(Mutex::new(Vec::new()));
         let mut d = Fanotify { stop: stop.clone(), files: files.clone(), thread: None };
-        let Some(fd) = fanotify_open() else { return d };
+        let Some(watch) = OpenWatch::permission(Mount::on_block_device) else { return d };
         let root_pid = std::process::id();
         d.thread = Some(std::thread::spawn(move || {
-            fanotify_loop(fd, &stop, &files, cgroup_name.as_deref(), root_pid);
+            fanotify_loop(&watch, &stop, &files, cgroup_name.as_deref(), root_pid);
         }));
         d
     }
@@ -247,64 +249,13 @@ impl Drop for Fanotify {
     }
 }
 
-fn fanotify_open() -> Option<OwnedFd> {
-    // SAFETY: fanotify_init returns a new fd or -1.
-    let fd = unsafe {
-        libc::fanotify_init(
-            libc::FAN_CLOEXEC | libc::FAN_CLASS_CONTENT | libc::FAN_NONBLOCK,
-            (libc::O_RDONLY | libc::O_LARGEFILE | libc::O_CLOEXEC) as u32,
-        )
-    };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: fresh fd.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut marked = 0;
-    let mut seen_devs = Vec::new();
-    let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    for line in text.lines() {
-        let Some((pre, post)) = line.split_once(" - ") else { continue };
-        let pre: Vec<&str> = pre.split(' ').collect();
-        let post: Vec<&str> = post.split(' ').collect();
-        if pre.len() < 5 || post.len() < 2 || !post[1].starts_with("/dev/") {
-            continue;
-        }
-        if seen_devs.contains(&pre[2]) {
-            continue;
-        }
-        seen_devs.push(pre[2]);
-        let Ok(mp) = CString::new(unescape_mount(pre[4])) else { continue };
-        // SAFETY: marking a mount point path.
-        let r = unsafe {
-            libc::fanotify_mark(
-                fd.as_raw_fd(),
-                libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM,
-                libc::FAN_OPEN_PERM | libc::FAN_OPEN_EXEC_PERM,
-                libc::AT_FDCWD,
-                mp.as_ptr(),
-            )
-        };
-        if r == 0 {
-            marked += 1;
-        }
-    }
-    (marked > 0).then_some(fd)
-}
-
-fn unescape_mount(s: &str) -> String {
-    s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
-}
-
 fn fanotify_loop(
-    fd: OwnedFd,
+    watch: &OpenWatch,
     stop: &AtomicBool,
     files: &Mutex<Vec<PathBuf>>,
     cgroup_name: Option<&str>,
     own_pid: u32,
 ) {
-    let mut buf = vec![0u8; 64 * 1024];
-    let meta_len = std::mem::size_of::<libc::fanotify_event_metadata>();
     let mut pid_cache: Vec<(i32, bool)> = Vec::new();
     let belongs = |pid: i32, cache: &mut Vec<(i32, bool)>| -> bool {
         if let Some((_, b)) = cache.iter().find(|(p, _)| *p == pid) {
@@ -326,51 +277,14 @@ fn fanotify_loop(
         b
     };
     loop {
-        let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        // SAFETY: polling our fd.
-        let rc = unsafe { libc::poll(&mut pfd, 1, 20) };
-        if rc <= 0 {
-            if stop.load(Ordering::SeqCst) {
-                return;
-            }
-            continue;
+        let events = watch.read(Duration::from_millis(20));
+        if events.is_empty() && stop.load(Ordering::SeqCst) {
+            return;
         }
-        // SAFETY: reading events into our buffer.
-        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n <= 0 {
-            if stop.load(Ordering::SeqCst) {
-                return;
+        for event in events.iter().filter(|e| belongs(e.pid, &mut pid_cache)) {
+            if let (Some((_, path)), Ok(mut f)) = (event.regular_file(), files.lock()) {
+                f.push(path);
             }
-            continue;
-        }
-        let mut off = 0usize;
-        while off + meta_len <= n as usize {
-            // SAFETY: the kernel wrote a whole event at `off`.
-            let meta: libc::fanotify_event_metadata =
-                unsafe { std::ptr::read_unaligned(buf[off..].as_ptr().cast()) };
-            if meta.event_len == 0 {
-                break;
-            }
-            if meta.fd >= 0 {
-                if belongs(meta.pid, &mut pid_cache) {
-                    if let Ok(p) = fs::read_link(format!("/proc/self/fd/{}", meta.fd)) {
-                        if let Ok(mut f) = files.lock() {
-                            f.push(p);
-                        }
-                    }
-                }
-                let resp = libc::fanotify_response { fd: meta.fd, response: libc::FAN_ALLOW };
-                // SAFETY: answering the permission event, then closing its fd.
-                unsafe {
-                    libc::write(
-                        fd.as_raw_fd(),
-                        (&resp as *const libc::fanotify_response).cast(),
-                        std::mem::size_of::<libc::fanotify_response>(),
-                    );
-                    libc::close(meta.fd);
-                }
-            }
-            off += meta.event_len as usize;
         }
     }
 }
@@ -378,6 +292,7 @@ fn fanotify_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
 
     #[test]
     fn lists_mapped_files_of_a_process() {

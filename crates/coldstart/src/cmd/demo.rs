@@ -58,9 +58,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let size = Size::parse(&args.size).map_err(|e| exit::usage(e.to_string()))?;
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("cannot create --dir {}", args.dir.display()))?;
-    if is_tmpfs(&args.dir) {
+    if let Ok(Some(memory)) = coldstart_process::memory_file_system(&args.dir) {
         return Err(exit::usage(format!(
-            "--dir {} is on tmpfs, whose pages cannot be evicted: give a directory on a disk, \
+            "--dir {} is on {memory}, whose pages cannot be evicted: give a directory on a disk, \
              e.g. --dir /var/tmp/coldstart-demo",
             args.dir.display()
         )));
@@ -292,21 +292,6 @@ fn shell_words(argv: &[String]) -> String {
         }
     };
     argv.iter().map(quote).collect::<Vec<_>>().join(" ")
-}
-
-/// Whether `dir` lives on tmpfs or ramfs (whose pages can never be evicted).
-fn is_tmpfs(dir: &Path) -> bool {
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
-        return false;
-    };
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid NUL-terminated path and a zeroed out-struct.
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return false;
-    }
-    const TMPFS_MAGIC: i64 = 0x0102_1994;
-    const RAMFS_MAGIC: i64 = 0x8584_58f6;
-    matches!(st.f_type as i64, TMPFS_MAGIC | RAMFS_MAGIC)
 }
 
 #[cfg(test)]

@@ -141,10 +141,9 @@ fn storage_setup(
             let program = std::path::Path::new(&args.command[0]);
             let in_path = || {
                 let dir = program.parent().and_then(|d| std::fs::canonicalize(d).ok());
-                std::env::var_os("PATH").is_some_and(|paths| {
-                    std::env::split_paths(&paths)
-                        .any(|p| std::fs::canonicalize(p).ok().is_some_and(|p| Some(p) == dir))
-                })
+                coldstart_process::search_path()
+                    .iter()
+                    .any(|p| std::fs::canonicalize(p).ok().is_some_and(|p| Some(p) == dir))
             };
             if program.components().count() < 2 || in_path() {
                 // A program in PATH: its own files, found as `measure --storage` finds them

@@ -1,0 +1,43 @@
+//! Starting and watching a program, written once for every stage that does it.
+//!
+//! `measure`, `profile`, `timeline` and `launch` each start a program and watch what it does;
+//! the pieces they share live here, with one behaviour each:
+//!
+//! - [`find_program`]: a command's name to the file `execvp` would run, or a typed reason
+//!   ([`LookupError`]) why nothing would run;
+//! - [`mountinfo`]: the mounts of `/proc/self/mountinfo`, every octal escape undone;
+//! - [`memory_file_system`]: whether a file lives in memory rather than on storage, so that
+//!   nothing evicts, copies or reads it ahead ([`shared_memory_device`]: where `memfd`s live);
+//! - [`maps`]: the files a process maps (`/proc/PID/maps`) and holds open (`/proc/PID/fd`),
+//!   and the processes of a group;
+//! - [`fanotify`]: being told of every open on the file systems with a page cache, as it
+//!   happens, with the file opened.
+//!
+//! Nothing here prints or exits: errors carry their [`coldstart_error::Category`] and the
+//! binary says what to do.
+//!
+//! ```
+//! let sh = coldstart_process::find_program("sh").unwrap();
+//! assert!(sh.ends_with("sh"));
+//! assert_eq!(
+//!     coldstart_process::find_program("/nonexistent/tool").unwrap_err().reason(),
+//!     "does not exist"
+//! );
+//!
+//! let mounts = coldstart_process::mountinfo::parse(
+//!     r"36 25 7:3 / /mnt/my\040disk rw,noatime shared:1 - ext4 /dev/loop3 rw",
+//! );
+//! assert_eq!(mounts[0].point, std::path::Path::new("/mnt/my disk"));
+//! ```
+
+pub mod fanotify;
+pub mod maps;
+mod memory;
+pub mod mountinfo;
+mod path;
+
+pub use memory::{memory_file_system, shared_memory_device};
+pub use path::{find_program, search_path, LookupError};
+
+/// A file as the kernel names it in page events and `/proc/PID/maps`: (major, minor, inode).
+pub type FileKey = (u32, u32, u64);
