@@ -678,6 +678,7 @@ mod tests {
                 held_out_misses: None,
                 held_out_bytes: None,
                 other_bytes: None,
+                auto_link: None,
             }],
             predicted_s: Some(predicted_s),
             predicted_choice: None,

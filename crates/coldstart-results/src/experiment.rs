@@ -125,6 +125,18 @@ pub struct CellRun {
     /// files).
     #[serde(default)]
     pub other_bytes: Option<u64>,
+    /// For `auto`: the link it predicted on, as it measured it (or was told): what its choice
+    /// can be checked against (absent in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_link: Option<AutoLink>,
+}
+
+/// The link `auto` predicted on.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct AutoLink {
+    pub bits_per_second: f64,
+    /// Added once per request.
+    pub latency_s: f64,
 }
 
 impl CellRun {
@@ -243,6 +255,7 @@ mod tests {
             held_out_misses: None,
             held_out_bytes: None,
             other_bytes: None,
+            auto_link: None,
         }
     }
 
