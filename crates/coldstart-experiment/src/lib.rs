@@ -27,7 +27,7 @@ use coldstart_lazyfs::history::{HeldOutRun, History};
 use coldstart_lazyfs::model::LinkEstimate;
 use coldstart_lazyfs::Strategy;
 use coldstart_lazyfs::{MountRequest, NetworkRequest, PredictOptions, StrategyOrAuto};
-use coldstart_results::{Cell, CellRun, Document, Experiment, HotSet, LinkSpec};
+use coldstart_results::{AutoLink, Cell, CellRun, Document, Experiment, HotSet, LinkSpec};
 pub use coldstart_serve::Link;
 
 /// Why an experiment stopped.
@@ -330,6 +330,10 @@ fn start(
     let mount = coldstart_lazyfs::mount(url, &root, opts)
         .map_err(|source| ExperimentError::Mount { what: format!("mounting {url}"), source })?;
     let chosen = mount.choice().map(|c| c.chosen.to_string());
+    let auto_link = mount.choice().map(|c| AutoLink {
+        bits_per_second: c.link.bytes_per_second * 8.0,
+        latency_s: c.link.latency_ms / 1e3,
+    });
     let stderr = coldstart_sys::stderr::StderrFile::new()
         .map_err(io("a memory file for the standard error"))?;
     let mut cmd = Command::new(root.join(&command[0]));
@@ -376,6 +380,7 @@ fn start(
             held_out_misses: Some(report.held_out_misses),
             held_out_bytes: Some(report.held_out_bytes),
             other_bytes: Some(report.other_bytes),
+            auto_link,
         },
         match status.is_some_and(|s| s.success()) {
             true => String::new(),
@@ -933,6 +938,7 @@ mod tests {
             held_out_misses: Some(misses),
             held_out_bytes: Some(misses * 100),
             other_bytes: None,
+            auto_link: None,
         };
         let cell = |label: &str, strategy: &str, runs| Cell {
             link: LinkSpec { label: label.into(), bits_per_second: 1e6, latency_s: 0.01 },

@@ -68,7 +68,9 @@ pub(crate) fn choose_with(
             probed.insert(c.sha256.clone());
         }
     }
-    let mut shape = Shape::of(manifest, |h| probed.contains(h) || cache.contains(h));
+    let cached = |h: &_| probed.contains(h) || cache.contains(h);
+    let mut shape = Shape::of(manifest, cached);
+    shape.ahead = crate::readahead::beyond_hot_set(manifest, how.readahead, cached);
     shape.manifest = how.manifest_cost;
     if shape.has_hot_set {
         shape.held_out = Strategy::ALL.iter().filter_map(|&s| how.history.held_out(s)).collect();
@@ -76,7 +78,13 @@ pub(crate) fn choose_with(
     let params =
         Params { connections: how.connections, readahead: how.readahead, local: how.auto.local };
     let predictions = model::predict(&shape, &link, &params);
-    Choice { chosen: model::choose(&predictions), link, predictions, held_out: shape.held_out }
+    Choice {
+        chosen: model::choose(&predictions),
+        link,
+        predictions,
+        held_out: shape.held_out,
+        ahead: shape.ahead,
+    }
 }
 
 /// What `coldstart predict` is given: what a mount would use, and the local start-up time.

@@ -48,6 +48,7 @@ pub mod history;
 pub mod model;
 mod mount;
 mod options;
+mod readahead;
 mod strategy;
 #[cfg(test)]
 mod testing;

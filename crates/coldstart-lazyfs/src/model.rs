@@ -34,6 +34,15 @@
 //! `max(hot + other bytes / bw, local + misses x latency + bytes / bw)`. Without history it
 //! counts none.
 //!
+//! The kernel's read-ahead ([`Params::readahead`], what the mount is given): where it is larger
+//! than a page, a program's read of a hot piece also asks for the chunks around it
+//! ([`Shape::ahead`], `crate::readahead`), which are fetched on demand while the read waits:
+//! one round trip per such read and their bytes, counted as misses outside the hot set are
+//! (the larger of the two, where the history has those: its starts made the same reads); for
+//! `paged`, whose hot chunks are misses anyway, their bytes only. Where every chunk is a miss
+//! (`paged`, a bundle without a hot set) a larger read-ahead asks for more chunks in one
+//! read, which go out in parallel: fewer round trips.
+//!
 //! What the model ignores: connection set-up; the program's own think time interleaved with `paged`'s misses (counted once, in
 //! `local`); compression's decoding time. Bytes are the bytes on the wire (compressed sizes
 //! for a compressed bundle).
@@ -76,6 +85,18 @@ pub struct Shape {
     /// Per strategy, the reads outside the hot set to expect (from earlier mounts of the
     /// bundle, [`crate::history`]); a strategy not listed is predicted with none.
     pub held_out: Vec<HeldOut>,
+    /// What the mount's read-ahead asks for beyond the hot set (none with a page of it).
+    pub ahead: ReadAhead,
+}
+
+/// The kernel reads that ask for chunks outside the hot set because of the read-ahead around
+/// the hot pieces, and those chunks (not cached): fetched on demand while the read waits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ReadAhead {
+    pub reads: u64,
+    pub chunks: u64,
+    /// Their bytes on the wire.
+    pub bytes: u64,
 }
 
 /// What reading the manifest costs a mount that has not read it yet.
@@ -232,11 +253,21 @@ pub fn predict(shape: &Shape, link: &LinkEstimate, p: &Params) -> Vec<Prediction
     let no_hot = demand(shape.all_miss_bytes, shape.all_misses) + local;
     // Of a strategy's reads outside the hot set: their round trips, their transfer, and the
     // transfer of every byte but the manifest's and the hot request's (theirs, what they
-    // brought ahead, hot chunks fetched on their own, background work).
+    // brought ahead, hot chunks fetched on their own, background work). The read-ahead's
+    // beyond the hot set, where the history counts fewer (`paged` waits for them in its hot
+    // misses' reads: their bytes only).
     let held_parts = |s: Strategy| {
-        shape.held_out.iter().find(|h| h.strategy == s).map_or((0.0, 0.0, 0.0), |h| {
-            (h.misses * lat, link.transfer_f(h.bytes), link.transfer_f(h.other_bytes.max(h.bytes)))
-        })
+        let history =
+            shape.held_out.iter().find(|h| h.strategy == s).map_or((0.0, 0.0, 0.0), |h| {
+                (
+                    h.misses * lat,
+                    link.transfer_f(h.bytes),
+                    link.transfer_f(h.other_bytes.max(h.bytes)),
+                )
+            });
+        let trips = if s == Strategy::Paged { 0.0 } else { shape.ahead.reads as f64 * lat };
+        let bytes = link.transfer(shape.ahead.bytes);
+        (history.0.max(trips), history.1.max(bytes), history.2.max(bytes))
     };
     let held = |s: Strategy| {
         let (trips, bytes, _) = held_parts(s);
@@ -291,6 +322,8 @@ pub struct Choice {
     /// The misses outside the hot set counted, per strategy (from earlier mounts of the
     /// bundle); empty: none counted.
     pub held_out: Vec<HeldOut>,
+    /// What the read-ahead asks for beyond the hot set, counted.
+    pub ahead: ReadAhead,
 }
 
 impl Choice {

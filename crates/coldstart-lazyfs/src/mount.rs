@@ -29,6 +29,8 @@ pub struct Mount {
     record: Option<PathBuf>,
     unmounter: Option<SessionUnmounter>,
     session: Option<JoinHandle<std::io::Result<()>>>,
+    /// The FUSE connection's number (`/sys/fs/fuse/connections/N`), once known.
+    connection: Option<u32>,
     watchdog: Option<Watchdog>,
     choice: Option<Choice>,
     /// Where the manifest came from, and why a preferred copy was not used.
@@ -218,6 +220,7 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         record: opts.record,
         unmounter: Some(unmounter),
         session: Some(thread),
+        connection: None,
         watchdog: None,
         choice,
         source,
@@ -226,7 +229,7 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         manifest_bytes: manifest_fetch.0,
     };
     // Without the watchdog a `kill -9` could leave the mount behind: fail rather than risk it.
-    watchdog.watch(mountpoint).map_err(fail)?;
+    mount.connection = Some(watchdog.watch(mountpoint).map_err(fail)?);
     mount.watchdog = Some(watchdog);
     Ok(mount)
 }
@@ -328,14 +331,12 @@ impl Mount {
         // window or the background stream end now (within the fetcher's poll), not when their
         // transfer would have (seconds on a slow link, which the unmount waited for).
         self.engine.cancel();
-        // Unmount directly when we may (root), else through fusermount3. Lazily if a process still
-        // has files open, so that nothing is left mounted.
-        if is_mount_point(&self.mountpoint) {
-            detach(&self.mountpoint);
-        }
-        let _ = unmounter.unmount();
         let session = self.session.take();
         let ended = |s: &Option<JoinHandle<_>>| s.as_ref().is_none_or(|h| h.is_finished());
+        // A session that has ended no longer holds its connection's number: it may be another
+        // mount's by now.
+        detach(&self.mountpoint, self.connection.filter(|_| !ended(&session)));
+        let _ = unmounter.unmount();
         let t = Instant::now();
         while !ended(&session) && t.elapsed() < Duration::from_secs(5) {
             std::thread::sleep(Duration::from_millis(5));
@@ -366,16 +367,35 @@ fn may_allow_other() -> bool {
             .is_ok_and(|c| c.lines().any(|l| l.trim() == "user_allow_other"))
 }
 
-/// Unmounts `dir`: `umount2` (lazily if busy) when privileged, else `fusermount3 -u -z`.
-fn detach(dir: &Path) {
+/// Unmounts `dir` and ends its FUSE connection `conn`, so that the session ends now.
+///
+/// Unmounting alone does not end the connection: the kernel ends it with the file system,
+/// when its last mount goes, and the mount in this namespace need not be the last. A process
+/// that entered a mount namespace of its own while the bundle was mounted (a container, a
+/// sandbox, `unshare --mount`: other users' work on a shared machine) holds a copy of the
+/// mount for as long as it lives, and a lazy unmount leaves the file system to the processes
+/// that still have files open on it. The session would wait in its read of `/dev/fuse` for
+/// them, and their reads would go to an engine about to stop. So the connection is aborted
+/// with the unmount: every read still waiting, or still to come through a copy, fails at once
+/// (`ENOTCONN`), as it would once this process has closed `/dev/fuse`.
+///
+/// Privileged: one `umount2(MNT_FORCE | MNT_DETACH)` (a forced unmount of FUSE aborts the
+/// connection; detached even while busy, so that nothing is left mounted). Otherwise the
+/// connection's `abort` file in the FUSE control file system (it belongs to the user who
+/// mounted), where that is mounted, and `fusermount3 -u -z`.
+fn detach(dir: &Path, conn: Option<u32>) {
     use std::os::unix::ffi::OsStrExt;
     let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return };
     // SAFETY: a valid NUL-terminated path.
-    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+    if is_mount_point(dir)
+        && unsafe { libc::umount2(c.as_ptr(), libc::MNT_FORCE | libc::MNT_DETACH) } == 0
+    {
         return;
     }
-    // SAFETY: as above.
-    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+    if let Some(n) = conn {
+        let _ = std::fs::write(format!("/sys/fs/fuse/connections/{n}/abort"), "1");
+    }
+    if !is_mount_point(dir) {
         return;
     }
     let _ = Command::new("fusermount3")

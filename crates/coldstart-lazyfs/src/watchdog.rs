@@ -92,8 +92,9 @@ impl Watchdog {
     }
 
     /// Tells the watchdog the mount on `mountpoint` (mounted now), by id, connection, file
-    /// system type and path, so that it aborts and detaches exactly that mount.
-    pub(crate) fn watch(&mut self, mountpoint: &Path) -> std::io::Result<()> {
+    /// system type and path, so that it aborts and detaches exactly that mount. Returns the
+    /// FUSE connection's number (the minor of the mount's device).
+    pub(crate) fn watch(&mut self, mountpoint: &Path) -> std::io::Result<u32> {
         let entry = mount_entry(mountpoint).ok_or_else(|| {
             std::io::Error::other(format!("{} is not in the mount table", mountpoint.display()))
         })?;
@@ -106,7 +107,8 @@ impl Watchdog {
             )));
         };
         let what = format!("mount {} {conn} {}", entry.id, entry.fstype);
-        self.tell_path(&what, &mountpoint.canonicalize()?)
+        self.tell_path(&what, &mountpoint.canonicalize()?)?;
+        Ok(conn)
     }
 
     /// Tells `what PATH`; a path the watchdog cannot be told (a newline in it, not UTF-8) is

@@ -320,3 +320,49 @@ fn auto_with_the_link_given_reads_the_start_object_and_keeps_it_only_for_a_hot_s
     assert_eq!((r.manifest_source.as_str(), r.strategy.as_str()), ("start", "original"));
     assert_eq!((r.misses, r.errors), (0, 0), "{r:?}");
 }
+
+/// A process that entered a mount namespace of its own while the bundle was mounted (a
+/// container, a sandbox, `unshare --mount`), holding the copy of the mount it got; killed on
+/// drop.
+struct NamespaceCopy(std::process::Child);
+
+impl NamespaceCopy {
+    fn enter() -> NamespaceCopy {
+        use std::io::BufRead;
+        let mut child = Command::new("unshare")
+            .args(["--mount", "sh", "-c", "echo in; exec sleep 60"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("unshare (util-linux) runs");
+        let mut line = String::new();
+        let out = child.stdout.take().unwrap();
+        std::io::BufReader::new(out).read_line(&mut line).unwrap();
+        assert_eq!(line, "in\n", "the namespace was entered");
+        NamespaceCopy(child)
+    }
+}
+
+impl Drop for NamespaceCopy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn unmount_ends_the_session_while_another_namespace_holds_a_copy_of_the_mount() {
+    let f = fixture();
+    let server = serve(&f.bundle(), "127.0.0.1:0", None).unwrap();
+    let (mp, _guard) = f.mountpoint("mnt");
+    let m = mount(&server.url(), &mp, quick(Strategy::Paged, &f.cache())).unwrap();
+    assert_eq!(std::fs::read(mp.join("run.sh")).unwrap(), f.files[1].1);
+    // The copy keeps the file system's superblock, and with it the FUSE connection, alive
+    // after this namespace's mount is gone: the unmount must not wait for it.
+    let _copy = NamespaceCopy::enter();
+    let t = Instant::now();
+    let report = m.unmount().unwrap();
+    let took = t.elapsed();
+    assert!(!is_mount_point(&mp));
+    assert_eq!(report.errors, 0, "{report:?}");
+    assert!(took < Duration::from_millis(500), "the unmount took {took:?}");
+}

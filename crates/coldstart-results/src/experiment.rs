@@ -100,6 +100,7 @@ pub struct Cell {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellRun {
     /// Mount, manifest, strategy, the program to its exit, unmount: what a user waits for.
+    /// The start-up is this less the unmount ([`CellRun::startup_s`]).
     pub wall_s: f64,
     /// Over the network, retries and the manifest included.
     pub bytes_fetched: u64,
@@ -110,7 +111,8 @@ pub struct CellRun {
     pub exit_code: Option<i32>,
     /// For `auto`: the strategy it chose.
     pub chosen: Option<String>,
-    /// Of `wall_s`, the unmount after the program exited (absent in older files).
+    /// Of `wall_s`, the unmount after the program exited, which is no part of the start-up
+    /// (absent in older files).
     #[serde(default)]
     pub teardown_s: Option<f64>,
     /// Reads of chunks outside the hot set that waited for the network, and those chunks'
@@ -123,12 +125,33 @@ pub struct CellRun {
     /// files).
     #[serde(default)]
     pub other_bytes: Option<u64>,
+    /// For `auto`: the link it predicted on, as it measured it (or was told): what its choice
+    /// can be checked against (absent in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_link: Option<AutoLink>,
+}
+
+/// The link `auto` predicted on.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct AutoLink {
+    pub bits_per_second: f64,
+    /// Added once per request.
+    pub latency_s: f64,
+}
+
+impl CellRun {
+    /// The start-up: from the mount to the program's exit, the unmount after it left out
+    /// (in a file older than `teardown_s`, the wall time).
+    pub fn startup_s(&self) -> f64 {
+        self.wall_s - self.teardown_s.unwrap_or(0.0)
+    }
 }
 
 impl Cell {
-    /// Median of the runs' wall times (`None` without runs).
-    pub fn wall_s(&self) -> Option<f64> {
-        median(self.runs.iter().map(|r| r.wall_s).collect())
+    /// Median of the runs' start-up times, unmounts left out (`None` without runs): the
+    /// figure measured against the prediction and compared between strategies.
+    pub fn startup_s(&self) -> Option<f64> {
+        median(self.runs.iter().map(CellRun::startup_s).collect())
     }
     /// Median bytes fetched.
     pub fn bytes_fetched(&self) -> Option<f64> {
@@ -232,6 +255,7 @@ mod tests {
             held_out_misses: None,
             held_out_bytes: None,
             other_bytes: None,
+            auto_link: None,
         }
     }
 
@@ -251,11 +275,30 @@ mod tests {
             predicted_choice: None,
             predicted_measured_s: None,
         };
-        assert_eq!(c.wall_s(), Some(2.0));
+        assert_eq!(c.startup_s(), Some(2.0));
         assert_eq!(c.chosen(), Some("paged"));
         c.runs.pop();
-        assert_eq!(c.wall_s(), Some(2.0), "the mean of the middle two");
+        assert_eq!(c.startup_s(), Some(2.0), "the mean of the middle two");
         c.runs.clear();
-        assert_eq!(c.wall_s(), None);
+        assert_eq!(c.startup_s(), None);
+    }
+
+    #[test]
+    fn the_start_up_leaves_the_unmount_out() {
+        let slow_unmount = CellRun { teardown_s: Some(5.0), ..run(5.75, None) };
+        assert!((slow_unmount.startup_s() - 0.75).abs() < 1e-12);
+        // A file from before `teardown_s` has only the wall time.
+        assert_eq!(run(5.75, None).startup_s(), 5.75);
+        let link = LinkSpec { label: "32mbit/10ms".into(), bits_per_second: 32e6, latency_s: 0.01 };
+        let c = Cell {
+            link,
+            strategy: "paged".into(),
+            cache: "cold".into(),
+            runs: vec![slow_unmount, CellRun { teardown_s: Some(0.01), ..run(0.81, None) }],
+            predicted_s: None,
+            predicted_choice: None,
+            predicted_measured_s: None,
+        };
+        assert!((c.startup_s().unwrap() - 0.775).abs() < 1e-12, "{:?}", c.startup_s());
     }
 }

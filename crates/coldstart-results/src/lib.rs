@@ -32,7 +32,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 pub use experiment::{
-    Cell, CellRun, Experiment, ExperimentProgram, ExperimentSettings, HotSet, LinkSpec,
+    AutoLink, Cell, CellRun, Experiment, ExperimentProgram, ExperimentSettings, HotSet, LinkSpec,
 };
 pub use timeline::{
     BlockRequest, FileCost, ModuleSpan, PageEvent, Phase, Timeline, TimelineFile, Wait,

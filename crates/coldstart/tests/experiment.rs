@@ -112,7 +112,12 @@ fn a_small_grid_on_the_sample_measures_every_cell_over_the_emulated_links() {
             paged.runs[0].bytes_fetched < original.runs[0].bytes_fetched,
             "paged fetches only what the held-out workload reads"
         );
-        assert!(e.cell(link, "auto", "cold").unwrap().chosen().is_some(), "auto names its choice");
+        let auto = e.cell(link, "auto", "cold").unwrap();
+        assert!(auto.chosen().is_some(), "auto names its choice");
+        // ... and the link it measured, which its choice was made on.
+        let measured = auto.runs[0].auto_link.expect("auto records its link");
+        assert!(measured.bits_per_second > 0.0 && measured.latency_s >= 0.0, "{measured:?}");
+        assert!(e.cell(link, "paged", "cold").unwrap().runs[0].auto_link.is_none());
     }
     let slow = e.cell("4mbit/20ms", "original", "cold").unwrap().runs[0].wall_s;
     let fast = e.cell("40mbit/5ms", "original", "cold").unwrap().runs[0].wall_s;

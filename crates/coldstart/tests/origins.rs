@@ -151,6 +151,10 @@ fn a_server_without_range_works_and_is_warned_about_once_and_run_exports_its_rep
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&export).unwrap()).unwrap();
     assert_eq!(json["exit_status"], 0, "{json}");
     assert!(json["elapsed_ms"].as_f64().unwrap() > 0.0, "{json}");
+    // The start-up ends with the command: the unmount after it is reported apart.
+    let ms = |k: &str| json[k].as_f64().unwrap_or_else(|| panic!("{k}: {json}"));
+    assert!(ms("startup_ms") > 0.0 && ms("teardown_ms") >= 0.0, "{json}");
+    assert!(ms("startup_ms") + ms("teardown_ms") <= ms("elapsed_ms"), "{json}");
     assert!(json["report"]["bytes_fetched"].as_u64().unwrap() >= 1 << 20, "{json}");
     // A report file in a directory that does not exist: refused before anything runs.
     let nowhere = d.path().join("no/such/dir/r.json");

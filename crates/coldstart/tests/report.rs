@@ -479,6 +479,7 @@ fn experiment_json(dir: &Path) -> PathBuf {
                         held_out_misses: None,
                         held_out_bytes: None,
                         other_bytes: None,
+                        auto_link: None,
                     }],
                     predicted_s: Some(wall),
                     predicted_choice: Some("reordered-paged".into()),

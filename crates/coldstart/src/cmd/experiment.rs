@@ -269,8 +269,8 @@ fn print_table(e: &Experiment) {
     );
     let s = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.3} s"));
     for c in &e.cells {
-        let wall = c.wall_s();
-        let err = match (wall, c.predicted_s) {
+        let startup = c.startup_s();
+        let err = match (startup, c.predicted_s) {
             (Some(m), Some(p)) if m > 0.0 => format!("{:+.0}%", (p / m - 1.0) * 100.0),
             _ => "-".into(),
         };
@@ -283,7 +283,7 @@ fn print_table(e: &Experiment) {
             c.link.label,
             c.cache,
             strategy,
-            s(wall),
+            s(startup),
             s(c.predicted_s),
             err,
             c.bytes_fetched().unwrap_or(0.0),

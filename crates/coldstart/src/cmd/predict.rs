@@ -76,6 +76,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("local start-up: unknown (not counted; give --local-ms)");
     }
     println!("{}", choice.held_out_summary());
+    println!(
+        "read-ahead {}: {}",
+        coldstart_units::bytes(u64::from(args.readahead)),
+        choice.ahead.summary()
+    );
     println!("{:<16} {:>12}", "strategy", "predicted ms");
     for p in &choice.predictions {
         let mark = if p.strategy == choice.chosen { "  <- auto" } else { "" };

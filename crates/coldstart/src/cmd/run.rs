@@ -101,12 +101,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(_) => None,
         None => Some(run_command(&mount, &mut cmd, &signals, &cancel, &argv[0])),
     };
+    // The start-up ends with the command; the unmount after it is timed apart.
+    let startup = status.as_ref().is_some_and(|s| s.is_ok()).then(|| started.elapsed());
+    let unmounting = Instant::now();
     let (report, result) = mount.close();
+    let teardown = unmounting.elapsed();
     print_report(&report, args.flags.json)?;
     let export = |exit: Option<i32>, signal: Option<i32>| -> anyhow::Result<()> {
         let Some(p) = &args.export_json else { return Ok(()) };
         let json = serde_json::json!({
             "elapsed_ms": started.elapsed().as_secs_f64() * 1000.0,
+            "startup_ms": startup.map(|d| d.as_secs_f64() * 1000.0),
+            "teardown_ms": teardown.as_secs_f64() * 1000.0,
             "exit_status": exit,
             "signal": signal,
             "report": &report,
