@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::environment::Environment;
 use crate::error::GateError;
 use crate::figure::Figure;
+use crate::identity::Program;
 
 /// Rounds of coldstart's calibration loop ([`crate::linux::calibrate`]).
 pub const CALIBRATION_ROUNDS: u64 = 10_000_000;
@@ -38,6 +39,13 @@ pub struct Baseline {
     pub commit: Option<String>,
     /// The command measured.
     pub command: Vec<String>,
+    /// The program it ran, and its build-id (absent from baselines recorded before it was
+    /// kept: then not checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<Program>,
+    /// The working directory it ran in (absent likewise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
     pub settings: Settings,
     pub environment: Environment,
     /// Every figure's values, one per counted run (per page profile for `pages_touched`).
@@ -162,6 +170,12 @@ pub(crate) mod tests {
             coldstart: "0.1.0".into(),
             commit: Some("5f0c6a7e".into()),
             command: vec!["/opt/app/bin/app".into()],
+            program: Some(Program {
+                path: "/opt/app/bin/app".into(),
+                build_id: Some("5f0c6a7e12ab".into()),
+                interpreter: None,
+            }),
+            cwd: Some("/opt/app".into()),
             settings: Settings {
                 states: vec!["cold".into(), "hot".into()],
                 ready: "exit".into(),

@@ -42,6 +42,7 @@ pub mod environment;
 pub mod error;
 pub mod figure;
 pub mod history;
+pub mod identity;
 pub mod linux;
 pub mod pages;
 pub mod report;

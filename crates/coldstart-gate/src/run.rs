@@ -5,7 +5,9 @@
 //! **Recording** (`--update`): every cache state `baseline_runs` times, then the page
 //! profiles; the result is a [`Baseline`].
 //!
-//! **Gating**: measured exactly as the baseline was (its cache states, storage, readiness,
+//! **Gating**: first the command, program and working directory are checked against the
+//! baseline's ([`crate::identity`]): another one is refused before anything runs. Then it is
+//! measured exactly as the baseline was (its cache states, storage, readiness,
 //! page profiles; a flag asking for something else is refused). A first batch of
 //! `first_runs` per state; then, while a state's time is unclear and its runs are below the
 //! bound the time rule sets ([`crate::time::run_bound`]), another batch of that state. The
@@ -27,6 +29,7 @@ use crate::environment::{self, Environment};
 use crate::error::GateError;
 use crate::figure::{Figure, Slack, Verdict};
 use crate::history::Entry;
+use crate::identity::{self, Allow};
 use crate::report::GateReport;
 use crate::time::{self, TimeRule};
 
@@ -72,6 +75,9 @@ pub struct GateOptions {
     /// Facts to record and compare (`--env NAME=VALUE`).
     pub facts: BTreeMap<String, String>,
     pub drift: Method,
+    /// What may differ from the baseline: another build (`--new-build`), another command
+    /// (`--other-command`).
+    pub allow: Allow,
 }
 
 impl GateOptions {
@@ -91,6 +97,7 @@ impl GateOptions {
             commit: None,
             facts: BTreeMap::new(),
             drift: drift::DEFAULT_METHOD,
+            allow: Allow::default(),
         }
     }
 
@@ -455,6 +462,8 @@ impl Gathered {
                 values: self.calibration.clone(),
             }),
             warnings: all_warnings,
+            program: None,
+            cwd: None,
         }
     }
 }
@@ -509,6 +518,7 @@ pub fn record(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Baseline, GateError> {
     let (plan, warnings) = plan_for_record(opts)?;
+    let program = identity::program_of(&plan.command)?;
     let mut got = Gathered::new(&plan);
     progress(Progress::Step(format!(
         "{}: {} runs each",
@@ -522,17 +532,20 @@ pub fn record(
         progress(Progress::Step(format!("{} page profiles", plan.page_profiles)));
         got.pages = Some(runner.pages(&plan, plan.page_profiles)?);
     }
-    let env = Environment::collect(&program(&plan.command)?, &got.cgroup, opts.facts.clone());
+    let env = Environment::collect(Path::new(&program.path), &got.cgroup, opts.facts.clone());
     let commit = opts.commit.clone().or_else(detect_commit);
-    Ok(got.to_baseline(&plan, &env, commit, &warnings))
+    let mut base = got.to_baseline(&plan, &env, commit, &warnings);
+    base.program = Some(program);
+    base.cwd = identity::cwd();
+    Ok(base)
 }
 
 fn states_list(states: &[CacheState]) -> String {
     states.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
 }
 
-/// Gate a start-up against `base` (read from `path`): measure as it was measured, compare,
-/// look for drift in `history`. Returns the report and the measurement (for the history).
+/// Gate a start-up against `base` (read from `path`): refuse another command, program or
+/// directory; measure as it was measured, compare, look for drift in `history`. Returns the report and the measurement (for the history).
 pub fn gate(
     opts: &GateOptions,
     base: &Baseline,
@@ -542,6 +555,18 @@ pub fn gate(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(GateReport, Baseline), GateError> {
     let plan = plan_from_baseline(opts, base, path)?;
+    let program = identity::program_of(&plan.command)?;
+    let cwd = identity::cwd();
+    let notes = identity::check(
+        identity::Side {
+            command: &base.command,
+            program: base.program.as_ref(),
+            cwd: base.cwd.as_deref(),
+        },
+        identity::Side { command: &plan.command, program: Some(&program), cwd: cwd.as_deref() },
+        path,
+        opts.allow,
+    )?;
     let rules = Rules::of(opts);
     let commit = opts.commit.clone().or_else(detect_commit);
     let mut got = Gathered::new(&plan);
@@ -557,8 +582,14 @@ pub fn gate(
         progress(Progress::Step(format!("{} page profiles", plan.page_profiles)));
         got.pages = Some(runner.pages(&plan, plan.page_profiles)?);
     }
-    let env = Environment::collect(&program(&plan.command)?, &got.cgroup, opts.facts.clone());
-    let mut now = got.to_baseline(&plan, &env, commit.clone(), &[]);
+    let env = Environment::collect(Path::new(&program.path), &got.cgroup, opts.facts.clone());
+    let measured = |got: &Gathered| {
+        let mut m = got.to_baseline(&plan, &env, commit.clone(), &[]);
+        m.program = Some(program.clone());
+        m.cwd = cwd.clone();
+        m
+    };
+    let mut now = measured(&got);
     let mut report = compare(base, &now, path, &rules, history);
     if report.environment_differences.is_empty() {
         loop {
@@ -597,10 +628,11 @@ pub fn gate(
                 let batch = runner.measure(&plan, &states, runs)?;
                 got.add(&plan, &states, runs, batch);
             }
-            now = got.to_baseline(&plan, &env, commit.clone(), &[]);
+            now = measured(&got);
             report = compare(base, &now, path, &rules, history);
         }
     }
+    report.warnings.extend(notes);
     Ok((report, now))
 }
 

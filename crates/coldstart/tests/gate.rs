@@ -1,7 +1,8 @@
 //! `coldstart gate` against the real kernel, on small C programs compiled here: one more page
 //! read far from the rest is caught on the steady figures, 20% more start-up time on time; a
 //! change that only adds noise is not flagged in 20 gate runs; a baseline from elsewhere is
-//! flagged. Needs root (cold runs, the storage emulation); fails instead of skipping in CI.
+//! flagged; another command, directory or build is refused before anything runs. Each rebuilt
+//! program is gated with `--new-build`, as a CI job gates its own new build. Needs root (cold runs, the storage emulation); fails instead of skipping in CI.
 
 mod common;
 use common::{cache_lock, require_root};
@@ -151,7 +152,7 @@ fn one_more_page_read_far_from_the_rest_is_caught_on_the_steady_figures() {
 
     // One more page, 3 MiB from the first.
     dir.build(FAR_C, &["-DFAR"]);
-    let (out, report) = gate(&dir, &small);
+    let (out, report) = gate(&dir, &[&small[..], &["--new-build"][..]].concat());
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let report = report.unwrap();
     assert_eq!(report["verdict"], "slower");
@@ -162,6 +163,54 @@ fn one_more_page_read_far_from_the_rest_is_caught_on_the_steady_figures() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.starts_with("coldstart gate: SLOWER"), "{stdout}");
     assert!(stdout.contains("reads of the device, cold"), "{stdout}");
+}
+
+#[test]
+fn another_command_directory_or_build_is_refused_before_anything_runs() {
+    if !require_root("cold runs and the storage emulation") {
+        return;
+    }
+    let _lock = cache_lock();
+    let dir = Dir::new();
+    dir.build(SLEEP_C, &["-DMS=1"]);
+    let small = ["--page-profiles", "0", "--runs", "3", "--batch", "3", "--max-runs", "3"];
+    record(&dir, &small);
+    let refused = |out: &Output, flag: &str, names: &[&str]| {
+        assert_eq!(out.status.code(), Some(2), "{}", text(out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        for n in names.iter().chain([&flag]) {
+            assert!(stderr.contains(n), "{n} missing: {stderr}");
+        }
+        // Before any run: no step was started, nothing was reported.
+        assert!(!stderr.contains(" runs"), "{stderr}");
+        assert!(out.stdout.is_empty(), "{}", text(out));
+    };
+    let path = |p: &str| dir.path(p).display().to_string();
+    let prog = path("prog");
+
+    // Another command: the baseline's program with other arguments.
+    let mut all = vec!["gate", "--baseline", "b.json", "--", "./prog", "--other"];
+    let out = coldstart(&all, dir.0.path());
+    refused(&out, "--other-command", &[&format!("`{prog}`"), &format!("`{prog} --other`")]);
+    // Another program of the same name.
+    fs::create_dir(dir.path("elsewhere")).unwrap();
+    compile_c(&dir.path("elsewhere"), "prog", SLEEP_C, &["-DMS=1"]);
+    all = vec!["gate", "--baseline", "../b.json", "--", "./prog"];
+    let out = coldstart(&all, &dir.path("elsewhere"));
+    refused(&out, "--other-command", &[&prog, &path("elsewhere/prog")]);
+    // The same command from another directory.
+    let base = path("b.json");
+    let out = coldstart(&["gate", "--baseline", &base, "--", &prog], Path::new("/"));
+    refused(&out, "--other-command", &[&dir.0.path().display().to_string(), "this gate /;"]);
+
+    // Another build of the program: an upgrade under the same command is refused; a CI job
+    // says --new-build and is gated.
+    dir.build(SLEEP_C, &["-DMS=2"]);
+    let (out, _) = gate(&dir, &small);
+    refused(&out, "--new-build", &["build-id"]);
+    let (out, report) = gate(&dir, &[&small[..], &["--new-build"][..]].concat());
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", text(&out));
+    assert!(report.is_some(), "{}", text(&out));
 }
 
 #[test]
@@ -178,6 +227,7 @@ fn twenty_percent_more_start_up_time_is_caught_on_time() {
     let small = ["--page-profiles", "0", "--max-runs", "40"];
     record(&dir, &small);
     dir.build(WORK_C, &["-DMS=120"]);
+    let small = [&small[..], &["--new-build"][..]].concat();
     // It is never "not slower". When the machine's own load rose since the baseline by about as
     // much as the regression, the gate says unclear (and why), as a CI job re-run would see:
     // caught within three gates.
@@ -228,6 +278,7 @@ fn a_change_that_only_adds_noise_is_not_flagged_in_20_gate_runs() {
     record(&dir, &small);
     // The same median, three times the spread: +-6 ms around 20.
     dir.build(SLEEP_C, &["-DMS=20", "-DJITTER=60"]);
+    let small = [&small[..], &["--new-build"][..]].concat();
     // How many runs a plain threshold rule (a median ratio above 1.05) would have failed:
     // printed, to show the noise the gate faced.
     let (mut alarms, mut unclear, mut naive, mut verdicts) = (0, 0, 0, Vec::new());

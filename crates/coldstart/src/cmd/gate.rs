@@ -15,6 +15,7 @@ use std::time::Duration;
 use anyhow::Context;
 use coldstart_gate::compare::{compare, history_entry, Rules};
 use coldstart_gate::drift::Method;
+use coldstart_gate::identity::Allow;
 use coldstart_gate::linux::LinuxRunner;
 use coldstart_gate::run::Progress;
 use coldstart_gate::{
@@ -37,12 +38,14 @@ pub enum Unclear {
 #[command(
     after_help = "Steady figures (bytes and requests read, major faults, pages touched, instructions) are \
     slower when their median is above a limit the baseline's spread sets; time, cold and hot, by a rank \
-    test with a minimum effect above the noise, adding runs while unclear. The baseline records how it was \
-    measured (a gate measures the same way; a --storage, --cache or --ready other than its own is \
-    refused) and where: one from another kernel, CPU or disk is flagged, not compared (docs/gate.md).\n\nExit codes: 0 not slower (and unclear, unless \
+    test with a minimum effect above the noise, adding runs while unclear. The baseline records what it \
+    measured: another command, program or working directory is refused before anything runs \
+    (--other-command allows it), and so is another build of the program (--new-build allows it: a CI job \
+    gating its own new build). It records how it was measured (a gate measures the same way; a --storage, \
+    --cache or --ready other than its own is refused) and where: one from another kernel, CPU or disk is flagged, not compared (docs/gate.md).\n\nExit codes: 0 not slower (and unclear, unless \
     --unclear fail), 1 slower, 2 could not measure.\n\nExamples:\n  \
     sudo coldstart gate --baseline startup.json --update -- ./build/myprog --version\n  \
-    sudo coldstart gate --baseline startup.json --export-markdown summary.md -- ./build/myprog --version\n  \
+    sudo coldstart gate --baseline startup.json --new-build --export-markdown summary.md -- ./build/myprog --version\n  \
     sudo coldstart gate --baseline startup.json --history startup-history.jsonl --update -- ./build/myprog"
 )]
 pub struct Args {
@@ -84,6 +87,15 @@ pub struct Args {
     /// unclear.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub batch: usize,
+    /// The program may be another build than the baseline's (a CI job gating a new build of
+    /// its own program against a baseline of the old one). Without it, another build-id is
+    /// refused (exit 2): an upgraded system program is not the program the baseline measured.
+    #[arg(long)]
+    pub new_build: bool,
+    /// The command, the program it resolves to or the working directory may differ from the
+    /// baseline's. Without it, they are refused (exit 2) before anything runs.
+    #[arg(long)]
+    pub other_command: bool,
     /// Runs per cache state never exceed this.
     #[arg(long, value_name = "N", default_value_t = 60)]
     pub max_runs: usize,
@@ -194,6 +206,7 @@ fn options(args: &Args) -> anyhow::Result<GateOptions> {
     o.page_profiles = args.page_profiles;
     o.baseline_runs = args.runs;
     o.first_runs = args.batch;
+    o.allow = Allow { new_build: args.new_build, other_command: args.other_command };
     o.time.max_runs = args.max_runs;
     if !(args.min_effect >= 0.0 && args.min_effect.is_finite()) {
         return Err(exit::usage(format!(
