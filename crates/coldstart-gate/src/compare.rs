@@ -8,6 +8,7 @@ use crate::drift::{self, Method};
 use crate::environment;
 use crate::figure::{Figure, Slack, Verdict};
 use crate::history::{self, Entry, Level};
+use crate::noise::FigureNoise;
 use crate::report::{BaselineInfo, DriftRow, GateReport, MachineSpeed, Outcome, Row};
 use crate::run::{settings_key, GateOptions};
 use crate::steady;
@@ -246,7 +247,7 @@ fn judge_row(
         row.time = Some(t);
     } else {
         let slack = rules.slack(figure).at(coldstart_measure::stats::median(&b.values));
-        let s = steady::judge(&b.values, &c.values, slack);
+        let s = steady::judge(&b.values, &c.values, FigureNoise::of(figure), slack);
         row.verdict = s.verdict;
         row.limit = Some(s.limit);
         row.steady = Some(s);
