@@ -7,6 +7,7 @@ use std::path::Path;
 use coldstart_measure::storage::StorageProfile;
 use serde::{Deserialize, Serialize};
 
+use crate::budget::Costs;
 use crate::environment::Environment;
 use crate::error::GateError;
 use crate::figure::Figure;
@@ -55,6 +56,9 @@ pub struct Baseline {
     /// What the recording warned about.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// What each step of the recording cost: a gate plans its steps (and `--budget`) with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub costs: Option<Costs>,
 }
 
 /// How the start-up is measured: a gate measures as its baseline did.
@@ -197,6 +201,7 @@ pub(crate) mod tests {
                 values: vec![0.001],
             }),
             warnings: vec![],
+            costs: None,
         }
     }
 

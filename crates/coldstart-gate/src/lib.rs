@@ -40,6 +40,7 @@
 //! ```
 
 pub mod baseline;
+pub mod budget;
 pub mod compare;
 pub mod drift;
 pub mod environment;
@@ -50,6 +51,7 @@ pub mod identity;
 pub mod linux;
 pub mod noise;
 pub mod pages;
+pub mod plan;
 pub mod report;
 pub mod run;
 pub mod stats;

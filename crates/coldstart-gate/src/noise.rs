@@ -23,6 +23,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::figure::Figure;
 
+/// The least change of CPU time a gate calls slower: other work on the machine's CPUs makes a
+/// start-up's own CPU time longer too (caches and the other hardware thread shared).
+pub const CPU_TIME_FLOOR: f64 = 0.10;
+
 /// What moves a steady figure of an unchanged program, as a floor under its limit.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct FigureNoise {
@@ -56,7 +60,7 @@ impl FigureNoise {
             }
             // Two pages, or 0.05% of a large program's: one far function (5 pages) is caught.
             Figure::PagesTouched => FigureNoise { floor: 0.0005, allowance: 2.0, clusters: false },
-            Figure::Instructions | Figure::Time => FigureNoise::NONE,
+            Figure::Instructions | Figure::Time | Figure::CpuTime => FigureNoise::NONE,
         }
     }
 }
