@@ -28,6 +28,18 @@ impl Rules {
         Rules { time: opts.time, slack: opts.slack.clone(), drift: opts.drift }
     }
 
+    /// The time rule of `figure`: CPU time's minimum effect is at least
+    /// [`crate::noise::CPU_TIME_FLOOR`].
+    pub(crate) fn time_rule(&self, figure: Figure) -> TimeRule {
+        match figure {
+            Figure::CpuTime => TimeRule {
+                min_effect: self.time.min_effect.max(crate::noise::CPU_TIME_FLOOR),
+                ..self.time
+            },
+            _ => self.time,
+        }
+    }
+
     pub(crate) fn slack(&self, figure: Figure) -> Slack {
         self.slack.get(&figure).copied().unwrap_or_else(|| Slack::default_for(figure))
     }
@@ -224,13 +236,7 @@ fn judge_row(
             Some(r) => (r.at_baseline(&b.values, r.base), r.at_baseline(&c.values, r.now)),
             None => (b.values.clone(), c.values.clone()),
         };
-        let rule = match figure {
-            Figure::CpuTime => time::TimeRule {
-                min_effect: rules.time.min_effect.max(crate::noise::CPU_TIME_FLOOR),
-                ..rules.time
-            },
-            _ => rules.time,
-        };
+        let rule = rules.time_rule(figure);
         let t = time::judge(&bv, &cv, &rule, machine.map(|m| m.interval()));
         let mut bound = time::run_bound(&bv, t.threshold, &rule, 0);
         row.verdict = t.verdict;

@@ -56,6 +56,7 @@ pub mod report;
 pub mod run;
 pub mod stats;
 pub mod steady;
+pub mod summary;
 pub mod time;
 
 pub use baseline::Baseline;

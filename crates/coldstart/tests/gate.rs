@@ -2,7 +2,7 @@
 //! read far from the rest (as one more far function would be) are caught on the exact pages,
 //! 20% more start-up time on time; a change that only adds noise is not flagged in 20 gate
 //! runs; a baseline from elsewhere is flagged; another command, directory or build is refused
-//! before anything runs. Each rebuilt program is gated with `--new-build`, as a CI job gates its
+//! before anything runs; `--update` shows what it recorded. Each rebuilt program is gated with `--new-build`, as a CI job gates its
 //! own new build. Needs root (cold runs, the storage emulation); fails instead of skipping in CI.
 
 mod common;
@@ -218,6 +218,39 @@ fn another_command_directory_or_build_is_refused_before_anything_runs() {
     let (out, report) = gate(&dir, &[&small[..], &ci[..]].concat());
     assert!(matches!(out.status.code(), Some(0 | 1)), "{}", text(&out));
     assert!(report.is_some(), "{}", text(&out));
+}
+
+#[test]
+fn update_shows_the_figures_it_recorded_as_a_gate_judges_them() {
+    if !require_root("cold runs and the storage emulation") {
+        return;
+    }
+    let _lock = cache_lock();
+    let dir = Dir::new();
+    dir.build(SLEEP_C, &["-DMS=2"]);
+    let out = record(&dir, &["--page-profiles", "1", "--runs", "5", "--cold-runs", "3"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("baseline written to b.json"), "{stdout}");
+    for line in [
+        "time, cold",
+        "time, hot",
+        "reads of the device, cold",
+        "read from the device, cold",
+        "pages touched, hot",
+    ] {
+        assert!(stdout.lines().any(|l| l.starts_with(line)), "{line} missing:\n{stdout}");
+    }
+    assert!(stdout.contains("a gate fails above"), "{stdout}");
+    // Each step said on stderr as it began, though stderr is not a terminal here.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for step in [
+        "coldstart gate: cold: 3 runs",
+        "coldstart gate: hot: 5 runs",
+        "coldstart gate: pages touched: 1 exact page profile",
+        "coldstart gate: recorded in",
+    ] {
+        assert!(stderr.contains(step), "{step} missing:\n{stderr}");
+    }
 }
 
 #[test]

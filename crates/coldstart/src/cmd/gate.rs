@@ -19,7 +19,7 @@ use coldstart_gate::identity::Allow;
 use coldstart_gate::linux::LinuxRunner;
 use coldstart_gate::run::Progress;
 use coldstart_gate::{
-    history, plan, Baseline, Figure, GateError, GateOptions, Policy, Slack, StorageChoice,
+    history, plan, summary, Baseline, Figure, GateError, GateOptions, Policy, Slack, StorageChoice,
 };
 use coldstart_measure::storage::StorageProfile;
 use coldstart_measure::{CacheState, Ready};
@@ -329,14 +329,14 @@ fn gate(args: &Args) -> anyhow::Result<ExitCode> {
         }
         writeln!(
             out,
-            "baseline written to {} ({} figures; storage: {})",
+            "baseline written to {} (storage: {})\n",
             args.baseline.display(),
-            new.figures.len(),
             new.settings
                 .storage
                 .as_ref()
                 .map_or("this machine's disk".to_string(), |p| format!("emulated {}", p.name))
         )?;
+        out.write_all(summary::baseline_table(&new, &Rules::of(&opts)).as_bytes())?;
         for w in &new.warnings {
             writeln!(out, "Warning: {w}")?;
         }
