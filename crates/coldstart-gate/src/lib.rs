@@ -52,6 +52,7 @@ pub mod linux;
 pub mod noise;
 pub mod pages;
 pub mod plan;
+pub mod replay;
 pub mod report;
 pub mod run;
 pub mod stats;
