@@ -24,9 +24,13 @@ mkdir -p target
 # Tests of other checkouts on this machine drop the page cache: take their lock while measuring.
 lock=${TMPDIR:-/tmp}/coldstart-measure-tests.lock
 code=0
-flock "$lock" "$cs" gate --baseline scripts/gate-sample.baseline.json --min-effect 20 \
-  --export-markdown target/gate-sample.md --export-json target/gate-sample.json "$@" \
-  -- "$dir/sample" --workload a || code=$?
+# Run from the sample's directory: a gate from another working directory than its baseline's is
+# refused, and each clone of this repository has its own.
+here=$PWD
+cs=$(realpath "$cs")
+(cd "$dir" && flock "$lock" "$cs" gate --baseline "$here/scripts/gate-sample.baseline.json" --min-effect 20 \
+  --export-markdown "$here/target/gate-sample.md" --export-json "$here/target/gate-sample.json" "$@" \
+  -- "$dir/sample" --workload a) || code=$?
 if [ -n "${GITHUB_STEP_SUMMARY:-}" ] && [ -f target/gate-sample.md ]; then
   cat target/gate-sample.md >>"$GITHUB_STEP_SUMMARY"
 fi

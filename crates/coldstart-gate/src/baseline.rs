@@ -7,9 +7,11 @@ use std::path::Path;
 use coldstart_measure::storage::StorageProfile;
 use serde::{Deserialize, Serialize};
 
+use crate::budget::Costs;
 use crate::environment::Environment;
 use crate::error::GateError;
 use crate::figure::Figure;
+use crate::identity::Program;
 
 /// Rounds of coldstart's calibration loop ([`crate::linux::calibrate`]).
 pub const CALIBRATION_ROUNDS: u64 = 10_000_000;
@@ -38,6 +40,13 @@ pub struct Baseline {
     pub commit: Option<String>,
     /// The command measured.
     pub command: Vec<String>,
+    /// The program it ran, and its build-id (absent from baselines recorded before it was
+    /// kept: then not checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<Program>,
+    /// The working directory it ran in (absent likewise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
     pub settings: Settings,
     pub environment: Environment,
     /// Every figure's values, one per counted run (per page profile for `pages_touched`).
@@ -47,6 +56,9 @@ pub struct Baseline {
     /// What the recording warned about.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// What each step of the recording cost: a gate plans its steps (and `--budget`) with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub costs: Option<Costs>,
 }
 
 /// How the start-up is measured: a gate measures as its baseline did.
@@ -162,6 +174,12 @@ pub(crate) mod tests {
             coldstart: "0.1.0".into(),
             commit: Some("5f0c6a7e".into()),
             command: vec!["/opt/app/bin/app".into()],
+            program: Some(Program {
+                path: "/opt/app/bin/app".into(),
+                build_id: Some("5f0c6a7e12ab".into()),
+                interpreter: None,
+            }),
+            cwd: Some("/opt/app".into()),
             settings: Settings {
                 states: vec!["cold".into(), "hot".into()],
                 ready: "exit".into(),
@@ -183,6 +201,7 @@ pub(crate) mod tests {
                 values: vec![0.001],
             }),
             warnings: vec![],
+            costs: None,
         }
     }
 

@@ -8,8 +8,9 @@ use crate::drift::{self, Method};
 use crate::environment;
 use crate::figure::{Figure, Slack, Verdict};
 use crate::history::{self, Entry, Level};
+use crate::noise::FigureNoise;
+use crate::plan::{settings_key, GateOptions};
 use crate::report::{BaselineInfo, DriftRow, GateReport, MachineSpeed, Outcome, Row};
-use crate::run::{settings_key, GateOptions};
 use crate::steady;
 use crate::time::{self, TimeRule};
 use std::collections::BTreeMap;
@@ -27,12 +28,24 @@ impl Rules {
         Rules { time: opts.time, slack: opts.slack.clone(), drift: opts.drift }
     }
 
-    fn slack(&self, figure: Figure) -> Slack {
+    /// The time rule of `figure`: CPU time's minimum effect is at least
+    /// [`crate::noise::CPU_TIME_FLOOR`].
+    pub(crate) fn time_rule(&self, figure: Figure) -> TimeRule {
+        match figure {
+            Figure::CpuTime => TimeRule {
+                min_effect: self.time.min_effect.max(crate::noise::CPU_TIME_FLOOR),
+                ..self.time
+            },
+            _ => self.time,
+        }
+    }
+
+    pub(crate) fn slack(&self, figure: Figure) -> Slack {
         self.slack.get(&figure).copied().unwrap_or_else(|| Slack::default_for(figure))
     }
 }
 /// Why a figure is shown but not judged, in the way `m` was measured.
-fn not_judged(figure: Figure, m: &Baseline) -> Option<String> {
+pub(crate) fn not_judged(figure: Figure, m: &Baseline) -> Option<String> {
     let emulated = m.settings.storage.is_some();
     match figure {
         Figure::ReadBytes | Figure::MajorFaults | Figure::ReadRequests if emulated => Some(
@@ -93,9 +106,12 @@ pub fn compare(
             if b.is_none() && c.is_none() {
                 continue;
             }
-            rows.push(judge_row(figure, state, b, c, now, &diffs, rules, machine.as_ref()));
+            let reads = DeviceReads::of(base, now, state);
+            rows.push(judge_row(figure, state, b, c, now, &diffs, rules, machine.as_ref(), reads));
         }
     }
+    explain_cold_time(&mut rows, base);
+    explain_hot_time(&mut rows);
     let mut reasons: Vec<String> = diffs
         .iter()
         .map(|d| {
@@ -157,6 +173,7 @@ pub fn compare(
         drift_method: rules.drift,
         history_entries,
         warnings,
+        elapsed_s: None,
     }
 }
 
@@ -170,6 +187,7 @@ fn judge_row(
     diffs: &[environment::Difference],
     rules: &Rules,
     machine: Option<&MachineSpeed>,
+    reads: Option<DeviceReads>,
 ) -> Row {
     let median = |s: Option<&Samples>| s.map(|s| coldstart_measure::stats::median(&s.values));
     let mut row = Row {
@@ -206,8 +224,21 @@ fn judge_row(
         return row;
     }
     if figure.is_time() {
-        let t = time::judge(&b.values, &c.values, &rules.time, machine.map(|m| m.interval()));
-        let mut bound = time::run_bound(&b.values, t.threshold, &rules.time, 0);
+        // CPU time does not include waiting for a CPU: the machine's slowdown is not taken
+        // off it.
+        let machine = machine.filter(|_| figure == Figure::Time);
+        // A cold start on a device that serves a fixed number of reads a second takes a read's
+        // share of a second for each read: judged at the baseline's reads, the runs that read
+        // more (a cluster of the device's reads, docs/gate.md) are not slower for it.
+        let reads =
+            reads.filter(|r| figure == Figure::Time && r.aligned(b, c) && r.bound(&b.values));
+        let (bv, cv) = match reads {
+            Some(r) => (r.at_baseline(&b.values, r.base), r.at_baseline(&c.values, r.now)),
+            None => (b.values.clone(), c.values.clone()),
+        };
+        let rule = rules.time_rule(figure);
+        let t = time::judge(&bv, &cv, &rule, machine.map(|m| m.interval()));
+        let mut bound = time::run_bound(&bv, t.threshold, &rule, 0);
         row.verdict = t.verdict;
         row.limit = Some(t.baseline * (1.0 + t.threshold));
         // Slower beyond the threshold, but not beyond what the machine's own slowdown may
@@ -242,16 +273,153 @@ fn judge_row(
                 Some(n) => format!("the rank test needs about {n} runs for a {:.1}% change", t.threshold * 100.0),
             });
         }
+        if let Some(r) = reads {
+            let note = format!(
+                "judged at the baseline's {:.0} reads of the device, each {:.0} ms at {} reads/s: {} -> {}",
+                r.level,
+                1e3 / r.iops,
+                r.iops,
+                crate::report::fmt_value(t.baseline, figure.unit()),
+                crate::report::fmt_value(t.now, figure.unit())
+            );
+            row.note = Some(match row.note.take() {
+                Some(n) => format!("{n}; {note}"),
+                None => note,
+            });
+        }
         row.runs = Some(bound);
         row.time = Some(t);
     } else {
         let slack = rules.slack(figure).at(coldstart_measure::stats::median(&b.values));
-        let s = steady::judge(&b.values, &c.values, slack);
+        let s = steady::judge(&b.values, &c.values, FigureNoise::of(figure), slack);
         row.verdict = s.verdict;
         row.limit = Some(s.limit);
         row.steady = Some(s);
     }
     row
+}
+
+/// The reads of the emulated device, where each costs a fixed share of a second (a device
+/// throttled to a number of reads a second, without a seek model), beside a cold state's
+/// times.
+#[derive(Debug, Clone, Copy)]
+struct DeviceReads<'a> {
+    iops: f64,
+    /// The baseline's median reads.
+    level: f64,
+    base: &'a [f64],
+    now: &'a [f64],
+}
+
+impl<'a> DeviceReads<'a> {
+    fn of(base: &'a Baseline, now: &'a Baseline, state: &str) -> Option<DeviceReads<'a>> {
+        let p = base.settings.storage.as_ref().filter(|p| p.seek.is_none())?;
+        let iops = p.read_iops.filter(|i| *i > 0)? as f64;
+        let b = base.samples(Figure::DeviceReadRequests, state)?;
+        let n = now.samples(Figure::DeviceReadRequests, state)?;
+        let level = coldstart_measure::stats::median(&b.values);
+        level.is_finite().then_some(DeviceReads { iops, level, base: &b.values, now: &n.values })
+    }
+
+    /// Whether each time has its run's reads beside it.
+    fn aligned(&self, b: &Samples, c: &Samples) -> bool {
+        b.values.len() == self.base.len() && c.values.len() == self.now.len()
+    }
+
+    /// Each run's time had it read the baseline's median number of requests.
+    fn at_baseline(&self, times: &[f64], reads: &[f64]) -> Vec<f64> {
+        times.iter().zip(reads).map(|(t, r)| t - (r - self.level) / self.iops).collect()
+    }
+
+    /// The share of the baseline's median time the device's reads take.
+    fn share(&self, times: &[f64]) -> f64 {
+        let t = coldstart_measure::stats::median(times);
+        if t > 0.0 {
+            self.level / self.iops / t
+        } else {
+            0.0
+        }
+    }
+
+    /// Whether the reads bound the time (`times`, the baseline's): they take most of it, and
+    /// not more (a start-up of a few reads between long pauses takes less than its reads'
+    /// share of a second each, as the throttle lets a read through at once after a pause; its
+    /// time is not the reads').
+    fn bound(&self, times: &[f64]) -> bool {
+        (EXPLAINED_SHARE..=BOUND_SHARE_MAX).contains(&self.share(times))
+    }
+}
+
+/// Above this share of the time the reads cannot take, were the device the bound: see
+/// [`DeviceReads::bound`].
+const BOUND_SHARE_MAX: f64 = 1.25;
+
+/// A cold start whose time is mostly the emulated device's reads is settled by them: when
+/// its time is unclear, the device's reads and bytes and the pages touched are not slower, and
+/// its change is within the threshold, it is not slower, and no more cold runs are made. What
+/// the device does not explain, the program's own work, is what hot time judges.
+pub const EXPLAINED_SHARE: f64 = 0.5;
+
+fn explain_cold_time(rows: &mut [Row], base: &Baseline) {
+    let settled = |rows: &[Row], f: Figure| {
+        rows.iter().filter(|r| r.figure == f).all(|r| r.verdict == Verdict::NotSlower)
+            && rows.iter().any(|r| r.figure == f)
+    };
+    let device_fine = settled(rows, Figure::DeviceReadRequests)
+        && settled(rows, Figure::DeviceReadBytes)
+        && rows
+            .iter()
+            .filter(|r| r.figure == Figure::PagesTouched)
+            .all(|r| r.verdict == Verdict::NotSlower);
+    if !device_fine {
+        return;
+    }
+    for row in rows.iter_mut() {
+        let Some(t) = row.time.as_ref() else { continue };
+        if row.verdict != Verdict::Unclear || row.state == "hot" {
+            continue;
+        }
+        let Some(b) = base.samples(Figure::Time, &row.state) else { continue };
+        let Some(reads) = DeviceReads::of(base, base, &row.state) else { continue };
+        let share = reads.share(&b.values);
+        let within = t.ratio <= (1.0 + t.threshold) * t.machine.map_or(1.0, |m| m.1.max(1.0));
+        if reads.bound(&b.values) && within {
+            row.verdict = Verdict::NotSlower;
+            row.note = Some(format!(
+                "explained by the device: its reads take {:.0}% of the baseline's {} and are not slower, nor \
+                 are the bytes it read or the pages touched; what they leave, the program's own work, hot time judges",
+                (share.min(1.0)) * 100.0,
+                crate::report::fmt_value(t.baseline, Figure::Time.unit()),
+            ));
+        }
+    }
+}
+
+/// A hot start whose CPU time is not slower, on a machine that may be busier now than when the
+/// baseline was recorded: its time, unclear, within the threshold once the machine's own
+/// slowdown is allowed for, is not slower: the program does the same work, and waits longer
+/// for a CPU. (What this gives up: a start-up that now waits more, not computes more, by less
+/// than the machine's slowdown, is not seen while the machine is that busy.)
+fn explain_hot_time(rows: &mut [Row]) {
+    let cpu_fine = rows.iter().any(|r| {
+        r.figure == Figure::CpuTime && r.state == "hot" && r.verdict == Verdict::NotSlower
+    });
+    if !cpu_fine {
+        return;
+    }
+    for row in rows.iter_mut().filter(|r| r.figure == Figure::Time && r.state == "hot") {
+        let Some(t) = row.time.as_ref() else { continue };
+        let Some((_, hi)) = t.machine.filter(|m| m.1 >= 1.0) else { continue };
+        if row.verdict == Verdict::Unclear && t.ratio <= (1.0 + t.threshold) * hi {
+            row.verdict = Verdict::NotSlower;
+            row.note = Some(format!(
+                "explained by the machine: the CPU time is not slower, and the calibration loop ran up to {:+.0}% \
+                 against when the baseline was recorded, which the time's {:+.1}% is within",
+                (hi - 1.0) * 100.0,
+                (t.ratio - 1.0) * 100.0
+            ));
+        }
+    }
 }
 
 /// The line of `reasons` for a figure that is slower or unclear.

@@ -28,6 +28,18 @@ pub enum GateError {
         path.display()
     )]
     Settings { path: PathBuf, what: &'static str, baseline: String, now: String },
+    #[error(
+        "{what}: the baseline {} measured {baseline}, this gate {now}; {}",
+        path.display(),
+        if *flag == "--new-build" {
+            "the program changed since the baseline was recorded (an upgrade?): record a new baseline with \
+             --update, or, if gating a new build of your own program is what you mean (a CI job), add --new-build"
+        } else {
+            "a gate compares a start-up with its own baseline: gate the baseline's command, record a baseline of \
+             this one with --update, or, if comparing the two is what you mean, add --other-command"
+        }
+    )]
+    Identity { path: PathBuf, what: String, baseline: String, now: String, flag: &'static str },
     #[error(transparent)]
     Measure(#[from] coldstart_measure::measure::MeasureError),
     #[error("page profile: {0}")]
@@ -50,7 +62,8 @@ impl GateError {
             | GateError::Parse { .. }
             | GateError::Version { .. }
             | GateError::Invalid(_)
-            | GateError::Settings { .. } => Category::Usage,
+            | GateError::Settings { .. }
+            | GateError::Identity { .. } => Category::Usage,
             GateError::Write { .. }
             | GateError::NoRunCounted { .. }
             | GateError::Interrupted { .. } => Category::Environment,

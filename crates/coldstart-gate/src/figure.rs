@@ -16,6 +16,9 @@ use serde::{Deserialize, Serialize};
 pub enum Figure {
     /// Wall time from exec to readiness, seconds (judged by the time rule).
     Time,
+    /// CPU time of the process tree from exec to readiness, user and system, seconds (judged
+    /// by the time rule, without the machine's slowdown: waiting for a CPU is not in it).
+    CpuTime,
     /// Bytes the process tree caused to be read from storage.
     ReadBytes,
     /// Read requests of the block devices during a run (exact on cgroup v2, the whole
@@ -43,8 +46,9 @@ pub enum Unit {
 
 impl Figure {
     /// Every figure, in the order reports list them.
-    pub const ALL: [Figure; 8] = [
+    pub const ALL: [Figure; 9] = [
         Figure::Time,
+        Figure::CpuTime,
         Figure::DeviceReadBytes,
         Figure::DeviceReadRequests,
         Figure::ReadBytes,
@@ -58,6 +62,7 @@ impl Figure {
     pub const fn name(self) -> &'static str {
         match self {
             Figure::Time => "time",
+            Figure::CpuTime => "cpu_time",
             Figure::ReadBytes => "read_bytes",
             Figure::ReadRequests => "read_requests",
             Figure::MajorFaults => "major_faults",
@@ -72,6 +77,7 @@ impl Figure {
     pub const fn title(self) -> &'static str {
         match self {
             Figure::Time => "time",
+            Figure::CpuTime => "CPU time",
             Figure::ReadBytes => "read from storage",
             Figure::ReadRequests => "read requests",
             Figure::MajorFaults => "major faults",
@@ -89,13 +95,13 @@ impl Figure {
             Figure::MajorFaults => Some("fault"),
             Figure::PagesTouched => Some("page"),
             Figure::Instructions => Some("instruction"),
-            Figure::Time | Figure::ReadBytes | Figure::DeviceReadBytes => None,
+            Figure::Time | Figure::CpuTime | Figure::ReadBytes | Figure::DeviceReadBytes => None,
         }
     }
 
     pub const fn unit(self) -> Unit {
         match self {
-            Figure::Time => Unit::Seconds,
+            Figure::Time | Figure::CpuTime => Unit::Seconds,
             Figure::ReadBytes | Figure::DeviceReadBytes => Unit::Bytes,
             _ => Unit::Count,
         }
@@ -103,7 +109,7 @@ impl Figure {
 
     /// Whether the time rule judges it (else the steady rule).
     pub const fn is_time(self) -> bool {
-        matches!(self, Figure::Time)
+        matches!(self, Figure::Time | Figure::CpuTime)
     }
 }
 

@@ -23,11 +23,15 @@
 //! with `coldstart-measure` and `coldstart-profile`.
 //!
 //! ```
-//! use coldstart_gate::figure::Verdict;
+//! use coldstart_gate::figure::{Figure, Verdict};
+//! use coldstart_gate::noise::FigureNoise;
 //! use coldstart_gate::{steady, time};
 //!
-//! // 12 read requests in every baseline run; 13 now: one more is slower.
-//! assert_eq!(steady::judge(&[12.0; 20], &[13.0; 10], 0.0).verdict, Verdict::Slower);
+//! // 4,690 pages touched in every baseline profile: two more are within what comes and goes
+//! // on an unchanged program, five more (one more far function) are slower.
+//! let pages = FigureNoise::of(Figure::PagesTouched);
+//! assert_eq!(steady::judge(&[4690.0; 6], &[4692.0; 2], pages, 0.0).verdict, Verdict::NotSlower);
+//! assert_eq!(steady::judge(&[4690.0; 6], &[4695.0; 2], pages, 0.0).verdict, Verdict::Slower);
 //!
 //! // 40 ms and 48 ms, a little noise: 20% slower.
 //! let base: Vec<f64> = (0..20).map(|i| 0.040 + (i % 5) as f64 * 1e-4).collect();
@@ -36,18 +40,24 @@
 //! ```
 
 pub mod baseline;
+pub mod budget;
 pub mod compare;
 pub mod drift;
 pub mod environment;
 pub mod error;
 pub mod figure;
 pub mod history;
+pub mod identity;
 pub mod linux;
+pub mod noise;
 pub mod pages;
+pub mod plan;
+pub mod replay;
 pub mod report;
 pub mod run;
 pub mod stats;
 pub mod steady;
+pub mod summary;
 pub mod time;
 
 pub use baseline::Baseline;

@@ -77,6 +77,10 @@ pub struct GateReport {
     /// settings), `null` without a history.
     pub history_entries: Option<usize>,
     pub warnings: Vec<String>,
+    /// Seconds the gate's steps took, measuring and profiling (absent from reports written
+    /// before it was kept).
+    #[serde(default)]
+    pub elapsed_s: Option<f64>,
 }
 
 /// Which baseline was compared with.

@@ -2,149 +2,47 @@
 //! Linux one in [`crate::linux`], a scripted one in tests), and this module decides what to
 //! measure, how many runs, and what the figures say.
 //!
-//! **Recording** (`--update`): every cache state `baseline_runs` times, then the page
-//! profiles; the result is a [`Baseline`].
+//! **Recording** (`--update`): the colder state's runs ([`GateOptions::baseline_cold_runs`]),
+//! the hot runs ([`GateOptions::baseline_runs`]), then the page profiles, each step's cost
+//! kept; the result is a [`Baseline`].
 //!
-//! **Gating**: measured exactly as the baseline was (its cache states, storage, readiness,
-//! page profiles; a flag asking for something else is refused). A first batch of
-//! `first_runs` per state; then, while a state's time is unclear and its runs are below the
-//! bound the time rule sets ([`crate::time::run_bound`]), another batch of that state. The
-//! steady figures use every run. When the environment differs from the baseline's, the first
-//! batch is all that runs and nothing is compared.
+//! **Gating**: first the command, program and working directory are checked against the
+//! baseline's ([`crate::identity`]): another one is refused before anything runs. Then it is
+//! measured exactly as the baseline was (its cache states, storage, readiness; a flag asking
+//! for something else is refused), spending runs where the verdict is unclear:
+//!
+//! 1. a small batch of the colder state (5 runs: on the emulated disk each costs a read per
+//!    10 ms), a batch of hot runs (10), and two exact page profiles;
+//! 2. more page profiles, up to the baseline's number, only while they disagree with the
+//!    baseline or with each other;
+//! 3. nothing more once a steady figure is slower;
+//! 4. another batch of a state while its time is unclear, up to the bound the time rule sets
+//!    ([`crate::time::run_bound`]); cold time that the device's reads explain is settled
+//!    without more runs ([`crate::compare`]);
+//! 5. within `--budget` ([`crate::budget`]).
+//!
+//! The steady figures use every run. When the environment differs from the baseline's, the
+//! first steps are all that run and nothing is compared.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
 use coldstart_measure::result::Counters;
-use coldstart_measure::storage::StorageProfile;
-use coldstart_measure::{CacheState, Ready};
+use coldstart_measure::CacheState;
 
-use crate::baseline::{Baseline, Calibration, Samples, Settings, FORMAT, VERSION};
+use crate::baseline::{Baseline, Calibration, Samples, FORMAT, VERSION};
+use crate::budget::Clock;
+pub use crate::budget::Costs;
 use crate::compare::{compare, Rules};
-use crate::drift::{self, Method};
-use crate::environment::{self, Environment};
+use crate::environment::Environment;
 use crate::error::GateError;
-use crate::figure::{Figure, Slack, Verdict};
+use crate::figure::{Figure, Verdict};
 use crate::history::Entry;
+use crate::identity;
+pub use crate::plan::{
+    default_profile, detect_commit, plan_for_record, plan_from_baseline, settings_key, GateOptions,
+    Plan, StorageChoice, FIRST_PAGE_PROFILES,
+};
 use crate::report::GateReport;
-use crate::time::{self, TimeRule};
-
-/// Where the program's files are read from.
-#[derive(Debug, Clone, PartialEq)]
-pub enum StorageChoice {
-    /// Emulated storage where this machine's disk hides cold start and coldstart runs as root
-    /// (the default; a gate takes its baseline's).
-    Auto,
-    /// This machine's disk.
-    Off,
-    /// This emulated device.
-    Profile(StorageProfile),
-}
-
-/// The profile [`StorageChoice::Auto`] emulates: a hard disk, on which a cold start's time is
-/// its reads, so a change in what start-up reads shows in its time as well.
-pub fn default_profile() -> StorageProfile {
-    StorageProfile::hdd()
-}
-
-/// What a gate is asked to do. `None` fields take the baseline's setting when gating, and the
-/// default when recording.
-#[derive(Debug, Clone)]
-pub struct GateOptions {
-    pub command: Vec<String>,
-    pub ready: Option<Ready>,
-    pub states: Option<Vec<CacheState>>,
-    pub storage: StorageChoice,
-    /// Where the emulated device's backing file goes.
-    pub storage_dir: PathBuf,
-    pub page_profiles: Option<usize>,
-    pub timeout: Option<Duration>,
-    /// Runs per state of a baseline.
-    pub baseline_runs: usize,
-    /// Runs per state of a gate's first batch, and of each batch after it.
-    pub first_runs: usize,
-    pub time: TimeRule,
-    /// Slack per steady figure (others: [`Slack::default_for`]).
-    pub slack: BTreeMap<Figure, Slack>,
-    /// The commit measured; `None`: [`detect_commit`].
-    pub commit: Option<String>,
-    /// Facts to record and compare (`--env NAME=VALUE`).
-    pub facts: BTreeMap<String, String>,
-    pub drift: Method,
-}
-
-impl GateOptions {
-    pub fn new(command: Vec<String>) -> GateOptions {
-        GateOptions {
-            command,
-            ready: None,
-            states: None,
-            storage: StorageChoice::Auto,
-            storage_dir: PathBuf::from(coldstart_measure::storage::DEFAULT_WORK_DIR),
-            page_profiles: None,
-            timeout: None,
-            baseline_runs: 30,
-            first_runs: 10,
-            time: TimeRule::default(),
-            slack: BTreeMap::new(),
-            commit: None,
-            facts: BTreeMap::new(),
-            drift: drift::DEFAULT_METHOD,
-        }
-    }
-
-    fn validate(&self) -> Result<(), GateError> {
-        if self.command.is_empty() {
-            return Err(GateError::Invalid("no command to gate: give it after `--`".into()));
-        }
-        if self.baseline_runs < time::MIN_RUNS || self.first_runs < time::MIN_RUNS {
-            return Err(GateError::Invalid(format!(
-                "runs per state must be at least {}",
-                time::MIN_RUNS
-            )));
-        }
-        let t = &self.time;
-        if !(t.min_effect >= 0.0 && t.min_effect.is_finite()) {
-            return Err(GateError::Invalid(
-                "the minimum effect must be a share of 0 or more".into(),
-            ));
-        }
-        if t.max_runs < self.first_runs {
-            return Err(GateError::Invalid(format!(
-                "--max-runs {} is below the first batch of {} runs",
-                t.max_runs, self.first_runs
-            )));
-        }
-        Ok(())
-    }
-}
-
-/// How runs are made, resolved from the options (and the baseline).
-#[derive(Debug, Clone)]
-pub struct Plan {
-    pub command: Vec<String>,
-    pub ready: Ready,
-    pub states: Vec<CacheState>,
-    pub storage: Option<StorageProfile>,
-    pub storage_reason: String,
-    pub storage_dir: PathBuf,
-    pub page_profiles: usize,
-    pub timeout: Duration,
-}
-
-impl Plan {
-    fn settings(&self) -> Settings {
-        Settings {
-            states: self.states.iter().map(|s| s.to_string()).collect(),
-            ready: self.ready.to_string(),
-            storage: self.storage.clone(),
-            storage_reason: self.storage_reason.clone(),
-            page_profiles: self.page_profiles,
-            timeout_s: self.timeout.as_secs_f64(),
-        }
-    }
-}
 
 /// The counted runs of one cache state in one batch.
 #[derive(Debug, Clone, Default)]
@@ -164,6 +62,8 @@ pub struct Batch {
     /// How runs were counted (`v1`, `v2`, `rusage`).
     pub cgroup: String,
     pub warnings: Vec<String>,
+    /// How long the measurement took, seconds.
+    pub seconds: f64,
 }
 
 /// What the page profiles gave.
@@ -176,6 +76,8 @@ pub struct PageCounts {
     /// Whether the profiles were samples (perf, without root): then they are not steady.
     pub sampled: bool,
     pub warnings: Vec<String>,
+    /// How long the profiles took, seconds.
+    pub seconds: f64,
 }
 
 /// What measures for a gate.
@@ -194,163 +96,8 @@ pub trait Runner {
 /// What a gate tells its caller while it works.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Progress {
-    /// A step begins (`cold, hot: 10 runs each`).
+    /// A step begins (`cold: 5 runs, about 35 s`), or the gate ends (`not slower in 84 s`).
     Step(String),
-}
-
-/// The commit measured: `$GITHUB_SHA`, `$CI_COMMIT_SHA`, else `git rev-parse HEAD` in the
-/// working directory.
-pub fn detect_commit() -> Option<String> {
-    for var in ["GITHUB_SHA", "CI_COMMIT_SHA"] {
-        if let Some(v) = std::env::var(var).ok().filter(|v| !v.trim().is_empty()) {
-            return Some(v.trim().to_string());
-        }
-    }
-    let out = std::process::Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    let head = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (out.status.success() && !head.is_empty()).then_some(head)
-}
-
-/// The key of the settings a history entry was measured with.
-pub fn settings_key(s: &Settings) -> String {
-    let storage = s.storage.as_ref().map_or("disk".to_string(), |p| {
-        format!("{}:{:?}:{:?}:{}", p.name, p.read_iops, p.read_bps, p.readahead_kb)
-    });
-    format!("states={} ready={} storage={storage}", s.states.join(","), s.ready)
-}
-
-fn program(command: &[String]) -> Result<PathBuf, GateError> {
-    coldstart_measure::launch::resolve_program(command)
-        .map_err(|e| GateError::Measure(coldstart_measure::measure::MeasureError::Launch(e)))
-}
-
-/// The plan of a new baseline: the options, else the defaults (cold and hot as root,
-/// selective and hot otherwise; emulated storage where this disk hides cold start; five page
-/// profiles as root, none otherwise).
-pub fn plan_for_record(opts: &GateOptions) -> Result<(Plan, Vec<String>), GateError> {
-    opts.validate()?;
-    let root = coldstart_sys::is_root();
-    let mut warnings = Vec::new();
-    let states = opts.states.clone().unwrap_or_else(|| {
-        let colder = if root { CacheState::Cold } else { CacheState::Selective };
-        vec![colder, CacheState::Hot]
-    });
-    let disk = environment::disk_of(&program(&opts.command)?);
-    let (storage, storage_reason) = match &opts.storage {
-        StorageChoice::Off => (None, "--storage none".to_string()),
-        StorageChoice::Profile(p) => (Some(p.clone()), format!("--storage {}", p.name)),
-        StorageChoice::Auto => match environment::hides_cold_start(disk.as_ref()) {
-            Some(why) if root => (Some(default_profile()), why),
-            Some(why) => {
-                warnings.push(format!(
-                    "{why}; the storage emulation that would show it needs root: the I/O figures here \
-                     may miss what a user's disk reads"
-                ));
-                (None, format!("{why}, but emulating storage needs root"))
-            }
-            None => (
-                None,
-                disk.as_ref().map_or("not on a block device".to_string(), |d| {
-                    format!(
-                        "{} reads ahead {} KiB and is rotational, as users' disks",
-                        d.device, d.readahead_kb
-                    )
-                }),
-            ),
-        },
-    };
-    let page_profiles = match opts.page_profiles {
-        Some(n) => n,
-        None if root => 5,
-        None => {
-            warnings.push(
-                "pages touched are not counted: an exact page profile needs root (tracefs); run as root for them"
-                    .into(),
-            );
-            0
-        }
-    };
-    let plan = Plan {
-        command: opts.command.clone(),
-        ready: opts.ready.clone().unwrap_or(Ready::Exit),
-        states,
-        storage,
-        storage_reason,
-        storage_dir: opts.storage_dir.clone(),
-        page_profiles,
-        timeout: opts.timeout.unwrap_or(Duration::from_secs(60)),
-    };
-    Ok((plan, warnings))
-}
-
-/// The plan of a gate against `base` (read from `path`): the baseline's settings; an option
-/// that asks for others is refused.
-pub fn plan_from_baseline(
-    opts: &GateOptions,
-    base: &Baseline,
-    path: &Path,
-) -> Result<Plan, GateError> {
-    opts.validate()?;
-    let s = &base.settings;
-    let mismatch = |what: &'static str, baseline: String, now: String| GateError::Settings {
-        path: path.to_owned(),
-        what,
-        baseline,
-        now,
-    };
-    let mut states = Vec::new();
-    for name in &s.states {
-        states.push(name.parse::<CacheState>().map_err(|e| GateError::Parse {
-            path: path.to_owned(),
-            what: "gate baseline",
-            message: format!("settings.states: {e}"),
-        })?);
-    }
-    if let Some(asked) = &opts.states {
-        if asked != &states {
-            let list =
-                |v: &[CacheState]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(",");
-            return Err(mismatch("--cache", list(&states), list(asked)));
-        }
-    }
-    let ready: Ready = s.ready.parse().map_err(|e| GateError::Parse {
-        path: path.to_owned(),
-        what: "gate baseline",
-        message: format!("settings.ready: {e}"),
-    })?;
-    if let Some(asked) = &opts.ready {
-        if asked.to_string() != s.ready {
-            return Err(mismatch("--ready", s.ready.clone(), asked.to_string()));
-        }
-    }
-    let name =
-        |p: &Option<StorageProfile>| p.as_ref().map_or("none".to_string(), |p| p.name.clone());
-    match &opts.storage {
-        StorageChoice::Auto => {}
-        StorageChoice::Off if s.storage.is_none() => {}
-        StorageChoice::Profile(p) if s.storage.as_ref() == Some(p) => {}
-        StorageChoice::Off => return Err(mismatch("--storage", name(&s.storage), "none".into())),
-        StorageChoice::Profile(p) => {
-            return Err(mismatch("--storage", name(&s.storage), p.name.clone()))
-        }
-    }
-    if let Some(n) = opts.page_profiles.filter(|n| *n != s.page_profiles) {
-        return Err(mismatch("--page-profiles", s.page_profiles.to_string(), n.to_string()));
-    }
-    Ok(Plan {
-        command: opts.command.clone(),
-        ready,
-        states,
-        storage: s.storage.clone(),
-        storage_reason: s.storage_reason.clone(),
-        storage_dir: opts.storage_dir.clone(),
-        page_profiles: s.page_profiles,
-        timeout: opts.timeout.unwrap_or(Duration::from_secs_f64(s.timeout_s.max(0.001))),
-    })
 }
 
 /// The runs gathered so far.
@@ -393,6 +140,23 @@ impl Gathered {
         for w in batch.warnings {
             if !self.warnings.iter().any(|x| kind(x) == kind(&w)) {
                 self.warnings.push(w);
+            }
+        }
+    }
+
+    /// Page counts of more profiles.
+    fn add_pages(&mut self, counts: PageCounts) {
+        match &mut self.pages {
+            None => self.pages = Some(counts),
+            Some(p) => {
+                p.values.extend(counts.values);
+                p.sampled |= counts.sampled;
+                p.source = counts.source;
+                for w in counts.warnings {
+                    if !p.warnings.contains(&w) {
+                        p.warnings.push(w);
+                    }
+                }
             }
         }
     }
@@ -455,6 +219,9 @@ impl Gathered {
                 values: self.calibration.clone(),
             }),
             warnings: all_warnings,
+            program: None,
+            cwd: None,
+            costs: None,
         }
     }
 }
@@ -481,6 +248,7 @@ type Reader = fn(&Counters) -> Option<f64>;
 fn figures_of(state: CacheState, runs: &[Counters]) -> Vec<Samples> {
     let mut list: Vec<(Figure, Reader)> = vec![(Figure::Time, |c| Some(c.wall_s))];
     if state == CacheState::Hot {
+        list.push((Figure::CpuTime, |c| Some(c.user_s? + c.sys_s?)));
         list.push((Figure::Instructions, |c| c.instructions.map(|v| v as f64)));
     } else {
         list.push((Figure::DeviceReadBytes, |c| c.storage_read_bytes.map(|v| v as f64)));
@@ -502,37 +270,92 @@ fn figures_of(state: CacheState, runs: &[Counters]) -> Vec<Samples> {
         .collect()
 }
 
-/// Record a baseline.
+/// Record a baseline: the colder state's runs, then the hot runs, then the page profiles,
+/// with what each step cost (a gate plans its steps with it).
 pub fn record(
     opts: &GateOptions,
     runner: &mut dyn Runner,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Baseline, GateError> {
     let (plan, warnings) = plan_for_record(opts)?;
+    let program = identity::program_of(&plan.command)?;
     let mut got = Gathered::new(&plan);
-    progress(Progress::Step(format!(
-        "{}: {} runs each",
-        states_list(&plan.states),
-        opts.baseline_runs
-    )));
-    let batch = runner.measure(&plan, &plan.states, opts.baseline_runs)?;
-    got.add(&plan, &plan.states, opts.baseline_runs, batch);
+    let mut clock = Clock::new(None, Costs::default());
+    for &state in &plan.states {
+        let runs =
+            if state == CacheState::Hot { opts.baseline_runs } else { opts.baseline_cold_runs };
+        measure_step(&plan, runner, &mut got, &mut clock, progress, state, runs, "")?;
+    }
     got.check(&plan)?;
     if plan.page_profiles > 0 {
-        progress(Progress::Step(format!("{} page profiles", plan.page_profiles)));
-        got.pages = Some(runner.pages(&plan, plan.page_profiles)?);
+        profile_step(&plan, runner, &mut got, &mut clock, progress, plan.page_profiles)?;
     }
-    let env = Environment::collect(&program(&plan.command)?, &got.cgroup, opts.facts.clone());
+    let env = Environment::collect(Path::new(&program.path), &got.cgroup, opts.facts.clone());
     let commit = opts.commit.clone().or_else(detect_commit);
-    Ok(got.to_baseline(&plan, &env, commit, &warnings))
+    let mut base = got.to_baseline(&plan, &env, commit, &warnings);
+    base.program = Some(program);
+    base.cwd = identity::cwd();
+    base.costs = Some(clock.costs.clone());
+    progress(Progress::Step(format!("recorded in {}", seconds(clock.spent))));
+    Ok(base)
 }
 
-fn states_list(states: &[CacheState]) -> String {
-    states.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
+fn seconds(s: f64) -> String {
+    if s < 10.0 {
+        format!("{s:.1} s")
+    } else {
+        format!("{s:.0} s")
+    }
 }
 
-/// Gate a start-up against `base` (read from `path`): measure as it was measured, compare,
-/// look for drift in `history`. Returns the report and the measurement (for the history).
+/// One measurement of `runs` runs of `state`, said before it starts, with its cost learned.
+#[allow(clippy::too_many_arguments)]
+fn measure_step(
+    plan: &Plan,
+    runner: &mut dyn Runner,
+    got: &mut Gathered,
+    clock: &mut Clock,
+    progress: &mut dyn FnMut(Progress),
+    state: CacheState,
+    runs: usize,
+    why: &str,
+) -> Result<(), GateError> {
+    let about = clock
+        .costs
+        .run(state)
+        .map_or(String::new(), |c| format!(", about {}", seconds(c * runs as f64)));
+    progress(Progress::Step(format!("{state}: {runs} runs{why}{about}")));
+    let batch = runner.measure(plan, &[state], runs)?;
+    clock.ran(state, runs, batch.seconds);
+    got.add(plan, &[state], runs, batch);
+    Ok(())
+}
+
+/// `n` more exact page profiles.
+fn profile_step(
+    plan: &Plan,
+    runner: &mut dyn Runner,
+    got: &mut Gathered,
+    clock: &mut Clock,
+    progress: &mut dyn FnMut(Progress),
+    n: usize,
+) -> Result<(), GateError> {
+    let about = clock
+        .costs
+        .profile()
+        .map_or(String::new(), |c| format!(", about {}", seconds(c * n as f64)));
+    let noun = if n == 1 { "profile" } else { "profiles" };
+    progress(Progress::Step(format!("pages touched: {n} exact page {noun}{about}")));
+    let counts = runner.pages(plan, n)?;
+    clock.profiled(n, counts.seconds);
+    got.add_pages(counts);
+    Ok(())
+}
+
+/// Gate a start-up against `base` (read from `path`): refuse another command, program or
+/// directory; measure as the baseline was measured, spending runs where the verdict is unclear
+/// and within the budget; compare; look for drift in `history`. Returns the report and the
+/// measurement (for the history).
 pub fn gate(
     opts: &GateOptions,
     base: &Baseline,
@@ -542,70 +365,143 @@ pub fn gate(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(GateReport, Baseline), GateError> {
     let plan = plan_from_baseline(opts, base, path)?;
+    let program = identity::program_of(&plan.command)?;
+    let cwd = identity::cwd();
+    let mut notes = identity::check(
+        identity::Side {
+            command: &base.command,
+            program: base.program.as_ref(),
+            cwd: base.cwd.as_deref(),
+        },
+        identity::Side { command: &plan.command, program: Some(&program), cwd: cwd.as_deref() },
+        path,
+        opts.allow,
+    )?;
     let rules = Rules::of(opts);
     let commit = opts.commit.clone().or_else(detect_commit);
     let mut got = Gathered::new(&plan);
-    progress(Progress::Step(format!(
-        "{}: {} runs each",
-        states_list(&plan.states),
-        opts.first_runs
-    )));
-    let batch = runner.measure(&plan, &plan.states, opts.first_runs)?;
-    got.add(&plan, &plan.states, opts.first_runs, batch);
+    let mut clock = Clock::new(opts.budget, base.costs.clone().unwrap_or_default());
+
+    // The first steps, each as small as the budget needs: a batch of each state, then the
+    // first page profiles.
+    let profiles_first = plan.page_profiles.min(FIRST_PAGE_PROFILES);
+    let mut first: Vec<(CacheState, usize)> = plan
+        .states
+        .iter()
+        .map(|&s| (s, if s == CacheState::Hot { opts.first_runs } else { opts.cold_first_runs }))
+        .collect();
+    clock.shrink(&mut first, profiles_first.min(1));
+    for &(state, runs) in &first {
+        measure_step(&plan, runner, &mut got, &mut clock, progress, state, runs, "")?;
+    }
     got.check(&plan)?;
-    if plan.page_profiles > 0 {
-        progress(Progress::Step(format!("{} page profiles", plan.page_profiles)));
-        got.pages = Some(runner.pages(&plan, plan.page_profiles)?);
+    if profiles_first > 0 {
+        let n = if clock.allows_profiles(profiles_first) { profiles_first } else { 1 };
+        profile_step(&plan, runner, &mut got, &mut clock, progress, n)?;
     }
-    let env = Environment::collect(&program(&plan.command)?, &got.cgroup, opts.facts.clone());
-    let mut now = got.to_baseline(&plan, &env, commit.clone(), &[]);
+    let env = Environment::collect(Path::new(&program.path), &got.cgroup, opts.facts.clone());
+    let measured = |got: &Gathered| {
+        let mut m = got.to_baseline(&plan, &env, commit.clone(), &[]);
+        m.program = Some(program.clone());
+        m.cwd = cwd.clone();
+        m
+    };
+    let mut now = measured(&got);
     let mut report = compare(base, &now, path, &rules, history);
-    if report.environment_differences.is_empty() {
-        loop {
-            let mut more = Vec::new();
-            for (i, state) in plan.states.iter().enumerate() {
-                let name = state.to_string();
-                let Some(row) =
-                    report.figures.iter().find(|r| r.figure == Figure::Time && r.state == name)
-                else {
-                    continue;
-                };
-                let (Some(bound), Verdict::Unclear) = (row.runs, row.verdict) else { continue };
-                if got.made[i] < bound.runs {
-                    more.push((*state, opts.first_runs.min(bound.runs - got.made[i])));
-                }
-            }
-            if more.is_empty() {
-                break;
-            }
-            // States needing the same number of runs share one measurement (one discovery,
-            // one emulated device).
-            let mut sizes: Vec<usize> = more.iter().map(|m| m.1).collect();
-            sizes.sort_unstable();
-            sizes.dedup();
-            for runs in sizes {
-                let states: Vec<CacheState> =
-                    more.iter().filter(|m| m.1 == runs).map(|m| m.0).collect();
-                let made: Vec<String> = states
-                    .iter()
-                    .map(|s| format!("{s} after {}", got.made[plan_index(&plan, *s)]))
-                    .collect();
-                progress(Progress::Step(format!(
-                    "time unclear ({} runs): {runs} more",
-                    made.join(", ")
-                )));
-                let batch = runner.measure(&plan, &states, runs)?;
-                got.add(&plan, &states, runs, batch);
-            }
-            now = got.to_baseline(&plan, &env, commit.clone(), &[]);
-            report = compare(base, &now, path, &rules, history);
+    let mut ran_out = Vec::new();
+    while report.environment_differences.is_empty() {
+        let steps = next_steps(&report, &plan, &got, opts);
+        if steps.is_empty() {
+            break;
         }
+        let mut added = false;
+        for step in steps {
+            match step {
+                Step::Profiles(n) if clock.allows_profiles(n) => {
+                    profile_step(&plan, runner, &mut got, &mut clock, progress, n)?;
+                    added = true;
+                }
+                Step::Runs(state, runs, why) if clock.allows_runs(state, runs) => {
+                    measure_step(&plan, runner, &mut got, &mut clock, progress, state, runs, &why)?;
+                    added = true;
+                }
+                Step::Profiles(_) => ran_out.push("pages touched".to_string()),
+                Step::Runs(state, ..) => ran_out.push(format!("time, {state}")),
+            }
+        }
+        if !added {
+            break;
+        }
+        now = measured(&got);
+        report = compare(base, &now, path, &rules, history);
     }
+    if !ran_out.is_empty() {
+        ran_out.dedup();
+        let budget = opts.budget.map_or(0.0, |b| b.as_secs_f64());
+        notes.push(format!(
+            "the --budget of {} ran out after {}: {} could have used more runs",
+            seconds(budget),
+            seconds(clock.spent),
+            ran_out.join(", ")
+        ));
+    }
+    report.warnings.extend(notes);
+    report.elapsed_s = Some(clock.spent);
+    progress(Progress::Step(format!("{} in {}", report.verdict.label(), seconds(clock.spent))));
     Ok((report, now))
 }
 
-fn plan_index(plan: &Plan, state: CacheState) -> usize {
-    plan.states.iter().position(|s| *s == state).unwrap_or(0)
+/// A step a gate may add.
+#[derive(Debug, Clone, PartialEq)]
+enum Step {
+    /// More exact page profiles.
+    Profiles(usize),
+    /// More runs of a state, and why.
+    Runs(CacheState, usize, String),
+}
+
+/// What to measure next, from the report so far: nothing once a steady figure is slower
+/// (more runs cannot make it less so), more page profiles while they disagree with the
+/// baseline or among themselves, and a batch of each state whose time is unclear, up to the
+/// bound the time rule sets.
+fn next_steps(report: &GateReport, plan: &Plan, got: &Gathered, opts: &GateOptions) -> Vec<Step> {
+    let made_profiles = got.pages.as_ref().map_or(0, |p| p.values.len());
+    let mut steps = Vec::new();
+    if let Some(row) = report.figures.iter().find(|r| r.figure == Figure::PagesTouched) {
+        let values = got.pages.as_ref().map(|p| p.values.as_slice()).unwrap_or(&[]);
+        let agree = values.windows(2).all(|w| w[0] == w[1])
+            && row.limit.is_none_or(|l| values.iter().all(|v| *v <= l));
+        if !agree && made_profiles < plan.page_profiles {
+            steps.push(Step::Profiles(plan.page_profiles - made_profiles));
+            return steps;
+        }
+    }
+    let steady_slower =
+        report.figures.iter().any(|r| r.verdict == Verdict::Slower && !r.figure.is_time());
+    if steady_slower {
+        return steps;
+    }
+    for (i, state) in plan.states.iter().enumerate() {
+        let name = state.to_string();
+        // The state's time, or (hot) its CPU time, unclear: the larger bound of the two.
+        let bound = report
+            .figures
+            .iter()
+            .filter(|r| r.figure.is_time() && r.state == name && r.verdict == Verdict::Unclear)
+            .filter_map(|r| r.runs)
+            .max_by_key(|b| b.runs);
+        let Some(bound) = bound else { continue };
+        let batch = if *state == CacheState::Hot { opts.first_runs } else { opts.cold_first_runs };
+        if got.made[i] < bound.runs {
+            let runs = batch.min(bound.runs - got.made[i]);
+            steps.push(Step::Runs(
+                *state,
+                runs,
+                format!(" more (time unclear after {})", got.made[i]),
+            ));
+        }
+    }
+    steps
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use coldstart_measure::result::Counters;
 use coldstart_measure::stats::Xoshiro256;
+use coldstart_measure::storage::StorageProfile;
 use coldstart_measure::CacheState;
 
 use super::*;
@@ -21,6 +22,11 @@ struct Script {
     /// The calibration loop's time: `mean + sd x noise`.
     calibration: (f64, f64),
     calls: Vec<(Vec<CacheState>, usize)>,
+    /// Pages touched per profile.
+    pages: f64,
+    profiles: Vec<usize>,
+    /// Seconds each run of the colder state costs the measurement (a hot run, a tenth).
+    run_s: f64,
 }
 
 impl Script {
@@ -32,6 +38,9 @@ impl Script {
             extra_reads: 0,
             calibration: (0.001, 0.0),
             calls: Vec::new(),
+            pages: 300.0,
+            profiles: Vec::new(),
+            run_s: 0.0,
         }
     }
 
@@ -67,12 +76,17 @@ impl Runner for Script {
         }
         let (mean, sd) = self.calibration;
         out.calibration = (0..runs * states.len()).map(|_| mean + sd * self.normal()).collect();
+        out.seconds = states
+            .iter()
+            .map(|s| if *s == CacheState::Hot { self.run_s / 10.0 } else { self.run_s } * runs as f64)
+            .sum();
         Ok(out)
     }
 
     fn pages(&mut self, _plan: &Plan, profiles: usize) -> Result<PageCounts, GateError> {
+        self.profiles.push(profiles);
         Ok(PageCounts {
-            values: vec![300.0; profiles],
+            values: vec![self.pages; profiles],
             source: "tracefs".into(),
             ..PageCounts::default()
         })
@@ -100,12 +114,15 @@ fn record_with(script: &mut Script, o: &GateOptions) -> Baseline {
 fn the_same_start_up_is_not_slower_after_one_batch() {
     let o = options(emulated());
     let base = record_with(&mut Script::new(1, (0.040, 0.0005), (0.010, 0.0002)), &o);
-    assert_eq!(base.samples(Figure::Time, "selective").unwrap().values.len(), 30);
+    assert_eq!(base.samples(Figure::Time, "selective").unwrap().values.len(), 10);
+    assert_eq!(base.samples(Figure::Time, "hot").unwrap().values.len(), 30);
     assert_eq!(base.samples(Figure::PagesTouched, "hot").unwrap().values.len(), 3);
     let mut now = Script::new(2, (0.040, 0.0005), (0.010, 0.0002));
     let (report, _) = gate(&o, &base, Path::new("b.json"), None, &mut now, &mut |_| {}).unwrap();
     assert_eq!(report.verdict, Outcome::NotSlower, "{}", report.to_text());
-    assert_eq!(now.calls, [(vec![CacheState::Selective, CacheState::Hot], 10)]);
+    // A small batch of the colder state, one of hot runs, one page profile: all agree.
+    assert_eq!(now.calls, [(vec![CacheState::Selective], 5), (vec![CacheState::Hot], 10)]);
+    assert_eq!(now.profiles, [1]);
     // Emulated: the figures with the host's system libraries are shown, not judged.
     let row = |f: Figure| report.figures.iter().find(|r| r.figure == f).unwrap().clone();
     assert_eq!(row(Figure::ReadBytes).verdict, Verdict::NotCompared);
@@ -142,24 +159,39 @@ fn runs_are_added_while_the_machines_own_slowdown_is_in_the_way() {
     let mut now = Script::new(2, (0.130, 0.002), (0.130, 0.002));
     now.calibration = (0.0125, 0.003);
     let (report, _) = gate(&o, &base, Path::new("b.json"), None, &mut now, &mut |_| {}).unwrap();
-    assert!(now.calls.len() > 1, "{:?}\n{}", now.calls, report.to_text());
-    let runs: usize = now.calls.iter().map(|c| c.1).sum();
-    assert!(runs <= o.time.max_runs, "{runs}");
+    assert!(now.calls.len() > 2, "{:?}\n{}", now.calls, report.to_text());
+    for state in [CacheState::Selective, CacheState::Hot] {
+        let runs: usize = now.calls.iter().filter(|c| c.0 == [state]).map(|c| c.1).sum();
+        assert!(runs <= o.time.max_runs, "{state}: {runs}");
+    }
 }
 
 #[test]
-fn one_more_device_read_is_slower() {
+fn a_far_function_is_slower_through_the_exact_pages_and_a_page_that_comes_and_goes_is_not() {
     let o = options(emulated());
     let base = record_with(&mut Script::new(1, (0.040, 0.0005), (0.010, 0.0002)), &o);
+    // One page more: threads and time-dependent paths make a page or two come and go on an
+    // unchanged program (the noise model's allowance).
     let mut now = Script::new(3, (0.040, 0.0005), (0.010, 0.0002));
-    now.extra_reads = 1;
+    now.pages = 301.0;
     let (report, _) = gate(&o, &base, Path::new("b.json"), None, &mut now, &mut |_| {}).unwrap();
-    assert_eq!(report.verdict, Outcome::Slower);
+    assert_ne!(report.verdict, Outcome::Slower, "{}", report.to_text());
+    // One more function called at start-up, 5 pages placed far from the touched code: the
+    // device reads the same (its read-ahead brings the pages with others on a large
+    // program), the exact pages see it.
+    let mut now = Script::new(3, (0.040, 0.0005), (0.010, 0.0002));
+    now.pages = 305.0;
+    let (report, _) = gate(&o, &base, Path::new("b.json"), None, &mut now, &mut |_| {}).unwrap();
+    assert_eq!(report.verdict, Outcome::Slower, "{}", report.to_text());
     assert!(
-        report.reasons.iter().any(|r| r.starts_with("reads of the device")),
+        report.reasons.iter().any(|r| r.starts_with("pages touched, hot: 300 -> 305")),
         "{:?}",
         report.reasons
     );
+    // A page profile above its limit is confirmed by the baseline's number of them, and then
+    // nothing more is measured: more runs cannot make a steady figure less slower.
+    assert_eq!(now.profiles, [1, 2]);
+    assert_eq!(now.calls.len(), 2, "{:?}", now.calls);
     assert!(report.fails(crate::report::Policy::default()));
 }
 
@@ -179,10 +211,45 @@ fn unclear_time_adds_batches_up_to_the_bound_and_no_further() {
     assert_eq!(m.samples(Figure::Time, "selective").unwrap().values.len(), runs);
     // Hot was settled by the first batch and measured no more.
     assert_eq!(now.calls.iter().filter(|c| c.0.contains(&CacheState::Hot)).count(), 1);
+    // The colder state's batches are its own, of 5 runs.
+    assert!(now.calls.iter().filter(|c| c.0 == [CacheState::Selective]).all(|c| c.1 <= 5));
     let cold =
         report.figures.iter().find(|r| r.figure == Figure::Time && r.state == "selective").unwrap();
     assert_ne!(cold.verdict, Verdict::Slower, "{cold:?}");
     assert!(steps.iter().any(|Progress::Step(s)| s.contains("more")), "{steps:?}");
+}
+
+#[test]
+fn the_budget_shrinks_the_first_batches_stops_adding_and_says_what_it_left_unclear() {
+    let mut o = options(emulated());
+    o.time.max_runs = 40;
+    o.page_profiles = Some(0);
+    let mut then = Script::new(1, (0.040, 0.004), (0.010, 0.0002));
+    then.run_s = 2.0;
+    let base = record_with(&mut then, &o);
+    assert_eq!(base.costs.as_ref().and_then(|c| c.run(CacheState::Selective)), Some(2.0));
+    // Unclear cold time, as in the test above, which would add batches up to 40 runs; each
+    // cold run costs 2 s, and the gate may take 9 s.
+    o.budget = Some(std::time::Duration::from_secs(9));
+    let mut now = Script::new(4, (0.0424, 0.004), (0.010, 0.0002));
+    now.run_s = 2.0;
+    let (report, _) = gate(&o, &base, Path::new("b.json"), None, &mut now, &mut |_| {}).unwrap();
+    // The first cold batch shrank from 5 runs to 3 (6 s, and 2 s for 10 hot runs), and no
+    // batch was added.
+    assert_eq!(now.calls, [(vec![CacheState::Selective], 3), (vec![CacheState::Hot], 10)]);
+    let spent = report.elapsed_s.unwrap();
+    assert!(spent <= 9.0, "{spent}");
+    let cold =
+        report.figures.iter().find(|r| r.figure == Figure::Time && r.state == "selective").unwrap();
+    assert_eq!(cold.verdict, Verdict::Unclear, "{}", report.to_text());
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("--budget of 9.0 s ran out") && w.contains("time, selective")),
+        "{:?}",
+        report.warnings
+    );
 }
 
 #[test]
@@ -196,7 +263,7 @@ fn a_baseline_from_another_kernel_is_flagged_and_not_compared() {
     assert_eq!(report.environment_differences[0].what, "kernel");
     assert!(report.figures.iter().all(|r| r.verdict == Verdict::NotCompared));
     assert!(report.reasons[0].contains("5.10.0-other"), "{:?}", report.reasons);
-    assert_eq!(now.calls.len(), 1, "only the first batch runs");
+    assert_eq!(now.calls.len(), 2, "only the first batch of each state runs");
 }
 
 #[test]

@@ -15,10 +15,11 @@ use std::time::Duration;
 use anyhow::Context;
 use coldstart_gate::compare::{compare, history_entry, Rules};
 use coldstart_gate::drift::Method;
+use coldstart_gate::identity::Allow;
 use coldstart_gate::linux::LinuxRunner;
 use coldstart_gate::run::Progress;
 use coldstart_gate::{
-    history, Baseline, Figure, GateError, GateOptions, Policy, Slack, StorageChoice,
+    history, plan, summary, Baseline, Figure, GateError, GateOptions, Policy, Slack, StorageChoice,
 };
 use coldstart_measure::storage::StorageProfile;
 use coldstart_measure::{CacheState, Ready};
@@ -35,14 +36,17 @@ pub enum Unclear {
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Steady figures (bytes and requests read, major faults, pages touched, instructions) are \
-    slower when their median is above a limit the baseline's spread sets; time, cold and hot, by a rank \
-    test with a minimum effect above the noise, adding runs while unclear. The baseline records how it was \
-    measured (a gate measures the same way; a --storage, --cache or --ready other than its own is \
-    refused) and where: one from another kernel, CPU or disk is flagged, not compared (docs/gate.md).\n\nExit codes: 0 not slower (and unclear, unless \
+    after_help = "Steady figures (bytes and reads of the emulated device, pages touched from exact page \
+    profiles, instructions) are slower when their median is above a limit the baseline's spread and the \
+    measured noise set; time, cold and hot, by a rank test with a minimum effect above the noise, adding \
+    runs only while unclear. The baseline records what it measured: another command, program or working \
+    directory is refused before anything runs (--other-command allows it), and so is another build of the \
+    program (--new-build allows it: a CI job gating its own new build). It records how it was measured (a \
+    gate measures the same way; a --storage, --cache or --ready other than its own is refused) and where: \
+    one from another kernel, CPU or disk is flagged, not compared (docs/gate.md).\n\nExit codes: 0 not slower (and unclear, unless \
     --unclear fail), 1 slower, 2 could not measure.\n\nExamples:\n  \
     sudo coldstart gate --baseline startup.json --update -- ./build/myprog --version\n  \
-    sudo coldstart gate --baseline startup.json --export-markdown summary.md -- ./build/myprog --version\n  \
+    sudo coldstart gate --baseline startup.json --new-build --export-markdown summary.md -- ./build/myprog --version\n  \
     sudo coldstart gate --baseline startup.json --history startup-history.jsonl --update -- ./build/myprog"
 )]
 pub struct Args {
@@ -77,13 +81,33 @@ pub struct Args {
     /// takes its baseline's.
     #[arg(long, value_name = "N")]
     pub page_profiles: Option<usize>,
-    /// With --update: runs per cache state of the baseline.
-    #[arg(long, value_name = "N", default_value_t = 30)]
+    /// With --update: hot runs of the baseline.
+    #[arg(long, value_name = "N", default_value_t = plan::DEFAULT_BASELINE_RUNS)]
     pub runs: usize,
-    /// Runs per cache state of the gate's first batch, and of each batch added while time is
-    /// unclear.
-    #[arg(long, value_name = "N", default_value_t = 10)]
+    /// With --update: runs of the baseline's colder state (cold or selective).
+    #[arg(long, value_name = "N", default_value_t = plan::DEFAULT_BASELINE_COLD_RUNS)]
+    pub cold_runs: usize,
+    /// Hot runs of the gate's first batch, and of each batch added while hot time is unclear.
+    #[arg(long, value_name = "N", default_value_t = plan::DEFAULT_FIRST_RUNS)]
     pub batch: usize,
+    /// Runs of the colder state in the gate's first batch, and in each batch added while its
+    /// time is unclear and the device's reads do not explain it.
+    #[arg(long, value_name = "N", default_value_t = plan::DEFAULT_COLD_FIRST_RUNS)]
+    pub cold_batch: usize,
+    /// The most the gate may take, in seconds, measuring included: its first steps shrink to
+    /// fit, later ones run only if they fit, and what is still unclear when it runs out stays
+    /// unclear (docs/gate.md). Default: no bound.
+    #[arg(long, value_name = "SECONDS")]
+    pub budget: Option<f64>,
+    /// The program may be another build than the baseline's (a CI job gating a new build of
+    /// its own program against a baseline of the old one). Without it, another build-id is
+    /// refused (exit 2): an upgraded system program is not the program the baseline measured.
+    #[arg(long)]
+    pub new_build: bool,
+    /// The command, the program it resolves to or the working directory may differ from the
+    /// baseline's. Without it, they are refused (exit 2) before anything runs.
+    #[arg(long)]
+    pub other_command: bool,
     /// Runs per cache state never exceed this.
     #[arg(long, value_name = "N", default_value_t = 60)]
     pub max_runs: usize,
@@ -193,8 +217,17 @@ fn options(args: &Args) -> anyhow::Result<GateOptions> {
     o.storage_dir = args.storage_dir.clone();
     o.page_profiles = args.page_profiles;
     o.baseline_runs = args.runs;
+    o.baseline_cold_runs = args.cold_runs;
     o.first_runs = args.batch;
+    o.cold_first_runs = args.cold_batch;
     o.time.max_runs = args.max_runs;
+    o.allow = Allow { new_build: args.new_build, other_command: args.other_command };
+    if let Some(b) = args.budget {
+        if !(b.is_finite() && b > 0.0) {
+            return Err(exit::usage(format!("--budget {b}: give a positive number of seconds")));
+        }
+        o.budget = Some(Duration::from_secs_f64(b));
+    }
     if !(args.min_effect >= 0.0 && args.min_effect.is_finite()) {
         return Err(exit::usage(format!(
             "--min-effect {}: give a percentage of 0 or more",
@@ -296,14 +329,14 @@ fn gate(args: &Args) -> anyhow::Result<ExitCode> {
         }
         writeln!(
             out,
-            "baseline written to {} ({} figures; storage: {})",
+            "baseline written to {} (storage: {})\n",
             args.baseline.display(),
-            new.figures.len(),
             new.settings
                 .storage
                 .as_ref()
                 .map_or("this machine's disk".to_string(), |p| format!("emulated {}", p.name))
         )?;
+        out.write_all(summary::baseline_table(&new, &Rules::of(&opts)).as_bytes())?;
         for w in &new.warnings {
             writeln!(out, "Warning: {w}")?;
         }

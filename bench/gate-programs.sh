@@ -1,0 +1,95 @@
+# The programs the gate benchmarks run, and the changed builds its sensitivity gates judge.
+# Source it after bench/lib.sh (it uses $cs):
+#   gate_programs DIR           node's script, the sample and the sample at its benchmark size, under DIR
+#   program_line NAME           "DIR COMMAND" of a program: the directory it runs in, then its
+#                               command as shell words (eval "set -- $COMMAND")
+#   far_program DIR             DIR/sample-bench-far: the sample at its benchmark size with far_function
+#   far_function SAMPLE_DIR     one more function called at start-up, 5 pages, placed at the end
+#                               of the executable's code, far from what start-up touches (rebuilt
+#                               in place with the sample's Makefile)
+#   node_script DIR CPU_MS READ_BYTES
+#                               DIR/app.js: the node script, plus CPU_MS of CPU work and a read
+#                               of READ_BYTES from DIR/extra.bin at start-up (0: none)
+
+python_imports='import json, decimal, email.parser, http.client, sqlite3, argparse'
+
+node_script() {
+  local dir=$1 cpu_ms=$2 read_bytes=$3
+  mkdir -p "$dir"
+  if [ "$read_bytes" -gt 0 ] && [ ! -f "$dir/extra.bin" ]; then
+    head -c "$read_bytes" /dev/urandom >"$dir/extra.bin"
+  fi
+  {
+    echo "// A small start-up: load http, zlib and crypto, format with Intl, print one line."
+    echo "const http = require('http');"
+    echo "const zlib = require('zlib');"
+    echo "const crypto = require('crypto');"
+    echo "const when = new Intl.DateTimeFormat('de-DE', { dateStyle: 'full', timeZone: 'UTC' }).format(new Date(0));"
+    echo "const amount = new Intl.NumberFormat('ja-JP', { style: 'currency', currency: 'JPY' }).format(1234567);"
+    echo "const packed = zlib.gzipSync(Buffer.from(when + amount));"
+    echo "const digest = crypto.createHash('sha256').update(packed).digest('hex');"
+    echo "const server = http.createServer(() => {});"
+    if [ "$cpu_ms" != 0 ]; then
+      echo "// More CPU work: $cpu_ms ms of this process's CPU time."
+      echo "const spent = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; };"
+      echo "let x = 0; const until = spent() + $cpu_ms;"
+      echo "while (spent() < until) { for (let i = 0; i < 10000; i++) x = (x * 31 + i) | 0; }"
+    fi
+    if [ "$read_bytes" != 0 ]; then
+      echo "// More bytes read: $read_bytes of extra.bin."
+      echo "require('fs').readFileSync(require('path').join(__dirname, 'extra.bin'));"
+    fi
+    echo "console.log(digest.slice(0, 16), typeof server.listen);"
+  } >"$dir/app.js.new"
+  # Replaced only when it changes: the same file keeps its pages and inode.
+  if cmp -s "$dir/app.js.new" "$dir/app.js"; then rm "$dir/app.js.new"; else mv "$dir/app.js.new" "$dir/app.js"; fi
+}
+
+gate_programs() {
+  local dir=$1
+  node_script "$dir/node" 0 0
+  [ -f "$dir/sample/sample.json" ] || "$cs" sample --seed 1 -o "$dir/sample" >/dev/null
+  [ -f "$dir/sample-bench/sample.json" ] || "$cs" sample --size bench --seed 1 -o "$dir/sample-bench" >/dev/null
+  programs_dir=$dir
+}
+
+far_program() {
+  local dir=$1
+  [ -f "$dir/sample-bench-far/.far" ] && return 0
+  rm -rf "$dir/sample-bench-far"
+  cp -a "$dir/sample-bench" "$dir/sample-bench-far"
+  far_function "$dir/sample-bench-far"
+  touch "$dir/sample-bench-far/.far"
+}
+
+program_line() {
+  local d=$programs_dir
+  case $1 in
+    node*) echo "$d/$1 /usr/bin/node app.js" ;;
+    python3) echo "$d /usr/bin/python3 -c $(printf %q "$python_imports")" ;;
+    sample*) echo "$d/$1 ./sample --workload a" ;;
+    *) echo "unknown program $1" >&2; return 2 ;;
+  esac
+}
+
+far_function() {
+  local src=$1/src
+  grep -q cs_exe_far "$src/decls.h" && return 0
+  local last
+  last=$(ls "$src"/exe_*.c | sort | tail -1)
+  /usr/bin/python3 - "$last" <<'PY'
+import sys
+# About 590 statements of 35 bytes: a function of 5 pages, after every other function of the
+# executable (its last object file links last).
+lines = ["CS_NOINLINE void cs_exe_far(void)", "{"]
+for i in range(590):
+    d, s = (i * 7 + 3) % 64, (i * 13 + 5) % 64
+    lines.append(f"    S[{d}] = S[{s}] * 0x{(0x9e3779b97f4a7c15 * (i + 1)) % (1 << 64):016x}ull + 0x{i:04x}ull;")
+lines.append("}")
+open(sys.argv[1], "a").write("\n" + "\n".join(lines) + "\n")
+PY
+  sed -i 's|^#endif$|void cs_exe_far(void);\n#endif|' "$src/decls.h"
+  sed -i '/^CS_NOINLINE void cs_startup_a(const char \*dir)$/{n;s|^{$|{\n    cs_exe_far();|}' "$src/startup_a.c"
+  grep -q 'cs_exe_far();' "$src/startup_a.c" || { echo "far_function: cs_startup_a not found in $src/startup_a.c" >&2; return 2; }
+  make -s -C "$src" -j2 >/dev/null
+}
