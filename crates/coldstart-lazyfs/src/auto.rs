@@ -104,7 +104,7 @@ pub fn predict(url: &str, opts: &PredictOptions) -> Result<Choice, MountError> {
         None => default_cache_dir()?,
     };
     let local = match opts.local_ms {
-        Some(ms) if ms.is_finite() && ms >= 0.0 => Some(Duration::from_secs_f64(ms / 1e3)),
+        Some(ms) if (0.0..=86_400_000.0).contains(&ms) => Some(Duration::from_secs_f64(ms / 1e3)),
         Some(_) => return Err(MountError::LocalTime),
         None => None,
     };

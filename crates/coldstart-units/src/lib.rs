@@ -1,12 +1,21 @@
 //! Sizes as people type them, parsed the same way by every flag and spec that takes one
-//! (`--chunk-size`, `--readahead`, `--page-size`, `--storage custom:bps=20m,...`); and a Unix
-//! time as a calendar date and time of day (UTC), for the formats that write one.
+//! (`--chunk-size`, `--readahead`, `--page-size`, `--storage custom:bps=20m,...`); durations,
+//! bandwidths and counts too, and the bounded parsers every flag of the command line goes
+//! through ([`duration_in`], [`size_in`], [`count_in`], [`bandwidth_in`], [`number_in`]); and a
+//! Unix time as a calendar date and time of day (UTC), for the formats that write one.
 //!
 //! ```
 //! assert_eq!(coldstart_units::parse_size("128k"), Ok(128 << 10));
 //! assert_eq!(coldstart_units::parse_size("2MiB"), Ok(2 << 20));
 //! assert!(coldstart_units::parse_size("four").is_err());
 //! ```
+
+mod bounded;
+
+pub use bounded::{
+    bandwidth_in, count_in, duration_in, duration_text, number_in, parse_bandwidth, parse_duration,
+    size_in, DAY, HOUR, MILLISECOND, MINUTE,
+};
 
 /// A Unix time (seconds) as UTC `(year, month, day, hour, minute, second)`, by Howard
 /// Hinnant's `civil_from_days`.

@@ -75,21 +75,21 @@ pub struct Args {
     pub storage_dir: PathBuf,
     /// Page profiles for the pages-touched figure (default 5 as root, 0 otherwise). A gate
     /// takes its baseline's.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = coldstart_units::count_in::<usize>(0, 100))]
     pub page_profiles: Option<usize>,
     /// With --update: runs per cache state of the baseline.
-    #[arg(long, value_name = "N", default_value_t = 30)]
+    #[arg(long, value_name = "N", default_value_t = 30, value_parser = super::common::runs(1))]
     pub runs: usize,
     /// Runs per cache state of the gate's first batch, and of each batch added while time is
     /// unclear.
-    #[arg(long, value_name = "N", default_value_t = 10)]
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = super::common::runs(1))]
     pub batch: usize,
     /// Runs per cache state never exceed this.
-    #[arg(long, value_name = "N", default_value_t = 60)]
+    #[arg(long, value_name = "N", default_value_t = 60, value_parser = super::common::runs(1))]
     pub max_runs: usize,
     /// The smallest slowdown of time to fail for, in percent (the threshold rises to the
     /// measured noise when that is larger).
-    #[arg(long, value_name = "PERCENT", default_value_t = 5.0)]
+    #[arg(long, value_name = "PERCENT", default_value_t = 5.0, value_parser = coldstart_units::number_in(0.0, 1000.0))]
     pub min_effect: f64,
     /// An allowance on a steady figure's limit: NAME=VALUE, VALUE a count, a size (4k) or a
     /// percentage of the baseline's median (1%); repeatable. Figures: read_bytes,
@@ -98,8 +98,8 @@ pub struct Args {
     #[arg(long, value_name = "NAME=VALUE")]
     pub slack: Vec<String>,
     /// Bound of each run, in seconds (default 60, a gate takes its baseline's).
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<f64>,
+    #[arg(long, value_name = "SECS", value_parser = super::common::run_timeout())]
+    pub timeout: Option<Duration>,
     /// The commit measured (default: $GITHUB_SHA, $CI_COMMIT_SHA, or git rev-parse HEAD here).
     #[arg(long, value_name = "REV")]
     pub commit: Option<String>,
@@ -195,12 +195,6 @@ fn options(args: &Args) -> anyhow::Result<GateOptions> {
     o.baseline_runs = args.runs;
     o.first_runs = args.batch;
     o.time.max_runs = args.max_runs;
-    if !(args.min_effect >= 0.0 && args.min_effect.is_finite()) {
-        return Err(exit::usage(format!(
-            "--min-effect {}: give a percentage of 0 or more",
-            args.min_effect
-        )));
-    }
     o.time.min_effect = args.min_effect / 100.0;
     for item in &args.slack {
         let (name, value) = name_value("--slack", item)?;
@@ -210,12 +204,7 @@ fn options(args: &Args) -> anyhow::Result<GateOptions> {
             parse_slack(figure, &value).map_err(|e| exit::usage(format!("--slack {item}: {e}")))?;
         o.slack.insert(figure, slack);
     }
-    if let Some(t) = args.timeout {
-        if !(t.is_finite() && t > 0.0) {
-            return Err(exit::usage(format!("--timeout {t}: give a positive number of seconds")));
-        }
-        o.timeout = Some(Duration::from_secs_f64(t));
-    }
+    o.timeout = args.timeout;
     o.commit = args.commit.clone();
     let mut facts = BTreeMap::new();
     for item in &args.facts {
