@@ -193,8 +193,13 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
     let engine = Engine::new(manifest, remote, cache, engine_opts);
     let started = match start {
         Some(fetch) if strategy.uses_hot_set() => engine.start_from(fetch),
-        // `auto` chose `original` or `paged`: dropping the start object's request stops it.
-        _ => engine.start(),
+        // `auto` chose `original` or `paged`: dropping the start object's request stops it,
+        // and frees its connection before the strategy asks for one (with one connection,
+        // `original` would wait for it for ever).
+        other => {
+            drop(other);
+            engine.start()
+        }
     };
     if let Err(source) = started {
         engine.shutdown();

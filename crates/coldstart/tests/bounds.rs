@@ -3,7 +3,8 @@
 //! flag and the range, never a panic (exit 101) or a wait without end.
 
 mod common;
-use common::faults::bounded;
+use common::faults::{bounded, tools};
+use common::{require_root, serve};
 
 use std::process::Command;
 use std::time::Duration;
@@ -192,4 +193,35 @@ fn every_number_of_the_command_line_out_of_range_is_bad_input_naming_flag_and_ra
         }
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// `run --connections 1` (what 0 was taken as) with `--strategy auto` choosing `original`:
+/// the start object's request held the one connection while `original` waited for it, and
+/// the run never ended.
+#[test]
+fn run_with_one_connection_ends_when_auto_chooses_original() {
+    if !require_root("FUSE") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let t = tools(d.path());
+    // Without a hot set, on a fast link, `auto` downloads the files whole.
+    let bundle = d.path().join("whole");
+    let out = coldstart().arg("pack").arg(&t.app).arg("-o").arg(&bundle).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (_server, url) = serve(&bundle, &[]);
+    let report = d.path().join("report.json");
+    let mut cmd = coldstart();
+    cmd.env("TMPDIR", d.path())
+        .args(["run", &url, "--connections", "1", "--link-hint", "10gbit/1ms", "--cache-dir"])
+        .arg(d.path().join("cache"))
+        .arg("--export-json")
+        .arg(&report)
+        .args(["--", "{root}/bin/sum", "{root}/data.bin"]);
+    let (out, took) = bounded(&mut cmd, Duration::from_secs(30));
+    let out = out.unwrap_or_else(|| panic!("still running after {took:?}"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with(&t.data_sha256));
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(r["report"]["strategy"], "original", "auto chose another: {r}");
 }
