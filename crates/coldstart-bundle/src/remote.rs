@@ -260,7 +260,7 @@ pub enum FetchError {
     Timeout { url: String, what: String },
     #[error("{url}: the server answered {status}")]
     Status { url: String, status: u16 },
-    #[error("{url}: the server redirects more than {MAX_REDIRECTS} times (last to `{}`); give the URL of the bundle itself", crate::manifest::shown(location))]
+    #[error("{url}: the server redirects more than {MAX_REDIRECTS} times (last to `{}`); give the URL of the bundle itself", crate::manifest::shown(&redact_url(location)))]
     Redirect { url: String, location: String },
     #[error("{url}: malformed response: {detail}")]
     Protocol { url: String, detail: String },
@@ -506,6 +506,32 @@ pub fn get_chunk_while(
     })
 }
 
+/// `url` as coldstart shows it, wherever it does (errors, warnings, JSON, progress): the
+/// credentials of its user information (`user:password@`) as `***@`, its query string (a
+/// signed URL's signature) as `?...`, its fragment left out. What is not a URL (a directory)
+/// is shown as it is.
+///
+/// ```
+/// use coldstart_bundle::remote::redact_url;
+/// assert_eq!(redact_url("http://user:pw@host:8080/app/?sig=1"), "http://***@host:8080/app/?...");
+/// assert_eq!(redact_url("/srv/bundles/app"), "/srv/bundles/app");
+/// ```
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, rest) = rest.split_at(end);
+    let host = match authority.rfind('@') {
+        Some(at) => format!("***@{}", &authority[at + 1..]),
+        None => authority.to_owned(),
+    };
+    let rest = rest.split_once('#').map_or(rest, |(r, _)| r);
+    let rest = match rest.split_once('?') {
+        Some((path, _)) => format!("{path}?..."),
+        None => rest.to_owned(),
+    };
+    format!("{scheme}://{host}{rest}")
+}
+
 /// Opens the right remote for `url`: `http://...` or `https://...`, `s3://BUCKET/PREFIX`
 /// (its settings from the environment under those of [`set_s3_defaults`]: see
 /// [`crate::s3`]), or a path to a bundle directory.
@@ -521,7 +547,7 @@ pub fn open(url: &str, opts: FetchOptions) -> Result<Box<dyn Remote>, FetchError
     } else if let Some(p) = url.strip_prefix("file://") {
         Ok(Box::new(DirRemote::new(Path::new(p), opts)))
     } else if url.contains("://") {
-        Err(FetchError::Url(url.to_owned()))
+        Err(FetchError::Url(redact_url(url)))
     } else {
         Ok(Box::new(DirRemote::new(Path::new(url), opts)))
     }
@@ -692,5 +718,33 @@ mod tests {
         assert_eq!(gave_up(timeout).category(), Category::Environment);
         let redirect = FetchError::Redirect { url: "u".into(), location: "/x".into() };
         assert_eq!(redirect.category(), Category::Usage);
+    }
+
+    #[test]
+    fn credentials_and_queries_of_a_url_are_never_shown() {
+        for (url, shown) in [
+            ("http://user:secretpw@127.0.0.1:1/", "http://***@127.0.0.1:1/"),
+            ("https://token@h/app/manifest.json?sig=abc#x", "https://***@h/app/manifest.json?..."),
+            ("http://a@b@h:8080?q", "http://***@h:8080?..."),
+            ("http://h/p@q", "http://h/p@q"),
+            ("s3://bucket/prefix", "s3://bucket/prefix"),
+            ("/srv/b@x", "/srv/b@x"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
+        // What a failed fetch says: a connection refused, a malformed URL, a redirect away.
+        let opts = FetchOptions { retries: 0, ..FetchOptions::default() };
+        let r = open("http://user:secretpw@127.0.0.1:1/b/?sig=secretsig", opts.clone()).unwrap();
+        let e = get(r.as_ref(), "manifest.json", Span::Whole { max: 10 }).unwrap_err();
+        let bad = open("http://user:secretpw@h:1:2/", opts.clone()).err().unwrap();
+        let redirect = FetchError::Redirect {
+            url: r.describe("x"),
+            location: "http://user:secretpw@elsewhere/".into(),
+        };
+        let debug = format!("{:?}", HttpRemote::new("http://user:secretpw@h/", opts).unwrap());
+        for said in [e.to_string(), bad.to_string(), redirect.to_string(), debug] {
+            assert!(!said.contains("secret"), "{said}");
+            assert!(said.contains("***@"), "{said}");
+        }
     }
 }

@@ -328,8 +328,11 @@ fn start(
         .map_err(|source| ExperimentError::Mount { what: "options".into(), source })?;
     opts.remove_on_death = vec![root.clone()];
     let t0 = Instant::now();
-    let mount = coldstart_lazyfs::mount(url, &root, opts)
-        .map_err(|source| ExperimentError::Mount { what: format!("mounting {url}"), source })?;
+    let mount =
+        coldstart_lazyfs::mount(url, &root, opts).map_err(|source| ExperimentError::Mount {
+            what: format!("mounting {}", coldstart_bundle::remote::redact_url(url)),
+            source,
+        })?;
     let chosen = mount.choice().map(|c| c.chosen.to_string());
     let mut cmd = Command::new(root.join(&command[0]));
     cmd.args(&command[1..])

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use coldstart_bundle::remote::{get_manifest, open, FetchedManifest};
+use coldstart_bundle::remote::{get_manifest, open, redact_url, FetchedManifest};
 use coldstart_bundle::start::START_OBJECT;
 use coldstart_bundle::{ChunkCache, FetchError};
 use fuser::{MountOption, Session, SessionACL, SessionUnmounter};
@@ -108,8 +108,9 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
     let mut start = None;
     let mut probe = None;
     let fetched = if hot_first {
-        let fetch = StartFetch::begin(remote.clone(), sample)
-            .map_err(|e| MountError::Manifest(FetchError::Io { url: url.to_owned(), source: e }))?;
+        let fetch = StartFetch::begin(remote.clone(), sample).map_err(|e| {
+            MountError::Manifest(FetchError::Io { url: redact_url(url), source: e })
+        })?;
         match fetch.manifest() {
             Ok(head) => {
                 start = Some(fetch);

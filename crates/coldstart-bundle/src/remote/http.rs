@@ -20,7 +20,9 @@ use ureq::unversioned::transport::{
     RustlsConnector, Transport,
 };
 
-use super::{Cancel, FetchError, FetchOptions, FetchStats, Remote, Span, MAX_REDIRECTS, POLL};
+use super::{
+    redact_url, Cancel, FetchError, FetchOptions, FetchStats, Remote, Span, MAX_REDIRECTS, POLL,
+};
 
 /// The longest response head read.
 const MAX_HEAD: usize = 64 * 1024;
@@ -51,7 +53,7 @@ pub struct HttpRemote {
 
 impl std::fmt::Debug for HttpRemote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpRemote").field("base", &self.base).finish_non_exhaustive()
+        f.debug_struct("HttpRemote").field("base", &redact_url(&self.base)).finish_non_exhaustive()
     }
 }
 
@@ -150,7 +152,7 @@ impl HttpRemote {
     /// A remote for `http[s]://HOST[:PORT][/PATH][?QUERY]`, the URL of the bundle directory;
     /// the query, if any, follows every file's path (`.../PATH/manifest.json?QUERY`).
     pub fn new(url: &str, opts: FetchOptions) -> Result<HttpRemote, FetchError> {
-        let (base, query) = split_url(url).ok_or_else(|| FetchError::Url(url.to_owned()))?;
+        let (base, query) = split_url(url).ok_or_else(|| FetchError::Url(redact_url(url)))?;
         let agent = agent(&opts, base.starts_with("https://"))?;
         Ok(HttpRemote::with(agent, base, query, None, opts))
     }
@@ -854,15 +856,9 @@ impl Remote for HttpRemote {
         &self.stats
     }
 
-    /// The file's URL; a query string (a signature) is shown as `?...`.
+    /// The file's URL, redacted ([`redact_url`]).
     fn describe(&self, path: &str) -> String {
-        if self.s3.is_some() {
-            return format!("{}{path}", self.base);
-        }
-        match &self.query {
-            Some(_) => format!("{}{path}?...", self.base),
-            None => format!("{}{path}", self.base),
-        }
+        redact_url(&self.url(path))
     }
 }
 

@@ -106,7 +106,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 return Ok(signals::exit_code(s));
             }
             return Err(e).with_context(|| {
-                format!("cannot publish {} to {}", args.bundle.display(), args.url)
+                format!(
+                    "cannot publish {} to {}",
+                    args.bundle.display(),
+                    coldstart_bundle::remote::redact_url(&args.url)
+                )
             });
         }
     };
