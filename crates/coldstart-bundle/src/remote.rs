@@ -747,4 +747,27 @@ mod tests {
             assert!(said.contains("***@"), "{said}");
         }
     }
+
+    #[test]
+    fn a_port_no_socket_can_have_is_bad_input() {
+        let opts = FetchOptions::default();
+        for bad in
+            ["http://127.0.0.1:99999/", "http://127.0.0.1:0/", "http://h:x/", "http://u:p@h:70000/"]
+        {
+            let e = open(bad, opts.clone()).err().unwrap_or_else(|| panic!("{bad} accepted"));
+            assert!(
+                matches!(e, FetchError::Url(_)) && e.category() == Category::Usage,
+                "{bad}: {e}"
+            );
+        }
+        for good in [
+            "http://127.0.0.1:8080/",
+            "http://[::1]:8080/",
+            "http://[::1]/",
+            "http://h:/",
+            "http://u:p@h/",
+        ] {
+            assert!(open(good, opts.clone()).is_ok(), "{good}");
+        }
+    }
 }

@@ -74,6 +74,7 @@ fn split_url(url: &str) -> Option<(String, Option<String>)> {
     };
     let bad = |c: char| c.is_control() || c == ' ';
     if host.is_empty()
+        || !port_ok(host)
         || path.chars().any(bad)
         || query.as_deref().is_some_and(|q| q.chars().any(bad))
     {
@@ -85,6 +86,18 @@ fn split_url(url: &str) -> Option<(String, Option<String>)> {
     }
     base.parse::<ureq::http::Uri>().ok()?;
     Some((base, query))
+}
+
+/// Whether the authority `host` names no port or one a socket can have (1 to 65535): a URL
+/// with `:99999` is bad input, not a server that cannot be reached.
+fn port_ok(host: &str) -> bool {
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    match host.rsplit_once(':') {
+        Some((_, port)) if !host.ends_with(']') => {
+            port.is_empty() || port.parse::<u16>().is_ok_and(|p| p > 0)
+        }
+        _ => true,
+    }
 }
 
 /// The trusted roots: the system's (`SSL_CERT_FILE`, or the first of [`SYSTEM_ROOTS`]; the
