@@ -23,6 +23,7 @@ use crate::manifest::{
     VERSION,
 };
 use crate::{object_path, sha256_hex};
+use output::Output;
 
 /// The granularity of hot extents: the page, what the kernel reads and maps. A hot list's
 /// ranges are widened to whole pages, and each run of touched pages becomes one piece.
@@ -101,6 +102,12 @@ pub enum PackError {
     Compress { path: PathBuf, source: io::Error },
     #[error("{0} already exists: remove it or choose another output")]
     Exists(PathBuf),
+    #[error(
+        "another pack{} is writing {}: wait for it to end, or choose another output",
+        pid.map_or(String::new(), |p| format!(" (pid {p})")),
+        out.display()
+    )]
+    Busy { out: PathBuf, pid: Option<u32> },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
     #[error(
@@ -122,6 +129,7 @@ impl PackError {
             PackError::ChunkSize(_)
             | PackError::Level(_)
             | PackError::Exists(_)
+            | PackError::Busy { .. }
             | PackError::Unsupported(_)
             | PackError::NotUtf8(_)
             | PackError::TargetNotUtf8(_) => Category::Usage,
@@ -152,39 +160,28 @@ pub fn pack(
     if options.compression == Compression::Zstd && !(1..=22).contains(&options.level) {
         return Err(PackError::Level(options.level));
     }
-    if out.symlink_metadata().is_ok() {
-        return Err(PackError::Exists(out.to_path_buf()));
-    }
-    let name = out.file_name().ok_or_else(|| PackError::Exists(out.to_path_buf()))?;
-    let tmp = out.with_file_name(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
-    let _ = fs::remove_dir_all(&tmp);
-    remove_abandoned(out);
-    fs::create_dir_all(&tmp).map_err(io_err(&tmp))?;
-    let result = pack_into(dir, hot, options, &tmp).and_then(|m| {
+    let output = Output::claim(out)?;
+    let result = pack_into(dir, hot, options, &output).and_then(|m| {
         if options.cancel.is_cancelled() {
             Err(PackError::Cancelled)
         } else {
             Ok(m)
         }
     });
-    match result {
-        Ok(manifest) => {
-            fs::rename(&tmp, out).map_err(io_err(out))?;
-            Ok(manifest)
-        }
-        Err(e) => {
-            let _ = fs::remove_dir_all(&tmp);
-            Err(e)
-        }
-    }
+    // Either way nothing is left but the bundle: `output`'s drop removes the temporary
+    // directory and the lock.
+    let manifest = result?;
+    output.finish()?;
+    Ok(manifest)
 }
 
 fn pack_into(
     dir: &Path,
     hot: &HotList,
     options: &PackOptions,
-    tmp: &Path,
+    output: &Output,
 ) -> Result<Manifest, PackError> {
+    let tmp = output.tmp();
     let mut entries = Vec::new();
     walk(dir, "", &mut entries)?;
     let extents = hot_extents(hot);
@@ -371,28 +368,6 @@ struct Pieces {
     file: io::BufWriter<fs::File>,
     len: u64,
     at: HashMap<String, (u64, u64)>,
-}
-
-/// Removes the temporary directories of packs of `out` that were killed (`SIGKILL`, a crash,
-/// a power cut: nothing could clean up): `.NAME.tmp-PID` beside `out` whose process is gone.
-/// A pack still running (its PID alive) is left alone.
-fn remove_abandoned(out: &Path) {
-    let (Some(dir), Some(name)) = (out.parent(), out.file_name()) else { return };
-    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
-    let prefix = format!(".{}.tmp-", name.to_string_lossy());
-    let Ok(items) = fs::read_dir(dir) else { return };
-    for item in items.flatten() {
-        let file = item.file_name();
-        let Some(pid) = file.to_str().and_then(|f| f.strip_prefix(&prefix)) else { continue };
-        let Ok(pid) = pid.parse::<i32>() else { continue };
-        // SAFETY: kill with signal 0 only checks whether the process exists.
-        let gone = pid > 0
-            && unsafe { libc::kill(pid, 0) } != 0
-            && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if gone && item.file_type().is_ok_and(|t| t.is_dir()) {
-            let _ = fs::remove_dir_all(item.path());
-        }
-    }
 }
 
 /// Collects (relative path, absolute path, metadata) in byte order of names, parents first.
@@ -698,6 +673,8 @@ pub(crate) fn unique() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     format!("{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
+
+mod output;
 
 #[cfg(test)]
 mod tests;
