@@ -183,7 +183,7 @@ fn pack_into(
 ) -> Result<Manifest, PackError> {
     let tmp = output.tmp();
     let mut entries = Vec::new();
-    walk(dir, "", &mut entries)?;
+    walk(dir, "", output, &mut entries)?;
     let extents = hot_extents(hot);
     // Every distinct piece's stored form, once, until each is placed in its object.
     let pieces_path = tmp.join(".pieces");
@@ -370,10 +370,12 @@ struct Pieces {
     at: HashMap<String, (u64, u64)>,
 }
 
-/// Collects (relative path, absolute path, metadata) in byte order of names, parents first.
+/// Collects (relative path, absolute path, metadata) in byte order of names, parents first;
+/// `output` and what is beside it are left out, if they are in `dir`.
 fn walk(
     dir: &Path,
     prefix: &str,
+    output: &Output,
     out: &mut Vec<(String, PathBuf, fs::Metadata)>,
 ) -> Result<(), PackError> {
     let mut names = Vec::new();
@@ -385,12 +387,15 @@ fn walk(
     for name in names {
         let abs = dir.join(&name);
         let name = name.into_string().map_err(|_| PackError::NotUtf8(abs.clone()))?;
+        if output.is_own(&abs, &name) {
+            continue;
+        }
         let rel = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
         let meta = fs::symlink_metadata(&abs).map_err(io_err(&abs))?;
         let is_dir = meta.file_type().is_dir();
         out.push((rel.clone(), abs.clone(), meta));
         if is_dir {
-            walk(&abs, &rel, out)?;
+            walk(&abs, &rel, output, out)?;
         }
     }
     Ok(())

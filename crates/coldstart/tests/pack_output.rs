@@ -119,3 +119,23 @@ fn the_pack_after_a_killed_one_leaves_nothing_of_it() {
     check(&pack(&app, &out).output().unwrap());
     assert_eq!(beside(&out), Vec::<String>::new(), "left beside the bundle");
 }
+
+/// `pack DIR -o DIR/bundle`: the bundle (and its temporary directory) is not part of what it
+/// packs.
+#[test]
+fn pack_leaves_its_own_output_out_of_the_input() {
+    let d = tempfile::tempdir().unwrap();
+    let app = app(d.path(), 1);
+    let out = app.join("bundle");
+    check(&pack(&app, &out).output().unwrap());
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    let paths: Vec<&str> =
+        manifest["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["lib", "lib/big", "run"], "the output is not in its own input");
+    // Packed again elsewhere, the bundle now in the directory is input like any file.
+    let again = d.path().join("again");
+    check(&pack(&app, &again).output().unwrap());
+    let manifest = std::fs::read_to_string(again.join("manifest.json")).unwrap();
+    assert!(manifest.contains("\"bundle/manifest.json\""), "{manifest}");
+}

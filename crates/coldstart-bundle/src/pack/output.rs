@@ -13,6 +13,9 @@
 //! directory is removed or renamed, its lock file removed. A pack killed with `SIGKILL` cannot
 //! clean up; the next pack of the same output removes what it left (the temporary directories
 //! of packs whose process is gone; the lock file, which it takes over).
+//!
+//! The walk of the input leaves out the output and these files ([`Output::is_own`]), so that
+//! `pack DIR -o DIR/bundle` packs DIR without the bundle being written into it.
 
 use std::fs;
 use std::io::{self, Read, Seek, Write};
@@ -30,6 +33,8 @@ pub(super) struct Output {
     lock_path: PathBuf,
     /// Holds the `flock`; closed (released) on drop, after the lock file is removed.
     lock: Option<fs::File>,
+    /// The output's directory, canonical, and its name: to recognise them in the input.
+    parent: Option<PathBuf>,
     name: String,
 }
 
@@ -47,7 +52,14 @@ impl Output {
         let lock_path = dir.join(format!(".{name}.lock"));
         let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
         let lock = take_lock(&lock_path, out)?;
-        let claimed = Output { out: out.to_path_buf(), tmp, lock_path, lock: Some(lock), name };
+        let claimed = Output {
+            out: out.to_path_buf(),
+            tmp,
+            lock_path,
+            lock: Some(lock),
+            parent: dir.canonicalize().ok(),
+            name,
+        };
         if out.symlink_metadata().is_ok() {
             return Err(PackError::Exists(out.to_path_buf()));
         }
@@ -69,6 +81,16 @@ impl Output {
             _ => PackError::Io { path: self.out.clone(), source },
         })
         // Dropped either way: the temporary directory (if still there) and the lock go.
+    }
+
+    /// Whether `abs` (named `name`, in the input) is this output, its temporary directory or
+    /// its lock, or those of another pack of the same output.
+    pub(super) fn is_own(&self, abs: &Path, name: &str) -> bool {
+        let ours = name == self.name
+            || name == format!(".{}.lock", self.name)
+            || name.starts_with(&format!(".{}.tmp-", self.name));
+        ours && self.parent.is_some()
+            && abs.parent().and_then(|p| p.canonicalize().ok()) == self.parent
     }
 
     /// Removes `.NAME.tmp-PID` beside the output whose process is gone (a pack killed with
