@@ -255,6 +255,13 @@ pub enum ManifestError {
     Stored { path: String, index: usize, detail: String },
     #[error("the hot set's size is {stated} but its chunks add up to {actual}")]
     HotSize { stated: u64, actual: u64 },
+    #[error(
+        "`{}` has mode {mode:#o}: a mode holds permission bits only (at most 0o7777)",
+        shown(path)
+    )]
+    Mode { path: String, mode: u32 },
+    #[error("hot.offset is {0}, past where a start object's hot part can begin (at most {max}: its header and the largest manifest)", max = crate::start::HEADER_LEN as u64 + crate::start::MAX_MANIFEST)]
+    HotOffset(u64),
 }
 
 impl ManifestError {
@@ -276,7 +283,9 @@ impl ManifestError {
             | ManifestError::HotDuplicate { .. }
             | ManifestError::NoFileDigest(_)
             | ManifestError::Stored { .. }
-            | ManifestError::HotSize { .. } => Category::Usage,
+            | ManifestError::HotSize { .. }
+            | ManifestError::Mode { .. }
+            | ManifestError::HotOffset(_) => Category::Usage,
         }
     }
 }
@@ -331,6 +340,10 @@ impl Manifest {
         if !(1..=MAX_CHUNK_SIZE).contains(&self.chunk_size) {
             return Err(ManifestError::ChunkSize(self.chunk_size));
         }
+        // A hot part starts right after the start object's header and manifest.
+        if self.hot.offset > crate::start::HEADER_LEN as u64 + crate::start::MAX_MANIFEST {
+            return Err(ManifestError::HotOffset(self.hot.offset));
+        }
         let mut kinds: HashMap<&str, EntryKind> = HashMap::new();
         for e in &self.files {
             if !is_safe_path(&e.path) {
@@ -342,6 +355,9 @@ impl Manifest {
             }
             if kinds.insert(&e.path, e.kind).is_some() {
                 return Err(ManifestError::Duplicate(e.path.clone()));
+            }
+            if e.mode & !0o7777 != 0 {
+                return Err(ManifestError::Mode { path: e.path.clone(), mode: e.mode });
             }
             if e.mtime_nsec >= 1_000_000_000 {
                 return Err(ManifestError::Size {
@@ -698,6 +714,31 @@ mod tests {
         let mut m = good();
         m.hot.size = 3;
         assert!(matches!(reject(m), ManifestError::HotSize { stated: 3, actual: 2 }));
+    }
+
+    #[test]
+    fn a_mode_with_more_than_permission_bits_is_rejected() {
+        let mut m = good();
+        m.files[1].mode = 0o170755;
+        let err = reject(m);
+        assert!(matches!(err, ManifestError::Mode { mode: 0o170755, .. }), "{err}");
+        assert!(err.to_string().contains("0o170755"), "{err}");
+        let mut m = good();
+        m.files[1].mode = 0o7777;
+        Manifest::parse(&m.to_bytes()).unwrap();
+    }
+
+    #[test]
+    fn a_hot_offset_past_any_start_object_header_is_rejected() {
+        for offset in [
+            u64::MAX - 1,
+            u64::MAX / 2,
+            crate::start::HEADER_LEN as u64 + crate::start::MAX_MANIFEST + 1,
+        ] {
+            let mut m = good();
+            m.hot.offset = offset;
+            assert!(matches!(reject(m), ManifestError::HotOffset(o) if o == offset), "{offset}");
+        }
     }
 
     #[test]

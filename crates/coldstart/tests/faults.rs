@@ -214,6 +214,51 @@ fn a_manifest_with_a_huge_chunk_size_is_refused_before_anything_is_allocated() {
     nothing_left(&d, &[], "a huge chunk size");
 }
 
+/// A manifest whose `mode` held a file type (`0o170755`) was accepted and every read then
+/// failed with EIO; one whose `hot.offset` was near 2^64 was accepted too. Both are refused at
+/// load now, before anything is mounted, under every strategy.
+#[test]
+fn a_manifest_with_a_file_type_in_a_mode_or_a_hot_offset_near_2_64_is_refused_at_load() {
+    if !require_root("FUSE") {
+        return;
+    }
+    type Edit = fn(&mut serde_json::Value);
+    let edits: [(&str, Edit, &str); 2] = [
+        (
+            "mode",
+            |m| {
+                let files = m["files"].as_array_mut().unwrap();
+                let data = files.iter_mut().find(|f| f["path"] == "data.bin").unwrap();
+                data["mode"] = 0o170755.into();
+            },
+            "mode 0o170755",
+        ),
+        ("hot.offset", |m| m["hot"]["offset"] = (u64::MAX - 4096).into(), "hot.offset"),
+    ];
+    for (what, edit, said) in edits {
+        let d = Scratch::new();
+        let t = tools(d.path());
+        let path = t.bundle.join("manifest.json");
+        let mut m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        edit(&mut m);
+        std::fs::write(&path, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+        // Only manifest.json is left: a client reads it after the other copies' 404.
+        std::fs::remove_file(t.bundle.join("start")).unwrap();
+        std::fs::remove_file(t.bundle.join("manifest.json.zst")).unwrap();
+        let server = FaultServer::start(&t.bundle, Fault::None, Target::All);
+        for s in ["original", "paged", "reordered", "stream"] {
+            let mut cmd = run(&d, &server.url(), s, &[], &SUM);
+            let (out, _) = bounded(&mut cmd, Duration::from_secs(30));
+            let out = out.expect("run ended");
+            assert_eq!(out.status.code(), Some(2), "{what}, {s}: {}", stderr(&out));
+            assert!(stderr(&out).contains(said), "{what}, {s}: {}", stderr(&out));
+            no_wrong_byte(&out, &t, s);
+        }
+        nothing_left(&d, &[], what);
+    }
+}
+
 /// Runs `cmd` with at most 4 GiB of address space, so that a client whose memory grows
 /// without bound fails instead of taking the machine's.
 fn limit_memory(cmd: &mut Command) -> &mut Command {
