@@ -139,3 +139,67 @@ fn pack_leaves_its_own_output_out_of_the_input() {
     let manifest = std::fs::read_to_string(again.join("manifest.json")).unwrap();
     assert!(manifest.contains("\"bundle/manifest.json\""), "{manifest}");
 }
+
+/// `pack` onto a full file system named its input file (`app/lib/big: No space left on
+/// device`); it names the output now, exits 70, and leaves nothing there.
+#[test]
+fn pack_on_a_full_disk_names_the_output_and_leaves_nothing() {
+    if !common::require_root("mounting a small tmpfs") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let app = app(d.path(), 5);
+    let small = common::SmallFs::mount(&d.path().join("small"), 4096);
+    let out = small.0.join("bundle");
+    let o = pack(&app, &out).output().unwrap();
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(70), "{said}");
+    assert!(said.contains(&format!("cannot write the bundle {}", out.display())), "{said}");
+    assert!(said.contains("No space left on device") && !said.contains("lib/big"), "{said}");
+    assert_eq!(small.contents(), Vec::<String>::new(), "left on the full file system");
+    // Full before it starts: the same.
+    small.fill();
+    let o = pack(&app, &out).output().unwrap();
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(70), "{said}");
+    assert!(said.contains(&format!("cannot write the bundle {}", out.display())), "{said}");
+    assert_eq!(small.contents(), Vec::<String>::new(), "left on the full file system");
+}
+
+/// An input file the user may not read made `pack` exit 70; a missing permission is exit 3
+/// (README, "Exit codes"), and the message names the file.
+#[test]
+fn pack_of_a_file_the_user_may_not_read_is_a_missing_privilege() {
+    if !common::require_root("running as another user") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let app = app(d.path(), 1);
+    std::fs::write(app.join("secret"), b"root's").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(app.join("secret"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let outdir = d.path().join("out");
+    std::fs::create_dir(&outdir).unwrap();
+    for p in [d.path(), &outdir] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let as_nobody = |out: &Path| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid", "nobody", "--regid", "nogroup", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_coldstart"))
+            .arg("pack")
+            .arg(&app)
+            .arg("-o")
+            .arg(out);
+        c.output().unwrap()
+    };
+    let o = as_nobody(&outdir.join("bundle"));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{said}");
+    assert!(said.contains("secret") && said.contains("Permission denied"), "{said}");
+    // An output directory it may not write: the same.
+    let o = as_nobody(&app.join("lib/bundle"));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{said}");
+    assert!(said.contains("cannot write the bundle"), "{said}");
+}

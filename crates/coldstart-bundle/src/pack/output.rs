@@ -23,7 +23,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::{io_err, PackError};
+use super::PackError;
 
 /// The output of one pack, claimed: its lock held, its temporary directory made.
 #[derive(Debug)]
@@ -65,8 +65,14 @@ impl Output {
         }
         claimed.remove_abandoned();
         let _ = fs::remove_dir_all(&claimed.tmp);
-        fs::create_dir_all(&claimed.tmp).map_err(io_err(&claimed.tmp))?;
+        fs::create_dir_all(&claimed.tmp).map_err(claimed.write_err(&claimed.tmp))?;
         Ok(claimed)
+    }
+
+    /// A failure to write `path`, a file of the bundle being written, as the output's.
+    pub(super) fn write_err(&self, path: &Path) -> impl FnOnce(io::Error) -> PackError + '_ {
+        let path = path.to_path_buf();
+        move |source| PackError::Write { out: self.out.clone(), path, source }
     }
 
     /// The temporary directory the bundle is written into.
@@ -78,7 +84,7 @@ impl Output {
     pub(super) fn finish(self) -> Result<(), PackError> {
         fs::rename(&self.tmp, &self.out).map_err(|source| match source.raw_os_error() {
             Some(libc::ENOTEMPTY | libc::EEXIST) => PackError::Exists(self.out.clone()),
-            _ => PackError::Io { path: self.out.clone(), source },
+            _ => PackError::Write { out: self.out.clone(), path: self.tmp.clone(), source },
         })
         // Dropped either way: the temporary directory (if still there) and the lock go.
     }
@@ -130,7 +136,11 @@ fn take_lock(path: &Path, out: &Path) -> Result<fs::File, PackError> {
             .create(true)
             .truncate(false)
             .open(path)
-            .map_err(io_err(path))?;
+            .map_err(|source| PackError::Write {
+                out: out.to_path_buf(),
+                path: path.into(),
+                source,
+            })?;
         // SAFETY: flock on a descriptor we own; released when `file` is closed.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             let err = io::Error::last_os_error();
@@ -142,7 +152,8 @@ fn take_lock(path: &Path, out: &Path) -> Result<fs::File, PackError> {
             return Err(PackError::Busy { out: out.to_path_buf(), pid: said.trim().parse().ok() });
         }
         // The file we hold must still be the one at `path`.
-        let held = file.metadata().map_err(io_err(path))?;
+        let err = |source| PackError::Write { out: out.to_path_buf(), path: path.into(), source };
+        let held = file.metadata().map_err(err)?;
         match fs::metadata(path) {
             Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => {}
             _ => continue,
@@ -151,7 +162,11 @@ fn take_lock(path: &Path, out: &Path) -> Result<fs::File, PackError> {
             .set_len(0)
             .and_then(|_| file.rewind())
             .and_then(|_| write!(file, "{}", std::process::id()));
-        write.map_err(io_err(path))?;
+        if let Err(e) = write {
+            // Held, so ours to remove: nothing is left.
+            let _ = fs::remove_file(path);
+            return Err(err(e));
+        }
         return Ok(file);
     }
 }
