@@ -232,6 +232,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 eprintln!("coldstart: error: {}", exit::render(&e));
                 return Ok(ExitCode::from(128 + *signal as u8));
             }
+            // Recording a baseline gives no verdict: its errors keep their own exit code (a
+            // full disk is the machine's, 70), not the gate's "could not measure".
+            if args.update {
+                return Err(e);
+            }
             Err(exit::could_not_measure(e))
         }
     }
