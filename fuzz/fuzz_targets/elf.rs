@@ -1,8 +1,16 @@
-//! An ELF file, through `coldstart-elf`'s public reader (which opens a path): read or refused,
-//! never a crash. The bytes go to a file in /dev/shm first.
+//! An ELF file, through `coldstart-elf`'s public reader (which opens a path) and on through what
+//! `analyze` and `order` do with it (`coldstart-layout`: the static picture, the page model, the
+//! relocation counts, the call graph): read or refused, never a crash, and never an allocation
+//! sized by a number of the file rather than by the file (run it with `-malloc_limit_mb`, as
+//! `bench/fuzz.sh` and `scripts/test.sh` do, so that one is a crash). The bytes go to a file
+//! in /dev/shm first.
 #![no_main]
 
 use coldstart_elf::{ElfInfo, SymbolOptions};
+use coldstart_layout::analyze::analyze;
+use coldstart_layout::binary::{cross_section_code_relocations, Binary};
+use coldstart_layout::callgraph::CallGraph;
+use coldstart_layout::model::PageModel;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -15,5 +23,11 @@ fuzz_target!(|data: &[u8]| {
         for v in [0, 0x1000, 0x401000, u64::MAX] {
             let _ = (info.vaddr_to_offset(v), info.function_at(v), info.section_at(v));
         }
+        if let Ok(binary) = Binary::open(&path) {
+            let _ = binary.rela_dyn_counts();
+            let _ = analyze(&binary, None, None, PageModel::default());
+        }
+        let _ = cross_section_code_relocations(&path);
+        let _ = CallGraph::read(&path, true);
     }
 });

@@ -237,13 +237,26 @@ fn read_headers(path: &Path, file: &File64<'_>, size: u64) -> Result<ElfInfo, El
     let mut interpreter = None;
     for ph in file.elf_program_headers() {
         match ph.p_type(endian) {
-            elf::PT_LOAD => segments.push(Segment {
-                vaddr: ph.p_vaddr(endian),
-                memsz: ph.p_memsz(endian),
-                offset: ph.p_offset(endian),
-                filesz: ph.p_filesz(endian),
-                flags: ph.p_flags(endian),
-            }),
+            elf::PT_LOAD => {
+                let s = Segment {
+                    vaddr: ph.p_vaddr(endian),
+                    memsz: ph.p_memsz(endian),
+                    offset: ph.p_offset(endian),
+                    filesz: ph.p_filesz(endian),
+                    flags: ph.p_flags(endian),
+                };
+                // What is read from the file must be in it, and no address past 2^64.
+                if past(s.offset, s.filesz, size) || s.vaddr.checked_add(s.memsz).is_none() {
+                    return Err(ElfError::malformed(
+                        path,
+                        format_args!(
+                            "a PT_LOAD segment (offset {}, {} bytes in the file, {} in memory at {:#x}) lies past the end of the file ({size} bytes) or of the address space",
+                            s.offset, s.filesz, s.memsz, s.vaddr
+                        ),
+                    ));
+                }
+                segments.push(s);
+            }
             elf::PT_INTERP => {
                 if let Ok(bytes) = ph.data(endian, data) {
                     let bytes = bytes.split(|&b| b == 0).next().unwrap_or(&[]);
@@ -258,13 +271,26 @@ fn read_headers(path: &Path, file: &File64<'_>, size: u64) -> Result<ElfInfo, El
     for sh in table.iter() {
         let name = table.section_name(endian, sh).map_err(|e| ElfError::malformed(path, e))?;
         let nobits = sh.sh_type(endian) == elf::SHT_NOBITS;
-        sections.push(Section {
+        let section = Section {
             name: String::from_utf8_lossy(name).into_owned(),
             address: sh.sh_addr(endian),
             offset: (!nobits && sh.sh_type(endian) != elf::SHT_NULL).then(|| sh.sh_offset(endian)),
             size: sh.sh_size(endian),
             executable: sh.sh_flags(endian) & u64::from(elf::SHF_EXECINSTR) != 0,
-        });
+        };
+        // Every size read from the file is checked against the file before anything is sized
+        // by it (a `.text` of 2^56 bytes made `analyze` allocate that much and abort).
+        let in_file = section.offset.is_none_or(|o| !past(o, section.size, size));
+        if !in_file || section.address.checked_add(section.size).is_none() {
+            return Err(ElfError::malformed(
+                path,
+                format_args!(
+                    "section {} (offset {:?}, {} bytes at {:#x}) lies past the end of the file ({size} bytes) or of the address space",
+                    section.name, section.offset, section.size, section.address
+                ),
+            ));
+        }
+        sections.push(section);
     }
     let has_dynamic_relocations = sections
         .iter()
@@ -296,6 +322,11 @@ fn read_headers(path: &Path, file: &File64<'_>, size: u64) -> Result<ElfInfo, El
         has_dynamic_relocations,
         has_emitted_relocations,
     })
+}
+
+/// Whether `[offset, offset + len)` ends past a file of `size` bytes (or past 2^64).
+fn past(offset: u64, len: u64, size: u64) -> bool {
+    offset.checked_add(len).is_none_or(|end| end > size)
 }
 
 /// Size, names (with whether each is global) and section index of the symbols at one address.
@@ -333,6 +364,17 @@ fn read_functions(path: &Path, file: &File64<'_>, which: Table) -> Result<Vec<Fu
         if sh.sh_flags(endian) & u64::from(elf::SHF_EXECINSTR) == 0 {
             continue;
         }
+        // A function lies in its section: its size is clipped to the section's end, and one
+        // outside its section is no function of it.
+        let value = sym.st_value(endian);
+        let (start, len) = (sh.sh_addr(endian), sh.sh_size(endian));
+        let Some(room) = start.checked_add(len).and_then(|end| end.checked_sub(value)) else {
+            continue;
+        };
+        if value < start || room == 0 {
+            continue;
+        }
+        let size = size.min(room);
         let name = symbols.symbol_name(endian, sym).map_err(|e| ElfError::malformed(path, e))?;
         if name.is_empty() {
             continue;
