@@ -4,23 +4,37 @@
 //! without a request to this process.
 //!
 //! A copy is `CACHE/files/XX/HASH`, named by the file's SHA-256 like its whole blob, written
-//! only from chunks this mount has checked against their SHA-256, into a temporary file
-//! renamed into place. Whoever can write to the cache can only make reads fail: a mount hands
-//! the kernel a copy only after checking its content, once per mount, piece by piece against
-//! the manifest's SHA-256 of each chunk (the same digests every other read is checked
-//! against), through the very descriptor it hands over, so that nothing renamed over the
-//! copy meanwhile is used. The pieces are checked on several threads at once. A copy that
-//! fails is removed and written again from the chunk cache (whose chunks are checked too);
-//! its modification time, inode or a stamp beside it prove nothing and are not looked at.
+//! read-only and only from chunks this mount has checked against their SHA-256, into a
+//! temporary file renamed into place. Whoever can write to the cache can only make reads fail:
+//! a mount hands the kernel a copy only once its content is known to be the manifest's, read
+//! through the very descriptor it hands over (so that nothing renamed over the copy meanwhile
+//! is used), in one of two ways:
 //!
-//! Passthrough reads bypass this process, so the check cannot wait for each piece's first
-//! read, as the chunk cache's can: it is paid at the file's first open in a mount, and not
-//! at all for a copy the mount has just written from checked chunks.
+//! - checked now: every chunk-sized piece against the manifest's SHA-256 of that chunk (the
+//!   digests every other read is checked against), on several threads at once; a copy that
+//!   differs is removed and written again from the chunk cache;
+//! - checked before, unchanged since: a check (or the writing of the copy) leaves a record
+//!   beside the copy, `HASH.check`, whose `trusted.coldstart.check` extended attribute names
+//!   the copy's device, inode, length and change time (`st_ctime`). Only a process with
+//!   `CAP_SYS_ADMIN` (what passthrough itself needs) can write a `trusted.` attribute, and no
+//!   process can set a change time back: any write to the copy, by anyone, changes it, so a
+//!   record that still matches proves the content is the one checked. This is what the
+//!   kernel's fs-verity would give (its digests checked as pages are read), which the kernels
+//!   and file systems coldstart runs on may lack; unlike fs-verity it does not catch a disk
+//!   that flips bits under an unchanged inode.
+//!
+//! The modification time, which the file's owner can set back, proves nothing and is not
+//! looked at. Where the record cannot be written (a file system without `trusted.`
+//! attributes), every mount checks the copy at its first open. Passthrough reads bypass this
+//! process, so the check cannot wait for each piece's first read, as the chunk cache's can:
+//! its cost is measured in BENCHMARKS.md ("The chunk cache's copies, checked").
 
+use std::ffi::CString;
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::{FileExt, PermissionsExt};
-use std::path::PathBuf;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use coldstart_bundle::manifest::Entry;
@@ -40,11 +54,19 @@ impl Engine {
         let hash = entry.sha256.as_ref()?;
         let path = self.copy_path(hash.as_str());
         if let Ok(copy) = fs::File::open(&path) {
+            let before = copy.metadata().ok()?;
+            if recorded(&path).is_some_and(|r| r == identity(&before)) {
+                return Some(copy);
+            }
             let t = std::time::Instant::now();
             let matches = copy_matches(entry, &copy);
             let took = t.elapsed().as_nanos() as u64;
             self.counters.passthrough_check_ns.fetch_add(took, Ordering::Relaxed);
             if matches {
+                // Recorded only if nothing changed it while it was read.
+                if copy.metadata().is_ok_and(|m| identity(&m) == identity(&before)) {
+                    record(&path, &identity(&before));
+                }
                 return Some(copy);
             }
             // Changed since it was written (or never whole): written again below.
@@ -76,6 +98,7 @@ impl Engine {
             out.set_permissions(fs::Permissions::from_mode(0o444)).ok()?;
             let copy = fs::File::open(&tmp).ok()?;
             fs::rename(&tmp, &path).ok()?;
+            record(&path, &identity(&copy.metadata().ok()?));
             Some(copy)
         })();
         if written.is_none() {
@@ -86,6 +109,75 @@ impl Engine {
 
     fn copy_path(&self, hash: &str) -> PathBuf {
         self.cache.root().join("files").join(&hash[..2]).join(hash)
+    }
+}
+
+/// The name of the attribute that records a copy's check, on `HASH.check` beside it.
+const RECORD: &str = "trusted.coldstart.check";
+
+/// What a check of a copy records of it: its device, inode, length and change time, and
+/// whether it is read-only and this process's (a copy anyone else may write is checked every
+/// time).
+fn identity(m: &fs::Metadata) -> String {
+    // SAFETY: geteuid cannot fail.
+    let mine = m.uid() == unsafe { libc::geteuid() } && m.mode() & 0o222 == 0;
+    format!(
+        "1 {} {} {} {}.{:09} {}",
+        m.dev(),
+        m.ino(),
+        m.len(),
+        m.ctime(),
+        m.ctime_nsec(),
+        if mine { "own" } else { "other" }
+    )
+}
+
+/// The record beside `copy` of its last check, if there is one this process can trust (read
+/// from a `trusted.` attribute: written with `CAP_SYS_ADMIN` only).
+fn recorded(copy: &Path) -> Option<String> {
+    let beside = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(copy.with_extension("check"))
+        .ok()?;
+    let name = CString::new(RECORD).ok()?;
+    let mut buf = [0u8; 256];
+    // SAFETY: fgetxattr writes at most `buf.len()` bytes into the buffer we own.
+    let n = unsafe {
+        libc::fgetxattr(beside.as_raw_fd(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len())
+    };
+    let n = usize::try_from(n).ok()?;
+    let said = String::from_utf8(buf[..n].to_vec()).ok()?;
+    said.ends_with(" own").then_some(said)
+}
+
+/// Records `identity` beside `copy` as checked; nothing where the file system or the
+/// privileges do not allow it (every mount then checks the copy again).
+fn record(copy: &Path, identity: &str) {
+    let path = copy.with_extension("check");
+    let _ = fs::remove_file(&path);
+    let Ok(beside) = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+    else {
+        return;
+    };
+    let Ok(name) = CString::new(RECORD) else { return };
+    // SAFETY: fsetxattr reads `identity.len()` bytes of the string we own.
+    let set = unsafe {
+        libc::fsetxattr(
+            beside.as_raw_fd(),
+            name.as_ptr(),
+            identity.as_ptr().cast(),
+            identity.len(),
+            0,
+        )
+    };
+    if set != 0 {
+        let _ = fs::remove_file(&path);
     }
 }
 
@@ -172,5 +264,32 @@ mod tests {
         copy.set_modified(before).unwrap();
         drop(copy);
         assert_eq!(read_copy(&engine(&f, Strategy::Paged), 0), f.files[0].1);
+    }
+
+    /// A copy checked once (or written by a mount) is not read whole again by the next mounts
+    /// while it is unchanged; changed in place (its change time moves on), it is.
+    #[test]
+    fn an_unchanged_copy_is_checked_once_and_a_changed_one_again() {
+        if !coldstart_testkit::require_root("trusted.* attributes") {
+            return;
+        }
+        let f = fixture();
+        read_all(&engine(&f, Strategy::Paged), "app").unwrap();
+        let first = engine(&f, Strategy::Paged);
+        assert_eq!(read_copy(&first, 0), f.files[0].1);
+        assert_eq!(first.report().passthrough_check_ms, 0.0, "written by a mount: recorded");
+        let hash = first.manifest().files[0].sha256.clone().unwrap();
+        let path = f.cache.join("files").join(&hash.as_str()[..2]).join(hash.as_str());
+        // The same bytes written again in place: the content is the manifest's, but changed
+        // since its record, so checked once more, and recorded again.
+        let copy = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        copy.write_all_at(&f.files[0].1[..1], 0).unwrap();
+        drop(copy);
+        let again = engine(&f, Strategy::Paged);
+        assert_eq!(read_copy(&again, 0), f.files[0].1);
+        assert!(again.report().passthrough_check_ms > 0.0, "checked after the change");
+        let later = engine(&f, Strategy::Paged);
+        assert_eq!(read_copy(&later, 0), f.files[0].1);
+        assert_eq!(later.report().passthrough_check_ms, 0.0, "recorded after the check");
     }
 }
