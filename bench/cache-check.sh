@@ -31,20 +31,11 @@ done
 base=${COLDSTART_BASE:-}
 mkdir -p "$out"
 
-llvm=/usr/lib/llvm-19
 rm -rf "$out/clang" "$out/python" "$out/llvm"
-mkdir -p "$out/clang/bin" "$out/clang/lib" "$out/python/lib" "$out/llvm"
-cp "$llvm/bin/clang" "$out/clang/bin/"
-for lib in libclang-cpp.so.19.1 libLLVM.so.19.1; do
-    path=$(ldd "$llvm/bin/clang" | awk -v l="$lib" '$1 == l { print $3 }')
-    [ -f "$path" ] || { echo "$0: clang-19 does not load $lib (apt-get install clang-19)" >&2; exit 1; }
-    cp "$path" "$out/clang/lib/"
-done
+clang_app "$out/clang"
+python_app "$out/python"
+mkdir -p "$out/llvm"
 cp "$out/clang/lib/libLLVM.so.19.1" "$out/llvm/"
-cp -a /usr/lib/python3.11 "$out/python/lib/"
-for skip in config-3.11-x86_64-linux-gnu test dist-packages site-packages; do
-    rm -rf "$out/python/lib/python3.11/$skip"
-done
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 

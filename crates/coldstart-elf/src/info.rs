@@ -245,16 +245,9 @@ fn read_headers(path: &Path, file: &File64<'_>, size: u64) -> Result<ElfInfo, El
                     filesz: ph.p_filesz(endian),
                     flags: ph.p_flags(endian),
                 };
-                // What is read from the file must be in it, and no address past 2^64.
-                if past(s.offset, s.filesz, size) || s.vaddr.checked_add(s.memsz).is_none() {
-                    return Err(ElfError::malformed(
-                        path,
-                        format_args!(
-                            "a PT_LOAD segment (offset {}, {} bytes in the file, {} in memory at {:#x}) lies past the end of the file ({size} bytes) or of the address space",
-                            s.offset, s.filesz, s.memsz, s.vaddr
-                        ),
-                    ));
-                }
+                let span =
+                    Span { offset: Some(s.offset), len: s.filesz, address: s.vaddr, mem: s.memsz };
+                span.check(path, "a PT_LOAD segment", size)?;
                 segments.push(s);
             }
             elf::PT_INTERP => {
@@ -280,16 +273,9 @@ fn read_headers(path: &Path, file: &File64<'_>, size: u64) -> Result<ElfInfo, El
         };
         // Every size read from the file is checked against the file before anything is sized
         // by it (a `.text` of 2^56 bytes made `analyze` allocate that much and abort).
-        let in_file = section.offset.is_none_or(|o| !past(o, section.size, size));
-        if !in_file || section.address.checked_add(section.size).is_none() {
-            return Err(ElfError::malformed(
-                path,
-                format_args!(
-                    "section {} (offset {:?}, {} bytes at {:#x}) lies past the end of the file ({size} bytes) or of the address space",
-                    section.name, section.offset, section.size, section.address
-                ),
-            ));
-        }
+        let (len, mem) = (section.size, section.size);
+        let span = Span { offset: section.offset, len, address: section.address, mem };
+        span.check(path, format_args!("section {}", section.name), size)?;
         sections.push(section);
     }
     let has_dynamic_relocations = sections
@@ -324,9 +310,32 @@ fn read_headers(path: &Path, file: &File64<'_>, size: u64) -> Result<ElfInfo, El
     })
 }
 
-/// Whether `[offset, offset + len)` ends past a file of `size` bytes (or past 2^64).
-fn past(offset: u64, len: u64, size: u64) -> bool {
-    offset.checked_add(len).is_none_or(|end| end > size)
+/// Where a section or segment says it lies: `len` bytes of the file at `offset` (`None`: no
+/// bytes in the file), `mem` bytes of memory at `address`.
+struct Span {
+    offset: Option<u64>,
+    len: u64,
+    address: u64,
+    mem: u64,
+}
+
+impl Span {
+    /// Its bytes in a file of `size` bytes, its addresses below 2^64; else the file is
+    /// malformed, and `what` is named.
+    fn check(&self, path: &Path, what: impl std::fmt::Display, size: u64) -> Result<(), ElfError> {
+        let past_file =
+            self.offset.is_some_and(|o| o.checked_add(self.len).is_none_or(|e| e > size));
+        if past_file || self.address.checked_add(self.mem).is_none() {
+            return Err(ElfError::malformed(
+                path,
+                format_args!(
+                    "{what} (offset {:?}, {} bytes in the file, {} in memory at {:#x}) lies past the end of the file ({size} bytes) or of the address space",
+                    self.offset, self.len, self.mem, self.address
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Size, names (with whether each is global) and section index of the symbols at one address.
