@@ -59,7 +59,7 @@ start=$(date +%s)
 for i in $(seq 1 "$runs"); do
   code=0
   flock "$lock" "$cs" gate --baseline "$out/baseline.json" --history "$out/history.jsonl" \
-    --json "$out/gate-$i.json" -- "$@" >"$out/gate-$i.txt" 2>&1 || code=$?
+    --export-json "$out/gate-$i.json" -- "$@" >"$out/gate-$i.txt" 2>&1 || code=$?
   verdict=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["verdict"])' \
     "$out/gate-$i.json" 2>/dev/null || echo none)
   case $code in

@@ -25,7 +25,7 @@ mkdir -p target
 lock=${TMPDIR:-/tmp}/coldstart-measure-tests.lock
 code=0
 flock "$lock" "$cs" gate --baseline scripts/gate-sample.baseline.json --min-effect 20 \
-  --markdown target/gate-sample.md --json target/gate-sample.json "$@" \
+  --export-markdown target/gate-sample.md --export-json target/gate-sample.json "$@" \
   -- "$dir/sample" --workload a || code=$?
 if [ -n "${GITHUB_STEP_SUMMARY:-}" ] && [ -f target/gate-sample.md ]; then
   cat target/gate-sample.md >>"$GITHUB_STEP_SUMMARY"

@@ -19,6 +19,9 @@ PACKAGES=(
   perl git                              # real programs measured by the tests
   firefox-esr                           # the report's browser test; a real program the tests
                                         # and bench/real-programs.sh measure
+  chromium                              # the report's layout test (headless, --dump-dom)
+  nodejs openjdk-17-jre-headless        # runtimes with a JIT the profiler's default tracer must
+                                        # run (tests/real_programs_profile.rs)
 )
 if [ "${1:-}" = "--bench" ]; then
   :                                     # bench/ needs nothing beyond the tests' packages today

@@ -30,7 +30,8 @@ use std::sync::Arc;
 use coldstart_error::Category;
 use sha2::{Digest, Sha256};
 
-use crate::remote::{fetch_error, io_error, with_retries, FetchError, FetchOptions, FetchStats};
+use crate::remote::{fetch_error, io_error, says_https_port, with_retries, S3_HTTPS};
+use crate::remote::{FetchError, FetchOptions, FetchStats};
 use crate::s3::{sigv4, Bucket, Env, S3Error, S3Settings, S3Url};
 use crate::sign::SIGNATURE;
 use crate::start::{MANIFEST_JSON, MANIFEST_ZST, START_OBJECT};
@@ -268,6 +269,9 @@ impl Client {
             match status {
                 200..=299 => Ok(Answer { status, meta_sha256, length, body: data }),
                 404 if method == "HEAD" => Ok(Answer { status, meta_sha256, length, body: data }),
+                400 if !self.bucket.https() && says_https_port(&data) => {
+                    Err(FetchError::HttpsPort { url: what.clone(), fix: S3_HTTPS.into() })
+                }
                 301 | 400..=407 | 409..=428 | 430..=499 => {
                     Err(FetchError::from(self.bucket.refusal(key, status, &data)))
                 }

@@ -21,7 +21,9 @@
 //!   bounded by the span, and a manifest's sizes are themselves bounded
 //!   ([`crate::manifest::MAX_CHUNK_SIZE`], [`crate::start::MAX_MANIFEST`]);
 //! - retries: [`with_retries`] tries at most `1 + retries` times ([`MAX_RETRIES`] at most),
-//!   with a back-off from [`FetchOptions::backoff`] doubling to at most 5 s;
+//!   with a back-off from [`FetchOptions::backoff`] doubling to at most 5 s; a failure no
+//!   attempt can mend (a certificate refused, the wrong scheme, a 404, a proxy's 4xx) is
+//!   returned as it is, after the one attempt;
 //! - cancellation: [`FetchOptions::cancel`] stops every fetch made with those options
 //!   (connecting, waiting for bytes, backing off) within [`POLL`], with
 //!   [`FetchError::Cancelled`].
@@ -31,6 +33,9 @@
 //! back-off. [`get_chunk`] accepts only bytes whose SHA-256 matches the manifest.
 
 mod http;
+mod tcp;
+mod tls;
+mod x509;
 
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -40,8 +45,9 @@ use std::time::{Duration, Instant};
 
 use coldstart_error::Category;
 
-pub(crate) use http::{agent, fetch_error, io_error};
+pub(crate) use http::{agent, fetch_error, io_error, says_https_port, S3_HTTPS};
 pub use http::{parse_response, HttpRemote};
+pub use tls::{Peer, TlsProblem, TlsRefusal};
 
 use crate::decode_chunk;
 use crate::manifest::{Chunk, Manifest, ManifestError};
@@ -75,7 +81,9 @@ pub struct FetchOptions {
     pub min_rate: u64,
     /// Stops every fetch made with these options ([`FetchError::Cancelled`]).
     pub cancel: Cancel,
-    /// Certificates (PEM) trusted for https besides the system's roots.
+    /// Certificates (PEM) trusted for https besides the system's roots: as authorities, and
+    /// each as a server's own certificate too, as curl trusts its `--cacert` (docs/network.md,
+    /// "Origins").
     pub ca_file: Option<PathBuf>,
     /// Where a remote says what the user should know but that does not stop it (an origin
     /// that ignores Range), once each.
@@ -256,6 +264,18 @@ pub enum FetchError {
     CaFile { path: String, detail: String },
     #[error("{url}: {source}")]
     Io { url: String, source: io::Error },
+    #[error("{url}: {failure}")]
+    Connect { url: String, failure: Box<ConnectFailure> },
+    #[error("{url}: {refusal}")]
+    Tls { url: String, refusal: Box<TlsRefusal> },
+    #[error("{url}: {refusal}")]
+    Proxy { url: String, refusal: Box<ProxyRefusal> },
+    #[error("{url}: the server answers https, not http, on this port: {fix}")]
+    HttpsPort { url: String, fix: String },
+    #[error("{}", not_a_bundle(path, *why))]
+    NotABundle { path: String, why: NotABundle },
+    #[error("{path}: no such file in the bundle directory")]
+    NoSuchFile { path: String },
     #[error("{url}: {what}")]
     Timeout { url: String, what: String },
     #[error("{url}: the server answered {status}")]
@@ -266,7 +286,7 @@ pub enum FetchError {
     Protocol { url: String, detail: String },
     #[error("{url}: the bytes do not match their SHA-256 (corrupt or changed on the server)")]
     Corrupt { url: String },
-    #[error("{what}: gave up after {attempts} attempts: {last}")]
+    #[error("{what}: gave up after {}: {last}", coldstart_units::count(u64::from(*attempts), "attempt"))]
     GaveUp { what: String, attempts: u32, last: Box<FetchError> },
     #[error("{url}: the transfer was stopped by its reader")]
     Aborted { url: String },
@@ -276,6 +296,99 @@ pub enum FetchError {
     Manifest(#[from] ManifestError),
     #[error(transparent)]
     S3(Box<crate::s3::S3Error>),
+}
+
+/// Why a local path is not a bundle directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotABundle {
+    /// Nothing is there.
+    Missing,
+    /// A file, not a directory.
+    File,
+    /// A directory without `manifest.json` (a program's directory, say).
+    NoManifest,
+}
+
+fn not_a_bundle(path: &str, why: NotABundle) -> String {
+    let give = "give the directory `coldstart pack -o` wrote, or the bundle's http[s]:// or \
+                s3:// URL";
+    match why {
+        // `HOST:PORT/PATH`: a URL without its scheme, most likely.
+        NotABundle::Missing if path.split('/').next().is_some_and(|h| h.contains(':')) => {
+            format!("{path}: no such directory, and not a URL: for a server, write http://{path}")
+        }
+        NotABundle::Missing => format!("{path}: no such directory, and not a URL: {give}"),
+        NotABundle::File => format!("{path} is a file, not a bundle directory: {give}"),
+        NotABundle::NoManifest => format!(
+            "{path} is a directory but not a bundle (no manifest.json in it): {give}; to make \
+             one of a program's directory, `coldstart pack {path} -o BUNDLE`"
+        ),
+    }
+}
+
+/// No connection could be made to the server, or to the proxy.
+#[derive(Debug)]
+pub struct ConnectFailure {
+    pub peer: Peer,
+    /// The environment variable that names `peer` as the proxy, when it is the proxy.
+    pub proxy: Option<&'static str>,
+    pub source: io::Error,
+}
+
+impl std::fmt::Display for ConnectFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (peer, e) = (&self.peer, &self.source);
+        match self.proxy {
+            Some(var) => write!(
+                f,
+                "cannot connect to {peer} (the proxy of {var}): {e}; is the proxy running? fix \
+                 or unset {var}, or list the host in NO_PROXY"
+            ),
+            None => write!(
+                f,
+                "cannot connect to {peer}: {e}; is the server running, and are the URL's host \
+                 and port its own?"
+            ),
+        }
+    }
+}
+
+/// The proxy of the environment would not open a tunnel (`CONNECT`) to the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyRefusal {
+    pub peer: Peer,
+    /// The environment variable it comes from.
+    pub var: &'static str,
+    /// Its answer to `CONNECT`, if it gave one.
+    pub status: Option<u16>,
+    /// What happened, in words.
+    pub detail: String,
+}
+
+impl ProxyRefusal {
+    /// Whether another attempt may pass: not when the proxy answered 4xx.
+    fn retriable(&self) -> bool {
+        !self.status.is_some_and(|s| (400..500).contains(&s))
+    }
+}
+
+impl std::fmt::Display for ProxyRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (peer, var) = (&self.peer, self.var);
+        write!(f, "the proxy {peer} ({var}) did not open a tunnel to the server: {}", self.detail)?;
+        match self.status {
+            Some(407) => write!(
+                f,
+                "; give the proxy's user and password in {var} (http://USER:PASSWORD@HOST:PORT)"
+            ),
+            Some(400..=499) => write!(
+                f,
+                "; is it a proxy that answers CONNECT? fix or unset {var}, or list the host in \
+                 NO_PROXY"
+            ),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl From<crate::s3::S3Error> for FetchError {
@@ -290,14 +403,21 @@ impl FetchError {
     /// input; a server or network that misbehaves is the environment.
     pub fn category(&self) -> Category {
         match self {
-            FetchError::Url(_) | FetchError::CaFile { .. } | FetchError::Redirect { .. } => {
-                Category::Usage
-            }
+            FetchError::Url(_)
+            | FetchError::CaFile { .. }
+            | FetchError::Redirect { .. }
+            | FetchError::HttpsPort { .. }
+            | FetchError::NotABundle { .. }
+            | FetchError::NoSuchFile { .. } => Category::Usage,
+            FetchError::Tls { refusal, .. } => refusal.problem.category(),
+            FetchError::Proxy { refusal, .. } if !refusal.retriable() => Category::Usage,
             FetchError::Status { status: 404 | 410, .. } => Category::Usage,
             FetchError::Manifest(e) => e.category(),
             FetchError::S3(e) => e.category(),
             FetchError::GaveUp { last, .. } => last.category(),
             FetchError::Io { .. }
+            | FetchError::Connect { .. }
+            | FetchError::Proxy { .. }
             | FetchError::Timeout { .. }
             | FetchError::Status { .. }
             | FetchError::Protocol { .. }
@@ -311,7 +431,7 @@ impl FetchError {
     /// the file is not there, as opposed to a failed transfer.
     pub fn is_status(&self) -> bool {
         match self {
-            FetchError::Status { .. } | FetchError::S3(_) => true,
+            FetchError::Status { .. } | FetchError::S3(_) | FetchError::NoSuchFile { .. } => true,
             FetchError::GaveUp { last, .. } => last.is_status(),
             _ => false,
         }
@@ -321,6 +441,7 @@ impl FetchError {
     pub fn is_not_found(&self) -> bool {
         match self {
             FetchError::Status { status, .. } => matches!(status, 404 | 410),
+            FetchError::NoSuchFile { .. } => true,
             FetchError::S3(e) => e.is_not_found(),
             FetchError::GaveUp { last, .. } => last.is_not_found(),
             _ => false,
@@ -336,10 +457,23 @@ impl FetchError {
         }
     }
 
+    /// Whether the failure is the origin's as a whole, whatever file was asked for (its TLS,
+    /// its proxy, its scheme): asking it for another file would fail the same way.
+    pub fn refuses_origin(&self) -> bool {
+        match self {
+            FetchError::Tls { .. } | FetchError::HttpsPort { .. } => true,
+            FetchError::Proxy { .. } => !self.retriable(),
+            FetchError::GaveUp { last, .. } => last.refuses_origin(),
+            _ => false,
+        }
+    }
+
     /// Whether another attempt may succeed.
     fn retriable(&self) -> bool {
         match self {
+            FetchError::Proxy { refusal, .. } => refusal.retriable(),
             FetchError::Io { .. }
+            | FetchError::Connect { .. }
             | FetchError::Timeout { .. }
             | FetchError::Protocol { .. }
             | FetchError::Corrupt { .. } => true,
@@ -392,6 +526,10 @@ pub fn with_retries<T>(
                 // A transfer its reader stopped did not fail.
                 if !matches!(e, FetchError::Aborted { .. }) {
                     stats.failures.fetch_add(1, Ordering::Relaxed);
+                }
+                // A failure no attempt can mend, at the first: nothing was given up.
+                if !e.retriable() && attempts == 1 {
+                    return Err(e);
                 }
                 if !e.retriable() || attempts > opts.retries.min(MAX_RETRIES) {
                     return Err(FetchError::GaveUp {
@@ -544,12 +682,22 @@ pub fn open(url: &str, opts: FetchOptions) -> Result<Box<dyn Remote>, FetchError
         let settings = S3_DEFAULTS.get().cloned().unwrap_or_default();
         let bucket = Bucket::resolve(&s3, &settings, &ProcessEnv)?;
         Ok(Box::new(HttpRemote::s3(&s3, bucket, opts)?))
-    } else if let Some(p) = url.strip_prefix("file://") {
-        Ok(Box::new(DirRemote::new(Path::new(p), opts)))
-    } else if url.contains("://") {
+    } else if url.contains("://") && !url.starts_with("file://") {
         Err(FetchError::Url(redact_url(url)))
     } else {
-        Ok(Box::new(DirRemote::new(Path::new(url), opts)))
+        let dir = Path::new(url.strip_prefix("file://").unwrap_or(url));
+        let why = match std::fs::metadata(dir) {
+            Err(_) => Some(NotABundle::Missing),
+            Ok(m) if !m.is_dir() => Some(NotABundle::File),
+            Ok(_) => {
+                let names = [crate::start::MANIFEST_JSON, crate::start::MANIFEST_ZST];
+                (!names.iter().any(|n| dir.join(n).is_file())).then_some(NotABundle::NoManifest)
+            }
+        };
+        match why {
+            Some(why) => Err(FetchError::NotABundle { path: dir.display().to_string(), why }),
+            None => Ok(Box::new(DirRemote::new(dir, opts))),
+        }
     }
 }
 
@@ -578,12 +726,12 @@ impl Remote for DirRemote {
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         let url = self.describe(path);
         if !crate::manifest::is_safe_path(path) {
-            return Err(FetchError::Status { url, status: 404 });
+            return Err(FetchError::NoSuchFile { path: url });
         }
         let io = |source| FetchError::Io { url: url.clone(), source };
         let mut f = std::fs::File::open(self.root.join(path)).map_err(|e| {
             if e.kind() == io::ErrorKind::NotFound {
-                FetchError::Status { url: url.clone(), status: 404 }
+                FetchError::NoSuchFile { path: url.clone() }
             } else {
                 io(e)
             }

@@ -14,6 +14,11 @@ pub enum ElfError {
         #[source]
         source: std::io::Error,
     },
+    /// The path is missing, a directory or an empty file.
+    #[error(
+        "{path} {problem}: give the program's binary, an ELF file (such as /usr/bin/python3.11)"
+    )]
+    Unusable { path: PathBuf, problem: &'static str },
     /// The file is not ELF at all (a script, a text file, an archive).
     #[error("{path} is not an ELF file (no \\x7fELF magic); give the program binary, not a script or wrapper")]
     NotElf { path: PathBuf },
@@ -32,6 +37,7 @@ impl ElfError {
     pub fn category(&self) -> Category {
         match self {
             ElfError::Io { .. }
+            | ElfError::Unusable { .. }
             | ElfError::NotElf { .. }
             | ElfError::Unsupported32Bit { .. }
             | ElfError::Malformed { .. } => Category::Usage,
@@ -40,6 +46,23 @@ impl ElfError {
 }
 
 impl ElfError {
+    /// `path`, whose bytes do not start with the ELF magic, as the error that says why: it is
+    /// empty, or not ELF.
+    pub fn not_elf(path: &std::path::Path, bytes: &[u8]) -> Self {
+        match bytes.is_empty() {
+            true => ElfError::Unusable { path: path.to_owned(), problem: "is empty" },
+            false => ElfError::NotElf { path: path.to_owned() },
+        }
+    }
+
+    /// The error of reading `path`: the path in words when it is missing or a directory.
+    pub fn io(path: &std::path::Path, source: std::io::Error) -> Self {
+        match coldstart_fs::unusable_input(path) {
+            Some(problem) => ElfError::Unusable { path: path.to_owned(), problem },
+            None => ElfError::Io { path: path.to_owned(), source },
+        }
+    }
+
     pub(crate) fn malformed(path: &std::path::Path, err: impl std::fmt::Display) -> Self {
         ElfError::Malformed { path: path.to_owned(), message: err.to_string() }
     }

@@ -214,7 +214,7 @@ type File64<'a> = ElfFile64<'a, Endianness, &'a [u8]>;
 
 fn parse64<'a>(path: &Path, data: &'a [u8]) -> Result<File64<'a>, ElfError> {
     if data.len() < 5 || &data[..4] != b"\x7fELF" {
-        return Err(ElfError::NotElf { path: path.to_owned() });
+        return Err(ElfError::not_elf(path, data));
     }
     match data[4] {
         elf::ELFCLASS64 => {}

@@ -57,7 +57,7 @@ pub fn find_symbol(path: &std::path::Path, name: &str) -> Result<Option<u64>, El
     let map = Mmap::open(path)?;
     let data = map.bytes();
     if data.len() < 5 || &data[..4] != b"\x7fELF" {
-        return Err(ElfError::NotElf { path: path.to_owned() });
+        return Err(ElfError::not_elf(path, data));
     }
     let file = object::File::parse(data).map_err(|e| ElfError::malformed(path, e))?;
     let found = file

@@ -20,7 +20,11 @@ unsafe impl Sync for Mmap {}
 impl Mmap {
     /// Map `path` read-only.
     pub fn open(path: &Path) -> Result<Mmap, ElfError> {
-        let io = |source| ElfError::Io { path: path.to_owned(), source };
+        let io = |source| ElfError::io(path, source);
+        if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            // A directory opens, and only its mapping fails (ENODEV).
+            return Err(ElfError::Unusable { path: path.to_owned(), problem: "is a directory" });
+        }
         let file = File::open(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len() as usize;
         if len == 0 {

@@ -312,14 +312,16 @@ fn request(
     }
 }
 
-/// One start from the bundle at `url`: mount, run the command to its end, unmount.
+/// One start from the bundle at `url`: mount, run the command to its end, unmount. Beside the
+/// run, what the command said on standard error when it failed
+/// ([`coldstart_sys::stderr::said`]).
 fn start(
     o: &ExperimentOptions,
     url: &str,
     req: MountRequest,
     command: &[String],
     n: usize,
-) -> Result<(CellRun, f64), ExperimentError> {
+) -> Result<(CellRun, String), ExperimentError> {
     let root = o.work.join(format!("mnt-{n}"));
     let _ = std::fs::remove_dir(&root);
     std::fs::create_dir_all(&root).map_err(io(format!("mount point {}", root.display())))?;
@@ -334,13 +336,15 @@ fn start(
             source,
         })?;
     let chosen = mount.choice().map(|c| c.chosen.to_string());
+    let stderr = coldstart_sys::stderr::StderrFile::new()
+        .map_err(io("a memory file for the standard error"))?;
     let mut cmd = Command::new(root.join(&command[0]));
     cmd.args(&command[1..])
         .current_dir(&root)
         .env("COLDSTART_ROOT", &root)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
+        .stderr(stderr.to_stdio().map_err(io("a memory file for the standard error"))?);
     let status = match mount.spawn(&mut cmd) {
         Ok(mut group) => loop {
             if o.cancel.is_cancelled() {
@@ -379,7 +383,10 @@ fn start(
             held_out_bytes: Some(report.held_out_bytes),
             other_bytes: Some(report.other_bytes),
         },
-        program_s,
+        match status.is_some_and(|s| s.success()) {
+            true => String::new(),
+            false => coldstart_sys::stderr::said(&stderr.last_lines()),
+        },
     ))
 }
 
@@ -722,13 +729,16 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
                     server_cache(&server_files, *c);
                     n += 1;
                     let req = request(o, s, Some(l), &cache, None);
-                    let (r, _) = start(o, &url, req, &o.command, n)?;
+                    let (r, said) = start(o, &url, req, &o.command, n)?;
                     if r.exit_code != Some(0) {
+                        let status = match r.exit_code {
+                            Some(code) => format!("exit code {code}"),
+                            None => "killed by a signal".into(),
+                        };
                         e.warnings.push(format!(
-                            "{} {} {name}: the command exited with {:?}",
+                            "{} {} {name}: the command failed ({status}){said}",
                             l.label,
                             c.name(),
-                            r.exit_code
                         ));
                     }
                     runs.push(r);

@@ -1,4 +1,5 @@
-//! Writing the files coldstart produces (profiles, orders, reports, bundle manifests).
+//! Writing the files coldstart produces (profiles, orders, reports, bundle manifests), and
+//! saying in words why a file given as input cannot be read ([`unusable_input`]).
 //!
 //! Every output is written atomically: a temporary file in the destination's directory,
 //! `fsync`, `rename` over the destination, `fsync` of the directory. A reader sees the old
@@ -17,6 +18,27 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+/// What keeps `path` from being read as an input file, in words that follow its name in a
+/// message ("/tmp does not exist", "/tmp is a directory", "p.json is empty"): `None` for a
+/// file with contents, and for any other failure, which reading it will name.
+pub fn unusable_input(path: &Path) -> Option<&'static str> {
+    match fs::metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Some("does not exist"),
+        Ok(m) if m.is_dir() => Some("is a directory"),
+        Ok(m) if m.is_file() && m.len() == 0 => Some("is empty"),
+        _ => None,
+    }
+}
+
+/// [`unusable_input`], or for an input that reading as text failed with `err`: a binary file
+/// where text was expected.
+pub fn unusable_text_input(path: &Path, err: &io::Error) -> Option<&'static str> {
+    match err.kind() {
+        io::ErrorKind::InvalidData => Some("is a binary file, not text"),
+        _ => unusable_input(path),
+    }
+}
 
 /// Write `bytes` to `path` as described in the crate documentation.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {

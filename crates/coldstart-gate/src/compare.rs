@@ -260,7 +260,7 @@ fn reason(r: &Row) -> String {
     let v = |x: Option<f64>| x.map_or("-".into(), |x| crate::report::fmt_value(x, unit));
     match (&r.time, &r.steady) {
         (Some(t), _) => format!(
-            "{}, {}: {} -> {} ({:+.1}%, 95% CI {:+.1}% to {:+.1}%; threshold {:+.1}%; p = {:.1e}; {} runs): {}",
+            "{}, {}: {} -> {} ({:+.1}%, 95% CI {:+.1}% to {:+.1}%; threshold {:+.1}%; {}; {}): {}",
             r.figure.title(),
             r.state,
             v(r.baseline),
@@ -269,8 +269,8 @@ fn reason(r: &Row) -> String {
             (t.ratio_ci95.0 - 1.0) * 100.0,
             (t.ratio_ci95.1 - 1.0) * 100.0,
             t.threshold * 100.0,
-            t.p_value,
-            t.n_now,
+            coldstart_units::p_value(t.p_value),
+            coldstart_units::count(t.n_now as u64, "run"),
             r.verdict
         ),
         (None, Some(s)) => format!(
@@ -279,7 +279,7 @@ fn reason(r: &Row) -> String {
             r.state,
             v(r.baseline),
             v(r.now),
-            v(Some(s.limit)),
+            crate::report::fmt_limit(s.limit, r.figure),
             r.verdict
         ),
         _ => format!("{}, {}: {}", r.figure.title(), r.state, r.verdict),

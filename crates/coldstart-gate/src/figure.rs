@@ -82,6 +82,17 @@ impl Figure {
         }
     }
 
+    /// What one of a count figure is (`613 reads`); `None` for times and sizes.
+    pub const fn noun(self) -> Option<&'static str> {
+        match self {
+            Figure::ReadRequests | Figure::DeviceReadRequests => Some("read"),
+            Figure::MajorFaults => Some("fault"),
+            Figure::PagesTouched => Some("page"),
+            Figure::Instructions => Some("instruction"),
+            Figure::Time | Figure::ReadBytes | Figure::DeviceReadBytes => None,
+        }
+    }
+
     pub const fn unit(self) -> Unit {
         match self {
             Figure::Time => Unit::Seconds,

@@ -33,12 +33,26 @@ pub fn calibrate() -> f64 {
 }
 
 /// Measures with the Linux executor.
-#[derive(Debug, Default)]
-pub struct LinuxRunner;
+#[derive(Default)]
+pub struct LinuxRunner {
+    /// Told each run and each step of the measurement (`cold: run 3 of 31: 812.3 ms`).
+    on_step: Option<Box<dyn FnMut(String)>>,
+}
+
+impl std::fmt::Debug for LinuxRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinuxRunner").finish_non_exhaustive()
+    }
+}
 
 impl LinuxRunner {
     pub fn new() -> LinuxRunner {
-        LinuxRunner
+        LinuxRunner::default()
+    }
+
+    /// A runner that tells `on_step` each run and each step of its measurements.
+    pub fn with_steps(on_step: impl FnMut(String) + 'static) -> LinuxRunner {
+        LinuxRunner { on_step: Some(Box::new(on_step)) }
     }
 }
 
@@ -62,6 +76,7 @@ fn measure_options(
         }),
         strict: false,
         launchers: Vec::new(),
+        change: None,
     }
 }
 
@@ -75,10 +90,32 @@ impl Runner for LinuxRunner {
         let opts = measure_options(plan, states, runs, true);
         let mut exec = LinuxExecutor::new();
         let mut calibration = Vec::new();
-        let report = coldstart_measure::measure(&opts, &mut exec, &mut |p| {
-            if let MeasureProgress::Run { measured: true, .. } = p {
-                calibration.push(calibrate());
+        let (mut phase, mut done, mut total) = (String::new(), 0, 0);
+        let on_step = &mut self.on_step;
+        let report = coldstart_measure::measure(&opts, &mut exec, &mut |p| match p {
+            MeasureProgress::Run { measured, wall_s, .. } => {
+                if measured {
+                    calibration.push(calibrate());
+                }
+                done += 1;
+                if let Some(f) = on_step.as_mut() {
+                    let kind = if measured { "" } else { " (warm-up)" };
+                    let ms = wall_s * 1e3;
+                    f(match total {
+                        0 => format!("finding the program's files: {ms:.1} ms"),
+                        _ => format!("{phase}: run {done} of {total}{kind}: {ms:.1} ms"),
+                    });
+                }
             }
+            MeasureProgress::Phase { cache, total: n } => {
+                (phase, done, total) = (cache.to_string(), 0, n);
+            }
+            MeasureProgress::Step(s) => {
+                if let Some(f) = on_step.as_mut() {
+                    f(s);
+                }
+            }
+            MeasureProgress::Snapshot(_) => {}
         })?;
         let states = report
             .commands
@@ -90,7 +127,20 @@ impl Runner for LinuxRunner {
                     .filter(|r| r.excluded.is_none())
                     .map(|r| r.counters.clone())
                     .collect(),
-                excluded: c.runs.iter().filter_map(|r| r.excluded.clone()).collect(),
+                // A failed run's reason ends with what the program said.
+                excluded: c
+                    .runs
+                    .iter()
+                    .filter_map(|r| {
+                        let why = r.excluded.clone()?;
+                        Some(match r.stderr_tail.is_empty() {
+                            true => why,
+                            false => {
+                                format!("{why}{}", coldstart_sys::stderr::said(&r.stderr_tail))
+                            }
+                        })
+                    })
+                    .collect(),
             })
             .collect();
         Ok(Batch {

@@ -284,21 +284,7 @@ impl GateReport {
 
     fn storage_line(&self) -> String {
         match &self.settings.storage {
-            Some(p) => {
-                let iops =
-                    p.read_iops.map_or("unlimited reads/s".to_string(), |v| format!("{v} reads/s"));
-                let bps = p.read_bps.map_or("unlimited bytes/s".to_string(), |v| {
-                    format!("{} MB/s", (v as f64 / 1e6 * 10.0).round() / 10.0)
-                });
-                let timing = match &p.seek {
-                    Some(m) => m.to_string(),
-                    None => format!("{iops}, {bps}"),
-                };
-                format!(
-                    "emulated {} ({timing}, read-ahead {} KiB): {}",
-                    p.name, p.readahead_kb, self.settings.storage_reason
-                )
-            }
+            Some(p) => format!("{}: {}", p.describe(), self.settings.storage_reason),
             None => format!("this machine's disk: {}", self.settings.storage_reason),
         }
     }
@@ -320,12 +306,16 @@ impl GateReport {
             };
             let limit = match (&r.time, r.limit) {
                 (Some(t), _) => format!("+{:.1}%", t.threshold * 100.0),
-                (None, Some(l)) => fmt_value(l, unit),
+                (None, Some(l)) => fmt_limit(l, r.figure),
                 _ => "-".into(),
             };
             let mut verdict = r.verdict.label().to_string();
             if let Some(t) = &r.time {
-                verdict.push_str(&format!(" ({} runs, p={})", t.n_now, fmt_p(t.p_value)));
+                verdict.push_str(&format!(
+                    " ({}, {})",
+                    coldstart_units::count(t.n_now as u64, "run"),
+                    coldstart_units::p_value(t.p_value)
+                ));
             }
             rows.push(vec![
                 format!("{}, {}", r.figure.title(), r.state),
@@ -412,19 +402,18 @@ pub fn fmt_value(v: f64, unit: Unit) -> String {
     match unit {
         Unit::Seconds if v.abs() >= 1.0 => format!("{v:.2} s"),
         Unit::Seconds => format!("{:.1} ms", v * 1e3),
-        Unit::Bytes if v.abs() >= 1048576.0 => format!("{:.1} MiB", v / 1048576.0),
-        Unit::Bytes if v.abs() >= 1024.0 => format!("{:.1} KiB", v / 1024.0),
-        Unit::Bytes => format!("{v:.0} B"),
+        Unit::Bytes => coldstart_units::bytes_f(v),
         Unit::Count if v.fract() == 0.0 || v.abs() >= 1000.0 => format!("{v:.0}"),
         Unit::Count => format!("{v:.1}"),
     }
 }
 
-fn fmt_p(p: f64) -> String {
-    if p < 0.001 {
-        format!("{p:.0e}")
-    } else {
-        format!("{p:.3}")
+/// A steady figure's limit: a count is the most allowed, whole, with its noun (`613 reads`:
+/// the limit 613.9 lets 613 pass and calls 614 slower); a size as [`fmt_value`] shows it.
+pub fn fmt_limit(limit: f64, figure: Figure) -> String {
+    match figure.noun() {
+        Some(noun) => coldstart_units::count(limit.max(0.0).floor() as u64, noun),
+        None => fmt_value(limit, figure.unit()),
     }
 }
 

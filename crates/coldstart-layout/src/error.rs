@@ -15,6 +15,9 @@ pub enum LayoutError {
         #[source]
         source: std::io::Error,
     },
+    /// An input file is missing, a directory or empty.
+    #[error("{what} {path} {problem}: {hint}")]
+    Unusable { what: &'static str, path: PathBuf, problem: &'static str, hint: &'static str },
     /// A profile could not be parsed.
     #[error("{path} is not a usable coldstart profile: {message}")]
     Profile { path: PathBuf, message: String },
@@ -51,6 +54,7 @@ impl LayoutError {
             | LayoutError::NoSuchModule { .. }
             | LayoutError::UnsupportedLinker { .. }
             | LayoutError::Profile { .. }
+            | LayoutError::Unusable { .. }
             | LayoutError::ProfileVersion { .. }
             | LayoutError::EmptyOrder { .. }
             | LayoutError::NoRelocations { .. } => Category::Usage,
@@ -64,6 +68,25 @@ impl LayoutError {
 
 impl LayoutError {
     pub(crate) fn io(action: &'static str, path: &std::path::Path, source: std::io::Error) -> Self {
-        LayoutError::Io { action, path: path.to_owned(), source }
+        match (action, coldstart_fs::unusable_text_input(path, &source)) {
+            ("read order file", Some(problem)) => LayoutError::Unusable {
+                what: "order file",
+                path: path.to_owned(),
+                problem,
+                hint: "give the file `coldstart order -o FILE` wrote",
+            },
+            ("read profile", Some(problem)) => LayoutError::unusable_profile(path, problem),
+            _ => LayoutError::Io { action, path: path.to_owned(), source },
+        }
+    }
+
+    /// A profile that is missing, a directory or empty.
+    pub(crate) fn unusable_profile(path: &std::path::Path, problem: &'static str) -> Self {
+        LayoutError::Unusable {
+            what: "profile",
+            path: path.to_owned(),
+            problem,
+            hint: "give a profile file (`coldstart profile -o P.json` writes one)",
+        }
     }
 }

@@ -164,6 +164,12 @@ fn profile_error(path: &Path, e: coldstart_profile_format::FormatError) -> Layou
         coldstart_profile_format::FormatError::Read { source, .. } => {
             LayoutError::io("read profile", path, source)
         }
+        coldstart_profile_format::FormatError::Unusable { problem, .. } => {
+            LayoutError::unusable_profile(path, problem)
+        }
+        coldstart_profile_format::FormatError::Parse { source, .. } => {
+            LayoutError::Profile { path: path.to_owned(), message: format!("not JSON ({source})") }
+        }
         other => LayoutError::Profile { path: path.to_owned(), message: other.to_string() },
     }
 }

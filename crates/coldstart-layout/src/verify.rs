@@ -35,6 +35,13 @@ pub fn expected_names(from: Expected<'_>, binary: &Path) -> Result<Vec<String>, 
         Expected::OrderFile(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| LayoutError::io("read order file", path, e))?;
+            if text.is_empty() {
+                return Err(LayoutError::io(
+                    "read order file",
+                    path,
+                    std::io::Error::other("empty"),
+                ));
+            }
             Ok(parse_order_file_for(&text, binary))
         }
         Expected::Profile { path, module } => {
@@ -245,7 +252,9 @@ mod tests {
         let err = expected_names(Expected::OrderFile(&dir.path().join("absent")), &exe)
             .unwrap_err()
             .to_string();
-        assert!(err.starts_with("cannot read order file"), "{err}");
+        assert!(err.contains("order file") && err.contains("absent does not exist"), "{err}");
+        let err = expected_names(Expected::OrderFile(dir.path()), &exe).unwrap_err().to_string();
+        assert!(err.contains("is a directory: give the file `coldstart order"), "{err}");
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub enum MountError {
     Prefetch { strategy: Strategy, source: EngineError },
     #[error("cannot mount FUSE on {path}: {cause}; {}", fuse_hint(cause))]
     Fuse { path: PathBuf, cause: std::io::Error },
+    #[error("cannot mount the bundle: {0}")]
+    FuseAccess(#[from] coldstart_sys::fuse::Unusable),
     #[error("cannot unmount {0}: it stays busy; run `fusermount3 -u -z {0}`")]
     Unmount(PathBuf),
     #[error("cannot start the watchdog that cleans up if coldstart dies (/bin/sh): {0}")]
@@ -89,6 +91,12 @@ impl MountError {
             MountError::Signature(e) => e.category(),
             MountError::Untrusted(e) => e.category(),
             MountError::Record(e) => e.category(),
+            MountError::FuseAccess(_) => Category::Privilege,
+            MountError::Fuse { cause, .. }
+                if cause.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
+                Category::Privilege
+            }
             MountError::Prefetch { .. }
             | MountError::Fuse { .. }
             | MountError::Unmount(_)

@@ -321,7 +321,10 @@ impl Choice {
         let each: Vec<String> = self
             .held_out
             .iter()
-            .map(|h| format!("{} {:.0} ({} starts)", h.strategy, h.misses, h.runs))
+            .map(|h| {
+                let starts = coldstart_units::count(h.runs as u64, "start");
+                format!("{} {:.0} ({starts})", h.strategy, h.misses)
+            })
             .collect();
         format!("misses outside the hot set, from earlier starts: {}", each.join(", "))
     }

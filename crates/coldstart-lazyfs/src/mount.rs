@@ -88,11 +88,14 @@ fn check_mountpoint(dir: &Path) -> Result<(), MountError> {
 /// `mountpoint`. Returns when the strategy's start-up work is done and the tree is visible.
 pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, MountError> {
     check_mountpoint(mountpoint)?;
+    // A URL or path that names no bundle is said first; then, before any fetch, what keeps
+    // this user from mounting, and what to do.
+    let remote: Arc<dyn coldstart_bundle::Remote> =
+        Arc::from(open(url, opts.fetch.clone()).map_err(MountError::Manifest)?);
+    coldstart_sys::fuse::check()?;
     // Before anything that may take long: if this process dies from here on, the watchdog
     // cleans up (the directories it is given now, the mount once there is one).
     let mut watchdog = Watchdog::start(&opts.remove_on_death).map_err(MountError::Watchdog)?;
-    let remote: Arc<dyn coldstart_bundle::Remote> =
-        Arc::from(open(url, opts.fetch.clone()).map_err(MountError::Manifest)?);
     let t = Instant::now();
     // Under --trust the signature is fetched beside the manifest, not after it.
     let signature = (!opts.trust.is_empty()).then(|| {
@@ -126,6 +129,7 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
             Err(StartFailure::Invalid(e)) => {
                 return Err(MountError::Manifest(FetchError::Manifest(e)));
             }
+            Err(StartFailure::Refused(e)) => return Err(MountError::Manifest(e)),
             Err(StartFailure::Fallback(why)) => {
                 drop(fetch);
                 let mut m = get_manifest(remote.as_ref()).map_err(MountError::Manifest)?;

@@ -319,8 +319,8 @@ impl EvictionReport {
         if !self.still_resident.is_empty() {
             let first = &self.still_resident[0];
             let mut s = format!(
-                "{} file(s) still resident ({} of {} pages), e.g. {} ({} pages)",
-                self.still_resident.len(),
+                "{} still resident ({} of {} pages), e.g. {} ({} pages)",
+                coldstart_units::count(self.still_resident.len() as u64, "file"),
                 self.resident_pages_after,
                 self.total_pages,
                 first.path.display(),

@@ -179,19 +179,7 @@ fn in_unit(unit: Unit, v: f64) -> String {
                 format!("{v:.3} s")
             }
         }
-        Unit::Bytes => {
-            const KIB: f64 = 1024.0;
-            let a = v.abs();
-            if a < KIB {
-                format!("{} B", count(v))
-            } else if a < KIB * KIB {
-                format!("{:.1} KiB", v / KIB)
-            } else if a < KIB * KIB * KIB {
-                format!("{:.1} MiB", v / (KIB * KIB))
-            } else {
-                format!("{:.2} GiB", v / (KIB * KIB * KIB))
-            }
-        }
+        Unit::Bytes => coldstart_units::bytes_f(v),
         Unit::Count => count(v),
     }
 }
@@ -238,46 +226,69 @@ fn p_text(p: f64) -> String {
     }
 }
 
-/// "B is 1.23x slower than A [1.10, 1.35], p = 0.002" (or faster, with the interval inverted).
+/// The comparison said of the change against the base, each named: "B (./new) is 1.23x
+/// slower than A (./old) [1.10, 1.35], p = 0.002"; with [`Comparison::change`], of A against
+/// B: "With the prefetch (A): 8.01x faster than without (B) [7.52, 8.44], p < 0.001". Faster
+/// inverts the ratio and its interval.
 pub fn comparison_sentence(r: &MeasureReport, c: &Comparison) -> String {
     let label = |i: usize, default: &str| {
         r.commands.get(i).map(|c| c.label.clone()).unwrap_or_else(|| default.to_string())
     };
-    let (a, b) = (label(0, "A"), label(1, "B"));
-    let (lo, hi) = c.ratio_ci95;
+    let named = |i: usize, default: &str| match r.commands.get(i) {
+        Some(cmd) => format!("{} ({})", cmd.label, short_command(&command_line(cmd))),
+        None => default.to_string(),
+    };
+    let (a, b) = (named(0, "A"), named(1, "B"));
     if !c.ratio.is_finite() || c.ratio <= 0.0 {
         return format!("{b} and {a} cannot be compared on {}", title_of(&c.metric));
     }
+    // Who is said against whom ("B (./new) is" or "With the prefetch (A):"), and the change's
+    // figure over the base's with its interval.
+    let (is, has, base, ratio, (lo, hi)) = match &c.change {
+        None => (format!("{b} is"), format!("{b} has"), a, c.ratio, c.ratio_ci95),
+        Some(what) => {
+            let with = format!("With {what} ({}):", label(0, "A"));
+            let (lo, hi) = c.ratio_ci95;
+            (
+                with.clone(),
+                with,
+                format!("without ({})", label(1, "B")),
+                1.0 / c.ratio,
+                (1.0 / hi, 1.0 / lo),
+            )
+        }
+    };
     let p = p_text(c.p_value);
     if Unit::of_name(&c.metric) != Unit::Seconds {
-        return format!(
-            "{b} has {:.2}x the {} of {a} [{lo:.2}, {hi:.2}], {p}",
-            c.ratio,
-            title_of(&c.metric)
-        );
+        let metric = title_of(&c.metric);
+        return format!("{has} {ratio:.2}x the {metric} of {base} [{lo:.2}, {hi:.2}], {p}");
     }
     let what =
         if c.metric == Metric::Wall.name() { String::new() } else { format!(" in {}", c.metric) };
-    if c.ratio >= 1.0 {
-        format!("{b} is {:.2}x slower than {a}{what} [{lo:.2}, {hi:.2}], {p}", c.ratio)
+    if ratio >= 1.0 {
+        format!("{is} {ratio:.2}x slower than {base}{what} [{lo:.2}, {hi:.2}], {p}")
     } else {
-        format!(
-            "{b} is {:.2}x faster than {a}{what} [{:.2}, {:.2}], {p}",
-            1.0 / c.ratio,
-            1.0 / hi,
-            1.0 / lo
-        )
+        let (x, lo, hi) = (1.0 / ratio, 1.0 / hi, 1.0 / lo);
+        format!("{is} {x:.2}x faster than {base}{what} [{lo:.2}, {hi:.2}], {p}")
+    }
+}
+
+/// A command line cut to fit a sentence: its first 40 characters and `...`.
+fn short_command(line: &str) -> String {
+    match line.char_indices().nth(40) {
+        Some((cut, _)) => format!("{}...", &line[..cut]),
+        None => line.to_string(),
     }
 }
 
 /// The metrics of the terminal table, in order, with their row titles.
 const TABLE_ROWS: [(Metric, &str); 5] = [
     (Metric::Wall, "Time (median):"),
-    (Metric::MajorFaults, "Major faults:"),
-    (Metric::ReadBytes, "Read from storage:"),
-    (Metric::ReadRequests, "Read requests:"),
+    (Metric::MajorFaults, "Major faults (median):"),
+    (Metric::ReadBytes, "Read from storage (median):"),
+    (Metric::ReadRequests, "Read requests (median):"),
     // Only with `--storage`.
-    (Metric::StorageReadRequests, "  on the device:"),
+    (Metric::StorageReadRequests, "  on the device (median):"),
 ];
 
 /// The compact terminal view: per command the median wall time with its 95% interval, the
@@ -305,15 +316,15 @@ pub fn to_table(r: &MeasureReport) -> String {
                 ),
                 Some(s) => in_unit(unit, s.median),
             };
-            let _ = writeln!(out, "  {title:<20}{value}");
+            let _ = writeln!(out, "  {title:<29}{value}");
         }
-        let _ = writeln!(out, "  {:<20}{}", "Runs:", excluded_summary(cmd));
+        let _ = writeln!(out, "  {:<29}{}", "Runs:", excluded_summary(cmd));
         if let Some((first, second)) = held_lines(cmd) {
-            let _ = writeln!(out, "  {:<20}{first}", "Stayed cached:");
-            let _ = writeln!(out, "  {:<20}{second}", "");
+            let _ = writeln!(out, "  {:<29}{first}", "Stayed cached:");
+            let _ = writeln!(out, "  {:<29}{second}", "");
         }
         if let Some(s) = cmd.summary(Metric::Wall.name()).filter(|s| !s.outliers.is_empty()) {
-            let _ = writeln!(out, "  {:<20}{} of wall time", "Outliers:", s.outliers.len());
+            let _ = writeln!(out, "  {:<29}{} of wall time", "Outliers:", s.outliers.len());
         }
         out.push('\n');
     }
@@ -388,12 +399,12 @@ pub fn to_markdown(r: &MeasureReport) -> String {
     let env = &r.environment;
     let _ = writeln!(
         out,
-        "Cache state {}, readiness {}, {} warm-up run(s). Linux {}, {} CPU(s), cgroup {}{}.\n",
+        "Cache state {}, readiness {}, {}. Linux {}, {}, cgroup {}{}.\n",
         md_code(&r.cache),
         md_code(&r.ready),
-        r.warmup,
+        coldstart_units::count(r.warmup as u64, "warm-up run"),
         env.kernel,
-        env.cpus,
+        coldstart_units::count(env.cpus as u64, "CPU"),
         env.cgroup,
         env.cpu_governor.as_ref().map(|g| format!(", governor {g}")).unwrap_or_default()
     );

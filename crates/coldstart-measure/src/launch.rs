@@ -11,7 +11,8 @@
 //!    enabled on `exec`, user space only), reads the monotonic clock into a page shared with
 //!    the parent, and `execve`s: the wall time starts there;
 //! 3. wait for the readiness signal ([`crate::ready`]) or the timeout, draining any captured
-//!    output so the program never blocks on a full pipe;
+//!    output so the program never blocks on a full pipe (standard error goes to a memory
+//!    file, [`coldstart_sys::stderr`], whose last lines a failed run keeps);
 //! 4. at readiness read the clock and the counters, then kill the whole tree, reap the root and
 //!    remove the cgroup (also on every error path: the cgroup guard's `Drop`).
 //!
@@ -100,6 +101,9 @@ pub struct RunOutput {
     /// Of the files other processes mapped when the run started, the pages the tree had in
     /// its page tables (only with [`RunSpec::discover_files`]; see the module docs).
     pub touched: crate::cache::pages::TouchedPages,
+    /// The last lines of the program's standard error when the run failed, did not become
+    /// ready or timed out (see [`coldstart_sys::stderr`]); empty for a run that became ready.
+    pub stderr_tail: Vec<String>,
 }
 
 impl RunOutput {

@@ -60,7 +60,8 @@ use crate::cache::{self, CacheError, CacheState, EvictionReport, Verify};
 use crate::launch::{Executor, RunSpec};
 use crate::metric::Metric;
 use crate::result::{
-    CommandResult, MeasureReport, ResidentHoldInfo, RunRecord, FORMAT_NAME, FORMAT_VERSION,
+    CommandResult, Comparison, MeasureReport, ResidentHoldInfo, RunRecord, FORMAT_NAME,
+    FORMAT_VERSION,
 };
 use crate::stats;
 use emulation::{start_emulation, Emulation};
@@ -80,6 +81,8 @@ pub enum Progress {
     /// Everything measured so far, after each cache state: a caller can write it out so a
     /// later failure loses nothing.
     Snapshot(Box<MeasureReport>),
+    /// A step that is not a run begins (`copying 12 files onto the emulated hdd`).
+    Step(String),
 }
 
 /// Discovery runs per command: one with root (fanotify sees every open), three without.
@@ -224,6 +227,14 @@ fn measure_with(
             }
         }
         let files: Vec<Vec<PathBuf>> = found.iter().map(|f| f.files.clone()).collect();
+        progress(Progress::Step(match &so.app_dir {
+            Some(d) => format!("copying {} onto the emulated {}", d.display(), so.profile.name),
+            None => format!(
+                "copying the program's files onto the emulated {} ({} found)",
+                so.profile.name,
+                coldstart_units::count(files.iter().map(Vec::len).sum::<usize>() as u64, "file")
+            ),
+        }));
         let (emulation, info, fidelity) = start_emulation(opts, so, &files, exec)?;
         *emulation_slot = Some(emulation);
         report.storage = Some(info);
@@ -365,7 +376,8 @@ fn measure_with(
     }
 
     if compare {
-        report.comparison = stats::compare(&report.commands[0], &report.commands[1], Metric::Wall);
+        report.comparison = stats::compare(&report.commands[0], &report.commands[1], Metric::Wall)
+            .map(|c| Comparison { change: opts.change.clone(), ..c });
     }
     report.io_share = io_share(opts, &report);
     report.warnings = warnings(opts, &report, &exec.warnings());
@@ -549,7 +561,8 @@ mod tests {
         assert!(runs[1].excluded.as_deref().unwrap().contains("not ready within the timeout"));
         assert!(runs[2].excluded.as_deref().unwrap().contains("exit code 3"));
         assert_eq!(r.commands[0].summaries[0].1.n, 2);
-        assert!(r.warnings.iter().any(|w| w.contains("2 of 4 runs did not become ready")));
+        assert!(r.warnings.iter().any(|w| w.contains("1 of 4 runs did not become ready")));
+        assert!(r.warnings.iter().any(|w| w.contains("1 of 4 runs failed")));
     }
 
     #[test]

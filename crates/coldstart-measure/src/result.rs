@@ -84,6 +84,11 @@ pub struct RunRecord {
     /// Why this run is kept out of the statistics, if it is (eviction failed, not ready,
     /// failed). Such runs are reported, never silently counted.
     pub excluded: Option<String>,
+    /// The last lines the program wrote to standard error, for a run that failed, exited
+    /// before the readiness signal or timed out (at most 5, each cut at 160 characters; after
+    /// the line naming the error when it lies above them: `coldstart_sys::stderr::last_lines`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stderr_tail: Vec<String>,
 }
 
 /// Pages that stayed cached before a run because processes outside it map them: inherent on
@@ -179,6 +184,11 @@ pub struct Comparison {
     pub ratio_ci95: (f64, f64),
     /// Two-sided Mann-Whitney U p-value.
     pub p_value: f64,
+    /// What A has that B lacks, when A is the change and B the base (`measure --prefetch DB
+    /// --compare`: "the prefetch"); the comparison is then said of A against B. `None`: B is
+    /// the change, said against A.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<String>,
 }
 
 /// The part of start-up spent waiting for storage, estimated as the Firefox measurements

@@ -186,6 +186,7 @@ pub fn compare(a: &CommandResult, b: &CommandResult, metric: Metric) -> Option<C
         ratio,
         ratio_ci95,
         p_value: mann_whitney_p(&va, &vb),
+        change: None,
     })
 }
 
@@ -551,6 +552,7 @@ mod tests {
             eviction: None,
             held_by_others: None,
             excluded: excluded.then(|| "eviction did not hold".to_string()),
+            stderr_tail: Vec::new(),
         }
     }
 

@@ -107,7 +107,10 @@ impl Database {
     /// [`MAX_FILE_BYTES`], every range inside a file that exists in it and inside that file's
     /// recorded size.
     pub fn read(path: &Path) -> Result<Database, PrefetchError> {
-        let read = |source| PrefetchError::Read { path: path.to_owned(), source };
+        let read = |source: std::io::Error| match coldstart_fs::unusable_text_input(path, &source) {
+            Some(problem) => PrefetchError::Unusable { path: path.to_owned(), problem },
+            None => PrefetchError::Read { path: path.to_owned(), source },
+        };
         let meta = std::fs::metadata(path).map_err(read)?;
         if meta.len() > MAX_FILE_BYTES {
             return Err(PrefetchError::TooLarge {
@@ -117,6 +120,9 @@ impl Database {
             });
         }
         let text = std::fs::read_to_string(path).map_err(read)?;
+        if text.trim().is_empty() {
+            return Err(PrefetchError::Unusable { path: path.to_owned(), problem: "is empty" });
+        }
         Database::from_json(path, &text)
     }
 

@@ -36,6 +36,8 @@ pub use db::{Database, FileEntry, Range};
 pub enum PrefetchError {
     #[error("cannot read prefetch database {path}: {source}")]
     Read { path: PathBuf, source: std::io::Error },
+    #[error("prefetch database {path} {problem}: give a database file (`coldstart prefetch record -o DB` writes one)")]
+    Unusable { path: PathBuf, problem: &'static str },
     #[error("{path} is not a prefetch database: {source}")]
     Parse { path: PathBuf, source: serde_json::Error },
     #[error("{path} is a `{found}` file, not a `{}` database (record one with `coldstart prefetch record`)", db::FORMAT)]
@@ -55,6 +57,7 @@ impl PrefetchError {
     pub fn category(&self) -> Category {
         match self {
             PrefetchError::Read { .. }
+            | PrefetchError::Unusable { .. }
             | PrefetchError::Parse { .. }
             | PrefetchError::WrongFormat { .. }
             | PrefetchError::UnknownVersion { .. }

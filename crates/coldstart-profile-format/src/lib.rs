@@ -231,6 +231,10 @@ fn one() -> u64 {
 pub enum FormatError {
     #[error("cannot read profile {path}: {source}")]
     Read { path: PathBuf, source: std::io::Error },
+    #[error(
+        "profile {path} {problem}: give a profile file (`coldstart profile -o P.json` writes one)"
+    )]
+    Unusable { path: PathBuf, problem: &'static str },
     #[error("{path} is not a coldstart profile: {source}")]
     Parse { path: PathBuf, source: serde_json::Error },
     #[error("{path} is a `{found}` file, not a `{FORMAT}` profile")]
@@ -261,6 +265,7 @@ impl FormatError {
     pub fn category(&self) -> Category {
         match self {
             FormatError::Read { .. }
+            | FormatError::Unusable { .. }
             | FormatError::Parse { .. }
             | FormatError::WrongFormat { .. }
             | FormatError::UnknownVersion { .. }
@@ -277,8 +282,17 @@ impl FormatError {
 impl Profile {
     /// Read and validate a profile.
     pub fn read(path: &Path) -> Result<Profile, FormatError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| FormatError::Read { path: path.to_owned(), source })?;
+        let unusable = |problem| FormatError::Unusable { path: path.to_owned(), problem };
+        let text =
+            std::fs::read_to_string(path).map_err(
+                |source| match coldstart_fs::unusable_text_input(path, &source) {
+                    Some(problem) => unusable(problem),
+                    None => FormatError::Read { path: path.to_owned(), source },
+                },
+            )?;
+        if text.trim().is_empty() {
+            return Err(unusable("is empty"));
+        }
         Profile::from_json(path, &text)
     }
 

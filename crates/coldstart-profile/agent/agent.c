@@ -24,12 +24,14 @@
  *
  * Not patched: the dynamic loader (it runs this library and is half-way through its own work
  * when the first callback comes), the vdso (no file, not writable), objects of other link-map
- * namespaces (dlmopen; the ptrace tracer's r_debug walk does not see them either) and this
- * library's own namespace (the loader never reports it).
+ * namespaces (dlmopen; the ptrace tracer's r_debug walk does not see them either), this
+ * library's own namespace (the loader never reports it), and code the program copies as data
+ * (V8's embedded builtins, see symbols.c), where an int3 would go with the copy.
  *
  * SIGTRAP belongs to the agent for the life of the process (see signals.c): the
  * program's own SIGTRAP handler is recorded and run for traps that are not breakpoints, and
- * SIGTRAP is never blocked.
+ * SIGTRAP is never blocked. Armed text stays writable for the life of the process too: the
+ * C library's mprotect keeps write access there (agent_mprotect).
  *
  * The signal path makes raw system calls and allocates nothing. Linked with -z now, so no
  * lazy binding (which would run the loader's resolver) happens in the handler.
@@ -492,6 +494,7 @@ static fork_fn real_fork; /* the program's C library's fork (from its .dynsym) *
 typedef int (*register_atfork_fn)(void (*)(void), void (*)(void), void (*)(void), void *);
 static register_atfork_fn register_atfork; /* and its __register_atfork */
 static pid_t agent_vfork(void);
+static int agent_mprotect(void *addr, size_t len, int prot);
 static void redirect(uint64_t at, uint64_t size, void *target);
 
 #define HUGE (2ull << 20)
@@ -538,6 +541,7 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
              t_populate = 0, t_write = 0, text_bytes = 0, symbols = 0;
     if (map_file(path, &f) != 0) return 0;
     struct list l = {0}, skip = {0};
+    struct copied_code copied = {0, 0};
     /* The C library's internal functions (from .symtab or its debug file) include thread
      * exit and fork/spawn paths that run with every signal blocked: only its exported
      * functions (less the never-armed ones) get breakpoints. */
@@ -545,15 +549,16 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
     base = base ? base + 1 : path;
     size_t full_table = 0;
     if (strncmp(base, "libc.so", 7) != 0) {
-        full_table = add_symbols(&f, SHT_SYMTAB, &l, &skip);
-        if (!full_table) full_table = add_debug_file_symbols(&f, debug_roots, &l, &skip);
+        full_table = add_symbols(&f, SHT_SYMTAB, &l, &skip, &copied);
+        if (!full_table) full_table = add_debug_file_symbols(&f, debug_roots, &l, &skip, &copied);
     }
     /* The C library's fork, vfork and fork handlers (see agent_vfork, la_preinit), and its
      * signal functions (see signals.c). */
     uint64_t fork_at = 0, vfork_at = 0, vfork_size = 0, atfork_at = 0;
     uint64_t sigaction_at = 0, sigaction_size = 0, sigmask_at = 0, sigmask_size = 0;
-    uint64_t libc_sigaction_at = 0, errno_at = 0;
+    uint64_t libc_sigaction_at = 0, errno_at = 0, mprotect_at = 0, mprotect_size = 0;
     if (strncmp(base, "libc.so", 7) == 0) {
+        mprotect_at = find_dynamic(&f, "mprotect", &mprotect_size);
         fork_at = find_dynamic(&f, "fork", NULL);
         vfork_at = find_dynamic(&f, "vfork", &vfork_size);
         atfork_at = find_dynamic(&f, "__register_atfork", NULL);
@@ -564,13 +569,15 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
     }
     /* .dynsym only repeats what a full symbol table has (and coldstart, like the ptrace
      * tracer, takes the full table alone when there is one). */
-    if (!full_table) add_symbols(&f, SHT_DYNSYM, &l, &skip);
+    if (!full_table) add_symbols(&f, SHT_DYNSYM, &l, &skip, &copied);
     symbols = l.n + skip.n;
     if (t_start) t_symbols = now_ns();
     /* An address any of whose names is never armed stays unarmed (aliases: __madvise). */
     sort_u64(skip.v, skip.n);
 
-    /* Keep entries inside executable load segments (as mapped now). */
+    /* Keep entries inside executable load segments (as mapped now), outside code the
+     * program copies (symbols.c). */
+    uint64_t copied_end = copied_code_end(&f, &copied);
     const Elf64_Ehdr *eh = (const void *)f.data;
     const Elf64_Phdr *ph = NULL;
     if (eh->e_phoff + (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) <= f.size)
@@ -586,6 +593,7 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
             else b = mid;
         }
         if (a < skip.n && skip.v[a] == l.v[i]) continue;
+        if (l.v[i] >= copied.start && l.v[i] < copied_end) continue;
         int text = 0;
         for (unsigned k = 0; ph && k < eh->e_phnum; k++)
             if (ph[k].p_type == PT_LOAD && (ph[k].p_flags & PF_X) && l.v[i] >= ph[k].p_vaddr &&
@@ -631,6 +639,7 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
         signals_use_libc((void *)(bias + libc_sigaction_at), (void *)(bias + errno_at));
         redirect(bias + sigaction_at, sigaction_size, (void *)agent_sigaction);
         redirect(bias + sigmask_at, sigmask_size, (void *)agent_sigmask);
+        if (mprotect_at) redirect(bias + mprotect_at, mprotect_size, (void *)agent_mprotect);
     }
     if (ok) {
         for (size_t i = 0; i < kept; i++) {
@@ -740,8 +749,27 @@ static pid_t agent_vfork(void) {
     return pid;
 }
 
-/* Send a function of the C library (vfork, __sigaction, pthread_sigmask) to the agent's:
- * `jmp *0(%rip)` and the address, 14 bytes over its entry (it is never armed, see
+/* What the C library's mprotect does now: the same, except that armed text stays writable,
+ * since the trap handler puts the original bytes back there. Node.js with
+ * --use-largepages=on copies its text into huge pages and makes it read-only and executable
+ * again: the handler died of SIGSEGV putting back the next breakpoint's byte. */
+static int agent_mprotect(void *addr, size_t len, int prot) {
+    uint64_t lo = (uint64_t)addr, hi = lo + len;
+    int n = __atomic_load_n(&module_count, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n && (prot & PROT_EXEC) && !(prot & PROT_WRITE); i++)
+        if (__atomic_load_n(&modules[i].live, __ATOMIC_ACQUIRE) && lo < modules[i].hi &&
+            hi > modules[i].lo)
+            prot |= PROT_WRITE;
+    long r = sys4(SYS_mprotect, (long)lo, (long)len, prot, 0);
+    if (r < 0) {
+        program_set_errno((int)-r);
+        return -1;
+    }
+    return 0;
+}
+
+/* Send a function of the C library (vfork, __sigaction, pthread_sigmask, mprotect) to the
+ * agent's: `jmp *0(%rip)` and the address, 14 bytes over its entry (it is never armed, see
  * symbols.c), in the program's writable copy of the text. */
 static void redirect(uint64_t at, uint64_t size, void *target) {
     if (size < 14) return;

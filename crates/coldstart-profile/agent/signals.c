@@ -82,6 +82,10 @@ void signals_use_libc(void *libc_sigaction, void *errno_location) {
     program_errno = (errno_fn)errno_location;
 }
 
+void program_set_errno(int e) {
+    *program_errno() = e;
+}
+
 /* What __sigaction (= sigaction) of the program's C library does now. */
 int agent_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
     /* The C library refuses its own internal signals (SIGCANCEL, SIGSETXID) and bad numbers. */

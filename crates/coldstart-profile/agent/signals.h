@@ -17,6 +17,9 @@ void signals_take_over(const struct sigaction *before);
  * functions call. */
 void signals_use_libc(void *libc_sigaction, void *errno_location);
 
+/* Set the program's errno (that of its C library, not the agent's own copy). */
+void program_set_errno(int e);
+
 /* What the C library's __sigaction (= sigaction) and pthread_sigmask do once redirected. */
 int agent_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 int agent_sigmask(int how, const sigset_t *set, sigset_t *old);

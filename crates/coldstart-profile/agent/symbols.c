@@ -62,7 +62,8 @@ int map_file(const char *path, struct file *f) {
  * fatal. They are left alone (and so are never in an audit profile), whatever object
  * defines them (an allocator's free runs at thread exit too). */
 static const char *const never_armed[] = {
-    "madvise", "munmap", "free", "cfree", "__libc_free", "_dl_deallocate_tls",
+    "madvise", "munmap", "mprotect", "__mprotect", "free", "cfree", "__libc_free",
+    "_dl_deallocate_tls",
     "sigprocmask", "pthread_sigmask", "__sigprocmask", "__pthread_sigmask",
     "execve", "execv", "execvp", "execvpe", "execl", "execle", "execlp", "fexecve", "execveat",
     "_exit", "_Exit", "__libc_sigaction", "sigaction", "__sigaction",
@@ -96,9 +97,48 @@ static int is_never_armed(const char *name) {
     return 0;
 }
 
+/* Code a runtime copies as data must never hold a breakpoint: the copy would carry the int3
+ * to an address the agent has no entry for, and the program would die of it. V8 assembles its
+ * builtins into the program as one blob of code (embedded.S), which starts at
+ * v8_NAME_embedded_blob_code_ and whose size is the 32-bit word at
+ * v8_NAME_embedded_blob_code_size_; at start-up V8 copies it into its own code range, near the
+ * code it generates, so that calls to builtins are short (CodeRange::RemapEmbeddedBuiltins:
+ * the file mapped again at the blob's offset while the text is the file's, else a memcpy from
+ * the text, which the agent's copy of the text in huge pages makes it do). Node.js died of
+ * the first builtin run from that copy. Note the blob's symbols when `name` is one. */
+static void note_copied(const char *name, size_t room, uint64_t value, struct copied_code *copied) {
+    static const char start[] = "_embedded_blob_code_", size[] = "_embedded_blob_code_size_";
+    const char *end = memchr(name, 0, room);
+    if (!end || end - name < 3 || memcmp(name, "v8_", 3) != 0) return;
+    size_t n = (size_t)(end - name);
+    if (n > sizeof size - 1 && memcmp(end - (sizeof size - 1), size, sizeof size - 1) == 0)
+        copied->size_at = value;
+    else if (n > sizeof start - 1 && memcmp(end - (sizeof start - 1), start, sizeof start - 1) == 0)
+        copied->start = value;
+}
+
+uint64_t copied_code_end(const struct file *f, const struct copied_code *copied) {
+    if (!copied->start || !copied->size_at) return 0;
+    const Elf64_Ehdr *eh = (const void *)f->data;
+    if (eh->e_phoff + (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > f->size) return 0;
+    const Elf64_Phdr *ph = (const void *)(f->data + eh->e_phoff);
+    for (unsigned k = 0; k < eh->e_phnum; k++) {
+        if (ph[k].p_type != PT_LOAD || copied->size_at < ph[k].p_vaddr ||
+            copied->size_at + 4 > ph[k].p_vaddr + ph[k].p_filesz)
+            continue;
+        uint64_t at = ph[k].p_offset + (copied->size_at - ph[k].p_vaddr);
+        uint32_t size;
+        if (at + 4 > f->size) return 0;
+        memcpy(&size, f->data + at, 4);
+        return size ? copied->start + size : 0;
+    }
+    return 0;
+}
+
 /* Add the defined, sized function symbols of the first section of `type` that lie in an
  * executable section. Returns how many were found. */
-size_t add_symbols(const struct file *f, uint32_t type, struct list *out, struct list *skip) {
+size_t add_symbols(const struct file *f, uint32_t type, struct list *out, struct list *skip,
+                   struct copied_code *copied) {
     const Elf64_Ehdr *eh = (const void *)f->data;
     const Elf64_Shdr *sh = (const void *)(f->data + eh->e_shoff);
     size_t found = 0;
@@ -115,7 +155,12 @@ size_t add_symbols(const struct file *f, uint32_t type, struct list *out, struct
         }
         for (size_t k = 0; k < n; k++) {
             unsigned t = ELF64_ST_TYPE(sym[k].st_info);
-            if (t != STT_FUNC && t != STT_GNU_IFUNC) continue;
+            if (t != STT_FUNC && t != STT_GNU_IFUNC) {
+                if (strtab && sym[k].st_name < strsize && sym[k].st_shndx != SHN_UNDEF)
+                    note_copied(strtab + sym[k].st_name, strsize - sym[k].st_name, sym[k].st_value,
+                                copied);
+                continue;
+            }
             if (sym[k].st_size == 0 || sym[k].st_shndx == SHN_UNDEF || sym[k].st_shndx >= SHN_LORESERVE ||
                 sym[k].st_shndx >= eh->e_shnum)
                 continue;
@@ -157,7 +202,7 @@ static size_t build_id(const struct file *f, const uint8_t **id) {
 
 /* Symbols of the separate debug file ROOT/.build-id/xx/rest.debug, for each debug root. */
 size_t add_debug_file_symbols(const struct file *f, const char *debug_roots, struct list *out,
-                              struct list *skip) {
+                              struct list *skip, struct copied_code *copied) {
     const uint8_t *id;
     size_t n = build_id(f, &id);
     if (n < 2 || !debug_roots[0]) return 0;
@@ -187,7 +232,7 @@ size_t add_debug_file_symbols(const struct file *f, const char *debug_roots, str
             memcpy(path + p, ".debug", 7);
             struct file d;
             if (map_file(path, &d) == 0) {
-                size_t found = add_symbols(&d, SHT_SYMTAB, out, skip);
+                size_t found = add_symbols(&d, SHT_SYMTAB, out, skip, copied);
                 munmap((void *)d.data, d.size);
                 if (found) return found;
             }

@@ -26,15 +26,27 @@ struct file {
  * mapped). The caller unmaps f->data (f->size bytes). */
 int map_file(const char *path, struct file *f);
 
+/* Code the program reads as data: V8's embedded builtins (see symbols.c). ELF addresses of
+ * its start and of the 32-bit word that holds its size, 0 when the object has none. */
+struct copied_code {
+    uint64_t start, size_at;
+};
+
 /* Add to `out` the defined, sized function symbols of the first section of `type`
  * (SHT_SYMTAB or SHT_DYNSYM) that lie in an executable section, and to `skip` the addresses
- * of those never armed. Returns how many were added to `out`. */
-size_t add_symbols(const struct file *f, uint32_t type, struct list *out, struct list *skip);
+ * of those never armed; note in `copied` the code that the table says is read as data.
+ * Returns how many were added to `out`. */
+size_t add_symbols(const struct file *f, uint32_t type, struct list *out, struct list *skip,
+                   struct copied_code *copied);
 
 /* add_symbols of the .symtab of the separate debug file ROOT/.build-id/xx/rest.debug, for
  * the first of `debug_roots` (colon separated) that has one. */
 size_t add_debug_file_symbols(const struct file *f, const char *debug_roots, struct list *out,
-                              struct list *skip);
+                              struct list *skip, struct copied_code *copied);
+
+/* The end (an ELF address) of the code `copied` names, its size read from the object's file
+ * `f` (a debug file has no contents for it); 0 when there is none or it cannot be read. */
+uint64_t copied_code_end(const struct file *f, const struct copied_code *copied);
 
 /* The address of the defined function `name` in .dynsym (its size in *size when not NULL),
  * 0 if none. */

@@ -32,6 +32,7 @@
 //! ```
 
 mod audit;
+mod copied;
 mod cpu;
 mod exact;
 pub use coldstart_profile_format as format;
@@ -212,8 +213,10 @@ impl ProfileOptions {
 pub enum ProfileError {
     #[error("no command given: put it after `--`")]
     NoCommand,
-    #[error("command not found: {command} (not a file, and not in PATH)")]
-    CommandNotFound { command: String },
+    #[error(
+        "command `{command}` {why}: give the program to run after `--` (a file, or a name in PATH)"
+    )]
+    CommandNotFound { command: String, why: &'static str },
     #[error(transparent)]
     Elf(#[from] coldstart_elf::ElfError),
     #[error("{path} is not an x86-64 program; the function profiler writes x86 breakpoints (use --pages alone on other machines)")]
@@ -289,12 +292,12 @@ fn check_program(options: &ProfileOptions) -> Result<PathBuf, ProfileError> {
 fn check_elf_header(path: &Path) -> Result<(), coldstart_elf::ElfError> {
     use coldstart_elf::ElfError;
     let mut header = [0u8; 64];
-    let io = |source| ElfError::Io { path: path.to_owned(), source };
+    let io = |source| ElfError::io(path, source);
     let mut file = std::fs::File::open(path).map_err(io)?;
     let size = file.metadata().map_err(io)?.len();
     let read = file.read(&mut header).map_err(io)?;
     if read < 4 || &header[..4] != b"\x7fELF" {
-        return Err(ElfError::NotElf { path: path.to_owned() });
+        return Err(ElfError::not_elf(path, &header[..read]));
     }
     if header[4] == 1 {
         return Err(ElfError::Unsupported32Bit { path: path.to_owned() });

@@ -3,11 +3,13 @@
 //! listed in the order of their first touch. Kept apart from the tracers so that a profile
 //! reads the same whichever tracer made it.
 
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
 use coldstart_elf::{ElfInfo, SymbolSource};
 
+use crate::copied::copied_code;
 use crate::format::{Module, Stop, Touch};
 
 /// What a tracer returns.
@@ -25,6 +27,8 @@ pub(crate) struct Traced {
 /// A module being recorded (one per file and build).
 pub(crate) struct ModuleTouches {
     pub info: Arc<ElfInfo>,
+    /// Its code the program copies as data ([`copied_code`]): no breakpoint goes there.
+    pub copied: Range<u64>,
     mtime: i64,
     load_bias: u64,
     touched: Vec<bool>,
@@ -38,6 +42,7 @@ impl ModuleTouches {
         ModuleTouches {
             touched: vec![false; info.functions.len()],
             mtime: mtime_of(path),
+            copied: copied_code(&info, path),
             info,
             load_bias,
             order: Vec::new(),
@@ -85,7 +90,11 @@ impl ModuleTouches {
             mtime: self.mtime,
             load_bias: self.load_bias,
             symbols: symbols_label(&info.symbol_source),
-            functions_total: info.functions.len(),
+            functions_total: info
+                .functions
+                .iter()
+                .filter(|f| !self.copied.contains(&f.address))
+                .count(),
             functions: std::mem::take(&mut self.order),
         }
     }

@@ -26,14 +26,14 @@ pub(crate) fn resolve(program: &OsString) -> Result<PathBuf, ProfileError> {
         return if p.is_file() {
             Ok(p.to_owned())
         } else {
-            Err(ProfileError::CommandNotFound { command: p.display().to_string() })
+            let why = coldstart_fs::unusable_input(p).unwrap_or("is not a file");
+            Err(ProfileError::CommandNotFound { command: p.display().to_string(), why })
         };
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    std::env::split_paths(&path)
-        .map(|d| d.join(p))
-        .find(|c| c.is_file())
-        .ok_or_else(|| ProfileError::CommandNotFound { command: p.display().to_string() })
+    std::env::split_paths(&path).map(|d| d.join(p)).find(|c| c.is_file()).ok_or_else(|| {
+        ProfileError::CommandNotFound { command: p.display().to_string(), why: "is not in PATH" }
+    })
 }
 
 fn cstring(s: &[u8]) -> Result<CString, ProfileError> {

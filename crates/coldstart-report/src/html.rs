@@ -8,7 +8,8 @@
 //! instead of failing silently.
 
 use crate::svg::esc;
-use crate::Section;
+use crate::text::FONTS;
+use crate::{Options, Section};
 
 const STYLE: &str = r#"
 :root { color-scheme: light; }
@@ -26,16 +27,11 @@ code { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12.5
 .highlights { display: flex; flex-wrap: wrap; gap: 12px; margin: 16px 0 0; }
 .card { background: #fff; border: 1px solid #e3e7ed; border-left: 4px solid #0072b2; border-radius: 6px; padding: 8px 14px; min-width: 180px; max-width: 280px; }
 .card b { display: block; font-size: 24px; font-weight: 600; }
-.card span { color: #4b5563; font-size: 12.5px; }
+.card span { color: #4b5563; font-size: 12.5px; overflow-wrap: anywhere; }
 .row { display: flex; flex-wrap: wrap; gap: 14px; align-items: flex-start; margin: 6px 0; }
 svg.chart { background: #fff; overflow: visible; }
-svg .ttl { font-size: 13px; font-weight: 600; fill: #1d2430; }
-svg .lbl { font-size: 11.5px; fill: #374151; }
-svg .tick { font-size: 10.5px; fill: #6b7480; }
-svg .val { font-size: 10px; fill: #1d2430; }
-svg .inbar { font-size: 10.5px; fill: #fff; font-weight: 600; }
 .legend { display: flex; flex-wrap: wrap; gap: 6px 16px; margin: 6px 0; }
-.legend .key { cursor: default; font-size: 12.5px; }
+.legend .key { cursor: default; font-size: 12.5px; overflow-wrap: anywhere; }
 .legend i, i.sw { display: inline-block; width: 11px; height: 11px; border-radius: 2px; margin-right: 5px; vertical-align: -1px; }
 section.focus [data-key]:not(.on) { opacity: 0.15; }
 .maps { display: flex; flex-wrap: wrap; gap: 10px 20px; }
@@ -101,20 +97,54 @@ const SCRIPT: &str = r#"
 })();
 "#;
 
+/// The style of the charts' text, from the fonts the charts measure their text with.
+fn chart_fonts() -> String {
+    FONTS
+        .iter()
+        .map(|f| {
+            format!(
+                "svg .{} {{ font-size: {}px; font-weight: {}; fill: {}; }}\n",
+                f.class,
+                f.size,
+                if f.bold { 700 } else { 400 },
+                f.fill
+            )
+        })
+        .collect()
+}
+
+/// A Unix time as an ISO 8601 date and time in UTC: `2026-11-27T14:31:06Z`.
+pub fn iso8601(secs: u64) -> String {
+    let (y, m, d, h, min, s) = coldstart_units::utc_from_unix(secs);
+    format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}Z")
+}
+
 /// The whole page.
 pub fn page(
-    title: &str,
-    subtitle: &str,
+    options: &Options,
     highlights: &[(String, String)],
     sections: &[Section],
     footer: &str,
 ) -> String {
+    let title = &options.title;
     let mut out = String::with_capacity(1 << 16);
     out.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
     out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">");
-    out.push_str(&format!("<title>{}</title><style>{STYLE}</style></head><body>", esc(title)));
+    out.push_str(&format!(
+        "<title>{}</title><style>{STYLE}{}</style></head><body>",
+        esc(title),
+        chart_fonts()
+    ));
     out.push_str(&format!("<script>{ERRORS}</script>"));
-    out.push_str(&format!("<header><h1>{}</h1><p>{}</p><nav>", esc(title), esc(subtitle)));
+    let mut sub = esc(&options.subtitle);
+    if let Some(t) = options.made_unix {
+        let date = iso8601(t);
+        if !sub.is_empty() {
+            sub.push_str("; ");
+        }
+        sub.push_str(&format!(r#"made <time datetime="{date}">{date}</time>"#));
+    }
+    out.push_str(&format!("<header><h1>{}</h1><p>{sub}</p><nav>", esc(title)));
     for s in sections {
         out.push_str(&format!(r##"<a href="#{}">{}</a>"##, esc(&s.id), esc(nav_name(&s.title))));
     }
@@ -161,11 +191,14 @@ mod tests {
             html: "<p>hi</p>".into(),
             tables: Vec::new(),
         };
-        let p = page("t", "sub", &[("1".into(), "one".into())], &[s], "");
+        let options =
+            Options { title: "t".into(), subtitle: "sub".into(), made_unix: Some(1_795_836_666) };
+        let p = page(&options, &[("1".into(), "one".into())], &[s], "");
         for external in ["http://", "https://", " src=", "@import", "url("] {
             let found = p.replace("http://www.w3.org/2000/svg", "");
             assert!(!found.contains(external), "the page refers to {external}");
         }
         assert!(p.contains(r##"<a href="#x">X</a>"##));
+        assert!(p.contains(r#"sub; made <time datetime="2026-11-28T03:31:06Z">"#), "{p}");
     }
 }

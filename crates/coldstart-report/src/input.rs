@@ -29,15 +29,50 @@ pub enum Input {
 pub struct Source {
     pub path: PathBuf,
     pub input: Input,
+    /// How the report names it: its file name, with as many parent directories as it takes
+    /// to tell it from the other inputs (`a/measure.json`, `b/measure.json`).
+    label: String,
 }
 
 impl Source {
     /// The file's name, to label what it contributed.
     pub fn name(&self) -> String {
-        self.path
-            .file_name()
-            .map_or_else(|| self.path.display().to_string(), |f| f.to_string_lossy().into_owned())
+        self.label.clone()
     }
+}
+
+/// The last `depth + 1` components of a path.
+fn tail(path: &Path, depth: usize) -> String {
+    let parts: Vec<String> =
+        path.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    let from = parts.len().saturating_sub(depth + 1);
+    let s = parts[from..].join("/").replace("//", "/");
+    if s.is_empty() {
+        path.display().to_string()
+    } else {
+        s
+    }
+}
+
+/// Names for paths, each its file name unless another input's is the same.
+fn names(paths: &[PathBuf]) -> Vec<String> {
+    let mut depth = vec![0; paths.len()];
+    for _ in 0..16 {
+        let names: Vec<String> = paths.iter().zip(&depth).map(|(p, d)| tail(p, *d)).collect();
+        let mut changed = false;
+        for i in 0..paths.len() {
+            let clash =
+                (0..paths.len()).any(|j| j != i && names[j] == names[i] && paths[j] != paths[i]);
+            if clash && tail(&paths[i], depth[i] + 1) != names[i] {
+                depth[i] += 1;
+                changed = true;
+            }
+        }
+        if !changed {
+            return names;
+        }
+    }
+    paths.iter().map(|p| p.display().to_string()).collect()
 }
 
 /// Everything the report was given, in the order given.
@@ -50,8 +85,8 @@ impl Inputs {
     /// Read every file; the first that cannot be read is the error (nothing is written then).
     pub fn load(paths: &[PathBuf]) -> Result<Inputs, ReportError> {
         let mut sources = Vec::new();
-        for p in paths {
-            sources.push(Source { path: p.clone(), input: read(p)? });
+        for (p, label) in paths.iter().zip(names(paths)) {
+            sources.push(Source { path: p.clone(), input: read(p)?, label });
         }
         Ok(Inputs { sources })
     }
@@ -165,6 +200,12 @@ pub struct Measure {
 #[derive(Debug, Clone, Deserialize)]
 pub struct MeasureStorage {
     pub profile: String,
+    #[serde(default)]
+    pub read_iops: Option<u64>,
+    #[serde(default)]
+    pub read_bps: Option<u64>,
+    #[serde(default)]
+    pub readahead_kb: Option<u64>,
 }
 
 /// One (cache state, command) of a measurement.
@@ -202,22 +243,6 @@ impl MeasureCommand {
     /// The summary of one metric, when it was available.
     pub fn summary(&self, metric: &str) -> Option<&Summary> {
         self.summaries.iter().find(|(m, _)| m == metric).map(|(_, s)| s)
-    }
-}
-
-impl Measure {
-    /// The cache state a command entry was measured in: its label, or for `A`/`B` entries of
-    /// a comparison the state given for the whole file. With an emulated device, its profile
-    /// follows (`cold (hdd)`), since such runs are not comparable with the host disk's.
-    pub fn state_of(&self, c: &MeasureCommand) -> String {
-        let state = match c.label.as_str() {
-            "A" | "B" => self.cache.clone(),
-            l => l.to_owned(),
-        };
-        match &self.storage {
-            Some(s) => format!("{state} ({})", s.profile),
-            None => state,
-        }
     }
 }
 
@@ -262,6 +287,16 @@ mod tests {
             "settings":{"links":[],"strategies":[],"caches":[],"runs":1,"chunk_size":1,"readahead":1},
             "local_s":null,"hot_set":null,"used_bytes":null,"cells":[],"warnings":[]}"#;
         assert!(matches!(from_json(p, x).unwrap(), Input::Experiment(_)));
+    }
+
+    #[test]
+    fn two_inputs_of_one_file_name_are_named_by_their_directories() {
+        let p = |s: &str| PathBuf::from(s);
+        assert_eq!(
+            names(&[p("/r/before/measure.json"), p("/r/after/measure.json"), p("timeline.json")]),
+            ["before/measure.json", "after/measure.json", "timeline.json"]
+        );
+        assert_eq!(names(&[p("m.json"), p("m.json")]), ["m.json", "m.json"]);
     }
 
     #[test]

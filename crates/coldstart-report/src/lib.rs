@@ -29,11 +29,14 @@
 mod bars;
 mod html;
 pub mod input;
+mod layouts;
 pub mod network;
 pub mod pagemap;
+mod series;
 mod startup;
 mod svg;
 mod table;
+mod text;
 mod timeline;
 
 use std::path::{Path, PathBuf};
@@ -94,13 +97,15 @@ pub struct Section {
 #[derive(Debug, Clone)]
 pub struct Options {
     pub title: String,
-    /// Written under the title (what made the report, when).
+    /// Written under the title (what made the report).
     pub subtitle: String,
+    /// When it was made (seconds since the epoch), written after the subtitle as a UTC date.
+    pub made_unix: Option<u64>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { title: "coldstart report".into(), subtitle: String::new() }
+        Options { title: "coldstart report".into(), subtitle: String::new(), made_unix: None }
     }
 }
 
@@ -121,7 +126,7 @@ pub fn render(inputs: &Inputs, options: &Options) -> Report {
     let mut sections: Vec<Section> = [
         startup::section(inputs),
         pagemap::section(inputs),
-        startup::evaluation_section(inputs),
+        layouts::section(inputs),
         timeline::section(inputs),
         network::section(inputs),
     ]
@@ -143,7 +148,7 @@ pub fn render(inputs: &Inputs, options: &Options) -> Report {
             tables: Vec::new(),
         });
     }
-    let html = html::page(&options.title, &options.subtitle, &highlights, &sections, &footer);
+    let html = html::page(options, &highlights, &sections, &footer);
     Report {
         html,
         tables,
@@ -167,102 +172,30 @@ fn csv_names(mut tables: Vec<Table>) -> Vec<Table> {
     tables
 }
 
-/// The headline figures of the inputs.
+/// The headline figures of the inputs. Every caption says what the figure is of: the file,
+/// the cache state and, for measurements, the storage.
 fn highlights(inputs: &Inputs) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for (_, m) in inputs.measures() {
-        if let [a, b] = m.commands.as_slice() {
-            if a.label == "A" && b.label == "B" {
-                if let (Some(x), Some(y)) = (a.summary("wall_s"), b.summary("wall_s")) {
-                    let labels = startup::short_labels(&[a.command.clone(), b.command.clone()]);
-                    out.push((
-                        percent((y.median / x.median - 1.0) * 100.0),
-                        format!(
-                            "{} start-up of {} against {} ({} against {})",
-                            m.state_of(a),
-                            labels[1],
-                            labels[0],
-                            svg::seconds(y.median),
-                            svg::seconds(x.median)
-                        ),
-                    ));
-                }
-            }
-        }
-        for s in m.io_share.iter().filter(|s| s.cache == "cold").take(1) {
-            out.push((
-                format!("{:.0}%", s.fraction * 100.0),
-                format!("of the cold start-up of {} waits for storage (cold minus hot)", s.label),
-            ));
-        }
-    }
-    for (_, t) in inputs.timelines() {
+    let mut out = series::highlights(&series::series(inputs));
+    for (src, t) in inputs.timelines() {
+        let on =
+            t.storage.as_ref().map_or("this machine's disk".into(), |d| format!("an emulated {d}"));
+        let program = t.command.first().map(|c| c.rsplit('/').next().unwrap_or(c)).unwrap_or("");
         out.push((
             svg::seconds(t.io_wait_wall_s),
             format!(
-                "of {}'s {} {} start waiting on I/O; named phases cover {:.0}%",
-                t.command.first().map(|c| c.rsplit('/').next().unwrap_or(c)).unwrap_or(""),
+                "of {program}'s {} {} start on {on} spent waiting on I/O; named phases cover \
+                 {:.0}% ({})",
                 svg::seconds(t.wall_s),
                 t.cache,
-                t.named_share() * 100.0
+                t.named_share() * 100.0,
+                src.name()
             ),
         ));
     }
-    for (_, e) in inputs.experiments() {
-        let mut gains: Vec<f64> = Vec::new();
-        for c in e.cells.iter().filter(|c| c.strategy == "original") {
-            let Some(o) = c.wall_s() else { continue };
-            let best = e
-                .cells
-                .iter()
-                .filter(|x| {
-                    x.link.label == c.link.label && x.cache == c.cache && x.strategy != "original"
-                })
-                .filter_map(|x| x.wall_s())
-                .fold(f64::MAX, f64::min);
-            if best < f64::MAX {
-                gains.push((o - best) / o);
-            }
-        }
-        if let Some(max) = gains.iter().copied().reduce(f64::max) {
-            out.push((
-                format!("{:.0}%", max * 100.0),
-                format!(
-                    "faster than downloading first (original), best strategy, best of {} cells",
-                    gains.len()
-                ),
-            ));
-        }
-        let (mut n, mut ok) = (0, 0);
-        for c in &e.cells {
-            if let (Some(m), Some(p)) = (c.wall_s(), c.predicted_s) {
-                n += 1;
-                if ((p - m) / m).abs() <= network::MODEL_TOLERANCE {
-                    ok += 1;
-                }
-            }
-        }
-        if n > 0 {
-            out.push((format!("{ok} of {n}"), "cells predicted within 15% by the model".into()));
-        }
-        let checks = network::auto_checks(e);
-        if !checks.is_empty() {
-            out.push((
-                format!("{} of {}", checks.iter().filter(|c| c.ok()).count(), checks.len()),
-                "cells where --strategy auto's choice is within 5% of the measured best".into(),
-            ));
-        }
+    for (src, e) in inputs.experiments() {
+        out.extend(network::highlights(e, &src.name()));
     }
     out
-}
-
-/// A signed change in percent: one decimal below 10%.
-fn percent(p: f64) -> String {
-    if p.abs() < 10.0 {
-        format!("{p:+.1}%")
-    } else {
-        format!("{p:+.0}%")
-    }
 }
 
 /// Write the page to `out` and each table to `STEM-NAME.csv` beside it, atomically; returns

@@ -7,8 +7,9 @@ use coldstart_results::{Cell, Experiment};
 
 use crate::bars::{legend, Bar, BarChart, Group, LegendItem};
 use crate::input::Inputs;
-use crate::svg::{bytes, esc, seconds, strategy_colour, Log, Svg};
+use crate::svg::{bytes, esc, gain, seconds, strategy_colour, Log, Svg};
 use crate::table::Table;
+use crate::text::{LABEL, TICK};
 use crate::Section;
 
 /// How far a prediction may be from the measurement and still count as right.
@@ -20,13 +21,7 @@ pub const AUTO_TOLERANCE: f64 = 0.05;
 const HOT_SET: [&str; 3] = ["reordered", "reordered-paged", "stream"];
 
 fn bandwidth(bps: f64) -> String {
-    if bps >= 1e9 {
-        format!("{} Gbit/s", trim(bps / 1e9))
-    } else if bps >= 1e6 {
-        format!("{} Mbit/s", trim(bps / 1e6))
-    } else {
-        format!("{} kbit/s", trim(bps / 1e3))
-    }
+    coldstart_units::bit_rate(bps.round() as u64)
 }
 
 fn trim(v: f64) -> String {
@@ -171,6 +166,72 @@ pub fn auto_checks(e: &Experiment) -> Vec<AutoCheck> {
             auto_s: c.wall_s(),
             predicted_choice: c.predicted_choice.clone(),
         });
+    }
+    out
+}
+
+/// The headline figures of one experiment: the largest gain of a strategy over downloading
+/// first, how many cells the model predicted, and how often `auto` chose well.
+pub fn highlights(e: &Experiment, file: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    // Per original cell, the fastest other strategy on its link and cache state.
+    let mut best: Option<(f64, &Cell, f64, &Cell)> = None;
+    let mut n = 0;
+    for c in e.cells.iter().filter(|c| c.strategy == "original") {
+        let Some(o) = c.wall_s() else { continue };
+        let fastest = e
+            .cells
+            .iter()
+            .filter(|x| {
+                x.link.label == c.link.label && x.cache == c.cache && x.strategy != "original"
+            })
+            .filter_map(|x| Some((x.wall_s()?, x)))
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((w, x)) = fastest {
+            n += 1;
+            if best.is_none_or(|(bo, _, bw, _)| o / w > bo / bw) {
+                best = Some((o, c, w, x));
+            }
+        }
+    }
+    if let Some((o, c, w, x)) = best {
+        out.push((
+            gain(w, o),
+            format!(
+                "{} against downloading first (original) on {}, cache {}: {} against {}; the \
+                 largest gain of {n} link(s) and cache state(s) ({file})",
+                x.chosen().map_or(x.strategy.clone(), |ch| format!("{} ({ch})", x.strategy)),
+                c.link.label,
+                c.cache,
+                seconds(w),
+                seconds(o)
+            ),
+        ));
+    }
+    let (mut n, mut ok) = (0, 0);
+    for c in &e.cells {
+        if let (Some(m), Some(p)) = (c.wall_s(), c.predicted_s) {
+            n += 1;
+            if ((p - m) / m).abs() <= MODEL_TOLERANCE {
+                ok += 1;
+            }
+        }
+    }
+    if n > 0 {
+        out.push((
+            format!("{ok} of {n}"),
+            format!("cells the model predicted within 15% of the measured start-up ({file})"),
+        ));
+    }
+    let checks = auto_checks(e);
+    if !checks.is_empty() {
+        out.push((
+            format!("{} of {}", checks.iter().filter(|c| c.ok()).count(), checks.len()),
+            format!(
+                "links and cache states where --strategy auto's choice is within 5% of the \
+                 measured best ({file})"
+            ),
+        ));
     }
     out
 }
@@ -321,6 +382,10 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 
 /// Measured against predicted, log-log, with the tolerance band around the diagonal.
 fn model_chart(e: &Experiment) -> Option<String> {
+    model_svg(e).map(|s| s.finish("predicted against measured start-up"))
+}
+
+fn model_svg(e: &Experiment) -> Option<Svg> {
     let pts: Vec<(&Cell, f64, f64)> = e
         .cells
         .iter()
@@ -332,11 +397,18 @@ fn model_chart(e: &Experiment) -> Option<String> {
     }
     let lo = pts.iter().map(|p| p.1.min(p.2)).fold(f64::MAX, f64::min) / 1.3;
     let hi = pts.iter().map(|p| p.1.max(p.2)).fold(0.0, f64::max) * 1.3;
-    let (size, left, bottom, top, right) = (420.0, 60.0, 40.0, 26.0, 12.0);
+    let size = 420.0;
+    let ticks = Log { d0: lo, d1: hi, r0: 0.0, r1: 1.0 }.ticks();
+    let tick_w = ticks.iter().map(|t| TICK.width(&seconds(*t))).fold(0.0, f64::max);
+    // From the left edge: the axis title, a gap, the tick labels, a gap, the plot; on the
+    // right, room for half the last tick label.
+    let left = 3.0 + LABEL.line() + 6.0 + tick_w + 4.0;
+    let (bottom, right) = (40.0, (tick_w / 2.0 + 2.0).max(12.0));
+    let title = "predicted against measured start-up";
+    let mut s = Svg::new(size, size);
+    let top = s.title(left, size - left - 4.0, title) + 10.0;
     let x = Log { d0: lo, d1: hi, r0: left, r1: size - right };
     let y = Log { d0: lo, d1: hi, r0: size - bottom, r1: top };
-    let mut s = Svg::new(size, size);
-    s.text(left, 15.0, "start", "ttl", "predicted against measured start-up");
     // The band: predictions within the tolerance of the measurement.
     let band = [
         (x.at(lo), y.at(lo * (1.0 + MODEL_TOLERANCE))),
@@ -346,15 +418,22 @@ fn model_chart(e: &Experiment) -> Option<String> {
         (x.at(lo), y.at(lo * (1.0 - MODEL_TOLERANCE).max(1e-9))),
     ];
     s.polygon(&band, "#009e73", 0.12);
-    for t in x.ticks() {
+    s.text((left + size - right) / 2.0, size - 6.0, "middle", &LABEL, "measured start-up");
+    s.vtext(
+        3.0 + LABEL.size * 0.93,
+        (top + size - bottom) / 2.0,
+        &LABEL,
+        "predicted start-up",
+        size - bottom - top,
+    );
+    // Ticks 1, 2 and 5 of each decade; a label that would run into its neighbour is left out.
+    for t in ticks {
         s.line(x.at(t), top, x.at(t), size - bottom, "#eee", 1.0);
-        s.text(x.at(t), size - bottom + 14.0, "middle", "tick", &seconds(t));
+        s.optional_text(x.at(t), size - bottom + 14.0, "middle", &TICK, &seconds(t));
         s.line(left, y.at(t), size - right, y.at(t), "#eee", 1.0);
-        s.text(left - 4.0, y.at(t) + 4.0, "end", "tick", &seconds(t));
+        s.optional_text(left - 4.0, y.at(t) + 4.0, "end", &TICK, &seconds(t));
     }
     s.dashed(x.at(lo), y.at(lo), x.at(hi), y.at(hi), "#555");
-    s.text((left + size) / 2.0, size - 6.0, "middle", "lbl", "measured start-up");
-    s.vtext(12.0, (top + size - bottom) / 2.0, "lbl", "predicted start-up");
     for (c, m, p) in &pts {
         let err = (p - m) / m * 100.0;
         s.circle(
@@ -373,7 +452,7 @@ fn model_chart(e: &Experiment) -> Option<String> {
             ),
         );
     }
-    Some(s.finish("predicted against measured start-up"))
+    Some(s)
 }
 
 /// The network section of one experiment.
@@ -576,4 +655,66 @@ pub fn section(inputs: &Inputs) -> Option<Section> {
         html,
         tables,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coldstart_results::{CellRun, LinkSpec};
+
+    fn cell(strategy: &str, link: &str, wall_s: f64, predicted_s: f64) -> Cell {
+        Cell {
+            link: LinkSpec { label: link.into(), bits_per_second: 1e6, latency_s: 0.05 },
+            strategy: strategy.into(),
+            cache: "cold".into(),
+            runs: vec![CellRun {
+                wall_s,
+                bytes_fetched: 1000,
+                requests: 3,
+                stall_s: 0.0,
+                exit_code: Some(0),
+                chosen: None,
+                teardown_s: None,
+                held_out_misses: None,
+                held_out_bytes: None,
+                other_bytes: None,
+            }],
+            predicted_s: Some(predicted_s),
+            predicted_choice: None,
+            predicted_measured_s: None,
+        }
+    }
+
+    /// Cells from 0.1 s to 10 s: the ticks of three decades, whose labels (`100.0 ms`,
+    /// `200.0 ms`) are wider than the space between them.
+    #[test]
+    fn the_model_chart_leaves_out_tick_labels_that_would_collide() {
+        let mut e = Experiment::new();
+        e.cells = vec![
+            cell("original", "1mbit/50ms", 9.47, 9.28),
+            cell("stream", "20mbit/10ms", 0.131, 0.109),
+            cell("paged", "20mbit/10ms", 0.324, 0.25),
+        ];
+        let svg = model_svg(&e).unwrap();
+        svg.assert_laid_out();
+    }
+
+    #[test]
+    fn the_best_gain_is_written_as_how_many_times_faster() {
+        let mut e = Experiment::new();
+        e.cells = vec![
+            cell("original", "1mbit/50ms", 9.47, 9.28),
+            cell("stream", "1mbit/50ms", 2.06, 1.68),
+            cell("original", "20mbit/10ms", 0.867, 0.75),
+            cell("stream", "20mbit/10ms", 0.131, 0.109),
+        ];
+        let h = highlights(&e, "experiment.json");
+        assert_eq!(h[0].0, "6.6x faster");
+        assert!(
+            h[0].1.contains("stream against downloading first (original) on 20mbit/10ms"),
+            "{:?}",
+            h[0]
+        );
+        assert!(h.iter().all(|(_, c)| c.ends_with("(experiment.json)")), "{h:?}");
+    }
 }

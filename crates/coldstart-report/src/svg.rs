@@ -6,6 +6,8 @@
 
 use std::fmt::Write;
 
+use crate::text::{Font, TITLE};
+
 /// Escape text for XML (element content and attribute values).
 pub fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -23,16 +25,76 @@ pub fn esc(s: &str) -> String {
     out
 }
 
-/// An SVG document being written.
+/// A text's box in an SVG's coordinates (its advance width by the line's height).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rect {
+    pub x0: f64,
+    pub y0: f64,
+    pub x1: f64,
+    pub y1: f64,
+}
+
+impl Rect {
+    /// Whether the two boxes share more than a hair.
+    pub fn overlaps(&self, o: &Rect) -> bool {
+        const HAIR: f64 = 0.5;
+        self.x0 < o.x1 - HAIR
+            && o.x0 < self.x1 - HAIR
+            && self.y0 < o.y1 - HAIR
+            && o.y0 < self.y1 - HAIR
+    }
+
+    fn inside(&self, width: f64, height: f64) -> bool {
+        self.x0 >= 0.0 && self.y0 >= 0.0 && self.x1 <= width && self.y1 <= height
+    }
+}
+
+/// The box of `s` written at (x, y) (`y` its baseline) with `anchor` (`start`, `middle`,
+/// `end`).
+pub fn text_box(x: f64, y: f64, anchor: &str, font: &Font, s: &str) -> Rect {
+    let w = font.width(s);
+    let x0 = match anchor {
+        "middle" => x - w / 2.0,
+        "end" => x - w,
+        _ => x,
+    };
+    // DejaVu Sans: ascent 0.93 em, descent 0.24 em.
+    Rect { x0, y0: y - font.size * 0.93, x1: x0 + w, y1: y + font.size * 0.24 }
+}
+
+/// An SVG document being written. It keeps the box of every text it holds, so that a chart
+/// can place an optional label only where it is inside the picture and clear of the others.
 pub struct Svg {
     pub width: f64,
     pub height: f64,
     body: String,
+    texts: Vec<(Rect, String)>,
 }
 
 impl Svg {
     pub fn new(width: f64, height: f64) -> Svg {
-        Svg { width, height, body: String::new() }
+        Svg { width, height, body: String::new(), texts: Vec::new() }
+    }
+
+    /// Panics unless every text is inside the picture and clear of every other (tests).
+    #[cfg(test)]
+    pub fn assert_laid_out(&self) {
+        for (i, (a, s)) in self.texts.iter().enumerate() {
+            assert!(
+                a.inside(self.width, self.height),
+                "{s:?} {a:?} is outside {}x{}",
+                self.width,
+                self.height
+            );
+            for (b, t) in &self.texts[..i] {
+                assert!(!a.overlaps(b), "{s:?} {a:?} overlaps {t:?} {b:?}");
+            }
+        }
+    }
+
+    /// Whether a text with this box would be inside the picture and clear of every other.
+    pub fn is_free(&self, b: &Rect) -> bool {
+        b.inside(self.width, self.height) && !self.texts.iter().any(|(t, _)| t.overlaps(b))
     }
 
     /// A filled rectangle with a hover title (none when `title` is empty).
@@ -106,23 +168,82 @@ impl Svg {
         );
     }
 
-    /// Text; `anchor` is `start`, `middle` or `end`; `class` one of the stylesheet's
-    /// (`lbl`, `tick`, `ttl`, `val`).
-    pub fn text(&mut self, x: f64, y: f64, anchor: &str, class: &str, s: &str) {
-        let _ = write!(
-            self.body,
-            r#"<text x="{x:.2}" y="{y:.2}" text-anchor="{anchor}" class="{class}">{}</text>"#,
-            esc(s)
-        );
+    /// Text; `anchor` is `start`, `middle` or `end`, `y` the baseline. The caller has made
+    /// it fit (`Font::fit_end`, `Font::wrap`).
+    pub fn text(&mut self, x: f64, y: f64, anchor: &str, font: &Font, s: &str) {
+        self.titled_text(x, y, anchor, font, s, "");
     }
 
-    /// Text turned 90 degrees counter-clockwise around (x, y) (a y-axis title).
-    pub fn vtext(&mut self, x: f64, y: f64, class: &str, s: &str) {
+    /// Text shortened to fit, with the whole of it (`full`) shown on hover when that is
+    /// longer.
+    pub fn titled_text(&mut self, x: f64, y: f64, anchor: &str, font: &Font, s: &str, full: &str) {
+        self.texts.push((text_box(x, y, anchor, font, s), s.to_owned()));
         let _ = write!(
             self.body,
-            r#"<text transform="translate({x:.2},{y:.2}) rotate(-90)" text-anchor="middle" class="{class}">{}</text>"#,
+            r#"<text x="{x:.2}" y="{y:.2}" text-anchor="{anchor}" class="{}">{}"#,
+            font.class,
             esc(s)
         );
+        if !full.is_empty() && full != s {
+            let _ = write!(self.body, "<title>{}</title>", esc(full));
+        }
+        self.body.push_str("</text>");
+    }
+
+    /// Text that may be left out (a bar's value, a tick label where ticks are dense): written
+    /// only when it is inside the picture and clear of every text already written. Returns
+    /// whether it was.
+    pub fn optional_text(&mut self, x: f64, y: f64, anchor: &str, font: &Font, s: &str) -> bool {
+        // Clear of its neighbours by a space, so that two labels never read as one.
+        let b = text_box(x, y, anchor, font, s);
+        let gap = font.size * 0.3;
+        let free = self.is_free(&b)
+            && self.is_free(&Rect {
+                x0: (b.x0 - gap).max(0.0),
+                x1: (b.x1 + gap).min(self.width),
+                ..b
+            });
+        if free {
+            self.text(x, y, anchor, font, s);
+        }
+        free
+    }
+
+    /// A title of one or two lines from `x`, at most `max` wide, the whole of it on hover
+    /// when shortened. Returns the y of the bottom of its last line.
+    pub fn title(&mut self, x: f64, max: f64, title: &str) -> f64 {
+        let lines = TITLE.wrap(title, max, 2);
+        let mut y = 4.0;
+        for line in &lines {
+            y += TITLE.line();
+            self.titled_text(x, y - TITLE.size * 0.24, "start", &TITLE, line, title);
+        }
+        y
+    }
+
+    /// Text turned 90 degrees counter-clockwise around (x, y) (a y-axis title), centred on y:
+    /// shortened to `max` pixels, the whole of it on hover.
+    pub fn vtext(&mut self, x: f64, y: f64, font: &Font, s: &str, max: f64) {
+        let shown = font.fit_end(s, max);
+        let w = font.width(&shown);
+        // Turned, the glyphs' ascent lies left of x and the descent right of it.
+        let b = Rect {
+            x0: x - font.size * 0.93,
+            y0: y - w / 2.0,
+            x1: x + font.size * 0.24,
+            y1: y + w / 2.0,
+        };
+        self.texts.push((b, shown.clone()));
+        let _ = write!(
+            self.body,
+            r#"<text transform="translate({x:.2},{y:.2}) rotate(-90)" text-anchor="middle" class="{}">{}"#,
+            font.class,
+            esc(&shown)
+        );
+        if shown != s {
+            let _ = write!(self.body, "<title>{}</title>", esc(s));
+        }
+        self.body.push_str("</text>");
     }
 
     /// The document, with an accessible label.
@@ -227,17 +348,34 @@ pub fn seconds(s: f64) -> String {
     }
 }
 
-/// Bytes for people: `512 B`, `12.0 KiB`, `3.4 MiB`.
-pub fn bytes(b: f64) -> String {
-    if b >= 1024.0 * 1024.0 * 1024.0 {
-        format!("{:.2} GiB", b / (1024.0 * 1024.0 * 1024.0))
-    } else if b >= 1024.0 * 1024.0 {
-        format!("{:.1} MiB", b / (1024.0 * 1024.0))
-    } else if b >= 1024.0 {
-        format!("{:.1} KiB", b / 1024.0)
-    } else {
-        format!("{b:.0} B")
+/// How much faster one time is than another, as people say it: `7.7x faster`,
+/// `1.25x slower`, `as fast`; `subject_s` is the time the phrase is about.
+pub fn gain(subject_s: f64, other_s: f64) -> String {
+    if !(subject_s > 0.0 && other_s > 0.0) {
+        return "-".into();
     }
+    let (r, word) = if other_s >= subject_s {
+        (other_s / subject_s, "faster")
+    } else {
+        (subject_s / other_s, "slower")
+    };
+    let r = if r >= 10.0 {
+        format!("{r:.0}")
+    } else if r >= 2.0 {
+        format!("{r:.1}")
+    } else {
+        format!("{r:.2}")
+    };
+    if r == "1.00" {
+        "as fast".into()
+    } else {
+        format!("{r}x {word}")
+    }
+}
+
+/// Bytes for people, as every command shows them: `512 B`, `12.0 KiB`, `3.4 MiB`.
+pub fn bytes(b: f64) -> String {
+    coldstart_units::bytes_f(b)
 }
 
 /// The colour of a network strategy (the Okabe-Ito palette, readable with colour-blindness).
@@ -294,7 +432,7 @@ mod tests {
     fn text_is_escaped_for_xml() {
         assert_eq!(esc(r#"<a & "b">"#), "&lt;a &amp; &quot;b&quot;&gt;");
         let mut s = Svg::new(10.0, 10.0);
-        s.text(0.0, 0.0, "start", "lbl", "</svg><script>");
+        s.text(0.0, 0.0, "start", &crate::text::LABEL, "</svg><script>");
         assert!(!s.finish("x").contains("<script>"));
     }
 
@@ -304,5 +442,9 @@ mod tests {
         assert_eq!(seconds(1.234), "1.23 s");
         assert_eq!(seconds(154.9), "2 min 35 s");
         assert_eq!(bytes(1536.0), "1.5 KiB");
+        assert_eq!(gain(0.1022, 0.787), "7.7x faster");
+        assert_eq!(gain(0.1007, 0.0564), "1.79x slower");
+        assert_eq!(gain(0.05, 0.0501), "as fast");
+        assert_eq!(gain(0.01, 1.3), "130x faster");
     }
 }

@@ -10,6 +10,7 @@ use crate::svg::{
     esc, nice_ticks, phase_colour, seconds, Linear, Svg, PAGE_MAPPED, PAGE_READ, PAGE_TOUCHED,
 };
 use crate::table::Table;
+use crate::text::{INBAR, LABEL, TICK};
 use crate::Section;
 
 /// Time blocked on I/O.
@@ -19,17 +20,8 @@ const FILE_LANES: usize = 8;
 /// Module lanes.
 const MODULE_LANES: usize = 8;
 
-/// The name of a file for a lane: its last two path components.
-fn short(path: &str) -> String {
-    let parts: Vec<&str> = path.rsplit('/').take(2).collect();
-    let s: Vec<&str> = parts.into_iter().rev().collect();
-    let s = s.join("/");
-    if s.len() > 34 {
-        format!("...{}", &s[s.len() - 31..])
-    } else {
-        s
-    }
-}
+/// The widest a lane's label may be; a longer one (a path) keeps its end, the file name.
+const LABEL_MAX: f64 = 280.0;
 
 fn file_name(t: &Timeline, i: usize) -> String {
     t.files.get(i).map_or_else(String::new, |f| {
@@ -41,14 +33,39 @@ fn file_name(t: &Timeline, i: usize) -> String {
     })
 }
 
-/// The chart of one timeline.
+/// What the chart's title says the run was: the cache state, the command, the storage.
+fn what_ran(t: &Timeline) -> String {
+    let on = t.storage.as_ref().map_or(String::new(), |d| format!(" on an emulated {d}"));
+    format!("{} start-up of {}{on}", t.cache, crate::series::shell_words(&t.command))
+}
+
+/// The chart's frame: the x scale, the lanes' labels column and the y of the first lane.
+struct Frame {
+    x: Linear,
+    left: f64,
+    label_w: f64,
+    lane: f64,
+}
+
+impl Frame {
+    /// A lane's label, right-aligned against the plot; shortened from the start to the
+    /// label column, with the whole of it on hover.
+    fn label(&self, s: &mut Svg, y: f64, text: &str) {
+        let shown = LABEL.fit_start(text, self.label_w);
+        s.titled_text(self.left - 6.0, y + 13.0, "end", &LABEL, &shown, text);
+    }
+}
+
+/// The chart of one timeline: a lane for the phases, one for the time blocked on I/O, rows
+/// of block requests, a lane per costly file and per module.
 pub fn chart(t: &Timeline) -> String {
+    draw(t).finish(&what_ran(t))
+}
+
+fn draw(t: &Timeline) -> Svg {
     let width = 960.0;
-    let (left, right, top) = (170.0, 12.0, 30.0);
     let end = t.wall_s.max(t.phases.iter().map(|p| p.end_s).fold(0.0, f64::max)).max(1e-6);
     let (ticks, d0, d1) = nice_ticks(0.0, end, 8);
-    let x = Linear { d0, d1, r0: left, r1: width - right };
-    let lane = 18.0;
     let block_rows = pack(
         &t.block.iter().map(|b| (b.issue_s, b.complete_s.unwrap_or(end))).collect::<Vec<_>>(),
         6,
@@ -58,26 +75,75 @@ pub fn chart(t: &Timeline) -> String {
     modules.sort_by_key(|m| std::cmp::Reverse(m.functions));
     modules.truncate(MODULE_LANES);
     modules.sort_by(|a, b| a.first_s.total_cmp(&b.first_s));
+    let io_label = format!("waiting on I/O ({})", seconds(t.io_wait_wall_s));
+    let block_label = format!("block requests ({})", t.block.len());
+    let labels = ["phases".to_owned(), io_label.clone(), block_label.clone()]
+        .into_iter()
+        .chain(files.iter().map(|f| file_name(t, *f)))
+        .chain(modules.iter().map(|m| m.path.clone()));
+    let label_w = labels.map(|l| LABEL.width(&l)).fold(0.0, f64::max).min(LABEL_MAX);
+    let left = 6.0 + label_w + 6.0;
+    let tick_w = ticks.iter().map(|t| TICK.width(&seconds(*t))).fold(0.0, f64::max);
+    let right = (tick_w / 2.0 + 2.0).max(12.0);
+    let f = Frame { x: Linear { d0, d1, r0: left, r1: width - right }, left, label_w, lane: 18.0 };
     let n_lanes = 2 + block_rows.1.max(1) + files.len() + modules.len();
-    let height = top + n_lanes as f64 * lane + 40.0;
-    let mut s = Svg::new(width, height);
-    s.text(left, 16.0, "start", "ttl", &format!("{} start-up of {}", t.cache, t.command.join(" ")));
-    let plot_bottom = top + n_lanes as f64 * lane;
+    let mut s = Svg::new(width, 0.0);
+    let top = s.title(left, width - left - 4.0, &what_ran(t)) + 10.0;
+    let plot_bottom = top + n_lanes as f64 * f.lane;
+    s.height = plot_bottom + 40.0;
     for tk in &ticks {
-        s.line(x.at(*tk), top - 4.0, x.at(*tk), plot_bottom, "#eee", 1.0);
-        s.text(x.at(*tk), plot_bottom + 14.0, "middle", "tick", &seconds(*tk));
+        s.line(f.x.at(*tk), top - 4.0, f.x.at(*tk), plot_bottom, "#eee", 1.0);
+        s.optional_text(f.x.at(*tk), plot_bottom + 14.0, "middle", &TICK, &seconds(*tk));
     }
-    s.text((left + width) / 2.0, plot_bottom + 32.0, "middle", "lbl", "time from exec");
+    s.text((left + width - right) / 2.0, plot_bottom + 32.0, "middle", &LABEL, "time from exec");
     let mut y = top;
-    // Phases.
-    s.text(left - 6.0, y + 13.0, "end", "lbl", "phases");
+    f.label(&mut s, y, "phases");
+    phases(&mut s, &f, t, y);
+    y += f.lane;
+    f.label(&mut s, y, &io_label);
+    waits(&mut s, &f, t, y);
+    y += f.lane;
+    f.label(&mut s, y, &block_label);
+    block_requests(&mut s, &f, t, y, &block_rows.0, end);
+    y += block_rows.1.max(1) as f64 * f.lane;
+    for file in &files {
+        let name = file_name(t, *file);
+        f.label(&mut s, y, &name);
+        page_events(&mut s, &f, t, y, *file, &name);
+        y += f.lane;
+    }
+    for m in &modules {
+        f.label(&mut s, y, &m.path);
+        let (a, b) = (f.x.at(m.first_s), f.x.at(m.last_s));
+        s.keyed_rect(
+            a,
+            y + 5.0,
+            (b - a).max(2.0),
+            f.lane - 10.0,
+            "#4e79a7",
+            "module",
+            &format!(
+                "{}: {} functions, first touched {}, last first touch {}",
+                m.path,
+                m.functions,
+                seconds(m.first_s),
+                seconds(m.last_s)
+            ),
+        );
+        y += f.lane;
+    }
+    s
+}
+
+/// The phases, each named inside its bar where the name fits.
+fn phases(s: &mut Svg, f: &Frame, t: &Timeline, y: f64) {
     for p in &t.phases {
-        let (a, b) = (x.at(p.start_s), x.at(p.end_s));
+        let (a, b) = (f.x.at(p.start_s), f.x.at(p.end_s));
         s.keyed_rect(
             a,
             y + 1.0,
             (b - a).max(1.0),
-            lane - 2.0,
+            f.lane - 2.0,
             phase_colour(&p.name),
             &p.name,
             &format!(
@@ -88,28 +154,23 @@ pub fn chart(t: &Timeline) -> String {
                 seconds(p.end_s - p.start_s)
             ),
         );
-        if b - a > 46.0 {
-            s.text((a + b) / 2.0, y + 13.0, "middle", "inbar", &p.name);
+        if b - a > INBAR.width(&p.name) + 6.0 {
+            s.text((a + b) / 2.0, y + 13.0, "middle", &INBAR, &p.name);
         }
     }
-    y += lane;
-    // I/O wait.
-    s.text(
-        left - 6.0,
-        y + 13.0,
-        "end",
-        "lbl",
-        &format!("waiting on I/O ({})", seconds(t.io_wait_wall_s)),
-    );
+}
+
+/// The intervals in which a thread was blocked on I/O.
+fn waits(s: &mut Svg, f: &Frame, t: &Timeline, y: f64) {
     for w in &t.waits {
-        let (a, b) = (x.at(w.start_s), x.at(w.end_s));
+        let (a, b) = (f.x.at(w.start_s), f.x.at(w.end_s));
         let what =
-            w.file.map(|f| format!(", after a page of {}", file_name(t, f))).unwrap_or_default();
+            w.file.map(|i| format!(", after a page of {}", file_name(t, i))).unwrap_or_default();
         s.keyed_rect(
             a,
             y + 2.0,
             (b - a).max(1.0),
-            lane - 4.0,
+            f.lane - 4.0,
             IO_WAIT,
             "iowait",
             &format!(
@@ -120,19 +181,20 @@ pub fn chart(t: &Timeline) -> String {
             ),
         );
     }
-    y += lane;
-    // Block requests, packed into rows.
-    s.text(left - 6.0, y + 13.0, "end", "lbl", &format!("block requests ({})", t.block.len()));
-    for (b, row) in t.block.iter().zip(&block_rows.0) {
+}
+
+/// Block requests, packed into rows (`rows`: each request's row, or none when it did not fit).
+fn block_requests(s: &mut Svg, f: &Frame, t: &Timeline, y: f64, rows: &[Option<usize>], end: f64) {
+    for (b, row) in t.block.iter().zip(rows) {
         let Some(row) = row else { continue };
         let c = b.complete_s.unwrap_or(end);
-        let (a, z) = (x.at(b.issue_s), x.at(c));
-        let ry = y + *row as f64 * lane;
+        let (a, z) = (f.x.at(b.issue_s), f.x.at(c));
+        let ry = y + *row as f64 * f.lane;
         s.keyed_rect(
             a,
             ry + 4.0,
             (z - a).max(1.0),
-            lane - 8.0,
+            f.lane - 8.0,
             if b.write { "#7a7a7a" } else { "#0072b2" },
             "block",
             &format!(
@@ -146,58 +208,33 @@ pub fn chart(t: &Timeline) -> String {
             ),
         );
     }
-    y += block_rows.1.max(1) as f64 * lane;
-    // Page events of the costliest files.
-    for f in &files {
-        let name = file_name(t, *f);
-        s.text(left - 6.0, y + 13.0, "end", "lbl", &short(&name));
-        for e in t.events.iter().filter(|e| e.file == *f) {
-            let (colour, h) = match e.kind.as_str() {
-                "fault" => (PAGE_TOUCHED, lane - 4.0),
-                "map" => (PAGE_MAPPED, lane - 8.0),
-                _ => (PAGE_READ, lane - 8.0),
-            };
-            let px = x.at(e.t_s);
-            s.keyed_rect(
-                px - 0.75,
-                y + (lane - h) / 2.0,
-                1.5,
-                h,
-                colour,
-                &e.kind,
-                &format!(
-                    "{} of {} page(s) at {} of {name}, {}",
-                    e.kind,
-                    e.count,
-                    e.page,
-                    seconds(e.t_s)
-                ),
-            );
-        }
-        y += lane;
-    }
-    // Modules.
-    for m in &modules {
-        s.text(left - 6.0, y + 13.0, "end", "lbl", &short(&m.path));
-        let (a, b) = (x.at(m.first_s), x.at(m.last_s));
+}
+
+/// The page events of one file.
+fn page_events(s: &mut Svg, f: &Frame, t: &Timeline, y: f64, file: usize, name: &str) {
+    for e in t.events.iter().filter(|e| e.file == file) {
+        let (colour, h) = match e.kind.as_str() {
+            "fault" => (PAGE_TOUCHED, f.lane - 4.0),
+            "map" => (PAGE_MAPPED, f.lane - 8.0),
+            _ => (PAGE_READ, f.lane - 8.0),
+        };
+        let px = f.x.at(e.t_s);
         s.keyed_rect(
-            a,
-            y + 5.0,
-            (b - a).max(2.0),
-            lane - 10.0,
-            "#4e79a7",
-            "module",
+            px - 0.75,
+            y + (f.lane - h) / 2.0,
+            1.5,
+            h,
+            colour,
+            &e.kind,
             &format!(
-                "{}: {} functions, first touched {}, last first touch {}",
-                m.path,
-                m.functions,
-                seconds(m.first_s),
-                seconds(m.last_s)
+                "{} of {} page(s) at {} of {name}, {}",
+                e.kind,
+                e.count,
+                e.page,
+                seconds(e.t_s)
             ),
         );
-        y += lane;
     }
-    s.finish("timeline")
 }
 
 /// Put intervals into at most `max` rows so that none overlaps another in its row; an
@@ -235,12 +272,16 @@ pub fn section(inputs: &Inputs) -> Option<Section> {
     for (src, t) in timelines {
         let named = t.named_share();
         html.push_str(&format!(
-            "<p><b>{}</b>: a {} start of <code>{}</code>, {} to readiness ({}); the named \
+            "<p><b>{}</b>: a {} start of <code>{}</code>{}, {} to readiness ({}); the named \
              phases cover {:.0}% of it. Its threads waited on I/O for {} ({:.0}% of the wall \
              time{}); {} block requests, {} page events in {} files.</p>",
             esc(&src.name()),
             esc(&t.cache),
-            esc(&t.command.join(" ")),
+            esc(&crate::series::shell_words(&t.command)),
+            t.storage.as_ref().map_or(String::new(), |d| format!(
+                " on an emulated {} (the program's files on a throttled loop device)",
+                esc(d)
+            )),
             seconds(t.wall_s),
             esc(&t.ready),
             named * 100.0,
@@ -378,5 +419,47 @@ mod tests {
         for n in ["exec", "loader", "main"] {
             assert!(svg.contains(&format!("data-key=\"{n}\"")), "{n}");
         }
+    }
+
+    /// The lanes of Debian's python3 on an emulated hard disk: long paths, a long command.
+    #[test]
+    fn long_track_labels_and_titles_stay_inside_the_chart() {
+        let mut t = Timeline::new(
+            ["/usr/bin/python3", "-c", "import json, email, urllib.request, http.client, asyncio"]
+                .map(String::from)
+                .to_vec(),
+        );
+        t.storage = Some("hdd".into());
+        t.wall_s = 0.8827;
+        t.phases.push(coldstart_results::Phase { name: "exec".into(), start_s: 0.0, end_s: 0.08 });
+        let paths = [
+            "/usr/lib/python3.11/lib-dynload/_json.cpython-311-x86_64-linux-gnu.so",
+            "/dev/vda (file system metadata)",
+            "/usr/lib/x86_64-linux-gnu/libm.so.6",
+        ];
+        for (i, p) in paths.iter().enumerate() {
+            t.files.push(coldstart_results::TimelineFile {
+                path: (*p).into(),
+                dev: "7:0".into(),
+                ino: i as u64,
+            });
+            t.costs.push(coldstart_results::FileCost {
+                file: i,
+                pages_read: 1,
+                faults: 1,
+                wait_s: 0.1,
+            });
+        }
+        t.modules.push(coldstart_results::ModuleSpan {
+            path: paths[0].into(),
+            first_s: 0.7,
+            last_s: 0.71,
+            functions: 3,
+        });
+        let svg = draw(&t);
+        svg.assert_laid_out();
+        let text = svg.finish("x");
+        assert!(text.contains(&format!("<title>{}</title>", paths[0])), "the whole path on hover");
+        assert!(text.contains("x86_64-linux-gnu.so<title>"), "the file name kept: {text}");
     }
 }

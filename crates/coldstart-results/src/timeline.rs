@@ -15,6 +15,10 @@ pub struct Timeline {
     pub cache: String,
     /// The readiness signal, as `measure --ready` takes it.
     pub ready: String,
+    /// The emulated device the program's files were read from (`--storage`: `hdd`, `emmc`,
+    /// ...); `None` for this machine's own storage. Absent in older files.
+    #[serde(default)]
+    pub storage: Option<String>,
     /// From just before `execve` to readiness.
     pub wall_s: f64,
     /// Consecutive phases from 0 (`exec`, `loader`, `relocation`, `constructors`, `main`,
@@ -131,6 +135,7 @@ impl Timeline {
             command,
             cache: "cold".into(),
             ready: "exit".into(),
+            storage: None,
             wall_s: 0.0,
             phases: Vec::new(),
             io_wait_s: 0.0,

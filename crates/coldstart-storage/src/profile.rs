@@ -183,6 +183,26 @@ impl FromStr for StorageProfile {
     }
 }
 
+impl StorageProfile {
+    /// The device in words, as every command shows it: `emulated hdd (100 reads/s,
+    /// 114.4 MiB/s, read-ahead 128 KiB)`; a seek model's figures in place of the limits.
+    pub fn describe(&self) -> String {
+        let timing = match &self.seek {
+            Some(m) => m.to_string(),
+            None => {
+                let iops = self.read_iops.map_or("unlimited reads/s".into(), |v| {
+                    format!("{}/s", coldstart_units::count(v, "read"))
+                });
+                let bps =
+                    self.read_bps.map_or("unlimited bytes/s".into(), coldstart_units::byte_rate);
+                format!("{iops}, {bps}")
+            }
+        };
+        let readahead = coldstart_units::bytes(self.readahead_kb * 1024);
+        format!("emulated {} ({timing}, read-ahead {readahead})", self.name)
+    }
+}
+
 impl fmt::Display for StorageProfile {
     /// The profile's name, or a `custom:` spec that parses back to the same profile.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -204,6 +224,25 @@ impl fmt::Display for StorageProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `measure` and `gate` print the device with this one function: sizes and rates in the
+    /// tool's binary units, counts with their noun.
+    #[test]
+    fn a_device_is_described_in_the_units_of_every_command() {
+        assert_eq!(
+            StorageProfile::hdd().describe(),
+            "emulated hdd (100 reads/s, 114.4 MiB/s, read-ahead 128 KiB)"
+        );
+        assert_eq!(
+            StorageProfile::hdd_seek().describe(),
+            "emulated hdd-seek (8.5 ms average seek, 7200 rpm, 114.4 MiB/s, read-ahead 128 KiB)"
+        );
+        let custom: StorageProfile = "custom:iops=1,readahead=4k".parse().unwrap();
+        assert_eq!(
+            custom.describe(),
+            "emulated custom (1 read/s, unlimited bytes/s, read-ahead 4 KiB)"
+        );
+    }
 
     #[test]
     fn builtins_parse_to_their_documented_figures() {

@@ -76,14 +76,14 @@ impl SeekModel {
 }
 
 impl std::fmt::Display for SeekModel {
-    /// `8.5 ms average seek, 7200 rpm, 120 MB/s`.
+    /// `8.5 ms average seek, 7200 rpm, 114.4 MiB/s`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} ms average seek, {} rpm, {} MB/s",
+            "{} ms average seek, {} rpm, {}",
             self.average_seek_us as f64 / 1e3,
             self.rpm,
-            self.media_bps as f64 / 1e6
+            coldstart_units::byte_rate(self.media_bps)
         )
     }
 }

@@ -7,7 +7,9 @@
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
 
+pub mod fuse;
 pub mod perf;
+pub mod stderr;
 pub mod tracefs;
 
 /// Whether the process runs with an effective user id of 0 (cgroups, `drop_caches`,

@@ -43,8 +43,10 @@ pub enum TimelineError {
     NotRoot,
     #[error("no command given: put it after `--`")]
     NoCommand,
-    #[error("command not found: {command} (not a file, and not in PATH)")]
-    CommandNotFound { command: String },
+    #[error(
+        "command `{command}` {why}: give the program to run after `--` (a file, or a name in PATH)"
+    )]
+    CommandNotFound { command: String, why: &'static str },
     #[error("cannot run the command: {why}")]
     BadCommand { why: String },
     #[error("the readiness signal `{ready}` is not supported by timeline: use exit, stdout:, stderr:, tcp:, file: or fd")]
@@ -55,8 +57,8 @@ pub enum TimelineError {
     Spawn { why: String },
     #[error("cannot drop the page cache: {0}")]
     DropCaches(std::io::Error),
-    #[error("the program exited before it was ready")]
-    ExitedBeforeReady,
+    #[error("the program exited before it was ready{said}")]
+    ExitedBeforeReady { said: String },
     #[error("the program was not ready after {0:?}: raise --timeout or check --ready")]
     Timeout(Duration),
     #[error("the trace shows no execve of the program: tracing did not start in time")]
@@ -82,7 +84,7 @@ impl TimelineError {
             | TimelineError::CommandNotFound { .. }
             | TimelineError::BadCommand { .. }
             | TimelineError::Unsupported { .. }
-            | TimelineError::ExitedBeforeReady
+            | TimelineError::ExitedBeforeReady { .. }
             | TimelineError::Timeout(_) => Category::Usage,
             TimelineError::Tracefs { .. }
             | TimelineError::Spawn { .. }
@@ -262,6 +264,7 @@ pub fn record(options: &TimelineOptions) -> Result<Timeline, TimelineError> {
     let mut timeline = result?;
     closed?;
     if let Some(setup) = &options.storage {
+        timeline.storage = Some(setup.profile.name.clone());
         timeline.warnings.insert(
             0,
             format!(
@@ -294,8 +297,15 @@ fn record_on(
         return Err(TimelineError::NotRoot);
     }
     let first = options.command.first().ok_or(TimelineError::NoCommand)?;
-    let program = find(first).ok_or_else(|| TimelineError::CommandNotFound {
-        command: first.to_string_lossy().into_owned(),
+    let program = find(first).ok_or_else(|| {
+        let p = Path::new(first);
+        TimelineError::CommandNotFound {
+            command: first.to_string_lossy().into_owned(),
+            why: match p.components().count() > 1 {
+                true => coldstart_fs::unusable_input(p).unwrap_or("is not a file"),
+                false => "is not in PATH",
+            },
+        }
     })?;
     if matches!(options.ready, Ready::Window(_)) {
         return Err(TimelineError::Unsupported { ready: options.ready.to_string() });
@@ -344,6 +354,7 @@ fn record_on(
     names::snapshot(child.pid, &mut names);
     let root = child.pid;
     let exit_status = child.status();
+    let said = child.said();
     drop(child);
     let Some(ready_ns) = ready else { return Err(TimelineError::Timeout(options.timeout)) };
     if let Some(l) = listener {
@@ -383,7 +394,10 @@ fn record_on(
     }
     if let Some(status) = exit_status {
         if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) != 0 {
-            warnings.push(format!("the program exited with status {}", libc::WEXITSTATUS(status)));
+            warnings.push(format!(
+                "the program exited with status {}{said}",
+                libc::WEXITSTATUS(status)
+            ));
         }
     }
     let mut t =

@@ -27,6 +27,8 @@ pub(crate) struct Child {
     ready: Arc<AtomicBool>,
     readers: Vec<std::thread::JoinHandle<()>>,
     reaped: Option<i32>,
+    /// The program's standard error, unless a `stderr:` signal reads it.
+    stderr: Option<coldstart_sys::stderr::StderrFile>,
 }
 
 fn cstring(s: &std::ffi::OsStr) -> Result<CString, TimelineError> {
@@ -76,7 +78,14 @@ impl Child {
             .open("/dev/null")
             .map_err(|e| TimelineError::Spawn { why: format!("/dev/null: {e}") })?;
         let null = devnull.as_raw_fd();
-        let (mut out_fd, mut err_fd) = (null, null);
+        let stderr = match ready {
+            Ready::Stderr(_) => None,
+            _ => Some(
+                coldstart_sys::stderr::StderrFile::new()
+                    .map_err(|e| TimelineError::Spawn { why: format!("memfd_create: {e}") })?,
+            ),
+        };
+        let (mut out_fd, mut err_fd) = (null, stderr.as_ref().map_or(null, |f| f.raw_fd()));
         let mut keep: Vec<OwnedFd> = Vec::new();
         let mut env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
         match ready {
@@ -159,7 +168,7 @@ impl Child {
         unsafe { libc::setpgid(pid, pid) };
         drop(go_r);
         drop(keep);
-        Ok(Child { pid, go: Some(go_w), ready: flag, readers, reaped: None })
+        Ok(Child { pid, go: Some(go_w), ready: flag, readers, reaped: None, stderr })
     }
 
     /// Let the child execute the command.
@@ -192,7 +201,7 @@ impl Child {
                         return Ok(Some(coldstart_sys::monotonic_ns()));
                     }
                     if !self.ready.load(Ordering::SeqCst) {
-                        return Err(TimelineError::ExitedBeforeReady);
+                        return Err(TimelineError::ExitedBeforeReady { said: self.said() });
                     }
                 }
             }
@@ -211,6 +220,12 @@ impl Child {
             on_poll(self.pid);
             std::thread::sleep(Duration::from_micros(500));
         }
+    }
+
+    /// What the program said on standard error (see [`coldstart_sys::stderr::said`]).
+    pub(crate) fn said(&self) -> String {
+        let tail = self.stderr.as_ref().map(|f| f.last_lines()).unwrap_or_default();
+        coldstart_sys::stderr::said(&tail)
     }
 
     /// The exit status, once reaped.

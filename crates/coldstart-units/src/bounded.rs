@@ -97,50 +97,18 @@ pub fn duration_text(d: Duration) -> String {
     };
     match () {
         _ if d.is_zero() => "0 s".into(),
-        _ if whole(86_400) => plural(d.as_secs() / 86_400, "day"),
-        _ if whole(3600) => plural(d.as_secs() / 3600, "hour"),
-        _ if whole(60) => plural(d.as_secs() / 60, "minute"),
+        _ if whole(86_400) => crate::count(d.as_secs() / 86_400, "day"),
+        _ if whole(3600) => crate::count(d.as_secs() / 3600, "hour"),
+        _ if whole(60) => crate::count(d.as_secs() / 60, "minute"),
         _ if secs >= 1.0 => format!("{} s", trim(secs)),
         _ if secs >= 1e-3 => format!("{} ms", trim(secs * 1e3)),
         _ => format!("{} us", trim(secs * 1e6)),
     }
 }
 
-fn plural(n: u64, unit: &str) -> String {
-    if n == 1 {
-        format!("1 {unit}")
-    } else {
-        format!("{n} {unit}s")
-    }
-}
-
 fn trim(x: f64) -> String {
     let s = format!("{x:.3}");
     s.trim_end_matches('0').trim_end_matches('.').to_owned()
-}
-
-/// A bandwidth in the largest decimal unit of bits per second: `56 kbit/s`, `1 Tbit/s`.
-fn bandwidth_text(bits: f64) -> String {
-    for (scale, unit) in [(1e12, "Tbit/s"), (1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")] {
-        if bits >= scale {
-            return format!("{} {unit}", trim(bits / scale));
-        }
-    }
-    format!("{} bit/s", trim(bits))
-}
-
-/// A byte size, in the largest binary unit that divides it: `4 KiB`, `1 GiB`, `100 bytes`.
-fn size_text(n: u64) -> String {
-    for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
-            return format!("{} {unit}", n >> shift);
-        }
-    }
-    if n == 1 {
-        "1 byte".into()
-    } else {
-        format!("{n} bytes")
-    }
 }
 
 /// A parser of durations from `min` to `max` ([`parse_duration`]'s syntax).
@@ -171,8 +139,8 @@ pub fn size_in(
         if n < min || n > max {
             return Err(format!(
                 "`{s}` is out of range: give {} to {}",
-                size_text(min),
-                size_text(max)
+                crate::bytes(min),
+                crate::bytes(max)
             ));
         }
         Ok(n)
@@ -213,8 +181,8 @@ pub fn bandwidth_in(
         if b < min || b > max {
             return Err(format!(
                 "`{s}` is out of range: give {} to {}",
-                bandwidth_text(min),
-                bandwidth_text(max)
+                crate::bit_rate(min as u64),
+                crate::bit_rate(max as u64)
             ));
         }
         Ok(b)
@@ -282,9 +250,10 @@ mod tests {
         let chunk = size_in(4096, 64 << 20);
         assert_eq!(chunk("64k"), Ok(65536));
         assert_eq!(chunk("1g").unwrap_err(), "`1g` is out of range: give 4 KiB to 64 MiB");
+        assert!(size_in(1, 1 << 30)("0").unwrap_err().contains("give 1 B to 1 GiB"));
         let bw = bandwidth_in(1e3, 1e12);
         assert_eq!(bw("20mbit"), Ok(2e7));
-        assert_eq!(bw("1bit").unwrap_err(), "`1bit` is out of range: give 1 kbit/s to 1 Tbit/s");
+        assert_eq!(bw("1bit").unwrap_err(), "`1bit` is out of range: give 1 kbit/s to 1000 Gbit/s");
         assert!(bw("1e400").is_err());
         let share = number_in(0.0, 1.0);
         assert_eq!(share("0.5"), Ok(0.5));

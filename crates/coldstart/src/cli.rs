@@ -2,7 +2,10 @@
 //! about clap; each command converts its arguments into a library's options struct before
 //! any work starts.
 
-use clap::{Parser, Subcommand};
+use std::ffi::OsString;
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::cmd;
 
@@ -59,4 +62,122 @@ pub enum Command {
     Gate(cmd::gate::Args),
     /// Run the pipeline on the bundled sample program and print what it found.
     Demo(cmd::demo::Args),
+}
+
+impl Cli {
+    /// Parse the command line, or exit with clap's message; a command to run given without
+    /// `--` gets a tip that shows it after `--`.
+    pub fn parse_args() -> Cli {
+        Cli::try_parse_from(std::env::args_os())
+            .unwrap_or_else(|e| with_separator_tip(e, std::env::args_os().collect()).exit())
+    }
+}
+
+/// `err` with a tip to put the command after `--` when it is an unexpected argument of a
+/// subcommand that runs a command (one whose last argument is the command, as `measure`'s).
+fn with_separator_tip(mut err: clap::Error, argv: Vec<OsString>) -> clap::Error {
+    if err.kind() != ErrorKind::UnknownArgument {
+        return err;
+    }
+    let Some(ContextValue::String(bad)) = err.get(ContextKind::InvalidArg).cloned() else {
+        return err;
+    };
+    if bad.starts_with('-') {
+        return err;
+    }
+    let words: Vec<String> = argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let mut cmd = Cli::command();
+    let mut path = vec!["coldstart".to_string()];
+    for w in words.iter().skip(1) {
+        match cmd.find_subcommand(w) {
+            Some(sub) => {
+                path.push(w.clone());
+                cmd = sub.clone();
+            }
+            None if w == &bad => break,
+            None => {}
+        }
+    }
+    if !cmd.get_arguments().any(|a| a.is_last_set()) {
+        return err;
+    }
+    let at = words.iter().position(|w| w == &bad).unwrap_or(words.len());
+    let before: Vec<&String> = words[1..at].iter().filter(|w| !path[1..].contains(w)).collect();
+    let mut example = path.join(" ");
+    for w in before
+        .iter()
+        .map(|w| w.as_str())
+        .chain(["--"])
+        .chain(words[at..].iter().map(|w| w.as_str()))
+    {
+        example.push(' ');
+        example.push_str(&shell_word(w));
+    }
+    err.insert(
+        ContextKind::Suggested,
+        ContextValue::StyledStrs(vec![
+            format!("the command to run goes after `--`: {example}").into()
+        ]),
+    );
+    err
+}
+
+/// `w` as a shell would need it typed: quoted when it has spaces or shell characters.
+fn shell_word(w: &str) -> String {
+    if !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tip(argv: &[&str]) -> String {
+        let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
+        let err = Cli::try_parse_from(&argv).unwrap_err();
+        with_separator_tip(err, argv).render().to_string()
+    }
+
+    #[test]
+    fn a_command_without_the_separator_is_shown_after_it() {
+        let t = tip(&["coldstart", "measure", "--runs", "2", "/usr/bin/node", "app.js"]);
+        assert!(t.contains("coldstart measure --runs 2 -- /usr/bin/node app.js"), "{t}");
+        let t =
+            tip(&["coldstart", "prefetch", "record", "-o", "x.db", "python3", "-c", "import json"]);
+        assert!(t.contains("coldstart prefetch record -o x.db -- python3 -c 'import json'"), "{t}");
+        for sub in ["profile", "timeline", "gate", "launch", "link"] {
+            let t = tip(&["coldstart", sub, "/usr/bin/node"]);
+            assert!(t.contains(&format!("coldstart {sub} -- /usr/bin/node")), "{sub}: {t}");
+        }
+        let t = tip(&["coldstart", "experiment", "-o", "e.json", "dir", "./prog"]);
+        assert!(t.contains("coldstart experiment -o e.json dir -- ./prog"), "{t}");
+        let t = tip(&["coldstart", "run", "http://127.0.0.1:1/b", "/usr/bin/node"]);
+        assert!(t.contains("coldstart run http://127.0.0.1:1/b -- /usr/bin/node"), "{t}");
+        // A command that runs nothing gets clap's message alone.
+        let t = tip(&["coldstart", "analyze", "a", "b"]);
+        assert!(!t.contains("after `--`"), "{t}");
+    }
+
+    /// One name for JSON output: `--export-json FILE` beside the text (measure, gate, run),
+    /// `--json` for JSON instead of the text, `-o` for the artifact; the gate's old names still
+    /// parse, unlisted.
+    #[test]
+    fn the_gates_old_output_names_are_hidden_aliases() {
+        let parse = |args: &[&str]| match Cli::try_parse_from(args).unwrap().command {
+            Command::Gate(g) => (g.export_json, g.export_markdown),
+            _ => unreachable!(),
+        };
+        let new = ["coldstart", "gate", "--baseline", "b.json", "--export-json", "r.json"];
+        let old =
+            ["coldstart", "gate", "--baseline", "b.json", "--json", "r.json", "--markdown", "s.md"];
+        assert_eq!(parse(&new).0, Some("r.json".into()));
+        assert_eq!(parse(&old), (Some("r.json".into()), Some("s.md".into())));
+        let help =
+            Cli::command().find_subcommand_mut("gate").unwrap().render_long_help().to_string();
+        assert!(help.contains("--export-json") && help.contains("--export-markdown"), "{help}");
+        assert!(!help.contains("--json") && !help.contains("--markdown "), "{help}");
+    }
 }

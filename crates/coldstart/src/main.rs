@@ -10,11 +10,9 @@ mod exit;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
     reset_sigpipe();
-    let cli = cli::Cli::parse();
+    let cli = cli::Cli::parse_args();
     match cmd::dispatch(cli) {
         Ok(code) => code,
         Err(err) => {

@@ -100,7 +100,7 @@ fn text(out: &Output) -> String {
 fn gate(dir: &Dir, args: &[&str]) -> (Output, Option<Value>) {
     let report = dir.path("report.json");
     let _ = fs::remove_file(&report);
-    let mut all = vec!["gate", "--baseline", "b.json", "--json", "report.json"];
+    let mut all = vec!["gate", "--baseline", "b.json", "--export-json", "report.json"];
     all.extend(args);
     all.extend(["--", "./prog"]);
     let out = coldstart(&all, dir.0.path());
@@ -183,7 +183,8 @@ fn twenty_percent_more_start_up_time_is_caught_on_time() {
     // caught within three gates.
     let mut attempts = Vec::new();
     let (out, report) = loop {
-        let (out, report) = gate(&dir, &[&small[..], &["--markdown", "summary.md"][..]].concat());
+        let (out, report) =
+            gate(&dir, &[&small[..], &["--export-markdown", "summary.md"][..]].concat());
         let report = report.unwrap_or_else(|| panic!("{}", text(&out)));
         for state in ["cold", "hot"] {
             assert_ne!(row(&report, "time", state)["verdict"], "not_slower", "{}", text(&out));

@@ -196,5 +196,5 @@ fn reads_outside_the_hot_set_are_kept_and_counted_by_the_next_prediction() {
         .output()
         .unwrap();
     let table = check(&out);
-    assert!(table.contains(&format!("reordered {misses} (1 starts)")), "{table}");
+    assert!(table.contains(&format!("reordered {misses} (1 start)")), "{table}");
 }

@@ -40,10 +40,10 @@ fn pack_reports_the_origins_size_and_draws_no_progress_into_a_pipe() {
     let line = said.lines().find(|l| l.starts_with("origin: ")).expect(&said);
     let origin = tree_bytes(&bundle);
     assert!(
-        line.starts_with(&format!("origin: {origin} bytes in ")),
+        line.starts_with(&format!("origin: {} in ", coldstart_units::bytes(origin))),
         "the origin's size is what the bundle holds ({origin}): {line}"
     );
-    assert!(line.contains("for a program of 301000 bytes"), "{line}");
+    assert!(line.contains("for a program of 293.9 KiB"), "{line}");
     let ratio = origin as f64 / 301_000.0;
     assert!(line.contains(&format!("{ratio:.2}x")), "{line}");
 }

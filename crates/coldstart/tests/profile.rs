@@ -375,7 +375,7 @@ fn not_elf_and_32_bit_are_refused_before_running() {
     assert!(stderr.contains("32-bit"), "{stderr}");
 
     let (stderr, _) = f.profile(&[], Path::new("/nonexistent/program"), &[]).exited(2);
-    assert!(stderr.contains("not found"), "{stderr}");
+    assert!(stderr.contains("`/nonexistent/program` does not exist"), "{stderr}");
 }
 
 #[test]

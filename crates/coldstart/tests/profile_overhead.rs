@@ -1,5 +1,6 @@
 //! Profiling overhead on a program with 20,000 functions, on the benchmark-size sample
-//! program, and on Debian's python3, with each tracer (audit, the default, and ptrace).
+//! program, on Debian's python3, and on two runtimes with a JIT (Node.js, OpenJDK), with each
+//! tracer (audit, the default, and ptrace).
 //!
 //! A benchmark, not a test of correctness: it is ignored by default. Run it with a release
 //! build for meaningful figures:
@@ -163,6 +164,20 @@ fn overhead_on_the_bench_sample() {
         let functions = report(&format!("bench sample, workload {}", w.name), work.path(), &cmd);
         assert!(functions >= w.startup.len());
     }
+}
+
+#[test]
+#[ignore = "benchmark (Node.js and OpenJDK, about a minute); run with --ignored --nocapture"]
+fn overhead_on_nodejs_and_openjdk() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = coldstart_testkit::which("node").expect("node (apt-get install nodejs)");
+    let node = node.to_str().unwrap();
+    report("node -e 'require(\"http\")'", dir.path(), &[node, "-e", "require(\"http\")"]);
+    report("node -e 1", dir.path(), &[node, "-e", "1"]);
+    breakdown("node -e 1", &[node, "-e", "1"]);
+    let java =
+        coldstart_testkit::which("java").expect("java (apt-get install openjdk-17-jre-headless)");
+    report("java -version", dir.path(), &[java.to_str().unwrap(), "-version"]);
 }
 
 /// Where the audit tracer's time in the program goes: the agent's own timing

@@ -1,5 +1,6 @@
 //! `coldstart profile` on Debian's programs, which nobody here wrote: Python, clang, Perl, git,
-//! Firefox (when installed) and Python through a version manager's shim.
+//! Node.js and OpenJDK (runtimes with a JIT), Firefox (when installed) and Python through a
+//! version manager's shim.
 //!
 //! Each must pass two checks. With the default tracer, profiling neither crashes the program
 //! nor changes its exit status or its output, and the audit agent handles it without falling
@@ -246,6 +247,159 @@ fn git_version() {
         "{warnings:?}"
     );
     program.check_pages_named();
+}
+
+/// The profile was recorded by the audit tracer, without a fallback: the dynamic loader,
+/// which only the ptrace tracer profiles, is not among its modules, and no warning says the
+/// program was profiled again.
+fn assert_recorded_by_the_audit_tracer(p: &Value, label: &str) {
+    let modules = p["modules"].as_array().unwrap();
+    assert!(
+        !modules.iter().any(|m| m["path"].as_str().unwrap().contains("/ld-linux")),
+        "{label}: the loader is profiled, so the ptrace tracer ran"
+    );
+    let warnings = p["warnings"].as_array().unwrap();
+    assert!(
+        !warnings.iter().any(|w| w.as_str().unwrap().contains("ptrace")),
+        "{label}: {warnings:?}"
+    );
+}
+
+/// The first touches of `names` (the first name of a function, in any module), in the
+/// order given: each is recorded, and each after the one before. Returns the functions'
+/// records.
+fn assert_first_touch_order<'a>(p: &'a Value, names: &[&str], label: &str) -> Vec<&'a Value> {
+    let functions: Vec<&Value> = p["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["functions"].as_array().unwrap().iter())
+        .collect();
+    let found: Vec<&Value> = names
+        .iter()
+        .map(|name| {
+            *functions
+                .iter()
+                .find(|f| f["names"][0] == *name)
+                .unwrap_or_else(|| panic!("{label}: {name} is not in the profile"))
+        })
+        .collect();
+    for pair in found.windows(2) {
+        assert!(
+            pair[0]["ordinal"].as_u64() < pair[1]["ordinal"].as_u64(),
+            "{label}: {} runs before {}",
+            pair[0]["names"][0],
+            pair[1]["names"][0]
+        );
+    }
+    found
+}
+
+/// Node.js's start-up, as far as every build of it names it: `main`, then `node::Start`,
+/// which initialises V8 and then the isolate. (Nodesource's `node` has them all in its own
+/// symbol table; Debian's calls into libnode.so, which exports them.)
+const NODE_START: [&str; 4] = [
+    "main",
+    "_ZN4node5StartEiPPc",
+    "_ZN2v82V810InitializeEi",
+    "_ZN2v87Isolate10InitializeEPS0_RKNS0_12CreateParamsE",
+];
+
+/// V8 copies its embedded builtins (code in the `node` executable, or in libnode.so) into
+/// its code range at start-up. The agent's breakpoints went with them, and the first builtin
+/// run from the copy, at an address the agent had no entry for, killed Node.js with SIGTRAP;
+/// the default tracer then fell back to ptrace.
+#[test]
+fn nodejs_runs_to_the_end_under_the_audit_tracer() {
+    let Some(node) = installed("node", "nodejs") else { return };
+    let node = node.to_str().unwrap();
+    let script = "require('http'); require('zlib'); console.log('ok')";
+    let program = Program::new(&[node, "-e", script]);
+    let label = program.label();
+    let p = program.check_default_tracer();
+    assert_recorded_by_the_audit_tracer(&p, &label);
+    let start = assert_first_touch_order(&p, &NODE_START, &label);
+    // All of them on the main thread, which runs JavaScript.
+    assert!(start.iter().all(|f| f["tid"] == start[0]["tid"]), "{label}: {start:?}");
+    let node_module = p["modules"].as_array().unwrap().iter().find(|m| m["path"] == node);
+    assert!(
+        node_module.is_some_and(|m| !m["functions"].as_array().unwrap().is_empty()),
+        "{label}: functions of {node} are named"
+    );
+}
+
+/// `--use-largepages=on` makes Node.js copy its text into huge pages and make it read-only
+/// again: the agent died of SIGSEGV putting back the next breakpoint's byte. V8 then copies
+/// its builtins from that text (there is no file mapping left to map again): under ptrace,
+/// the copy carried its breakpoints and Node.js died of SIGTRAP.
+#[test]
+fn nodejs_moving_its_text_to_large_pages_runs_under_both_tracers() {
+    let Some(node) = installed("node", "nodejs") else { return };
+    let program = Program::new(&[node.to_str().unwrap(), "--use-largepages=on", "-e", "1"]);
+    let label = program.label();
+    let p = program.check_default_tracer();
+    assert_recorded_by_the_audit_tracer(&p, &label);
+    assert_first_touch_order(&p, &NODE_START, &label);
+    let (code, _, stderr, p) = program.profile(&["--tracer", "ptrace"], "ptrace");
+    assert_eq!(code, Some(0), "{label}: coldstart profile --tracer ptrace: {stderr}");
+    assert_eq!(p["stop"]["kind"], "exit", "{label}: {}", p["stop"]);
+    assert_eq!(p["stop"]["code"], 0, "{label}");
+    assert_first_touch_order(&p, &NODE_START, &label);
+}
+
+/// A Java program that keeps the JIT busy and starts a thread of its own.
+const JAVA_PROGRAM: &str = r#"
+import java.util.*;
+import java.util.stream.*;
+public class Hello {
+    public static void main(String[] args) throws Exception {
+        Map<String, Integer> m = new HashMap<>();
+        for (int i = 0; i < 200000; i++) m.merge("k" + (i % 1000), i, Integer::sum);
+        String s = m.entrySet().stream().sorted(Map.Entry.comparingByKey()).limit(3)
+            .map(e -> e.getKey() + "=" + e.getValue()).collect(Collectors.joining(","));
+        Thread t = new Thread(() -> System.out.println("from " + Thread.currentThread().getName()));
+        t.start();
+        t.join();
+        System.out.println("hello " + s);
+    }
+}
+"#;
+
+/// OpenJDK's HotSpot: the launcher, the VM it starts in a thread of its own, and the JIT
+/// compiler threads, which compile the program's loop.
+#[test]
+fn openjdk_runs_under_the_audit_tracer_with_its_compiler_threads() {
+    let Some(java) = installed("java", "openjdk-17-jre-headless") else { return };
+    let java = java.to_str().unwrap();
+    let version = Program::new(&[java, "-version"]);
+    assert_recorded_by_the_audit_tracer(&version.check_default_tracer(), &version.label());
+    // Compiled in memory by the source launcher (javac, running on the same VM), then run.
+    let mut program = Program::new(&[]);
+    let source = program.dir.path().join("Hello.java");
+    std::fs::write(&source, JAVA_PROGRAM).unwrap();
+    program.command = vec![java.into(), source.to_str().unwrap().into()];
+    let label = program.label();
+    let p = program.check_default_tracer();
+    assert_recorded_by_the_audit_tracer(&p, &label);
+    let vm = assert_first_touch_order(
+        &p,
+        &[
+            "JLI_Launch",
+            "JavaMain",
+            "JNI_CreateJavaVM",
+            "_ZN7Threads9create_vmEP14JavaVMInitArgsPb",
+        ],
+        &label,
+    );
+    let compiled = assert_first_touch_order(
+        &p,
+        &[
+            "_ZN7Threads9create_vmEP14JavaVMInitArgsPb",
+            "_ZN13CompileBroker25invoke_compiler_on_methodEP11CompileTask",
+        ],
+        &label,
+    );
+    assert_ne!(compiled[1]["tid"], vm[3]["tid"], "{label}: compiled in a compiler thread");
 }
 
 #[test]

@@ -118,6 +118,7 @@ fn a_timeline_on_emulated_storage_reads_from_the_device_and_leaves_nothing() {
         .unwrap();
     let printed = check(&child);
     let t = Timeline::read(&out).unwrap();
+    assert_eq!(t.storage.as_deref(), Some("hdd"), "the result names its emulated storage");
     let loop_major = std::fs::read_to_string("/proc/devices")
         .unwrap()
         .lines()

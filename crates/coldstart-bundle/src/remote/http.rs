@@ -1,39 +1,27 @@
 //! The HTTP client: [ureq] (HTTP/1.1, keep-alive, chunked bodies, redirects, proxies from the
-//! environment, https through rustls) over a TCP transport of our own that keeps the bounds of
-//! the module above: it connects and reads in slices of [`POLL`], looking at the clock and the
-//! cancel flag between them.
+//! environment) over a TCP transport of our own that keeps the bounds of the module above
+//! ([`super::tcp`]), with TLS of our own on it ([`super::tls`]).
 //!
 //! ureq's own timeouts are off: every wait for the server is one of the transport's, and only
 //! time spent waiting for the server counts (the reader's time with the bytes does not). The
 //! body's length is bounded here, by the span, as it arrives.
 
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ureq::unversioned::resolver::DefaultResolver;
-use ureq::unversioned::transport::{
-    Buffers, ConnectProxyConnector, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout,
-    RustlsConnector, Transport,
-};
+use ureq::unversioned::transport::{ConnectProxyConnector, Connector};
 
-use super::{
-    redact_url, Cancel, FetchError, FetchOptions, FetchStats, Remote, Span, MAX_REDIRECTS, POLL,
-};
+use super::tcp::{Limits, PollingTcp, Stop};
+use super::tls::{Peer, TlsConnector, TlsRefusal};
+use super::{redact_url, ConnectFailure, FetchError, FetchOptions, FetchStats, ProxyRefusal};
+use super::{Remote, Span, MAX_REDIRECTS, POLL};
 
 /// The longest response head read.
 const MAX_HEAD: usize = 64 * 1024;
-
-/// Files tried, in order, for the system's trusted roots (after `SSL_CERT_FILE`).
-const SYSTEM_ROOTS: &[&str] = &[
-    "/etc/ssl/certs/ca-certificates.crt",
-    "/etc/pki/tls/certs/ca-bundle.crt",
-    "/etc/ssl/ca-bundle.pem",
-    "/etc/ssl/cert.pem",
-];
 
 /// A bundle served over HTTP or HTTPS.
 pub struct HttpRemote {
@@ -100,44 +88,10 @@ fn port_ok(host: &str) -> bool {
     }
 }
 
-/// The trusted roots: the system's (`SSL_CERT_FILE`, or the first of [`SYSTEM_ROOTS`]; the
-/// roots built into the client when there is none) and `ca_file`'s.
-fn roots(ca_file: Option<&Path>) -> Result<ureq::tls::RootCerts, FetchError> {
-    use ureq::tls::{parse_pem, Certificate, PemItem, RootCerts};
-    let certs = |pem: &[u8]| -> Vec<Certificate<'static>> {
-        parse_pem(pem)
-            .filter_map(|i| match i {
-                Ok(PemItem::Certificate(c)) => Some(c),
-                _ => None,
-            })
-            .collect()
-    };
-    let system = std::env::var_os("SSL_CERT_FILE")
-        .map(std::path::PathBuf::from)
-        .into_iter()
-        .chain(SYSTEM_ROOTS.iter().map(std::path::PathBuf::from))
-        .find_map(|p| std::fs::read(p).ok());
-    let mut all = system.as_deref().map(certs).unwrap_or_default();
-    if let Some(p) = ca_file {
-        let err = |detail: String| FetchError::CaFile { path: p.display().to_string(), detail };
-        let pem = std::fs::read(p)
-            .map_err(|e| err(format!("{e}; give a PEM file of CA certificates")))?;
-        let mine = certs(&pem);
-        if mine.is_empty() {
-            return Err(err("no PEM certificate (-----BEGIN CERTIFICATE-----) in it".into()));
-        }
-        all.extend(mine);
-    }
-    if all.is_empty() {
-        return Ok(RootCerts::WebPki);
-    }
-    Ok(RootCerts::new_with_certs(&all))
-}
-
 /// An HTTP client whose every request keeps the bounds of `opts` (its transport's): what
 /// [`HttpRemote`] and `coldstart publish` send their requests with.
 pub(crate) fn agent(opts: &FetchOptions, https: bool) -> Result<ureq::Agent, FetchError> {
-    let mut config = ureq::Agent::config_builder()
+    let config = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(MAX_REDIRECTS)
         .max_redirects_will_error(true)
@@ -150,14 +104,10 @@ pub(crate) fn agent(opts: &FetchOptions, https: bool) -> Result<ureq::Agent, Fet
         .timeout_recv_response(None)
         .timeout_recv_body(None)
         .timeout_send_request(None);
-    if https || opts.ca_file.is_some() {
-        let tls = ureq::tls::TlsConfig::builder().root_certs(roots(opts.ca_file.as_deref())?);
-        config = config.tls_config(tls.build());
-    }
     let connector =
         ().chain(ConnectProxyConnector::default())
             .chain(PollingTcp(Limits::of(opts)))
-            .chain(RustlsConnector::default());
+            .chain(TlsConnector::new(opts.ca_file.as_deref(), https)?);
     Ok(ureq::Agent::with_parts(config.build(), connector, DefaultResolver::default()))
 }
 
@@ -209,6 +159,23 @@ impl HttpRemote {
         }
     }
 
+    /// The error for an answer `status` with `body` from an https port asked in plain http,
+    /// if it is one: nginx, Apache and Go answer 400 and say so.
+    fn https_port(&self, url: &str, status: u16, body: &[u8]) -> Option<FetchError> {
+        let plain = match &self.s3 {
+            Some((bucket, _)) => !bucket.https(),
+            None => self.base.starts_with("http://"),
+        };
+        if !(plain && status == 400 && says_https_port(body)) {
+            return None;
+        }
+        let fix = match &self.s3 {
+            Some(_) => S3_HTTPS.into(),
+            None => format!("use {}", self.describe("").replacen("http://", "https://", 1)),
+        };
+        Some(FetchError::HttpsPort { url: url.to_owned(), fix })
+    }
+
     /// Waits for a free slot (at most [`FetchOptions::connections`] requests in flight);
     /// `false` if the fetches were cancelled meanwhile.
     fn acquire_slot(&self) -> bool {
@@ -257,7 +224,7 @@ impl HttpRemote {
         let resp = match req.call() {
             Ok(r) => r,
             Err(e) => {
-                if !matches!(stop_of(&e), Some(Stop::NotConnected(_))) {
+                if !matches!(stop_of(&e), Some(Stop::NotConnected(..))) {
                     self.stats.requests.fetch_add(1, Ordering::Relaxed);
                 }
                 return Err(fetch_error(url, e));
@@ -320,11 +287,20 @@ impl HttpRemote {
                 let (bucket, prefix) = self.s3.as_ref().expect("an S3 remote");
                 let mut body = Vec::new();
                 let _ = resp.into_body().into_reader().take(16 << 10).read_to_end(&mut body);
+                if let Some(e) = self.https_port(url, status, &body) {
+                    return Err(e);
+                }
                 return Err(FetchError::from(bucket.refusal(
                     &format!("{prefix}{path}"),
                     status,
                     &body,
                 )));
+            }
+            (400, _) => {
+                let mut body = Vec::new();
+                let _ = resp.into_body().into_reader().take(16 << 10).read_to_end(&mut body);
+                let status = FetchError::Status { url: url.to_owned(), status };
+                return Err(self.https_port(url, 400, &body).unwrap_or(status));
             }
             (301 | 302 | 303 | 307 | 308, _) => {
                 let location = header("location").unwrap_or_default().to_owned();
@@ -397,50 +373,23 @@ impl HttpRemote {
     }
 }
 
-/// Why the transport stopped a request; carried through ureq inside an [`io::Error`].
-#[derive(Debug)]
-enum Stop {
-    Cancelled,
-    Timeout(String),
-    /// Connecting failed: nothing was sent.
-    NotConnected(io::Error),
-}
-
-impl std::fmt::Display for Stop {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Stop::Cancelled => f.write_str("stopped: coldstart was interrupted"),
-            Stop::Timeout(what) => f.write_str(what),
-            Stop::NotConnected(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for Stop {}
-
-fn stop(s: Stop) -> ureq::Error {
-    let kind = match &s {
-        Stop::NotConnected(e) => e.kind(),
-        Stop::Timeout(_) => io::ErrorKind::TimedOut,
-        Stop::Cancelled => io::ErrorKind::Interrupted,
-    };
-    ureq::Error::Io(io::Error::new(kind, s))
-}
-
-/// The [`Stop`] inside `e`, if the transport made it.
-fn stop_of<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a Stop> {
+/// The error of type `T` a connector or transport of ours made, inside `e` (ureq carries
+/// them in an [`io::Error`]).
+fn ours<'a, T: std::error::Error + 'static>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a T> {
     let mut cur = Some(e);
     while let Some(e) = cur {
-        if let Some(s) = e.downcast_ref::<Stop>() {
+        if let Some(s) = e.downcast_ref::<T>() {
             return Some(s);
         }
         if let Some(io) = e.downcast_ref::<io::Error>() {
-            if let Some(s) = io.get_ref().and_then(|i| i.downcast_ref::<Stop>()) {
+            if let Some(s) = io.get_ref().and_then(|i| i.downcast_ref::<T>()) {
                 return Some(s);
             }
         }
         if let Some(ureq::Error::Io(io)) = e.downcast_ref::<ureq::Error>() {
-            if let Some(s) = io.get_ref().and_then(|i| i.downcast_ref::<Stop>()) {
+            if let Some(s) = io.get_ref().and_then(|i| i.downcast_ref::<T>()) {
                 return Some(s);
             }
         }
@@ -449,13 +398,35 @@ fn stop_of<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a Stop> {
     None
 }
 
+/// The [`Stop`] inside `e`, if the transport made it.
+fn stop_of<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a Stop> {
+    ours::<Stop>(e)
+}
+
 fn from_stop(url: &str, s: &Stop) -> Option<FetchError> {
     let url = url.to_owned();
     Some(match s {
         Stop::Cancelled => FetchError::Cancelled { url },
         Stop::Timeout(what) => FetchError::Timeout { url, what: what.clone() },
-        Stop::NotConnected(_) => return None,
+        Stop::NotConnected(..) => return None,
     })
+}
+
+/// The proxy of the environment as ureq takes it (the first of `ALL_PROXY`, `HTTPS_PROXY`,
+/// `HTTP_PROXY`, each also in lower case, that parses), with its variable's name.
+fn env_proxy() -> Option<(&'static str, Peer)> {
+    const VARS: [&str; 6] =
+        ["ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"];
+    VARS.iter().find_map(|&var| {
+        let proxy = ureq::Proxy::new(&std::env::var(var).ok()?).ok()?;
+        let host = proxy.host().trim_start_matches('[').trim_end_matches(']').to_owned();
+        Some((var, Peer { host, port: proxy.port() }))
+    })
+}
+
+/// The variable that names `peer` as the proxy, if it is the proxy.
+fn proxy_var(peer: &Peer) -> Option<&'static str> {
+    env_proxy().filter(|(_, p)| p == peer).map(|(var, _)| var)
 }
 
 /// A ureq error as the fetcher says it.
@@ -463,12 +434,20 @@ pub(crate) fn fetch_error(url: &str, e: ureq::Error) -> FetchError {
     if let Some(f) = stop_of(&e).and_then(|s| from_stop(url, s)) {
         return f;
     }
+    if let Some(r) = ours::<TlsRefusal>(&e) {
+        let refusal = TlsRefusal { proxy: proxy_var(&r.peer), ..r.clone() };
+        return FetchError::Tls { url: url.to_owned(), refusal: Box::new(refusal) };
+    }
     let url = url.to_owned();
     match e {
         ureq::Error::Io(source) => match source.into_inner() {
             Some(inner) => match inner.downcast::<Stop>() {
                 Ok(s) => match *s {
-                    Stop::NotConnected(source) => FetchError::Io { url, source },
+                    Stop::NotConnected(peer, source) => {
+                        let proxy = proxy_var(&peer);
+                        let failure = Box::new(ConnectFailure { peer, proxy, source });
+                        FetchError::Connect { url, failure }
+                    }
                     s => FetchError::Io { url, source: io::Error::other(s.to_string()) },
                 },
                 Err(inner) => FetchError::Io { url, source: io::Error::other(inner) },
@@ -481,11 +460,43 @@ pub(crate) fn fetch_error(url: &str, e: ureq::Error) -> FetchError {
             url,
             source: io::Error::new(io::ErrorKind::NotFound, "host not found"),
         },
+        ureq::Error::ConnectProxyFailed(reason) => match env_proxy() {
+            Some((var, peer)) => {
+                // "proxy server responded 400/400", or that it did not respond.
+                let status = reason
+                    .strip_prefix("proxy server responded ")
+                    .and_then(|r| r.split('/').next()?.parse().ok());
+                let detail = match status {
+                    Some(s) => format!("it answered CONNECT with {s}"),
+                    None => reason,
+                };
+                let refusal = Box::new(ProxyRefusal { peer, var, status, detail });
+                FetchError::Proxy { url, refusal }
+            }
+            None => FetchError::Protocol { url, detail: format!("CONNECT proxy failed: {reason}") },
+        },
         e @ (ureq::Error::Tls(_) | ureq::Error::Rustls(_)) => {
             FetchError::Io { url, source: io::Error::other(format!("TLS: {e}")) }
         }
         e => FetchError::Protocol { url, detail: e.to_string() },
     }
+}
+
+/// What to do when an S3 endpoint given as http:// answers https.
+pub(crate) const S3_HTTPS: &str =
+    "give the endpoint as https://... (--endpoint or AWS_ENDPOINT_URL)";
+
+/// Whether the body of a 400 is a server's word that it speaks https on that port (nginx's,
+/// Apache's and Go's).
+pub(crate) fn says_https_port(body: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(body);
+    [
+        "plain HTTP request was sent to HTTPS port",
+        "speaking plain HTTP to an SSL-enabled server port",
+        "HTTP request to an HTTPS server",
+    ]
+    .iter()
+    .any(|p| text.contains(p))
 }
 
 /// An error reading the body.
@@ -497,308 +508,6 @@ pub(crate) fn io_error(url: &str, e: io::Error) -> FetchError {
         Some(_) => fetch_error(url, ureq::Error::from(e)),
         None => FetchError::Io { url: url.to_owned(), source: e },
     }
-}
-
-/// The bounds the transport keeps.
-#[derive(Debug, Clone)]
-struct Limits {
-    connect: Duration,
-    io: Duration,
-    min_rate: u64,
-    cancel: Cancel,
-}
-
-impl Limits {
-    fn of(o: &FetchOptions) -> Limits {
-        Limits {
-            connect: o.connect_timeout,
-            io: o.io_timeout,
-            min_rate: o.min_rate,
-            cancel: o.cancel.clone(),
-        }
-    }
-}
-
-/// Seconds, as a message says them: `10 s`, `0.5 s`.
-fn secs(d: Duration) -> String {
-    format!("{} s", d.as_secs_f64())
-}
-
-/// Opens TCP connections that keep [`Limits`].
-#[derive(Debug)]
-struct PollingTcp(Limits);
-
-impl<In: Transport> Connector<In> for PollingTcp {
-    type Out = Either<In, PollingTransport>;
-
-    fn connect(
-        &self,
-        details: &ConnectionDetails,
-        chained: Option<In>,
-    ) -> Result<Option<Self::Out>, ureq::Error> {
-        if chained.is_some() {
-            return Ok(chained.map(Either::A));
-        }
-        let mut last = None;
-        for a in details.addrs.iter() {
-            match connect(a, self.0.connect, &self.0.cancel) {
-                Ok(s) => {
-                    let _ = s.set_nodelay(true);
-                    s.set_read_timeout(Some(POLL))
-                        .and_then(|_| s.set_write_timeout(Some(self.0.io)))
-                        .map_err(|e| stop(Stop::NotConnected(e)))?;
-                    let buffers = LazyBuffers::new(
-                        details.config.input_buffer_size(),
-                        details.config.output_buffer_size(),
-                    );
-                    return Ok(Some(Either::B(PollingTransport {
-                        stream: s,
-                        buffers,
-                        limits: self.0.clone(),
-                        clock: Clock::default(),
-                    })));
-                }
-                Err(Connect::Cancelled) => return Err(stop(Stop::Cancelled)),
-                Err(Connect::TimedOut) => {
-                    last = Some(Stop::Timeout(format!(
-                        "could not connect within {}",
-                        secs(self.0.connect)
-                    )))
-                }
-                Err(Connect::Failed(e)) => last = Some(Stop::NotConnected(e)),
-            }
-        }
-        Err(stop(last.unwrap_or_else(|| {
-            Stop::NotConnected(io::Error::new(io::ErrorKind::NotFound, "no address"))
-        })))
-    }
-}
-
-/// Time spent waiting for the server since the request (or the last byte), and the current
-/// rate window.
-#[derive(Debug, Default)]
-struct Clock {
-    /// Any byte since the request was sent.
-    answered: bool,
-    since_byte: Duration,
-    window: Duration,
-    window_bytes: u64,
-}
-
-#[derive(Debug)]
-struct PollingTransport {
-    stream: TcpStream,
-    buffers: LazyBuffers,
-    limits: Limits,
-    clock: Clock,
-}
-
-impl PollingTransport {
-    fn check(&mut self) -> Result<(), ureq::Error> {
-        let l = &self.limits;
-        if l.cancel.is_cancelled() {
-            return Err(stop(Stop::Cancelled));
-        }
-        let c = &mut self.clock;
-        if c.since_byte >= l.io {
-            let what = if c.answered { "no bytes for" } else { "no answer within" };
-            return Err(stop(Stop::Timeout(format!("{what} {}", secs(l.io)))));
-        }
-        if c.answered && c.window >= l.io {
-            let need = ((l.min_rate as f64 * l.io.as_secs_f64()) as u64).max(1);
-            if c.window_bytes < need {
-                return Err(stop(Stop::Timeout(format!(
-                    "{} bytes in {}, slower than the {} bytes/s accepted",
-                    c.window_bytes,
-                    secs(c.window),
-                    l.min_rate
-                ))));
-            }
-            c.window = Duration::ZERO;
-            c.window_bytes = 0;
-        }
-        Ok(())
-    }
-}
-
-impl Transport for PollingTransport {
-    fn buffers(&mut self) -> &mut dyn Buffers {
-        &mut self.buffers
-    }
-
-    fn transmit_output(&mut self, amount: usize, _: NextTimeout) -> Result<(), ureq::Error> {
-        if self.limits.cancel.is_cancelled() {
-            return Err(stop(Stop::Cancelled));
-        }
-        let output = &self.buffers.output()[..amount];
-        self.stream.write_all(output).map_err(|e| {
-            if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) {
-                stop(Stop::Timeout(format!("could not send within {}", secs(self.limits.io))))
-            } else {
-                ureq::Error::Io(e)
-            }
-        })?;
-        // A request went out: the wait for its answer starts.
-        self.clock = Clock::default();
-        Ok(())
-    }
-
-    fn await_input(&mut self, _: NextTimeout) -> Result<bool, ureq::Error> {
-        loop {
-            self.check()?;
-            let t = Instant::now();
-            let r = self.stream.read(self.buffers.input_append_buf());
-            let waited = t.elapsed();
-            let c = &mut self.clock;
-            c.since_byte += waited;
-            c.window += waited;
-            match r {
-                Ok(n) => {
-                    if n > 0 {
-                        if !c.answered {
-                            // The rate is measured from the answer's first bytes on.
-                            c.answered = true;
-                            c.window = Duration::ZERO;
-                        }
-                        c.since_byte = Duration::ZERO;
-                        c.window_bytes += n as u64;
-                    }
-                    self.buffers.input_appended(n);
-                    return Ok(n > 0);
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(e) => return Err(ureq::Error::Io(e)),
-            }
-        }
-    }
-
-    fn is_open(&mut self) -> bool {
-        // Open if nothing is waiting to be read and the peer has not closed.
-        if self.stream.set_nonblocking(true).is_err() {
-            return false;
-        }
-        let mut b = [0u8];
-        let open =
-            matches!(self.stream.read(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock);
-        open && self.stream.set_nonblocking(false).is_ok()
-    }
-}
-
-enum Connect {
-    Cancelled,
-    TimedOut,
-    Failed(io::Error),
-}
-
-/// Connects to `addr` within `timeout`, looking at `cancel` every [`POLL`]: a non-blocking
-/// `connect` and `poll`, as `TcpStream::connect_timeout` does, but cancellable.
-fn connect(addr: &SocketAddr, timeout: Duration, cancel: &Cancel) -> Result<TcpStream, Connect> {
-    use std::os::fd::{FromRawFd, OwnedFd};
-    let family = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
-    // SAFETY: a plain socket call; the descriptor is owned at once.
-    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(Connect::Failed(io::Error::last_os_error()));
-    }
-    // SAFETY: `fd` is a new descriptor nobody else owns.
-    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: fcntl on our descriptor.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
-    }
-    let (storage, len) = sockaddr(addr);
-    // SAFETY: `storage` holds a socket address of `len` bytes.
-    let r = unsafe { libc::connect(fd, &storage as *const _ as *const libc::sockaddr, len) };
-    if r != 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EINPROGRESS) {
-            return Err(Connect::Failed(e));
-        }
-        let end = Instant::now() + timeout;
-        loop {
-            if cancel.is_cancelled() {
-                return Err(Connect::Cancelled);
-            }
-            let now = Instant::now();
-            if now >= end {
-                return Err(Connect::TimedOut);
-            }
-            let wait = (end - now).min(POLL).as_millis().max(1) as libc::c_int;
-            let mut pfd = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
-            // SAFETY: one valid pollfd.
-            let n = unsafe { libc::poll(&mut pfd, 1, wait) };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(Connect::Failed(e));
-            }
-            if n > 0 {
-                break;
-            }
-        }
-        let mut err: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: SO_ERROR into an int of the size given.
-        unsafe {
-            libc::getsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                &mut err as *mut _ as *mut libc::c_void,
-                &mut len,
-            );
-        }
-        if err != 0 {
-            return Err(Connect::Failed(io::Error::from_raw_os_error(err)));
-        }
-    }
-    // SAFETY: fcntl on our descriptor: back to blocking, reads bounded by their timeout.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
-    }
-    Ok(TcpStream::from(owned))
-}
-
-/// `addr` as a C socket address and its length.
-fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: an all-zero sockaddr_storage is valid.
-    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let len = match addr {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than sockaddr_in and suitably aligned.
-            unsafe { std::ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in, sin) };
-            std::mem::size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: as above, for sockaddr_in6.
-            unsafe { std::ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in6, sin6) };
-            std::mem::size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (storage, len as libc::socklen_t)
 }
 
 /// The body a response's bytes give for `span`, as [`HttpRemote`] reads it from a server:
@@ -869,7 +578,8 @@ impl Remote for HttpRemote {
         &self.stats
     }
 
-    /// The file's URL, redacted ([`redact_url`]).
+    /// The file's URL as messages show it ([`redact_url`]): without a user and password, a
+    /// query string (a signature) as `?...`.
     fn describe(&self, path: &str) -> String {
         redact_url(&self.url(path))
     }

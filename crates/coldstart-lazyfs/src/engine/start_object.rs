@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use coldstart_bundle::remote::POLL;
 use coldstart_bundle::start::{StartHeader, HEADER_LEN, START_OBJECT};
-use coldstart_bundle::{decode_chunk, Chunk, Manifest, ManifestError, Remote, Span};
+use coldstart_bundle::{decode_chunk, Chunk, FetchError, Manifest, ManifestError, Remote, Span};
 
 use super::stream::HotPlan;
 use super::{Engine, EngineError};
@@ -37,6 +37,9 @@ pub enum StartFailure {
     Fallback(String),
     /// Its manifest matched its digest but is not a valid manifest: the bundle is rejected.
     Invalid(ManifestError),
+    /// The origin refused the request as it would refuse any ([`FetchError::refuses_origin`]:
+    /// its certificate, its proxy): no other file is asked for.
+    Refused(FetchError),
 }
 
 /// A `GET` of the bundle's start object under way ([`coldstart_bundle::start`]): first its
@@ -192,11 +195,10 @@ fn start_thread(
         hand_over(&mut head, &h, manifest, first, received, &mut cursor, &mut got);
     }
     if let Some(tx) = mtx {
-        let why = failure.unwrap_or_else(|| {
-            StartFailure::Fallback(match result {
-                Err(e) => e.to_string(),
-                Ok(_) => "it ended before its manifest did".into(),
-            })
+        let why = failure.unwrap_or_else(|| match result {
+            Err(e) if e.refuses_origin() => StartFailure::Refused(e),
+            Err(e) => StartFailure::Fallback(e.to_string()),
+            Ok(_) => StartFailure::Fallback("it ended before its manifest did".into()),
         });
         let _ = tx.send(Err(why));
         return;

@@ -37,6 +37,7 @@ fn run(index: usize, wall_s: f64, major: Option<u64>, excluded: Option<&str>) ->
         }),
         held_by_others: None,
         excluded: excluded.map(str::to_string),
+        stderr_tail: Vec::new(),
     }
 }
 
@@ -98,6 +99,7 @@ fn report() -> MeasureReport {
             ratio: 1.2357,
             ratio_ci95: (1.1, 1.35),
             p_value: 0.0021,
+            change: None,
         }),
         io_share: Vec::new(),
         warnings: vec!["1 run excluded: eviction did not hold; stop pid 42 (editor)".into()],
@@ -110,21 +112,21 @@ fn report() -> MeasureReport {
 fn table_snapshot() {
     let expected = "\
 A: ./sample --mode a
-  Time (median):      12.3 ms   95% CI [11.9 ms, 13.1 ms]   trimmed mean 12.3 ms
-  Major faults:       150
-  Read from storage:  600.0 KiB
-  Read requests:      37
-  Runs:               3 included, 1 excluded (eviction did not hold: 1)
+  Time (median):               12.3 ms   95% CI [11.9 ms, 13.1 ms]   trimmed mean 12.3 ms
+  Major faults (median):       150
+  Read from storage (median):  600.0 KiB
+  Read requests (median):      37
+  Runs:                        3 included, 1 excluded (eviction did not hold: 1)
 
 B: ./sample --mode b|c
-  Time (median):      15.2 ms   95% CI [14.9 ms, 16.1 ms]   trimmed mean 15.2 ms
-  Major faults:       200
-  Read from storage:  800.0 KiB
-  Read requests:      50
-  Runs:               3 included, 0 excluded
-  Outliers:           1 of wall time
+  Time (median):               15.2 ms   95% CI [14.9 ms, 16.1 ms]   trimmed mean 15.2 ms
+  Major faults (median):       200
+  Read from storage (median):  800.0 KiB
+  Read requests (median):      50
+  Runs:                        3 included, 0 excluded
+  Outliers:                    1 of wall time
 
-B is 1.24x slower than A [1.10, 1.35], p = 0.002
+B (./sample --mode b|c) is 1.24x slower than A (./sample --mode a) [1.10, 1.35], p = 0.002
 
 Warning: 1 run excluded: eviction did not hold; stop pid 42 (editor)
 ";
@@ -136,7 +138,7 @@ fn markdown_snapshot() {
     let expected = "\
 # Start-up measurement
 
-Cache state `selective`, readiness `exit`, 1 warm-up run(s). Linux 6.18.0, 2 CPU(s), cgroup v1.
+Cache state `selective`, readiness `exit`, 1 warm-up run. Linux 6.18.0, 2 CPUs, cgroup v1.
 
 ## A: `./sample --mode a`
 
@@ -166,7 +168,7 @@ Runs: 3 included, 0 excluded.
 
 ## Comparison
 
-B is 1.24x slower than A [1.10, 1.35], p = 0.002 (ratio of median wall time, 95% bootstrap \
+B (./sample --mode b|c) is 1.24x slower than A (./sample --mode a) [1.10, 1.35], p = 0.002 (ratio of median wall time, 95% bootstrap \
 interval, two-sided Mann-Whitney U).
 
 ## Warnings
@@ -297,7 +299,7 @@ fn held_pages_are_shown_with_the_figures() {
     let table = to_table(&r);
     assert!(
         table.contains(
-            "  Stayed cached:      12 pages (48.0 KiB) of 2 files that other processes map; \
+            "  Stayed cached:               12 pages (48.0 KiB) of 2 files that other processes map; \
              start-up uses 16.0 KiB of them\n"
         ),
         "{table}"
@@ -321,21 +323,55 @@ fn held_pages_are_shown_with_the_figures() {
 #[test]
 fn faster_comparison_inverts_the_interval() {
     let mut r = report();
-    let c =
-        Comparison { metric: "wall_s".into(), ratio: 0.8, ratio_ci95: (0.5, 1.0), p_value: 0.0001 };
-    assert_eq!(comparison_sentence(&r, &c), "B is 1.25x faster than A [1.00, 2.00], p < 0.001");
+    let c = Comparison {
+        metric: "wall_s".into(),
+        ratio: 0.8,
+        ratio_ci95: (0.5, 1.0),
+        p_value: 0.0001,
+        change: None,
+    };
+    assert_eq!(
+        comparison_sentence(&r, &c),
+        "B (./sample --mode b|c) is 1.25x faster than A (./sample --mode a) [1.00, 2.00], p < 0.001"
+    );
     let c = Comparison {
         metric: "major_faults".into(),
         ratio: 1.5,
         ratio_ci95: (1.25, 2.0),
         p_value: 0.5,
+        change: None,
     };
     assert_eq!(
         comparison_sentence(&r, &c),
-        "B has 1.50x the major faults of A [1.25, 2.00], p = 0.500"
+        "B (./sample --mode b|c) has 1.50x the major faults of A (./sample --mode a) [1.25, 2.00], p = 0.500"
     );
     r.comparison = Some(Comparison { ratio: f64::NAN, ..c });
-    assert!(to_table(&r).contains("B and A cannot be compared on major faults"));
+    assert!(to_table(&r).contains(
+        "B (./sample --mode b|c) and A (./sample --mode a) cannot be compared on major faults"
+    ));
+}
+
+/// `measure --prefetch DB --compare`: A is the change (the prefetch), B the base; a prefetch
+/// that made start-up 8x faster reads as a gain, not as B being slower.
+#[test]
+fn a_prefetch_comparison_is_said_of_the_prefetch_against_without() {
+    let r = report();
+    let c = Comparison {
+        metric: "wall_s".into(),
+        ratio: 8.01,
+        ratio_ci95: (7.5, 8.5),
+        p_value: 0.0001,
+        change: Some("the prefetch".into()),
+    };
+    assert_eq!(
+        comparison_sentence(&r, &c),
+        "With the prefetch (A): 8.01x faster than without (B) [7.50, 8.50], p < 0.001"
+    );
+    let c = Comparison { ratio: 0.5, ratio_ci95: (0.4, 0.6), ..c };
+    assert_eq!(
+        comparison_sentence(&r, &c),
+        "With the prefetch (A): 2.00x slower than without (B) [1.67, 2.50], p < 0.001"
+    );
 }
 
 #[test]
@@ -356,8 +392,8 @@ fn table_says_when_a_metric_is_missing_or_every_run_excluded() {
     r.commands[0].summaries.retain(|(m, _)| m != "read_requests");
     r.commands[0].summaries[0].1 = Summary::default();
     let t = to_table(&r);
-    assert!(t.contains("  Time (median):      n/a (no included run)\n"), "{t}");
-    assert!(t.contains("  Read requests:      n/a\n"), "{t}");
+    assert!(t.contains("  Time (median):               n/a (no included run)\n"), "{t}");
+    assert!(t.contains("  Read requests (median):      n/a\n"), "{t}");
 }
 
 #[test]

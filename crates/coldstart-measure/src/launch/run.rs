@@ -68,7 +68,22 @@ fn collect(
             outcome = Some(Outcome::Failed { code, signal });
         }
     }
-    Ok(RunOutput { outcome: Some(outcome.unwrap_or(Outcome::Ready)), counters, files, touched })
+    // Why a run failed is in its standard error: keep its end (not read for a good run).
+    let stderr_tail = match (&outcome, &child.stderr_file) {
+        (None, _) => Vec::new(),
+        (Some(_), _) if !waited.stderr_tail.is_empty() => {
+            coldstart_sys::stderr::last_lines(&waited.stderr_tail)
+        }
+        (Some(_), Some(f)) => f.last_lines(),
+        (Some(_), None) => Vec::new(),
+    };
+    Ok(RunOutput {
+        outcome: Some(outcome.unwrap_or(Outcome::Ready)),
+        counters,
+        files,
+        touched,
+        stderr_tail,
+    })
 }
 
 /// The processes whose `/proc` figures count at readiness: the cgroup's members, or without a

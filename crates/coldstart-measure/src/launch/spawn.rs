@@ -74,6 +74,8 @@ pub(super) struct Prepared {
     cwd_c: Option<CString>,
     devnull_in: fs::File,
     devnull_out: fs::File,
+    /// The program's standard error, unless a `stderr:` signal reads it.
+    stderr_file: Option<coldstart_sys::stderr::StderrFile>,
     /// The pipe of the stream a `stdout:`/`stderr:` signal reads.
     capture: Option<(OwnedFd, OwnedFd)>,
     /// The pipe whose write end is `$COLDSTART_READY_FD` (`--ready fd`).
@@ -98,6 +100,10 @@ pub(super) fn prepare(spec: &RunSpec, cgroup: Option<&RunCgroup>) -> Result<Prep
     let capture = match &spec.ready {
         Ready::Stdout(_) | Ready::Stderr(_) => Some(pipe().map_err(setup)?),
         _ => None,
+    };
+    let stderr_file = match &spec.ready {
+        Ready::Stderr(_) => None,
+        _ => Some(coldstart_sys::stderr::StderrFile::new().map_err(setup)?),
     };
     let ready_pipe = match &spec.ready {
         Ready::Fd => Some(pipe().map_err(setup)?),
@@ -146,6 +152,7 @@ pub(super) fn prepare(spec: &RunSpec, cgroup: Option<&RunCgroup>) -> Result<Prep
         cwd_c,
         devnull_in,
         devnull_out,
+        stderr_file,
         capture,
         ready_pipe,
         err,
@@ -168,6 +175,8 @@ pub(super) struct Launched {
     /// The read end of the `--ready fd` pipe; `None` at its end.
     pub(super) ready_r: Option<OwnedFd>,
     pub(super) marker: Option<ready::FileMarker>,
+    /// The file the program's standard error goes to (not with a `stderr:` signal).
+    pub(super) stderr_file: Option<coldstart_sys::stderr::StderrFile>,
     /// The instruction counter, when `perf_event_open` works.
     pub(super) perf: Option<OwnedFd>,
     /// The readings taken before `exec`, subtracted at readiness.
@@ -187,6 +196,11 @@ impl Prepared {
         perf_supported: &mut Option<bool>,
     ) -> Result<Launched, LaunchError> {
         let setup = LaunchError::Setup;
+        // Standard error, when no signal reads it.
+        let stderr_fd = match &self.stderr_file {
+            Some(f) => f.raw_fd(),
+            None => self.devnull_out.as_raw_fd(),
+        };
         let (err_r, err_w) = self.err;
         let (go_r, go_w) = self.go;
         let mut argv_p: Vec<*const libc::c_char> = self.argv_c.iter().map(|c| c.as_ptr()).collect();
@@ -195,9 +209,9 @@ impl Prepared {
         env_p.push(std::ptr::null());
         let procs_raw: Vec<RawFd> = self.procs_fds.iter().map(|f| f.as_raw_fd()).collect();
         let (stdout_fd, stderr_fd) = match (ready, &self.capture) {
-            (Ready::Stdout(_), Some((_, w))) => (w.as_raw_fd(), self.devnull_out.as_raw_fd()),
             (Ready::Stderr(_), Some((_, w))) => (self.devnull_out.as_raw_fd(), w.as_raw_fd()),
-            _ => (self.devnull_out.as_raw_fd(), self.devnull_out.as_raw_fd()),
+            (Ready::Stdout(_), Some((_, w))) => (w.as_raw_fd(), stderr_fd),
+            _ => (self.devnull_out.as_raw_fd(), stderr_fd),
         };
         let ready_w = self.ready_pipe.as_ref().map(|(_, w)| w.as_raw_fd()).unwrap_or(-1);
         let clock_p = self.clock.0;
@@ -287,6 +301,7 @@ impl Prepared {
             capture: capture_r,
             ready_r,
             marker,
+            stderr_file: self.stderr_file,
             perf,
             before,
         })

@@ -60,7 +60,12 @@ pub(super) struct Waited {
     pub(super) ready_at: Option<u64>,
     /// `Timeout` or `ExitedBeforeReady`; `None` when ready.
     pub(super) outcome: Option<Outcome>,
+    /// The end of what a `stderr:` signal read (the last [`CAPTURED_TAIL`] bytes).
+    pub(super) stderr_tail: Vec<u8>,
 }
+
+/// Bytes of a captured standard error kept for a failed run's message.
+const CAPTURED_TAIL: usize = 16 * 1024;
 
 /// Wait until `child`'s tree is ready by `spec.ready`, exits before it, or `spec.timeout`
 /// passes, draining any captured output so the program never blocks on a full pipe.
@@ -82,6 +87,7 @@ pub(super) fn until_ready(
     let mut ready_at: Option<u64> = None;
     let mut outcome = None;
     let mut buf = vec![0u8; 65536];
+    let mut stderr_tail = Vec::new();
     loop {
         let now = Instant::now();
         if now >= deadline {
@@ -143,6 +149,11 @@ pub(super) fn until_ready(
                 let n = unsafe { libc::read(r.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
                 if n > 0 {
                     matcher.feed(&buf[..n as usize], regex);
+                    if matches!(spec.ready, Ready::Stderr(_)) {
+                        stderr_tail.extend_from_slice(&buf[..n as usize]);
+                        let over = stderr_tail.len().saturating_sub(CAPTURED_TAIL);
+                        stderr_tail.drain(..over);
+                    }
                 } else {
                     matcher.finish(regex);
                     child.capture = None;
@@ -215,7 +226,7 @@ pub(super) fn until_ready(
             }
         }
     }
-    Ok(Waited { ready_at, outcome })
+    Ok(Waited { ready_at, outcome, stderr_tail })
 }
 
 #[cfg(test)]

@@ -41,6 +41,10 @@ pub struct MeasureOptions {
     /// the files found, evicted and copied onto emulated storage are the program's own; the
     /// launcher's own binary stays on this machine's disk.
     pub launchers: Vec<Vec<String>>,
+    /// With two commands compared: what the first has that the second lacks, when the first
+    /// is the change and the second the base (`measure --prefetch DB --compare`: "the
+    /// prefetch"); see [`Comparison::change`](crate::result::Comparison::change).
+    pub change: Option<String>,
 }
 
 /// Where and how to emulate slow storage for a measurement (`--storage`).
@@ -72,6 +76,7 @@ impl Default for MeasureOptions {
             storage: None,
             strict: false,
             launchers: Vec::new(),
+            change: None,
         }
     }
 }

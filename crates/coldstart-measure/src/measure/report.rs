@@ -12,6 +12,7 @@ use crate::result::{
     Environment, HeldByOthers, HeldFile, IoShare, MeasureReport, Outcome, RunRecord,
 };
 use crate::stats::Summary;
+use coldstart_units as units;
 
 /// Held pages that start-up uses are worth a warning from this share of what start-up would
 /// read from storage after a fresh boot (the bytes it read plus those pages) on: the cold
@@ -86,7 +87,15 @@ pub(super) fn record(
             Some(format!("failed ({})", status_text(*code, *signal)))
         }
     };
-    RunRecord { index, outcome, counters: out.counters, eviction, held_by_others, excluded }
+    RunRecord {
+        index,
+        outcome,
+        counters: out.counters,
+        eviction,
+        held_by_others,
+        excluded,
+        stderr_tail: out.stderr_tail,
+    }
 }
 
 /// Whether the eviction of the program's own files failed: a page stayed cached that no
@@ -149,6 +158,48 @@ pub(super) fn held_by_others(
     Some(held)
 }
 
+/// What the runs of `c` that did not become ready say: those that timed out point at
+/// `--ready` and `--timeout`; those that exited on their own at the program's error, with the
+/// last lines it wrote to standard error (`launched`: each run started through a launcher,
+/// whose own errors count as the program's).
+fn not_ready_warnings(c: &crate::result::CommandResult, launched: bool) -> Vec<String> {
+    let mut w = Vec::new();
+    let timeouts = c.runs.iter().filter(|r| r.outcome == Outcome::Timeout).count();
+    if timeouts > 0 {
+        w.push(format!(
+            "{}: {timeouts} of {} did not become ready within the timeout; check --ready and \
+             --timeout",
+            c.label,
+            units::count(c.runs.len() as u64, "run"),
+        ));
+    }
+    let exited: Vec<&RunRecord> = c
+        .runs
+        .iter()
+        .filter(|r| matches!(r.outcome, Outcome::Failed { .. } | Outcome::ExitedBeforeReady { .. }))
+        .collect();
+    if let Some(last) = exited.last() {
+        let (code, signal, what) = match last.outcome {
+            Outcome::Failed { code, signal } => (code, signal, "failed"),
+            Outcome::ExitedBeforeReady { code, signal } => {
+                (code, signal, "exited before the readiness signal")
+            }
+            _ => (None, None, ""),
+        };
+        let mut msg = format!(
+            "{}: {} of {} {what}: the {} exited with its own error ({})",
+            c.label,
+            exited.len(),
+            units::count(c.runs.len() as u64, "run"),
+            if launched { "program or its launcher" } else { "program" },
+            status_text(code, signal)
+        );
+        msg.push_str(&coldstart_sys::stderr::said(&last.stderr_tail));
+        w.push(msg);
+    }
+    w
+}
+
 fn status_text(code: Option<i32>, signal: Option<i32>) -> String {
     match (code, signal) {
         (Some(c), _) => format!("exit code {c}"),
@@ -207,10 +258,11 @@ fn foreign_reads_warning(c: &crate::result::CommandResult) -> Option<String> {
         return None;
     }
     Some(format!(
-        "{}: {} read requests counted while the program read nothing from storage: read requests \
+        "{}: {} (median) counted while the program read nothing from storage: read requests \
          are the whole disk's here (the cgroups count no page-cache reads per group), so other \
          processes' reads are in them; --storage counts the program's own exactly",
-        c.label, requests.median
+        c.label,
+        units::count_f(requests.median, "read request")
     ))
 }
 
@@ -261,15 +313,7 @@ pub(super) fn warnings(
         if let Some(w2) = foreign_reads_warning(c) {
             w.push(w2);
         }
-        let not_ready = c.runs.iter().filter(|r| r.outcome != Outcome::Ready).count();
-        if not_ready > 0 {
-            w.push(format!(
-                "{}: {not_ready} of {} runs did not become ready (see each run's `excluded`); check \
-                 --ready and --timeout",
-                c.label,
-                c.runs.len()
-            ));
-        }
+        w.extend(not_ready_warnings(c, !opts.launchers.is_empty()));
         if let Some(s) = c.summary(Metric::Wall.name()) {
             if s.n >= 2 && s.median > 0.0 && (s.ci95.1 - s.ci95.0) > 0.1 * s.median {
                 w.push(format!(
@@ -655,7 +699,12 @@ mod tests {
             c
         };
         let w = foreign_reads_warning(&with(0, 13)).expect("13 requests, 0 bytes");
-        assert!(w.starts_with("cold: 13 read requests") && w.contains("--storage"), "{w}");
+        assert!(
+            w.starts_with("cold: 13 read requests (median) counted") && w.contains("--storage"),
+            "{w}"
+        );
+        let one = foreign_reads_warning(&with(0, 1)).expect("1 request, 0 bytes");
+        assert!(one.starts_with("cold: 1 read request (median) counted"), "{one}");
         assert_eq!(foreign_reads_warning(&with(4096, 13)), None, "the program read");
         assert_eq!(foreign_reads_warning(&with(0, 0)), None, "nothing read at all");
     }

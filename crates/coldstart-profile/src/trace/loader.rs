@@ -147,7 +147,7 @@ impl Tracer<'_> {
             .functions
             .iter()
             .enumerate()
-            .filter(|(i, _)| !rec.touches.touched(*i))
+            .filter(|(i, f)| !rec.touches.touched(*i) && !rec.touches.copied.contains(&f.address))
             .map(|(i, f)| (f.address.wrapping_add(bias), i as u32))
             .collect();
         addrs.sort_unstable();

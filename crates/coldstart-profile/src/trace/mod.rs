@@ -7,8 +7,9 @@
 //!    if the profiler dies (`PTRACE_O_EXITKILL`).
 //! 2. At the exec stop the executable and the dynamic loader are mapped but no code has run.
 //!    Their load biases come from the auxiliary vector (`AT_ENTRY`, `AT_BASE`); every function
-//!    entry gets an `int3`, written page run by page run through `/proc/PID/mem` (one read and
-//!    one write per run of pages, not one system call per byte).
+//!    entry gets an `int3` (but those in code the program copies as data: [`crate::copied`]),
+//!    written page run by page run through `/proc/PID/mem` (one read and one write per run of
+//!    pages, not one system call per byte).
 //! 3. The loader calls `_dl_debug_state` (the `r_debug` rendezvous debuggers use) whenever the
 //!    set of libraries changes. A permanent breakpoint there reads `r_debug`; on
 //!    `RT_CONSISTENT` the `link_map` chain lists every library with its load bias, and new

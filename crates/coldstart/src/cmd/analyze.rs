@@ -74,14 +74,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(crate::exit::SUCCESS)
 }
 
-fn kib(b: u64) -> String {
-    if b >= 10 * 1024 * 1024 {
-        format!("{} MiB", b / (1024 * 1024))
-    } else {
-        format!("{} KiB", b.div_ceil(1024))
-    }
-}
-
 fn pct(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
 }
@@ -92,15 +84,15 @@ pub fn render(a: &Analysis) -> String {
     let mut out = String::new();
     out.push_str(&format!("{}\n", s.path));
     let rows: Vec<(&str, String)> = vec![
-        ("file size", kib(s.file_bytes)),
+        ("file size", coldstart_units::bytes(s.file_bytes)),
         ("position independent", yes(s.position_independent)),
         (
             "code",
             format!(
-                "{} in {} pages of {} KiB",
-                kib(s.code_bytes),
-                s.code_pages,
-                a.model.page_size / 1024
+                "{} in {} of {}",
+                coldstart_units::bytes(s.code_bytes),
+                coldstart_units::count(s.code_pages, "page"),
+                coldstart_units::bytes(a.model.page_size)
             ),
         ),
         ("functions", format!("{} (symbols from {})", s.functions, s.symbols)),
@@ -109,9 +101,9 @@ pub fn render(a: &Analysis) -> String {
         (
             ".rela.dyn",
             format!(
-                "{} ({} entries, {} relative)",
-                kib(s.rela_dyn_bytes),
-                s.rela_dyn_entries,
+                "{} ({}, {} relative)",
+                coldstart_units::bytes(s.rela_dyn_bytes),
+                coldstart_units::count(s.rela_dyn_entries, "entry"),
                 s.rela_dyn_relative
             ),
         ),
@@ -139,11 +131,11 @@ pub fn render(a: &Analysis) -> String {
             u.code_pages_total,
             format!("{} ({})", u.code_pages_touched, pct(u.touched_share)),
             pct(u.utilization),
-            kib(u.used_code_bytes),
-            kib(u.unused_code_bytes)
+            coldstart_units::bytes(u.used_code_bytes),
+            coldstart_units::bytes(u.unused_code_bytes)
         ));
         let file = (u.non_code_bytes + u.used_code_bytes + u.unused_code_bytes).max(1) as f64;
-        let share = |b: u64| format!("{} ({})", kib(b), pct(b as f64 / file));
+        let share = |b: u64| format!("{} ({})", coldstart_units::bytes(b), pct(b as f64 / file));
         out.push_str(&format!(
             "  {:<12} {:>16} {:>16} {:>16}\n",
             "file bytes", "non-code", "used code", "unused code"

@@ -23,8 +23,8 @@ use crate::exit;
     after_help = "The program's directory is packed into a bundle and served over each link \
     (as `pack`, `serve --link`, `run` and `predict` do); the hot set is recorded from the \
     --profiled command, the measured command is held out.\n\n\
-    Examples:\n  coldstart experiment /var/tmp/app -o exp.json --profiled 'bin/app a' -- bin/app b\n  \
-    coldstart experiment DIR -o exp.json --link 1mbit/50ms --link 20mbit/40ms --strategy \
+    Examples:\n  coldstart experiment /var/tmp/app -o exp.json --link 20mbit/40ms --profiled 'bin/app a' -- bin/app b\n  \
+    coldstart experiment DIR -o grid.json --link 1mbit/50ms --link 20mbit/40ms --strategy \
     original,stream,auto --cache cold --runs 5 -- bin/app\n  \
     (then: coldstart report exp.json -o report.html)"
 )]
@@ -83,8 +83,9 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
-/// The bar: estimated seconds of work done out of all, with the time left.
-struct Bar(Option<indicatif::ProgressBar>);
+/// The bar: estimated seconds of work done out of all, with the time left; without a terminal,
+/// a line per step and run.
+struct Bar(Option<indicatif::ProgressBar>, super::common::Steps);
 
 impl Progress for Bar {
     fn start(&mut self, total_s: f64, done_s: f64) {
@@ -96,6 +97,7 @@ impl Progress for Bar {
         }
     }
     fn message(&mut self, text: &str) {
+        self.1.say(text);
         if let Some(b) = &self.0 {
             b.set_message(text.to_owned());
         }
@@ -196,7 +198,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
         b
     });
-    let mut progress = Bar(bar);
+    let mut progress = Bar(bar, super::common::Steps::new("experiment"));
     let result = coldstart_experiment::run(&opts, &mut progress);
     if let Some(b) = &progress.0 {
         b.finish_and_clear();

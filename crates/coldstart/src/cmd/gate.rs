@@ -42,7 +42,7 @@ pub enum Unclear {
     refused) and where: one from another kernel, CPU or disk is flagged, not compared (docs/gate.md).\n\nExit codes: 0 not slower (and unclear, unless \
     --unclear fail), 1 slower, 2 could not measure.\n\nExamples:\n  \
     sudo coldstart gate --baseline startup.json --update -- ./build/myprog --version\n  \
-    sudo coldstart gate --baseline startup.json --markdown summary.md -- ./build/myprog --version\n  \
+    sudo coldstart gate --baseline startup.json --export-markdown summary.md -- ./build/myprog --version\n  \
     sudo coldstart gate --baseline startup.json --history startup-history.jsonl --update -- ./build/myprog"
 )]
 pub struct Args {
@@ -107,12 +107,12 @@ pub struct Args {
     /// runner image); repeatable. A baseline with other facts is flagged, not compared.
     #[arg(long = "env", value_name = "NAME=VALUE")]
     pub facts: Vec<String>,
-    /// Write the report as JSON (docs/formats/gate.md).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Write the summary as Markdown, for a CI job page or a pull-request comment.
-    #[arg(long, value_name = "FILE")]
-    pub markdown: Option<PathBuf>,
+    /// Also write the report as JSON (docs/formats/gate.md).
+    #[arg(long, value_name = "FILE", alias = "json")]
+    pub export_json: Option<PathBuf>,
+    /// Also write the summary as Markdown, for a CI job page or a pull-request comment.
+    #[arg(long, value_name = "FILE", alias = "markdown")]
+    pub export_markdown: Option<PathBuf>,
     /// What an unclear verdict does to the exit code.
     #[arg(long, value_enum, default_value_t = Unclear::Pass)]
     pub unclear: Unclear,
@@ -244,9 +244,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 fn gate(args: &Args) -> anyhow::Result<ExitCode> {
     let opts = options(args)?;
-    for (flag, p) in
-        [("--json", &args.json), ("--markdown", &args.markdown), ("--history", &args.history)]
-    {
+    for (flag, p) in [
+        ("--export-json", &args.export_json),
+        ("--export-markdown", &args.export_markdown),
+        ("--history", &args.history),
+    ] {
         if let Some(p) = p {
             check_output(flag, p)?;
         }
@@ -260,7 +262,11 @@ fn gate(args: &Args) -> anyhow::Result<ExitCode> {
     };
     coldstart_measure::cgroup::install_interrupt_cleanup()
         .context("cannot install the interrupt handler")?;
-    let mut runner = LinuxRunner::new();
+    let steps = super::common::Steps::new("gate");
+    let mut runner = match steps.as_lines() {
+        true => LinuxRunner::with_steps(move |s| steps.say(s)),
+        false => LinuxRunner::new(),
+    };
     let mut progress = |p: Progress| match p {
         Progress::Step(s) => eprintln!("coldstart gate: {s}"),
     };
@@ -318,11 +324,11 @@ fn gate(args: &Args) -> anyhow::Result<ExitCode> {
 }
 
 fn write_outputs(args: &Args, report: &coldstart_gate::GateReport) -> anyhow::Result<()> {
-    if let Some(p) = &args.json {
+    if let Some(p) = &args.export_json {
         coldstart_fs::write_atomic(p, report.to_json().as_bytes())
             .with_context(|| format!("cannot write {}", p.display()))?;
     }
-    if let Some(p) = &args.markdown {
+    if let Some(p) = &args.export_markdown {
         coldstart_fs::write_atomic(p, report.to_markdown().as_bytes())
             .with_context(|| format!("cannot write {}", p.display()))?;
     }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  coldstart key new -o ~/.config/coldstart/release.key\n  \
     coldstart pack /opt/app --profile p.json --sign ~/.config/coldstart/release.key -o /srv/bundles/app\n  \
-    coldstart run --trust release.key.pub http://cdn.example/app -- bin/app --version")]
+    coldstart run --trust ~/.config/coldstart/release.key.pub http://cdn.example/app -- '{root}/bin/app' --version")]
 pub struct Args {
     #[command(subcommand)]
     pub action: Action,

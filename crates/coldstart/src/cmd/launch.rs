@@ -8,6 +8,7 @@
 //! got already); coldstart exits with the command's exit code, or 128 + the signal that killed
 //! it.
 
+use coldstart_units as units;
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -22,8 +23,8 @@ use coldstart_prefetch::Database;
     recording are skipped and named on standard error; a database that cannot be used is \
     reported and the command starts without it.\n\nExamples:\n  \
     coldstart launch --prefetch python3.prefetch -- /usr/bin/python3 -c 'import json'\n  \
-    coldstart launch --prefetch ff.prefetch --refresh -- firefox-esr\n  \
-    coldstart launch --prefetch ff.prefetch --no-wait --order physical -v -- firefox-esr")]
+    coldstart launch --prefetch ff.prefetch --refresh -- firefox-esr --headless --screenshot\n  \
+    coldstart launch --prefetch ff.prefetch --no-wait --order physical -v -- firefox-esr --headless --screenshot")]
 pub struct Args {
     /// The database to replay (`coldstart prefetch record`).
     #[arg(long, value_name = "DB", required = true)]
@@ -116,10 +117,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let dropped = db.truncate_to(budget);
             if dropped > 0 {
                 eprintln!(
-                    "coldstart: prefetch: {} covers {} MiB, more than half the available memory: only its first {} MiB in first-touch order are read",
+                    "coldstart: prefetch: {} covers {}, more than half the available memory: only its first {} in first-touch order are read",
                     args.prefetch.display(),
-                    (db.bytes() + dropped) >> 20,
-                    db.bytes() >> 20
+                    units::bytes(db.bytes() + dropped),
+                    units::bytes(db.bytes())
                 );
             }
             Some(db)
@@ -243,28 +244,36 @@ fn sweep(db: &Database, options: &ReplayOptions, whole: bool) -> (Plan, replay::
 /// Name the refused reads; with `verbose`, what the sweep did.
 fn report(plan: &Plan, issued: &replay::Issued, verbose: bool) {
     if let Some(e) = &issued.first_error {
-        eprintln!("coldstart: prefetch: {} reads refused: {e}", issued.failed);
+        eprintln!(
+            "coldstart: prefetch: {} refused: {e}",
+            units::count(issued.failed as u64, "read")
+        );
     }
     if verbose {
         eprintln!(
-            "coldstart: prefetch: {} files opened and checked in {:.1} ms; {} reads, {:.1} MiB, order {:?}, {:?}, in {:.1} ms{}",
-            plan.open.len(),
+            "coldstart: prefetch: {} opened and checked in {:.1} ms; {}, {}, order {:?}, {:?}, in {:.1} ms{}",
+            units::count(plan.open.len() as u64, "file"),
             plan.elapsed.as_secs_f64() * 1e3,
-            issued.requests,
-            issued.bytes as f64 / 1048576.0,
+            units::count(issued.requests as u64, "read"),
+            units::bytes(issued.bytes),
             plan.order,
             plan.mechanism,
             issued.elapsed.as_secs_f64() * 1e3,
-            if plan.moved > 0 { format!(" ({} files moved)", plan.moved) } else { String::new() }
+            if plan.moved > 0 {
+                format!(" ({} moved)", units::count(plan.moved as u64, "file"))
+            } else {
+                String::new()
+            }
         );
         let locked = issued.held.bytes.load(std::sync::atomic::Ordering::Relaxed);
         let refused = issued.held.refused.load(std::sync::atomic::Ordering::Relaxed);
         if locked > 0 || refused > 0 {
             eprintln!(
-                "coldstart: prefetch: {:.1} MiB locked in memory{}",
-                locked as f64 / 1048576.0,
+                "coldstart: prefetch: {} locked in memory{}",
+                units::bytes(locked),
                 if refused > 0 {
-                    format!(", {refused} ranges over the lock limit (ulimit -l) only read")
+                    let ranges = units::count(refused as u64, "range");
+                    format!(", {ranges} over the lock limit (ulimit -l) only read")
                 } else {
                     String::new()
                 }
@@ -283,8 +292,8 @@ fn report_skipped(plan: &Plan) {
             .map(|s| format!("{} ({})", s.path.display(), s.why))
             .collect();
         eprintln!(
-            "coldstart: prefetch: {} files skipped, changed since the recording: {}{}; record again (launch --refresh, or prefetch record --refresh)",
-            plan.skipped.len(),
+            "coldstart: prefetch: {} skipped, changed since the recording: {}{}; record again (launch --refresh, or prefetch record --refresh)",
+            units::count(plan.skipped.len() as u64, "file"),
             names.join(", "),
             if plan.skipped.len() > 3 { ", ..." } else { "" }
         );

@@ -13,7 +13,7 @@ use super::common::{check_layout, order_names_defined};
 #[command(
     after_help = "Examples:\n  coldstart link --order order.txt --binary build/myprog -- make -B -C build\n  \
     coldstart link --order order.txt --binary target/release/myprog -- cargo build --release\n  \
-    coldstart link --order order.txt --no-pack-relocs --binary myprog -- clang -O2 -o myprog main.c"
+    coldstart link --order order.txt --no-pack-relocs --binary myprog -- clang-19 -O2 -o myprog main.c"
 )]
 pub struct Args {
     /// The order file (lld format: `coldstart order --format lld`).

@@ -18,7 +18,9 @@ use coldstart_measure::measure::{Progress, StorageOptions};
 use coldstart_measure::storage::StorageProfile;
 use coldstart_measure::{export, CacheState, MeasureOptions, MeasureReport, Ready};
 
+use super::common::Steps;
 use crate::exit;
+use coldstart_units as units;
 
 /// The separator between the two commands of a comparison.
 const SEPARATOR: &str = ":::";
@@ -31,10 +33,10 @@ const SEPARATOR: &str = ":::";
     and warm states, pages that other processes map cannot leave the page cache; they are \
     counted and shown (Stayed cached), and only pages no other process maps exclude a run \
     (--strict: any page).\n\nExamples:\n  coldstart measure --cache cold,hot -- ./myprog --version\n  \
-    coldstart measure --cache cold --strict --runs 20 -- python3 -c pass\n  \
+    coldstart measure --cache cold --strict --runs 20 -- ./myprog --version\n  \
     coldstart measure --ready 'stdout:listening' -- ./server\n  \
     coldstart measure --compare --cache selective -- ./old ::: ./new\n  \
-    sudo coldstart measure --storage hdd --cache cold --prefetch p.prefetch --compare -- ./myprog\n  \
+    sudo coldstart measure --storage hdd --cache cold --prefetch p.prefetch --launch-options '--order physical --jobs 4' --compare -- ./myprog\n  \
     sudo coldstart measure --storage hdd --cache cold,hot -- ./myprog"
 )]
 pub struct Args {
@@ -93,7 +95,7 @@ pub struct Args {
     /// command: that command with the prefetch (A) against without (B).
     #[arg(long, value_name = "DB")]
     pub prefetch: Option<PathBuf>,
-    /// With --prefetch: options for launch, as one word (e.g. `--wait --order physical`).
+    /// With --prefetch: options for launch, as one word (e.g. `--order physical --jobs 4`).
     #[arg(long, value_name = "OPTIONS", requires = "prefetch", allow_hyphen_values = true)]
     pub launch_options: Option<String>,
     /// The command to measure (after `--`), and with --compare a second one after `:::`.
@@ -122,8 +124,6 @@ fn options(args: &Args) -> anyhow::Result<MeasureOptions> {
     }
     let mut launchers = Vec::new();
     if let Some(db) = &args.prefetch {
-        // Checked now, so a bad database is bad input and not runs that fail one by one.
-        coldstart_prefetch::Database::read(db)?;
         let exe = std::env::current_exe().context("finding coldstart's own binary")?;
         let db = std::path::absolute(db).unwrap_or_else(|_| db.clone());
         let mut launcher = vec![
@@ -134,7 +134,20 @@ fn options(args: &Args) -> anyhow::Result<MeasureOptions> {
         ];
         if let Some(extra) = &args.launch_options {
             launcher.extend(extra.split_whitespace().map(String::from));
+            // Checked now, so an option launch does not take is bad input, not failed runs.
+            let check = launcher[1..].iter().map(String::as_str).chain(["--", "true"]);
+            if let Err(e) = <crate::cli::Cli as clap::Parser>::try_parse_from(
+                ["coldstart"].into_iter().chain(check),
+            ) {
+                let first = e.render().to_string();
+                let first = first.lines().next().unwrap_or("").trim_start_matches("error: ");
+                return Err(exit::usage(format!(
+                    "--launch-options '{extra}': {first} (see coldstart launch --help)"
+                )));
+            }
         }
+        // Checked now, so a bad database is bad input and not runs that fail one by one.
+        coldstart_prefetch::Database::read(&db)?;
         launcher.push("--".into());
         if args.compare && commands.len() == 1 {
             commands.push(commands[0].clone());
@@ -189,6 +202,8 @@ fn options(args: &Args) -> anyhow::Result<MeasureOptions> {
         timeout: args.timeout,
         storage,
         strict: args.strict,
+        change: (args.compare && args.prefetch.is_some() && launchers.len() == 1)
+            .then(|| "the prefetch".to_string()),
         launchers,
     };
     opts.validate()?;
@@ -254,8 +269,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         b
     });
     let mut export_error = None;
+    let steps = Steps::new("measure");
+    let (mut phase, mut done, mut runs) = (String::new(), 0, 0);
     let mut on_progress = |p: Progress| match p {
         Progress::Phase { cache, total } => {
+            (phase, done, runs) = (cache.to_string(), 0, total);
+            steps.say(format_args!("{phase}: {}", units::count(total as u64, "run")));
             if let Some(b) = &bar {
                 b.set_prefix(cache.to_string());
                 b.set_length(total as u64);
@@ -264,10 +283,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
         Progress::Run { label, measured, wall_s } => {
+            done += 1;
+            let kind = if measured { "" } else { " (warm-up)" };
+            let ms = wall_s * 1e3;
+            match runs {
+                // Before the first state: the discovery run that finds the files to copy
+                // onto emulated storage.
+                0 => steps.say(format_args!("finding the program's files: {label} {ms:.1} ms")),
+                _ => steps
+                    .say(format_args!("{phase}: run {done} of {runs}: {label}{kind} {ms:.1} ms")),
+            }
             if let Some(b) = &bar {
-                let kind = if measured { "" } else { " (warm-up)" };
-                b.set_message(format!("{label}{kind}: {:.1} ms", wall_s * 1e3));
+                b.set_message(format!("{label}{kind}: {ms:.1} ms"));
                 b.inc(1);
+            }
+        }
+        Progress::Step(s) => {
+            steps.say(&s);
+            if let Some(b) = &bar {
+                b.set_message(s);
             }
         }
         Progress::Snapshot(report) => {
@@ -288,21 +322,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     out.write_all(export::to_table(&report).as_bytes())?;
     if let Some(st) = &report.storage {
-        let limit = |v: Option<u64>, unit: &str| match v {
-            Some(v) => format!("{v} {unit}"),
-            None => format!("unlimited {unit}"),
+        let profile = StorageProfile {
+            name: st.profile.clone(),
+            read_iops: st.read_iops,
+            read_bps: st.read_bps,
+            readahead_kb: st.readahead_kb,
+            seek: st.seek,
         };
-        let timing = match &st.seek {
-            Some(m) => m.to_string(),
-            None => {
-                format!("{}, {}", limit(st.read_iops, "reads/s"), limit(st.read_bps, "bytes/s"))
-            }
-        };
-        writeln!(
-            out,
-            "Storage: emulated {} ({timing}, read-ahead {} KiB)",
-            st.profile, st.readahead_kb
-        )?;
+        writeln!(out, "Storage: {}", profile.describe())?;
     }
     for share in &report.io_share {
         writeln!(

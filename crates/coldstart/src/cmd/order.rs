@@ -211,9 +211,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             };
             let untouched = order.functions.len().saturating_sub(order.touched());
             eprintln!(
-                "coldstart: wrote {} functions ({} KiB) of {}: {} touched, in {} order, then {} untouched that they call; to {} ({} format; use {})",
-                report.written,
-                order.bytes() / 1024,
+                "coldstart: wrote {} ({}) of {}: {} touched, in {} order, then {} untouched that they call; to {} ({} format; use {})",
+                coldstart_units::count(report.written as u64, "function"),
+                coldstart_units::bytes(order.bytes()),
                 of,
                 order.touched(),
                 chosen.name(),

@@ -1,5 +1,6 @@
 //! `coldstart pack`: a directory into a bundle.
 
+use coldstart_units as units;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -95,13 +96,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let cancel = Cancel::new();
-    // A bar on a terminal; nothing where stderr is a file or a pipe.
+    // A bar on a terminal; where stderr is a file or a pipe, a line at each tenth of the
+    // bytes once the pack has taken a second (a small one says nothing).
     let bar = super::common::byte_bar("packing", 0);
-    let progress = bar.clone().map(|b| {
-        coldstart_bundle::Progress(std::sync::Arc::new(move |done, total| {
+    let progress = match bar.clone() {
+        Some(b) => Some(coldstart_bundle::Progress(std::sync::Arc::new(move |done, total| {
             super::common::show_bytes(&b, done, total)
-        }))
-    });
+        }))),
+        None => {
+            let steps = super::common::Steps::new("pack");
+            let (start, said) = (std::time::Instant::now(), std::sync::atomic::AtomicU64::new(0));
+            Some(coldstart_bundle::Progress(std::sync::Arc::new(move |done, total| {
+                let tenth = (done * 10).checked_div(total).unwrap_or(0);
+                let ordering = std::sync::atomic::Ordering::Relaxed;
+                if start.elapsed().as_secs() >= 1 && said.fetch_max(tenth, ordering) < tenth {
+                    steps.say(format_args!(
+                        "{}% ({} of {})",
+                        tenth * 10,
+                        units::bytes(done),
+                        units::bytes(total)
+                    ));
+                }
+            })))
+        }
+    };
     let options = PackOptions {
         chunk_size: args.chunk_size,
         compression: args.compress,
@@ -136,36 +154,42 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (bytes, distinct) = manifest.total_bytes();
     let stored = match manifest.compression {
         Compression::None => String::new(),
-        Compression::Zstd => format!(", {} stored with zstd", manifest.stored_bytes()),
+        Compression::Zstd => {
+            format!(", {} stored with zstd", units::bytes(manifest.stored_bytes()))
+        }
     };
     let chunks: usize = manifest.files.iter().map(|e| e.chunks.len()).sum();
     println!(
-        "packed {} entries ({bytes} bytes, {distinct} distinct{stored}) into {}: {chunks} chunks of up to {} bytes, hot set {} bytes in {} chunks",
-        manifest.files.len(),
+        "packed {} ({}, {} distinct{stored}) into {}: {} of up to {}, hot set {} in {}",
+        units::count(manifest.files.len() as u64, "entry"),
+        units::bytes(bytes),
+        units::bytes(distinct),
         args.output.display(),
-        manifest.chunk_size,
-        manifest.hot.size,
-        manifest.hot.chunks.len()
+        units::count(chunks as u64, "chunk"),
+        units::bytes(manifest.chunk_size),
+        units::bytes(manifest.hot.size),
+        units::count(manifest.hot.chunks.len() as u64, "chunk")
     );
     let size = |name: &str| std::fs::metadata(args.output.join(name)).map_or(0, |m| m.len());
     use coldstart_bundle::start::{MANIFEST_JSON, MANIFEST_ZST, START_OBJECT};
     println!(
-        "manifest {} bytes, {} with zstd; start object (manifest and hot pieces, one request) {} bytes",
-        size(MANIFEST_JSON),
-        size(MANIFEST_ZST),
-        size(START_OBJECT)
+        "manifest {}, {} with zstd; start object (manifest and hot pieces, one request) {}",
+        units::bytes(size(MANIFEST_JSON)),
+        units::bytes(size(MANIFEST_ZST)),
+        units::bytes(size(START_OBJECT))
     );
     let origin = coldstart_bundle::origin_size(&args.output)
         .with_context(|| format!("cannot measure {}", args.output.display()))?;
     // The program: the bytes of its regular files, as the tree holds them.
     let ratio = origin.bytes as f64 / bytes.max(1) as f64;
     println!(
-        "origin: {} bytes in {} objects for a program of {bytes} bytes: {ratio:.2}x (start object with the hot pieces {}, cold objects {}, manifests and signature {}); packed in {:.1} s",
-        origin.bytes,
-        origin.objects,
-        origin.start,
-        origin.cold,
-        origin.other,
+        "origin: {} in {} for a program of {}: {ratio:.2}x (start object with the hot pieces {}, cold objects {}, manifests and signature {}); packed in {:.1} s",
+        units::bytes(origin.bytes),
+        units::count(origin.objects as u64, "object"),
+        units::bytes(bytes),
+        units::bytes(origin.start),
+        units::bytes(origin.cold),
+        units::bytes(origin.other),
         started.elapsed().as_secs_f64()
     );
     if let Some(key) = &options.sign {
@@ -196,15 +220,18 @@ fn hot_list_from(args: &Args) -> anyhow::Result<HotList> {
     }
     let root = args.profile_root.as_deref().unwrap_or(&args.dir);
     eprintln!(
-        "profile: {} files under {} in the hot set ({} ranges); {} files outside it ignored (system libraries and the like){}",
-        converted.files,
+        "profile: {} under {} in the hot set ({}); {} outside it ignored (system libraries and the like){}",
+        units::count(converted.files as u64, "file"),
         root.display(),
-        converted.hot.touches.len(),
-        converted.outside,
+        units::count(converted.hot.touches.len() as u64, "range"),
+        units::count(converted.outside as u64, "file"),
         if converted.mismatches.is_empty() {
             String::new()
         } else {
-            format!("; {} files left out as a different build", converted.mismatches.len())
+            format!(
+                "; {} left out as a different build",
+                units::count(converted.mismatches.len() as u64, "file")
+            )
         }
     );
     if converted.files == 0 {

@@ -123,8 +123,8 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
                 return Ok(crate::exit::SUCCESS);
             }
             eprintln!(
-                "coldstart: {} files changed since {} was recorded (first: {}: {}); recording again",
-                plan.skipped.len(),
+                "coldstart: {} changed since {} was recorded (first: {}: {}); recording again",
+                coldstart_units::count(plan.skipped.len() as u64, "file"),
                 args.output.display(),
                 plan.skipped[0].path.display(),
                 plan.skipped[0].why
@@ -161,7 +161,13 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         let caught = coldstart_profile::interrupt::catch().context("installing signal handlers")?;
         let command: Vec<String> =
             args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        let steps = super::common::Steps::new("prefetch record");
         for i in 0..args.runs {
+            steps.say(format_args!(
+                "run {} of {}: recording the pages start-up reads",
+                i + 1,
+                args.runs
+            ));
             let run = match coldstart_profile::profile_pages(&options) {
                 Err(ProfileError::Interrupted { signal }) => {
                     eprintln!("coldstart: error: {}", ProfileError::Interrupted { signal });
@@ -190,22 +196,14 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     Ok(crate::exit::SUCCESS)
 }
 
-fn mib(bytes: u64) -> String {
-    if bytes < 1 << 20 {
-        format!("{} KiB", bytes.div_ceil(1024))
-    } else {
-        format!("{:.1} MiB", bytes as f64 / 1048576.0)
-    }
-}
-
 fn summary(db: &Database) {
+    use coldstart_units::{bytes, count};
     println!(
-        "{} files, {} ranges, {} to read ({} recording{}{})",
-        db.files.len(),
-        db.ranges.len(),
-        mib(db.bytes()),
-        db.recordings,
-        if db.recordings == 1 { "" } else { "s" },
+        "{}, {}, {} to read ({}{})",
+        count(db.files.len() as u64, "file"),
+        count(db.ranges.len() as u64, "range"),
+        bytes(db.bytes()),
+        count(db.recordings as u64, "recording"),
         if db.min_share > 0.0 { format!(", min share {}", db.min_share) } else { String::new() }
     );
 }
@@ -235,7 +233,7 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         };
         println!(
             "{:>10} {:>7} {:>7.0}%  {}{}",
-            mib(bytes),
+            coldstart_units::bytes(bytes),
             ranges[i],
             share.min(100.0),
             f.path.display(),
@@ -249,8 +247,8 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     }
     if !plan.skipped.is_empty() {
         println!(
-            "{} files changed since the recording and would be skipped: record again (`coldstart prefetch record --refresh -o {} -- CMD`)",
-            plan.skipped.len(),
+            "{} changed since the recording and would be skipped: record again (`coldstart prefetch record --refresh -o {} -- CMD`)",
+            coldstart_units::count(plan.skipped.len() as u64, "file"),
             args.db.display()
         );
     }

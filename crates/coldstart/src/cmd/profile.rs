@@ -134,6 +134,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // A profile that cannot be written is refused before the program runs.
     Profile::check_writable(&output)?;
     let caught = coldstart_profile::interrupt::catch().context("installing signal handlers")?;
+    super::common::Steps::new("profile").say(format_args!(
+        "recording the start-up of {}{}",
+        options.command.first().map_or(String::new(), |c| c.to_string_lossy().into_owned()),
+        if options.pages { " (functions, then pages)" } else { "" }
+    ));
     let recording = match coldstart_profile::profile(&options) {
         Err(ProfileError::Interrupted { signal }) => {
             eprintln!("coldstart: error: {}", ProfileError::Interrupted { signal });
@@ -191,10 +196,13 @@ fn summarize(profile: &Profile, output: &std::path::Path) {
     }
     let total: usize = profile.modules.iter().map(|m| m.functions.len()).sum();
     println!(
-        "profile `{}`: {} functions in {} modules, {:.1} ms to {}",
+        "profile `{}`: {} in {}, {:.1} ms to {}",
         profile.workload,
-        total,
-        profile.modules.iter().filter(|m| !m.functions.is_empty()).count(),
+        coldstart_units::count(total as u64, "function"),
+        coldstart_units::count(
+            profile.modules.iter().filter(|m| !m.functions.is_empty()).count() as u64,
+            "module"
+        ),
         profile.duration_ns as f64 / 1e6,
         match &profile.stop {
             Stop::Ready { signal, .. } => format!("readiness ({signal})"),
@@ -231,15 +239,16 @@ fn summarize(profile: &Profile, output: &std::path::Path) {
         let pages: u64 = p.accesses.iter().map(|a| a.count).sum();
         if p.is_exact() {
             println!(
-                "  {pages} pages touched in {} files (exact: each 4 KiB page once, in first-touch order)",
-                p.files.len()
+                "  {} touched in {} (exact: each 4 KiB page once, in first-touch order)",
+                coldstart_units::count(pages, "page"),
+                coldstart_units::count(p.files.len() as u64, "file")
             );
         } else {
             println!(
-                "  {} page accesses ({} pages) in {} files{}",
-                p.accesses.len(),
-                pages,
-                p.files.len(),
+                "  {} ({}) in {}{}",
+                coldstart_units::count(p.accesses.len() as u64, "page access"),
+                coldstart_units::count(pages, "page"),
+                coldstart_units::count(p.files.len() as u64, "file"),
                 match p.source.as_str() {
                     _ if p.sampled => " (sampled)",
                     format::SOURCE_TRACEFS =>

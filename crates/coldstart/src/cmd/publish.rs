@@ -50,7 +50,8 @@ pub struct Args {
     /// The slowest answer accepted, in bytes per second (k or m suffix).
     #[arg(long, default_value = "1k", value_parser = coldstart_units::size_in(1, 1 << 30))]
     pub min_rate: u64,
-    /// CA certificates (PEM) to trust for an https:// endpoint besides the system's.
+    /// CA certificates (PEM) to trust for an https:// endpoint besides the system's, or the
+    /// endpoint's own self-signed certificate, as curl --cacert.
     #[arg(long, value_name = "FILE")]
     pub ca_file: Option<PathBuf>,
     /// Print the report as JSON on standard output.

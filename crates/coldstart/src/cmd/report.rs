@@ -42,12 +42,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let options = Options {
         title: args.title,
         subtitle: format!(
-            "coldstart {} on {}, from {} result file(s); made at {} (seconds since the epoch)",
+            "coldstart {} on {}, from {} result file(s)",
             env!("CARGO_PKG_VERSION"),
             hostname(),
             inputs.sources.len(),
-            when
         ),
+        made_unix: Some(when),
     };
     let report = coldstart_report::render(&inputs, &options);
     let written = coldstart_report::write(&report, &args.output)?;

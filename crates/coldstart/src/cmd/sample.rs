@@ -10,7 +10,7 @@ use coldstart_sample::{Config, Size};
 /// Generate and build the sample program and its truth manifest (sample.json).
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  coldstart sample -o /var/tmp/sample\n  \
-    coldstart sample --size bench -o /var/tmp/sample-bench")]
+    coldstart sample --size medium --seed 2 -o /var/tmp/sample-medium")]
 pub struct Args {
     /// Size preset: small (tests), medium, bench (20,000+ functions, 40+ MiB of code).
     #[arg(long, default_value = "small", value_parser = ["small", "medium", "bench"])]

@@ -44,8 +44,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     out.flush()?;
     if let Some(link) = args.link {
         eprintln!(
-            "coldstart: emulating {:.0} bit/s with {:?} per request; Ctrl-C to stop",
-            link.bits_per_second, link.latency
+            "coldstart: emulating a {} link with {:.1} ms per request; Ctrl-C to stop",
+            coldstart_units::bit_rate(link.bits_per_second.round() as u64),
+            link.latency.as_secs_f64() * 1e3
         );
     }
     running.wait();

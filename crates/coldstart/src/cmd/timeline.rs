@@ -90,6 +90,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             timeout: args.timeout,
             storage,
         };
+        super::common::Steps::new("timeline").say(format_args!(
+            "tracing one start-up of {}{}",
+            args.command.first().map_or(String::new(), |c| c.to_string_lossy().into_owned()),
+            match &options.storage {
+                Some(_) => " on the emulated storage (copying its files first)",
+                None => "",
+            }
+        ));
         coldstart_timeline::record(&options)?
     };
     print_summary(&timeline);

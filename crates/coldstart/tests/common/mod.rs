@@ -200,7 +200,8 @@ http {{
     (guard, port)
 }
 
-fn openssl(dir: &std::path::Path, args: &[&str]) {
+/// `openssl ARGS` in `dir`, asserting it succeeded.
+pub fn openssl(dir: &std::path::Path, args: &[&str]) {
     let out = std::process::Command::new("openssl").current_dir(dir).args(args).output().unwrap();
     assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }

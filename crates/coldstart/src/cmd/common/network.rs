@@ -64,7 +64,8 @@ pub struct NetworkFlags {
     /// Requests in flight at most.
     #[arg(long, default_value_t = 4, value_parser = coldstart_units::count_in::<usize>(1, MAX_CONNECTIONS))]
     pub connections: usize,
-    /// CA certificates (PEM) to trust for https:// besides the system's, e.g. a private CA.
+    /// CA certificates (PEM) to trust for https:// besides the system's, e.g. a private CA, or
+    /// the server's own self-signed certificate (`openssl req -x509`), as curl --cacert.
     #[arg(long, value_name = "FILE")]
     pub ca_file: Option<PathBuf>,
     /// For an s3:// URL: the store's URL, e.g. http://127.0.0.1:5000 [default:
@@ -149,23 +150,24 @@ pub fn parse_readahead(s: &str) -> Result<u32, String> {
 
 /// A mount's statistics at unmount, on standard error: two lines, or JSON.
 pub fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
+    use coldstart_units::count;
     if json {
         eprintln!("{}", serde_json::to_string_pretty(r)?);
         return Ok(());
     }
     eprintln!(
-        "coldstart: {}: fetched {} bytes in {} requests ({} failed attempts); {} cache hits, {} misses ({} outside the hot set), {} errors",
+        "coldstart: {}: fetched {} in {} ({}); {}, {} ({} outside the hot set), {}",
         r.strategy,
-        r.bytes_fetched,
-        r.requests,
-        r.failed_attempts,
-        r.cache_hits,
-        r.misses,
+        coldstart_units::bytes(r.bytes_fetched),
+        count(r.requests, "request"),
+        count(r.failed_attempts, "failed attempt"),
+        count(r.cache_hits, "cache hit"),
+        count(r.misses, "miss"),
         r.held_out_misses,
-        r.errors
+        count(r.errors, "error")
     );
     eprintln!(
-        "coldstart: before start {:.1} ms; waiting on misses {:.1} ms in total (median {:.2} ms, longest {:.1} ms); {} hot and {} background chunks; {} brought with misses ({} read); read-ahead {} KiB",
+        "coldstart: before start {:.1} ms; waiting on misses {:.1} ms in total (median {:.2} ms, longest {:.1} ms); {} hot and {} background chunks; {} brought with misses ({} read); read-ahead {}",
         r.prefetch_ms,
         r.miss_wait_total_ms,
         r.miss_wait_median_ms,
@@ -174,7 +176,7 @@ pub fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
         r.background_chunks,
         r.ahead_chunks,
         r.ahead_read,
-        r.readahead / 1024
+        coldstart_units::bytes(r.readahead as u64)
     );
     if let Some(e) = &r.background_error {
         eprintln!("coldstart: background fetch stopped: {e}");
@@ -183,11 +185,13 @@ pub fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A mount error, with the mount point where the error itself does not name it (bad input
-/// and an untrusted bundle do: the message says which path, URL or key and what to do).
+/// A mount error, with the mount point where the error itself does not name it (bad input,
+/// a missing privilege and an untrusted bundle do: the message says which path, URL, device
+/// or key and what to do).
 pub fn mount_error(dir: &Path, e: MountError) -> anyhow::Error {
+    use coldstart_error::Category;
     match e.category() {
-        coldstart_error::Category::Usage | coldstart_error::Category::Untrusted => e.into(),
+        Category::Usage | Category::Privilege | Category::Untrusted => e.into(),
         _ => anyhow::Error::new(e).context(format!("cannot mount on {}", dir.display())),
     }
 }
