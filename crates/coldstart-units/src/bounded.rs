@@ -253,7 +253,7 @@ mod tests {
         assert!(size_in(1, 1 << 30)("0").unwrap_err().contains("give 1 B to 1 GiB"));
         let bw = bandwidth_in(1e3, 1e12);
         assert_eq!(bw("20mbit"), Ok(2e7));
-        assert_eq!(bw("1bit").unwrap_err(), "`1bit` is out of range: give 1 kbit/s to 1000 Gbit/s");
+        assert_eq!(bw("1bit").unwrap_err(), "`1bit` is out of range: give 1 kbit/s to 1 Tbit/s");
         assert!(bw("1e400").is_err());
         let share = number_in(0.0, 1.0);
         assert_eq!(share("0.5"), Ok(0.5));

@@ -124,23 +124,15 @@ fn cases() -> Vec<(Vec<String>, &'static str, &'static str)> {
         ),
         (vec!["sample", "-o", "{d}/s", "--functions", HUGE], "--functions", "from 40 to 1000000"),
         // Sizes and rates.
-        (vec!["run", "{b}", "--min-rate", "0", "--", "true"], "--min-rate", "1 byte to 1 GiB"),
-        (
-            vec!["pack", "{d}", "-o", "{d}/x", "--chunk-size", "1g"],
-            "--chunk-size",
-            "1 byte to 64 MiB",
-        ),
+        (vec!["run", "{b}", "--min-rate", "0", "--", "true"], "--min-rate", "1 B to 1 GiB"),
+        (vec!["pack", "{d}", "-o", "{d}/x", "--chunk-size", "1g"], "--chunk-size", "1 B to 64 MiB"),
         (
             vec!["experiment", "{d}", "-o", "{d}/e.json", "--chunk-size", "0", "--", "true"],
             "--chunk-size",
-            "1 byte to 64 MiB",
+            "1 B to 64 MiB",
         ),
-        (vec!["analyze", "/usr/bin/true", "--page-size", "0"], "--page-size", "512 bytes to 1 GiB"),
-        (
-            vec!["order", "{d}/p.json", "--readahead", "99999999g"],
-            "--readahead",
-            "0 bytes to 1 GiB",
-        ),
+        (vec!["analyze", "/usr/bin/true", "--page-size", "0"], "--page-size", "512 B to 1 GiB"),
+        (vec!["order", "{d}/p.json", "--readahead", "99999999g"], "--readahead", "0 B to 1 GiB"),
         (
             vec!["verify", "/usr/bin/true", "--order", "{d}/o", "--page-size", "1t"],
             "--page-size",
@@ -149,12 +141,12 @@ fn cases() -> Vec<(Vec<String>, &'static str, &'static str)> {
         (
             vec!["launch", "--prefetch", "{d}/db", "--gap", "2g", "--", "true"],
             "--gap",
-            "0 bytes to 1 GiB",
+            "0 B to 1 GiB",
         ),
         (
             vec!["measure", "--storage", "custom:readahead=1g", "--", "true"],
             "--storage",
-            "1 byte to 256 MiB",
+            "1 B to 256 MiB",
         ),
     ];
     raw.into_iter()
