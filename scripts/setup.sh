@@ -57,8 +57,8 @@ if ! command -v moto_server >/dev/null 2>&1; then
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then
-  if [ -x "$HOME/.cargo/bin/cargo" ]; then
-    export PATH="$HOME/.cargo/bin:$PATH"
+  if [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ]; then
+    export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
   else
     echo "setup: no Rust toolchain; install one with rustup (https://rustup.rs), then run this again" >&2
     exit 3

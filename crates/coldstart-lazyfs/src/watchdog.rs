@@ -24,7 +24,9 @@ use crate::mount::unescape;
 /// is gone, and the watchdog kills the process group, aborts the FUSE connection
 /// (`/sys/fs/fuse/connections/N/abort`: every blocked read fails at once, so every process can
 /// exit), detaches the mount (if the mount table still shows it, by id, device and type) and
-/// removes the directories.
+/// removes the directories. Where the FUSE control file system is not mounted (a freshly
+/// booted machine mounts it only when something asks), the watchdog mounts it for the abort
+/// and unmounts it after.
 pub(crate) struct Watchdog {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -33,6 +35,13 @@ pub(crate) struct Watchdog {
 const WATCHDOG: &str = r#"
 set --
 pg= id= conn= fstype= dir=
+ctl=/sys/fs/fuse/connections
+abort() {
+    echo 1 > "$ctl/$1/abort" 2>/dev/null && return
+    mount -t fusectl coldstart "$ctl" 2>/dev/null || return
+    echo 1 > "$ctl/$1/abort" 2>/dev/null
+    umount "$ctl" 2>/dev/null
+}
 while IFS= read -r line; do
     case $line in
         done) exit 0 ;;
@@ -51,7 +60,7 @@ if [ -n "$id" ]; then
         [ "$mid" = "$id" ] && [ "$dev" = "0:$conn" ] || continue
         case "$rest" in
             *" - $fstype "*)
-                echo 1 > "/sys/fs/fuse/connections/$conn/abort" 2>/dev/null
+                abort "$conn"
                 fusermount3 -u -z -- "$dir" 2>/dev/null || umount -l -- "$dir" ;;
         esac
     done < /proc/self/mountinfo

@@ -66,6 +66,11 @@ pub fn raised() -> Option<i32> {
     Some(RAISED.load(Ordering::SeqCst)).filter(|&s| s != 0)
 }
 
+/// A signal's name (`SIGINT`), for a message that says what ended the work.
+pub fn signal_name(signal: i32) -> String {
+    crate::tree::signal_name(signal)
+}
+
 /// `Err(Interrupted)` once a signal came.
 pub(crate) fn check() -> Result<(), crate::ProfileError> {
     match raised() {

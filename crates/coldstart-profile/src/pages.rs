@@ -6,7 +6,8 @@
 //! program, stripped or not. Tracing happens in a tracefs *instance* of its own
 //! (`instances/coldstart-PID`), filtered to the process tree with `set_event_pid` and the
 //! `event-fork` option, so other tracing users are not disturbed; tracefs is mounted only if
-//! it is not, and unmounted only if coldstart mounted it.
+//! it is not, and unmounted after the page run only if coldstart mounted it
+//! ([`coldstart_sys::tracefs::Tracefs`]).
 //!
 //! The page run is a run of its own, without breakpoints: the function profiler's `int3`
 //! writes make private copies of the text pages they patch, which would hide those pages
@@ -222,6 +223,14 @@ pub(crate) struct PageRun {
 /// options ask for.
 pub(crate) fn record_pages(options: &ProfileOptions, path: &Path) -> Result<PageRun, ProfileError> {
     let root = coldstart_sys::is_root();
+    // The exact method traces twice: tracefs is mounted (where missing) once for both.
+    let _tracefs = match options.page_method {
+        PageMethod::Auto | PageMethod::Exact | PageMethod::Traced if root => Some(
+            coldstart_sys::tracefs::Tracefs::hold(coldstart_sys::tracefs::Mount::IfMissing)
+                .map_err(tracefs_err)?,
+        ),
+        _ => None,
+    };
     match options.page_method {
         PageMethod::Auto if root => crate::exact::record(options, path),
         PageMethod::Auto | PageMethod::Sampled => crate::perf::record_pages_perf(options, path),
@@ -277,12 +286,13 @@ pub(crate) fn trace(
     path: &Path,
     enter: Option<&coldstart_storage::EnterHook>,
 ) -> Result<Traced, ProfileError> {
-    use coldstart_sys::tracefs::{Instance, Mount};
+    use coldstart_sys::tracefs::{Instance, Mount, Tracefs};
+    let tracefs = Tracefs::hold(Mount::IfMissing).map_err(tracefs_err)?;
     coldstart_sys::tracefs::remove_stale(INSTANCE_PREFIX);
     let name = format!("{INSTANCE_PREFIX}{}", std::process::id());
     // Off until the run's pid filter is set: a new instance would record every process.
-    let instance =
-        Instance::create(&name, &EVENTS, 32768, Mount::IfMissing).map_err(tracefs_err)?;
+    let instance = Instance::create(&name, &EVENTS, 32768, Mount::Never).map_err(tracefs_err)?;
+    drop(tracefs);
     instance.write("options/event-fork", "1").map_err(tracefs_err)?;
     let mut launched = crate::launch(options, path, false, &[], enter)?;
     let pid = launched.stopped.pid;

@@ -2,7 +2,7 @@
 //!
 //! Each is a thin, safe wrapper: the stage crates keep their own logic (what to count, what
 //! to trace) and share only the system interface. Nothing here allocates on a hot path or
-//! keeps state.
+//! keeps state, but for the count of a process's users of tracefs ([`tracefs::Tracefs`]).
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};

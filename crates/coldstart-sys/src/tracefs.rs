@@ -7,8 +7,16 @@
 //! caller turns it on when it is ready. On drop it is turned off, its events disabled and its
 //! directory removed. An instance left by a killed coldstart is named after that process and
 //! removed by the next one ([`remove_stale`]).
+//!
+//! Each instance holds tracefs mounted ([`Tracefs`]), as does any other user of it (a
+//! timeline's uprobes): tracefs is mounted where it is missing by the first user, and
+//! unmounted after the last one of the process is done.
 
 use std::path::{Path, PathBuf};
+
+mod mount;
+
+pub use mount::{Tracefs, SOURCE};
 
 /// Where tracefs is mounted.
 pub const TRACEFS: &str = "/sys/kernel/tracing";
@@ -34,10 +42,10 @@ fn err(path: &Path, e: impl std::fmt::Display) -> TraceError {
     TraceError { path: path.to_owned(), message: e.to_string() }
 }
 
-/// Whether tracefs may be mounted where it is missing ([`Instance::create`]).
+/// Whether tracefs may be mounted where it is missing ([`Tracefs::hold`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mount {
-    /// Mount it at [`TRACEFS`] (and unmount it when the instance is dropped).
+    /// Mount it at [`TRACEFS`] (unmounted again after its last user: [`Tracefs`]).
     IfMissing,
     /// Fail, saying how to mount it.
     Never,
@@ -48,54 +56,24 @@ pub enum Mount {
 pub struct Instance {
     dir: PathBuf,
     events: Vec<String>,
-    mounted: bool,
+    /// Dropped after the instance is removed: tracefs stays mounted until then.
+    _tracefs: Tracefs,
 }
 
 impl Instance {
     /// Create the instance `name` with a ring buffer of `buffer_kb` per CPU, the monotonic
     /// clock (that of [`crate::monotonic_ns`]) and `events` (`group/event`) enabled, tracing
-    /// off.
+    /// off; tracefs is held ([`Tracefs::hold`] with `mount`) while it lives.
     pub fn create(
         name: &str,
         events: &[&str],
         buffer_kb: u32,
         mount: Mount,
     ) -> Result<Instance, TraceError> {
-        let root = Path::new(TRACEFS);
-        let mut mounted = false;
-        if !root.join("instances").is_dir() {
-            if mount == Mount::Never {
-                return Err(err(
-                    root,
-                    "tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)",
-                ));
-            }
-            let c = |s: &str| std::ffi::CString::new(s).expect("no NUL in a constant");
-            // SAFETY: mounting tracefs at its standard place with valid C strings.
-            let r = unsafe {
-                libc::mount(
-                    c("nodev").as_ptr(),
-                    c(TRACEFS).as_ptr(),
-                    c("tracefs").as_ptr(),
-                    0,
-                    std::ptr::null(),
-                )
-            };
-            if r != 0 {
-                return Err(err(
-                    root,
-                    format!("cannot mount tracefs: {}", std::io::Error::last_os_error()),
-                ));
-            }
-            mounted = true;
-        }
-        let dir = root.join("instances").join(name);
-        let mut instance = Instance { dir: dir.clone(), events: Vec::new(), mounted };
-        if let Err(e) = std::fs::create_dir(&dir) {
-            // Nothing of ours to remove; only the mount, if we made it.
-            instance.dir = PathBuf::new();
-            return Err(err(&dir, e));
-        }
+        let tracefs = Tracefs::hold(mount)?;
+        let dir = tracefs.path("instances").join(name);
+        std::fs::create_dir(&dir).map_err(|e| err(&dir, e))?;
+        let mut instance = Instance { dir, events: Vec::new(), _tracefs: tracefs };
         instance.write("tracing_on", "0")?;
         instance.write("buffer_size_kb", &buffer_kb.to_string())?;
         instance.write("trace_clock", "mono")?;
@@ -140,24 +118,18 @@ impl Instance {
 
 impl Drop for Instance {
     fn drop(&mut self) {
-        if !self.dir.as_os_str().is_empty() {
-            let _ = std::fs::write(self.dir.join("tracing_on"), "0");
-            for e in &self.events {
-                let _ = std::fs::write(self.dir.join("events").join(e).join("enable"), "0");
-            }
-            let _ = std::fs::write(self.dir.join("events/enable"), "0");
-            let _ = std::fs::remove_dir(&self.dir);
+        let _ = std::fs::write(self.dir.join("tracing_on"), "0");
+        for e in &self.events {
+            let _ = std::fs::write(self.dir.join("events").join(e).join("enable"), "0");
         }
-        if self.mounted {
-            let c = std::ffi::CString::new(TRACEFS).expect("no NUL in a constant");
-            // SAFETY: unmounting the tracefs we mounted.
-            unsafe { libc::umount(c.as_ptr()) };
-        }
+        let _ = std::fs::write(self.dir.join("events/enable"), "0");
+        let _ = std::fs::remove_dir(&self.dir);
     }
 }
 
 /// Remove the instances whose name is `prefix`, an owner's pid and optionally `-suffix`,
-/// when the owner is gone. An instance removed while it traces stops tracing with it.
+/// when the owner is gone. An instance removed while it traces stops tracing with it. Call it
+/// holding [`Tracefs`]: instances outlive an unmount, and are seen only where it is mounted.
 pub fn remove_stale(prefix: &str) {
     let Ok(dir) = std::fs::read_dir(Path::new(TRACEFS).join("instances")) else { return };
     for entry in dir.flatten() {
@@ -174,51 +146,75 @@ pub fn remove_stale(prefix: &str) {
 
 #[cfg(test)]
 mod tests {
+    use super::mount::tests::{in_fresh_namespace, source};
     use super::*;
 
     #[test]
     fn a_new_instance_is_off_and_goes_with_its_events() {
-        if !crate::is_root() || !Path::new(TRACEFS).join("instances").is_dir() {
-            eprintln!("skipped: tracefs instances need root and a mounted tracefs");
-            return;
-        }
-        let name = format!("coldstart-sys-test-{}", std::process::id());
-        let instance =
-            Instance::create(&name, &["sched/sched_process_fork"], 64, Mount::Never).unwrap();
-        let read = |f: &str| std::fs::read_to_string(instance.dir().join(f)).unwrap();
-        assert_eq!(read("tracing_on").trim(), "0", "off until the caller turns it on");
-        assert_eq!(read("events/sched/sched_process_fork/enable").trim(), "1");
-        assert_eq!(
-            read("trace_clock").split('[').nth(1).and_then(|c| c.split(']').next()),
-            Some("mono")
+        in_fresh_namespace(
+            "tracefs::tests::a_new_instance_is_off_and_goes_with_its_events",
+            || {
+                let held = Tracefs::hold(Mount::IfMissing).unwrap();
+                let name = format!("coldstart-sys-test-{}", std::process::id());
+                let instance =
+                    Instance::create(&name, &["sched/sched_process_fork"], 64, Mount::Never)
+                        .unwrap();
+                let read = |f: &str| std::fs::read_to_string(instance.dir().join(f)).unwrap();
+                assert_eq!(read("tracing_on").trim(), "0", "off until the caller turns it on");
+                assert_eq!(read("events/sched/sched_process_fork/enable").trim(), "1");
+                assert_eq!(
+                    read("trace_clock").split('[').nth(1).and_then(|c| c.split(']').next()),
+                    Some("mono")
+                );
+                // Nothing is recorded while it is off.
+                std::process::Command::new("true").status().unwrap();
+                assert!(!instance.read().unwrap().contains("sched_process_fork:"));
+                let dir = instance.dir().to_owned();
+                drop(instance);
+                assert!(held.path("instances").is_dir() && !dir.exists());
+            },
         );
-        // Nothing is recorded while it is off.
-        std::process::Command::new("true").status().unwrap();
-        assert!(!instance.read().unwrap().contains("sched_process_fork:"));
-        let dir = instance.dir().to_owned();
-        drop(instance);
-        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn an_instance_where_tracefs_is_missing_mounts_it_and_leaves_nothing() {
+        in_fresh_namespace(
+            "tracefs::tests::an_instance_where_tracefs_is_missing_mounts_it_and_leaves_nothing",
+            || {
+                let name = format!("coldstart-sys-test-{}", std::process::id());
+                let program = Instance::create(&name, &[], 64, Mount::IfMissing).unwrap();
+                let block =
+                    Instance::create(&format!("{name}-block"), &[], 64, Mount::IfMissing).unwrap();
+                assert_eq!(source().as_deref(), Some(SOURCE));
+                drop(program);
+                assert!(block.dir().is_dir(), "the other instance's tracefs stays mounted");
+                drop(block);
+                assert_eq!(source(), None, "unmounted with the last instance");
+                // Instances outlive an unmount: none of ours is left in the kernel.
+                let held = Tracefs::hold(Mount::IfMissing).unwrap();
+                assert!(!held.path("instances").join(&name).exists());
+                assert!(!held.path("instances").join(format!("{name}-block")).exists());
+            },
+        );
     }
 
     #[test]
     fn only_instances_of_gone_owners_are_stale() {
-        if !crate::is_root() || !Path::new(TRACEFS).join("instances").is_dir() {
-            eprintln!("skipped: tracefs instances need root and a mounted tracefs");
-            return;
-        }
-        let prefix = "coldstart-sys-stale-";
-        let mine = Instance::create(
-            &format!("{prefix}{}-block", std::process::id()),
-            &[],
-            64,
-            Mount::Never,
-        )
-        .unwrap();
-        // A pid above the kernel's pid_max limit (4,194,304) is never alive.
-        let gone = Path::new(TRACEFS).join("instances").join(format!("{prefix}4194305"));
-        std::fs::create_dir(&gone).unwrap();
-        remove_stale(prefix);
-        assert!(!gone.exists(), "the instance of a gone owner is removed");
-        assert!(mine.dir().exists(), "a live owner's instance is kept");
+        in_fresh_namespace("tracefs::tests::only_instances_of_gone_owners_are_stale", || {
+            let prefix = "coldstart-sys-stale-";
+            let mine = Instance::create(
+                &format!("{prefix}{}-block", std::process::id()),
+                &[],
+                64,
+                Mount::IfMissing,
+            )
+            .unwrap();
+            // A pid above the kernel's pid_max limit (4,194,304) is never alive.
+            let gone = Path::new(TRACEFS).join("instances").join(format!("{prefix}4194305"));
+            std::fs::create_dir(&gone).unwrap();
+            remove_stale(prefix);
+            assert!(!gone.exists(), "the instance of a gone owner is removed");
+            assert!(mine.dir().exists(), "a live owner's instance is kept");
+        });
     }
 }

@@ -17,7 +17,10 @@
 //!   this run's axis at the entry point and `main`.
 //!
 //! [`from_profile`] draws the same picture, without the kernel's parts, from a profile.
-//! Tracing needs root (tracefs, uprobes, fanotify, `drop_caches`).
+//! Tracing needs root (tracefs, uprobes, fanotify, `drop_caches`). While
+//! [`coldstart_profile::interrupt::catch`] is in force, `SIGINT`, `SIGTERM` and `SIGHUP` end a
+//! recording within a millisecond of the next wait with [`TimelineError::Interrupted`], the
+//! program killed and the tracing (and an emulated device) removed.
 
 mod names;
 mod phases;
@@ -67,6 +70,8 @@ pub enum TimelineError {
     Profile(#[from] coldstart_profile::ProfileError),
     #[error("emulated storage: {0}")]
     Storage(#[from] coldstart_storage::StorageError),
+    #[error("interrupted by {}: the program was killed, the tracing removed and nothing was written", coldstart_profile::interrupt::signal_name(*signal))]
+    Interrupted { signal: i32 },
 }
 
 impl From<coldstart_sys::tracefs::TraceError> for TimelineError {
@@ -76,6 +81,17 @@ impl From<coldstart_sys::tracefs::TraceError> for TimelineError {
 }
 
 impl TimelineError {
+    /// The signal that interrupted the timeline (or its function profile), if one did.
+    pub fn interrupted(&self) -> Option<i32> {
+        match self {
+            TimelineError::Interrupted { signal }
+            | TimelineError::Profile(coldstart_profile::ProfileError::Interrupted { signal }) => {
+                Some(*signal)
+            }
+            _ => None,
+        }
+    }
+
     /// What kind of failure this is (the exit code follows from it).
     pub fn category(&self) -> Category {
         match self {
@@ -89,7 +105,8 @@ impl TimelineError {
             TimelineError::Tracefs { .. }
             | TimelineError::Spawn { .. }
             | TimelineError::DropCaches(_)
-            | TimelineError::NoExec => Category::Environment,
+            | TimelineError::NoExec
+            | TimelineError::Interrupted { .. } => Category::Environment,
             TimelineError::Profile(e) => e.category(),
             TimelineError::Storage(e) => e.category(),
         }
@@ -311,7 +328,7 @@ fn record_on(
         return Err(TimelineError::Unsupported { ready: options.ready.to_string() });
     }
     let mut warnings = Vec::new();
-    let tracing = trace::Tracing::create()?;
+    let mut tracing = trace::Tracing::create()?;
     // The entry point and `main` are those of the program the command ends up running (a
     // shell script or a shim such as pyenv's executes another), found by a run beforehand.
     let probed = executed(&tracing, &program, options)?.unwrap_or_else(|| program.clone());
@@ -322,9 +339,8 @@ fn record_on(
             probed.display()
         ));
     }
-    let (uprobes, refused) = trace::Uprobes::define(&probed, &probes);
+    let refused = tracing.probe(&probed, &probes)?;
     warnings.extend(refused.into_iter().map(|r| format!("uprobe not placed: {r}")));
-    uprobes.enable(&tracing.program)?;
     if options.cache == Cache::Hot {
         run::warm(&program, &options.command, &options.ready, options.timeout, enter)?;
     }
@@ -373,9 +389,7 @@ fn record_on(
             warnings.push(format!("the {what} trace lost {lost} events (ring buffer overrun): the timeline is incomplete"));
         }
     }
-    uprobes.disable(&tracing.program);
     drop(tracing);
-    drop(uprobes);
     // With exit readiness the root's exit event is the end: exact, where the poll is late.
     let ready_ns = match options.ready {
         Ready::Exit => events

@@ -178,8 +178,9 @@ impl Child {
         }
     }
 
-    /// Wait until ready (or the timeout); `on_poll` runs every millisecond or so meanwhile.
-    /// Returns the monotonic time readiness was seen, or `None` on timeout.
+    /// Wait until ready (or the timeout, or an interrupting signal: [`crate::TimelineError::Interrupted`]);
+    /// `on_poll` runs every millisecond or so meanwhile. Returns the monotonic time readiness
+    /// was seen, or `None` on timeout.
     pub(crate) fn wait_ready(
         &mut self,
         ready: &Ready,
@@ -216,6 +217,9 @@ impl Child {
             }
             if start.elapsed() > timeout {
                 return Ok(None);
+            }
+            if let Some(signal) = coldstart_profile::interrupt::raised() {
+                return Err(TimelineError::Interrupted { signal });
             }
             on_poll(self.pid);
             std::thread::sleep(Duration::from_micros(500));

@@ -6,14 +6,16 @@
 //! for the block layer's request issue and completion, which the kernel records in whatever
 //! context submits or completes a request (a worker thread, an interrupt), and which are
 //! matched to the program afterwards by the sectors of the bios it queued. Both are removed
-//! on drop, with the uprobes; what a killed coldstart left is removed by the next timeline.
+//! on drop, then the uprobes; what a killed coldstart left is removed by the next timeline.
+//! Each holds tracefs ([`Tracefs`]): mounted where it is missing, unmounted after the last.
 
 use std::io::Write;
 use std::path::Path;
 
 use crate::TimelineError;
 
-use coldstart_sys::tracefs::{Instance, Mount, TRACEFS};
+use coldstart_sys::tracefs::{Instance, Mount, Tracefs};
+
 /// Ring buffer of each instance, per CPU.
 const BUFFER_KB: u32 = 32768;
 /// Prefix of this crate's instances and uprobe groups, followed by the owner's pid.
@@ -45,25 +47,25 @@ const BLOCK_EVENTS: &[&str] = &["block/block_rq_issue", "block/block_rq_complete
 pub(crate) struct Uprobes {
     group: String,
     names: Vec<String>,
+    tracefs: Tracefs,
 }
 
-fn uprobe_events(line: &str) -> std::io::Result<()> {
+fn uprobe_events(tracefs: &Tracefs, line: &str) -> std::io::Result<()> {
     // Appending: writing without O_APPEND would remove every other user's uprobes.
-    let mut f =
-        std::fs::OpenOptions::new().append(true).open(Path::new(TRACEFS).join("uprobe_events"))?;
+    let mut f = std::fs::OpenOptions::new().append(true).open(tracefs.path("uprobe_events"))?;
     f.write_all(line.as_bytes())
 }
 
 impl Uprobes {
     /// Define `name` at `offset` of `path` for each given; those the kernel refuses are left
     /// out and named in the result's second part.
-    pub(crate) fn define(path: &Path, probes: &[(&str, u64)]) -> (Uprobes, Vec<String>) {
+    fn define(tracefs: Tracefs, path: &Path, probes: &[(&str, u64)]) -> (Uprobes, Vec<String>) {
         let group = format!("{GROUP_PREFIX}{}", std::process::id());
-        let mut u = Uprobes { group, names: Vec::new() };
+        let mut u = Uprobes { group, names: Vec::new(), tracefs };
         let mut refused = Vec::new();
         for (name, offset) in probes {
             let line = format!("p:{}/{name} {}:{offset:#x}\n", u.group, path.display());
-            match uprobe_events(&line) {
+            match uprobe_events(&u.tracefs, &line) {
                 Ok(()) => u.names.push((*name).to_owned()),
                 Err(e) => refused.push(format!("{name} at {offset:#x} of {}: {e}", path.display())),
             }
@@ -72,39 +74,38 @@ impl Uprobes {
     }
 
     /// Enable them in `instance`.
-    pub(crate) fn enable(&self, instance: &Instance) -> Result<(), TimelineError> {
+    fn enable(&self, instance: &Instance) -> Result<(), TimelineError> {
         for n in &self.names {
             instance.write(&format!("events/{}/{n}/enable", self.group), "1")?;
         }
         Ok(())
     }
-
-    /// Disable them in `instance` (they can be removed only when no instance uses them).
-    pub(crate) fn disable(&self, instance: &Instance) {
-        for n in &self.names {
-            let _ = instance.write(&format!("events/{}/{n}/enable", self.group), "0");
-        }
-    }
 }
 
 impl Drop for Uprobes {
+    /// Once no instance uses them (the kernel refuses to remove an enabled uprobe).
     fn drop(&mut self) {
         for n in &self.names {
-            let _ = uprobe_events(&format!("-:{}/{n}\n", self.group));
+            let _ = uprobe_events(&self.tracefs, &format!("-:{}/{n}\n", self.group));
         }
     }
 }
 
-/// The instances of one run.
+/// The instances of one run, and its uprobes. Dropped in this order: the instances (which
+/// disable every event of theirs, the uprobes too), then the uprobes, whatever path the run
+/// ends on; the last of them lets tracefs go.
 pub(crate) struct Tracing {
     pub(crate) program: Instance,
     pub(crate) block: Instance,
+    uprobes: Option<Uprobes>,
 }
 
 impl Tracing {
-    /// Create both instances (tracing off), after removing what killed timelines left.
+    /// Create both instances (tracing off), after removing what killed timelines left;
+    /// tracefs is mounted where it is missing.
     pub(crate) fn create() -> Result<Tracing, TimelineError> {
-        remove_stale();
+        let tracefs = Tracefs::hold(Mount::IfMissing)?;
+        remove_stale(&tracefs);
         let me = std::process::id();
         let program =
             Instance::create(&format!("{PREFIX}{me}"), PROGRAM_EVENTS, BUFFER_KB, Mount::Never)?;
@@ -115,16 +116,30 @@ impl Tracing {
             BUFFER_KB,
             Mount::Never,
         )?;
-        Ok(Tracing { program, block })
+        Ok(Tracing { program, block, uprobes: None })
+    }
+
+    /// Define uprobes at `probes` (name, file offset) of `path` and enable them in the
+    /// program's instance; the kernel's refusals are returned, one line each.
+    pub(crate) fn probe(
+        &mut self,
+        path: &Path,
+        probes: &[(&str, u64)],
+    ) -> Result<Vec<String>, TimelineError> {
+        let tracefs = Tracefs::hold(Mount::Never)?;
+        let (uprobes, refused) = Uprobes::define(tracefs, path, probes);
+        let uprobes = self.uprobes.insert(uprobes);
+        uprobes.enable(&self.program)?;
+        Ok(refused)
     }
 }
 
 use coldstart_sys::pid_alive as alive;
 
 /// Remove the instances and uprobes of timelines whose process is gone.
-pub(crate) fn remove_stale() {
+fn remove_stale(tracefs: &Tracefs) {
     coldstart_sys::tracefs::remove_stale(PREFIX);
-    let Ok(defined) = std::fs::read_to_string(Path::new(TRACEFS).join("uprobe_events")) else {
+    let Ok(defined) = std::fs::read_to_string(tracefs.path("uprobe_events")) else {
         return;
     };
     for line in defined.lines() {
@@ -138,7 +153,7 @@ pub(crate) fn remove_stale() {
             continue;
         };
         if pid.parse::<u32>().is_ok_and(|p| !alive(p)) {
-            let _ = uprobe_events(&format!("-:{event}\n"));
+            let _ = uprobe_events(tracefs, &format!("-:{event}\n"));
         }
     }
 }

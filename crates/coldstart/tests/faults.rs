@@ -151,6 +151,84 @@ fn a_killed_run_leaves_no_mount_no_process_and_no_temporary_directory() {
     nothing_left(&d, &[pid], "kill -9 of run");
 }
 
+/// `kill -9` of `mount` while another process holds its FUSE connection (as a command `run`
+/// forked does while its `exec` reads from the mount): a read on the mount waits for an answer
+/// nobody gives until the watchdog aborts the connection through the FUSE control file system.
+/// Where that file system was not mounted (a freshly booted machine) the abort failed and the
+/// read waited for ever; the watchdog now mounts it for the abort.
+#[test]
+fn a_killed_mounts_connection_is_aborted_where_the_fuse_control_fs_is_not_mounted() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::fs::FileExt;
+    if !require_root("FUSE, a mount namespace and pidfd_getfd") {
+        return;
+    }
+    let d = Scratch::new();
+    let t = tools(d.path());
+    let server = FaultServer::start(&t.bundle, Fault::None, Target::All);
+    let mnt = d.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    // In a mount namespace of its own without the FUSE control file system (the host's mounts
+    // are untouched); `unshare` and `sh` exec, so the child's pid is the mount's.
+    let mut child = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+        .arg(
+            "while mountpoint -q /sys/fs/fuse/connections; do umount -l /sys/fs/fuse/connections; done; exec \"$0\" \"$@\"",
+        )
+        .arg(env!("CARGO_BIN_EXE_coldstart"))
+        .args(["mount", &server.url()])
+        .arg(&mnt)
+        .args(["--strategy", "paged", "--cache-dir"])
+        .arg(d.cache())
+        .env("TMPDIR", d.path().join("tmp"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let root = PathBuf::from(format!("/proc/{pid}/root"));
+    let data = root.join(mnt.strip_prefix("/").unwrap()).join("data.bin");
+    let t0 = Instant::now();
+    while !data.exists() {
+        assert!(child.try_wait().unwrap().is_none(), "mount ended before mounting");
+        assert!(t0.elapsed() < Duration::from_secs(20), "nothing was mounted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let file = std::fs::File::open(&data).unwrap();
+    // A copy of the mount's /dev/fuse descriptor keeps the connection alive after the mount
+    // process dies, as a command still in `exec` does.
+    let fuse_fd = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .find(|e| std::fs::read_link(e.path()).is_ok_and(|l| l == Path::new("/dev/fuse")))
+        .and_then(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .expect("the mount holds /dev/fuse");
+    // SAFETY: pidfd_open and pidfd_getfd return new descriptors we own, or -1.
+    let held = unsafe {
+        let pidfd = libc::syscall(libc::SYS_pidfd_open, pid, 0) as i32;
+        assert!(pidfd >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
+        let fd = libc::syscall(libc::SYS_pidfd_getfd, pidfd, fuse_fd, 0) as i32;
+        libc::close(pidfd);
+        assert!(fd >= 0, "pidfd_getfd: {}", std::io::Error::last_os_error());
+        OwnedFd::from_raw_fd(fd)
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // A read past the hot set: only the (dead) mount could answer it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let _ = tx.send(file.read_at(&mut [0u8; 4096], 150_000));
+    });
+    let read = rx.recv_timeout(Duration::from_secs(10));
+    // Our copy was the connection's last holder: closing it ends a read still waiting.
+    drop(held);
+    reader.join().unwrap();
+    let err = read
+        .expect("the read waited for an answer nobody gives: the connection was not aborted")
+        .expect_err("no byte can come from a mount that is gone");
+    assert_eq!(err.raw_os_error(), Some(libc::ENOTCONN), "{err}");
+}
+
 /// Item 1, before the mount: `kill -9` of `run` while it still fetched the manifest left its
 /// temporary directory behind (the watchdog started only once mounted).
 #[test]

@@ -437,19 +437,23 @@ fn ready_on_stdout_and_stderr_regex() {
     if !require_root("cgroups, drop_caches, fanotify") {
         return;
     }
+    // Durations unique to this test process, so that the same test running elsewhere on the
+    // machine (another checkout, another CI job) cannot look like a survivor of this one.
+    let (first, second) =
+        (format!("300.{}", std::process::id()), format!("301.{}", std::process::id()));
     let (m, _d) = ready_run(
         "stdout:^listening on [0-9]+$",
-        &["sh", "-c", "sleep 0.05; echo listening on 80; exec sleep 300"],
+        &["sh", "-c", &format!("sleep 0.05; echo listening on 80; exec sleep {first}")],
         "20",
     );
     assert_ready_quickly(&m, 0.05);
     let (m, _d) = ready_run(
         "stderr:ready",
-        &["sh", "-c", "echo noise; echo ready >&2; exec sleep 301"],
+        &["sh", "-c", &format!("echo noise; echo ready >&2; exec sleep {second}")],
         "20",
     );
     assert_ready_quickly(&m, 0.0);
-    assert!(processes(&["sleep", "300"]).is_empty() && processes(&["sleep", "301"]).is_empty());
+    assert!(processes(&["sleep", &first]).is_empty() && processes(&["sleep", &second]).is_empty());
 }
 
 #[test]

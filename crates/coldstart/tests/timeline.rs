@@ -1,7 +1,8 @@
 //! `coldstart timeline` on the small sample program, cold: the phases name at least 90% of
 //! the wall time, in the loader's order; the program's own files are named with their page
 //! events; the start waited on I/O; the module touches come from a function profile; nothing
-//! of the tracing is left behind. Needs root (tracefs, uprobes, drop_caches).
+//! of the tracing is left behind, and tracefs is mounted for it where it is missing and
+//! unmounted after. Needs root (tracefs, uprobes, drop_caches).
 
 mod common;
 use common::{cache_lock, check, require, require_root};
@@ -11,6 +12,7 @@ use std::process::Command;
 
 use coldstart_results::{Document, Timeline};
 use coldstart_sample::Config;
+use coldstart_sys::tracefs::{Mount, Tracefs};
 
 /// The small sample, built once for the tests that need it; `None` (the test skipped, or
 /// failing where the suite must run whole) without root for `why` or the sample's tools.
@@ -75,14 +77,15 @@ fn a_cold_start_of_the_sample_is_accounted_for_in_named_phases() {
         span.first_s <= main.start_s + 0.25 * t.wall_s && span.last_s <= t.wall_s + 1e-9,
         "{span:?} {main:?}"
     );
-    // Nothing of the tracing stays: instances, uprobes.
-    let instances: Vec<String> = std::fs::read_dir("/sys/kernel/tracing/instances")
+    // Nothing of the tracing stays: instances, uprobes (seen where tracefs is mounted).
+    let tracefs = Tracefs::hold(Mount::IfMissing).unwrap();
+    let instances: Vec<String> = std::fs::read_dir(tracefs.path("instances"))
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("coldstart-timeline-"))
         .collect();
-    let uprobes = std::fs::read_to_string("/sys/kernel/tracing/uprobe_events").unwrap_or_default();
+    let uprobes = std::fs::read_to_string(tracefs.path("uprobe_events")).unwrap_or_default();
     let mine: Vec<&str> = uprobes.lines().filter(|l| l.contains("coldstart_tl_")).collect();
     // Another timeline may run at the same time: only a dead owner's would be left behind.
     let dead = |pid: &str| !Path::new("/proc").join(pid).exists();
@@ -230,4 +233,85 @@ fn a_timeline_through_a_wrapper_script_finds_the_executed_programs_main() {
         "{printed}\n{:?}",
         t.warnings
     );
+}
+
+/// Runs `script` (sh, with `$CS` the coldstart binary and `$1`... `args`) in a private mount
+/// namespace where tracefs is not mounted, as on a machine nobody prepared (the host's mounts
+/// are untouched); after it, says what is mounted on /sys/kernel/tracing (`mounted: LINE`),
+/// then mounts tracefs to list what the coldstart of pid `$pid` left in it (`left: WHAT`):
+/// instances and uprobes outlive an unmount.
+fn in_fresh_namespace(script: &str, args: &[&std::ffi::OsStr]) -> String {
+    let script = format!(
+        r#"while mountpoint -q /sys/kernel/tracing; do umount -l /sys/kernel/tracing || exit 99; done
+{script}
+grep ' /sys/kernel/tracing ' /proc/self/mountinfo | sed 's/^/mounted: /'
+mount -t tracefs nodev /sys/kernel/tracing || exit 98
+ls /sys/kernel/tracing/instances | grep "^coldstart-timeline-$pid" | sed 's/^/left: instance /'
+grep "coldstart_tl_$pid/" /sys/kernel/tracing/uprobe_events | sed 's/^/left: uprobe /'
+exit 0"#
+    );
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "--", "sh", "-c", &script, "sh"])
+        .args(args)
+        .env("CS", env!("CARGO_BIN_EXE_coldstart"))
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    text
+}
+
+/// On a machine where tracefs is not mounted the timeline mounts it (`profile --pages` did;
+/// the timeline failed: "tracefs is not mounted"), and unmounts it when done, after its two
+/// instances and its uprobes are removed.
+#[test]
+fn a_timeline_where_tracefs_is_not_mounted_mounts_it_and_unmounts_it_after() {
+    let Some(sample) = small_sample("a mount namespace, tracefs, uprobes, drop_caches") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t.json");
+    let _lock = cache_lock();
+    let w = sample.workload("a").unwrap();
+    let exe = sample.exe();
+    let mut args = vec![out.as_os_str(), exe.as_os_str()];
+    args.extend(w.args.iter().map(std::ffi::OsStr::new));
+    let text = in_fresh_namespace(
+        r#"out=$1; shift; "$CS" timeline -o "$out" -- "$@" & pid=$!; wait $pid; echo "rc=$?""#,
+        &args,
+    );
+    assert!(text.contains("rc=0"), "{text}");
+    let t = Timeline::read(&out).unwrap();
+    let names: Vec<&str> = t.phases.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["exec", "loader", "relocation", "constructors", "main"], "{text}");
+    assert!(!text.contains("mounted: "), "tracefs left mounted:\n{text}");
+    assert!(!text.contains("left: "), "{text}");
+}
+
+/// SIGINT or SIGTERM while the timeline traces: the program is killed, the instances and
+/// uprobes are removed, tracefs (mounted by the timeline) is unmounted, and the exit status
+/// says the signal. The timeline died of the signal with the program and the instances left.
+#[test]
+fn an_interrupted_timeline_leaves_no_tracing_no_mount_and_no_program() {
+    if !require_root("a mount namespace, tracefs and uprobes") {
+        return;
+    }
+    for (signal, number) in [("INT", libc::SIGINT), ("TERM", libc::SIGTERM)] {
+        let text = in_fresh_namespace(
+            r#""$CS" timeline --no-functions -- sh -c 'sleep 29.75' & pid=$!
+i=0
+until [ -d /sys/kernel/tracing/instances/coldstart-timeline-$pid ] || [ $i -gt 400 ]; do
+  sleep 0.05; i=$((i + 1))
+done
+sleep 0.5
+kill -s "$1" $pid; wait $pid; echo "rc=$?"
+pgrep -f 'sleep 29[.]75' | grep -vx "$$" | sed 's/^/left: program /'"#,
+            &[std::ffi::OsStr::new(signal)],
+        );
+        assert!(text.contains(&format!("rc={}", 128 + number)), "SIG{signal}: {text}");
+        assert!(text.contains(&format!("interrupted by SIG{signal}")), "SIG{signal}: {text}");
+        assert!(!text.contains("mounted: "), "SIG{signal}: tracefs left mounted:\n{text}");
+        assert!(!text.contains("left: "), "SIG{signal}: {text}");
+    }
 }

@@ -98,7 +98,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 None => "",
             }
         ));
-        coldstart_timeline::record(&options)?
+        // A signal ends the recording through its guards (tracing, uprobes, tracefs mounted
+        // for it, the emulated device), not the process.
+        let caught = coldstart_profile::interrupt::catch().context("installing signal handlers")?;
+        let recorded = coldstart_timeline::record(&options);
+        drop(caught);
+        match recorded {
+            Ok(timeline) => timeline,
+            Err(e) => {
+                if let Some(signal) = e.interrupted() {
+                    eprintln!("coldstart: error: {e}");
+                    return Ok(ExitCode::from(128 + signal as u8));
+                }
+                return Err(e.into());
+            }
+        }
     };
     print_summary(&timeline);
     if let Some(o) = &args.output {

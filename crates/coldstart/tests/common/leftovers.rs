@@ -87,19 +87,32 @@ pub fn after(dir: &Path, pids: &[u32], within: Duration) -> Vec<String> {
 }
 
 /// Removes what [`leftovers`] finds under `dir`, so that one failed test does not break the
-/// machine for the next: processes are killed, FUSE connections aborted, mounts detached.
+/// machine for the next: processes are killed, FUSE connections aborted (the FUSE control file
+/// system mounted for it where it is missing, and unmounted after), mounts detached.
 pub fn clean(dir: &Path) {
     let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
     let prefix = dir.display().to_string();
     let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let ctl = "/sys/fs/fuse/connections";
+    let mut mounted_ctl = false;
     for l in info.lines() {
         let f: Vec<&str> = l.split(' ').collect();
         if f.len() > 4 && f[4].starts_with(&prefix) {
             if let Some((_, minor)) = f[2].split_once(':') {
-                let _ = std::fs::write(format!("/sys/fs/fuse/connections/{minor}/abort"), "1");
+                let abort = format!("{ctl}/{minor}/abort");
+                if !mounted_ctl && !Path::new(&abort).exists() {
+                    mounted_ctl = Command::new("mount")
+                        .args(["-t", "fusectl", "fusectl", ctl])
+                        .status()
+                        .is_ok_and(|s| s.success());
+                }
+                let _ = std::fs::write(abort, "1");
             }
             let _ = Command::new("umount").args(["-l", f[4]]).status();
         }
+    }
+    if mounted_ctl {
+        let _ = Command::new("umount").arg(ctl).status();
     }
     for found in leftovers(&dir, &[]) {
         if let Some(pid) = found.strip_prefix("process ").and_then(|r| r.split(' ').next()) {
