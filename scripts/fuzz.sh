@@ -19,6 +19,11 @@ if ! cargo +nightly --version >/dev/null 2>&1 || ! cargo +nightly fuzz --version
     echo "fuzz: needs a nightly toolchain and cargo-fuzz: run scripts/setup.sh (or: rustup toolchain install nightly; cargo install --locked cargo-fuzz)" >&2
     exit 3
 fi
+# fuzz/Cargo.lock as committed, as the workspace's builds take theirs (--locked).
+if ! cargo +nightly metadata --locked --format-version 1 >/dev/null; then
+    echo "fuzz: fuzz/Cargo.lock does not hold what the crates now depend on; update it with: (cd fuzz && cargo +nightly update --workspace)" >&2
+    exit 1
+fi
 start=$(date +%s)
 cargo +nightly fuzz build --dev >&2
 built=$(date +%s)
