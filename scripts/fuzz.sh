@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The fuzz targets of fuzz/ in their short form, for CI (scripts/test.sh): each target for a
 # few seconds from its seeds, under libFuzzer's memory limits, in a scratch corpus (nothing
-# written into the checkout but fuzz/target). A debug build: it compiles in two thirds of the
-# time of an optimised one, and its overflow checks make an arithmetic overflow a crash too.
+# written into the checkout but fuzz/target), as many at once as there are CPUs. A debug build
+# with line tables only: it compiles in two thirds of the time of an optimised one, and its
+# overflow checks make an arithmetic overflow a crash too.
 # Fails on any crash, naming the input that made it (kept under $TMPDIR) and the command that
 # replays it. The long form is bench/fuzz.sh (an optimised build, millions of inputs).
 #
@@ -30,13 +31,30 @@ built=$(date +%s)
 # The targets as built, run directly: `cargo fuzz run` would look at the build again for each.
 bin="${CARGO_TARGET_DIR:-target}/$(rustc +nightly -vV | sed -n 's/^host: //p')/debug"
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/coldstart-fuzz.XXXXXX")
-failed=()
-for t in $(cargo +nightly fuzz list); do
-    mkdir -p "$scratch/$t/corpus" "$scratch/$t/artifacts"
-    seeds "$t" "$scratch/$t/corpus"
+# A signal ends the targets running with this script.
+trap 'kill $(jobs -p) 2>/dev/null; exit 130' INT
+trap 'kill $(jobs -p) 2>/dev/null; exit 143' TERM
+
+# fuzz TARGET: runs it, its log, inputs and exit status under $scratch/TARGET.
+fuzz() {
+    mkdir -p "$scratch/$1/corpus" "$scratch/$1/artifacts"
+    seeds "$1" "$scratch/$1/corpus"
     # shellcheck disable=SC2046 # the limits are several words
-    if ! "$bin/$t" "$scratch/$t/corpus" -max_total_time="$seconds" $(limits "$t") \
-        -artifact_prefix="$scratch/$t/artifacts/" >"$scratch/$t/log" 2>&1; then
+    "$bin/$1" "$scratch/$1/corpus" -max_total_time="$seconds" $(limits "$1") \
+        -artifact_prefix="$scratch/$1/artifacts/" >"$scratch/$1/log" 2>&1
+    echo $? >"$scratch/$1/status"
+}
+
+# As many targets at once as there are CPUs: each is one process of one thread.
+targets=$(cargo +nightly fuzz list)
+for t in $targets; do
+    while [ "$(jobs -pr | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
+    fuzz "$t" &
+done
+wait
+failed=()
+for t in $targets; do
+    if [ "$(cat "$scratch/$t/status")" != 0 ]; then
         failed+=("$t")
         echo "fuzz: $t crashed; its log: $scratch/$t/log; the input: $(ls "$scratch/$t/artifacts/"*)" >&2
         echo "fuzz: replay it with: (cd fuzz && cargo +nightly fuzz run --dev $t $(ls "$scratch/$t/artifacts/"* | head -1))" >&2
