@@ -217,3 +217,25 @@ fn run_with_one_connection_ends_when_auto_chooses_original() {
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     assert_eq!(r["report"]["strategy"], "original", "auto chose another: {r}");
 }
+
+/// A URL whose port no socket can have (`:99999`, `:0`) is bad input, said before anything is
+/// tried: `run` connected (to port 80) and exited 70.
+#[test]
+fn a_url_whose_port_no_socket_can_have_is_bad_input() {
+    let d = tempfile::tempdir().unwrap();
+    let mnt = d.path().display().to_string();
+    for url in ["http://127.0.0.1:99999/app/", "http://127.0.0.1:0/app/"] {
+        for args in [vec!["run", url, "--", "true"], vec!["predict", url], vec!["mount", url, &mnt]]
+        {
+            let what = args.join(" ");
+            let mut cmd = coldstart();
+            cmd.env("TMPDIR", d.path()).args(&args);
+            let (out, _) = bounded(&mut cmd, Duration::from_secs(30));
+            let out = out.unwrap_or_else(|| panic!("{what}: still running after 30 s"));
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
+            assert!(stderr.contains(&format!("bad bundle URL `{url}`")), "{what}: {stderr}");
+            assert!(!stderr.contains("connect"), "{what}: {stderr}");
+        }
+    }
+}
