@@ -40,9 +40,10 @@ fuzz() {
     mkdir -p "$scratch/$1/corpus" "$scratch/$1/artifacts"
     seeds "$1" "$scratch/$1/corpus"
     # shellcheck disable=SC2046 # the limits are several words
+    local status=0
     "$bin/$1" "$scratch/$1/corpus" -max_total_time="$seconds" $(limits "$1") \
-        -artifact_prefix="$scratch/$1/artifacts/" >"$scratch/$1/log" 2>&1
-    echo $? >"$scratch/$1/status"
+        -artifact_prefix="$scratch/$1/artifacts/" >"$scratch/$1/log" 2>&1 || status=$?
+    echo "$status" >"$scratch/$1/status"
 }
 
 # As many targets at once as there are CPUs: each is one process of one thread.
