@@ -323,9 +323,9 @@ impl Profile {
     }
 
     /// Checks every size and count the readers are sized by, so that none can make them
-    /// allocate or loop without bound: a file at most [`MAX_FILE_SIZE`], a page access within
-    /// 2^64 and of at most the pages of such a file, a function at most [`MAX_FUNCTION_SIZE`]
-    /// and within 2^64, an access naming a file of the profile.
+    /// allocate or loop without bound: a file at most [`MAX_FILE_SIZE`], a page access of at
+    /// most the pages of such a file and within 2^64 bytes, a function at most
+    /// [`MAX_FUNCTION_SIZE`] and within 2^64, an access naming a file of the profile.
     fn check_sizes(&self) -> Result<(), String> {
         let modules = self.modules.iter().chain(self.workloads.iter().flat_map(|w| &w.modules));
         for m in modules {
@@ -352,10 +352,18 @@ impl Profile {
             if a.file >= pages.files.len() {
                 return Err(format!("a page access names file {}, not in the profile", a.file));
             }
+            // What readers loop over is the count; the first page may lie far out (a disk's
+            // block device, whose pages are its blocks), within 2^64 bytes.
             let most = MAX_FILE_SIZE / 4096;
-            if a.count > most || a.page.checked_add(a.count).is_none_or(|end| end > most) {
+            if a.count > most {
                 return Err(format!(
-                    "a page access of {} pages from page {} lies past {most} pages ({MAX_FILE_SIZE} bytes)",
+                    "a page access of {} pages: at most {most} pages ({MAX_FILE_SIZE} bytes)",
+                    a.count
+                ));
+            }
+            if a.page.checked_add(a.count).is_none_or(|end| end > u64::MAX / 4096) {
+                return Err(format!(
+                    "a page access of {} pages from page {} ends past 2^64 bytes",
                     a.count, a.page
                 ));
             }
@@ -787,6 +795,10 @@ mod tests {
             (|v| v["pages"]["files"][0]["size"] = (1u64 << 60).into(), "at most"),
             (|v| v["modules"][0]["functions"][0]["size"] = (1u64 << 62).into(), "function _start"),
         ];
+        // A page of a disk's block device lies past any file's 64 GiB: the profile is read.
+        let mut far = good.clone();
+        far["pages"]["accesses"][0]["page"] = 23_233_069u64.into();
+        assert!(read(&far).is_ok(), "{:?}", read(&far).err());
         for (edit, said) in edits {
             let mut v = good.clone();
             edit(&mut v);
