@@ -8,10 +8,16 @@
 #   bench/fuzz.sh 60s                  # a minute for every target
 #
 # Needs a nightly toolchain and cargo-fuzz: `rustup toolchain install nightly` and
-# `cargo install cargo-fuzz`. Each target starts from fuzz/seeds/TARGET (the ELF target from
-# /usr/bin/true and libdl.so.2 of this machine) and keeps what it finds in fuzz/corpus/.
+# `cargo install --locked cargo-fuzz` (scripts/setup.sh). Each target starts from
+# fuzz/seeds/TARGET (the ELF target from /usr/bin/true and libdl.so.2 of this machine), keeps
+# what it finds in fuzz/corpus/, and runs under the memory limits of scripts/fuzz-limits.sh
+# (-rss_limit_mb, -malloc_limit_mb: 128 MB for one allocation of the ELF target), niced. An
+# optimised build with overflow checks (-a): an arithmetic overflow is a crash, as in the short
+# form's debug build.
+# scripts/fuzz.sh is the short form CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
+. ../scripts/fuzz-limits.sh
 amount=${1:-1000000}
 shift || true
 if [ $# -gt 0 ]; then
@@ -23,22 +29,19 @@ case $amount in
     *s) limit=(-max_total_time="${amount%s}") ;;
     *) limit=(-runs="$amount") ;;
 esac
-cargo +nightly fuzz build -O >&2
+cargo +nightly fuzz build -O -a >&2
 echo "| target | inputs run | seconds | inputs/s | corpus | crashes |"
 echo "| --- | --- | --- | --- | --- | --- |"
 for t in "${targets[@]}"; do
     mkdir -p "corpus/$t" "artifacts/$t"
-    if [ -d "seeds/$t" ]; then cp -n seeds/"$t"/* "corpus/$t/"; fi
-    if [ "$t" = elf ]; then
-        cp -n /usr/bin/true "corpus/elf/true"
-        cp -n /usr/lib/x86_64-linux-gnu/libdl.so.2 "corpus/elf/libdl.so.2" 2>/dev/null || true
-    fi
+    seeds "$t" "corpus/$t"
     before=$(find "artifacts/$t" -type f | wc -l)
     log=$(mktemp)
     start=$(date +%s.%N)
     # -jobs=1: one worker process, its output in fuzz-0.log.
-    cargo +nightly fuzz run -O "$t" "corpus/$t" -- "${limit[@]}" -jobs=1 \
-        -artifact_prefix="artifacts/$t/" >"$log" 2>&1 || true
+    # shellcheck disable=SC2046 # the limits are several words
+    nice -n 10 cargo +nightly fuzz run -O -a "$t" "corpus/$t" -- "${limit[@]}" -jobs=1 \
+        $(limits "$t") -artifact_prefix="artifacts/$t/" >"$log" 2>&1 || true
     end=$(date +%s.%N)
     runs=$(grep -hoE 'Done [0-9]+ runs' fuzz-0.log "$log" 2>/dev/null | tail -1 | grep -oE '[0-9]+' || echo 0)
     [ -n "$runs" ] || runs=0

@@ -26,11 +26,8 @@ mounter=""
 trap '[ -n "$mounter" ] && kill -INT "$mounter" 2>/dev/null && wait "$mounter"; true' EXIT INT TERM
 
 rm -rf "$out/app" "$out/bundle" "$out/cache"
-mkdir -p "$out/app/lib" "$mnt"
-cp -a /usr/lib/python3.11 "$out/app/lib/"
-for skip in config-3.11-x86_64-linux-gnu test dist-packages site-packages; do
-    rm -rf "$out/app/lib/python3.11/$skip"
-done
+mkdir -p "$mnt"
+python_app "$out/app"
 "$cs" pack "$out/app" -o "$out/bundle" | tail -1
 "$cs" run "$out/bundle" --strategy original --cache-dir "$out/cache" -- true 2>/dev/null
 "$cs" mount "$out/bundle" "$mnt" --cache-dir "$out/cache" 2>/dev/null &

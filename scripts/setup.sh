@@ -87,6 +87,20 @@ if ! command -v cargo >/dev/null 2>&1; then
     exit 3
   fi
 fi
+# The fuzz targets' short form (scripts/fuzz.sh, run by scripts/test.sh) needs a nightly
+# toolchain (libFuzzer's instrumentation) and cargo-fuzz: each installed when missing.
+if ! cargo +nightly --version >/dev/null 2>&1; then
+  if command -v rustup >/dev/null 2>&1; then
+    echo "setup: installing the nightly Rust toolchain (rustup toolchain install nightly --profile minimal)"
+    rustup toolchain install nightly --profile minimal
+  else
+    echo "setup: no nightly Rust toolchain and no rustup to install one: the fuzz targets' short form needs one (scripts/test.sh skips them without it, and fails under COLDSTART_TESTS_NO_SKIP=1)" >&2
+  fi
+fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  echo "setup: installing cargo-fuzz (cargo install --locked cargo-fuzz)"
+  cargo install --locked --quiet cargo-fuzz
+fi
 # The workspace's rust-version (Cargo.toml): its locked dependencies need it, and cargo's own
 # message for an older compiler names a dependency, not what to do.
 need_rust=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$(dirname "$0")/../Cargo.toml")

@@ -14,3 +14,12 @@ echo "== cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps -q
 echo "== cargo test"
 cargo test --locked --workspace -- --test-threads=2
+echo "== fuzz targets, short form (scripts/fuzz.sh; the long form is bench/fuzz.sh)"
+if cargo +nightly --version >/dev/null 2>&1; then
+  bash scripts/fuzz.sh
+elif [ "${COLDSTART_TESTS_NO_SKIP:-}" = 1 ]; then
+  echo "test: the fuzz targets need a nightly toolchain: rustup toolchain install nightly" >&2
+  exit 3
+else
+  echo "test: skipping the fuzz targets: no nightly toolchain (rustup toolchain install nightly)"
+fi

@@ -23,6 +23,7 @@ use crate::manifest::{
     VERSION,
 };
 use crate::{object_path, sha256_hex};
+use output::Output;
 
 /// The granularity of hot extents: the page, what the kernel reads and maps. A hot list's
 /// ranges are widened to whole pages, and each run of touched pages becomes one piece.
@@ -101,8 +102,24 @@ pub enum PackError {
     Compress { path: PathBuf, source: io::Error },
     #[error("{0} already exists: remove it or choose another output")]
     Exists(PathBuf),
+    #[error(
+        "another pack{} is writing {}: wait for it to end, or choose another output",
+        pid.map_or(String::new(), |p| format!(" (pid {p})")),
+        out.display()
+    )]
+    Busy { out: PathBuf, pid: Option<u32> },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
+    #[error(
+        "cannot write the bundle {}: {source} (writing {}); {}",
+        out.display(),
+        path.display(),
+        match source.kind() {
+            io::ErrorKind::PermissionDenied => "choose an output you may write",
+            _ => "free space on its file system, or choose another output",
+        }
+    )]
+    Write { out: PathBuf, path: PathBuf, source: io::Error },
     #[error(
         "{0} is not a regular file, directory or symbolic link: coldstart bundles cannot hold it"
     )]
@@ -122,12 +139,15 @@ impl PackError {
             PackError::ChunkSize(_)
             | PackError::Level(_)
             | PackError::Exists(_)
+            | PackError::Busy { .. }
             | PackError::Unsupported(_)
             | PackError::NotUtf8(_)
             | PackError::TargetNotUtf8(_) => Category::Usage,
-            PackError::Compress { .. } | PackError::Io { .. } | PackError::Cancelled => {
-                Category::Environment
+            // An input or output this user may not read or write: a missing privilege.
+            PackError::Io { source, .. } | PackError::Write { source, .. } => {
+                Category::of_io(source, Category::Environment)
             }
+            PackError::Compress { .. } | PackError::Cancelled => Category::Environment,
         }
     }
 }
@@ -152,48 +172,40 @@ pub fn pack(
     if options.compression == Compression::Zstd && !(1..=22).contains(&options.level) {
         return Err(PackError::Level(options.level));
     }
-    if out.symlink_metadata().is_ok() {
-        return Err(PackError::Exists(out.to_path_buf()));
-    }
-    let name = out.file_name().ok_or_else(|| PackError::Exists(out.to_path_buf()))?;
-    let tmp = out.with_file_name(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
-    let _ = fs::remove_dir_all(&tmp);
-    remove_abandoned(out);
-    fs::create_dir_all(&tmp).map_err(io_err(&tmp))?;
-    let result = pack_into(dir, hot, options, &tmp).and_then(|m| {
+    let output = Output::claim(out)?;
+    let result = pack_into(dir, hot, options, &output).and_then(|m| {
         if options.cancel.is_cancelled() {
             Err(PackError::Cancelled)
         } else {
             Ok(m)
         }
     });
-    match result {
-        Ok(manifest) => {
-            fs::rename(&tmp, out).map_err(io_err(out))?;
-            Ok(manifest)
-        }
-        Err(e) => {
-            let _ = fs::remove_dir_all(&tmp);
-            Err(e)
-        }
-    }
+    // Either way nothing is left but the bundle: `output`'s drop removes the temporary
+    // directory and the lock.
+    let manifest = result?;
+    output.finish()?;
+    Ok(manifest)
 }
 
 fn pack_into(
     dir: &Path,
     hot: &HotList,
     options: &PackOptions,
-    tmp: &Path,
+    output: &Output,
 ) -> Result<Manifest, PackError> {
+    let tmp = output.tmp();
     let mut entries = Vec::new();
-    walk(dir, "", &mut entries)?;
+    walk(dir, "", output, &mut entries)?;
     let extents = hot_extents(hot);
     // Every distinct piece's stored form, once, until each is placed in its object.
     let pieces_path = tmp.join(".pieces");
+    let werr = |path: &Path| output.write_err(path);
     let mut pieces = Pieces {
-        file: io::BufWriter::new(fs::File::create(&pieces_path).map_err(io_err(&pieces_path))?),
+        file: io::BufWriter::new(fs::File::create(&pieces_path).map_err(werr(&pieces_path))?),
         len: 0,
         at: HashMap::new(),
+        output,
+        path: pieces_path.clone(),
     };
     let mut files = Vec::with_capacity(entries.len());
     let total: u64 = entries.iter().filter(|e| e.2.file_type().is_file()).map(|e| e.2.len()).sum();
@@ -257,16 +269,16 @@ fn pack_into(
             return Err(PackError::Unsupported(abs));
         }
     }
-    pieces.file.flush().map_err(io_err(&pieces_path))?;
+    pieces.file.flush().map_err(werr(&pieces_path))?;
     let stored_at = std::mem::take(&mut pieces.at);
     drop(pieces);
-    let source = fs::File::open(&pieces_path).map_err(io_err(&pieces_path))?;
+    let source = fs::File::open(&pieces_path).map_err(werr(&pieces_path))?;
     // A piece's stored bytes into `buf` (one buffer, reused).
     let read_piece = |sha: &Sha256Hex, buf: &mut Vec<u8>| -> Result<(), PackError> {
         use std::os::unix::fs::FileExt;
         let (at, len) = stored_at[sha.as_str()];
         buf.resize(len as usize, 0);
-        source.read_exact_at(buf, at).map_err(io_err(&pieces_path))
+        source.read_exact_at(buf, at).map_err(werr(&pieces_path))
     };
     let mut piece = Vec::new();
     let mut manifest = Manifest {
@@ -290,7 +302,7 @@ fn pack_into(
     }
     // Every other piece in the cold object of the first file that has it.
     let cold_dir = tmp.join("blobs/cold");
-    fs::create_dir_all(&cold_dir).map_err(io_err(&cold_dir))?;
+    fs::create_dir_all(&cold_dir).map_err(werr(&cold_dir))?;
     let mut by_digest: HashMap<Sha256Hex, usize> = HashMap::new();
     for e in &manifest.files {
         let index = manifest.objects.len();
@@ -300,7 +312,7 @@ fn pack_into(
         // Streamed to a temporary file and hashed on the way: a file's cold object can be
         // most of a large library, never held in memory whole. Named by its digest after.
         let object_tmp = cold_dir.join(format!(".object.tmp-{}", unique()));
-        let file = fs::File::create(&object_tmp).map_err(io_err(&object_tmp))?;
+        let file = fs::File::create(&object_tmp).map_err(werr(&object_tmp))?;
         let mut out = io::BufWriter::new(file);
         let mut digest = Sha256::new();
         let mut size = 0u64;
@@ -313,15 +325,15 @@ fn pack_into(
             order.push(c.sha256.clone());
             read_piece(&c.sha256, &mut piece)?;
             digest.update(&piece);
-            out.write_all(&piece).map_err(io_err(&object_tmp))?;
+            out.write_all(&piece).map_err(werr(&object_tmp))?;
             size += piece.len() as u64;
         }
-        out.flush().map_err(io_err(&object_tmp))?;
+        out.flush().map_err(werr(&object_tmp))?;
         drop(out);
         let sha256 = crate::hex_digest(digest.finalize());
         if let Some(&same) = by_digest.get(&sha256) {
             // The same bytes (so the same offsets) as an object already written.
-            fs::remove_file(&object_tmp).map_err(io_err(&object_tmp))?;
+            fs::remove_file(&object_tmp).map_err(werr(&object_tmp))?;
             for sha in order {
                 placed.get_mut(&sha).expect("placed above").0 = Some(same);
             }
@@ -329,13 +341,13 @@ fn pack_into(
         }
         let dest = tmp.join(object_path(&sha256));
         let parent = dest.parent().expect("object paths have a parent");
-        fs::create_dir_all(parent).map_err(io_err(parent))?;
-        fs::rename(&object_tmp, &dest).map_err(io_err(&dest))?;
+        fs::create_dir_all(parent).map_err(werr(parent))?;
+        fs::rename(&object_tmp, &dest).map_err(werr(&dest))?;
         by_digest.insert(sha256.clone(), index);
         manifest.objects.push(Object { sha256, size });
     }
     drop(source);
-    fs::remove_file(&pieces_path).map_err(io_err(&pieces_path))?;
+    fs::remove_file(&pieces_path).map_err(werr(&pieces_path))?;
     for e in &mut manifest.files {
         for c in &mut e.chunks {
             (c.object, c.at) = placed[&c.sha256];
@@ -353,52 +365,35 @@ fn pack_into(
     .unwrap_or_else(|never| match never {});
     let (json, start) = (laid.json, laid.start);
     let path = tmp.join(crate::start::MANIFEST_JSON);
-    fs::write(&path, &json).map_err(io_err(&path))?;
+    fs::write(&path, &json).map_err(werr(&path))?;
     let path = tmp.join(crate::start::MANIFEST_ZST);
-    fs::write(&path, &laid.compressed).map_err(io_err(&path))?;
+    fs::write(&path, &laid.compressed).map_err(werr(&path))?;
     let path = tmp.join(crate::start::START_OBJECT);
-    fs::write(&path, &start).map_err(io_err(&path))?;
+    fs::write(&path, &start).map_err(werr(&path))?;
     if let Some(key) = &options.sign {
         let path = tmp.join(crate::sign::SIGNATURE);
-        fs::write(&path, crate::sign::sign(key, &json, &start)).map_err(io_err(&path))?;
+        fs::write(&path, crate::sign::sign(key, &json, &start)).map_err(werr(&path))?;
     }
     Ok(manifest)
 }
 
 /// The stored form of every distinct piece packed so far, back to back in one temporary file,
 /// and where each is there.
-struct Pieces {
+struct Pieces<'a> {
     file: io::BufWriter<fs::File>,
     len: u64,
     at: HashMap<String, (u64, u64)>,
+    /// The output being written, and this file's path in it: what a failed write names.
+    output: &'a Output,
+    path: PathBuf,
 }
 
-/// Removes the temporary directories of packs of `out` that were killed (`SIGKILL`, a crash,
-/// a power cut: nothing could clean up): `.NAME.tmp-PID` beside `out` whose process is gone.
-/// A pack still running (its PID alive) is left alone.
-fn remove_abandoned(out: &Path) {
-    let (Some(dir), Some(name)) = (out.parent(), out.file_name()) else { return };
-    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
-    let prefix = format!(".{}.tmp-", name.to_string_lossy());
-    let Ok(items) = fs::read_dir(dir) else { return };
-    for item in items.flatten() {
-        let file = item.file_name();
-        let Some(pid) = file.to_str().and_then(|f| f.strip_prefix(&prefix)) else { continue };
-        let Ok(pid) = pid.parse::<i32>() else { continue };
-        // SAFETY: kill with signal 0 only checks whether the process exists.
-        let gone = pid > 0
-            && unsafe { libc::kill(pid, 0) } != 0
-            && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if gone && item.file_type().is_ok_and(|t| t.is_dir()) {
-            let _ = fs::remove_dir_all(item.path());
-        }
-    }
-}
-
-/// Collects (relative path, absolute path, metadata) in byte order of names, parents first.
+/// Collects (relative path, absolute path, metadata) in byte order of names, parents first;
+/// `output` and what is beside it are left out, if they are in `dir`.
 fn walk(
     dir: &Path,
     prefix: &str,
+    output: &Output,
     out: &mut Vec<(String, PathBuf, fs::Metadata)>,
 ) -> Result<(), PackError> {
     let mut names = Vec::new();
@@ -410,12 +405,15 @@ fn walk(
     for name in names {
         let abs = dir.join(&name);
         let name = name.into_string().map_err(|_| PackError::NotUtf8(abs.clone()))?;
+        if output.is_own(&abs, &name) {
+            continue;
+        }
         let rel = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
         let meta = fs::symlink_metadata(&abs).map_err(io_err(&abs))?;
         let is_dir = meta.file_type().is_dir();
         out.push((rel.clone(), abs.clone(), meta));
         if is_dir {
-            walk(&abs, &rel, out)?;
+            walk(&abs, &rel, output, out)?;
         }
     }
     Ok(())
@@ -466,7 +464,7 @@ fn piece_end(offset: u64, chunk_size: u64, extents: &[(u64, u64)]) -> u64 {
 fn chunk_file(
     path: &Path,
     options: &PackOptions,
-    pieces: &mut Pieces,
+    pieces: &mut Pieces<'_>,
     extents: &[(u64, u64)],
     compressors: &mut Vec<zstd::bulk::Compressor<'static>>,
     progress: &mut dyn FnMut(u64),
@@ -519,7 +517,10 @@ fn chunk_file(
                 Some(z) => (&z[..], Some(z.len() as u64)),
             };
             if !pieces.at.contains_key(sha256.as_str()) {
-                pieces.file.write_all(stored_bytes).map_err(io_err(path))?;
+                pieces
+                    .file
+                    .write_all(stored_bytes)
+                    .map_err(pieces.output.write_err(&pieces.path))?;
                 let n = stored_bytes.len() as u64;
                 pieces.at.insert(sha256.as_str().to_owned(), (pieces.len, n));
                 pieces.len += n;
@@ -698,6 +699,8 @@ pub(crate) fn unique() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     format!("{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
+
+mod output;
 
 #[cfg(test)]
 mod tests;

@@ -32,12 +32,13 @@
 //! n / min_rate`, and [`get`] and [`get_chunk`] at most `1 + retries` of those plus the
 //! back-off. [`get_chunk`] accepts only bytes whose SHA-256 matches the manifest.
 
+mod dir;
 mod http;
 mod tcp;
 mod tls;
 mod x509;
 
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -45,6 +46,7 @@ use std::time::{Duration, Instant};
 
 use coldstart_error::Category;
 
+pub use dir::DirRemote;
 pub(crate) use http::{agent, fetch_error, io_error, says_https_port, S3_HTTPS};
 pub use http::{parse_response, HttpRemote};
 pub use tls::{Peer, TlsProblem, TlsRefusal};
@@ -280,7 +282,7 @@ pub enum FetchError {
     Timeout { url: String, what: String },
     #[error("{url}: the server answered {status}")]
     Status { url: String, status: u16 },
-    #[error("{url}: the server redirects more than {MAX_REDIRECTS} times (last to `{}`); give the URL of the bundle itself", crate::manifest::shown(location))]
+    #[error("{url}: the server redirects more than {MAX_REDIRECTS} times (last to `{}`); give the URL of the bundle itself", crate::manifest::shown(&redact_url(location)))]
     Redirect { url: String, location: String },
     #[error("{url}: malformed response: {detail}")]
     Protocol { url: String, detail: String },
@@ -644,6 +646,32 @@ pub fn get_chunk_while(
     })
 }
 
+/// `url` as coldstart shows it, wherever it does (errors, warnings, JSON, progress): the
+/// credentials of its user information (`user:password@`) as `***@`, its query string (a
+/// signed URL's signature) as `?...`, its fragment left out. What is not a URL (a directory)
+/// is shown as it is.
+///
+/// ```
+/// use coldstart_bundle::remote::redact_url;
+/// assert_eq!(redact_url("http://user:pw@host:8080/app/?sig=1"), "http://***@host:8080/app/?...");
+/// assert_eq!(redact_url("/srv/bundles/app"), "/srv/bundles/app");
+/// ```
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, rest) = rest.split_at(end);
+    let host = match authority.rfind('@') {
+        Some(at) => format!("***@{}", &authority[at + 1..]),
+        None => authority.to_owned(),
+    };
+    let rest = rest.split_once('#').map_or(rest, |(r, _)| r);
+    let rest = match rest.split_once('?') {
+        Some((path, _)) => format!("{path}?..."),
+        None => rest.to_owned(),
+    };
+    format!("{scheme}://{host}{rest}")
+}
+
 /// Opens the right remote for `url`: `http://...` or `https://...`, `s3://BUCKET/PREFIX`
 /// (its settings from the environment under those of [`set_s3_defaults`]: see
 /// [`crate::s3`]), or a path to a bundle directory.
@@ -657,7 +685,7 @@ pub fn open(url: &str, opts: FetchOptions) -> Result<Box<dyn Remote>, FetchError
         let bucket = Bucket::resolve(&s3, &settings, &ProcessEnv)?;
         Ok(Box::new(HttpRemote::s3(&s3, bucket, opts)?))
     } else if url.contains("://") && !url.starts_with("file://") {
-        Err(FetchError::Url(url.to_owned()))
+        Err(FetchError::Url(redact_url(url)))
     } else {
         let dir = Path::new(url.strip_prefix("file://").unwrap_or(url));
         let why = match std::fs::metadata(dir) {
@@ -672,86 +700,6 @@ pub fn open(url: &str, opts: FetchOptions) -> Result<Box<dyn Remote>, FetchError
             Some(why) => Err(FetchError::NotABundle { path: dir.display().to_string(), why }),
             None => Ok(Box::new(DirRemote::new(dir, opts))),
         }
-    }
-}
-
-/// A bundle in a local directory.
-#[derive(Debug)]
-pub struct DirRemote {
-    root: PathBuf,
-    opts: FetchOptions,
-    stats: FetchStats,
-}
-
-impl DirRemote {
-    pub fn new(root: &Path, opts: FetchOptions) -> DirRemote {
-        DirRemote { root: root.to_path_buf(), opts, stats: FetchStats::default() }
-    }
-}
-
-impl Remote for DirRemote {
-    fn fetch(
-        &self,
-        path: &str,
-        span: Span,
-        sink: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> Result<u64, FetchError> {
-        use std::io::{Seek, SeekFrom};
-        self.stats.requests.fetch_add(1, Ordering::Relaxed);
-        let url = self.describe(path);
-        if !crate::manifest::is_safe_path(path) {
-            return Err(FetchError::NoSuchFile { path: url });
-        }
-        let io = |source| FetchError::Io { url: url.clone(), source };
-        let mut f = std::fs::File::open(self.root.join(path)).map_err(|e| {
-            if e.kind() == io::ErrorKind::NotFound {
-                FetchError::NoSuchFile { path: url.clone() }
-            } else {
-                io(e)
-            }
-        })?;
-        let size = f.metadata().map_err(io)?.len();
-        let (start, end) = match span {
-            Span::Range(s, e) => (s, e),
-            Span::Whole { max } if size > max => {
-                let detail = format!("{size} bytes, more than the {max} a reader takes");
-                return Err(FetchError::Protocol { url, detail });
-            }
-            Span::Whole { .. } => (0, size),
-        };
-        if start > end || end > size {
-            return Err(FetchError::Status { url, status: 416 });
-        }
-        f.seek(SeekFrom::Start(start)).map_err(io)?;
-        let mut left = end - start;
-        let mut buf = vec![0u8; 64 * 1024];
-        while left > 0 {
-            if self.opts.cancel.is_cancelled() {
-                return Err(FetchError::Cancelled { url });
-            }
-            let n = f.read(&mut buf[..left.min(65536) as usize]).map_err(io)?;
-            if n == 0 {
-                return Err(FetchError::Protocol { url, detail: "file shrank".into() });
-            }
-            self.stats.bytes.fetch_add(n as u64, Ordering::Relaxed);
-            if !sink(&buf[..n]) {
-                return Err(FetchError::Aborted { url });
-            }
-            left -= n as u64;
-        }
-        Ok(end - start)
-    }
-
-    fn options(&self) -> &FetchOptions {
-        &self.opts
-    }
-
-    fn stats(&self) -> &FetchStats {
-        &self.stats
-    }
-
-    fn describe(&self, path: &str) -> String {
-        self.root.join(path).display().to_string()
     }
 }
 
@@ -840,5 +788,56 @@ mod tests {
         assert_eq!(gave_up(timeout).category(), Category::Environment);
         let redirect = FetchError::Redirect { url: "u".into(), location: "/x".into() };
         assert_eq!(redirect.category(), Category::Usage);
+    }
+
+    #[test]
+    fn credentials_and_queries_of_a_url_are_never_shown() {
+        for (url, shown) in [
+            ("http://user:secretpw@127.0.0.1:1/", "http://***@127.0.0.1:1/"),
+            ("https://token@h/app/manifest.json?sig=abc#x", "https://***@h/app/manifest.json?..."),
+            ("http://a@b@h:8080?q", "http://***@h:8080?..."),
+            ("http://h/p@q", "http://h/p@q"),
+            ("s3://bucket/prefix", "s3://bucket/prefix"),
+            ("/srv/b@x", "/srv/b@x"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
+        // What a failed fetch says: a connection refused, a malformed URL, a redirect away.
+        let opts = FetchOptions { retries: 0, ..FetchOptions::default() };
+        let r = open("http://user:secretpw@127.0.0.1:1/b/?sig=secretsig", opts.clone()).unwrap();
+        let e = get(r.as_ref(), "manifest.json", Span::Whole { max: 10 }).unwrap_err();
+        let bad = open("http://user:secretpw@h:1:2/", opts.clone()).err().unwrap();
+        let redirect = FetchError::Redirect {
+            url: r.describe("x"),
+            location: "http://user:secretpw@elsewhere/".into(),
+        };
+        let debug = format!("{:?}", HttpRemote::new("http://user:secretpw@h/", opts).unwrap());
+        for said in [e.to_string(), bad.to_string(), redirect.to_string(), debug] {
+            assert!(!said.contains("secret"), "{said}");
+            assert!(said.contains("***@"), "{said}");
+        }
+    }
+
+    #[test]
+    fn a_port_no_socket_can_have_is_bad_input() {
+        let opts = FetchOptions::default();
+        for bad in
+            ["http://127.0.0.1:99999/", "http://127.0.0.1:0/", "http://h:x/", "http://u:p@h:70000/"]
+        {
+            let e = open(bad, opts.clone()).err().unwrap_or_else(|| panic!("{bad} accepted"));
+            assert!(
+                matches!(e, FetchError::Url(_)) && e.category() == Category::Usage,
+                "{bad}: {e}"
+            );
+        }
+        for good in [
+            "http://127.0.0.1:8080/",
+            "http://[::1]:8080/",
+            "http://[::1]/",
+            "http://h:/",
+            "http://u:p@h/",
+        ] {
+            assert!(open(good, opts.clone()).is_ok(), "{good}");
+        }
     }
 }

@@ -27,6 +27,8 @@ use std::path::{Path, PathBuf};
 
 use coldstart_error::Category;
 
+use crate::remote::redact_url;
+
 /// An `s3://BUCKET[/PREFIX]` URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct S3Url {
@@ -37,7 +39,7 @@ pub struct S3Url {
 
 impl S3Url {
     pub fn parse(url: &str) -> Result<S3Url, S3Error> {
-        let bad = || S3Error::Url(url.to_owned());
+        let bad = || S3Error::Url(redact_url(url));
         let rest = url.strip_prefix("s3://").ok_or_else(bad)?;
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         let valid_bucket = (3..=63).contains(&bucket.len())
@@ -318,7 +320,8 @@ impl Bucket {
                 (v, "the region", !url.bucket.contains('.'))
             }
         };
-        let bad = || S3Error::Endpoint { value: endpoint.clone(), source_name: from.to_owned() };
+        let bad =
+            || S3Error::Endpoint { value: redact_url(&endpoint), source_name: from.to_owned() };
         let (scheme, rest) = endpoint.split_once("://").ok_or_else(bad)?;
         if !matches!(scheme, "http" | "https") || rest.contains(['?', '#', '@']) {
             return Err(bad());
@@ -434,7 +437,7 @@ impl Bucket {
             (404, "NoSuchBucket") => S3Error::NoBucket {
                 object,
                 bucket: self.name.clone(),
-                endpoint: self.endpoint.clone(),
+                endpoint: redact_url(&self.endpoint),
             },
             (301, _)
             | (400, "AuthorizationHeaderMalformed" | "IllegalLocationConstraintException") => {

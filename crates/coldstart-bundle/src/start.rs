@@ -154,12 +154,17 @@ impl StartHeader {
         {
             return Err(StartError::Corrupt);
         }
+        // The object, hot part included, no longer than a file's offsets reach (2^63 - 1).
+        let hot_len = u64_at(64);
+        if hot_at.checked_add(hot_len).is_none_or(|end| end > i64::MAX as u64) {
+            return Err(StartError::Corrupt);
+        }
         Ok(StartHeader {
             encoding,
             manifest_stored,
             manifest_len,
             manifest_sha256: b[32..64].try_into().unwrap(),
-            hot_len: u64_at(64),
+            hot_len,
             hot_at,
         })
     }
@@ -488,6 +493,22 @@ mod tests {
         assert_eq!(h.decode_manifest(stored).unwrap(), j);
         assert_eq!(&o[at as usize - 5..at as usize], &[0; 5], "zeros up to the hot part");
         assert_eq!(&o[h.hot_offset() as usize..], &hot[..]);
+    }
+
+    /// A header whose hot part's length reaches past 2^64 bytes: its object's length
+    /// overflowed (a panic in a debug build; a wrapped, short length in a release one).
+    #[test]
+    fn a_hot_part_longer_than_any_object_is_refused() {
+        let o = encode(b"{}", b"", manifest_end(b"{}"));
+        let mut head: [u8; HEADER_LEN] = o[..HEADER_LEN].try_into().unwrap();
+        for hot_len in [u64::MAX, u64::MAX - 100, 1 << 63] {
+            head[64..72].copy_from_slice(&hot_len.to_le_bytes());
+            assert!(matches!(StartHeader::parse(&head), Err(StartError::Corrupt)), "{hot_len}");
+        }
+        let big = i64::MAX as u64 - HEADER_LEN as u64 - 2;
+        head[64..72].copy_from_slice(&big.to_le_bytes());
+        let h = StartHeader::parse(&head).unwrap();
+        assert_eq!(h.total_len(), i64::MAX as u64);
     }
 
     #[test]

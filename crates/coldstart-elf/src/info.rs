@@ -237,13 +237,19 @@ fn read_headers(path: &Path, file: &File64<'_>, size: u64) -> Result<ElfInfo, El
     let mut interpreter = None;
     for ph in file.elf_program_headers() {
         match ph.p_type(endian) {
-            elf::PT_LOAD => segments.push(Segment {
-                vaddr: ph.p_vaddr(endian),
-                memsz: ph.p_memsz(endian),
-                offset: ph.p_offset(endian),
-                filesz: ph.p_filesz(endian),
-                flags: ph.p_flags(endian),
-            }),
+            elf::PT_LOAD => {
+                let s = Segment {
+                    vaddr: ph.p_vaddr(endian),
+                    memsz: ph.p_memsz(endian),
+                    offset: ph.p_offset(endian),
+                    filesz: ph.p_filesz(endian),
+                    flags: ph.p_flags(endian),
+                };
+                let span =
+                    Span { offset: Some(s.offset), len: s.filesz, address: s.vaddr, mem: s.memsz };
+                span.check(path, "a PT_LOAD segment", size)?;
+                segments.push(s);
+            }
             elf::PT_INTERP => {
                 if let Ok(bytes) = ph.data(endian, data) {
                     let bytes = bytes.split(|&b| b == 0).next().unwrap_or(&[]);
@@ -258,13 +264,19 @@ fn read_headers(path: &Path, file: &File64<'_>, size: u64) -> Result<ElfInfo, El
     for sh in table.iter() {
         let name = table.section_name(endian, sh).map_err(|e| ElfError::malformed(path, e))?;
         let nobits = sh.sh_type(endian) == elf::SHT_NOBITS;
-        sections.push(Section {
+        let section = Section {
             name: String::from_utf8_lossy(name).into_owned(),
             address: sh.sh_addr(endian),
             offset: (!nobits && sh.sh_type(endian) != elf::SHT_NULL).then(|| sh.sh_offset(endian)),
             size: sh.sh_size(endian),
             executable: sh.sh_flags(endian) & u64::from(elf::SHF_EXECINSTR) != 0,
-        });
+        };
+        // Every size read from the file is checked against the file before anything is sized
+        // by it (a `.text` of 2^56 bytes made `analyze` allocate that much and abort).
+        let (len, mem) = (section.size, section.size);
+        let span = Span { offset: section.offset, len, address: section.address, mem };
+        span.check(path, format_args!("section {}", section.name), size)?;
+        sections.push(section);
     }
     let has_dynamic_relocations = sections
         .iter()
@@ -296,6 +308,34 @@ fn read_headers(path: &Path, file: &File64<'_>, size: u64) -> Result<ElfInfo, El
         has_dynamic_relocations,
         has_emitted_relocations,
     })
+}
+
+/// Where a section or segment says it lies: `len` bytes of the file at `offset` (`None`: no
+/// bytes in the file), `mem` bytes of memory at `address`.
+struct Span {
+    offset: Option<u64>,
+    len: u64,
+    address: u64,
+    mem: u64,
+}
+
+impl Span {
+    /// Its bytes in a file of `size` bytes, its addresses below 2^64; else the file is
+    /// malformed, and `what` is named.
+    fn check(&self, path: &Path, what: impl std::fmt::Display, size: u64) -> Result<(), ElfError> {
+        let past_file =
+            self.offset.is_some_and(|o| o.checked_add(self.len).is_none_or(|e| e > size));
+        if past_file || self.address.checked_add(self.mem).is_none() {
+            return Err(ElfError::malformed(
+                path,
+                format_args!(
+                    "{what} (offset {:?}, {} bytes in the file, {} in memory at {:#x}) lies past the end of the file ({size} bytes) or of the address space",
+                    self.offset, self.len, self.mem, self.address
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Size, names (with whether each is global) and section index of the symbols at one address.
@@ -333,6 +373,17 @@ fn read_functions(path: &Path, file: &File64<'_>, which: Table) -> Result<Vec<Fu
         if sh.sh_flags(endian) & u64::from(elf::SHF_EXECINSTR) == 0 {
             continue;
         }
+        // A function lies in its section: its size is clipped to the section's end, and one
+        // outside its section is no function of it.
+        let value = sym.st_value(endian);
+        let (start, len) = (sh.sh_addr(endian), sh.sh_size(endian));
+        let Some(room) = start.checked_add(len).and_then(|end| end.checked_sub(value)) else {
+            continue;
+        };
+        if value < start || room == 0 {
+            continue;
+        }
+        let size = size.min(room);
         let name = symbols.symbol_name(endian, sym).map_err(|e| ElfError::malformed(path, e))?;
         if name.is_empty() {
             continue;

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use coldstart_elf::{ElfError, ElfInfo, SymbolOptions, SymbolSource};
+use coldstart_testkit::{patch_elf_section, SectionField};
 
 const SOURCE: &str = r#"
 __attribute__((noinline)) int alpha(int x) { return x * 3 + 1; }
@@ -163,4 +164,55 @@ fn debian_python3_has_py_initialize_in_dynsym() {
     let python = std::fs::canonicalize("/usr/bin/python3").unwrap();
     let info = ElfInfo::open(&python, &SymbolOptions::default()).unwrap();
     assert!(info.functions.iter().any(|f| f.names.iter().any(|n| n.starts_with("Py_Initialize"))));
+}
+
+/// A `.text` whose `sh_size` was 0xc7000000000020 made `analyze` allocate 109 TB and abort:
+/// every section (and segment) is checked against the file when it is read, and a function's
+/// size is clipped to its section.
+#[test]
+fn sections_past_the_end_of_the_file_are_malformed_not_an_allocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = compile(dir.path(), "prog", &[]);
+    for (name, field, value) in [
+        (".text", SectionField::Size, 0xc7000000000020u64),
+        (".text", SectionField::Offset, u64::MAX - 8),
+        (".rela.dyn", SectionField::Size, 1 << 40),
+        (".text", SectionField::Address, u64::MAX - 4),
+    ] {
+        let mut bytes = std::fs::read(&good).unwrap();
+        patch_elf_section(&mut bytes, name, field, value);
+        let bad = dir.path().join("bad");
+        std::fs::write(&bad, &bytes).unwrap();
+        match ElfInfo::open(&bad, &SymbolOptions::default()) {
+            Err(ElfError::Malformed { message, .. }) => {
+                assert!(message.contains(name) && message.contains("past the end"), "{message}")
+            }
+            other => panic!("{name} {field:?} = {value:#x}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_function_larger_than_its_section_is_clipped_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = compile(dir.path(), "prog", &[]);
+    let mut bytes = std::fs::read(&bin).unwrap();
+    let info = ElfInfo::open(&bin, &SymbolOptions::default()).unwrap();
+    let symtab = info.section(".symtab").unwrap();
+    let strtab = info.section(".strtab").unwrap().offset.unwrap() as usize;
+    let (at, n) = (symtab.offset.unwrap() as usize, symtab.size as usize / 24);
+    let alpha = (0..n)
+        .map(|i| at + i * 24)
+        .find(|&s| {
+            let name = strtab + u32::from_le_bytes(bytes[s..s + 4].try_into().unwrap()) as usize;
+            bytes[name..].starts_with(b"alpha\0")
+        })
+        .unwrap();
+    bytes[alpha + 16..alpha + 24].copy_from_slice(&(1u64 << 60).to_le_bytes());
+    let patched = dir.path().join("patched");
+    std::fs::write(&patched, &bytes).unwrap();
+    let info = ElfInfo::open(&patched, &SymbolOptions::default()).unwrap();
+    let f = info.functions.iter().find(|f| f.names.iter().any(|n| n == "alpha")).unwrap();
+    let sec = info.section(&f.section).unwrap();
+    assert!(f.address + f.size <= sec.address + sec.size, "{f:?} past {sec:?}");
 }

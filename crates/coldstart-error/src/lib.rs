@@ -33,6 +33,23 @@ pub enum Category {
 }
 
 impl Category {
+    /// The category of a failed file-system call: a permission refused (`EACCES`, `EPERM`) is
+    /// a missing privilege, anything else `otherwise`.
+    ///
+    /// ```
+    /// use coldstart_error::Category;
+    /// let denied = std::io::Error::from_raw_os_error(13);
+    /// assert_eq!(Category::of_io(&denied, Category::Environment), Category::Privilege);
+    /// let full = std::io::Error::from_raw_os_error(28);
+    /// assert_eq!(Category::of_io(&full, Category::Environment), Category::Environment);
+    /// ```
+    pub fn of_io(e: &std::io::Error, otherwise: Category) -> Category {
+        match e.kind() {
+            std::io::ErrorKind::PermissionDenied => Category::Privilege,
+            _ => otherwise,
+        }
+    }
+
     /// The process exit code of the category (README, "Exit codes"): 2 bad input, 3 a missing
     /// privilege, 4 an untrusted bundle, 70 (`EX_SOFTWARE`) an environmental or internal
     /// error. Code 1 is not an error: the work ran and found a failure.

@@ -127,10 +127,10 @@ pub fn grid_link(text: &str) -> Result<GridLink, String> {
     let text = text.trim();
     let (link, runs) = match text.rsplit_once(':') {
         Some((l, n)) => match n.parse::<u32>() {
-            Ok(n) if n > 0 => (l, Some(n)),
+            Ok(n) if n > 0 && u64::from(n) <= MAX_RUNS => (l, Some(n)),
             _ => {
                 return Err(format!(
-                    "{text}: the starts after `:` must be a positive whole number, as in 56kbit/200ms:1"
+                    "{text}: the starts after `:` must be a whole number from 1 to {MAX_RUNS}, as in 56kbit/200ms:1"
                 ))
             }
         },
@@ -190,6 +190,9 @@ pub const DEFAULT_CACHES: [CacheState; 2] = [CacheState::Cold, CacheState::WarmR
 
 /// Runs per cell unless told.
 pub const DEFAULT_RUNS: u32 = 3;
+
+/// The most runs per cell (`--runs`, a link's `:N`).
+pub const MAX_RUNS: u64 = 1000;
 
 /// The chunk size unless told: `pack`'s.
 pub fn default_chunk_size() -> u64 {
@@ -327,8 +330,11 @@ fn start(
         .map_err(|source| ExperimentError::Mount { what: "options".into(), source })?;
     opts.remove_on_death = vec![root.clone()];
     let t0 = Instant::now();
-    let mount = coldstart_lazyfs::mount(url, &root, opts)
-        .map_err(|source| ExperimentError::Mount { what: format!("mounting {url}"), source })?;
+    let mount =
+        coldstart_lazyfs::mount(url, &root, opts).map_err(|source| ExperimentError::Mount {
+            what: format!("mounting {}", coldstart_bundle::remote::redact_url(url)),
+            source,
+        })?;
     let chosen = mount.choice().map(|c| c.chosen.to_string());
     let auto_link = mount.choice().map(|c| AutoLink {
         bits_per_second: c.link.bytes_per_second * 8.0,
@@ -914,8 +920,8 @@ mod tests {
         assert_eq!((slow.label.as_str(), slow.runs), ("56kbit/200ms", Some(1)));
         assert_eq!(slow.link.bits_per_second, 56e3);
         assert_eq!(grid_link("3mbit/10ms").unwrap().runs, None);
-        for bad in ["56kbit/200ms:0", "56kbit/200ms:x", "56kbit/200ms:"] {
-            assert!(grid_link(bad).unwrap_err().contains("positive whole number"), "{bad}");
+        for bad in ["56kbit/200ms:0", "56kbit/200ms:x", "56kbit/200ms:", "1mbit/1ms:4294967295"] {
+            assert!(grid_link(bad).unwrap_err().contains("whole number from 1 to 1000"), "{bad}");
         }
         let s = default_strategies();
         assert_eq!(s.len(), coldstart_lazyfs::Strategy::ALL.len() + 1);

@@ -149,7 +149,13 @@ impl Baseline {
                 known: VERSION,
             });
         }
-        serde_json::from_value(head).map_err(|e| parse(e.to_string()))
+        let b: Baseline = serde_json::from_value(head).map_err(|e| parse(e.to_string()))?;
+        // Read back as a run's bound: a day at most, as `--timeout` takes.
+        let t = b.settings.timeout_s;
+        if !(t >= 0.001 && t <= coldstart_units::DAY.as_secs_f64()) {
+            return Err(parse(format!("its settings.timeout_s {t} is not from 0.001 to 86400")));
+        }
+        Ok(b)
     }
 
     /// Write the baseline atomically.
@@ -230,5 +236,16 @@ pub(crate) mod tests {
         let e = Baseline::read(Path::new("/nonexistent/b.json")).unwrap_err();
         assert!(matches!(e, GateError::NoBaseline { .. }));
         assert!(e.to_string().contains("--update"));
+    }
+
+    #[test]
+    fn a_baseline_whose_run_bound_is_out_of_range_is_refused_not_a_panic() {
+        let p = Path::new("b.json");
+        for bad in [1.8446744073709552e19, 1e300, 0.0, -1.0, 86_401.0] {
+            let mut b = example();
+            b.settings.timeout_s = bad;
+            let e = Baseline::from_json(p, &serde_json::to_string(&b).unwrap()).unwrap_err();
+            assert!(e.to_string().contains("timeout_s"), "{bad}: {e}");
+        }
     }
 }

@@ -315,6 +315,6 @@ pub fn plan_from_baseline(
         storage_reason: s.storage_reason.clone(),
         storage_dir: opts.storage_dir.clone(),
         page_profiles: s.page_profiles,
-        timeout: opts.timeout.unwrap_or(Duration::from_secs_f64(s.timeout_s.max(0.001))),
+        timeout: opts.timeout.unwrap_or(Duration::from_secs_f64(s.timeout_s)),
     })
 }

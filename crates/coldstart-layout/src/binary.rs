@@ -87,11 +87,10 @@ impl Binary {
             .functions
             .iter()
             .filter_map(|f| {
-                Some(Placed {
-                    names: f.names.clone(),
-                    offset: info.vaddr_to_offset(f.address)?,
-                    size: f.size,
-                })
+                let offset = info.vaddr_to_offset(f.address)?;
+                // In the file, whatever its symbols (those of a debug file too) say.
+                let size = f.size.min(info.size.saturating_sub(offset));
+                Some(Placed { names: f.names.clone(), offset, size })
             })
             .collect();
         Ok(Binary { info, functions })

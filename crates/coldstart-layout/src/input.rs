@@ -131,7 +131,8 @@ impl Workload {
                 std::collections::BTreeMap::new();
             for a in &p.accesses {
                 let (all, faulted) = per_file.entry(a.file).or_default();
-                for page in a.page..a.page + a.count.max(1) {
+                // The format bounds every access (`MAX_FILE_SIZE`).
+                for page in a.page..a.page.saturating_add(a.count.max(1)) {
                     if all.1.insert(page) {
                         all.0.push(page);
                     }

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use coldstart_bundle::remote::{get_manifest, open};
+use coldstart_bundle::remote::{get_manifest, open, redact_url};
 use coldstart_bundle::start::MANIFEST_ZST;
 use coldstart_bundle::{ChunkCache, Manifest, Remote};
 
@@ -112,13 +112,13 @@ pub fn predict(url: &str, opts: &PredictOptions) -> Result<Choice, MountError> {
         None => default_cache_dir()?,
     };
     let local = match opts.local_ms {
-        Some(ms) if ms.is_finite() && ms >= 0.0 => Some(Duration::from_secs_f64(ms / 1e3)),
+        Some(ms) if (0.0..=86_400_000.0).contains(&ms) => Some(Duration::from_secs_f64(ms / 1e3)),
         Some(_) => return Err(MountError::LocalTime),
         None => None,
     };
     let fetch = opts.network.fetch_options()?;
     let remote = open(url, fetch.clone())
-        .map_err(|source| MountError::Open { url: url.to_owned(), source })?;
+        .map_err(|source| MountError::Open { url: redact_url(url), source })?;
     let t = Instant::now();
     let trust = opts.network.trusted_keys()?;
     let fetched = get_manifest(remote.as_ref()).map_err(MountError::Manifest)?;

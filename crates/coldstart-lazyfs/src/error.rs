@@ -56,7 +56,7 @@ pub enum MountError {
     Cancelled,
     #[error("--link-hint is for --strategy auto")]
     LinkHintWithoutAuto,
-    #[error("--local-ms must be a non-negative number")]
+    #[error("--local-ms must be 0 to 86400000 (a day)")]
     LocalTime,
     #[error("a read-ahead is between 4k and 1m")]
     Readahead,

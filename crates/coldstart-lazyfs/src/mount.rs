@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use coldstart_bundle::remote::{get_manifest, open, FetchedManifest};
+use coldstart_bundle::remote::{get_manifest, open, redact_url, FetchedManifest};
 use coldstart_bundle::start::START_OBJECT;
 use coldstart_bundle::{ChunkCache, FetchError};
 use fuser::{MountOption, Session, SessionACL, SessionUnmounter};
@@ -91,8 +91,9 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
     let mut start = None;
     let mut probe = None;
     let fetched = if hot_first {
-        let fetch = StartFetch::begin(remote.clone(), sample)
-            .map_err(|e| MountError::Manifest(FetchError::Io { url: url.to_owned(), source: e }))?;
+        let fetch = StartFetch::begin(remote.clone(), sample).map_err(|e| {
+            MountError::Manifest(FetchError::Io { url: redact_url(url), source: e })
+        })?;
         match fetch.manifest() {
             Ok(head) => {
                 start = Some(fetch);
@@ -177,8 +178,13 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
     let engine = Engine::new(manifest, remote, cache, engine_opts);
     let started = match start {
         Some(fetch) if strategy.uses_hot_set() => engine.start_from(fetch),
-        // `auto` chose `original` or `paged`: dropping the start object's request stops it.
-        _ => engine.start(),
+        // `auto` chose `original` or `paged`: dropping the start object's request stops it,
+        // and frees its connection before the strategy asks for one (with one connection,
+        // `original` would wait for it for ever).
+        other => {
+            drop(other);
+            engine.start()
+        }
     };
     if let Err(source) = started {
         engine.shutdown();

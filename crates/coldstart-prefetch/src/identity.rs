@@ -122,7 +122,9 @@ fn build_id_note(file: &File) -> Option<(u64, Vec<u8>)> {
     } else {
         (u32_at(&ident, 28) as u64, u16_at(&ident, 42) as u64, u16_at(&ident, 44) as u64)
     };
-    if phentsize == 0 || phnum > 256 {
+    // Each entry must hold the fields read from it (a smaller one was read past the table).
+    let least = if is64 { 56 } else { 32 };
+    if phentsize < least || phnum > 256 {
         return None;
     }
     let mut table = vec![0u8; (phentsize * phnum) as usize];
@@ -209,5 +211,19 @@ mod tests {
         let f = File::options().write(true).open(&b).unwrap();
         f.set_modified(std::time::SystemTime::UNIX_EPOCH).unwrap();
         assert!(matches!(compare(&entry, &f, &f.metadata().unwrap()), Match::Changed(_)));
+    }
+
+    #[test]
+    fn program_headers_too_small_for_their_fields_are_no_build_id_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        for (entsize, num) in [(1u16, 10u16), (8, 256), (55, 3), (0, 1)] {
+            let mut b = exe.clone();
+            b[54..56].copy_from_slice(&entsize.to_le_bytes());
+            b[56..58].copy_from_slice(&num.to_le_bytes());
+            let path = dir.path().join("bad");
+            std::fs::write(&path, &b).unwrap();
+            assert_eq!(identify(&path).unwrap().build_id, None, "{entsize} x {num}");
+        }
     }
 }

@@ -251,7 +251,14 @@ pub enum FormatError {
     ModuleNotInProfile { binary: PathBuf },
     #[error("cannot merge: {0}")]
     Merge(String),
+    #[error("{path} is not a valid coldstart profile: {detail}")]
+    Invalid { path: PathBuf, detail: String },
 }
+
+/// The largest file a profile may name: 64 GiB.
+pub const MAX_FILE_SIZE: u64 = 64 << 30;
+/// The largest function a profile may name: 1 GiB.
+pub const MAX_FUNCTION_SIZE: u64 = 1 << 30;
 
 impl FormatError {
     /// What kind of failure this is (the exit code follows from it).
@@ -265,6 +272,7 @@ impl FormatError {
             | FormatError::BuildIdMismatch { .. }
             | FormatError::ModuleNotInProfile { .. }
             | FormatError::Merge(_)
+            | FormatError::Invalid { .. }
             | FormatError::Unwritable { .. } => Category::Usage,
             FormatError::Write { .. } => Category::Environment,
         }
@@ -306,8 +314,61 @@ impl Profile {
         if version != VERSION {
             return Err(FormatError::UnknownVersion { path: path.to_owned(), found: version });
         }
-        serde_json::from_str(text)
-            .map_err(|source| FormatError::Parse { path: path.to_owned(), source })
+        let profile: Profile = serde_json::from_str(text)
+            .map_err(|source| FormatError::Parse { path: path.to_owned(), source })?;
+        profile
+            .check_sizes()
+            .map_err(|detail| FormatError::Invalid { path: path.to_owned(), detail })?;
+        Ok(profile)
+    }
+
+    /// Checks every size and count the readers are sized by, so that none can make them
+    /// allocate or loop without bound: a file at most [`MAX_FILE_SIZE`], a page access of at
+    /// most the pages of such a file and within 2^64 bytes, a function at most
+    /// [`MAX_FUNCTION_SIZE`] and within 2^64, an access naming a file of the profile.
+    fn check_sizes(&self) -> Result<(), String> {
+        let modules = self.modules.iter().chain(self.workloads.iter().flat_map(|w| &w.modules));
+        for m in modules {
+            for t in &m.functions {
+                if t.size > MAX_FUNCTION_SIZE || t.address.checked_add(t.size).is_none() {
+                    return Err(format!(
+                        "function {} at {:#x} is {} bytes: a function is at most {MAX_FUNCTION_SIZE} bytes and ends below 2^64",
+                        t.names.first().map_or("?", String::as_str),
+                        t.address,
+                        t.size
+                    ));
+                }
+            }
+        }
+        let Some(pages) = &self.pages else { return Ok(()) };
+        if let Some(f) = pages.files.iter().find(|f| f.size > MAX_FILE_SIZE) {
+            return Err(format!(
+                "{} is {} bytes: a profiled file is at most {MAX_FILE_SIZE} bytes",
+                f.path.display(),
+                f.size
+            ));
+        }
+        for a in &pages.accesses {
+            if a.file >= pages.files.len() {
+                return Err(format!("a page access names file {}, not in the profile", a.file));
+            }
+            // What readers loop over is the count; the first page may lie far out (a disk's
+            // block device, whose pages are its blocks), within 2^64 bytes.
+            let most = MAX_FILE_SIZE / 4096;
+            if a.count > most {
+                return Err(format!(
+                    "a page access of {} pages: at most {most} pages ({MAX_FILE_SIZE} bytes)",
+                    a.count
+                ));
+            }
+            if a.page.checked_add(a.count).is_none_or(|end| end > u64::MAX / 4096) {
+                return Err(format!(
+                    "a page access of {} pages from page {} ends past 2^64 bytes",
+                    a.count, a.page
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Write atomically (see [`coldstart_fs`]: `/dev/null` and pipes are written into).
@@ -718,5 +779,35 @@ mod tests {
         b.modules[0].build_id = Some("ffff".into());
         let err = merge(vec![a, b]).unwrap_err();
         assert!(err.to_string().contains("different builds"), "{err}");
+    }
+
+    #[test]
+    fn sizes_and_counts_past_any_file_are_refused_when_read() {
+        let example = include_str!("../../../fuzz/seeds/profile/example.json");
+        let good: serde_json::Value = serde_json::from_str(example).unwrap();
+        let read = |v: &serde_json::Value| Profile::from_json(Path::new("p.json"), &v.to_string());
+        assert!(read(&good).is_ok());
+        type Edit = fn(&mut serde_json::Value);
+        let edits: [(Edit, &str); 5] = [
+            (|v| v["pages"]["accesses"][0]["count"] = (1u64 << 40).into(), "pages"),
+            (|v| v["pages"]["accesses"][0]["page"] = (u64::MAX - 1).into(), "pages"),
+            (|v| v["pages"]["accesses"][0]["file"] = 7.into(), "names file 7"),
+            (|v| v["pages"]["files"][0]["size"] = (1u64 << 60).into(), "at most"),
+            (|v| v["modules"][0]["functions"][0]["size"] = (1u64 << 62).into(), "function _start"),
+        ];
+        // A page of a disk's block device lies past any file's 64 GiB: the profile is read.
+        let mut far = good.clone();
+        far["pages"]["accesses"][0]["page"] = 23_233_069u64.into();
+        assert!(read(&far).is_ok(), "{:?}", read(&far).err());
+        for (edit, said) in edits {
+            let mut v = good.clone();
+            edit(&mut v);
+            let e = read(&v).unwrap_err();
+            assert!(
+                matches!(e, FormatError::Invalid { .. }) && e.to_string().contains(said),
+                "{e}"
+            );
+            assert_eq!(e.category(), Category::Usage);
+        }
     }
 }

@@ -108,9 +108,9 @@ pub fn code_map(module: &Module, source: &str, workload: &str) -> Result<PageMap
     let mut pages = vec![PageState::Untouched; index.len()];
     for f in &module.functions {
         let first = info.vaddr_to_page(f.address);
-        let last = info.vaddr_to_page(f.address + f.size.max(1) - 1);
+        let last = info.vaddr_to_page(f.address.saturating_add(f.size.max(1) - 1));
         if let (Some(a), Some(b)) = (first, last) {
-            for p in a..=b {
+            for p in a..=b.min(a.saturating_add(index.len() as u64)) {
                 if let Some(&i) = index.get(&p) {
                     pages[i] = PageState::Touched;
                 }
@@ -149,7 +149,7 @@ pub fn file_maps(p: &Profile, source: &str, n: usize) -> Vec<PageMap> {
             "map" => PageState::Mapped,
             _ => PageState::Read,
         };
-        for p in a.page..a.page + a.count.max(1) {
+        for p in a.page..a.page.saturating_add(a.count.max(1)).min(m.pages.len() as u64) {
             if let Some(slot) = m.pages.get_mut(p as usize) {
                 *slot = (*slot).max(state);
             }

@@ -280,17 +280,23 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// The most ranges one request may ask for; a request with more is answered as if it had no
+/// `Range` (the whole file), as nginx answers above its `max_ranges`. coldstart's own fetcher
+/// asks for one range per request.
+pub const MAX_RANGES: usize = 100;
+
 /// Parses a `Range` header against a file of `size` bytes.
 ///
-/// `None`: the header is not a byte-range set (ignored, the whole file is sent);
-/// `Some(empty)`: no range is satisfiable (416); otherwise the ranges, end exclusive.
+/// `None`: the header is not a byte-range set, or asks for more than [`MAX_RANGES`] ranges
+/// (ignored: the whole file is sent); `Some(empty)`: no range is satisfiable (416); otherwise
+/// the ranges, end exclusive, in order and with those that overlap or touch merged (RFC 9110
+/// allows a server to coalesce them), so that they add up to the file's size at most.
 pub(crate) fn parse_ranges(header: &str, size: u64) -> Option<Vec<(u64, u64)>> {
     let spec = header.trim().strip_prefix("bytes=")?;
     let mut out = Vec::new();
-    for part in spec.split(',') {
-        let part = part.trim();
-        if part.is_empty() {
-            continue;
+    for (i, part) in spec.split(',').map(str::trim).filter(|p| !p.is_empty()).enumerate() {
+        if i == MAX_RANGES {
+            return None;
         }
         let (a, b) = part.split_once('-')?;
         let (a, b) = (a.trim(), b.trim());
@@ -315,7 +321,15 @@ pub(crate) fn parse_ranges(header: &str, size: u64) -> Option<Vec<(u64, u64)>> {
             }
         }
     }
-    Some(out)
+    out.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(out.len());
+    for (s, e) in out {
+        match merged.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => merged.push((s, e)),
+        }
+    }
+    Some(merged)
 }
 
 fn respond(
@@ -361,6 +375,9 @@ fn respond(
         (Some(r), _) => parse_ranges(r, size),
         (None, _) => None,
     };
+    // Parts whose headers would make the answer longer than the file: the file, as nginx
+    // does when the ranges add up to more than it.
+    let ranges = ranges.filter(|r| r.len() < 2 || multipart(r, size).2 <= size);
     match ranges {
         None => {
             let mut h = common.clone();
@@ -389,20 +406,7 @@ fn respond(
             }
         }
         Some(r) => {
-            let parts: Vec<String> = r
-                .iter()
-                .map(|(s, e)| {
-                    format!(
-                        "\r\n--{BOUNDARY}\r\nContent-Type: application/octet-stream\r\nContent-Range: bytes {}-{}/{size}\r\n\r\n",
-                        s,
-                        e - 1
-                    )
-                })
-                .collect();
-            let closing = format!("\r\n--{BOUNDARY}--\r\n");
-            let len: u64 = parts.iter().map(|p| p.len() as u64).sum::<u64>()
-                + r.iter().map(|(s, e)| e - s).sum::<u64>()
-                + closing.len() as u64;
+            let (parts, closing, len) = multipart(&r, size);
             let mut h = common.clone();
             h.push(("Content-Type", format!("multipart/byteranges; boundary={BOUNDARY}")));
             head(&mut out, 206, reason(206), &h, len);
@@ -417,6 +421,25 @@ fn respond(
         }
     }
     Ok(())
+}
+
+/// A multipart answer's part headers, its closing line and its whole length.
+fn multipart(ranges: &[(u64, u64)], size: u64) -> (Vec<String>, String, u64) {
+    let parts: Vec<String> = ranges
+        .iter()
+        .map(|(s, e)| {
+            format!(
+                "\r\n--{BOUNDARY}\r\nContent-Type: application/octet-stream\r\nContent-Range: bytes {}-{}/{size}\r\n\r\n",
+                s,
+                e - 1
+            )
+        })
+        .collect();
+    let closing = format!("\r\n--{BOUNDARY}--\r\n");
+    let len = parts.iter().map(|p| p.len() as u64).sum::<u64>()
+        + ranges.iter().map(|(s, e)| e - s).sum::<u64>()
+        + closing.len() as u64;
+    (parts, closing, len)
 }
 
 fn copy(
@@ -458,6 +481,21 @@ mod tests {
         assert_eq!(parse_ranges("bytes=-0", 100), Some(vec![]), "unsatisfiable");
         assert_eq!(parse_ranges("bytes=5-1", 100), None, "invalid: ignored");
         assert_eq!(parse_ranges("items=0-1", 100), None, "other unit: ignored");
+    }
+
+    #[test]
+    fn ranges_that_overlap_or_touch_are_merged_and_too_many_are_ignored() {
+        assert_eq!(parse_ranges("bytes=10-19,0-9,5-7,30-", 100), Some(vec![(0, 20), (30, 100)]));
+        assert_eq!(
+            parse_ranges(&format!("bytes={}", ["0-99"; 99].join(",")), 100),
+            Some(vec![(0, 100)])
+        );
+        let spread: Vec<String> = (0..=MAX_RANGES).map(|i| format!("{0}-{0}", 2 * i)).collect();
+        assert_eq!(parse_ranges(&format!("bytes={}", spread.join(",")), 1000), None);
+        assert_eq!(
+            parse_ranges(&format!("bytes={}", spread[1..].join(",")), 1000).unwrap().len(),
+            MAX_RANGES
+        );
     }
 
     #[test]

@@ -28,43 +28,30 @@ pub struct LinkParseError {
     why: String,
 }
 
+/// The slowest link accepted: 1 kbit/s.
+pub const MIN_BANDWIDTH: f64 = 1e3;
+/// The fastest link accepted: 1 Tbit/s.
+pub const MAX_BANDWIDTH: f64 = 1e12;
+/// The longest latency accepted: one minute per request.
+pub const MAX_LATENCY: Duration = coldstart_units::MINUTE;
+
 impl FromStr for Link {
     type Err = LinkParseError;
 
+    /// `BANDWIDTH/LATENCY` in the units' syntax ([`coldstart_units::parse_bandwidth`],
+    /// [`coldstart_units::parse_duration`]), each in its range: 1 kbit/s to 1 Tbit/s, 0 to one
+    /// minute (a latency must say its unit).
     fn from_str(s: &str) -> Result<Link, LinkParseError> {
-        let err = |why: &str| LinkParseError { value: s.to_owned(), why: why.to_owned() };
-        let (bw, lat) = s.split_once('/').ok_or_else(|| err("no `/`"))?;
-        let bw = bw.trim().to_ascii_lowercase();
-        let split = bw.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(bw.len());
-        let (num, unit) = bw.split_at(split);
-        let num: f64 = num.parse().map_err(|_| err("the bandwidth is not a number"))?;
-        let scale = match unit {
-            "bit" | "bps" | "" => 1.0,
-            "kbit" | "kbps" => 1e3,
-            "mbit" | "mbps" => 1e6,
-            "gbit" | "gbps" => 1e9,
-            "kib/s" => 8.0 * 1024.0,
-            "mib/s" => 8.0 * 1024.0 * 1024.0,
-            _ => return Err(err("unknown bandwidth unit (bit, kbit, mbit, gbit)")),
-        };
-        let bits_per_second = num * scale;
-        if !(bits_per_second.is_finite() && bits_per_second > 0.0) {
-            return Err(err("the bandwidth must be positive"));
+        let err = |why: String| LinkParseError { value: s.to_owned(), why };
+        let (bw, lat) = s.split_once('/').ok_or_else(|| err("no `/`".into()))?;
+        let bits_per_second = coldstart_units::bandwidth_in(MIN_BANDWIDTH, MAX_BANDWIDTH)(bw)
+            .map_err(|e| err(format!("bandwidth {e}")))?;
+        if lat.trim().bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+            return Err(err("the latency has no unit (us, ms, s)".into()));
         }
-        let lat = lat.trim().to_ascii_lowercase();
-        let split = lat.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(lat.len());
-        let (num, unit) = lat.split_at(split);
-        let num: f64 = num.parse().map_err(|_| err("the latency is not a number"))?;
-        let secs = match unit {
-            "ms" => num / 1e3,
-            "us" => num / 1e6,
-            "s" => num,
-            _ => return Err(err("unknown latency unit (us, ms, s)")),
-        };
-        if !(secs.is_finite() && secs >= 0.0) {
-            return Err(err("the latency must not be negative"));
-        }
-        Ok(Link { bits_per_second, latency: Duration::from_secs_f64(secs) })
+        let latency = coldstart_units::duration_in(Duration::ZERO, MAX_LATENCY)(lat)
+            .map_err(|e| err(format!("latency {e}")))?;
+        Ok(Link { bits_per_second, latency })
     }
 }
 
@@ -72,7 +59,7 @@ impl Link {
     /// What the model predicts for `bytes` in `requests` requests.
     pub fn predict(&self, bytes: u64, requests: u64) -> Duration {
         Duration::from_secs_f64(bytes as f64 * 8.0 / self.bits_per_second)
-            + self.latency * requests as u32
+            .saturating_add(self.latency.saturating_mul(requests.min(u32::MAX as u64) as u32))
     }
 }
 
@@ -150,6 +137,28 @@ mod tests {
             let e = bad.parse::<Link>().unwrap_err();
             assert!(e.to_string().contains(bad), "{e}");
         }
+    }
+
+    #[test]
+    fn links_out_of_range_are_refused_not_a_panic() {
+        for (bad, why) in [
+            (
+                "1mbit/18446744073709551615s",
+                "latency `18446744073709551615s` is out of range: give 0 s to 1 minute",
+            ),
+            ("1mbit/2min", "latency `2min` is out of range: give 0 s to 1 minute"),
+            ("1e400mbit/1ms", "bandwidth `1e400mbit`: unknown bandwidth unit"),
+            (
+                "99999999999999999999gbit/1ms",
+                "bandwidth `99999999999999999999gbit` is out of range",
+            ),
+            ("10bit/1ms", "bandwidth `10bit` is out of range: give 1 kbit/s to 1 Tbit/s"),
+        ] {
+            let e = bad.parse::<Link>().unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        let slowest: Link = "1kbit/1min".parse().unwrap();
+        assert!(slowest.predict(u64::MAX, u64::MAX) > Duration::from_secs(1 << 40));
     }
 
     #[test]

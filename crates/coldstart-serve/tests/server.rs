@@ -305,3 +305,44 @@ fn serve_under_load_answers_every_client_and_leaks_no_socket() {
     assert_eq!(answered.load(Ordering::SeqCst), 500);
     assert_eq!(left, 0);
 }
+
+/// A `Range` of many overlapping or tiny ranges gets at most the object's bytes: overlapping
+/// and adjacent ranges are merged, more than `MAX_RANGES` of them are ignored (the whole
+/// object, as nginx's `max_ranges` does), and a multipart answer longer than the object is
+/// replaced by the object.
+#[test]
+fn serve_never_answers_a_range_request_with_more_than_the_object() {
+    let d = root();
+    let big = data(4_000_000);
+    std::fs::write(d.path().join("bundle/big"), &big).unwrap();
+    let server = serve(&d.path().join("bundle"), "127.0.0.1:0", None).unwrap();
+    let mut c = TcpStream::connect(server.addr()).unwrap();
+    // 1,300 copies of the whole object in a 13 KB request.
+    let many = vec!["0-3999999"; 1300].join(",");
+    let r = exchange(&mut c, &get_req("/big", &format!("Range: bytes={many}\r\n")), false);
+    assert!(r.body.len() <= big.len(), "{} bytes answered for {} bytes", r.body.len(), big.len());
+    // Overlapping and adjacent ranges, out of order: one part.
+    let r = exchange(&mut c, &get_req("/file", "Range: bytes=15-19,0-9,5-14\r\n"), false);
+    assert_eq!((r.status, r.header("content-range")), (206, Some("bytes 0-19/1000")));
+    assert_eq!(r.body, data(1000)[..20]);
+    // More ranges than allowed: the whole object.
+    let spread: Vec<String> = (0..101).map(|i| format!("{0}-{0}", i * 9)).collect();
+    let r = exchange(
+        &mut c,
+        &get_req("/file", &format!("Range: bytes={}\r\n", spread.join(","))),
+        false,
+    );
+    assert_eq!((r.status, r.body.clone()), (200, data(1000)));
+    // Within the cap, but the parts' headers would make the answer longer than the object.
+    let spread: Vec<String> = (0..20).map(|i| format!("{0}-{0}", i * 9)).collect();
+    let r = exchange(
+        &mut c,
+        &get_req("/file", &format!("Range: bytes={}\r\n", spread.join(","))),
+        false,
+    );
+    assert_eq!((r.status, r.body.clone()), (200, data(1000)));
+    // A few small parts still get a multipart answer.
+    let r = exchange(&mut c, &get_req("/file", "Range: bytes=0-1,500-501,998-\r\n"), false);
+    assert_eq!(r.status, 206);
+    assert!(r.header("content-type").unwrap().starts_with("multipart/byteranges"));
+}

@@ -6,8 +6,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use coldstart_units::parse_size;
-
 use serde::{Deserialize, Serialize};
 
 use crate::seek::SeekModel;
@@ -155,10 +153,15 @@ impl FromStr for StorageProfile {
                 return Err(err(format!("`{key}` given twice")));
             }
             seen.push(key);
-            let number = parse_size(value.trim()).map_err(|e| err(format!("{key}: {e}")))?;
-            if number == 0 {
-                return Err(err(format!("{key} must be greater than 0")));
-            }
+            // Each in a range the kernel takes (io.max, read_ahead_kb).
+            let range = match key {
+                "iops" => (1, 10_000_000),
+                "bps" => (1, 1 << 40),
+                "readahead" => (1, 256 << 20),
+                other => return Err(err(format!("unknown key `{other}` (iops, bps, readahead)"))),
+            };
+            let number = coldstart_units::size_in(range.0, range.1)(value.trim())
+                .map_err(|e| err(format!("{key}: {e}")))?;
             match key {
                 "iops" => profile.read_iops = Some(number),
                 "bps" => profile.read_bps = Some(number),
@@ -170,7 +173,7 @@ impl FromStr for StorageProfile {
                     }
                     profile.readahead_kb = number / 1024;
                 }
-                other => return Err(err(format!("unknown key `{other}` (iops, bps, readahead)"))),
+                _ => unreachable!("checked above"),
             }
         }
         if seen.is_empty() {
@@ -290,7 +293,9 @@ mod tests {
         for (input, needle) in [
             ("floppy", "unknown profile"),
             ("custom:", "at least one"),
-            ("custom:iops=0", "greater than 0"),
+            ("custom:iops=0", "out of range: give 1 byte to"),
+            ("custom:bps=2000g", "out of range"),
+            ("custom:readahead=1g", "out of range: give 1 byte to 256 MiB"),
             ("custom:iops=ten", "is not a size"),
             ("custom:speed=5", "unknown key `speed`"),
             ("custom:iops=5,iops=6", "given twice"),

@@ -145,6 +145,35 @@ mod tests {
     }
 }
 
+/// Where in a 64-bit section header [`patch_elf_section`] writes: the address, the file
+/// offset or the size.
+#[derive(Debug, Clone, Copy)]
+pub enum SectionField {
+    Address = 0x10,
+    Offset = 0x18,
+    Size = 0x20,
+}
+
+/// `bytes` (a 64-bit little-endian ELF file) with `field` of section `name` set to `value`:
+/// the malformed files of the ELF reader's regression tests.
+pub fn patch_elf_section(bytes: &mut [u8], name: &str, field: SectionField, value: u64) {
+    let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as usize;
+    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap()) as usize;
+    let (shoff, size, strndx) = (u64_at(bytes, 0x28), u16_at(bytes, 0x3a), u16_at(bytes, 0x3e));
+    let strings = u64_at(bytes, shoff + strndx * size + 0x18);
+    for i in 0..u16_at(bytes, 0x3c) {
+        let at = shoff + i * size;
+        let n = strings + u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        let end = n + bytes[n..].iter().position(|&b| b == 0).unwrap();
+        if &bytes[n..end] == name.as_bytes() {
+            let f = at + field as usize;
+            bytes[f..f + 8].copy_from_slice(&value.to_le_bytes());
+            return;
+        }
+    }
+    panic!("no section {name}");
+}
+
 /// Byte-level mutations for the parsers' property tests: a valid input edited a few times, so
 /// that most cases are near-valid and reach deep into a parser.
 pub mod mutation {

@@ -1,8 +1,10 @@
 //! Sizes as people type them, parsed the same way by every flag and spec that takes one
-//! (`--chunk-size`, `--readahead`, `--page-size`, `--storage custom:bps=20m,...`); the same
-//! figures as people read them, shown the same way by every command (sizes in binary
-//! multiples, link rates in bits per second, counts with their noun, p-values); and a Unix
-//! time as a calendar date and time of day (UTC), for the formats that write one.
+//! (`--chunk-size`, `--readahead`, `--page-size`, `--storage custom:bps=20m,...`); durations,
+//! bandwidths and counts too, and the bounded parsers every flag of the command line goes
+//! through ([`duration_in`], [`size_in`], [`count_in`], [`bandwidth_in`], [`number_in`]); the
+//! same figures as people read them, shown the same way by every command (sizes in binary
+//! multiples, link rates in bits per second, durations, counts with their noun, p-values); and
+//! a Unix time as a calendar date and time of day (UTC), for the formats that write one.
 //!
 //! ```
 //! assert_eq!(coldstart_units::parse_size("128k"), Ok(128 << 10));
@@ -14,8 +16,13 @@
 //! assert_eq!(coldstart_units::p_value(0.55), "p = 0.550");
 //! ```
 
+mod bounded;
 mod show;
 
+pub use bounded::{
+    bandwidth_in, count_in, duration_in, duration_text, number_in, parse_bandwidth, parse_duration,
+    size_in, DAY, HOUR, MILLISECOND, MINUTE,
+};
 pub use show::{bit_rate, byte_rate, bytes, bytes_f, count, count_f, p_value, plural};
 
 /// A Unix time (seconds) as UTC `(year, month, day, hour, minute, second)`, by Howard

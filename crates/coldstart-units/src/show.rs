@@ -31,14 +31,15 @@ pub fn byte_rate(bytes_per_s: u64) -> String {
 }
 
 /// A network link's rate in bits per second, in decimal multiples as links are sold and as
-/// `--link 20mbit/...` takes them: `56 kbit/s`, `20 Mbit/s`, `1.5 Gbit/s`.
+/// `--link 20mbit/...` takes them: `56 kbit/s`, `20 Mbit/s`, `1.5 Gbit/s`, `1 Tbit/s`.
 pub fn bit_rate(bits_per_s: u64) -> String {
     let b = bits_per_s as f64;
     let (v, unit) = match bits_per_s {
         0..1_000 => (b, "bit/s"),
         1_000..1_000_000 => (b / 1e3, "kbit/s"),
         1_000_000..1_000_000_000 => (b / 1e6, "Mbit/s"),
-        _ => (b / 1e9, "Gbit/s"),
+        1_000_000_000..1_000_000_000_000 => (b / 1e9, "Gbit/s"),
+        _ => (b / 1e12, "Tbit/s"),
     };
     if v.fract() == 0.0 {
         format!("{v:.0} {unit}")
@@ -113,6 +114,7 @@ mod tests {
         assert_eq!(bit_rate(56_000), "56 kbit/s");
         assert_eq!(bit_rate(1_500_000_000), "1.5 Gbit/s");
         assert_eq!(bit_rate(999), "999 bit/s");
+        assert_eq!(bit_rate(1_000_000_000_000), "1 Tbit/s");
         assert_eq!(count(1, "attempt"), "1 attempt");
         assert_eq!(count(4, "attempt"), "4 attempts");
         assert_eq!(count(0, "file"), "0 files");

@@ -292,6 +292,133 @@ fn a_manifest_with_a_huge_chunk_size_is_refused_before_anything_is_allocated() {
     nothing_left(&d, &[], "a huge chunk size");
 }
 
+/// A manifest whose `mode` held a file type (`0o170755`) was accepted and every read then
+/// failed with EIO; one whose `hot.offset` was near 2^64 was accepted too. Both are refused at
+/// load now, before anything is mounted, under every strategy.
+#[test]
+fn a_manifest_with_a_file_type_in_a_mode_or_a_hot_offset_near_2_64_is_refused_at_load() {
+    if !require_root("FUSE") {
+        return;
+    }
+    type Edit = fn(&mut serde_json::Value);
+    let edits: [(&str, Edit, &str); 2] = [
+        (
+            "mode",
+            |m| {
+                let files = m["files"].as_array_mut().unwrap();
+                let data = files.iter_mut().find(|f| f["path"] == "data.bin").unwrap();
+                data["mode"] = 0o170755.into();
+            },
+            "mode 0o170755",
+        ),
+        ("hot.offset", |m| m["hot"]["offset"] = (u64::MAX - 4096).into(), "hot.offset"),
+    ];
+    for (what, edit, said) in edits {
+        let d = Scratch::new();
+        let t = tools(d.path());
+        let path = t.bundle.join("manifest.json");
+        let mut m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        edit(&mut m);
+        std::fs::write(&path, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+        // Only manifest.json is left: a client reads it after the other copies' 404.
+        std::fs::remove_file(t.bundle.join("start")).unwrap();
+        std::fs::remove_file(t.bundle.join("manifest.json.zst")).unwrap();
+        let server = FaultServer::start(&t.bundle, Fault::None, Target::All);
+        for s in ["original", "paged", "reordered", "stream"] {
+            let mut cmd = run(&d, &server.url(), s, &[], &SUM);
+            let (out, _) = bounded(&mut cmd, Duration::from_secs(30));
+            let out = out.expect("run ended");
+            assert_eq!(out.status.code(), Some(2), "{what}, {s}: {}", stderr(&out));
+            assert!(stderr(&out).contains(said), "{what}, {s}: {}", stderr(&out));
+            no_wrong_byte(&out, &t, s);
+        }
+        nothing_left(&d, &[], what);
+    }
+}
+
+/// The chunk cache's whole-file copy (what FUSE passthrough hands the kernel) was trusted by
+/// a stamp of its length, inode and modification time: one byte of it changed in place, the
+/// time set back, and the next run's program read the wrong digest with `"errors": 0`, under
+/// `--trust` too. Whoever can write to the cache can only make reads fail: the copy is
+/// checked against the manifest's digests before it is handed over.
+#[test]
+fn a_cached_copy_changed_with_its_time_kept_never_reaches_the_program() {
+    if !require_root("FUSE, passthrough") {
+        return;
+    }
+    let d = Scratch::new();
+    let t = tools(d.path());
+    let key = d.path().join("release.key");
+    let out = coldstart().args(["key", "new", "-o"]).arg(&key).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let signed = d.path().join("signed");
+    let mut pack = coldstart();
+    let out = pack.arg("pack").arg(&t.app).arg("--sign").arg(&key).arg("-o").arg(&signed);
+    let out = out.output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let trust = format!("{}.pub", key.display());
+    for (bundle, extra) in [(&t.bundle, vec![]), (&signed, vec!["--trust", &trust])] {
+        let cache = d.cache();
+        let report = d.path().join("report.json");
+        let go = |what: &str| {
+            let mut c = coldstart();
+            c.env("TMPDIR", d.path().join("tmp"))
+                .arg("run")
+                .arg(bundle)
+                .args(["--strategy", "original", "--cache-dir"])
+                .arg(&cache)
+                .args(&extra)
+                .arg("--export-json")
+                .arg(&report)
+                .arg("--")
+                .args(SUM);
+            let (out, _) = bounded(&mut c, Duration::from_secs(60));
+            let out = out.unwrap_or_else(|| panic!("{what}: still running"));
+            let r: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+            (out, r)
+        };
+        let (out, r) = go("the first run");
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(r["report"]["passthrough"].as_u64() >= Some(1), "no passthrough: {r}");
+        // One byte of data.bin's copy changed in place, its modification time set back.
+        let copies = cache.join("files");
+        let copy = walk_files(&copies)
+            .into_iter()
+            .find(|p| std::fs::metadata(p).unwrap().len() == 200_000)
+            .expect("data.bin's copy");
+        let before = std::fs::metadata(&copy).unwrap().modified().unwrap();
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(&copy).unwrap();
+        let mut b = [0u8; 1];
+        std::os::unix::fs::FileExt::read_exact_at(&f, &mut b, 150_000).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&f, &[b[0] ^ 0x20], 150_000).unwrap();
+        f.set_modified(before).unwrap();
+        drop(f);
+        let (out, r) = go("the run after the change");
+        no_wrong_byte(&out, &t, "a changed copy");
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).starts_with(&t.data_sha256));
+        assert_eq!(r["report"]["errors"], 0, "{r}");
+        assert!(r["report"]["passthrough"].as_u64() >= Some(1), "no passthrough: {r}");
+    }
+    nothing_left(&d, &[], "a changed copy");
+}
+
+/// Every regular file under `dir`.
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk_files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
 /// Runs `cmd` with at most 4 GiB of address space, so that a client whose memory grows
 /// without bound fails instead of taking the machine's.
 fn limit_memory(cmd: &mut Command) -> &mut Command {

@@ -473,3 +473,28 @@ fn a_gate_that_cannot_measure_exits_2_and_names_what_to_do() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown figure"), "{}", text(&out));
 }
+
+/// `gate --update` with the baseline on a full disk exited 2 ("could not measure", what a
+/// gate says); recording gives no verdict, and a full disk is the machine's failure: 70,
+/// naming the baseline, and nothing written.
+#[test]
+fn gate_update_on_a_full_disk_exits_70_naming_the_baseline() {
+    if !require_root("cold runs, mounting a small tmpfs") {
+        return;
+    }
+    let _lock = cache_lock();
+    let dir = Dir::new();
+    dir.build(SLEEP_C, &["-DMS=1"]);
+    let small = common::SmallFs::mount(&dir.path("full"), 256);
+    small.fill();
+    let baseline = dir.path("full/b.json");
+    let args = ["--page-profiles", "0", "--storage", "none", "--runs", "3", "--", "./prog"];
+    let mut all = vec!["gate", "--baseline", baseline.to_str().unwrap(), "--update"];
+    all.extend(args);
+    let out = coldstart(&all, dir.0.path());
+    assert_eq!(out.status.code(), Some(70), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("cannot write {}", baseline.display())), "{stderr}");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert_eq!(small.contents(), Vec::<String>::new(), "left on the full file system");
+}

@@ -857,3 +857,62 @@ fn order_if_decayed_keeps_an_order_that_holds_and_orders_again_when_start_up_dri
         .code(2)
         .stderr(predicate::str::contains("--decay-bar 0.5"));
 }
+
+/// `analyze` of an ELF file whose `.text` says it is 0xc7000000000020 bytes allocated that much
+/// and aborted (SIGABRT, exit 134): a file that does not hold its own sections is bad input.
+#[test]
+fn analyze_of_an_elf_whose_text_lies_past_its_end_is_bad_input_not_an_abort() {
+    let d = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read("/usr/bin/true").unwrap();
+    coldstart_testkit::patch_elf_section(
+        &mut bytes,
+        ".text",
+        coldstart_testkit::SectionField::Size,
+        0xc7000000000020,
+    );
+    let bad = d.path().join("true");
+    std::fs::write(&bad, &bytes).unwrap();
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_coldstart")).arg("analyze").arg(&bad).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("malformed") && stderr.contains(".text"), "{stderr}");
+}
+
+/// A profile whose page access says 2^40 pages made `analyze` push page after page until the
+/// machine's memory ran out; sizes past any file are refused when the profile is read.
+#[test]
+fn analyze_with_a_profile_of_2_40_pages_is_bad_input_not_an_endless_allocation() {
+    use std::os::unix::process::CommandExt;
+    let d = tempfile::tempdir().unwrap();
+    let profile = d.path().join("p.json");
+    std::fs::write(
+        &profile,
+        r#"{"format": "coldstart-profile", "version": 1, "workload": "w", "command": ["true"],
+            "created_unix": 0, "duration_ns": 1, "stop": {"kind": "exit", "code": 0},
+            "modules": [], "pages": {"source": "tracefs", "sampled": false,
+            "files": [{"path": "/usr/bin/true", "size": 4096, "mtime": 0, "build_id": null,
+                       "dev": "0:1", "ino": 1}],
+            "accesses": [{"file": 0, "page": 0, "count": 1099511627776, "t_ns": 1,
+                          "event": "read", "pid": 1}]}}"#,
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_coldstart"));
+    cmd.arg("analyze").arg("/usr/bin/true").arg("--profile").arg(&profile);
+    // SAFETY: setrlimit is async-signal-safe. 2 GiB: a run that grows without bound fails.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit { rlim_cur: 2 << 30, rlim_max: 2 << 30 };
+            libc::setrlimit(libc::RLIMIT_AS, &lim);
+            Ok(())
+        });
+    }
+    let (out, took) = common::faults::bounded(&mut cmd, std::time::Duration::from_secs(60));
+    let out = out.unwrap_or_else(|| panic!("still running after {took:?}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("not a valid coldstart profile") && stderr.contains("pages"),
+        "{stderr}"
+    );
+}

@@ -382,9 +382,9 @@ fn a_misconfigured_origin_is_said_in_one_line_with_what_to_do_and_not_retried() 
     let url = format!("http://127.0.0.1:{free}/bundle/");
     let said = format!("cannot connect to 127.0.0.1:{free}");
     refused(&run(&url, &[]), 70, &[&url, &said, "is the server running"]);
-    // A user and password in the URL are never shown.
+    // A user and password in the URL are never shown: `***@` stands for them.
     let url = format!("https://user:secret@127.0.0.1:{tls}/bundle/");
-    let line = refused(&run(&url, &[]), 2, &[&format!("https://127.0.0.1:{tls}/bundle/")]);
+    let line = refused(&run(&url, &[]), 2, &[&format!("https://***@127.0.0.1:{tls}/bundle/")]);
     assert!(!line.contains("secret"), "{line}");
     // A web server named as the proxy: it refuses CONNECT, once.
     let url = format!("https://127.0.0.1:{tls}/bundle/");

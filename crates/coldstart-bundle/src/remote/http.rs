@@ -17,8 +17,8 @@ use ureq::unversioned::transport::{ConnectProxyConnector, Connector};
 
 use super::tcp::{Limits, PollingTcp, Stop};
 use super::tls::{Peer, TlsConnector, TlsRefusal};
-use super::{ConnectFailure, FetchError, FetchOptions, FetchStats, ProxyRefusal, Remote, Span};
-use super::{MAX_REDIRECTS, POLL};
+use super::{redact_url, ConnectFailure, FetchError, FetchOptions, FetchStats, ProxyRefusal};
+use super::{Remote, Span, MAX_REDIRECTS, POLL};
 
 /// The longest response head read.
 const MAX_HEAD: usize = 64 * 1024;
@@ -28,8 +28,6 @@ pub struct HttpRemote {
     agent: ureq::Agent,
     /// `scheme://host[:port]/path/`, ending in `/`.
     base: String,
-    /// `base` as messages show it: without a user and password.
-    shown: String,
     /// The query string, without `?`, put after every file's path (a signed URL prefix).
     query: Option<String>,
     /// The bucket and key prefix of an `s3://` URL: each request is signed for it.
@@ -43,7 +41,7 @@ pub struct HttpRemote {
 
 impl std::fmt::Debug for HttpRemote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpRemote").field("base", &self.base).finish_non_exhaustive()
+        f.debug_struct("HttpRemote").field("base", &redact_url(&self.base)).finish_non_exhaustive()
     }
 }
 
@@ -64,6 +62,7 @@ fn split_url(url: &str) -> Option<(String, Option<String>)> {
     };
     let bad = |c: char| c.is_control() || c == ' ';
     if host.is_empty()
+        || !port_ok(host)
         || path.chars().any(bad)
         || query.as_deref().is_some_and(|q| q.chars().any(bad))
     {
@@ -77,13 +76,15 @@ fn split_url(url: &str) -> Option<(String, Option<String>)> {
     Some((base, query))
 }
 
-/// `url` without the `USER[:PASSWORD]@` of its authority, as a message may show it.
-fn without_userinfo(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..end].rfind('@') {
-        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
-        None => url.to_owned(),
+/// Whether the authority `host` names no port or one a socket can have (1 to 65535): a URL
+/// with `:99999` is bad input, not a server that cannot be reached.
+fn port_ok(host: &str) -> bool {
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    match host.rsplit_once(':') {
+        Some((_, port)) if !host.ends_with(']') => {
+            port.is_empty() || port.parse::<u16>().is_ok_and(|p| p > 0)
+        }
+        _ => true,
     }
 }
 
@@ -114,7 +115,7 @@ impl HttpRemote {
     /// A remote for `http[s]://HOST[:PORT][/PATH][?QUERY]`, the URL of the bundle directory;
     /// the query, if any, follows every file's path (`.../PATH/manifest.json?QUERY`).
     pub fn new(url: &str, opts: FetchOptions) -> Result<HttpRemote, FetchError> {
-        let (base, query) = split_url(url).ok_or_else(|| FetchError::Url(without_userinfo(url)))?;
+        let (base, query) = split_url(url).ok_or_else(|| FetchError::Url(redact_url(url)))?;
         let agent = agent(&opts, base.starts_with("https://"))?;
         Ok(HttpRemote::with(agent, base, query, None, opts))
     }
@@ -140,7 +141,6 @@ impl HttpRemote {
     ) -> HttpRemote {
         HttpRemote {
             agent,
-            shown: without_userinfo(&base),
             base,
             query,
             s3,
@@ -578,16 +578,10 @@ impl Remote for HttpRemote {
         &self.stats
     }
 
-    /// The file's URL without a user and password; a query string (a signature) is shown
-    /// as `?...`.
+    /// The file's URL as messages show it ([`redact_url`]): without a user and password, a
+    /// query string (a signature) as `?...`.
     fn describe(&self, path: &str) -> String {
-        if self.s3.is_some() {
-            return format!("{}{path}", self.shown);
-        }
-        match &self.query {
-            Some(_) => format!("{}{path}?...", self.shown),
-            None => format!("{}{path}", self.shown),
-        }
+        redact_url(&self.url(path))
     }
 }
 

@@ -20,10 +20,10 @@ use coldstart_layout::verify::{verify, Verification};
 #[derive(Debug, Clone, clap::Args)]
 pub struct PageModelArgs {
     /// Page size (4k, 16k, 64k).
-    #[arg(long, default_value = "4k", value_parser = parse_size)]
+    #[arg(long, default_value = "4k", value_parser = coldstart_units::size_in(512, 1 << 30))]
     pub page_size: u64,
     /// Read-ahead window around a fault (0 for none).
-    #[arg(long, default_value = "128k", value_parser = parse_size)]
+    #[arg(long, default_value = "128k", value_parser = coldstart_units::size_in(0, 1 << 30))]
     pub readahead: u64,
     /// Where a fault's read-ahead window lies in code: `centred` on the page (the classic
     /// read-around) or `forward` from it (executable mappings on newer kernels, e.g. 6.18).
@@ -56,6 +56,27 @@ impl PageModelArgs {
 }
 
 pub use coldstart_units::parse_size;
+
+/// The most runs of one command and cache state any flag may ask for (`--runs`, `--batch`,
+/// `--max-runs`, `--warmup`).
+pub const MAX_RUNS: u64 = 10_000;
+
+/// A count of runs ([`MAX_RUNS`] at most; `min` 1 where no run would measure nothing).
+pub fn runs(min: u64) -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
+    coldstart_units::count_in(min, MAX_RUNS)
+}
+
+/// A wait that 0 turns off (`--timeout` of `profile` and `prefetch record`): up to a day.
+pub fn wait_timeout(
+) -> impl Fn(&str) -> Result<std::time::Duration, String> + Clone + Send + Sync + 'static {
+    coldstart_units::duration_in(std::time::Duration::ZERO, coldstart_units::DAY)
+}
+
+/// The bound of one run (`--timeout` of `measure`, `timeline`, `gate`): 1 ms to a day.
+pub fn run_timeout(
+) -> impl Fn(&str) -> Result<std::time::Duration, String> + Clone + Send + Sync + 'static {
+    coldstart_units::duration_in(coldstart_units::MILLISECOND, coldstart_units::DAY)
+}
 
 /// A progress bar of bytes on standard error, when it is a terminal (and nothing otherwise):
 /// `what` before it. It is drawn from its first [`show_bytes`], so work that reports none

@@ -47,14 +47,11 @@ pub struct Args {
     #[arg(long, value_name = "DIR", default_value = "/var/tmp/coldstart-demo")]
     pub dir: PathBuf,
     /// Measured runs per cache state.
-    #[arg(long, value_name = "N", default_value_t = 10)]
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = super::common::runs(1))]
     pub runs: usize,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.runs == 0 {
-        return Err(exit::usage("--runs must be at least 1"));
-    }
     let size = Size::parse(&args.size).map_err(|e| exit::usage(e.to_string()))?;
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("cannot create --dir {}", args.dir.display()))?;

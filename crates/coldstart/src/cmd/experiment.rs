@@ -52,7 +52,7 @@ pub struct Args {
     #[arg(long = "cache", value_name = "C", value_delimiter = ',')]
     pub caches: Vec<String>,
     /// Starts per cell.
-    #[arg(long, default_value_t = coldstart_experiment::DEFAULT_RUNS)]
+    #[arg(long, default_value_t = coldstart_experiment::DEFAULT_RUNS, value_parser = coldstart_units::count_in::<u32>(1, coldstart_experiment::MAX_RUNS))]
     pub runs: u32,
     /// The command whose reads are the hot set, relative to DIR, as one string split as a shell
     /// would (white space; '...', "..." and \ quote) [default: the measured command, which is
@@ -60,7 +60,7 @@ pub struct Args {
     #[arg(long, value_name = "CMD")]
     pub profiled: Option<String>,
     /// Bytes per chunk of the bundle [default: as `pack`].
-    #[arg(long, value_parser = super::common::parse_size)]
+    #[arg(long, value_parser = coldstart_units::size_in(1, coldstart_bundle::manifest::MAX_CHUNK_SIZE))]
     pub chunk_size: Option<u64>,
     /// The mount's read-ahead, as `mount --readahead`; by default the mount chooses.
     #[arg(long, value_parser = parse_readahead)]

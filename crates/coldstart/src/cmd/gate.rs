@@ -79,26 +79,26 @@ pub struct Args {
     pub storage_dir: PathBuf,
     /// Page profiles for the pages-touched figure (default 5 as root, 0 otherwise). A gate
     /// takes its baseline's.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = coldstart_units::count_in::<usize>(0, 100))]
     pub page_profiles: Option<usize>,
     /// With --update: hot runs of the baseline.
-    #[arg(long, value_name = "N", default_value_t = plan::DEFAULT_BASELINE_RUNS)]
+    #[arg(long, value_name = "N", default_value_t = plan::DEFAULT_BASELINE_RUNS, value_parser = super::common::runs(1))]
     pub runs: usize,
     /// With --update: runs of the baseline's colder state (cold or selective).
-    #[arg(long, value_name = "N", default_value_t = plan::DEFAULT_BASELINE_COLD_RUNS)]
+    #[arg(long, value_name = "N", default_value_t = plan::DEFAULT_BASELINE_COLD_RUNS, value_parser = super::common::runs(1))]
     pub cold_runs: usize,
     /// Hot runs of the gate's first batch, and of each batch added while hot time is unclear.
-    #[arg(long, value_name = "N", default_value_t = plan::DEFAULT_FIRST_RUNS)]
+    #[arg(long, value_name = "N", default_value_t = plan::DEFAULT_FIRST_RUNS, value_parser = super::common::runs(1))]
     pub batch: usize,
     /// Runs of the colder state in the gate's first batch, and in each batch added while its
     /// time is unclear and the device's reads do not explain it.
-    #[arg(long, value_name = "N", default_value_t = plan::DEFAULT_COLD_FIRST_RUNS)]
+    #[arg(long, value_name = "N", default_value_t = plan::DEFAULT_COLD_FIRST_RUNS, value_parser = super::common::runs(1))]
     pub cold_batch: usize,
     /// The most the gate may take, in seconds, measuring included: its first steps shrink to
     /// fit, later ones run only if they fit, and what is still unclear when it runs out stays
     /// unclear (docs/gate.md). Default: no bound.
-    #[arg(long, value_name = "SECONDS")]
-    pub budget: Option<f64>,
+    #[arg(long, value_name = "SECONDS", value_parser = coldstart_units::duration_in(coldstart_units::MILLISECOND, coldstart_units::DAY))]
+    pub budget: Option<Duration>,
     /// The program may be another build than the baseline's (a CI job gating a new build of
     /// its own program against a baseline of the old one). Without it, another build-id is
     /// refused (exit 2): an upgraded system program is not the program the baseline measured.
@@ -109,11 +109,11 @@ pub struct Args {
     #[arg(long)]
     pub other_command: bool,
     /// Runs per cache state never exceed this.
-    #[arg(long, value_name = "N", default_value_t = 60)]
+    #[arg(long, value_name = "N", default_value_t = 60, value_parser = super::common::runs(1))]
     pub max_runs: usize,
     /// The smallest slowdown of time to fail for, in percent (the threshold rises to the
     /// measured noise when that is larger).
-    #[arg(long, value_name = "PERCENT", default_value_t = 5.0)]
+    #[arg(long, value_name = "PERCENT", default_value_t = 5.0, value_parser = coldstart_units::number_in(0.0, 1000.0))]
     pub min_effect: f64,
     /// An allowance on a steady figure's limit: NAME=VALUE, VALUE a count, a size (4k) or a
     /// percentage of the baseline's median (1%); repeatable. Figures: read_bytes,
@@ -122,8 +122,8 @@ pub struct Args {
     #[arg(long, value_name = "NAME=VALUE")]
     pub slack: Vec<String>,
     /// Bound of each run, in seconds (default 60, a gate takes its baseline's).
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<f64>,
+    #[arg(long, value_name = "SECS", value_parser = super::common::run_timeout())]
+    pub timeout: Option<Duration>,
     /// The commit measured (default: $GITHUB_SHA, $CI_COMMIT_SHA, or git rev-parse HEAD here).
     #[arg(long, value_name = "REV")]
     pub commit: Option<String>,
@@ -222,18 +222,7 @@ fn options(args: &Args) -> anyhow::Result<GateOptions> {
     o.cold_first_runs = args.cold_batch;
     o.time.max_runs = args.max_runs;
     o.allow = Allow { new_build: args.new_build, other_command: args.other_command };
-    if let Some(b) = args.budget {
-        if !(b.is_finite() && b > 0.0) {
-            return Err(exit::usage(format!("--budget {b}: give a positive number of seconds")));
-        }
-        o.budget = Some(Duration::from_secs_f64(b));
-    }
-    if !(args.min_effect >= 0.0 && args.min_effect.is_finite()) {
-        return Err(exit::usage(format!(
-            "--min-effect {}: give a percentage of 0 or more",
-            args.min_effect
-        )));
-    }
+    o.budget = args.budget;
     o.time.min_effect = args.min_effect / 100.0;
     for item in &args.slack {
         let (name, value) = name_value("--slack", item)?;
@@ -243,12 +232,7 @@ fn options(args: &Args) -> anyhow::Result<GateOptions> {
             parse_slack(figure, &value).map_err(|e| exit::usage(format!("--slack {item}: {e}")))?;
         o.slack.insert(figure, slack);
     }
-    if let Some(t) = args.timeout {
-        if !(t.is_finite() && t > 0.0) {
-            return Err(exit::usage(format!("--timeout {t}: give a positive number of seconds")));
-        }
-        o.timeout = Some(Duration::from_secs_f64(t));
-    }
+    o.timeout = args.timeout;
     o.commit = args.commit.clone();
     let mut facts = BTreeMap::new();
     for item in &args.facts {
@@ -275,6 +259,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             if let Some(GateError::Interrupted { signal }) = e.downcast_ref::<GateError>() {
                 eprintln!("coldstart: error: {}", exit::render(&e));
                 return Ok(ExitCode::from(128 + *signal as u8));
+            }
+            // Recording a baseline gives no verdict: its errors keep their own exit code (a
+            // full disk is the machine's, 70), not the gate's "could not measure".
+            if args.update {
+                return Err(e);
             }
             Err(exit::could_not_measure(e))
         }

@@ -49,16 +49,16 @@ pub struct Args {
     /// Keep what the sweep read locked in memory for this many seconds after the command
     /// starts (or until it ends), so that nothing reclaims it before start-up touches it
     /// (0: do not lock). Without root, the lock limit (`ulimit -l`) bounds it.
-    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
-    pub hold: f64,
+    #[arg(long, value_name = "SECS", default_value = "30", value_parser = super::common::wait_timeout())]
+    pub hold: Duration,
     /// Threads issuing reads at once (the auto mechanism uses at least 4 when it chooses
     /// huge).
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = coldstart_units::count_in::<usize>(1, 64))]
     pub jobs: usize,
     /// Threads opening the database's files at once, so that the directory and inode reads
     /// of cold opens are in the device's queue together (measured on a modelled hard disk: no
     /// gain for python3 or Firefox, so 1 by default).
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = coldstart_units::count_in::<usize>(1, 64))]
     pub open_jobs: usize,
     /// Ranges of a file at most this far apart are read as one: auto (1 MiB on a rotational
     /// disk, 32 KiB on flash) or a size (0: only what start-up touched).
@@ -89,12 +89,6 @@ fn options(args: &Args) -> anyhow::Result<(ReplayOptions, bool)> {
     } else {
         args.mechanism.parse().map_err(|e| bad("--mechanism", e))?
     };
-    if args.jobs == 0 || args.jobs > 64 {
-        return Err(crate::exit::usage("--jobs: give 1 to 64"));
-    }
-    if args.open_jobs == 0 || args.open_jobs > 64 {
-        return Err(crate::exit::usage("--open-jobs: give 1 to 64"));
-    }
     Ok((
         ReplayOptions {
             order: args.order.parse().map_err(|e| bad("--order", e))?,
@@ -102,10 +96,10 @@ fn options(args: &Args) -> anyhow::Result<(ReplayOptions, bool)> {
             jobs: args.jobs,
             gap: match args.gap.as_str() {
                 "auto" => None,
-                g => Some(super::common::parse_size(g).map_err(|e| bad("--gap", e))?),
+                g => Some(coldstart_units::size_in(0, 1 << 30)(g).map_err(|e| bad("--gap", e))?),
             },
             wait: !args.no_wait,
-            hold: args.hold > 0.0,
+            hold: !args.hold.is_zero(),
             check_in_sweep: true,
             open_jobs: args.open_jobs,
         },
@@ -158,7 +152,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             report(&plan, &issued, args.verbose);
             // The locks end after --hold seconds, or with coldstart when the command ends.
             let held = issued.held.clone();
-            let hold = Duration::from_secs_f64(args.hold.clamp(0.0, 86400.0));
+            let hold = args.hold;
             let _ = std::thread::Builder::new().name("coldstart-hold".into()).spawn(move || {
                 std::thread::sleep(hold);
                 drop(held);

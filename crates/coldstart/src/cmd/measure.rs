@@ -49,14 +49,14 @@ pub struct Args {
     #[arg(long, value_name = "SIGNAL", default_value = "exit")]
     pub ready: String,
     /// Measured runs per command and cache state.
-    #[arg(long, value_name = "N", default_value_t = 10)]
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = super::common::runs(1))]
     pub runs: usize,
     /// Unrecorded runs before the measured ones (at least one for `hot`).
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = super::common::runs(0))]
     pub warmup: usize,
     /// Bound of each run, in seconds; a run not ready by then is killed and excluded.
-    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
-    pub timeout: f64,
+    #[arg(long, value_name = "SECS", default_value = "60", value_parser = super::common::run_timeout())]
+    pub timeout: Duration,
     /// Write the full report (every run's figures) as JSON (docs/formats/measure.md).
     #[arg(long, value_name = "FILE")]
     pub export_json: Option<PathBuf>,
@@ -169,12 +169,6 @@ fn options(args: &Args) -> anyhow::Result<MeasureOptions> {
             )))
         }
     }
-    if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        return Err(exit::usage(format!(
-            "--timeout {}: give a positive number of seconds",
-            args.timeout
-        )));
-    }
     // Resolve relative program paths against the current directory once, so what was
     // validated is what runs.
     for c in &mut commands {
@@ -205,7 +199,7 @@ fn options(args: &Args) -> anyhow::Result<MeasureOptions> {
         ready,
         runs: args.runs,
         warmup: args.warmup,
-        timeout: Duration::from_secs_f64(args.timeout),
+        timeout: args.timeout,
         storage,
         strict: args.strict,
         change: (args.compare && args.prefetch.is_some() && launchers.len() == 1)

@@ -52,7 +52,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let strategy = mount.choice().map_or(args.flags.strategy.to_string(), |c| c.chosen.to_string());
     eprintln!(
         "coldstart: mounted {} on {} ({strategy}); Ctrl-C to unmount",
-        args.url,
+        coldstart_bundle::remote::redact_url(&args.url),
         args.dir.display(),
     );
     // Until a signal (or one that came while mounting), or until someone else unmounts it.

@@ -39,7 +39,7 @@ pub struct Args {
     #[arg(long, value_name = "PATH", requires = "profile")]
     pub profile_root: Option<PathBuf>,
     /// Bytes per chunk: a number with an optional k or m suffix (KiB, MiB).
-    #[arg(long, default_value = "64k", value_parser = parse_size)]
+    #[arg(long, default_value = "64k", value_parser = coldstart_units::size_in(1, coldstart_bundle::manifest::MAX_CHUNK_SIZE))]
     pub chunk_size: u64,
     /// Compress each chunk: `zstd` (one zstd frame per chunk; mount and run decode it) or
     /// `none`.
@@ -68,15 +68,6 @@ fn parse_compression(s: &str) -> Result<Compression, String> {
         "none" => Ok(Compression::None),
         "zstd" => Ok(Compression::Zstd),
         _ => Err(format!("`{s}`: use zstd or none")),
-    }
-}
-
-/// A chunk size: `65536`, `64k`, `1m`, between 1 byte and 64 MiB (what a manifest may give).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    match super::common::parse_size(s) {
-        Ok(v) if v > 0 && v <= coldstart_bundle::manifest::MAX_CHUNK_SIZE => Ok(v),
-        Ok(_) => Err(format!("`{s}`: a chunk size is between 1 byte and 64 MiB")),
-        Err(e) => Err(e),
     }
 }
 
@@ -250,20 +241,4 @@ fn hot_list_from(args: &Args) -> anyhow::Result<HotList> {
         );
     }
     Ok(converted.hot)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_size;
-
-    #[test]
-    fn sizes_parse() {
-        assert_eq!(parse_size("64k"), Ok(65536));
-        assert_eq!(parse_size("1M"), Ok(1 << 20));
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert!(parse_size("0").is_err());
-        assert_eq!(parse_size("64m"), Ok(64 << 20));
-        assert!(parse_size("65m").is_err());
-        assert!(parse_size("big").is_err());
-    }
 }

@@ -31,7 +31,7 @@ pub struct Args {
     #[arg(long, default_value = "4k", value_parser = parse_readahead)]
     pub readahead: u32,
     /// The program's start-up time with every byte local, in milliseconds, if known.
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", value_parser = coldstart_units::number_in(0.0, 86_400_000.0))]
     pub local_ms: Option<f64>,
     /// Print JSON.
     #[arg(long)]

@@ -41,7 +41,7 @@ pub struct RecordArgs {
     #[arg(long, value_name = "P.json", conflicts_with = "command")]
     pub from_profile: Vec<PathBuf>,
     /// Record the command this many times and merge the recordings.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = super::common::runs(1))]
     pub runs: usize,
     /// Keep a page only when at least this share (0 to 1) of the recordings read it.
     #[arg(long, value_name = "SHARE", default_value_t = 0.0)]
@@ -50,8 +50,8 @@ pub struct RecordArgs {
     #[arg(long, default_value = "exit", value_name = "SIGNAL")]
     pub ready: String,
     /// Give up after this many seconds without readiness (the program is killed).
-    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
-    pub timeout: f64,
+    #[arg(long, default_value = "60", value_name = "SECONDS", value_parser = super::common::wait_timeout())]
+    pub timeout: std::time::Duration,
     /// Record only when the database is missing, unreadable or names a file whose identity
     /// changed (a package upgrade); else say it is up to date and do nothing.
     #[arg(long)]
@@ -107,9 +107,6 @@ fn read_db(path: &Path) -> anyhow::Result<Database> {
 
 fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     check_share(args.min_share)?;
-    if args.runs == 0 {
-        return Err(crate::exit::usage("--runs must be at least 1"));
-    }
     if args.from_profile.is_empty() && args.command.is_empty() {
         return Err(crate::exit::usage(
             "give the command to record after `--`, or --from-profile P.json",
@@ -160,8 +157,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         options.pages = true;
         options.page_method = PageMethod::Exact;
         options.kill_at_ready = true;
-        options.timeout =
-            (args.timeout > 0.0).then(|| std::time::Duration::from_secs_f64(args.timeout));
+        options.timeout = (!args.timeout.is_zero()).then_some(args.timeout);
         let caught = coldstart_profile::interrupt::catch().context("installing signal handlers")?;
         let command: Vec<String> =
             args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect();

@@ -66,8 +66,8 @@ pub struct Args {
     #[arg(long, default_value = "default", value_name = "LABEL")]
     pub workload: String,
     /// Give up after this many seconds without readiness (0: never).
-    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
-    pub timeout: f64,
+    #[arg(long, default_value = "60", value_name = "SECONDS", value_parser = super::common::wait_timeout())]
+    pub timeout: Duration,
     /// First-touch tracer: audit (an LD_AUDIT agent handles the breakpoints in the program,
     /// fast), ptrace (every program, loader included), or auto (audit unless the program is
     /// static or setuid; a program that crashes under audit is profiled again with ptrace).
@@ -130,7 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     options.workload = args.workload;
     options.tracer =
         args.tracer.parse().map_err(|e| crate::exit::usage(format!("--tracer: {e}")))?;
-    options.timeout = (args.timeout > 0.0).then(|| Duration::from_secs_f64(args.timeout));
+    options.timeout = (!args.timeout.is_zero()).then_some(args.timeout);
     // A profile that cannot be written is refused before the program runs.
     Profile::check_writable(&output)?;
     let caught = coldstart_profile::interrupt::catch().context("installing signal handlers")?;

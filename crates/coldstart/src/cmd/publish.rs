@@ -38,17 +38,17 @@ pub struct Args {
     #[arg(long)]
     pub region: Option<String>,
     /// Uploads in flight at most.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = coldstart_units::count_in::<usize>(1, super::common::network::MAX_CONNECTIONS))]
     pub connections: usize,
     /// Retries of a failed request (at most 10).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = coldstart_units::count_in::<u32>(0, coldstart_bundle::remote::MAX_RETRIES as u64))]
     pub retries: u32,
     /// Bound in seconds on connecting, on waiting for an answer, and on each wait for more
     /// bytes.
-    #[arg(long, default_value_t = 10.0)]
-    pub timeout: f64,
+    #[arg(long, default_value = "10", value_parser = coldstart_units::duration_in(coldstart_units::MILLISECOND, coldstart_units::DAY))]
+    pub timeout: std::time::Duration,
     /// The slowest answer accepted, in bytes per second (k or m suffix).
-    #[arg(long, default_value = "1k", value_parser = super::common::parse_size)]
+    #[arg(long, default_value = "1k", value_parser = coldstart_units::size_in(1, 1 << 30))]
     pub min_rate: u64,
     /// CA certificates (PEM) to trust for an https:// endpoint besides the system's, or the
     /// endpoint's own self-signed certificate, as curl --cacert.
@@ -63,7 +63,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cancel = Cancel::new();
     let mut fetch = NetworkRequest {
         retries: args.retries,
-        timeout: args.timeout,
+        timeout: args.timeout.as_secs_f64(),
         min_rate: args.min_rate,
         connections: args.connections,
         cancel: cancel.clone(),
@@ -107,7 +107,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 return Ok(signals::exit_code(s));
             }
             return Err(e).with_context(|| {
-                format!("cannot publish {} to {}", args.bundle.display(), args.url)
+                format!(
+                    "cannot publish {} to {}",
+                    args.bundle.display(),
+                    coldstart_bundle::remote::redact_url(&args.url)
+                )
             });
         }
     };

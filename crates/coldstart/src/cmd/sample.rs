@@ -19,19 +19,19 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Number of work functions (overrides the preset).
-    #[arg(long)]
+    #[arg(long, value_parser = coldstart_units::count_in::<usize>(40, 1_000_000))]
     functions: Option<usize>,
     /// Statements per function body (overrides the preset).
-    #[arg(long)]
+    #[arg(long, value_parser = coldstart_units::count_in::<usize>(1, 10_000))]
     body: Option<usize>,
     /// Share of a workload's start-up functions the other workload also runs (0.7-0.9 typical).
-    #[arg(long)]
+    #[arg(long, value_parser = coldstart_units::number_in(0.0, 1.0))]
     overlap: Option<f64>,
     /// Share of each module's functions a workload runs at start-up.
-    #[arg(long)]
+    #[arg(long, value_parser = coldstart_units::number_in(0.0, 0.5))]
     hot_fraction: Option<f64>,
     /// Functions only one workload runs come in runs of this many neighbours (1 = scattered).
-    #[arg(long)]
+    #[arg(long, value_parser = coldstart_units::count_in::<usize>(1, 1_000_000))]
     unique_run: Option<usize>,
     /// Output directory (created; replaced if it holds an earlier sample).
     #[arg(short, long)]

@@ -26,8 +26,8 @@ pub struct Args {
     #[arg(long, default_value = "exit")]
     pub ready: String,
     /// Give up after this many seconds.
-    #[arg(long, default_value_t = 60.0)]
-    pub timeout: f64,
+    #[arg(long, default_value = "60", value_parser = super::common::run_timeout())]
+    pub timeout: Duration,
     /// The module touches from this profile instead of recording one; without a command, the
     /// timeline of the profile itself (its own run's times, no kernel events).
     #[arg(long, value_name = "P.json")]
@@ -77,10 +77,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         coldstart_timeline::from_profile(&p)
     } else {
         let ready: Ready = args.ready.parse().map_err(|e| exit::usage(format!("--ready: {e}")))?;
-        if args.timeout.is_nan() || args.timeout <= 0.0 {
-            return Err(exit::usage("--timeout must be more than 0"));
-        }
-        let storage = storage_setup(&args, &ready, Duration::from_secs_f64(args.timeout))?;
+        let storage = storage_setup(&args, &ready, args.timeout)?;
         let options = TimelineOptions {
             command: args.command.clone(),
             ready,
@@ -90,7 +87,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 (None, true) => Functions::Skip,
                 (None, false) => Functions::Record,
             },
-            timeout: Duration::from_secs_f64(args.timeout),
+            timeout: args.timeout,
             storage,
         };
         super::common::Steps::new("timeline").say(format_args!(

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use coldstart_layout::verify::{expected_names, Expected};
 
-use super::common::{check_layout, parse_size};
+use super::common::check_layout;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  coldstart verify build/myprog --order order.txt\n  \
@@ -23,7 +23,7 @@ pub struct Args {
     #[arg(long)]
     pub module: Option<String>,
     /// Page size of the span figures (4k, 16k, 64k).
-    #[arg(long, default_value = "4k", value_parser = parse_size)]
+    #[arg(long, default_value = "4k", value_parser = coldstart_units::size_in(512, 1 << 30))]
     pub page_size: u64,
     /// Print JSON.
     #[arg(long)]

@@ -265,3 +265,45 @@ pub fn certificates(dir: &std::path::Path) -> std::path::PathBuf {
     );
     dir.join("ca.pem")
 }
+
+/// A tmpfs of `kib` KiB mounted at a new directory (root), unmounted on drop: a small file
+/// system to fill up.
+pub struct SmallFs(pub std::path::PathBuf);
+
+impl SmallFs {
+    pub fn mount(at: &std::path::Path, kib: u64) -> SmallFs {
+        std::fs::create_dir_all(at).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "coldstart-test"])
+            .arg(at)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "cannot mount a tmpfs on {}", at.display());
+        SmallFs(at.to_path_buf())
+    }
+
+    /// Fills it: a file of every block left.
+    pub fn fill(&self) {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.0.join(".filler")).unwrap();
+        let block = vec![0u8; 4096];
+        while f.write_all(&block).is_ok() {}
+    }
+
+    /// What is in it, but the filler.
+    pub fn contents(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&self.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != ".filler")
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}

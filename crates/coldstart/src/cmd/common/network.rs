@@ -4,12 +4,17 @@
 //! ([`MountRequest`], [`NetworkRequest`]); here they are only parsed and handed over.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use coldstart_bundle::Cancel;
 use coldstart_lazyfs::model::LinkEstimate;
 use coldstart_lazyfs::{
     MountError, MountOptions, MountRequest, NetworkRequest, Report, StrategyOrAuto,
 };
+use coldstart_units::{DAY, MILLISECOND};
+
+/// The most requests a fetcher may keep in flight (`--connections`).
+pub const MAX_CONNECTIONS: u64 = 256;
 
 /// Options shared by `mount` and `run`.
 #[derive(Debug, clap::Args)]
@@ -46,18 +51,18 @@ pub struct MountFlags {
 #[derive(Debug, clap::Args)]
 pub struct NetworkFlags {
     /// Retries of a failed fetch before a read fails with EIO (at most 10).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = coldstart_units::count_in::<u32>(0, coldstart_bundle::remote::MAX_RETRIES as u64))]
     pub retries: u32,
     /// Bound in seconds on connecting, on waiting for an answer, and on each wait for more
     /// bytes.
-    #[arg(long, default_value_t = 10.0)]
-    pub timeout: f64,
+    #[arg(long, default_value = "10", value_parser = coldstart_units::duration_in(MILLISECOND, DAY))]
+    pub timeout: Duration,
     /// The slowest transfer accepted, in bytes per second (k or m suffix): a response that
     /// brings fewer bytes per second over any --timeout seconds fails and is retried.
-    #[arg(long, default_value = "1k", value_parser = super::parse_size)]
+    #[arg(long, default_value = "1k", value_parser = coldstart_units::size_in(1, 1 << 30))]
     pub min_rate: u64,
     /// Requests in flight at most.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = coldstart_units::count_in::<usize>(1, MAX_CONNECTIONS))]
     pub connections: usize,
     /// CA certificates (PEM) to trust for https:// besides the system's, e.g. a private CA, or
     /// the server's own self-signed certificate (`openssl req -x509`), as curl --cacert.
@@ -94,7 +99,7 @@ impl NetworkFlags {
         });
         NetworkRequest {
             retries: self.retries,
-            timeout: self.timeout,
+            timeout: self.timeout.as_secs_f64(),
             min_rate: self.min_rate,
             connections: self.connections,
             cancel,
