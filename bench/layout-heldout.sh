@@ -6,7 +6,7 @@
 #
 #   default   as the sample's Makefile links it
 #   input     every module in first-touch order of a, untouched functions where lld puts
-#             them (`order --unprofiled input`: the placement before issue 14)
+#             them (`order --unprofiled input`: the placement before the held-out layout defaults)
 #   ordered   coldstart's defaults trained on a (`order a.json`, `link`)
 #   ideal     coldstart's defaults trained on b itself (`order b.json`): what a perfect
 #             profile gives

@@ -204,7 +204,7 @@ fn until_closed(addr: std::net::SocketAddr, request: &str) -> Vec<u8> {
     all
 }
 
-/// Item 8 of issue 12: the accept loop kept a copy of every connection, so a connection the
+/// Regression: the accept loop kept a copy of every connection, so a connection the
 /// server was done with never closed: `Connection: close` was sent but the socket stayed
 /// open, and every connection a client closed stayed in CLOSE-WAIT.
 #[test]
@@ -224,7 +224,7 @@ fn serve_closes_every_connection_it_is_done_with() {
     assert_eq!(settled_close_wait(server.addr().port()), 0);
 }
 
-/// Item 8 of issue 12: a request with LF-only line ends hung until the idle timeout, and one
+/// Regression: a request with LF-only line ends hung until the idle timeout, and one
 /// without `Host` was served.
 #[test]
 fn serve_reads_lf_only_requests_and_refuses_one_without_host() {
@@ -241,7 +241,7 @@ fn serve_reads_lf_only_requests_and_refuses_one_without_host() {
     assert_eq!(coldstart_serve::request_status(b"GET / HTTP/1.1\nHost: x\nRange: bytes=5-"), 206);
 }
 
-/// `coldstart serve` under load (issue 12): 10,000 requests over keep-alive and closed
+/// `coldstart serve` under load: 10,000 requests over keep-alive and closed
 /// connections leave no socket in CLOSE-WAIT, and 500 clients at once are all answered.
 #[test]
 fn serve_under_load_answers_every_client_and_leaks_no_socket() {

@@ -1,4 +1,4 @@
-//! Regression tests of issue 12: a hostile server, signals and kills. Each test is named for
+//! Regression tests for a hostile server, signals and kills. Each test is named for
 //! what broke; they run the real commands against the fault-injection server
 //! (`common/faults.rs`) and look for anything left behind (`common/leftovers.rs`).
 //!
@@ -126,7 +126,7 @@ fn wait_bounded(
     None
 }
 
-/// Item 1: `kill -9` of `run` while its command is still starting (its exec waiting on a read
+/// Regression: `kill -9` of `run` while its command is still starting (its exec waiting on a read
 /// from the mount) left the mount, the command (in state D), the watchdog and the temporary
 /// directory behind.
 #[test]
@@ -229,7 +229,7 @@ fn a_killed_mounts_connection_is_aborted_where_the_fuse_control_fs_is_not_mounte
     assert_eq!(err.raw_os_error(), Some(libc::ENOTCONN), "{err}");
 }
 
-/// Item 1, before the mount: `kill -9` of `run` while it still fetched the manifest left its
+/// Regression, before the mount: `kill -9` of `run` while it still fetched the manifest left its
 /// temporary directory behind (the watchdog started only once mounted).
 #[test]
 fn a_run_killed_while_fetching_the_manifest_leaves_no_temporary_directory() {
@@ -254,7 +254,7 @@ fn a_run_killed_while_fetching_the_manifest_leaves_no_temporary_directory() {
     nothing_left(&d, &[child.id()], "kill -9 of run while fetching the manifest");
 }
 
-/// Item 2: a manifest's sizes were trusted: a chunk size of 2^50 made the client try to
+/// Regression: a manifest's sizes were trusted: a chunk size of 2^50 made the client try to
 /// allocate that much and abort, and `serve` accepted such a bundle.
 #[test]
 fn a_manifest_with_a_huge_chunk_size_is_refused_before_anything_is_allocated() {
@@ -433,7 +433,7 @@ fn limit_memory(cmd: &mut Command) -> &mut Command {
     }
 }
 
-/// Item 2: a server that sends an endless body for one chunk made the client's memory grow
+/// Regression: a server that sends an endless body for one chunk made the client's memory grow
 /// until it aborted.
 #[test]
 fn an_endless_body_for_one_chunk_fails_the_read_and_memory_stays_bounded() {
@@ -455,7 +455,7 @@ fn an_endless_body_for_one_chunk_fails_the_read_and_memory_stays_bounded() {
     nothing_left(&d, &[], "flood");
 }
 
-/// Item 3: `--timeout` bounded each socket read only, so a server sending one byte at a time
+/// Regression: `--timeout` bounded each socket read only, so a server sending one byte at a time
 /// held a read (and the program, in exec) for hours; and `--retries` had no upper bound.
 #[test]
 fn a_server_that_drips_fails_the_read_within_the_bound() {
@@ -484,7 +484,7 @@ fn a_server_that_drips_fails_the_read_within_the_bound() {
     assert!(stderr(&out).contains("--retries"), "{}", stderr(&out));
 }
 
-/// Item 3: SIGINT and SIGTERM did nothing while the command was stuck in exec on a read from
+/// Regression: SIGINT and SIGTERM did nothing while the command was stuck in exec on a read from
 /// a dripping server.
 #[test]
 fn sigterm_ends_a_run_stuck_on_a_dripping_server() {
@@ -510,7 +510,7 @@ fn sigterm_ends_a_run_stuck_on_a_dripping_server() {
     }
 }
 
-/// Item 4: `mount` against a server that never answers ignored SIGTERM while it fetched the
+/// Regression: `mount` against a server that never answers ignored SIGTERM while it fetched the
 /// manifest, then exited with 2 and "Resource temporarily unavailable".
 #[test]
 fn mount_honours_sigterm_while_the_manifest_is_fetched() {
@@ -538,7 +538,7 @@ fn mount_honours_sigterm_while_the_manifest_is_fetched() {
     nothing_left(&d, &[child.id()], "SIGTERM while mounting");
 }
 
-/// Item 4: a server that never answers is a timeout (and the environment's fault), not
+/// Regression: a server that never answers is a timeout (and the environment's fault), not
 /// "Resource temporarily unavailable" and bad input.
 #[test]
 fn a_server_that_never_answers_is_a_timeout() {
@@ -562,7 +562,7 @@ fn a_server_that_never_answers_is_a_timeout() {
     nothing_left(&d, &[], "hang");
 }
 
-/// Item 6: `run` forwarded a signal to its direct child only: with `sh -c 'APP; true'`, APP
+/// Regression: `run` forwarded a signal to its direct child only: with `sh -c 'APP; true'`, APP
 /// kept running on a mount already detached.
 #[test]
 fn sigterm_to_run_reaches_every_process_of_the_command() {
@@ -589,7 +589,7 @@ fn sigterm_to_run_reaches_every_process_of_the_command() {
     nothing_left(&d, &[child.id()], "SIGTERM to run");
 }
 
-/// Item 7: with its start object's hot part damaged, `--strategy reordered` failed the mount
+/// Regression: with its start object's hot part damaged, `--strategy reordered` failed the mount
 /// (exit 70) instead of going on as the other strategies do. Since bundle version 4 the hot
 /// pieces are stored in the start object alone: the damaged piece cannot be had (its reads
 /// fail with EIO, never with wrong bytes), and every other piece still reads.
@@ -630,7 +630,7 @@ fn a_damaged_hot_part_fails_only_its_own_reads_under_every_strategy() {
     nothing_left(&d, &[], "a damaged hot part");
 }
 
-/// Item 9: a network fault was bad input (2) when it happened while the manifest was read
+/// Regression: a network fault was bad input (2) when it happened while the manifest was read
 /// and the environment's (70) later; a URL that names no bundle is bad input.
 #[test]
 fn a_network_fault_is_the_environments_whenever_it_happens() {
@@ -671,7 +671,7 @@ fn a_network_fault_is_the_environments_whenever_it_happens() {
     nothing_left(&d, &[], "network faults");
 }
 
-/// Item 9: `run --record /nodir/h.json` ran the command, then lost its report to the error.
+/// Regression: `run --record /nodir/h.json` ran the command, then lost its report to the error.
 #[test]
 fn run_refuses_a_record_file_it_cannot_write_before_running() {
     if !require_root("FUSE") {
@@ -694,7 +694,7 @@ fn run_refuses_a_record_file_it_cannot_write_before_running() {
     nothing_left(&d, &[], "--record");
 }
 
-/// Item 9: an EIO while the command was being started (its executable could not be read
+/// Regression: an EIO while the command was being started (its executable could not be read
 /// from the bundle) was reported as a bad path.
 #[test]
 fn an_eio_while_starting_the_command_is_reported_as_a_failed_read() {
@@ -717,7 +717,7 @@ fn an_eio_while_starting_the_command_is_reported_as_a_failed_read() {
     nothing_left(&d, &[], "EIO at exec");
 }
 
-/// Item 8: under `ulimit -n 64`, `serve` stopped answering after about 56 connections: it
+/// Regression: under `ulimit -n 64`, `serve` stopped answering after about 56 connections: it
 /// kept every connection open.
 #[test]
 fn serve_within_64_descriptors_answers_every_connection() {
@@ -824,7 +824,7 @@ fn profile_of_another_build(dir: &Path) -> PathBuf {
     path
 }
 
-/// Item 9: `order` of a profile recorded from another build said nothing and exited 0.
+/// Regression: `order` of a profile recorded from another build said nothing and exited 0.
 #[test]
 fn order_warns_when_the_profile_is_of_another_build() {
     let d = Scratch::new();
@@ -837,7 +837,7 @@ fn order_warns_when_the_profile_is_of_another_build() {
     }
 }
 
-/// Item 9: `bolt` with an empty order ran llvm-bolt, wrote its output, then exited 1.
+/// Regression: `bolt` with an empty order ran llvm-bolt, wrote its output, then exited 1.
 #[test]
 fn bolt_refuses_an_empty_order_before_writing_anything() {
     let d = Scratch::new();
