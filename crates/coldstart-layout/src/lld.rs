@@ -15,7 +15,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::drivers::which;
 use crate::LayoutError;
 
 /// The first lld release that orders sections for compression (`--bp-compression-sort`).
@@ -41,14 +40,16 @@ impl Lld {
     /// `PATH`, else the newest `/usr/lib/llvm-N/bin/ld.lld`.
     pub fn find(wanted: Option<&str>) -> Result<Lld, LayoutError> {
         let path = match wanted {
-            None => which("ld.lld").or_else(|| {
+            None => coldstart_process::find_program("ld.lld").ok().or_else(|| {
                 llvm_releases()
                     .map(|v| PathBuf::from(format!("/usr/lib/llvm-{v}/bin/ld.lld")))
                     .find(|p| p.is_file())
             }),
             Some(w) if !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit()) => {
                 let dir = PathBuf::from(format!("/usr/lib/llvm-{w}/bin/ld.lld"));
-                which(&format!("ld.lld-{w}")).or_else(|| dir.is_file().then_some(dir))
+                coldstart_process::find_program(format!("ld.lld-{w}"))
+                    .ok()
+                    .or_else(|| dir.is_file().then_some(dir))
             }
             Some(w) => {
                 let p = PathBuf::from(w);
