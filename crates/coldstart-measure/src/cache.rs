@@ -65,11 +65,11 @@ use std::str::FromStr;
 use coldstart_error::Category;
 use serde::{Deserialize, Serialize};
 
+pub(crate) use coldstart_sys::page_size;
 pub use hold::{default_budget as default_hold_budget, ResidentHold};
 pub(crate) use holders::{file_id, file_pages};
 pub use holders::{find_holders, find_holders_in};
 use pages::{FileId, TouchedPages};
-pub(crate) use residency::page_size;
 use residency::{open_read, residency_auto, RangeCounter};
 pub use residency::{residency, residency_with, Method};
 pub use sets::{is_system_library, selective_set, warm_set, warm_set_with, LibDirs};

@@ -16,7 +16,7 @@ use std::os::unix::fs::FileExt;
 
 use super::mapping::Mapping;
 use super::pages::PageSet;
-use super::residency::page_size;
+use coldstart_sys::page_size;
 
 const KPF_COMPOUND_HEAD: u64 = 1 << 15;
 const KPF_COMPOUND_TAIL: u64 = 1 << 16;

@@ -16,7 +16,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::mapping::Mapping;
-use super::residency::{open_read, page_size};
+use super::residency::open_read;
+use coldstart_sys::page_size;
 
 /// The cached pages of a set of files, locked in memory until dropped.
 #[derive(Debug, Default)]

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use coldstart_process::maps::{parse_line, Mapping};
 
 use super::pages::{FileId, PageSet};
-use super::residency::page_size;
 use super::Holder;
+use coldstart_sys::page_size;
 
 /// One file to look for: its path and, when it can be stat'ed, its device and inode.
 struct Target {

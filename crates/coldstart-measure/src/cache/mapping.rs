@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 
-use super::residency::page_size;
+use coldstart_sys::page_size;
 
 #[derive(Debug)]
 pub(super) struct Mapping {

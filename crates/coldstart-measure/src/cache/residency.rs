@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use super::mapping::Mapping;
 use super::pages::PageSet;
 use super::Residency;
+use coldstart_sys::page_size;
 
 /// How residency was measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,16 +55,6 @@ struct Cachestat {
 
 /// 0: not probed yet, 1: cachestat works, 2: cachestat missing (ENOSYS), use mincore.
 static CACHESTAT_SUPPORT: AtomicU8 = AtomicU8::new(0);
-
-pub(crate) fn page_size() -> u64 {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if size > 0 {
-        size as u64
-    } else {
-        4096
-    }
-}
 
 fn pages_of(len: u64) -> u64 {
     len.div_ceil(page_size())
