@@ -260,7 +260,7 @@ pub enum ManifestError {
         shown(path)
     )]
     Mode { path: String, mode: u32 },
-    #[error("hot.offset is {0}, past where a start object's hot part can begin (at most {max}: its header and the largest manifest)", max = crate::start::HEADER_LEN as u64 + crate::start::MAX_MANIFEST)]
+    #[error("hot.offset is {0}, past where a start object's hot part can begin (at most {max}: its header and the largest manifest)", max = crate::start::header::HEADER_LEN as u64 + crate::start::header::MAX_MANIFEST)]
     HotOffset(u64),
 }
 
@@ -341,7 +341,9 @@ impl Manifest {
             return Err(ManifestError::ChunkSize(self.chunk_size));
         }
         // A hot part starts right after the start object's header and manifest.
-        if self.hot.offset > crate::start::HEADER_LEN as u64 + crate::start::MAX_MANIFEST {
+        if self.hot.offset
+            > crate::start::header::HEADER_LEN as u64 + crate::start::header::MAX_MANIFEST
+        {
             return Err(ManifestError::HotOffset(self.hot.offset));
         }
         let mut kinds: HashMap<&str, EntryKind> = HashMap::new();
@@ -523,7 +525,7 @@ impl Manifest {
     pub fn locate(&self, c: &Chunk) -> (String, u64) {
         match c.object.and_then(|i| self.objects.get(i)) {
             Some(o) => (crate::object_path(&o.sha256), c.at),
-            None => (crate::start::START_OBJECT.to_owned(), self.hot.offset + c.at),
+            None => (crate::start::header::START_OBJECT.to_owned(), self.hot.offset + c.at),
         }
     }
 

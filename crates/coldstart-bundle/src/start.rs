@@ -37,20 +37,11 @@ use coldstart_error::Category;
 
 use crate::manifest::{Manifest, ManifestError};
 
-/// The start object's path inside a bundle.
-pub const START_OBJECT: &str = "start";
-/// The zstd-compressed manifest's path inside a bundle.
-pub const MANIFEST_ZST: &str = "manifest.json.zst";
-/// The uncompressed manifest's path inside a bundle.
-pub const MANIFEST_JSON: &str = "manifest.json";
-/// The first bytes of a start object.
-pub const MAGIC: &[u8; 8] = b"CSSTART\0";
-/// The start-object version this build writes and reads.
-pub const START_VERSION: u32 = 2;
-/// The header's length in bytes.
-pub const HEADER_LEN: usize = 80;
-/// The largest manifest a reader accepts (a bound on what a header may make it allocate).
-pub const MAX_MANIFEST: u64 = 256 << 20;
+pub(crate) mod header;
+pub use header::{
+    HEADER_LEN, MAGIC, MANIFEST_JSON, MANIFEST_ZST, MAX_MANIFEST, START_OBJECT, START_VERSION,
+};
+
 /// The zstd level of the compressed manifest (packing is done once, fetching often).
 const LEVEL: i32 = 19;
 

@@ -131,7 +131,7 @@ fn a_hot_offset_past_any_start_object_header_is_rejected() {
     for offset in [
         u64::MAX - 1,
         u64::MAX / 2,
-        crate::start::HEADER_LEN as u64 + crate::start::MAX_MANIFEST + 1,
+        crate::start::header::HEADER_LEN as u64 + crate::start::header::MAX_MANIFEST + 1,
     ] {
         let mut m = good();
         m.hot.offset = offset;
