@@ -93,7 +93,7 @@ impl ChunkCache {
         };
         let dir = path.parent().expect("cache paths have a parent");
         fs::create_dir_all(dir).map_err(err(dir))?;
-        let tmp = self.root.join("tmp").join(format!("{}.{}", hash, crate::pack::unique()));
+        let tmp = self.root.join("tmp").join(format!("{}.{}", hash, coldstart_fs::unique()));
         let result = (|| {
             let mut f = fs::File::create(&tmp)?;
             f.write_all(data)?;

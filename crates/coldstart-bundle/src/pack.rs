@@ -311,7 +311,7 @@ fn pack_into(
         }
         // Streamed to a temporary file and hashed on the way: a file's cold object can be
         // most of a large library, never held in memory whole. Named by its digest after.
-        let object_tmp = cold_dir.join(format!(".object.tmp-{}", unique()));
+        let object_tmp = cold_dir.join(format!(".object.tmp-{}", coldstart_fs::unique()));
         let file = fs::File::create(&object_tmp).map_err(werr(&object_tmp))?;
         let mut out = io::BufWriter::new(file);
         let mut digest = Sha256::new();
@@ -691,13 +691,6 @@ pub fn origin_size(bundle: &Path) -> io::Result<OriginSize> {
         }
     }
     Ok(size)
-}
-
-/// A name part unique within this host for the life of the process.
-pub(crate) fn unique() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!("{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 mod output;

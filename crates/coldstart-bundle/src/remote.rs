@@ -34,6 +34,7 @@
 
 mod dir;
 mod http;
+pub(crate) mod redact;
 mod tcp;
 mod tls;
 mod x509;
@@ -49,6 +50,7 @@ use coldstart_error::Category;
 pub use dir::DirRemote;
 pub(crate) use http::{agent, fetch_error, io_error, says_https_port, S3_HTTPS};
 pub use http::{parse_response, HttpRemote};
+pub use redact::redact_url;
 pub use tls::{Peer, TlsProblem, TlsRefusal};
 
 use crate::decode_chunk;
@@ -593,7 +595,7 @@ pub fn get_manifest(remote: &dyn Remote) -> Result<FetchedManifest, FetchError> 
                     source: MANIFEST_ZST,
                     fallback: None,
                     bytes,
-                    sha256: crate::sign::digest(&json),
+                    sha256: <sha2::Sha256 as sha2::Digest>::digest(&json).into(),
                 });
             }
             Err(e) => format!("{MANIFEST_ZST}: {e}"),
@@ -607,7 +609,7 @@ pub fn get_manifest(remote: &dyn Remote) -> Result<FetchedManifest, FetchError> 
         source: crate::start::MANIFEST_JSON,
         fallback: Some(fallback),
         bytes: bytes(remote),
-        sha256: crate::sign::digest(&json),
+        sha256: <sha2::Sha256 as sha2::Digest>::digest(&json).into(),
     })
 }
 
@@ -644,32 +646,6 @@ pub fn get_chunk_while(
         decode_chunk(compression, chunk, &body)
             .ok_or_else(|| FetchError::Corrupt { url: url.clone() })
     })
-}
-
-/// `url` as coldstart shows it, wherever it does (errors, warnings, JSON, progress): the
-/// credentials of its user information (`user:password@`) as `***@`, its query string (a
-/// signed URL's signature) as `?...`, its fragment left out. What is not a URL (a directory)
-/// is shown as it is.
-///
-/// ```
-/// use coldstart_bundle::remote::redact_url;
-/// assert_eq!(redact_url("http://user:pw@host:8080/app/?sig=1"), "http://***@host:8080/app/?...");
-/// assert_eq!(redact_url("/srv/bundles/app"), "/srv/bundles/app");
-/// ```
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, rest) = rest.split_at(end);
-    let host = match authority.rfind('@') {
-        Some(at) => format!("***@{}", &authority[at + 1..]),
-        None => authority.to_owned(),
-    };
-    let rest = rest.split_once('#').map_or(rest, |(r, _)| r);
-    let rest = match rest.split_once('?') {
-        Some((path, _)) => format!("{path}?..."),
-        None => rest.to_owned(),
-    };
-    format!("{scheme}://{host}{rest}")
 }
 
 /// Opens the right remote for `url`: `http://...` or `https://...`, `s3://BUCKET/PREFIX`

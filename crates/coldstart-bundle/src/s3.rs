@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use coldstart_error::Category;
 
-use crate::remote::redact_url;
+use crate::remote::redact::redact_url;
 
 /// An `s3://BUCKET[/PREFIX]` URL.
 #[derive(Debug, Clone, PartialEq, Eq)]

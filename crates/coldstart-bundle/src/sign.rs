@@ -161,7 +161,7 @@ fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), KeyError> {
         .file_name()
         .ok_or_else(|| err(io::Error::new(io::ErrorKind::InvalidInput, "not a file name")))?;
     let tmp =
-        path.with_file_name(format!(".{}.tmp-{}", name.to_string_lossy(), crate::pack::unique()));
+        path.with_file_name(format!(".{}.tmp-{}", name.to_string_lossy(), coldstart_fs::unique()));
     let result = (|| {
         let mut f = fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp)?;
         // The umask may have taken bits of a public key's mode; a private key's it cannot add.

@@ -167,8 +167,9 @@ fn resolve_symlinks(path: &Path) -> io::Result<PathBuf> {
     ))
 }
 
-/// A name part unique on this host for the life of the process.
-fn unique() -> String {
+/// A name part unique on this host for the life of the process: for temporary files beside an
+/// output, which two processes or two threads never share.
+pub fn unique() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     format!("{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))

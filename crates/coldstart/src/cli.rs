@@ -3,6 +3,7 @@
 //! any work starts.
 
 use std::ffi::OsString;
+use std::process::ExitCode;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, Parser, Subcommand};
@@ -62,6 +63,59 @@ pub enum Command {
     Gate(cmd::gate::Args),
     /// Run the pipeline on the bundled sample program and print what it found.
     Demo(cmd::demo::Args),
+}
+
+impl Command {
+    /// Runs the command the line names.
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        match self {
+            Command::Measure(args) => {
+                check_launch_options(args.launch_options.as_deref())?;
+                cmd::measure::run(args)
+            }
+            Command::Profile(args) => cmd::profile::run(args),
+            Command::Sample(args) => cmd::sample::run(args),
+            Command::Pack(args) => cmd::pack::run(args),
+            Command::Key(args) => cmd::key::run(args),
+            Command::Serve(args) => cmd::serve::run(args),
+            Command::Publish(args) => cmd::publish::run(args),
+            Command::Mount(args) => cmd::mount::run(args),
+            Command::Run(args) => cmd::run::run(args),
+            Command::Predict(args) => cmd::predict::run(args),
+            Command::Demo(args) => cmd::demo::run(args),
+            Command::Gate(args) => cmd::gate::run(args),
+            Command::Analyze(args) => cmd::analyze::run(args),
+            Command::Order(args) => cmd::order::run(args),
+            Command::Link(args) => cmd::link::run(args),
+            Command::Bolt(args) => cmd::bolt::run(args),
+            Command::Verify(args) => cmd::verify::run(args),
+            Command::Report(args) => cmd::report::run(args),
+            Command::Timeline(args) => cmd::timeline::run(args),
+            Command::Experiment(args) => cmd::experiment::run(args),
+            Command::Prefetch(args) => cmd::prefetch::run(args),
+            Command::Launch(args) => cmd::launch::run(args),
+        }
+    }
+}
+
+/// `measure --launch-options`, parsed as `launch` will parse them, so that an option `launch`
+/// does not take is bad input before anything runs, not runs that fail one by one.
+fn check_launch_options(extra: Option<&str>) -> anyhow::Result<()> {
+    let Some(extra) = extra else { return Ok(()) };
+    let argv = ["coldstart", "launch", "--prefetch", "DB"]
+        .into_iter()
+        .chain(extra.split_whitespace())
+        .chain(["--", "true"]);
+    match Cli::try_parse_from(argv) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let first = e.render().to_string();
+            let first = first.lines().next().unwrap_or("").trim_start_matches("error: ").to_owned();
+            Err(crate::exit::usage(format!(
+                "--launch-options '{extra}': {first} (see coldstart launch --help)"
+            )))
+        }
+    }
 }
 
 impl Cli {

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     reset_sigpipe();
     let cli = cli::Cli::parse_args();
-    match cmd::dispatch(cli) {
+    match cli.command.run() {
         Ok(code) => code,
         Err(err) => {
             if is_broken_pipe(&err) {

@@ -134,17 +134,6 @@ fn options(args: &Args) -> anyhow::Result<MeasureOptions> {
         ];
         if let Some(extra) = &args.launch_options {
             launcher.extend(extra.split_whitespace().map(String::from));
-            // Checked now, so an option launch does not take is bad input, not failed runs.
-            let check = launcher[1..].iter().map(String::as_str).chain(["--", "true"]);
-            if let Err(e) = <crate::cli::Cli as clap::Parser>::try_parse_from(
-                ["coldstart"].into_iter().chain(check),
-            ) {
-                let first = e.render().to_string();
-                let first = first.lines().next().unwrap_or("").trim_start_matches("error: ");
-                return Err(exit::usage(format!(
-                    "--launch-options '{extra}': {first} (see coldstart launch --help)"
-                )));
-            }
         }
         // Checked now, so a bad database is bad input and not runs that fail one by one.
         coldstart_prefetch::Database::read(&db)?;
