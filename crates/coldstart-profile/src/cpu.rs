@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use coldstart_sys::perf;
 
-use crate::perf::{Ring, PERF_RECORD_LOST, PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE};
+use crate::ring::{Ring, PERF_RECORD_LOST, PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE};
 
 /// `PERF_COUNT_SW_TASK_CLOCK`.
 const COUNT_SW_TASK_CLOCK: u64 = 1;

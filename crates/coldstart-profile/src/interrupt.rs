@@ -7,10 +7,9 @@
 //! signals are turned into an error ([`ProfileError::Interrupted`](crate::ProfileError)) that
 //! the run returns through those guards: [`catch`] installs handlers that only note the
 //! signal, and the loops of the tracers (which wake at least every 100 ms) look at
-//! [`raised`]. What a coldstart killed with `SIGKILL` leaves is removed by [`remove_stale`]
-//! at the next start.
+//! [`raised`]. What a coldstart killed with `SIGKILL` leaves is removed at the start of the next profile
+//! (the crate's `remove_stale`).
 
-use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 /// The signal that asked the profile to end (0: none).
@@ -77,12 +76,4 @@ pub(crate) fn check() -> Result<(), crate::ProfileError> {
         Some(signal) => Err(crate::ProfileError::Interrupted { signal }),
         None => Ok(()),
     }
-}
-
-/// Remove what a coldstart killed before it could clean up left behind: the audit agent's
-/// temporary directories under `tmp` (named `coldstart-audit-PID-*`) of processes that are
-/// gone, and their tracefs instances (see [`crate::pages`]).
-pub fn remove_stale(tmp: &Path) {
-    crate::audit::remove_stale_workspaces(tmp);
-    crate::pages::remove_stale_tracing();
 }

@@ -40,9 +40,11 @@ pub mod interrupt;
 mod modules;
 mod opens;
 mod page_files;
+mod page_run;
 pub mod pages;
 mod perf;
 pub mod ready;
+mod ring;
 mod spawn;
 mod trace;
 mod tree;
@@ -434,7 +436,7 @@ impl Recording {
 /// program killed and everything the profile set up removed.
 pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
     let path = check_program(options)?;
-    interrupt::remove_stale(&std::env::temp_dir());
+    remove_stale(&std::env::temp_dir());
     tree::block_sigchld();
     let mut warnings = Vec::new();
     // The page run also samples where the program's CPU time goes: it has no breakpoints,
@@ -442,7 +444,7 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
     // the 20,000-function profile 10% slower under the audit tracer, twice as slow under
     // ptrace).
     let (page_profile, page_cpu) = if options.pages {
-        let run = pages::record_pages(options, &path)?;
+        let run = page_run::record(options, &path)?;
         warnings.extend(run.warnings);
         (Some(run.pages), run.cpu)
     } else {
@@ -557,9 +559,9 @@ pub struct PageRecording {
 /// loader.
 pub fn profile_pages(options: &ProfileOptions) -> Result<PageRecording, ProfileError> {
     let path = check_program(options)?;
-    interrupt::remove_stale(&std::env::temp_dir());
+    remove_stale(&std::env::temp_dir());
     tree::block_sigchld();
-    let run = pages::record_pages(options, &path)?;
+    let run = page_run::record(options, &path)?;
     let (mut pages, mut warnings) = (run.pages, run.warnings);
     let mut candidates = vec![path.clone()];
     if let Some(interp) = audit::interpreter(&path).flatten().filter(|i| !i.as_os_str().is_empty())
@@ -652,6 +654,14 @@ fn run_ptrace(
     let traced = traced?;
     guard.armed = false;
     Ok((traced, launched))
+}
+
+/// Remove what a coldstart killed before it could clean up left behind: the audit agent's
+/// temporary directories under `tmp` (named `coldstart-audit-PID-*`) of processes that are
+/// gone, and their tracefs instances (see [`crate::pages`]).
+fn remove_stale(tmp: &Path) {
+    crate::audit::remove_stale_workspaces(tmp);
+    crate::pages::remove_stale_tracing();
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ use coldstart_process::maps;
 use crate::format::{PageAccess, PageFile, PageProfile};
 pub(crate) use crate::page_files::describe;
 pub use crate::page_files::PagesError;
-use crate::{PageMethod, ProfileError, ProfileOptions, Ready};
+use crate::{ProfileError, ProfileOptions, Ready};
 
 /// The events enabled, under `events/`: the three page events, and forks (which say what
 /// processes the run's tree holds).
@@ -40,7 +40,7 @@ const EVENTS: [&str; 4] = [
     "sched/sched_process_fork",
 ];
 
-fn tracefs_err(e: coldstart_sys::tracefs::TraceError) -> PagesError {
+pub(crate) fn tracefs_err(e: coldstart_sys::tracefs::TraceError) -> PagesError {
     PagesError::Tracefs { path: e.path, message: e.message }
 }
 
@@ -158,29 +158,6 @@ pub(crate) struct PageRun {
     pub warnings: Vec<String>,
     /// Samples of the run's CPU time by file, when perf events are allowed.
     pub cpu: Option<crate::cpu::CpuSamples>,
-}
-
-/// Record the pages of one start-up of the program (killed at readiness), by the method the
-/// options ask for.
-pub(crate) fn record_pages(options: &ProfileOptions, path: &Path) -> Result<PageRun, ProfileError> {
-    let root = coldstart_sys::is_root();
-    // The exact method traces twice: tracefs is mounted (where missing) once for both.
-    let _tracefs = match options.page_method {
-        PageMethod::Auto | PageMethod::Exact | PageMethod::Traced if root => Some(
-            coldstart_sys::tracefs::Tracefs::hold(coldstart_sys::tracefs::Mount::IfMissing)
-                .map_err(tracefs_err)?,
-        ),
-        _ => None,
-    };
-    match options.page_method {
-        PageMethod::Auto if root => crate::exact::record(options, path),
-        PageMethod::Auto | PageMethod::Sampled => crate::perf::record_pages_perf(options, path),
-        PageMethod::Exact | PageMethod::Traced if !root => {
-            Err(PagesError::NeedsRoot { method: options.page_method.to_string() }.into())
-        }
-        PageMethod::Exact => crate::exact::record(options, path),
-        PageMethod::Traced => record_traced(options, path),
-    }
 }
 
 /// Where the exact page run makes its private device when not told: memory (`/dev/shm`, a
@@ -357,7 +334,10 @@ pub(crate) fn metadata_keys(run: &Traced, device: Option<(u32, u32)>) -> HashSet
 
 /// Pages traced where the files are (`--pages=traced`): every event as it came, fault-around
 /// maps and read-ahead included.
-fn record_traced(options: &ProfileOptions, path: &Path) -> Result<PageRun, ProfileError> {
+pub(crate) fn record_traced(
+    options: &ProfileOptions,
+    path: &Path,
+) -> Result<PageRun, ProfileError> {
     let run = trace(options, path, None)?;
     let metadata = metadata_keys(&run, None);
     let mut profile_files: Vec<PageFile> = Vec::new();
