@@ -35,8 +35,8 @@
 //!
 //! Run counts are capped so that the whole takes minutes, with every flag still given as
 //! written: `--runs` at most 3 (1 for `experiment`, `demo` and `prefetch record`), and `gate`,
-//! `experiment` and `demo` are given run counts (`--runs`, `--batch`, `--max-runs`,
-//! `--page-profiles`) where the example leaves them at their defaults.
+//! `experiment` and `demo` are given run counts (`--runs`, `--cold-runs`, `--batch`,
+//! `--cold-batch`, `--max-runs`, `--page-profiles`) where the example leaves them at their defaults.
 //!
 //! Needs root (cgroups, FUSE, tracefs, the page profiler), nginx, openssl, moto_server,
 //! clang-19, make, cargo, llvm-bolt-19 and firefox-esr, as `scripts/setup.sh` installs them.
@@ -370,8 +370,10 @@ fn cap_runs(argv: &mut Vec<String>) {
     let has = |f: &str| argv.iter().any(|a| a == f);
     let mut add = Vec::new();
     match sub.as_str() {
-        "gate" if has("--update") => add.extend(["--runs", "3", "--page-profiles", "1"]),
-        "gate" => add.extend(["--batch", "3", "--max-runs", "3"]),
+        "gate" if has("--update") => {
+            add.extend(["--runs", "3", "--cold-runs", "3", "--page-profiles", "1"])
+        }
+        "gate" => add.extend(["--batch", "3", "--cold-batch", "3", "--max-runs", "3"]),
         "experiment" | "demo" if !has("--runs") => add.extend(["--runs", "1"]),
         _ => {}
     }
