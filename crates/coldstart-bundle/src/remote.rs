@@ -261,7 +261,7 @@ pub struct FetchStats {
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
     #[error(
-        "bad bundle URL `{0}`: expected http[s]://HOST[:PORT][/PATH][?QUERY], s3://BUCKET[/PREFIX] or a bundle directory"
+        "bad bundle URL `{0}`: expected http[s]://HOST[:PORT][/PATH][?QUERY] (PORT from 1 to 65535), s3://BUCKET[/PREFIX] or a bundle directory"
     )]
     Url(String),
     #[error("--ca-file {path}: {detail}")]
