@@ -371,6 +371,7 @@ fn not_elf_and_32_bit_are_refused_before_running() {
     header[18] = 3;
     header[20] = 1;
     std::fs::write(&elf32, header).unwrap();
+    std::process::Command::new("chmod").arg("+x").arg(&elf32).status().unwrap();
     let (stderr, _) = f.profile(&[], &elf32, &[]).exited(2);
     assert!(stderr.contains("32-bit"), "{stderr}");
 
