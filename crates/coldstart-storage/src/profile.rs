@@ -160,8 +160,12 @@ impl FromStr for StorageProfile {
                 "readahead" => (1, 256 << 20),
                 other => return Err(err(format!("unknown key `{other}` (iops, bps, readahead)"))),
             };
-            let number = coldstart_units::size_in(range.0, range.1)(value.trim())
-                .map_err(|e| err(format!("{key}: {e}")))?;
+            // A rate of reads is a count; the others are sizes (`8m`, `128k`).
+            let number = match key {
+                "iops" => coldstart_units::count_in::<u64>(range.0, range.1)(value.trim()),
+                _ => coldstart_units::size_in(range.0, range.1)(value.trim()),
+            }
+            .map_err(|e| err(format!("{key}: {e}")))?;
             match key {
                 "iops" => profile.read_iops = Some(number),
                 "bps" => profile.read_bps = Some(number),
@@ -293,10 +297,11 @@ mod tests {
         for (input, needle) in [
             ("floppy", "unknown profile"),
             ("custom:", "at least one"),
-            ("custom:iops=0", "out of range: give 1 byte to"),
+            ("custom:iops=0", "out of range: give a whole number from 1 to 10000000"),
             ("custom:bps=2000g", "out of range"),
-            ("custom:readahead=1g", "out of range: give 1 byte to 256 MiB"),
-            ("custom:iops=ten", "is not a size"),
+            ("custom:readahead=1g", "out of range: give 1 B to 256 MiB"),
+            ("custom:iops=ten", "is not a whole number"),
+            ("custom:bps=ten", "is not a size"),
             ("custom:speed=5", "unknown key `speed`"),
             ("custom:iops=5,iops=6", "given twice"),
             ("custom:readahead=1000", "whole number of KiB"),
