@@ -13,6 +13,7 @@ use common::{
     certificates, check, free_port, listening, require_program, require_root, KillOnDrop,
 };
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -127,15 +128,19 @@ fn a_server_without_range_works_and_is_warned_about_once_and_run_exports_its_rep
     let digest = bundle(d.path());
     let port = free_port();
     // Python's http.server answers every Range request with the whole file (200).
+    // In a process group of its own: no signal another test sends to its group reaches it.
     let server = Command::new("/usr/bin/python3")
         .args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1", "--directory"])
         .arg(d.path().join("www"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
+        .process_group(0)
         .spawn()
         .unwrap();
-    let _server = KillOnDrop(server);
+    let mut server = KillOnDrop(server);
     wait_for(port, "http.server");
+    // What answered is this server, not another process that took the port first.
+    assert!(server.0.try_wait().unwrap().is_none(), "http.server exited: port {port} taken?");
     let url = format!("http://127.0.0.1:{port}/bundle/");
     let export = d.path().join("report.json");
     let export_arg = export.to_str().unwrap();
