@@ -124,8 +124,11 @@ fn run_with_strategy_auto_reports_its_choice() {
     let err = String::from_utf8_lossy(&out.stderr);
     let line = err.lines().find(|l| l.contains("auto chose")).unwrap_or_else(|| panic!("{err}"));
     assert!(line.contains("estimated") && line.contains("original"), "{line}");
+    // The report is the first JSON value on stderr; a line may follow it (a CI run once saw
+    // one: "trailing characters"), which is no part of the report.
     let json = &err[err.find('{').unwrap()..];
-    let report: serde_json::Value = serde_json::from_str(json).unwrap();
+    let report: serde_json::Value =
+        serde_json::Deserializer::from_str(json).into_iter().next().unwrap().unwrap();
     let chosen = report["auto"]["chosen"].as_str().unwrap();
     assert_eq!(report["strategy"], chosen, "{report:#}");
     assert_eq!(report["auto"]["predictions"].as_array().unwrap().len(), 5);
