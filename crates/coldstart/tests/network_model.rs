@@ -125,10 +125,14 @@ fn run_with_strategy_auto_reports_its_choice() {
     let line = err.lines().find(|l| l.contains("auto chose")).unwrap_or_else(|| panic!("{err}"));
     assert!(line.contains("estimated") && line.contains("original"), "{line}");
     // The report is the first JSON value on stderr; a line may follow it (a CI run once saw
-    // one: "trailing characters"), which is no part of the report.
+    // one: "trailing characters"), which is no part of the report. No read may have failed,
+    // which is what such a line would say ("reads failed with EIO").
     let json = &err[err.find('{').unwrap()..];
-    let report: serde_json::Value =
-        serde_json::Deserializer::from_str(json).into_iter().next().unwrap().unwrap();
+    let mut values = serde_json::Deserializer::from_str(json).into_iter::<serde_json::Value>();
+    let report = values.next().unwrap().unwrap();
+    let after = &json[values.byte_offset()..];
+    assert_eq!(report["errors"], 0, "{report:#}\nafter the report: {after}");
+    assert!(!after.contains("EIO") && !after.contains("error"), "after the report: {after}");
     let chosen = report["auto"]["chosen"].as_str().unwrap();
     assert_eq!(report["strategy"], chosen, "{report:#}");
     assert_eq!(report["auto"]["predictions"].as_array().unwrap().len(), 5);
