@@ -139,6 +139,7 @@ pub fn compare(
         None => (Vec::new(), None),
     };
     let mut warnings = now.warnings.clone();
+    warnings.extend(environment::local_build_note(&base.environment, &now.environment));
     if let Some(m) = machine.as_ref().filter(|m| m.ratio > 1.25) {
         warnings.push(format!(
             "this machine ran coldstart's calibration loop {:.0}% slower than when the baseline was recorded \

@@ -2,7 +2,9 @@
 //! (`--env NAME=VALUE`: a compiler's version, a runner image), so that a baseline taken
 //! elsewhere is flagged instead of compared blindly.
 //!
-//! What is compared ([`differences`]): the CPU model and count, the kernel release, how runs
+//! What is compared ([`differences`]): the CPU model and count, the kernel's upstream release
+//! ([`upstream_release`]: `6.18.44` of `6.18.44-fc-v1300`; the local version after it, a
+//! distribution's or builder's tag, is only noted by [`local_build_note`]), how runs
 //! were counted (cgroup v1, v2 or rusage) and as whom (root or not), the read-ahead and kind of
 //! the disk holding the program, and every named fact. The host name and the memory are
 //! recorded for the reader and not compared (CI runners get a new host name each job). The
@@ -98,7 +100,12 @@ impl Environment {
         });
         let mut key = format!(
             "kernel={} cpu={} cpus={} cgroup={} root={} disk={}",
-            self.kernel, self.cpu_model, self.cpus, self.cgroup, self.is_root, disk
+            upstream_release(&self.kernel),
+            self.cpu_model,
+            self.cpus,
+            self.cgroup,
+            self.is_root,
+            disk
         );
         for (k, v) in &self.facts {
             key.push_str(&format!(" {k}={v}"));
@@ -115,7 +122,9 @@ pub fn differences(base: &Environment, now: &Environment) -> Vec<Difference> {
             out.push(Difference { what: what.to_string(), baseline: b, now: n });
         }
     };
-    check("kernel", base.kernel.clone(), now.kernel.clone());
+    if upstream_release(&base.kernel) != upstream_release(&now.kernel) {
+        check("kernel", base.kernel.clone(), now.kernel.clone());
+    }
     check("CPU", base.cpu_model.clone(), now.cpu_model.clone());
     check("CPUs", base.cpus.to_string(), now.cpus.to_string());
     check("counted with", base.cgroup.clone(), now.cgroup.clone());
@@ -133,6 +142,33 @@ pub fn differences(base: &Environment, now: &Environment) -> Vec<Difference> {
         check(name, get(base), get(now));
     }
     out
+}
+
+/// The upstream part of a kernel release: `6.18.44` of `6.18.44-fc-v1300` or of
+/// `6.18.44+deb13-amd64`, the whole of `6.19.1`. What the page cache, read-ahead and fault
+/// handling a gate's figures come from depend on; the local version after it is a build's tag
+/// (a virtual machine image may get a new one each boot). Who wants the whole release compared
+/// names it as a fact: `--env kernel=$(uname -r)`.
+pub fn upstream_release(kernel: &str) -> &str {
+    let end = kernel.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(kernel.len());
+    match &kernel[..end] {
+        "" => kernel,
+        v => v,
+    }
+}
+
+/// A note when the baseline's kernel is another build of the same upstream release (compared,
+/// and said).
+pub fn local_build_note(base: &Environment, now: &Environment) -> Option<String> {
+    (base.kernel != now.kernel
+        && upstream_release(&base.kernel) == upstream_release(&now.kernel))
+    .then(|| {
+        format!(
+            "the baseline's kernel was {}, this one is {}: another build of the same release, compared \
+             (name the whole release with --env kernel=$(uname -r) to refuse that)",
+            base.kernel, now.kernel
+        )
+    })
 }
 
 /// The whole disk holding `path` (through symlinks), from `/sys/dev/block/MAJ:MIN`.
@@ -211,6 +247,25 @@ mod tests {
         assert_eq!(what, ["kernel", "disk read-ahead"]);
         assert_eq!(d[0].baseline, "6.18.44");
         assert_ne!(base.key(), now.key());
+    }
+
+    /// Regression: this project's CI machine gets a new kernel build tag each boot
+    /// (`6.18.44-fc-v669`, then `-v1300`), which made every dogfooding gate unclear.
+    #[test]
+    fn another_build_of_the_same_kernel_release_is_compared_and_noted() {
+        let mut base = env();
+        base.kernel = "6.18.44-fc-v669".into();
+        let mut now = env();
+        now.kernel = "6.18.44-fc-v1300".into();
+        assert!(differences(&base, &now).is_empty());
+        assert_eq!(base.key(), now.key());
+        assert!(local_build_note(&base, &now).unwrap().contains("6.18.44-fc-v669"));
+        now.kernel = "6.18.45-fc-v1300".into();
+        assert_eq!(differences(&base, &now)[0].what, "kernel");
+        assert_eq!(local_build_note(&base, &now), None);
+        assert_eq!(upstream_release("6.1.0-28-amd64"), "6.1.0");
+        assert_eq!(upstream_release("6.18.44+deb13-amd64"), "6.18.44");
+        assert_eq!(upstream_release("weird"), "weird");
     }
 
     #[test]
