@@ -7,7 +7,9 @@
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
 
+pub mod file;
 pub mod fuse;
+pub mod net;
 pub mod perf;
 pub mod stderr;
 pub mod tracefs;

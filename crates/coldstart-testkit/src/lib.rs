@@ -17,7 +17,6 @@
 //! ```
 
 use std::fs;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -78,15 +77,15 @@ pub fn cache_lock() -> CacheLock {
         .write(true)
         .open(std::env::temp_dir().join("coldstart-measure-tests.lock"))
         .expect("the page-cache lock file in the temporary directory");
-    // SAFETY: flock on our own fd; released when the file is closed.
-    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+    // Released when the file is closed.
+    coldstart_sys::file::lock(&f, coldstart_sys::file::Wait::Block)
+        .expect("the page-cache lock (flock)");
     CacheLock(f)
 }
 
 impl Drop for CacheLock {
     fn drop(&mut self) {
-        // SAFETY: unlocking our own fd.
-        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+        let _ = coldstart_sys::file::unlock(&self.0);
     }
 }
 

@@ -209,8 +209,7 @@ fn probe_offsets(path: &Path) -> Vec<(&'static str, u64)> {
 }
 
 fn drop_caches() -> Result<(), TimelineError> {
-    // SAFETY: sync has no preconditions.
-    unsafe { libc::sync() };
+    coldstart_sys::file::sync_all();
     std::fs::write("/proc/sys/vm/drop_caches", "3").map_err(TimelineError::DropCaches)
 }
 

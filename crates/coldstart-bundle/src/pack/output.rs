@@ -19,7 +19,6 @@
 
 use std::fs;
 use std::io::{self, Read, Seek, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -141,12 +140,10 @@ fn take_lock(path: &Path, out: &Path) -> Result<fs::File, PackError> {
                 path: path.into(),
                 source,
             })?;
-        // SAFETY: flock on a descriptor we own; released when `file` is closed.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let err = io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
-                return Err(PackError::Io { path: path.to_path_buf(), source: err });
-            }
+        // Released when `file` is closed.
+        let locked = coldstart_sys::file::lock(&file, coldstart_sys::file::Wait::No)
+            .map_err(|source| PackError::Io { path: path.to_path_buf(), source })?;
+        if !locked {
             let mut said = String::new();
             let _ = file.read_to_string(&mut said);
             return Err(PackError::Busy { out: out.to_path_buf(), pid: said.trim().parse().ok() });

@@ -361,12 +361,11 @@ fn a_cancel_stops_a_fetch_waiting_on_the_server() {
 /// none whose one place is taken (the guard holds both), so the kernel drops every further
 /// SYN and a client waits, as for a host that does not answer.
 fn unanswering() -> ((std::os::fd::OwnedFd, TcpStream), std::net::SocketAddr) {
-    use std::os::fd::{AsRawFd, OwnedFd};
+    use std::os::fd::OwnedFd;
     let bound = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = bound.local_addr().unwrap();
+    coldstart_sys::net::set_backlog(&bound, 0).unwrap();
     let fd = OwnedFd::from(bound);
-    // SAFETY: listen again, with a backlog of none, on a listening socket we own.
-    assert_eq!(unsafe { libc::listen(fd.as_raw_fd(), 0) }, 0);
     let taken = TcpStream::connect(addr).unwrap();
     ((fd, taken), addr)
 }

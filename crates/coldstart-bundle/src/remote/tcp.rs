@@ -3,12 +3,14 @@
 //! them, and stops a request with a [`Stop`] that says why.
 
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use ureq::unversioned::transport::{
     Buffers, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout, Transport,
 };
+
+use coldstart_sys::net::{connect, Connect};
 
 use super::tls::Peer;
 use super::{Cancel, FetchOptions, POLL};
@@ -86,7 +88,7 @@ impl<In: Transport> Connector<In> for PollingTcp {
         let peer = Peer::of(details.uri);
         let mut last = None;
         for a in details.addrs.iter() {
-            match connect(a, self.0.connect, &self.0.cancel) {
+            match connect(a, self.0.connect, POLL, &|| self.0.cancel.is_cancelled()) {
                 Ok(s) => {
                     let _ = s.set_nodelay(true);
                     s.set_read_timeout(Some(POLL))
@@ -233,115 +235,4 @@ impl Transport for PollingTransport {
             matches!(self.stream.read(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock);
         open && self.stream.set_nonblocking(false).is_ok()
     }
-}
-
-enum Connect {
-    Cancelled,
-    TimedOut,
-    Failed(io::Error),
-}
-
-/// Connects to `addr` within `timeout`, looking at `cancel` every [`POLL`]: a non-blocking
-/// `connect` and `poll`, as `TcpStream::connect_timeout` does, but cancellable.
-fn connect(addr: &SocketAddr, timeout: Duration, cancel: &Cancel) -> Result<TcpStream, Connect> {
-    use std::os::fd::{FromRawFd, OwnedFd};
-    let family = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
-    // SAFETY: a plain socket call; the descriptor is owned at once.
-    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(Connect::Failed(io::Error::last_os_error()));
-    }
-    // SAFETY: `fd` is a new descriptor nobody else owns.
-    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: fcntl on our descriptor.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
-    }
-    let (storage, len) = sockaddr(addr);
-    // SAFETY: `storage` holds a socket address of `len` bytes.
-    let r = unsafe { libc::connect(fd, &storage as *const _ as *const libc::sockaddr, len) };
-    if r != 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EINPROGRESS) {
-            return Err(Connect::Failed(e));
-        }
-        let end = Instant::now() + timeout;
-        loop {
-            if cancel.is_cancelled() {
-                return Err(Connect::Cancelled);
-            }
-            let now = Instant::now();
-            if now >= end {
-                return Err(Connect::TimedOut);
-            }
-            let wait = (end - now).min(POLL).as_millis().max(1) as libc::c_int;
-            let mut pfd = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
-            // SAFETY: one valid pollfd.
-            let n = unsafe { libc::poll(&mut pfd, 1, wait) };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(Connect::Failed(e));
-            }
-            if n > 0 {
-                break;
-            }
-        }
-        let mut err: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: SO_ERROR into an int of the size given.
-        unsafe {
-            libc::getsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                &mut err as *mut _ as *mut libc::c_void,
-                &mut len,
-            );
-        }
-        if err != 0 {
-            return Err(Connect::Failed(io::Error::from_raw_os_error(err)));
-        }
-    }
-    // SAFETY: fcntl on our descriptor: back to blocking, reads bounded by their timeout.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
-    }
-    Ok(TcpStream::from(owned))
-}
-
-/// `addr` as a C socket address and its length.
-fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: an all-zero sockaddr_storage is valid.
-    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let len = match addr {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than sockaddr_in and suitably aligned.
-            unsafe { std::ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in, sin) };
-            std::mem::size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: as above, for sockaddr_in6.
-            unsafe { std::ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in6, sin6) };
-            std::mem::size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (storage, len as libc::socklen_t)
 }
