@@ -2,20 +2,14 @@
 //! copying a large library into the heap.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::Path;
+
+use coldstart_sys::map::{Map, Sharing};
 
 use crate::ElfError;
 
 /// A private read-only mapping of a file (empty files are held as an empty slice).
-pub struct Mmap {
-    ptr: *mut libc::c_void,
-    len: usize,
-}
-
-// SAFETY: the mapping is read-only and private; sharing the bytes between threads is safe.
-unsafe impl Send for Mmap {}
-unsafe impl Sync for Mmap {}
+pub struct Mmap(Map);
 
 impl Mmap {
     /// Map `path` read-only.
@@ -27,43 +21,11 @@ impl Mmap {
         }
         let file = File::open(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len() as usize;
-        if len == 0 {
-            return Ok(Mmap { ptr: std::ptr::null_mut(), len: 0 });
-        }
-        // SAFETY: mapping a file we opened, read-only and private; the result is checked.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_PRIVATE,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io(std::io::Error::last_os_error()));
-        }
-        Ok(Mmap { ptr, len })
+        Map::new(&file, 0, len, Sharing::Private).map(Mmap).map_err(io)
     }
 
     /// The mapped bytes.
     pub fn bytes(&self) -> &[u8] {
-        if self.len == 0 {
-            return &[];
-        }
-        // SAFETY: ptr..ptr+len is a live read-only mapping owned by self.
-        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
-    }
-}
-
-impl Drop for Mmap {
-    fn drop(&mut self) {
-        if self.len != 0 {
-            // SAFETY: unmapping the mapping created in `open`.
-            unsafe {
-                libc::munmap(self.ptr, self.len);
-            }
-        }
+        self.0.bytes()
     }
 }

@@ -16,7 +16,6 @@
 //! - `warm-remote`: the local chunk cache empty, the bundle in the server's page cache (the
 //!   paper's warm-remote: the program on a file server whose cache holds it).
 
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -108,8 +107,7 @@ fn server_cache(files: &[PathBuf], state: CacheState) {
         let Ok(file) = std::fs::File::open(f) else { continue };
         match state {
             CacheState::Cold => {
-                // SAFETY: advice on our own descriptor.
-                unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+                let _ = coldstart_sys::file::drop_cached(&file);
             }
             CacheState::WarmRemote => {
                 let _ = std::io::copy(&mut std::io::BufReader::new(file), &mut std::io::sink());

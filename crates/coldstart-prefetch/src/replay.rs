@@ -5,8 +5,9 @@
 //! gap merged, cut to what one read-ahead call reads, put in order) and then issued
 //! ([`issue`]). Planning reads only metadata and, for ELF files, the build-id's bytes.
 
+use coldstart_sys::file::Extent;
+use coldstart_sys::map::{Advice, Map, Sharing};
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -208,7 +209,7 @@ pub struct Issued {
 /// Ranges mapped and locked in memory; unlocked and unmapped when dropped.
 #[derive(Debug, Default)]
 pub struct Held {
-    maps: std::sync::Mutex<Vec<(usize, usize)>>,
+    maps: std::sync::Mutex<Vec<Map>>,
     /// Bytes locked.
     pub bytes: std::sync::atomic::AtomicU64,
     /// Ranges the lock limit refused (only waited for).
@@ -218,8 +219,9 @@ pub struct Held {
 impl Held {
     /// Lock a range as [`Held::lock`] does, unless the lock limit refused one already: false
     /// when it was not locked (and counted as refused).
-    fn try_lock(&self, fd: i32, offset: u64, len: u64, no_read_ahead: bool) -> bool {
-        if self.refused.load(Ordering::Relaxed) == 0 && self.lock(fd, offset, len, no_read_ahead) {
+    fn try_lock(&self, file: &File, offset: u64, len: u64, no_read_ahead: bool) -> bool {
+        if self.refused.load(Ordering::Relaxed) == 0 && self.lock(file, offset, len, no_read_ahead)
+        {
             return true;
         }
         self.refused.fetch_add(1, Ordering::Relaxed);
@@ -228,35 +230,22 @@ impl Held {
 }
 
 impl Held {
-    /// Map `len` bytes of `fd` at `offset` and lock them (waiting for them to be read);
+    /// Map `len` bytes of `file` at `offset` and lock them (waiting for them to be read);
     /// false when the mapping or the lock was refused.
-    fn lock(&self, fd: i32, offset: u64, len: u64, no_read_ahead: bool) -> bool {
-        let Ok(map) = Mapped::new(fd, offset, len as usize) else { return false };
-        let p = map.p;
-        // SAFETY: advice on and a lock of our own mapping, kept (until drop) only when locked.
-        unsafe {
-            // No read-ahead from the lock's faults on what `Huge` read: its blocks carry the
-            // kernel's read-ahead mark, and a fault on one would read the next window.
-            if no_read_ahead {
-                libc::madvise(p, len as usize, libc::MADV_RANDOM);
-            }
-            if libc::mlock(p, len as usize) != 0 {
-                return false;
-            }
-            std::mem::forget(map);
-            self.maps.lock().unwrap_or_else(|e| e.into_inner()).push((p as usize, len as usize));
+    fn lock(&self, file: &File, offset: u64, len: u64, no_read_ahead: bool) -> bool {
+        let Ok(map) = Map::new(file, offset, len as usize, Sharing::Shared) else { return false };
+        // No read-ahead from the lock's faults on what `Huge` read: its blocks carry the
+        // kernel's read-ahead mark, and a fault on one would read the next window.
+        if no_read_ahead {
+            let _ = map.advise(Advice::Random);
         }
+        if map.lock().is_err() {
+            return false;
+        }
+        // Kept (locked) until the `Held` drops.
+        self.maps.lock().unwrap_or_else(|e| e.into_inner()).push(map);
         self.bytes.fetch_add(len, Ordering::Relaxed);
         true
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        for &(p, len) in self.maps.get_mut().unwrap_or_else(|e| e.into_inner()).iter() {
-            // SAFETY: each mapping was made by `lock` and is unmapped once, here.
-            unsafe { libc::munmap(p as *mut libc::c_void, len) };
-        }
     }
 }
 
@@ -341,7 +330,7 @@ pub fn plan(db: &Database, options: &ReplayOptions) -> Plan {
     };
     match order {
         Order::Physical => {
-            let maps: Vec<Vec<Extent>> = open.iter().map(fiemap).collect();
+            let maps: Vec<Vec<Extent>> = open.iter().map(coldstart_sys::file::extents).collect();
             let key = |&(f, s, _, _): &(usize, u64, u64, usize)| {
                 let dev = open[f].metadata().map(|m| m.dev()).unwrap_or(0);
                 (dev, physical(&maps[f], s).unwrap_or(u64::MAX), f, s)
@@ -490,8 +479,12 @@ fn run(
                         let Some(r) = requests.get(i) else { break };
                         let result = one(&open[r.file], r, mechanism);
                         if let (Some(held), Ok(())) = (hold, &result) {
-                            let fd = open[r.file].as_raw_fd();
-                            held.try_lock(fd, r.offset, r.len, mechanism == Mechanism::Huge);
+                            held.try_lock(
+                                &open[r.file],
+                                r.offset,
+                                r.len,
+                                mechanism == Mechanism::Huge,
+                            );
                         }
                         done.requests += 1;
                         done.bytes += r.len;
@@ -536,9 +529,9 @@ pub fn issue(plan: &Plan, options: &ReplayOptions) -> Issued {
                 s.spawn(|| loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(r) = plan.requests.get(i) else { break };
-                    let fd = plan.open[r.file].as_raw_fd();
-                    if !(options.hold && held.try_lock(fd, r.offset, r.len, false)) {
-                        let _ = populate(fd, r.offset, r.len);
+                    let file = &plan.open[r.file];
+                    if !(options.hold && held.try_lock(file, r.offset, r.len, false)) {
+                        let _ = populate(file, r.offset, r.len);
                     }
                 });
             }
@@ -550,131 +543,51 @@ pub fn issue(plan: &Plan, options: &ReplayOptions) -> Issued {
 }
 
 fn one(file: &File, r: &Request, mechanism: Mechanism) -> std::io::Result<()> {
-    let fd = file.as_raw_fd();
-    let rc = match mechanism {
-        Mechanism::Auto | Mechanism::Readahead => unsafe {
-            libc::readahead(fd, r.offset as libc::off64_t, r.len as usize) as i32
-        },
-        Mechanism::Fadvise => {
-            let rc = unsafe {
-                libc::posix_fadvise(
-                    fd,
-                    r.offset as libc::off_t,
-                    r.len as libc::off_t,
-                    libc::POSIX_FADV_WILLNEED,
-                )
-            };
-            if rc != 0 {
-                return Err(std::io::Error::from_raw_os_error(rc));
-            }
-            0
-        }
+    use coldstart_sys::file::{readahead, will_need};
+    match mechanism {
+        Mechanism::Auto | Mechanism::Readahead => readahead(file, r.offset, r.len),
+        Mechanism::Fadvise => will_need(file, r.offset, r.len),
         // The exact range first: a fault on a mapping would read around it (the device's
         // whole read-ahead window), and populate then only waits for what is in flight.
         Mechanism::Populate => {
-            // SAFETY: an advice call on a descriptor the plan holds open.
-            unsafe { libc::readahead(fd, r.offset as libc::off64_t, r.len as usize) };
-            return populate(fd, r.offset, r.len);
+            let _ = readahead(file, r.offset, r.len);
+            populate(file, r.offset, r.len)
         }
-        Mechanism::Huge => return populate_huge(fd, r.offset, r.len),
-    };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// A read-only shared mapping of part of an open file, unmapped on drop.
-struct Mapped {
-    p: *mut libc::c_void,
-    len: usize,
-}
-
-impl Mapped {
-    /// Map `len` bytes of `fd` at `offset` (page-aligned); maps only, reads nothing.
-    fn new(fd: i32, offset: u64, len: usize) -> std::io::Result<Mapped> {
-        // SAFETY: a fresh read-only shared mapping of a file the caller holds open.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd,
-                offset as libc::off_t,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(Mapped { p, len })
-    }
-}
-
-impl Drop for Mapped {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping, not used after this.
-        unsafe { libc::munmap(self.p, self.len) };
+        Mechanism::Huge => populate_huge(file, r.offset, r.len),
     }
 }
 
 /// Map the range and fault it in with `MADV_POPULATE_READ` (Linux 5.14): returns when the pages
 /// are in the page cache.
-fn populate(fd: i32, offset: u64, len: u64) -> std::io::Result<()> {
-    const MADV_POPULATE_READ: i32 = 22;
-    if len == 0 {
-        return Ok(());
-    }
-    let map = Mapped::new(fd, offset, len as usize)?;
-    // SAFETY: advice on our own mapping.
-    if unsafe { libc::madvise(map.p, map.len, MADV_POPULATE_READ) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+fn populate(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
+    let map = Map::new(file, offset, len as usize, Sharing::Shared)?;
+    map.populate(0, map.len())
 }
 
 /// The 2 MiB blocks of a file that hold `offset .. offset + len`, read into the page cache in
 /// large folios: a mapping of them advised `MADV_HUGEPAGE` (each fault reads its whole
 /// PMD-aligned block) and `MADV_RANDOM` (and nothing after it), then populated.
-fn populate_huge(fd: i32, offset: u64, len: u64) -> std::io::Result<()> {
+fn populate_huge(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
     const BLOCK: u64 = 2 << 20;
     if len == 0 {
         return Ok(());
     }
     let start = offset / BLOCK * BLOCK;
-    let end = (offset + len).div_ceil(BLOCK) * BLOCK;
-    // SAFETY: a fresh read-only shared mapping of a file we hold open, unmapped before return;
-    // the advice calls only change how it is read. Pages past the end of the file are never
-    // touched: populate stops at the first page it cannot read, after the file's last page.
-    unsafe {
-        let size = {
-            let mut st: libc::stat = std::mem::zeroed();
-            if libc::fstat(fd, &mut st) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            st.st_size as u64
-        };
-        let end = end.min(size.next_multiple_of(PAGE));
-        if end <= start {
-            return Ok(());
-        }
-        let n = (end - start) as usize;
-        let map = Mapped::new(fd, start, n)?;
-        let p = map.p;
-        // Without transparent huge pages the advice is refused: the reads are then the
-        // device's read-ahead windows, as `Populate`'s.
-        libc::madvise(p, n, libc::MADV_HUGEPAGE);
-        libc::madvise(p, n, libc::MADV_RANDOM);
-        const MADV_POPULATE_READ: i32 = 22;
-        // Only the range itself: its blocks are read whole by its first fault in each.
-        let skip = (offset - start) / PAGE * PAGE;
-        let first = (p as usize + skip as usize) as *mut libc::c_void;
-        let want = ((offset + len).min(end) - (start + skip)) as usize;
-        if libc::madvise(first, want, MADV_POPULATE_READ) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+    // Pages past the end of the file are never mapped.
+    let size = file.metadata()?.len();
+    let end = ((offset + len).div_ceil(BLOCK) * BLOCK).min(size.next_multiple_of(PAGE));
+    if end <= start {
+        return Ok(());
     }
-    Ok(())
+    let map = Map::new(file, start, (end - start) as usize, Sharing::Shared)?;
+    // Without transparent huge pages the advice is refused: the reads are then the device's
+    // read-ahead windows, as `Populate`'s.
+    let _ = map.advise(Advice::HugePage);
+    let _ = map.advise(Advice::Random);
+    // Only the range itself: its blocks are read whole by its first fault in each.
+    let skip = (offset - start) / PAGE * PAGE;
+    let want = (offset + len).min(end) - (start + skip);
+    map.populate(skip as usize, want as usize)
 }
 
 /// A value of the block queue of the device holding a file system (`st_dev`): the device's
@@ -699,53 +612,6 @@ fn chunk_for(dev: u64) -> u64 {
     (ra.unwrap_or(0).max(io.unwrap_or(0)).max(128) << 10).min(16 << 20)
 }
 
-/// One extent of a file: logical offset, physical offset, length.
-type Extent = (u64, u64, u64);
-
-/// The file's extents (`FS_IOC_FIEMAP`), empty when the file system has no such call.
-fn fiemap(file: &File) -> Vec<Extent> {
-    const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
-    const COUNT: usize = 512;
-    #[repr(C)]
-    struct Fiemap {
-        start: u64,
-        length: u64,
-        flags: u32,
-        mapped: u32,
-        count: u32,
-        reserved: u32,
-        extents: [[u64; 7]; COUNT],
-    }
-    let mut out = Vec::new();
-    let mut start = 0u64;
-    loop {
-        let mut m = Fiemap {
-            start,
-            length: u64::MAX - start,
-            flags: 0,
-            mapped: 0,
-            count: COUNT as u32,
-            reserved: 0,
-            extents: [[0; 7]; COUNT],
-        };
-        // SAFETY: the struct is the kernel's `struct fiemap` with COUNT extents after it.
-        let rc = unsafe { libc::ioctl(file.as_raw_fd(), FS_IOC_FIEMAP, &mut m as *mut Fiemap) };
-        if rc != 0 || m.mapped == 0 {
-            return out;
-        }
-        let mut last = false;
-        for e in &m.extents[..m.mapped as usize] {
-            let (logical, phys, len, flags) = (e[0], e[1], e[2], e[5] as u32);
-            out.push((logical, phys, len));
-            start = logical + len;
-            last |= flags & 1 != 0; // FIEMAP_EXTENT_LAST
-        }
-        if last || (m.mapped as usize) < COUNT {
-            return out;
-        }
-    }
-}
-
 /// The physical offset of `offset` in a file with `extents`.
 fn physical(extents: &[Extent], offset: u64) -> Option<u64> {
     let i = extents.partition_point(|e| e.0 + e.2 <= offset);
@@ -761,16 +627,7 @@ pub fn resident_pages(path: &Path, offset: u64, len: u64) -> std::io::Result<(u6
     if len == 0 {
         return Ok((0, 0));
     }
-    let pages = len.div_ceil(PAGE) as usize;
-    let mut vec = vec![0u8; pages];
-    let map = Mapped::new(file.as_raw_fd(), offset, len as usize)?;
-    // SAFETY: mincore writes one byte per page of our own mapping into `vec`, `pages` long.
-    unsafe {
-        if libc::mincore(map.p, map.len, vec.as_mut_ptr()) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok((vec.iter().filter(|b| *b & 1 != 0).count() as u64, pages as u64))
+    Map::new(&file, offset, len as usize, Sharing::Shared)?.resident()
 }
 
 #[cfg(test)]

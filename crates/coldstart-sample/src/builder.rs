@@ -113,10 +113,9 @@ pub fn build_cached(config: &Config, out: &Path) -> Result<Sample, Error> {
         .write(true)
         .open(&lock_path)
         .map_err(io("open the build lock", &lock_path))?;
-    // SAFETY: flock on a descriptor we own; released when `lock` is closed at return.
-    if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) } != 0 {
-        return Err(io("lock", &lock_path)(std::io::Error::last_os_error()));
-    }
+    // Released when `lock` is closed at return.
+    coldstart_sys::file::lock(&lock, coldstart_sys::file::Wait::Block)
+        .map_err(io("lock", &lock_path))?;
     if let Ok(sample) = Sample::load(out) {
         let plan = Plan::new(config);
         let sources = emit::sources(&plan);

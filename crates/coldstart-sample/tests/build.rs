@@ -273,21 +273,19 @@ fn readiness_fd_and_file() {
     let scratch = Scratch::new("ready");
     std::fs::create_dir_all(&scratch.0).unwrap();
     let file = scratch.0.join("ready-marker");
-    let mut fds = [0; 2];
-    // SAFETY: pipe(2) with a valid two-element array.
-    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // Without O_CLOEXEC: the sample inherits the write end.
+    let (r, w) = coldstart_sys::pipe(0).unwrap();
     let status = Command::new(sample.exe())
-        .env("COLDSTART_READY_FD", fds[1].to_string())
+        .env("COLDSTART_READY_FD", std::os::fd::AsRawFd::as_raw_fd(&w).to_string())
         .env("COLDSTART_READY_FILE", &file)
         .stdout(Stdio::null())
         .status()
         .unwrap();
     assert!(status.success());
-    // SAFETY: closing our copy of the write end, then reading the byte the child wrote.
-    unsafe { libc::close(fds[1]) };
-    let mut buf = [0u8; 8];
-    let n = unsafe { libc::read(fds[0], buf.as_mut_ptr().cast(), buf.len()) };
-    unsafe { libc::close(fds[0]) };
+    // Our copy of the write end closed, the read sees the byte the child wrote, then the end.
+    drop(w);
+    let mut buf = Vec::new();
+    let n = std::io::Read::read_to_end(&mut std::fs::File::from(r), &mut buf).unwrap();
     assert_eq!(n, 1, "one byte on COLDSTART_READY_FD");
     assert!(file.exists(), "COLDSTART_READY_FILE created");
 }

@@ -140,11 +140,9 @@ pub(crate) fn start(
     listener: std::net::TcpListener,
     handle: impl Fn(TcpStream, Arc<ServerStats>) + Send + Sync + 'static,
 ) -> std::io::Result<Running> {
-    use std::os::fd::AsRawFd;
     let addr = listener.local_addr()?;
     // std listens with a backlog of 128; many clients at once need more.
-    // SAFETY: listen on a socket that is already listening only changes its backlog.
-    unsafe { libc::listen(listener.as_raw_fd(), BACKLOG) };
+    let _ = coldstart_sys::net::set_backlog(&listener, BACKLOG);
     let stop = Arc::new(AtomicBool::new(false));
     let conns: Connections = Arc::default();
     let stats: Arc<ServerStats> = Arc::default();

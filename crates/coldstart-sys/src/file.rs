@@ -56,6 +56,82 @@ pub fn drop_cached(file: &File) -> io::Result<()> {
     }
 }
 
+/// Starts reading `len` bytes of `file` at `offset` into the page cache (`readahead(2)`), as
+/// far as the device's read-ahead limit allows in one call; returns without waiting for them.
+pub fn readahead(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    // SAFETY: advice on a descriptor `file` owns; no memory is passed.
+    if unsafe { libc::readahead(file.as_raw_fd(), offset as libc::off64_t, len as usize) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Tells the kernel `len` bytes of `file` at `offset` will be needed
+/// (`posix_fadvise(POSIX_FADV_WILLNEED)`): it starts reading them.
+pub fn will_need(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    // SAFETY: advice on a descriptor `file` owns; no memory is passed.
+    let rc = unsafe {
+        libc::posix_fadvise(
+            file.as_raw_fd(),
+            offset as libc::off_t,
+            len as libc::off_t,
+            libc::POSIX_FADV_WILLNEED,
+        )
+    };
+    match rc {
+        0 => Ok(()),
+        e => Err(io::Error::from_raw_os_error(e)),
+    }
+}
+
+/// One extent of a file: its offset in the file, its offset on the device, its length.
+pub type Extent = (u64, u64, u64);
+
+/// The file's extents (`FS_IOC_FIEMAP`), in file order; empty when the file system has no such
+/// call.
+pub fn extents(file: &File) -> Vec<Extent> {
+    const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
+    const COUNT: usize = 512;
+    #[repr(C)]
+    struct Fiemap {
+        start: u64,
+        length: u64,
+        flags: u32,
+        mapped: u32,
+        count: u32,
+        reserved: u32,
+        extents: [[u64; 7]; COUNT],
+    }
+    let mut out = Vec::new();
+    let mut start = 0u64;
+    loop {
+        let mut m = Fiemap {
+            start,
+            length: u64::MAX - start,
+            flags: 0,
+            mapped: 0,
+            count: COUNT as u32,
+            reserved: 0,
+            extents: [[0; 7]; COUNT],
+        };
+        // SAFETY: the struct is the kernel's `struct fiemap` with COUNT extents after it.
+        let rc = unsafe { libc::ioctl(file.as_raw_fd(), FS_IOC_FIEMAP, &mut m as *mut Fiemap) };
+        if rc != 0 || m.mapped == 0 {
+            return out;
+        }
+        let mut last = false;
+        for e in &m.extents[..(m.mapped as usize).min(COUNT)] {
+            let (logical, phys, len, flags) = (e[0], e[1], e[2], e[5] as u32);
+            out.push((logical, phys, len));
+            start = logical + len;
+            last |= flags & 1 != 0; // FIEMAP_EXTENT_LAST
+        }
+        if last || (m.mapped as usize) < COUNT {
+            return out;
+        }
+    }
+}
+
 /// Writes every file system's dirty data out (`sync`), so that dropping the page cache
 /// afterwards drops it all.
 pub fn sync_all() {
@@ -77,6 +153,8 @@ mod tests {
         unlock(&a).unwrap();
         assert!(lock(&b, Wait::No).unwrap());
         drop_cached(&b).unwrap();
+        readahead(&b, 0, 4096).unwrap();
+        will_need(&b, 0, 4096).unwrap();
         std::fs::remove_file(&d).unwrap();
     }
 }

@@ -9,6 +9,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 
 pub mod file;
 pub mod fuse;
+pub mod map;
 pub mod net;
 pub mod perf;
 pub mod stderr;

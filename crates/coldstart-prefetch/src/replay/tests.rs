@@ -103,9 +103,7 @@ fn checking_a_build_id_in_the_sweep_reads_the_request_that_holds_it() {
     let dir = tempfile::tempdir().unwrap();
     let (p, db) = elf_db(dir.path());
     let file = File::open(&p).unwrap();
-    let evict = || unsafe {
-        libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
-    };
+    let evict = || coldstart_sys::file::drop_cached(&file).unwrap();
     let o = ReplayOptions {
         gap: Some(0),
         order: Order::FirstTouch,
@@ -148,8 +146,7 @@ fn huge_reads_the_range_and_issue_leaves_it_resident() {
 fn evict(path: &Path) {
     let file = File::open(path).unwrap();
     file.sync_all().unwrap();
-    // SAFETY: advice on a descriptor we hold.
-    unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    coldstart_sys::file::drop_cached(&file).unwrap();
 }
 
 #[test]
