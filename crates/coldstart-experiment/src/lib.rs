@@ -512,8 +512,10 @@ fn measure_cell(
     Ok(runs)
 }
 
-/// The model's figures for link `l` from the miss history `history`: with the link given, and
-/// (if asked) with the link measured; interrupted, [`ExperimentError::Interrupted`].
+/// The model's figures for link `l` and an empty chunk cache holding the miss history of
+/// `history`: with the link given, and (if asked) with the link measured by `predict`;
+/// interrupted, [`ExperimentError::Interrupted`]. A failed prediction is a warning in `e`
+/// and no figure.
 fn predictions(
     o: &ExperimentOptions,
     e: &mut Experiment,
@@ -522,63 +524,44 @@ fn predictions(
     manifest: &[u8; 32],
     history: &[HeldOutRun],
 ) -> Result<(Option<Choice>, Option<Choice>), ExperimentError> {
-    let Some(choice) = predict_link(o, e, url, l, manifest, history, true)? else {
-        return Err(ExperimentError::Interrupted);
-    };
-    let measured = match o.predict_measured {
-        false => None,
-        true => match predict_link(o, e, url, l, manifest, history, false)? {
-            Some(c) => c,
-            None => return Err(ExperimentError::Interrupted),
-        },
-    };
-    Ok((choice, measured))
-}
-
-/// The model's figures for link `l` and an empty chunk cache holding the miss history of
-/// `history`, the link given (or measured by `predict`); `Ok(None)`: interrupted. A failed
-/// prediction is a warning.
-fn predict_link(
-    o: &ExperimentOptions,
-    e: &mut Experiment,
-    url: &str,
-    l: &GridLink,
-    manifest: &[u8; 32],
-    history: &[HeldOutRun],
-    given: bool,
-) -> Result<Option<Option<Choice>>, ExperimentError> {
     let empty = o.work.join("cache-empty");
-    fresh_cache(&empty, manifest, history)?;
-    let choice = coldstart_lazyfs::predict(
-        url,
-        &PredictOptions {
-            link_hint: given.then(|| LinkEstimate::given(l.link.bits_per_second, l.link.latency)),
-            cache_dir: Some(empty.clone()),
-            network: NetworkRequest {
-                cancel: o.cancel.clone(),
-                min_rate: 1,
-                ..NetworkRequest::default()
+    let predict = |e: &mut Experiment, given: bool| -> Result<Option<Choice>, ExperimentError> {
+        fresh_cache(&empty, manifest, history)?;
+        let choice = coldstart_lazyfs::predict(
+            url,
+            &PredictOptions {
+                link_hint: given
+                    .then(|| LinkEstimate::given(l.link.bits_per_second, l.link.latency)),
+                cache_dir: Some(empty.clone()),
+                network: NetworkRequest {
+                    cancel: o.cancel.clone(),
+                    min_rate: 1,
+                    ..NetworkRequest::default()
+                },
+                // What the mount chooses for a strategy that fetches while it runs.
+                readahead: o.readahead.unwrap_or_else(|| {
+                    coldstart_lazyfs::default_readahead(
+                        coldstart_lazyfs::Strategy::Stream,
+                        false,
+                        false,
+                    )
+                }),
+                local_ms: e.local_s.map(|s| s * 1e3),
             },
-            // What the mount chooses for a strategy that fetches while it runs.
-            readahead: o.readahead.unwrap_or_else(|| {
-                coldstart_lazyfs::default_readahead(
-                    coldstart_lazyfs::Strategy::Stream,
-                    false,
-                    false,
-                )
-            }),
-            local_ms: e.local_s.map(|s| s * 1e3),
-        },
-    );
-    let _ = std::fs::remove_dir_all(&empty);
-    match choice {
-        Ok(c) => Ok(Some(Some(c))),
-        Err(_) if o.cancel.is_cancelled() => Ok(None),
-        Err(err) => {
-            e.warnings.push(format!("predict on {}: {err}", l.label));
-            Ok(Some(None))
+        );
+        let _ = std::fs::remove_dir_all(&empty);
+        match choice {
+            Ok(c) => Ok(Some(c)),
+            Err(_) if o.cancel.is_cancelled() => Err(ExperimentError::Interrupted),
+            Err(err) => {
+                e.warnings.push(format!("predict on {}: {err}", l.label));
+                Ok(None)
+            }
         }
-    }
+    };
+    let choice = predict(e, true)?;
+    let measured = if o.predict_measured { predict(e, false)? } else { None };
+    Ok((choice, measured))
 }
 
 /// Sets a cell's predictions from `choice` (the link given) and `measured` (the link measured,
