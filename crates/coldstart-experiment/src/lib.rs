@@ -159,8 +159,7 @@ fn local_start(o: &ExperimentOptions) -> Option<f64> {
         }
         times.push(t.elapsed().as_secs_f64());
     }
-    times.sort_by(f64::total_cmp);
-    Some(times[times.len() / 2])
+    coldstart_results::median(times)
 }
 
 /// A start's estimated time, for the progress bar only: Eq. 1 with the bytes a strategy

@@ -3,7 +3,7 @@
 //! Figure 4), the model's prediction against the measurement, and `--strategy auto`'s choice
 //! against the measured best.
 
-use coldstart_results::{Cell, Experiment};
+use coldstart_results::{median, Cell, Experiment};
 
 use crate::bars::{legend, Bar, BarChart, Group, LegendItem};
 use crate::html::notes;
@@ -370,15 +370,6 @@ fn figure4(e: &Experiment) -> Option<String> {
         }
         .render(),
     )
-}
-
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
 }
 
 /// Measured against predicted, log-log, with the tolerance band around the diagonal.
