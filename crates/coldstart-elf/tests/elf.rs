@@ -30,6 +30,19 @@ fn compile(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
     out
 }
 
+/// Move the debug information of `bin` into the file `debug` (`objcopy --only-keep-debug`)
+/// and strip `bin`, as a distribution does.
+fn split_debug(bin: &Path, debug: &Path) {
+    assert!(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(bin)
+        .arg(debug)
+        .status()
+        .unwrap()
+        .success());
+    assert!(Command::new("strip").arg("--strip-all").arg(bin).status().unwrap().success());
+}
+
 #[test]
 fn symtab_functions_aliases_build_id_and_segments() {
     let dir = tempfile::tempdir().unwrap();
@@ -82,14 +95,7 @@ fn stripped_binary_falls_back_to_debug_file_by_build_id_then_dynsym() {
     let root = dir.path().join("debug");
     let debug = root.join(".build-id").join(&hex[..2]).join(format!("{}.debug", &hex[2..]));
     std::fs::create_dir_all(debug.parent().unwrap()).unwrap();
-    assert!(Command::new("objcopy")
-        .arg("--only-keep-debug")
-        .arg(&bin)
-        .arg(&debug)
-        .status()
-        .unwrap()
-        .success());
-    assert!(Command::new("strip").arg("--strip-all").arg(&bin).status().unwrap().success());
+    split_debug(&bin, &debug);
 
     let with_root = SymbolOptions { debug_roots: vec![root], use_debug_files: true };
     let from_debug = ElfInfo::open(&bin, &with_root).unwrap();
@@ -107,14 +113,7 @@ fn debuglink_is_followed_when_crc_matches() {
     let dir = tempfile::tempdir().unwrap();
     let bin = compile(dir.path(), "prog", &["-Wl,--build-id=none"]);
     let debug = dir.path().join("prog.debug");
-    assert!(Command::new("objcopy")
-        .arg("--only-keep-debug")
-        .arg(&bin)
-        .arg(&debug)
-        .status()
-        .unwrap()
-        .success());
-    assert!(Command::new("strip").arg("--strip-all").arg(&bin).status().unwrap().success());
+    split_debug(&bin, &debug);
     assert!(Command::new("objcopy")
         .arg(format!("--add-gnu-debuglink={}", debug.display()))
         .arg(&bin)

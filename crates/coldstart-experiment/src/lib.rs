@@ -18,68 +18,27 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use coldstart_bundle::{HotList, PackOptions};
-use coldstart_error::Category;
 use coldstart_lazyfs::history::{HeldOutRun, History};
-use coldstart_lazyfs::model::LinkEstimate;
+use coldstart_lazyfs::model::{Choice, LinkEstimate};
 use coldstart_lazyfs::Strategy;
-use coldstart_lazyfs::{MountRequest, NetworkRequest, PredictOptions, StrategyOrAuto};
-use coldstart_results::{AutoLink, Cell, CellRun, Document, Experiment, HotSet, LinkSpec};
+use coldstart_lazyfs::{NetworkRequest, PredictOptions, StrategyOrAuto};
+use coldstart_results::{Cell, CellRun, Document, Experiment, HotSet, LinkSpec};
 pub use coldstart_serve::Link;
 
+mod error;
 mod options;
+mod start;
+use error::io;
+pub use error::ExperimentError;
 pub use options::{
     default_chunk_size, default_links, default_strategies, grid_link, CacheState,
     ExperimentOptions, GridLink, GridStrategy, Progress, Quiet, DEFAULT_CACHES, DEFAULT_RUNS,
     MAX_RUNS,
 };
-
-/// Why an experiment stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum ExperimentError {
-    #[error("{0}")]
-    Usage(String),
-    #[error(
-        "{path} holds another experiment ({why}): give another -o, or remove it to start again"
-    )]
-    Other { path: PathBuf, why: String },
-    #[error(transparent)]
-    Results(#[from] coldstart_results::ResultsError),
-    #[error("packing {dir}: {source}")]
-    Pack { dir: PathBuf, source: coldstart_bundle::PackError },
-    #[error("hot list {path}: {source}")]
-    HotList { path: PathBuf, source: coldstart_bundle::HotListError },
-    #[error("serving the bundle: {0}")]
-    Serve(#[from] coldstart_serve::ServeError),
-    #[error("{what}: {source}")]
-    Mount { what: String, source: coldstart_lazyfs::MountError },
-    #[error("{what}: {source}")]
-    Io { what: String, source: std::io::Error },
-    #[error("interrupted: the cells measured so far are kept")]
-    Interrupted,
-}
-
-impl ExperimentError {
-    /// What kind of failure this is (the exit code follows from it).
-    pub fn category(&self) -> Category {
-        match self {
-            ExperimentError::Usage(_) | ExperimentError::Other { .. } => Category::Usage,
-            ExperimentError::Results(e) => e.category(),
-            ExperimentError::Pack { source, .. } => source.category(),
-            ExperimentError::HotList { source, .. } => source.category(),
-            ExperimentError::Serve(e) => e.category(),
-            ExperimentError::Mount { source, .. } => source.category(),
-            ExperimentError::Io { .. } | ExperimentError::Interrupted => Category::Environment,
-        }
-    }
-}
-
-fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ExperimentError {
-    let what = what.into();
-    move |source| ExperimentError::Io { what, source }
-}
+use start::{request, start};
 
 /// Regular files under `dir` and their bytes.
 fn files(dir: &Path) -> (u64, u64, Vec<PathBuf>) {
@@ -114,112 +73,6 @@ fn server_cache(files: &[PathBuf], state: CacheState) {
             }
         }
     }
-}
-
-/// The mount's options for one run (on `link`: `auto-hint` is told it).
-fn request(
-    o: &ExperimentOptions,
-    strategy: GridStrategy,
-    link: Option<&GridLink>,
-    cache: &Path,
-    record: Option<PathBuf>,
-) -> MountRequest {
-    let given = link.filter(|_| strategy == GridStrategy::AutoHint);
-    MountRequest {
-        strategy: strategy.mount(),
-        link_hint: given.map(|l| LinkEstimate::given(l.link.bits_per_second, l.link.latency)),
-        cache_dir: Some(cache.to_owned()),
-        record,
-        network: NetworkRequest {
-            cancel: o.cancel.clone(),
-            min_rate: 1,
-            ..NetworkRequest::default()
-        },
-        readahead: o.readahead,
-    }
-}
-
-/// One start from the bundle at `url`: mount, run the command to its end, unmount. Beside the
-/// run, what the command said on standard error when it failed
-/// ([`coldstart_sys::stderr::said`]).
-fn start(
-    o: &ExperimentOptions,
-    url: &str,
-    req: MountRequest,
-    command: &[String],
-    n: usize,
-) -> Result<(CellRun, String), ExperimentError> {
-    let root = o.work.join(format!("mnt-{n}"));
-    let _ = std::fs::remove_dir(&root);
-    std::fs::create_dir_all(&root).map_err(io(format!("mount point {}", root.display())))?;
-    let mut opts = req
-        .options()
-        .map_err(|source| ExperimentError::Mount { what: "options".into(), source })?;
-    opts.remove_on_death = vec![root.clone()];
-    let t0 = Instant::now();
-    let mount =
-        coldstart_lazyfs::mount(url, &root, opts).map_err(|source| ExperimentError::Mount {
-            what: format!("mounting {}", coldstart_bundle::remote::redact_url(url)),
-            source,
-        })?;
-    let chosen = mount.choice().map(|c| c.chosen.to_string());
-    let auto_link = mount.choice().map(|c| AutoLink {
-        bits_per_second: c.link.bytes_per_second * 8.0,
-        latency_s: c.link.latency_ms / 1e3,
-    });
-    let stderr = coldstart_sys::stderr::StderrFile::new()
-        .map_err(io("a memory file for the standard error"))?;
-    let mut cmd = Command::new(root.join(&command[0]));
-    cmd.args(&command[1..])
-        .current_dir(&root)
-        .env("COLDSTART_ROOT", &root)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(stderr.to_stdio().map_err(io("a memory file for the standard error"))?);
-    let status = match mount.spawn(&mut cmd) {
-        Ok(mut group) => loop {
-            if o.cancel.is_cancelled() {
-                group.end(Duration::from_millis(200));
-                break None;
-            }
-            match group.try_wait() {
-                Ok(Some(s)) => {
-                    group.end(Duration::from_secs(1));
-                    break Some(s);
-                }
-                Ok(None) => std::thread::sleep(Duration::from_micros(500)),
-                Err(_) => break None,
-            }
-        },
-        Err(_) => None,
-    };
-    let program_s = t0.elapsed().as_secs_f64();
-    let (report, result) = mount.close();
-    let wall_s = t0.elapsed().as_secs_f64();
-    let _ = std::fs::remove_dir(&root);
-    result.map_err(|source| ExperimentError::Mount { what: "unmounting".into(), source })?;
-    if o.cancel.is_cancelled() {
-        return Err(ExperimentError::Interrupted);
-    }
-    Ok((
-        CellRun {
-            wall_s,
-            bytes_fetched: report.bytes_fetched,
-            requests: report.requests,
-            stall_s: report.miss_wait_total_ms / 1e3,
-            exit_code: status.and_then(|s| s.code()),
-            chosen,
-            teardown_s: Some(wall_s - program_s),
-            held_out_misses: Some(report.held_out_misses),
-            held_out_bytes: Some(report.held_out_bytes),
-            other_bytes: Some(report.other_bytes),
-            auto_link,
-        },
-        match status.is_some_and(|s| s.success()) {
-            true => String::new(),
-            false => coldstart_sys::stderr::said(&stderr.last_lines()),
-        },
-    ))
 }
 
 /// What the runs measured so far missed outside the hot set, oldest first, as a mount's
@@ -304,8 +157,7 @@ fn local_start(o: &ExperimentOptions) -> Option<f64> {
         }
         times.push(t.elapsed().as_secs_f64());
     }
-    times.sort_by(f64::total_cmp);
-    Some(times[times.len() / 2])
+    coldstart_results::median(times)
 }
 
 /// A start's estimated time, for the progress bar only: Eq. 1 with the bytes a strategy
@@ -376,17 +228,72 @@ pub fn run(
 }
 
 fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment, ExperimentError> {
-    // Absolute paths: the commands run with their directory as the current one.
-    let absolute =
-        |p: &Path| std::path::absolute(p).map_err(io(format!("the path {}", p.display())));
-    let o = &ExperimentOptions {
+    let o = &absolute_options(o)?;
+    check_grid(o)?;
+    let mut e = previous(o)?;
+    describe(&mut e, o);
+    let bundle = prepare_bundle(o, &mut e, progress)?;
+    let todo = plan(o, &e, progress);
+    if o.repredict {
+        repredict(o, &mut e, &bundle)?;
+        e.write(&o.output)?;
+        return Ok(e);
+    }
+    let mut n = 2;
+    for l in &o.links {
+        if !todo.iter().any(|t| std::ptr::eq(t.0, l)) {
+            continue;
+        }
+        let server = coldstart_serve::serve(&bundle.dir, "127.0.0.1:0", Some(l.link))?;
+        let url = server.url();
+        for c in &o.caches {
+            let cells: Vec<GridStrategy> =
+                todo.iter().filter(|t| std::ptr::eq(t.0, l) && t.1 == *c).map(|t| t.2).collect();
+            if cells.is_empty() {
+                continue;
+            }
+            server_cache(&bundle.server_files, *c);
+            let history = history_before(&e, e.cells.len(), &l.label, bundle.start_bytes);
+            let (choice, measured) = predictions(o, &mut e, &url, l, &bundle.manifest, &history)?;
+            for s in cells {
+                let site = Site { url: &url, link: l, cache: *c, bundle: &bundle };
+                let runs = measure_cell(o, &mut e, &site, s, &mut n, progress)?;
+                let mut cell = Cell {
+                    link: spec(l),
+                    strategy: s.name(),
+                    cache: c.name().into(),
+                    runs,
+                    predicted_s: None,
+                    predicted_choice: None,
+                    predicted_measured_s: None,
+                };
+                predicted(&mut cell, choice.as_ref(), measured.as_ref());
+                e.cells.push(cell);
+                e.write(&o.output)?;
+            }
+        }
+        drop(server);
+    }
+    e.write(&o.output)?;
+    Ok(e)
+}
+
+/// The options with the program's directory and the work directory made absolute: the
+/// commands run with their directory as the current one.
+fn absolute_options(o: &ExperimentOptions) -> Result<ExperimentOptions, ExperimentError> {
+    Ok(ExperimentOptions {
         dir: o
             .dir
             .canonicalize()
             .map_err(io(format!("the program's directory {}", o.dir.display())))?,
-        work: absolute(&o.work)?,
+        work: std::path::absolute(&o.work).map_err(io(format!("the path {}", o.work.display())))?,
         ..o.clone()
-    };
+    })
+}
+
+/// Refuse a grid that cannot run: a command missing or not a file in the program's
+/// directory, or no links, strategies, cache states or runs.
+fn check_grid(o: &ExperimentOptions) -> Result<(), ExperimentError> {
     if o.command.is_empty() || o.profiled.is_empty() {
         return Err(ExperimentError::Usage(
             "give the measured command and the profiled one".into(),
@@ -406,20 +313,30 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
             "the grid is empty: give links, strategies, cache states and runs".into(),
         ));
     }
-    let mut e = match Experiment::read(&o.output) {
+    Ok(())
+}
+
+/// The experiment the output file holds (refused if it is another one), or a new one when
+/// there is no such file.
+fn previous(o: &ExperimentOptions) -> Result<Experiment, ExperimentError> {
+    match Experiment::read(&o.output) {
         Ok(prev) => {
             same(&prev, o).map_err(|why| ExperimentError::Other { path: o.output.clone(), why })?;
-            prev
+            Ok(prev)
         }
         Err(coldstart_results::ResultsError::Read { source, .. })
             if source.kind() == std::io::ErrorKind::NotFound =>
         {
-            Experiment::new()
+            Ok(Experiment::new())
         }
-        Err(err) => return Err(err.into()),
-    };
-    let (nfiles, nbytes, server_files_src) = files(&o.dir);
-    drop(server_files_src);
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Write into `e` the machine, the program and the settings, adding this grid's links,
+/// strategies and cache states to those of the cells it holds.
+fn describe(e: &mut Experiment, o: &ExperimentOptions) {
+    let (nfiles, nbytes, _) = files(&o.dir);
     e.created_unix = if e.created_unix == 0 { now() } else { e.created_unix };
     e.kernel =
         std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().into();
@@ -449,9 +366,28 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
             e.settings.caches.push(c.name().into());
         }
     }
+}
 
-    // The bundle: packed once without a hot set to record what each workload reads, then
-    // with the profiled workload's reads as the hot set.
+/// The bundle the grid serves, and what a start needs to know of it.
+struct Bundle {
+    /// Its directory.
+    dir: PathBuf,
+    /// Its files, whose page cache the cache state sets.
+    server_files: Vec<PathBuf>,
+    /// The SHA-256 of its manifest, which names its miss histories.
+    manifest: [u8; 32],
+    /// The size of its start object.
+    start_bytes: u64,
+}
+
+/// Pack the bundle: once without a hot set to record what each workload reads, then with the
+/// profiled workload's reads as the hot set. Records in `e` the hot set, the measured
+/// workload's bytes and the local start-up time.
+fn prepare_bundle(
+    o: &ExperimentOptions,
+    e: &mut Experiment,
+    progress: &mut dyn Progress,
+) -> Result<Bundle, ExperimentError> {
     std::fs::create_dir_all(&o.work).map_err(io(format!("work directory {}", o.work.display())))?;
     let pack_opts = PackOptions {
         chunk_size: o.chunk_size,
@@ -484,14 +420,27 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
         e.warnings
             .push("the measured command failed when run locally: no local start-up time".into());
     }
+    let manifest = std::fs::read(bundle.join("manifest.json"))
+        .map_err(io(format!("the bundle's manifest in {}", bundle.display())))?;
+    let manifest = coldstart_bundle::sign::digest(&manifest);
+    let start_bytes = std::fs::metadata(bundle.join(coldstart_bundle::start::START_OBJECT))
+        .map_or(0, |m| m.len());
+    Ok(Bundle { dir: bundle, server_files, manifest, start_bytes })
+}
 
-    // The work ahead, in estimated seconds.
-    let mut todo: Vec<(&GridLink, CacheState, GridStrategy)> = Vec::new();
+/// The cells `e` does not hold yet, in the order they run; starts the progress with the work
+/// of the whole grid and of the cells already measured, in estimated seconds.
+fn plan<'a>(
+    o: &'a ExperimentOptions,
+    e: &Experiment,
+    progress: &mut dyn Progress,
+) -> Vec<(&'a GridLink, CacheState, GridStrategy)> {
+    let mut todo = Vec::new();
     let (mut total, mut done) = (0.0, 0.0);
     for l in &o.links {
         for c in &o.caches {
             for s in &o.strategies {
-                let est = estimate(&e, &spec(l), &s.name()) * l.runs.unwrap_or(o.runs) as f64;
+                let est = estimate(e, &spec(l), &s.name()) * l.runs.unwrap_or(o.runs) as f64;
                 total += est;
                 if e.cell(&l.label, &s.name(), c.name()).is_some() {
                     done += est;
@@ -502,155 +451,121 @@ fn grid(o: &ExperimentOptions, progress: &mut dyn Progress) -> Result<Experiment
         }
     }
     progress.start(total, done);
-    let manifest = std::fs::read(bundle.join("manifest.json"))
-        .map_err(io(format!("the bundle's manifest in {}", bundle.display())))?;
-    let manifest = coldstart_bundle::sign::digest(&manifest);
-    let start_bytes = std::fs::metadata(bundle.join(coldstart_bundle::start::START_OBJECT))
-        .map_or(0, |m| m.len());
-    if o.repredict {
-        repredict(o, &mut e, &bundle, &server_files, &manifest, start_bytes)?;
-        e.write(&o.output)?;
-        return Ok(e);
-    }
-    let mut n = 2;
-    for l in &o.links {
-        if !todo.iter().any(|t| std::ptr::eq(t.0, l)) {
-            continue;
+    todo
+}
+
+/// Where a cell's starts run: the bundle served at `url` over `link`, in cache state `cache`.
+struct Site<'a> {
+    url: &'a str,
+    link: &'a GridLink,
+    cache: CacheState,
+    bundle: &'a Bundle,
+}
+
+/// The runs of one cell: the link's number of starts of the measured command with strategy
+/// `s`, each from a chunk cache holding the miss history of the starts before it. `n` numbers
+/// the starts' mount points. A failed start is a warning in `e`.
+fn measure_cell(
+    o: &ExperimentOptions,
+    e: &mut Experiment,
+    site: &Site,
+    s: GridStrategy,
+    n: &mut usize,
+    progress: &mut dyn Progress,
+) -> Result<Vec<CellRun>, ExperimentError> {
+    let (l, c, bundle) = (site.link, site.cache, site.bundle);
+    let name = s.name();
+    let est = estimate(e, &spec(l), &name);
+    let mut runs = Vec::new();
+    let n_runs = l.runs.unwrap_or(o.runs);
+    for i in 0..n_runs {
+        if o.cancel.is_cancelled() {
+            return Err(ExperimentError::Interrupted);
         }
-        let server = coldstart_serve::serve(&bundle, "127.0.0.1:0", Some(l.link))?;
-        let url = server.url();
-        for c in &o.caches {
-            let cells: Vec<GridStrategy> =
-                todo.iter().filter(|t| std::ptr::eq(t.0, l) && t.1 == *c).map(|t| t.2).collect();
-            if cells.is_empty() {
-                continue;
-            }
-            server_cache(&server_files, *c);
-            let history = history_before(&e, e.cells.len(), &l.label, start_bytes);
-            let Some(choice) = predict_link(o, &mut e, &url, l, &manifest, &history, true)? else {
-                return Err(ExperimentError::Interrupted);
+        progress.message(&format!("{} {} {name}: run {} of {}", l.label, c.name(), i + 1, n_runs));
+        // The user's cache after the starts so far: their miss history, no chunk.
+        let cache = o.work.join("cache");
+        let mut history = history_before(e, e.cells.len(), &l.label, bundle.start_bytes);
+        history.extend(held_out_runs([(name.as_str(), &runs[..])], bundle.start_bytes));
+        fresh_cache(&cache, &bundle.manifest, &history)?;
+        server_cache(&bundle.server_files, c);
+        *n += 1;
+        let req = request(o, s, Some(l), &cache, None);
+        let (r, said) = start(o, site.url, req, &o.command, *n)?;
+        if r.exit_code != Some(0) {
+            let status = match r.exit_code {
+                Some(code) => format!("exit code {code}"),
+                None => "killed by a signal".into(),
             };
-            let measured = match o.predict_measured {
-                false => None,
-                true => match predict_link(o, &mut e, &url, l, &manifest, &history, false)? {
-                    Some(c) => c,
-                    None => return Err(ExperimentError::Interrupted),
-                },
-            };
-            for s in cells {
-                let name = s.name();
-                let est = estimate(&e, &spec(l), &name);
-                let mut runs = Vec::new();
-                let n_runs = l.runs.unwrap_or(o.runs);
-                for i in 0..n_runs {
-                    if o.cancel.is_cancelled() {
-                        return Err(ExperimentError::Interrupted);
-                    }
-                    progress.message(&format!(
-                        "{} {} {name}: run {} of {}",
-                        l.label,
-                        c.name(),
-                        i + 1,
-                        n_runs
-                    ));
-                    // The user's cache after the starts so far: their miss history, no chunk.
-                    let cache = o.work.join("cache");
-                    let mut history = history_before(&e, e.cells.len(), &l.label, start_bytes);
-                    history.extend(held_out_runs([(name.as_str(), &runs[..])], start_bytes));
-                    fresh_cache(&cache, &manifest, &history)?;
-                    server_cache(&server_files, *c);
-                    n += 1;
-                    let req = request(o, s, Some(l), &cache, None);
-                    let (r, said) = start(o, &url, req, &o.command, n)?;
-                    if r.exit_code != Some(0) {
-                        let status = match r.exit_code {
-                            Some(code) => format!("exit code {code}"),
-                            None => "killed by a signal".into(),
-                        };
-                        e.warnings.push(format!(
-                            "{} {} {name}: the command failed ({status}){said}",
-                            l.label,
-                            c.name(),
-                        ));
-                    }
-                    runs.push(r);
-                    progress.advance(est);
-                }
-                let mut cell = Cell {
-                    link: spec(l),
-                    strategy: name,
-                    cache: c.name().into(),
-                    runs,
-                    predicted_s: None,
-                    predicted_choice: None,
-                    predicted_measured_s: None,
-                };
-                predicted(&mut cell, choice.as_ref(), measured.as_ref());
-                e.cells.push(cell);
-                e.write(&o.output)?;
-            }
+            e.warnings.push(format!(
+                "{} {} {name}: the command failed ({status}){said}",
+                l.label,
+                c.name(),
+            ));
         }
-        drop(server);
+        runs.push(r);
+        progress.advance(est);
     }
-    e.write(&o.output)?;
-    Ok(e)
+    Ok(runs)
 }
 
 /// The model's figures for link `l` and an empty chunk cache holding the miss history of
-/// `history`, the link given (or measured by `predict`); `Ok(None)`: interrupted. A failed
-/// prediction is a warning.
-fn predict_link(
+/// `history`: with the link given, and (if asked) with the link measured by `predict`;
+/// interrupted, [`ExperimentError::Interrupted`]. A failed prediction is a warning in `e`
+/// and no figure.
+fn predictions(
     o: &ExperimentOptions,
     e: &mut Experiment,
     url: &str,
     l: &GridLink,
     manifest: &[u8; 32],
     history: &[HeldOutRun],
-    given: bool,
-) -> Result<Option<Option<coldstart_lazyfs::model::Choice>>, ExperimentError> {
+) -> Result<(Option<Choice>, Option<Choice>), ExperimentError> {
     let empty = o.work.join("cache-empty");
-    fresh_cache(&empty, manifest, history)?;
-    let choice = coldstart_lazyfs::predict(
-        url,
-        &PredictOptions {
-            link_hint: given.then(|| LinkEstimate::given(l.link.bits_per_second, l.link.latency)),
-            cache_dir: Some(empty.clone()),
-            network: NetworkRequest {
-                cancel: o.cancel.clone(),
-                min_rate: 1,
-                ..NetworkRequest::default()
+    let predict = |e: &mut Experiment, given: bool| -> Result<Option<Choice>, ExperimentError> {
+        fresh_cache(&empty, manifest, history)?;
+        let choice = coldstart_lazyfs::predict(
+            url,
+            &PredictOptions {
+                link_hint: given
+                    .then(|| LinkEstimate::given(l.link.bits_per_second, l.link.latency)),
+                cache_dir: Some(empty.clone()),
+                network: NetworkRequest {
+                    cancel: o.cancel.clone(),
+                    min_rate: 1,
+                    ..NetworkRequest::default()
+                },
+                // What the mount chooses for a strategy that fetches while it runs.
+                readahead: o.readahead.unwrap_or_else(|| {
+                    coldstart_lazyfs::default_readahead(
+                        coldstart_lazyfs::Strategy::Stream,
+                        false,
+                        false,
+                    )
+                }),
+                local_ms: e.local_s.map(|s| s * 1e3),
             },
-            // What the mount chooses for a strategy that fetches while it runs.
-            readahead: o.readahead.unwrap_or_else(|| {
-                coldstart_lazyfs::default_readahead(
-                    coldstart_lazyfs::Strategy::Stream,
-                    false,
-                    false,
-                )
-            }),
-            local_ms: e.local_s.map(|s| s * 1e3),
-        },
-    );
-    let _ = std::fs::remove_dir_all(&empty);
-    match choice {
-        Ok(c) => Ok(Some(Some(c))),
-        Err(_) if o.cancel.is_cancelled() => Ok(None),
-        Err(err) => {
-            e.warnings.push(format!("predict on {}: {err}", l.label));
-            Ok(Some(None))
+        );
+        let _ = std::fs::remove_dir_all(&empty);
+        match choice {
+            Ok(c) => Ok(Some(c)),
+            Err(_) if o.cancel.is_cancelled() => Err(ExperimentError::Interrupted),
+            Err(err) => {
+                e.warnings.push(format!("predict on {}: {err}", l.label));
+                Ok(None)
+            }
         }
-    }
+    };
+    let choice = predict(e, true)?;
+    let measured = if o.predict_measured { predict(e, false)? } else { None };
+    Ok((choice, measured))
 }
 
 /// Sets a cell's predictions from `choice` (the link given) and `measured` (the link measured,
 /// if asked): its strategy's figure, or for `auto` the figure of the strategy its runs chose
 /// (predict's choice if they chose none).
-fn predicted(
-    cell: &mut Cell,
-    choice: Option<&coldstart_lazyfs::model::Choice>,
-    measured: Option<&coldstart_lazyfs::model::Choice>,
-) {
-    let figure = |cell: &Cell, ch: Option<&coldstart_lazyfs::model::Choice>| {
+fn predicted(cell: &mut Cell, choice: Option<&Choice>, measured: Option<&Choice>) {
+    let figure = |cell: &Cell, ch: Option<&Choice>| {
         let ch = ch?;
         let pick = match cell.strategy.as_str() {
             "auto" | "auto-hint" => {
@@ -671,32 +586,20 @@ fn predicted(
 fn repredict(
     o: &ExperimentOptions,
     e: &mut Experiment,
-    bundle: &Path,
-    server_files: &[PathBuf],
-    manifest: &[u8; 32],
-    start_bytes: u64,
+    bundle: &Bundle,
 ) -> Result<(), ExperimentError> {
     for l in &o.links {
-        let server = coldstart_serve::serve(bundle, "127.0.0.1:0", Some(l.link))?;
+        let server = coldstart_serve::serve(&bundle.dir, "127.0.0.1:0", Some(l.link))?;
         for c in &o.caches {
             let Some(first) =
                 e.cells.iter().position(|x| x.link.label == l.label && x.cache == c.name())
             else {
                 continue;
             };
-            server_cache(server_files, *c);
-            let history = history_before(e, first, &l.label, start_bytes);
+            server_cache(&bundle.server_files, *c);
+            let history = history_before(e, first, &l.label, bundle.start_bytes);
             let url = server.url();
-            let Some(choice) = predict_link(o, e, &url, l, manifest, &history, true)? else {
-                return Err(ExperimentError::Interrupted);
-            };
-            let measured = match o.predict_measured {
-                false => None,
-                true => match predict_link(o, e, &url, l, manifest, &history, false)? {
-                    Some(c) => c,
-                    None => return Err(ExperimentError::Interrupted),
-                },
-            };
+            let (choice, measured) = predictions(o, e, &url, l, &bundle.manifest, &history)?;
             for cell in
                 e.cells.iter_mut().filter(|x| x.link.label == l.label && x.cache == c.name())
             {

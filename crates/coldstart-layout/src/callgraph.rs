@@ -60,7 +60,6 @@ impl CallGraph {
     pub fn read(path: &Path, references: bool) -> Result<CallGraph, LayoutError> {
         let info = coldstart_elf::ElfInfo::open(path, &coldstart_elf::SymbolOptions::default())?;
         let map = coldstart_elf::Mmap::open(path)?;
-        let bytes = map.bytes();
         let (got, relative) = crate::binary::with_object(path, got_slots)?;
         let mut graph = CallGraph { path: path.to_owned(), ..CallGraph::default() };
         for (i, f) in info.functions.iter().enumerate() {
@@ -70,153 +69,11 @@ impl CallGraph {
             graph.names.push(f.names.clone());
             graph.sizes.push(f.size);
         }
-        let starts: HashMap<u64, usize> =
-            info.functions.iter().enumerate().map(|(i, f)| (f.address, i)).collect();
-        let code_at = |vaddr: u64, len: u64| -> Option<&[u8]> {
-            let off = info.vaddr_to_offset(vaddr)? as usize;
-            bytes.get(off..off.checked_add(len as usize)?)
-        };
-        // A call to a stub (the PLT): the stub's jump through the GOT names the callee.
-        let stub = |target: u64| -> Option<String> {
-            let code = code_at(target, 16).or_else(|| code_at(target, 8))?;
-            let mut d = Decoder::with_ip(64, code, target, DecoderOptions::NONE);
-            for _ in 0..3 {
-                let ins = d.decode();
-                if ins.is_invalid() {
-                    return None;
-                }
-                if ins.flow_control() == FlowControl::IndirectBranch
-                    && ins.is_ip_rel_memory_operand()
-                {
-                    return got.get(&ins.ip_rel_memory_address()).cloned();
-                }
-                if ins.flow_control() != FlowControl::Next {
-                    return None;
-                }
-            }
-            None
-        };
-        // Data the loader or the file gives a value: sections with file bytes, not code.
-        let mut data: Vec<(u64, u64)> = info
-            .sections
-            .iter()
-            .filter(|s| s.address != 0 && s.offset.is_some() && !s.executable && s.size > 0)
-            .map(|s| (s.address, s.address + s.size))
-            .collect();
-        data.sort_unstable();
-        let is_data = |a: u64| {
-            let i = data.partition_point(|r| r.1 <= a);
-            data.get(i).is_some_and(|r| r.0 <= a)
-        };
-        // The pointer-sized value at `slot`: what the loader writes (a relative relocation's
-        // addend), else what the file holds (DT_RELR and non-PIE binaries keep it in place).
-        let word_at = |slot: u64| -> Option<u64> {
-            if let Some(v) = relative.get(&slot) {
-                return Some(*v);
-            }
-            if !is_data(slot) {
-                return None;
-            }
-            let b = code_at(slot, 8)?;
-            Some(u64::from_le_bytes(b.try_into().ok()?))
-        };
-        // The functions a table at `at` points to (a vtable, a table of callbacks, a static
-        // holding a function pointer): the words from `at` on while they are function
-        // pointers, small numbers (a vtable's size and alignment) or, one level deep,
-        // pointers to another table.
-        fn table(
-            at: u64,
-            depth: usize,
-            word_at: &dyn Fn(u64) -> Option<u64>,
-            starts: &HashMap<u64, usize>,
-            is_data: &dyn Fn(u64) -> bool,
-            out: &mut Vec<usize>,
-        ) {
-            if !at.is_multiple_of(8) {
-                return;
-            }
-            for k in 0..TABLE_WORDS {
-                let Some(v) = word_at(at + 8 * k) else { return };
-                if let Some(&f) = starts.get(&v) {
-                    out.push(f);
-                } else if v < 1 << 16 {
-                    continue;
-                } else if depth > 0 && is_data(v) {
-                    table(v, depth - 1, word_at, starts, is_data, out);
-                } else {
-                    return;
-                }
-            }
-        }
-        let mut tables: HashMap<u64, Vec<usize>> = HashMap::new();
+        let mut code = Code::new(&info, map.bytes(), got, relative);
         let x86_64 = info.machine == coldstart_elf::Machine::X86_64;
-        let mut stubs: HashMap<u64, Option<String>> = HashMap::new();
         for (i, f) in info.functions.iter().enumerate() {
-            let mut out: Vec<Callee> = Vec::new();
-            let code = if x86_64 { code_at(f.address, f.size) } else { None };
-            if let Some(code) = code {
-                let mut d = Decoder::with_ip(64, code, f.address, DecoderOptions::NONE);
-                let mut ins = Instruction::default();
-                while d.can_decode() {
-                    d.decode_out(&mut ins);
-                    let callee = match ins.flow_control() {
-                        FlowControl::Call
-                        | FlowControl::UnconditionalBranch
-                        | FlowControl::ConditionalBranch => {
-                            let t = ins.near_branch_target();
-                            if t >= f.address && t < f.address + f.size.max(1) {
-                                continue; // a branch inside the function
-                            }
-                            match starts.get(&t) {
-                                Some(&j) => Some(Callee::Local(j)),
-                                None => stubs
-                                    .entry(t)
-                                    .or_insert_with(|| stub(t))
-                                    .clone()
-                                    .map(Callee::Import),
-                            }
-                        }
-                        FlowControl::IndirectCall | FlowControl::IndirectBranch
-                            if ins.is_ip_rel_memory_operand() =>
-                        {
-                            got.get(&ins.ip_rel_memory_address()).cloned().map(Callee::Import)
-                        }
-                        // A reference: a function's address taken (a callback, a closure),
-                        // a function pointer loaded from the GOT, or a table of them (a
-                        // trait object's vtable, a table of handlers).
-                        FlowControl::Next if references && ins.is_ip_rel_memory_operand() => {
-                            let t = ins.ip_rel_memory_address();
-                            if let Some(&j) = starts.get(&t) {
-                                Some(Callee::Local(j))
-                            } else if let Some(name) = got.get(&t) {
-                                Some(Callee::Import(name.clone()))
-                            } else if is_data(t) {
-                                let found = tables.entry(t).or_insert_with(|| {
-                                    let mut v = Vec::new();
-                                    table(t, 1, &word_at, &starts, &is_data, &mut v);
-                                    v
-                                });
-                                for &j in found.iter() {
-                                    let c = Callee::Local(j);
-                                    if j != i && !out.contains(&c) {
-                                        out.push(c);
-                                    }
-                                }
-                                None
-                            } else {
-                                None
-                            }
-                        }
-                        _ => None,
-                    };
-                    if let Some(c) = callee {
-                        if c != Callee::Local(i) && !out.contains(&c) {
-                            out.push(c);
-                        }
-                    }
-                }
-            }
-            graph.callees.push(out);
+            let callees = if x86_64 { code.callees(i, f, references) } else { Vec::new() };
+            graph.callees.push(callees);
         }
         Ok(graph)
     }
@@ -257,6 +114,200 @@ impl CallGraph {
             g.callees.push(out);
         }
         g
+    }
+}
+
+/// What decoding a binary's functions looks up: its bytes by address, its functions'
+/// entries, its GOT slots and relative relocations and its data sections; with the stubs
+/// and tables of pointers found so far.
+struct Code<'a> {
+    info: &'a coldstart_elf::ElfInfo,
+    bytes: &'a [u8],
+    /// GOT slot -> the name of the symbol the loader writes there.
+    got: HashMap<u64, String>,
+    /// Slot -> the value of its relative relocation.
+    relative: HashMap<u64, u64>,
+    /// Function entry address -> the function's index.
+    starts: HashMap<u64, usize>,
+    /// Data the loader or the file gives a value: sections with file bytes, not code,
+    /// sorted.
+    data: Vec<(u64, u64)>,
+    /// Call target outside every function -> the import its stub jumps to.
+    stubs: HashMap<u64, Option<String>>,
+    /// Address in data -> the functions of the table there.
+    tables: HashMap<u64, Vec<usize>>,
+}
+
+impl<'a> Code<'a> {
+    fn new(
+        info: &'a coldstart_elf::ElfInfo,
+        bytes: &'a [u8],
+        got: HashMap<u64, String>,
+        relative: HashMap<u64, u64>,
+    ) -> Code<'a> {
+        let starts = info.functions.iter().enumerate().map(|(i, f)| (f.address, i)).collect();
+        let mut data: Vec<(u64, u64)> = info
+            .sections
+            .iter()
+            .filter(|s| s.address != 0 && s.offset.is_some() && !s.executable && s.size > 0)
+            .map(|s| (s.address, s.address + s.size))
+            .collect();
+        data.sort_unstable();
+        Code {
+            info,
+            bytes,
+            got,
+            relative,
+            starts,
+            data,
+            stubs: HashMap::new(),
+            tables: HashMap::new(),
+        }
+    }
+
+    /// The `len` bytes the file holds at virtual address `vaddr`.
+    fn code_at(&self, vaddr: u64, len: u64) -> Option<&'a [u8]> {
+        let bytes: &'a [u8] = self.bytes;
+        let off = self.info.vaddr_to_offset(vaddr)? as usize;
+        bytes.get(off..off.checked_add(len as usize)?)
+    }
+
+    /// The import a call to a stub (the PLT) reaches: the stub's jump through the GOT names
+    /// it.
+    fn stub(&self, target: u64) -> Option<String> {
+        let code = self.code_at(target, 16).or_else(|| self.code_at(target, 8))?;
+        let mut d = Decoder::with_ip(64, code, target, DecoderOptions::NONE);
+        for _ in 0..3 {
+            let ins = d.decode();
+            if ins.is_invalid() {
+                return None;
+            }
+            if ins.flow_control() == FlowControl::IndirectBranch && ins.is_ip_rel_memory_operand() {
+                return self.got.get(&ins.ip_rel_memory_address()).cloned();
+            }
+            if ins.flow_control() != FlowControl::Next {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Whether `a` is in data the loader or the file gives a value.
+    fn is_data(&self, a: u64) -> bool {
+        let i = self.data.partition_point(|r| r.1 <= a);
+        self.data.get(i).is_some_and(|r| r.0 <= a)
+    }
+
+    /// The pointer-sized value at `slot`: what the loader writes (a relative relocation's
+    /// addend), else what the file holds (DT_RELR and non-PIE binaries keep it in place).
+    fn word_at(&self, slot: u64) -> Option<u64> {
+        if let Some(v) = self.relative.get(&slot) {
+            return Some(*v);
+        }
+        if !self.is_data(slot) {
+            return None;
+        }
+        let b = self.code_at(slot, 8)?;
+        Some(u64::from_le_bytes(b.try_into().ok()?))
+    }
+
+    /// The functions a table at `at` points to (a vtable, a table of callbacks, a static
+    /// holding a function pointer), added to `out`: the words from `at` on while they are
+    /// function pointers, small numbers (a vtable's size and alignment) or, `depth` levels
+    /// deep, pointers to another table.
+    fn table(&self, at: u64, depth: usize, out: &mut Vec<usize>) {
+        if !at.is_multiple_of(8) {
+            return;
+        }
+        for k in 0..TABLE_WORDS {
+            let Some(v) = self.word_at(at + 8 * k) else { return };
+            if let Some(&f) = self.starts.get(&v) {
+                out.push(f);
+            } else if v < 1 << 16 {
+                continue;
+            } else if depth > 0 && self.is_data(v) {
+                self.table(v, depth - 1, out);
+            } else {
+                return;
+            }
+        }
+    }
+
+    /// The import the stub at `target` jumps to, decoded once.
+    fn cached_stub(&mut self, target: u64) -> Option<String> {
+        if let Some(s) = self.stubs.get(&target) {
+            return s.clone();
+        }
+        let s = self.stub(target);
+        self.stubs.insert(target, s.clone());
+        s
+    }
+
+    /// The functions of the table at `at`, read once.
+    fn cached_table(&mut self, at: u64) -> Vec<usize> {
+        if let Some(t) = self.tables.get(&at) {
+            return t.clone();
+        }
+        let mut v = Vec::new();
+        self.table(at, 1, &mut v);
+        self.tables.insert(at, v.clone());
+        v
+    }
+
+    /// The distinct callees of function `i` (`f`), in the order of their first call: its
+    /// direct calls and tail calls, calls through the GOT, and with `references` the
+    /// functions whose address it takes and those of the tables it refers to.
+    fn callees(&mut self, i: usize, f: &coldstart_elf::Function, references: bool) -> Vec<Callee> {
+        let mut out: Vec<Callee> = Vec::new();
+        let Some(code) = self.code_at(f.address, f.size) else { return out };
+        let add = |out: &mut Vec<Callee>, c: Callee| {
+            if c != Callee::Local(i) && !out.contains(&c) {
+                out.push(c);
+            }
+        };
+        let mut d = Decoder::with_ip(64, code, f.address, DecoderOptions::NONE);
+        let mut ins = Instruction::default();
+        while d.can_decode() {
+            d.decode_out(&mut ins);
+            match ins.flow_control() {
+                FlowControl::Call
+                | FlowControl::UnconditionalBranch
+                | FlowControl::ConditionalBranch => {
+                    let t = ins.near_branch_target();
+                    if t >= f.address && t < f.address + f.size.max(1) {
+                        continue; // a branch inside the function
+                    }
+                    let callee = match self.starts.get(&t) {
+                        Some(&j) => Some(Callee::Local(j)),
+                        None => self.cached_stub(t).map(Callee::Import),
+                    };
+                    callee.into_iter().for_each(|c| add(&mut out, c));
+                }
+                FlowControl::IndirectCall | FlowControl::IndirectBranch
+                    if ins.is_ip_rel_memory_operand() =>
+                {
+                    let callee = self.got.get(&ins.ip_rel_memory_address()).cloned();
+                    callee.into_iter().for_each(|n| add(&mut out, Callee::Import(n)));
+                }
+                // A reference: a function's address taken (a callback, a closure), a function
+                // pointer loaded from the GOT, or a table of them (a trait object's vtable, a
+                // table of handlers).
+                FlowControl::Next if references && ins.is_ip_rel_memory_operand() => {
+                    let t = ins.ip_rel_memory_address();
+                    if let Some(&j) = self.starts.get(&t) {
+                        add(&mut out, Callee::Local(j));
+                    } else if let Some(name) = self.got.get(&t) {
+                        add(&mut out, Callee::Import(name.clone()));
+                    } else if self.is_data(t) {
+                        for j in self.cached_table(t) {
+                            add(&mut out, Callee::Local(j));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
     }
 }
 

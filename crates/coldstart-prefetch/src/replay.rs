@@ -252,19 +252,89 @@ impl Held {
 /// Open and check every file of `db`, and lay out the reads.
 pub fn plan(db: &Database, options: &ReplayOptions) -> Plan {
     let start = Instant::now();
-    let mut open = Vec::new();
-    let mut index: Vec<Option<usize>> = vec![None; db.files.len()];
-    let mut skipped = Vec::new();
-    let mut moved = 0;
-    // Files whose build-id is checked with the sweep's first request (index into `open`, into
-    // `db.files`).
-    let mut checks: Vec<(usize, usize)> = Vec::new();
+    let Opened { open, index, skipped, moved, checks } = open_checked(db, options);
+    let rotational = open
+        .first()
+        .and_then(|f| f.metadata().ok())
+        .is_some_and(|m| device_queue(m.dev(), "rotational") == Some(1));
+    let gap = options.gap.unwrap_or(if rotational { ROTATIONAL_GAP } else { DEFAULT_GAP });
+    let mut extents = merged_extents(db, &index, open.len(), gap);
+    let order = match options.order {
+        Order::Auto => {
+            if rotational {
+                Order::Physical
+            } else {
+                Order::FirstTouch
+            }
+        }
+        o => o,
+    };
+    match order {
+        Order::Physical => {
+            let maps: Vec<Vec<Extent>> = open.iter().map(coldstart_sys::file::extents).collect();
+            let key = |&(f, s, _, _): &(usize, u64, u64, usize)| {
+                let dev = open[f].metadata().map(|m| m.dev()).unwrap_or(0);
+                (dev, physical(&maps[f], s).unwrap_or(u64::MAX), f, s)
+            };
+            extents.sort_by_cached_key(key);
+        }
+        _ => extents.sort_by_key(|e| e.3),
+    }
+    let requests = cut(&open, extents);
+    let mechanism = match options.mechanism {
+        Mechanism::Auto if rotational => Mechanism::Huge,
+        Mechanism::Auto => Mechanism::Readahead,
+        m => m,
+    };
+    let mut plan = Plan {
+        open,
+        requests,
+        skipped,
+        moved,
+        order,
+        mechanism,
+        early: 0,
+        elapsed: Duration::ZERO,
+    };
+    if !checks.is_empty() {
+        check_build_ids(&mut plan, db, &checks, jobs_for(options, mechanism));
+    }
+    plan.elapsed = start.elapsed();
+    plan
+}
+
+/// The files of a database opened and checked against it.
+struct Opened {
+    /// The files still as recorded (or moved), in database order.
+    open: Vec<File>,
+    /// Index into `db.files` -> index into `open`, for the files kept.
+    index: Vec<Option<usize>>,
+    /// Files whose identity changed, or that are gone or unreadable.
+    skipped: Vec<Skipped>,
+    /// Files kept although their device or inode changed (a copy with its times kept).
+    moved: usize,
+    /// Files whose build-id is checked with the sweep's first request (index into `open`,
+    /// into `db.files`).
+    checks: Vec<(usize, usize)>,
+}
+
+/// Open every file of `db` and compare it with what was recorded: a file missing or changed
+/// is skipped; with `check_in_sweep`, a file with a build-id is compared by its metadata only
+/// now, its build-id later.
+fn open_checked(db: &Database, options: &ReplayOptions) -> Opened {
+    let mut out = Opened {
+        open: Vec::new(),
+        index: vec![None; db.files.len()],
+        skipped: Vec::new(),
+        moved: 0,
+        checks: Vec::new(),
+    };
     let opened = open_all(db.files.iter().map(|e| e.path.as_path()).collect(), options.open_jobs);
     for ((i, entry), opened) in db.files.iter().enumerate().zip(opened) {
         let (file, meta) = match opened {
             Ok(f) => f,
             Err(e) => {
-                skipped.push(Skipped { path: entry.path.clone(), why: e.to_string() });
+                out.skipped.push(Skipped { path: entry.path.clone(), why: e.to_string() });
                 continue;
             }
         };
@@ -273,26 +343,31 @@ pub fn plan(db: &Database, options: &ReplayOptions) -> Plan {
             if check_later { compare_metadata(entry, &meta) } else { compare(entry, &file, &meta) };
         match found {
             Match::Same => {}
-            Match::Moved => moved += 1,
+            Match::Moved => out.moved += 1,
             Match::Changed(why) => {
-                skipped.push(Skipped { path: entry.path.clone(), why });
+                out.skipped.push(Skipped { path: entry.path.clone(), why });
                 continue;
             }
         }
         if check_later {
-            checks.push((open.len(), i));
+            out.checks.push((out.open.len(), i));
         }
-        index[i] = Some(open.len());
-        open.push(file);
+        out.index[i] = Some(out.open.len());
+        out.open.push(file);
     }
-    let rotational = open
-        .first()
-        .and_then(|f| f.metadata().ok())
-        .is_some_and(|m| device_queue(m.dev(), "rotational") == Some(1));
-    let gap = options.gap.unwrap_or(if rotational { ROTATIONAL_GAP } else { DEFAULT_GAP });
-    // Per file, its ranges by offset, merged across small gaps; each extent keeps the rank of
-    // its first-touched range.
-    let mut per_file: Vec<Vec<(u64, u64, usize)>> = vec![Vec::new(); open.len()];
+    out
+}
+
+/// The ranges of `db` in the files kept (`index`, `files` of them), per file by offset and
+/// merged across gaps of up to `gap` bytes: (file, start, end, rank), each extent with the
+/// rank of its first-touched range.
+fn merged_extents(
+    db: &Database,
+    index: &[Option<usize>],
+    files: usize,
+    gap: u64,
+) -> Vec<(usize, u64, u64, usize)> {
+    let mut per_file: Vec<Vec<(u64, u64, usize)>> = vec![Vec::new(); files];
     for (rank, r) in db.ranges.iter().enumerate() {
         if let Some(Some(f)) = index.get(r.file) {
             per_file[*f].push((r.page * PAGE, r.pages * PAGE, rank));
@@ -318,29 +393,12 @@ pub fn plan(db: &Database, options: &ReplayOptions) -> Plan {
             extents.push((f, s, e, rk));
         }
     }
-    let order = match options.order {
-        Order::Auto => {
-            if rotational {
-                Order::Physical
-            } else {
-                Order::FirstTouch
-            }
-        }
-        o => o,
-    };
-    match order {
-        Order::Physical => {
-            let maps: Vec<Vec<Extent>> = open.iter().map(coldstart_sys::file::extents).collect();
-            let key = |&(f, s, _, _): &(usize, u64, u64, usize)| {
-                let dev = open[f].metadata().map(|m| m.dev()).unwrap_or(0);
-                (dev, physical(&maps[f], s).unwrap_or(u64::MAX), f, s)
-            };
-            extents.sort_by_cached_key(key);
-        }
-        _ => extents.sort_by_key(|e| e.3),
-    }
-    // One read-ahead call reads at most the larger of the device's read-ahead and its largest
-    // request; a longer extent is cut.
+    extents
+}
+
+/// The extents as requests, in their order: one read-ahead call reads at most the larger of
+/// the device's read-ahead and its largest request, so a longer extent is cut.
+fn cut(open: &[File], extents: Vec<(usize, u64, u64, usize)>) -> Vec<Request> {
     let chunks: Vec<u64> = open
         .iter()
         .map(|f| f.metadata().map(|m| chunk_for(m.dev())).unwrap_or(128 << 10))
@@ -354,26 +412,7 @@ pub fn plan(db: &Database, options: &ReplayOptions) -> Plan {
             off += len;
         }
     }
-    let mechanism = match options.mechanism {
-        Mechanism::Auto if rotational => Mechanism::Huge,
-        Mechanism::Auto => Mechanism::Readahead,
-        m => m,
-    };
-    let mut plan = Plan {
-        open,
-        requests,
-        skipped,
-        moved,
-        order,
-        mechanism,
-        early: 0,
-        elapsed: Duration::ZERO,
-    };
-    if !checks.is_empty() {
-        check_build_ids(&mut plan, db, &checks, jobs_for(options, mechanism));
-    }
-    plan.elapsed = start.elapsed();
-    plan
+    requests
 }
 
 /// Each of `paths` opened, with its metadata, in the order given; `jobs` threads open them

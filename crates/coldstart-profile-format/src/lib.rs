@@ -446,10 +446,38 @@ pub fn merge(inputs: Vec<Profile>) -> Result<Profile, FormatError> {
             workloads.extend(p.workloads);
         }
     }
-    // Modules are the same module when path and build-id agree; the same path with another
-    // build-id means the inputs are from different builds.
-    let mut build_of: HashMap<PathBuf, Option<String>> = HashMap::new();
+    check_same_builds(&workloads)?;
+    let modules = merge_functions(&workloads);
+    let pages = merge_pages(&workloads);
+    let mut warnings: Vec<String> = Vec::new();
     for w in &workloads {
+        for warning in &w.warnings {
+            if !warnings.contains(warning) {
+                warnings.push(warning.clone());
+            }
+        }
+    }
+    Ok(Profile {
+        format: FORMAT.into(),
+        version: VERSION,
+        workload: "merged".into(),
+        command: Vec::new(),
+        created_unix: now_unix(),
+        duration_ns: workloads.iter().map(|w| w.duration_ns).max().unwrap_or(0),
+        stop: Stop::Merged,
+        modules,
+        pages,
+        warnings,
+        images: Vec::new(),
+        workloads,
+    })
+}
+
+/// Refuse workloads of different builds: modules are the same module when path and build-id
+/// agree; the same path with another build-id means the inputs are from different builds.
+fn check_same_builds(workloads: &[Profile]) -> Result<(), FormatError> {
+    let mut build_of: HashMap<PathBuf, Option<String>> = HashMap::new();
+    for w in workloads {
         for m in &w.modules {
             if let Some(prev) = build_of.insert(m.path.clone(), m.build_id.clone()) {
                 if prev != m.build_id {
@@ -464,7 +492,13 @@ pub fn merge(inputs: Vec<Profile>) -> Result<Profile, FormatError> {
             }
         }
     }
+    Ok(())
+}
 
+/// The modules of all `workloads` with their functions in merged order ([`merge`]'s rule),
+/// each touch naming the workloads that made it; modules in the order of their first
+/// function, those with none last.
+fn merge_functions(workloads: &[Profile]) -> Vec<Module> {
     struct Entry {
         module: usize,
         touch: Touch,
@@ -525,31 +559,7 @@ pub fn merge(inputs: Vec<Profile>) -> Result<Profile, FormatError> {
         }
     }
     let mut slots: Vec<Option<Module>> = modules.into_iter().map(Some).collect();
-    let modules = module_order.into_iter().filter_map(|i| slots[i].take()).collect();
-
-    let pages = merge_pages(&workloads);
-    let mut warnings: Vec<String> = Vec::new();
-    for w in &workloads {
-        for warning in &w.warnings {
-            if !warnings.contains(warning) {
-                warnings.push(warning.clone());
-            }
-        }
-    }
-    Ok(Profile {
-        format: FORMAT.into(),
-        version: VERSION,
-        workload: "merged".into(),
-        command: Vec::new(),
-        created_unix: now_unix(),
-        duration_ns: workloads.iter().map(|w| w.duration_ns).max().unwrap_or(0),
-        stop: Stop::Merged,
-        modules,
-        pages,
-        warnings,
-        images: Vec::new(),
-        workloads,
-    })
+    module_order.into_iter().filter_map(|i| slots[i].take()).collect()
 }
 
 fn merge_pages(workloads: &[Profile]) -> Option<PageProfile> {

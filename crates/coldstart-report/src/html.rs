@@ -113,6 +113,14 @@ fn chart_fonts() -> String {
         .collect()
 }
 
+/// Notes under a section's figures (warnings, what could not be drawn), as a list.
+pub fn notes(items: &[String]) -> String {
+    format!(
+        r#"<ul class="notes">{}</ul>"#,
+        items.iter().map(|n| format!("<li>{}</li>", esc(n))).collect::<String>()
+    )
+}
+
 /// A Unix time as an ISO 8601 date and time in UTC: `2026-11-27T14:31:06Z`.
 pub fn iso8601(secs: u64) -> String {
     let (y, m, d, h, min, s) = coldstart_units::utc_from_unix(secs);

@@ -3,9 +3,10 @@
 //! Figure 4), the model's prediction against the measurement, and `--strategy auto`'s choice
 //! against the measured best.
 
-use coldstart_results::{Cell, Experiment};
+use coldstart_results::{median, Cell, Experiment};
 
 use crate::bars::{legend, Bar, BarChart, Group, LegendItem};
+use crate::html::notes;
 use crate::input::Inputs;
 use crate::svg::{bytes, esc, gain, seconds, strategy_colour, Log, Svg};
 use crate::table::Table;
@@ -371,15 +372,6 @@ fn figure4(e: &Experiment) -> Option<String> {
     )
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
-}
-
 /// Measured against predicted, log-log, with the tolerance band around the diagonal.
 fn model_chart(e: &Experiment) -> Option<String> {
     model_svg(e).map(|s| s.finish("predicted against measured start-up"))
@@ -457,9 +449,41 @@ fn model_svg(e: &Experiment) -> Option<Svg> {
 
 /// The network section of one experiment.
 fn experiment_html(name: &str, e: &Experiment, tables: &mut Vec<Table>) -> String {
-    let mut html = String::new();
+    let mut html = summary(name, e);
+    html.push_str(&figures(e));
+    let (cells, off, within, predicted) = cell_tables(e);
+    if let Some(chart) = model_chart(e) {
+        html.push_str(&format!(
+            "<h3>The model against the measurement</h3><p><code>coldstart predict</code>'s \
+             start-up (the paper's Eq. 1 applied to what each strategy sends, the link given) \
+             against the measured median, every cell. The shaded band is within {:.0}% of the \
+             measurement: {within} of {predicted} cells are inside it.</p>\
+             <div class=\"row\">{chart}</div>",
+            MODEL_TOLERANCE * 100.0
+        ));
+        if !off.rows.is_empty() {
+            html.push_str(
+                &off.html(&format!("The {} cells outside the band, and why", off.rows.len()), true),
+            );
+        }
+    }
+    html.push_str(&auto_html(e, tables));
+    html.push_str(&cells.html("Every cell (CSV beside the report)", false));
+    tables.push(cells);
+    if !off.rows.is_empty() {
+        tables.push(off);
+    }
+    if !e.warnings.is_empty() {
+        html.push_str(&notes(&e.warnings));
+    }
+    html
+}
+
+/// The paragraph that says what an experiment measured: the commands, the program's size,
+/// the chunk size, read-ahead and runs, and the local start-up.
+fn summary(name: &str, e: &Experiment) -> String {
     let p = &e.program;
-    html.push_str(&format!(
+    format!(
         "<p><b>{}</b>: <code>{}</code> measured (held out), hot set recorded from <code>{}</code>; \
          {} in {} files{}; chunks of {}, read-ahead {}; {} run(s) per cell{}.</p>",
         esc(name),
@@ -476,12 +500,16 @@ fn experiment_html(name: &str, e: &Experiment, tables: &mut Vec<Table>) -> Strin
         bytes(e.settings.readahead as f64),
         e.settings.runs,
         e.local_s.map_or(String::new(), |l| format!("; local start-up {}", seconds(l)))
-    ));
+    )
+}
+
+/// The strategies' legend, then the paper's Figure 3 for each cache state and Figure 4.
+fn figures(e: &Experiment) -> String {
     let items: Vec<LegendItem> = strategies(e)
         .iter()
         .map(|s| LegendItem { key: s.clone(), colour: strategy_colour(s).into(), label: s.clone() })
         .collect();
-    html.push_str(&legend(&items));
+    let mut html = legend(&items);
     for cache in caches(e) {
         if let Some(f3) = figure3(e, &cache) {
             html.push_str(&format!(
@@ -495,6 +523,12 @@ fn experiment_html(name: &str, e: &Experiment, tables: &mut Vec<Table>) -> Strin
     if let Some(f4) = figure4(e) {
         html.push_str(&format!("<h3>Bytes and requests (Figure 4)</h3>{f4}"));
     }
+    html
+}
+
+/// The table of every cell, the table of the cells the model missed by more than
+/// [`MODEL_TOLERANCE`] (and why), and how many cells were predicted within it, of how many.
+fn cell_tables(e: &Experiment) -> (Table, Table, usize, usize) {
     let mut cells = Table::new(
         "network",
         &[
@@ -566,75 +600,56 @@ fn experiment_html(name: &str, e: &Experiment, tables: &mut Vec<Table>) -> Strin
             },
         ]);
     }
-    if let Some(chart) = model_chart(e) {
-        html.push_str(&format!(
-            "<h3>The model against the measurement</h3><p><code>coldstart predict</code>'s \
-             start-up (the paper's Eq. 1 applied to what each strategy sends, the link given) \
-             against the measured median, every cell. The shaded band is within {:.0}% of the \
-             measurement: {within} of {predicted} cells are inside it.</p>\
-             <div class=\"row\">{chart}</div>",
-            MODEL_TOLERANCE * 100.0
-        ));
-        if !off.rows.is_empty() {
-            html.push_str(
-                &off.html(&format!("The {} cells outside the band, and why", off.rows.len()), true),
-            );
-        }
-    }
+    (cells, off, within, predicted)
+}
+
+/// How `--strategy auto` chose against the measured best strategy of each cell, its table
+/// added to `tables`; empty when no cell ran `auto`.
+fn auto_html(e: &Experiment, tables: &mut Vec<Table>) -> String {
     let checks = auto_checks(e);
-    if !checks.is_empty() {
-        let ok = checks.iter().filter(|c| c.ok()).count();
-        let mut t = Table::new(
-            "auto",
-            &[
-                "link",
-                "cache",
-                "measured_best",
-                "best_s",
-                "auto_chose",
-                "chosen_s",
-                "chosen_over_best",
-                "auto_s",
-                "predict_chose",
-                "within_5pct",
-            ],
-        );
-        for c in &checks {
-            t.push(vec![
-                c.link.clone(),
-                c.cache.clone(),
-                c.best.clone(),
-                seconds(c.best_s),
-                c.chosen.clone(),
-                c.chosen_s.map(seconds).unwrap_or_default(),
-                c.ratio().map(|r| format!("{r:.3}")).unwrap_or_default(),
-                c.auto_s.map(seconds).unwrap_or_default(),
-                c.predicted_choice.clone().unwrap_or_default(),
-                if c.ok() { "yes".into() } else { "no".into() },
-            ]);
-        }
-        html.push_str(&format!(
-            "<h3><code>--strategy auto</code> against the measured best</h3><p>In {ok} of {} \
-             cells the strategy <code>auto</code> chose measured within {:.0}% of the best \
-             strategy of its cell (its time is that strategy's own cell; <code>auto</code>'s \
-             own run, which also measures the link, is beside it).</p>",
-            checks.len(),
-            AUTO_TOLERANCE * 100.0
-        ));
-        html.push_str(&t.html("Every cell", ok < checks.len()));
-        tables.push(t);
+    if checks.is_empty() {
+        return String::new();
     }
-    html.push_str(&cells.html("Every cell (CSV beside the report)", false));
-    tables.push(cells);
-    if !off.rows.is_empty() {
-        tables.push(off);
+    let ok = checks.iter().filter(|c| c.ok()).count();
+    let mut t = Table::new(
+        "auto",
+        &[
+            "link",
+            "cache",
+            "measured_best",
+            "best_s",
+            "auto_chose",
+            "chosen_s",
+            "chosen_over_best",
+            "auto_s",
+            "predict_chose",
+            "within_5pct",
+        ],
+    );
+    for c in &checks {
+        t.push(vec![
+            c.link.clone(),
+            c.cache.clone(),
+            c.best.clone(),
+            seconds(c.best_s),
+            c.chosen.clone(),
+            c.chosen_s.map(seconds).unwrap_or_default(),
+            c.ratio().map(|r| format!("{r:.3}")).unwrap_or_default(),
+            c.auto_s.map(seconds).unwrap_or_default(),
+            c.predicted_choice.clone().unwrap_or_default(),
+            if c.ok() { "yes".into() } else { "no".into() },
+        ]);
     }
-    if !e.warnings.is_empty() {
-        html.push_str(&format!(
-            r#"<ul class="notes">{}</ul>"#,
-            e.warnings.iter().map(|w| format!("<li>{}</li>", esc(w))).collect::<String>()
-        ));
-    }
+    let mut html = format!(
+        "<h3><code>--strategy auto</code> against the measured best</h3><p>In {ok} of {} \
+         cells the strategy <code>auto</code> chose measured within {:.0}% of the best \
+         strategy of its cell (its time is that strategy's own cell; <code>auto</code>'s \
+         own run, which also measures the link, is beside it).</p>",
+        checks.len(),
+        AUTO_TOLERANCE * 100.0
+    );
+    html.push_str(&t.html("Every cell", ok < checks.len()));
+    tables.push(t);
     html
 }
 

@@ -196,21 +196,7 @@ pub fn render(map: &PageMap, width: f64) -> String {
 
 /// The page maps of every profile given, the maps of one file side by side.
 pub fn section(inputs: &Inputs) -> Option<Section> {
-    let mut maps: Vec<PageMap> = Vec::new();
-    let mut notes: Vec<String> = Vec::new();
-    for (src, p) in inputs.profiles() {
-        let name = src.name();
-        for m in mapped_modules(&p.modules) {
-            if m.symbols == "none" {
-                continue;
-            }
-            match code_map(m, &name, &p.workload) {
-                Ok(map) => maps.push(map),
-                Err(e) => notes.push(format!("{name}: no code page map: {e}")),
-            }
-        }
-        maps.extend(file_maps(p, &name, 6));
-    }
+    let (maps, notes) = all_maps(inputs);
     if maps.is_empty() {
         if notes.is_empty() {
             return None;
@@ -225,20 +211,6 @@ pub fn section(inputs: &Inputs) -> Option<Section> {
             tables: Vec::new(),
         });
     }
-    // The maps of one file (by name: a reordered copy lives elsewhere) together, code first.
-    let key = |m: &PageMap| {
-        (
-            m.kind != "code",
-            m.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
-        )
-    };
-    let mut order: Vec<(bool, String)> = Vec::new();
-    for m in &maps {
-        if !order.contains(&key(m)) {
-            order.push(key(m));
-        }
-    }
-    order.sort_by_key(|k| k.0);
     let mut table = Table::new(
         "pages",
         &[
@@ -262,7 +234,90 @@ pub fn section(inputs: &Inputs) -> Option<Section> {
          (<code>profile --pages</code>): every page of the files start-up read most, by what \
          happened to it.</p>",
     );
-    html.push_str(&legend(&[
+    html.push_str(&page_legend());
+    for (k, group) in by_file(&maps) {
+        html.push_str(&format!(
+            r#"<h3>{} <small>{}</small></h3><div class="maps">"#,
+            esc(&k.1),
+            if k.0 { "every page of the file" } else { "code pages" }
+        ));
+        for m in &group {
+            html.push_str(&map_figure(m, if group.len() > 1 { 470.0 } else { 960.0 }));
+            table.push(vec![
+                m.source.clone(),
+                m.workload.clone(),
+                m.path.display().to_string(),
+                m.kind.into(),
+                m.pages.len().to_string(),
+                m.count(PageState::Touched).to_string(),
+                m.count(PageState::Mapped).to_string(),
+                m.count(PageState::Read).to_string(),
+                m.functions.to_string(),
+            ]);
+        }
+        html.push_str("</div>");
+    }
+    if !notes.is_empty() {
+        html.push_str(&crate::html::notes(&notes));
+    }
+    html.push_str(&table.html("The figures", false));
+    Some(Section {
+        id: "pages".into(),
+        title: "Page maps: what start-up touches".into(),
+        html,
+        tables: vec![table],
+    })
+}
+
+/// The code page map of every module of every profile that has symbols, and the file page
+/// maps of its page profile; with a note for each code map that could not be drawn.
+fn all_maps(inputs: &Inputs) -> (Vec<PageMap>, Vec<String>) {
+    let mut maps: Vec<PageMap> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    for (src, p) in inputs.profiles() {
+        let name = src.name();
+        for m in mapped_modules(&p.modules) {
+            if m.symbols == "none" {
+                continue;
+            }
+            match code_map(m, &name, &p.workload) {
+                Ok(map) => maps.push(map),
+                Err(e) => notes.push(format!("{name}: no code page map: {e}")),
+            }
+        }
+        maps.extend(file_maps(p, &name, 6));
+    }
+    (maps, notes)
+}
+
+/// The maps grouped by file, code maps first: a group for each (not code, file name), the
+/// name and not the path, as a reordered copy lives elsewhere.
+fn by_file(maps: &[PageMap]) -> Vec<((bool, String), Vec<&PageMap>)> {
+    let key = |m: &PageMap| {
+        (
+            m.kind != "code",
+            m.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
+        )
+    };
+    let mut order: Vec<(bool, String)> = Vec::new();
+    for m in maps {
+        if !order.contains(&key(m)) {
+            order.push(key(m));
+        }
+    }
+    order.sort_by_key(|k| k.0);
+    order
+        .into_iter()
+        .map(|k| {
+            let group = maps.iter().filter(|m| key(m) == k).collect();
+            (k, group)
+        })
+        .collect()
+}
+
+/// The legend of the page states' colours.
+fn page_legend() -> String {
+    legend(&[
         LegendItem {
             key: "touched".into(),
             colour: PAGE_TOUCHED.into(),
@@ -283,67 +338,37 @@ pub fn section(inputs: &Inputs) -> Option<Section> {
             colour: PAGE_UNTOUCHED.into(),
             label: "untouched".into(),
         },
-    ]));
-    for k in &order {
-        let group: Vec<&PageMap> = maps.iter().filter(|m| &key(m) == k).collect();
-        html.push_str(&format!(
-            r#"<h3>{} <small>{}</small></h3><div class="maps">"#,
-            esc(&k.1),
-            if k.0 { "every page of the file" } else { "code pages" }
-        ));
-        for m in &group {
-            let touched = m.count(PageState::Touched);
-            let total = m.pages.len();
-            let what = if m.kind == "code" {
-                format!(
-                    "{touched} of {total} code pages touched ({:.0}%), {} functions",
-                    pct(touched, total),
-                    m.functions
-                )
-            } else {
-                format!(
-                    "{} of {total} pages faulted, {} mapped, {} read ({:.0}% of the file read)",
-                    touched,
-                    m.count(PageState::Mapped) - touched,
-                    m.count(PageState::Read) - m.count(PageState::Mapped),
-                    pct(m.count(PageState::Read), total)
-                )
-            };
-            html.push_str(&format!(
-                r#"<figure class="map">{}<figcaption><b>{}</b> (workload {}): {}<br><span class="path">{}</span></figcaption></figure>"#,
-                render(m, if group.len() > 1 { 470.0 } else { 960.0 }),
-                esc(&m.source),
-                esc(&m.workload),
-                esc(&what),
-                esc(&m.path.display().to_string())
-            ));
-            table.push(vec![
-                m.source.clone(),
-                m.workload.clone(),
-                m.path.display().to_string(),
-                m.kind.into(),
-                total.to_string(),
-                touched.to_string(),
-                m.count(PageState::Mapped).to_string(),
-                m.count(PageState::Read).to_string(),
-                m.functions.to_string(),
-            ]);
-        }
-        html.push_str("</div>");
-    }
-    if !notes.is_empty() {
-        html.push_str(&format!(
-            r#"<ul class="notes">{}</ul>"#,
-            notes.iter().map(|n| format!("<li>{}</li>", esc(n))).collect::<String>()
-        ));
-    }
-    html.push_str(&table.html("The figures", false));
-    Some(Section {
-        id: "pages".into(),
-        title: "Page maps: what start-up touches".into(),
-        html,
-        tables: vec![table],
-    })
+    ])
+}
+
+/// One page map drawn `width` wide, with a caption that says what it shows: for code, the
+/// pages touched and the functions; for a file, the pages faulted, mapped and read.
+fn map_figure(m: &PageMap, width: f64) -> String {
+    let touched = m.count(PageState::Touched);
+    let total = m.pages.len();
+    let what = if m.kind == "code" {
+        format!(
+            "{touched} of {total} code pages touched ({:.0}%), {} functions",
+            pct(touched, total),
+            m.functions
+        )
+    } else {
+        format!(
+            "{} of {total} pages faulted, {} mapped, {} read ({:.0}% of the file read)",
+            touched,
+            m.count(PageState::Mapped) - touched,
+            m.count(PageState::Read) - m.count(PageState::Mapped),
+            pct(m.count(PageState::Read), total)
+        )
+    };
+    format!(
+        r#"<figure class="map">{}<figcaption><b>{}</b> (workload {}): {}<br><span class="path">{}</span></figcaption></figure>"#,
+        render(m, width),
+        esc(&m.source),
+        esc(&m.workload),
+        esc(&what),
+        esc(&m.path.display().to_string())
+    )
 }
 
 fn pct(a: usize, b: usize) -> f64 {

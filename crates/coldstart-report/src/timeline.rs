@@ -5,6 +5,7 @@
 use coldstart_results::Timeline;
 
 use crate::bars::{legend, LegendItem};
+use crate::html::notes;
 use crate::input::Inputs;
 use crate::svg::{
     esc, nice_ticks, phase_colour, seconds, Linear, Svg, PAGE_MAPPED, PAGE_READ, PAGE_TOUCHED,
@@ -270,119 +271,20 @@ pub fn section(inputs: &Inputs) -> Option<Section> {
     let mut files = Table::new("io-files", &["file", "path", "pages_read", "faults", "wait_s"]);
     let mut html = String::new();
     for (src, t) in timelines {
-        let named = t.named_share();
-        html.push_str(&format!(
-            "<p><b>{}</b>: a {} start of <code>{}</code>{}, {} to readiness ({}); the named \
-             phases cover {:.0}% of it. Its threads waited on I/O for {} ({:.0}% of the wall \
-             time{}); {} block requests, {} page events in {} files.</p>",
-            esc(&src.name()),
-            esc(&t.cache),
-            esc(&crate::series::shell_words(&t.command)),
-            t.storage.as_ref().map_or(String::new(), |d| format!(
-                " on an emulated {} (the program's files on a throttled loop device)",
-                esc(d)
-            )),
-            seconds(t.wall_s),
-            esc(&t.ready),
-            named * 100.0,
-            seconds(t.io_wait_wall_s),
-            if t.wall_s > 0.0 { t.io_wait_wall_s / t.wall_s * 100.0 } else { 0.0 },
-            if (t.io_wait_s - t.io_wait_wall_s).abs() > 1e-4 {
-                format!("; {} summed over threads", seconds(t.io_wait_s))
-            } else {
-                String::new()
-            },
-            t.block.len(),
-            t.events.len(),
-            t.files.len()
-        ));
-        let mut items: Vec<LegendItem> = t
-            .phases
-            .iter()
-            .map(|p| LegendItem {
-                key: p.name.clone(),
-                colour: phase_colour(&p.name).into(),
-                label: p.name.clone(),
-            })
-            .collect();
-        items.push(LegendItem {
-            key: "iowait".into(),
-            colour: IO_WAIT.into(),
-            label: "blocked on I/O".into(),
-        });
-        items.push(LegendItem {
-            key: "block".into(),
-            colour: "#0072b2".into(),
-            label: "block read request".into(),
-        });
-        items.push(LegendItem {
-            key: "fault".into(),
-            colour: PAGE_TOUCHED.into(),
-            label: "page fault".into(),
-        });
-        items.push(LegendItem {
-            key: "read".into(),
-            colour: PAGE_READ.into(),
-            label: "page read into the cache".into(),
-        });
-        items.push(LegendItem {
-            key: "module".into(),
-            colour: "#4e79a7".into(),
-            label: "module: first to last function touch".into(),
-        });
-        html.push_str(&legend(&items));
+        html.push_str(&summary(&src.name(), t));
+        html.push_str(&timeline_legend(t));
         html.push_str(&format!(r#"<div class="row">{}</div>"#, chart(t)));
         if let Some(note) = &t.modules_note {
             html.push_str(&format!(r#"<p class="note">{}</p>"#, esc(note)));
         }
-        let mut rows = String::new();
-        for p in &t.phases {
-            let d = p.end_s - p.start_s;
-            rows.push_str(&format!(
-                "<tr><td><i class=\"sw\" style=\"background:{}\"></i>{}</td><td>{}</td><td>{}</td><td>{:.0}%</td></tr>",
-                phase_colour(&p.name),
-                esc(&p.name),
-                seconds(p.start_s),
-                seconds(d),
-                if t.wall_s > 0.0 { d / t.wall_s * 100.0 } else { 0.0 }
-            ));
-            phases.push(vec![
-                src.name(),
-                p.name.clone(),
-                p.start_s.to_string(),
-                p.end_s.to_string(),
-                d.to_string(),
-                format!("{:.4}", if t.wall_s > 0.0 { d / t.wall_s } else { 0.0 }),
-            ]);
-        }
-        let mut costly = String::new();
-        for c in t.costs.iter().take(10) {
-            costly.push_str(&format!(
-                "<tr><td class=\"path\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&file_name(t, c.file)),
-                c.pages_read,
-                c.faults,
-                seconds(c.wait_s)
-            ));
-        }
-        for c in &t.costs {
-            files.push(vec![
-                src.name(),
-                file_name(t, c.file),
-                c.pages_read.to_string(),
-                c.faults.to_string(),
-                c.wait_s.to_string(),
-            ]);
-        }
+        let rows = phase_rows(&src.name(), t, &mut phases);
+        let costly = costly_files(&src.name(), t, &mut files);
         html.push_str(&format!(
             r#"<div class="row"><table class="compact"><thead><tr><th>phase</th><th>starts</th><th>takes</th><th>share</th></tr></thead><tbody>{rows}</tbody></table>
             <table class="compact"><thead><tr><th>file (costliest first)</th><th>pages read</th><th>faults</th><th>waited</th></tr></thead><tbody>{costly}</tbody></table></div>"#
         ));
         if !t.warnings.is_empty() {
-            html.push_str(&format!(
-                r#"<ul class="notes">{}</ul>"#,
-                t.warnings.iter().map(|w| format!("<li>{}</li>", esc(w))).collect::<String>()
-            ));
+            html.push_str(&notes(&t.warnings));
         }
     }
     Some(Section {
@@ -391,6 +293,110 @@ pub fn section(inputs: &Inputs) -> Option<Section> {
         html,
         tables: vec![phases, files],
     })
+}
+
+/// The paragraph that says what timeline `t` (from the file `name`) recorded: the start, its
+/// time to readiness, the named phases' share, the I/O wait and the events.
+fn summary(name: &str, t: &Timeline) -> String {
+    format!(
+        "<p><b>{}</b>: a {} start of <code>{}</code>{}, {} to readiness ({}); the named \
+         phases cover {:.0}% of it. Its threads waited on I/O for {} ({:.0}% of the wall \
+         time{}); {} block requests, {} page events in {} files.</p>",
+        esc(name),
+        esc(&t.cache),
+        esc(&crate::series::shell_words(&t.command)),
+        t.storage.as_ref().map_or(String::new(), |d| format!(
+            " on an emulated {} (the program's files on a throttled loop device)",
+            esc(d)
+        )),
+        seconds(t.wall_s),
+        esc(&t.ready),
+        t.named_share() * 100.0,
+        seconds(t.io_wait_wall_s),
+        if t.wall_s > 0.0 { t.io_wait_wall_s / t.wall_s * 100.0 } else { 0.0 },
+        if (t.io_wait_s - t.io_wait_wall_s).abs() > 1e-4 {
+            format!("; {} summed over threads", seconds(t.io_wait_s))
+        } else {
+            String::new()
+        },
+        t.block.len(),
+        t.events.len(),
+        t.files.len()
+    )
+}
+
+/// The legend of the chart of `t`: its phases, then the kinds of event drawn.
+fn timeline_legend(t: &Timeline) -> String {
+    let mut items: Vec<LegendItem> = t
+        .phases
+        .iter()
+        .map(|p| LegendItem {
+            key: p.name.clone(),
+            colour: phase_colour(&p.name).into(),
+            label: p.name.clone(),
+        })
+        .collect();
+    for (key, colour, label) in [
+        ("iowait", IO_WAIT, "blocked on I/O"),
+        ("block", "#0072b2", "block read request"),
+        ("fault", PAGE_TOUCHED, "page fault"),
+        ("read", PAGE_READ, "page read into the cache"),
+        ("module", "#4e79a7", "module: first to last function touch"),
+    ] {
+        items.push(LegendItem { key: key.into(), colour: colour.into(), label: label.into() });
+    }
+    legend(&items)
+}
+
+/// The rows of the phase table of `t` (from the file `name`), each phase also added to
+/// `table`.
+fn phase_rows(name: &str, t: &Timeline, table: &mut Table) -> String {
+    let mut rows = String::new();
+    for p in &t.phases {
+        let d = p.end_s - p.start_s;
+        rows.push_str(&format!(
+            "<tr><td><i class=\"sw\" style=\"background:{}\"></i>{}</td><td>{}</td><td>{}</td><td>{:.0}%</td></tr>",
+            phase_colour(&p.name),
+            esc(&p.name),
+            seconds(p.start_s),
+            seconds(d),
+            if t.wall_s > 0.0 { d / t.wall_s * 100.0 } else { 0.0 }
+        ));
+        table.push(vec![
+            name.to_owned(),
+            p.name.clone(),
+            p.start_s.to_string(),
+            p.end_s.to_string(),
+            d.to_string(),
+            format!("{:.4}", if t.wall_s > 0.0 { d / t.wall_s } else { 0.0 }),
+        ]);
+    }
+    rows
+}
+
+/// The rows of the ten files whose reads cost `t` (from the file `name`) the most; every
+/// file's cost is added to `table`.
+fn costly_files(name: &str, t: &Timeline, table: &mut Table) -> String {
+    let mut costly = String::new();
+    for c in t.costs.iter().take(10) {
+        costly.push_str(&format!(
+            "<tr><td class=\"path\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&file_name(t, c.file)),
+            c.pages_read,
+            c.faults,
+            seconds(c.wait_s)
+        ));
+    }
+    for c in &t.costs {
+        table.push(vec![
+            name.to_owned(),
+            file_name(t, c.file),
+            c.pages_read.to_string(),
+            c.faults.to_string(),
+            c.wait_s.to_string(),
+        ]);
+    }
+    costly
 }
 
 #[cfg(test)]

@@ -178,8 +178,9 @@ impl Cell {
     }
 }
 
-/// The median (mean of the middle two for an even count).
-pub(crate) fn median(mut v: Vec<f64>) -> Option<f64> {
+/// The median (mean of the middle two for an even count); `None` for no value. A cell's
+/// figures are the medians of its runs, and a report's summaries of cells use the same.
+pub fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
     }

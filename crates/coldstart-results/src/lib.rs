@@ -32,7 +32,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 pub use experiment::{
-    AutoLink, Cell, CellRun, Experiment, ExperimentProgram, ExperimentSettings, HotSet, LinkSpec,
+    median, AutoLink, Cell, CellRun, Experiment, ExperimentProgram, ExperimentSettings, HotSet,
+    LinkSpec,
 };
 pub use timeline::{
     BlockRequest, FileCost, ModuleSpan, PageEvent, Phase, Timeline, TimelineFile, Wait,

@@ -74,47 +74,162 @@ pub(crate) struct Plan {
 const SHARES: [(Module, f64); 4] =
     [(Module::Exe, 0.40), (Module::Liba, 0.25), (Module::Libb, 0.25), (Module::Plugin, 0.10)];
 
+/// Add a function without a body to `functions`, returning its id.
+fn add(functions: &mut Vec<PlannedFn>, name: String, module: Module, role: Role) -> usize {
+    functions.push(PlannedFn { name, module, role, body: Vec::new() });
+    functions.len() - 1
+}
+
+/// Add the work functions to `functions`, module by module in source order, each module its
+/// share of `config.functions` and each function its random body; returns their ids per
+/// module.
+fn work_functions(
+    config: &Config,
+    root: &Rng,
+    functions: &mut Vec<PlannedFn>,
+) -> Vec<(Module, Vec<usize>)> {
+    let mut counts = [0usize; 4];
+    let mut assigned = 0;
+    for (i, (_, share)) in SHARES.iter().enumerate() {
+        counts[i] = ((config.functions as f64) * share).round() as usize;
+        assigned += counts[i];
+    }
+    // Rounding leftovers go to (or come from) the executable.
+    counts[0] = (counts[0] + config.functions).saturating_sub(assigned);
+    let mut body_rng = root.fork(1);
+    let mut work: Vec<(Module, Vec<usize>)> = Vec::new();
+    for (i, (module, _)) in SHARES.iter().enumerate() {
+        let mut ids = Vec::with_capacity(counts[i]);
+        for k in 0..counts[i] {
+            let name = format!("cs_{}_f{:05}", module.as_str(), k);
+            let id = add(functions, name, *module, Role::Work);
+            functions[id].body = (0..config.body_statements)
+                .map(|_| {
+                    let r = body_rng.next_u64();
+                    (
+                        (r & 63) as u8,
+                        ((r >> 6) & 63) as u8,
+                        body_rng.next_u64() | 1,
+                        body_rng.next_u64(),
+                        ((r >> 12) % 29 + 1) as u8,
+                    )
+                })
+                .collect();
+            ids.push(id);
+        }
+        work.push((*module, ids));
+    }
+    work
+}
+
+/// The data files: a configuration text, a strings file, one input per workload (all read
+/// whole) and the mapped table; with the index of the mapped one.
+fn data_files(config: &Config, root: &Rng) -> (Vec<DataFile>, usize) {
+    let mut data_rng = root.fork(2);
+    let mut data = Vec::new();
+    let mut config_txt = String::from("# sample program configuration (generated)\n");
+    let mut k = 0;
+    while config_txt.len() < 2500 {
+        config_txt.push_str(&format!("key{k} = {}\n", data_rng.next_u64()));
+        k += 1;
+    }
+    data.push(DataFile {
+        path: "data/config.txt".into(),
+        access: Access::Read,
+        bytes: config_txt.into_bytes(),
+    });
+    let strings_len = (config.mapped_pages / 4).max(4) as u64 * PAGE_SIZE;
+    data.push(DataFile {
+        path: "data/strings.bin".into(),
+        access: Access::Read,
+        bytes: random_bytes(&mut data_rng, strings_len as usize),
+    });
+    for w in WORKLOADS {
+        data.push(DataFile {
+            path: format!("data/workload-{w}.dat"),
+            access: Access::Read,
+            bytes: random_bytes(&mut data_rng, 2 * PAGE_SIZE as usize + 123),
+        });
+    }
+    let mapped = data.len();
+    data.push(DataFile {
+        path: "data/table.bin".into(),
+        access: Access::Mmap,
+        bytes: random_bytes(&mut data_rng, config.mapped_pages * PAGE_SIZE as usize),
+    });
+    (data, mapped)
+}
+
+/// The plan of workload number `w` (named `name`): its driver functions, added to
+/// `functions`, and its calls of the hot functions `hot` (one list per module, in
+/// [`SHARES`] order; the plugin's last), split between start-up, data loading, the plugin and
+/// the thread groups; it touches `mapped_pages` of the mapped file.
+fn workload(
+    config: &Config,
+    root: &Rng,
+    functions: &mut Vec<PlannedFn>,
+    (w, name): (usize, &str),
+    hot: &[Vec<usize>],
+    mapped_pages: Vec<u64>,
+) -> WorkloadPlan {
+    let mut rng = root.fork(10 + w as u64);
+    let startup_fn = add(functions, format!("cs_startup_{name}"), Module::Exe, Role::Driver);
+    let plugin_startup_fn =
+        add(functions, format!("cs_plugin_startup_{name}"), Module::Plugin, Role::Driver);
+    let group_fns: Vec<usize> = (0..config.thread_groups)
+        .map(|g| add(functions, format!("cs_group_{name}_{g}"), Module::Exe, Role::Driver))
+        .collect();
+
+    let merged = interleave(&mut rng, hot[..3].to_vec());
+    let threaded = ((merged.len() as f64) * config.thread_share).round() as usize;
+    let main_part = merged.len() - threaded;
+    let mut groups: Vec<Vec<usize>> = vec![Vec::new(); config.thread_groups];
+    for (i, id) in merged[main_part..].iter().enumerate() {
+        groups[i * config.thread_groups / threaded.max(1)].push(*id);
+    }
+    let main_calls = with_repeats(&mut rng, &merged[..main_part]);
+    let split = main_calls.len() / 3;
+    let groups = groups.iter().map(|g| with_repeats(&mut rng, g)).collect();
+    let plugin = with_repeats(&mut rng, &hot[3]);
+    WorkloadPlan {
+        name: name.to_string(),
+        part1: main_calls[..split].to_vec(),
+        part2: main_calls[split..].to_vec(),
+        plugin,
+        groups,
+        reads: vec![0, 1, 2 + w],
+        mapped_pages,
+        startup_fn,
+        plugin_startup_fn,
+        group_fns,
+    }
+}
+
+/// The lists `queues` interleaved at random, each keeping its own order.
+fn interleave(rng: &mut Rng, mut queues: Vec<Vec<usize>>) -> Vec<usize> {
+    let mut merged = Vec::new();
+    loop {
+        let left: usize = queues.iter().map(Vec::len).sum();
+        if left == 0 {
+            break;
+        }
+        let mut pick = rng.below(left);
+        for q in queues.iter_mut() {
+            if pick < q.len() {
+                merged.push(q.remove(0));
+                break;
+            }
+            pick -= q.len();
+        }
+    }
+    merged
+}
+
 impl Plan {
     pub(crate) fn new(config: &Config) -> Plan {
         let root = Rng::new(config.seed);
         let mut functions: Vec<PlannedFn> = Vec::new();
-        let add = |functions: &mut Vec<PlannedFn>, name: String, module, role| {
-            functions.push(PlannedFn { name, module, role, body: Vec::new() });
-            functions.len() - 1
-        };
-
-        // Work functions, module by module, in source order.
-        let mut counts = [0usize; 4];
-        let mut assigned = 0;
-        for (i, (_, share)) in SHARES.iter().enumerate() {
-            counts[i] = ((config.functions as f64) * share).round() as usize;
-            assigned += counts[i];
-        }
-        // Rounding leftovers go to (or come from) the executable.
-        counts[0] = (counts[0] + config.functions).saturating_sub(assigned);
-        let mut body_rng = root.fork(1);
-        let mut work: Vec<(Module, Vec<usize>)> = Vec::new();
-        for (i, (module, _)) in SHARES.iter().enumerate() {
-            let mut ids = Vec::with_capacity(counts[i]);
-            for k in 0..counts[i] {
-                let name = format!("cs_{}_f{:05}", module.as_str(), k);
-                let id = add(&mut functions, name, *module, Role::Work);
-                functions[id].body = (0..config.body_statements)
-                    .map(|_| {
-                        let r = body_rng.next_u64();
-                        (
-                            (r & 63) as u8,
-                            ((r >> 6) & 63) as u8,
-                            body_rng.next_u64() | 1,
-                            body_rng.next_u64(),
-                            ((r >> 12) % 29 + 1) as u8,
-                        )
-                    })
-                    .collect();
-                ids.push(id);
-            }
-            work.push((*module, ids));
-        }
+        let work = work_functions(config, &root, &mut functions);
 
         // Driver functions (the program's own start-up machinery).
         let main_fn = add(&mut functions, "main".into(), Module::Exe, Role::Driver);
@@ -127,39 +242,7 @@ impl Plan {
             .map(|t| add(&mut functions, format!("cs_thread_entry_{t}"), Module::Exe, Role::Driver))
             .collect();
 
-        // Data files.
-        let mut data_rng = root.fork(2);
-        let mut data = Vec::new();
-        let mut config_txt = String::from("# sample program configuration (generated)\n");
-        let mut k = 0;
-        while config_txt.len() < 2500 {
-            config_txt.push_str(&format!("key{k} = {}\n", data_rng.next_u64()));
-            k += 1;
-        }
-        data.push(DataFile {
-            path: "data/config.txt".into(),
-            access: Access::Read,
-            bytes: config_txt.into_bytes(),
-        });
-        let strings_len = (config.mapped_pages / 4).max(4) as u64 * PAGE_SIZE;
-        data.push(DataFile {
-            path: "data/strings.bin".into(),
-            access: Access::Read,
-            bytes: random_bytes(&mut data_rng, strings_len as usize),
-        });
-        for w in WORKLOADS {
-            data.push(DataFile {
-                path: format!("data/workload-{w}.dat"),
-                access: Access::Read,
-                bytes: random_bytes(&mut data_rng, 2 * PAGE_SIZE as usize + 123),
-            });
-        }
-        let mapped = data.len();
-        data.push(DataFile {
-            path: "data/table.bin".into(),
-            access: Access::Mmap,
-            bytes: random_bytes(&mut data_rng, config.mapped_pages * PAGE_SIZE as usize),
-        });
+        let (data, mapped) = data_files(config, &root);
 
         // Hot sets per module: `shared` common functions, the rest unique to each workload.
         let mut hot_rng = root.fork(3);
@@ -176,66 +259,14 @@ impl Plan {
         let pages: Vec<u64> = (0..config.mapped_pages as u64).collect();
         let page_sets = pick_two(&mut hot_rng, &pages, 0.25, config.overlap, 1);
 
-        let mut workloads = Vec::new();
-        for (w, name) in WORKLOADS.iter().enumerate() {
-            let mut rng = root.fork(10 + w as u64);
-            let startup_fn =
-                add(&mut functions, format!("cs_startup_{name}"), Module::Exe, Role::Driver);
-            let plugin_startup_fn = add(
-                &mut functions,
-                format!("cs_plugin_startup_{name}"),
-                Module::Plugin,
-                Role::Driver,
-            );
-            let group_fns: Vec<usize> = (0..config.thread_groups)
-                .map(|g| {
-                    add(&mut functions, format!("cs_group_{name}_{g}"), Module::Exe, Role::Driver)
-                })
-                .collect();
-
-            // Interleave the executable's and the libraries' hot functions at random,
-            // keeping each module's own order.
-            let mut queues: Vec<Vec<usize>> =
-                per_module[..3].iter().map(|m| m[w].clone()).collect();
-            let mut merged = Vec::new();
-            loop {
-                let left: usize = queues.iter().map(Vec::len).sum();
-                if left == 0 {
-                    break;
-                }
-                let mut pick = rng.below(left);
-                for q in queues.iter_mut() {
-                    if pick < q.len() {
-                        merged.push(q.remove(0));
-                        break;
-                    }
-                    pick -= q.len();
-                }
-            }
-            let threaded = ((merged.len() as f64) * config.thread_share).round() as usize;
-            let main_part = merged.len() - threaded;
-            let mut groups: Vec<Vec<usize>> = vec![Vec::new(); config.thread_groups];
-            for (i, id) in merged[main_part..].iter().enumerate() {
-                groups[i * config.thread_groups / threaded.max(1)].push(*id);
-            }
-            let main_calls = with_repeats(&mut rng, &merged[..main_part]);
-            let split = main_calls.len() / 3;
-            let groups = groups.iter().map(|g| with_repeats(&mut rng, g)).collect();
-            let plugin = with_repeats(&mut rng, &per_module[3][w]);
-            let reads = vec![0, 1, 2 + w];
-            workloads.push(WorkloadPlan {
-                name: name.to_string(),
-                part1: main_calls[..split].to_vec(),
-                part2: main_calls[split..].to_vec(),
-                plugin,
-                groups,
-                reads,
-                mapped_pages: page_sets[w].clone(),
-                startup_fn,
-                plugin_startup_fn,
-                group_fns,
-            });
-        }
+        let workloads = WORKLOADS
+            .iter()
+            .enumerate()
+            .map(|(w, name)| {
+                let hot = per_module.iter().map(|m| m[w].clone()).collect::<Vec<_>>();
+                workload(config, &root, &mut functions, (w, name), &hot, page_sets[w].clone())
+            })
+            .collect();
 
         let work = [work[0].clone(), work[1].clone(), work[2].clone(), work[3].clone()];
         Plan {

@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use coldstart_layout::analyze::{analyze, Analysis};
+use coldstart_layout::analyze::{analyze, Analysis, Utilization};
 use coldstart_layout::binary::Binary;
 use coldstart_layout::input::Workload;
-use coldstart_layout::model::ReadAround;
+use coldstart_layout::model::{PageModel, ReadAround};
 
 use super::common::PageModelArgs;
 
@@ -80,9 +80,20 @@ fn pct(x: f64) -> String {
 
 /// The tables, as text.
 pub fn render(a: &Analysis) -> String {
+    let mut out = static_table(a);
+    if let Some(u) = &a.utilization {
+        out.push_str(&utilization_table(u, &a.model));
+    }
+    out.push_str(&sections_table(a));
+    out.push_str(&notes(a));
+    out
+}
+
+/// The binary's path, then what it is without a profile: its size, code, functions,
+/// relocations and build-id.
+fn static_table(a: &Analysis) -> String {
     let s = &a.static_picture;
-    let mut out = String::new();
-    out.push_str(&format!("{}\n", s.path));
+    let mut out = format!("{}\n", s.path);
     let rows: Vec<(&str, String)> = vec![
         ("file size", coldstart_units::bytes(s.file_bytes)),
         ("position independent", yes(s.position_independent)),
@@ -113,51 +124,62 @@ pub fn render(a: &Analysis) -> String {
     for (k, v) in rows {
         out.push_str(&format!("  {k:<27} {v}\n"));
     }
-    if let Some(u) = &a.utilization {
-        out.push_str(&format!(
-            "\nstart-up `{}` (page size {} KiB, read-ahead {} KiB{})\n",
-            u.workload,
-            a.model.page_size / 1024,
-            a.model.readahead / 1024,
-            if a.model.read_around == ReadAround::Forward { " forward" } else { "" }
-        ));
-        out.push_str(&format!(
-            "  {:<12} {:>8} {:>16} {:>12} {:>12} {:>12}\n",
-            "code pages", "total", "touched (share)", "utilization", "used code", "unused code"
-        ));
-        out.push_str(&format!(
-            "  {:<12} {:>8} {:>16} {:>12} {:>12} {:>12}\n",
-            "",
-            u.code_pages_total,
-            format!("{} ({})", u.code_pages_touched, pct(u.touched_share)),
-            pct(u.utilization),
-            coldstart_units::bytes(u.used_code_bytes),
-            coldstart_units::bytes(u.unused_code_bytes)
-        ));
-        let file = (u.non_code_bytes + u.used_code_bytes + u.unused_code_bytes).max(1) as f64;
-        let share = |b: u64| format!("{} ({})", coldstart_units::bytes(b), pct(b as f64 / file));
-        out.push_str(&format!(
-            "  {:<12} {:>16} {:>16} {:>16}\n",
-            "file bytes", "non-code", "used code", "unused code"
-        ));
-        out.push_str(&format!(
-            "  {:<12} {:>16} {:>16} {:>16}\n",
-            "",
-            share(u.non_code_bytes),
-            share(u.used_code_bytes),
-            share(u.unused_code_bytes)
-        ));
+    out
+}
+
+/// How a profiled start-up uses the code pages under the page model `model`: pages touched,
+/// utilization, the file's bytes by use, and the current layout against the ideal one.
+fn utilization_table(u: &Utilization, model: &PageModel) -> String {
+    let mut out = format!(
+        "\nstart-up `{}` (page size {} KiB, read-ahead {} KiB{})\n",
+        u.workload,
+        model.page_size / 1024,
+        model.readahead / 1024,
+        if model.read_around == ReadAround::Forward { " forward" } else { "" }
+    );
+    out.push_str(&format!(
+        "  {:<12} {:>8} {:>16} {:>12} {:>12} {:>12}\n",
+        "code pages", "total", "touched (share)", "utilization", "used code", "unused code"
+    ));
+    out.push_str(&format!(
+        "  {:<12} {:>8} {:>16} {:>12} {:>12} {:>12}\n",
+        "",
+        u.code_pages_total,
+        format!("{} ({})", u.code_pages_touched, pct(u.touched_share)),
+        pct(u.utilization),
+        coldstart_units::bytes(u.used_code_bytes),
+        coldstart_units::bytes(u.unused_code_bytes)
+    ));
+    let file = (u.non_code_bytes + u.used_code_bytes + u.unused_code_bytes).max(1) as f64;
+    let share = |b: u64| format!("{} ({})", coldstart_units::bytes(b), pct(b as f64 / file));
+    out.push_str(&format!(
+        "  {:<12} {:>16} {:>16} {:>16}\n",
+        "file bytes", "non-code", "used code", "unused code"
+    ));
+    out.push_str(&format!(
+        "  {:<12} {:>16} {:>16} {:>16}\n",
+        "",
+        share(u.non_code_bytes),
+        share(u.used_code_bytes),
+        share(u.unused_code_bytes)
+    ));
+    out.push_str(&format!(
+        "  {:<12} {:>8} {:>8} {:>11}\n",
+        "layout", "pages", "faults", "pages read"
+    ));
+    for (name, c) in [("current", &u.current), ("ideal", &u.ideal)] {
         out.push_str(&format!(
             "  {:<12} {:>8} {:>8} {:>11}\n",
-            "layout", "pages", "faults", "pages read"
+            name, c.pages_touched, c.faults, c.pages_read
         ));
-        for (name, c) in [("current", &u.current), ("ideal", &u.ideal)] {
-            out.push_str(&format!(
-                "  {:<12} {:>8} {:>8} {:>11}\n",
-                name, c.pages_touched, c.faults, c.pages_read
-            ));
-        }
     }
+    out
+}
+
+/// The pages of the file start-up faulted on, by section, with the remedy for each; then
+/// how many of them a linker order can move.
+fn sections_table(a: &Analysis) -> String {
+    let mut out = String::new();
     if !a.sections.is_empty() {
         out.push_str("\npages of the file start-up faulted on and had in memory, by section (4 KiB file pages)\n");
         out.push_str(&format!(
@@ -185,6 +207,14 @@ pub fn render(a: &Analysis) -> String {
             m.fixed
         ));
     }
+    out
+}
+
+/// What is missing to optimise the layout (a profile, when none was given), and the
+/// warnings.
+fn notes(a: &Analysis) -> String {
+    let s = &a.static_picture;
+    let mut out = String::new();
     if a.utilization.is_none() && !s.missing.is_empty() {
         out.push_str("\nmissing to optimise the layout:\n");
     } else if !s.missing.is_empty() {

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use coldstart_sample::{Config, Size};
+use coldstart_sample::{Config, Size, Workload};
 
 use crate::exit;
 
@@ -53,195 +53,224 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let size = Size::parse(&args.size).map_err(|e| exit::usage(e.to_string()))?;
-    std::fs::create_dir_all(&args.dir)
-        .with_context(|| format!("cannot create --dir {}", args.dir.display()))?;
-    if let Ok(Some(memory)) = coldstart_process::memory_file_system(&args.dir) {
-        return Err(exit::usage(format!(
-            "--dir {} is on {memory}, whose pages cannot be evicted: give a directory on a disk, \
-             e.g. --dir /var/tmp/coldstart-demo",
-            args.dir.display()
-        )));
-    }
+    check_dir(&args.dir)?;
     let sample_dir = args.dir.join(format!("sample-{}", args.size));
 
     println!("== 1. sample program ({} size) in {}", args.size, sample_dir.display());
     let config = Config::for_size(size, 1);
     let sample = coldstart_sample::build_cached(&config, &sample_dir)
         .with_context(|| format!("cannot build the sample program in {}", sample_dir.display()))?;
-    let workload = sample.workload("a").context("the sample program has no workload `a`")?;
-    let mut command = vec![sample.exe().to_string_lossy().into_owned()];
-    command.extend(workload.args.iter().cloned());
+    let a = sample.workload("a").context("the sample program has no workload `a`")?;
     println!(
         "   {} functions, {:.1} MiB of code; workload a enters {} of them at start-up",
         sample.functions.len(),
         sample.text_bytes() as f64 / (1 << 20) as f64,
-        workload.startup.len(),
+        a.startup.len(),
     );
-
     let root = coldstart_sys::is_root();
-    let caches = if root { "cold,selective,warm,hot" } else { "selective,warm,hot" };
-    let json = args.dir.join("measure.json");
+    let files = Files::in_dir(&args.dir);
+    let exe = os(&sample.exe());
+
     println!("\n== 2. start-up in each cache state");
-    if !root {
-        println!("   (not root: `cold` needs root to drop the page cache; skipped)");
-    }
-    let mut argv: Vec<String> = vec![
-        "measure".into(),
-        "--cache".into(),
-        caches.into(),
-        "--runs".into(),
-        args.runs.to_string(),
-        "--export-json".into(),
-        json.to_string_lossy().into_owned(),
-        "--".into(),
-    ];
-    argv.extend(command);
-    step(&argv)?;
+    measure_cache_states(&args, &files, root, &command(&exe, a))?;
 
     // The layout pipeline: profile on a, order, relink a copy, measure on held-out b.
-    let workload_b = sample.workload("b").context("the sample program has no workload `b`")?;
+    let b = sample.workload("b").context("the sample program has no workload `b`")?;
     let ordered_dir = args.dir.join(format!("sample-{}-ordered", args.size));
     let ordered = coldstart_sample::build_cached(&config, &ordered_dir)
         .with_context(|| format!("cannot build the copy to relink in {}", ordered_dir.display()))?;
-    let exe = sample.exe();
-    let (a_json, b_json) = (args.dir.join("profile-a.json"), args.dir.join("profile-b.json"));
-    let order = args.dir.join("order.txt");
-    let exe_s = exe.to_string_lossy().into_owned();
-    let os = |p: &Path| p.to_string_lossy().into_owned();
-
-    println!("\n== 3. first-touch profile of workload a (training) and b (held out)");
-    for (name, w, out) in [("a", workload, &a_json), ("b", workload_b, &b_json)] {
-        let mut argv = vec!["profile".into(), "--workload".into(), name.into(), "-o".into()];
-        argv.push(os(out));
-        argv.push("--".into());
-        argv.push(exe_s.clone());
-        argv.extend(w.args.iter().cloned());
-        step(&argv)?;
-    }
-    println!("\n== 4. how start-up uses the code pages (default layout)");
-    step(&["analyze".into(), exe_s.clone(), "--profile".into(), os(&a_json)])?;
-    println!("\n== 5. an order from workload a, judged on workload b before linking");
-    step(&[
-        "order".into(),
-        os(&a_json),
-        "--binary".into(),
-        exe_s.clone(),
-        "--evaluate".into(),
-        os(&b_json),
-        "-o".into(),
-        os(&order),
-    ])?;
-    println!("\n== 6. relink a copy with lld in that order, and verify it took effect");
-    step(&[
-        "link".into(),
-        "--order".into(),
-        os(&order),
-        "--binary".into(),
-        os(&ordered.exe()),
-        "--profile".into(),
-        os(&a_json),
-        "--".into(),
-        "make".into(),
-        "-s".into(),
-        "-B".into(),
-        "-j2".into(),
-        "-C".into(),
-        os(&ordered.dir.join("src")),
-    ])?;
+    let ordered_exe = os(&ordered.exe());
+    order_and_relink(&files, &exe, a, b, &ordered)?;
     if root {
         println!(
             "\n== 7. held-out workload b, cold, from an emulated hard disk (128 KiB read-ahead): \
              default layout (A) against ordered (B)"
         );
-        let mut argv: Vec<String> = vec![
-            "measure".into(),
-            "--compare".into(),
-            "--storage".into(),
-            "hdd".into(),
-            "--cache".into(),
-            "cold".into(),
-            "--runs".into(),
-            args.runs.to_string(),
-            "--export-json".into(),
-            os(&args.dir.join("compare-b.json")),
-            "--".into(),
-            exe_s.clone(),
-        ];
-        argv.extend(workload_b.args.iter().cloned());
+        let mut argv = words(&["measure", "--compare", "--storage", "hdd", "--cache", "cold"]);
+        argv.extend(["--runs".into(), args.runs.to_string(), "--export-json".into()]);
+        argv.push(os(&files.compare));
+        argv.push("--".into());
+        argv.extend(command(&exe, b));
         argv.push(":::".into());
-        argv.push(os(&ordered.exe()));
-        argv.extend(workload_b.args.iter().cloned());
+        argv.extend(command(&ordered_exe, b));
         step(&argv)?;
     }
-    let mut results = vec![os(&json), os(&a_json), os(&b_json)];
-    let evaluate = args.dir.join("evaluate.json");
-    step_output(
-        &[
-            "order".into(),
-            os(&a_json),
-            "--binary".into(),
-            exe_s.clone(),
-            "--evaluate".into(),
-            os(&b_json),
-            "--json".into(),
-            "-o".into(),
-            os(&order),
-        ],
-        &evaluate,
-    )?;
-    results.push(os(&evaluate));
+    let mut results = vec![os(&files.measure), os(&files.a), os(&files.b)];
+    step_output(&order_argv(&files, &exe, true), &files.evaluate)?;
+    results.push(os(&files.evaluate));
     if root {
-        results.push(os(&args.dir.join("compare-b.json")));
+        results.push(os(&files.compare));
         println!("\n== 8. where a cold start of workload b spends its time");
-        let timeline = args.dir.join("timeline.json");
-        let mut argv: Vec<String> =
-            vec!["timeline".into(), "-o".into(), os(&timeline), "--".into(), exe_s.clone()];
-        argv.extend(workload_b.args.iter().cloned());
+        let mut argv = words(&["timeline", "-o"]);
+        argv.extend([os(&files.timeline), "--".into()]);
+        argv.extend(command(&exe, b));
         step(&argv)?;
-        results.push(os(&timeline));
+        results.push(os(&files.timeline));
     }
     println!(
         "\n== 9. the program's files over two emulated links, every network strategy: \
          profiled on workload a, measured on b"
     );
+    network_experiment(&args, &files, &sample, a, b)?;
+    results.push(os(&files.experiment));
+    println!("\n== 10. the report");
+    let mut argv = words(&["report"]);
+    argv.extend(results);
+    argv.extend(["-o".into(), os(&files.report)]);
+    argv.extend(words(&["--title", "coldstart demo: the sample program"]));
+    step(&argv)?;
+    println!("\nResults in {}; open {} in a browser", args.dir.display(), files.report.display());
+    Ok(exit::SUCCESS)
+}
+
+/// Create `--dir`, refusing one on a memory file system (its pages cannot be evicted, so a
+/// cold start could not be measured there).
+fn check_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create --dir {}", dir.display()))?;
+    if let Ok(Some(memory)) = coldstart_process::memory_file_system(dir) {
+        return Err(exit::usage(format!(
+            "--dir {} is on {memory}, whose pages cannot be evicted: give a directory on a disk, \
+             e.g. --dir /var/tmp/coldstart-demo",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The files the demo's steps write, all in `--dir`.
+struct Files {
+    /// Step 2: start-up in each cache state.
+    measure: PathBuf,
+    /// Step 3: the profiles of workloads a (training) and b (held out).
+    a: PathBuf,
+    b: PathBuf,
+    /// Step 5: the order from workload a.
+    order: PathBuf,
+    /// Its evaluation on workload b, as JSON.
+    evaluate: PathBuf,
+    /// Step 7: default layout against ordered.
+    compare: PathBuf,
+    /// Step 8: where a cold start spends its time.
+    timeline: PathBuf,
+    /// Step 9: the network experiment.
+    experiment: PathBuf,
+    /// Step 10: the report.
+    report: PathBuf,
+}
+
+impl Files {
+    fn in_dir(dir: &Path) -> Files {
+        Files {
+            measure: dir.join("measure.json"),
+            a: dir.join("profile-a.json"),
+            b: dir.join("profile-b.json"),
+            order: dir.join("order.txt"),
+            evaluate: dir.join("evaluate.json"),
+            compare: dir.join("compare-b.json"),
+            timeline: dir.join("timeline.json"),
+            experiment: dir.join("experiment.json"),
+            report: dir.join("report.html"),
+        }
+    }
+}
+
+/// Step 2: `coldstart measure` of workload `command` in every cache state this user can
+/// reach (`cold` needs root).
+fn measure_cache_states(
+    args: &Args,
+    files: &Files,
+    root: bool,
+    command: &[String],
+) -> anyhow::Result<()> {
+    let caches = if root { "cold,selective,warm,hot" } else { "selective,warm,hot" };
+    if !root {
+        println!("   (not root: `cold` needs root to drop the page cache; skipped)");
+    }
+    let mut argv = words(&["measure", "--cache", caches, "--runs"]);
+    argv.extend([args.runs.to_string(), "--export-json".into(), os(&files.measure), "--".into()]);
+    argv.extend(command.iter().cloned());
+    step(&argv)
+}
+
+/// Steps 3 to 6: profile workloads a and b, analyze the default layout, order from a judged
+/// on b, and relink the copy `ordered` in that order.
+fn order_and_relink(
+    files: &Files,
+    exe: &str,
+    a: &Workload,
+    b: &Workload,
+    ordered: &coldstart_sample::Sample,
+) -> anyhow::Result<()> {
+    println!("\n== 3. first-touch profile of workload a (training) and b (held out)");
+    for (name, w, out) in [("a", a, &files.a), ("b", b, &files.b)] {
+        let mut argv = words(&["profile", "--workload", name, "-o"]);
+        argv.extend([os(out), "--".into()]);
+        argv.extend(command(exe, w));
+        step(&argv)?;
+    }
+    println!("\n== 4. how start-up uses the code pages (default layout)");
+    step(&["analyze".into(), exe.into(), "--profile".into(), os(&files.a)])?;
+    println!("\n== 5. an order from workload a, judged on workload b before linking");
+    step(&order_argv(files, exe, false))?;
+    println!("\n== 6. relink a copy with lld in that order, and verify it took effect");
+    let mut argv = words(&["link", "--order"]);
+    argv.extend([os(&files.order), "--binary".into(), os(&ordered.exe()), "--profile".into()]);
+    argv.extend([os(&files.a), "--".into()]);
+    argv.extend(words(&["make", "-s", "-B", "-j2", "-C"]));
+    argv.push(os(&ordered.dir.join("src")));
+    step(&argv)
+}
+
+/// `coldstart order` from workload a's profile, evaluated on workload b's, written to the
+/// order file; with `json`, the evaluation as JSON on standard output.
+fn order_argv(files: &Files, exe: &str, json: bool) -> Vec<String> {
+    let mut argv = vec!["order".into(), os(&files.a), "--binary".into(), exe.into()];
+    argv.extend(["--evaluate".into(), os(&files.b)]);
+    if json {
+        argv.push("--json".into());
+    }
+    argv.extend(["-o".into(), os(&files.order)]);
+    argv
+}
+
+/// Step 9: `coldstart experiment` on the sample's installed files, profiled on workload `a`
+/// and measured on `b`, over the demo's two links.
+fn network_experiment(
+    args: &Args,
+    files: &Files,
+    sample: &coldstart_sample::Sample,
+    a: &Workload,
+    b: &Workload,
+) -> anyhow::Result<()> {
     let installed = args.dir.join(format!("sample-{}-files", args.size));
     sample
         .install(&installed)
         .with_context(|| format!("cannot copy the sample's files to {}", installed.display()))?;
-    let experiment = args.dir.join("experiment.json");
-    let _ = std::fs::remove_file(&experiment);
-    let mut argv: Vec<String> = vec![
-        "experiment".into(),
-        os(&installed),
-        "-o".into(),
-        os(&experiment),
-        "--link".into(),
-        NETWORK_LINKS.into(),
-        "--cache".into(),
-        "cold".into(),
-        "--runs".into(),
-        "1".into(),
-        "--profiled".into(),
-        format!("sample {}", workload.args.join(" ")),
-        "--".into(),
-        "sample".into(),
-    ];
-    argv.extend(workload_b.args.iter().cloned());
-    step(&argv)?;
-    results.push(os(&experiment));
-    println!("\n== 10. the report");
-    let report = args.dir.join("report.html");
-    let mut argv: Vec<String> = vec!["report".into()];
-    argv.extend(results);
-    argv.extend([
-        "-o".into(),
-        os(&report),
-        "--title".into(),
-        "coldstart demo: the sample program".into(),
-    ]);
-    step(&argv)?;
-    println!("\nResults in {}; open {} in a browser", args.dir.display(), report.display());
-    Ok(exit::SUCCESS)
+    let _ = std::fs::remove_file(&files.experiment);
+    let mut argv = vec!["experiment".into(), os(&installed), "-o".into(), os(&files.experiment)];
+    argv.extend(words(&["--link", NETWORK_LINKS, "--cache", "cold", "--runs", "1"]));
+    argv.extend(["--profiled".into(), format!("sample {}", a.args.join(" "))]);
+    argv.extend(words(&["--", "sample"]));
+    argv.extend(b.args.iter().cloned());
+    step(&argv)
+}
+
+/// The command line that runs workload `w` of the program `exe`.
+fn command(exe: &str, w: &Workload) -> Vec<String> {
+    let mut argv = vec![exe.to_owned()];
+    argv.extend(w.args.iter().cloned());
+    argv
+}
+
+/// Owned arguments from string literals.
+fn words(w: &[&str]) -> Vec<String> {
+    w.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// A path as an argument.
+fn os(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
 }
 
 /// The demo's network experiment: a home link and an office link, a few seconds each.

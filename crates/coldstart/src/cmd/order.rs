@@ -8,8 +8,9 @@ use anyhow::Context;
 use coldstart_layout::binary::Binary;
 use coldstart_layout::input::Workload;
 use coldstart_layout::model::ReadAround;
-use coldstart_layout::order::{Algorithm, Unprofiled};
+use coldstart_layout::order::{Algorithm, Order, Unprofiled};
 use coldstart_layout::request::{OrderOutcome, OrderRequest};
+use coldstart_layout::writers::{Format, WriteReport};
 use coldstart_layout::{evaluate, writers};
 
 use super::common::{preview, PageModelArgs};
@@ -172,13 +173,7 @@ fn read_workloads(profiles: &[PathBuf], weights: &[f64]) -> anyhow::Result<Vec<W
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let format = writers::parse_format(&args.format)?;
     if format == writers::Format::GnuLd {
-        if let Some((major, minor)) = writers::gnu_ld_version() {
-            if (major, minor) < (2, 43) {
-                eprintln!(
-                    "coldstart: note: the GNU ld here is {major}.{minor}; --section-ordering-file needs 2.43 or later (use --format lld or gold on this machine)"
-                );
-            }
-        }
+        note_old_gnu_ld();
     }
     let algorithm: Option<Algorithm> =
         args.algorithm.as_deref().map(str::parse).transpose().map_err(crate::exit::usage)?;
@@ -211,15 +206,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     request.model = model;
     request.format = format;
     if !args.all_modules {
-        for w in request.another_build() {
-            eprintln!(
-                "coldstart: warning: the profile `{}` was recorded from another build of {} (build-id {}; this one is {}): functions it names may have moved, been renamed or gone; profile this build again",
-                w.workload,
-                w.path.display(),
-                w.profiled,
-                w.found
-            );
-        }
+        warn_another_build(&request);
     }
     let evaluation = request.evaluate()?;
     if let Some(e) = &evaluation {
@@ -229,9 +216,51 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             print_evaluation(e);
         }
     }
-    let OrderOutcome { order, chosen, text, report, unread, cross_validation, .. } =
-        request.order(evaluation)?;
-    if let Some(cv) = cross_validation {
+    let outcome = request.order(evaluation)?;
+    say_how_untouched_were_placed(&outcome);
+    if args.module.is_none() && args.binary.is_none() && !args.all_modules {
+        warn_busier_module(&request, &outcome.order);
+    }
+    match &args.output {
+        Some(path) => {
+            coldstart_layout::write_atomic(path, outcome.text.as_bytes())?;
+            say_written(path, &request, &outcome, format);
+        }
+        None if args.evaluate.is_none() => print!("{}", outcome.text),
+        None => {}
+    }
+    warn_left_out(&args, &outcome.report, format);
+    Ok(crate::exit::SUCCESS)
+}
+
+/// Note that the GNU ld here is too old for its order file, when it is.
+fn note_old_gnu_ld() {
+    if let Some((major, minor)) = writers::gnu_ld_version() {
+        if (major, minor) < (2, 43) {
+            eprintln!(
+                "coldstart: note: the GNU ld here is {major}.{minor}; --section-ordering-file needs 2.43 or later (use --format lld or gold on this machine)"
+            );
+        }
+    }
+}
+
+/// Warn of each profile recorded from another build of the binary than the one given.
+fn warn_another_build(request: &OrderRequest) {
+    for w in request.another_build() {
+        eprintln!(
+            "coldstart: warning: the profile `{}` was recorded from another build of {} (build-id {}; this one is {}): functions it names may have moved, been renamed or gone; profile this build again",
+            w.workload,
+            w.path.display(),
+            w.profiled,
+            w.found
+        );
+    }
+}
+
+/// Say where the untouched functions went when a cross-validation chose it, and warn of the
+/// modules whose call graph could not be read.
+fn say_how_untouched_were_placed(outcome: &OrderOutcome) {
+    if let Some(cv) = &outcome.cross_validation {
         eprintln!(
             "coldstart: untouched functions {}: each of the {} workloads held out in turn took {} faults with the callees placed, {} without",
             if cv.best() == Unprofiled::Callees { "after their callers" } else { "left in input order" },
@@ -240,63 +269,64 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             cv.input_faults
         );
     }
-    for (path, why) in &unread {
+    for (path, why) in &outcome.unread {
         eprintln!(
             "coldstart: warning: no call graph for {} ({why}): its untouched functions stay where the linker puts them",
             path.display()
         );
     }
-    if args.module.is_none() && args.binary.is_none() && !args.all_modules {
-        let ordered: Vec<PathBuf> = order.runs.iter().map(|r| r.path.clone()).collect();
-        if let Some(b) = request.busier_module(&order.module, &ordered) {
-            let file = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
-            let (wrapper, busiest) =
-                (file(&b.ordered).unwrap_or_default(), file(&b.busiest).unwrap_or_default());
-            let what = if b.busiest_ordered {
-                format!("it is ordered too; if {wrapper} is a wrapper (a script's interpreter, env, a shim), order only that module with --module {busiest}")
-            } else {
-                format!("it is not ordered (a system library); if {wrapper} is a driver over libraries or a wrapper, order that module with --module {busiest}")
-            };
-            eprintln!(
-                "coldstart: warning: ordered {}, the profile's first executable, which touched {} functions; {} touched the most ({}): {what}",
-                b.ordered.display(),
-                b.ordered_touched,
-                b.busiest.display(),
-                b.busiest_touched,
-            );
-        }
-    }
-    match &args.output {
-        Some(path) => {
-            coldstart_layout::write_atomic(path, text.as_bytes())?;
-            let modules = request.ordered_modules();
-            let of = if modules.len() > 1 {
-                format!(
-                    "{} and {} more modules of the program",
-                    order.module.display(),
-                    modules.len() - 1
-                )
-            } else {
-                order.module.display().to_string()
-            };
-            let untouched = order.functions.len().saturating_sub(order.touched());
-            eprintln!(
-                "coldstart: wrote {} ({}) of {}: {} touched, in {} order, then {} untouched {}; to {} ({} format; use {})",
-                coldstart_units::count(report.written as u64, "function"),
-                coldstart_units::bytes(order.bytes()),
-                of,
-                order.touched(),
-                chosen.name(),
-                untouched,
-                untouched_placed(order.unprofiled),
-                path.display(),
-                format.name(),
-                format.flag(&path.display().to_string())
-            );
-        }
-        None if args.evaluate.is_none() => print!("{text}"),
-        None => {}
-    }
+}
+
+/// Warn when another module than the profile's first executable, which was ordered, touched
+/// the most functions (the executable was a wrapper or a driver over libraries).
+fn warn_busier_module(request: &OrderRequest, order: &Order) {
+    let ordered: Vec<PathBuf> = order.runs.iter().map(|r| r.path.clone()).collect();
+    let Some(b) = request.busier_module(&order.module, &ordered) else { return };
+    let file = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+    let (wrapper, busiest) =
+        (file(&b.ordered).unwrap_or_default(), file(&b.busiest).unwrap_or_default());
+    let what = if b.busiest_ordered {
+        format!("it is ordered too; if {wrapper} is a wrapper (a script's interpreter, env, a shim), order only that module with --module {busiest}")
+    } else {
+        format!("it is not ordered (a system library); if {wrapper} is a driver over libraries or a wrapper, order that module with --module {busiest}")
+    };
+    eprintln!(
+        "coldstart: warning: ordered {}, the profile's first executable, which touched {} functions; {} touched the most ({}): {what}",
+        b.ordered.display(),
+        b.ordered_touched,
+        b.busiest.display(),
+        b.busiest_touched,
+    );
+}
+
+/// Say what the order file written to `path` holds, and how to give it to the linker.
+fn say_written(path: &Path, request: &OrderRequest, outcome: &OrderOutcome, format: Format) {
+    let (order, report) = (&outcome.order, &outcome.report);
+    let modules = request.ordered_modules();
+    let of = if modules.len() > 1 {
+        format!("{} and {} more modules of the program", order.module.display(), modules.len() - 1)
+    } else {
+        order.module.display().to_string()
+    };
+    let untouched = order.functions.len().saturating_sub(order.touched());
+    eprintln!(
+        "coldstart: wrote {} ({}) of {}: {} touched, in {} order, then {} untouched {}; to {} ({} format; use {})",
+        coldstart_units::count(report.written as u64, "function"),
+        coldstart_units::bytes(order.bytes()),
+        of,
+        order.touched(),
+        outcome.chosen.name(),
+        untouched,
+        untouched_placed(order.unprofiled),
+        path.display(),
+        format.name(),
+        format.flag(&path.display().to_string())
+    );
+}
+
+/// Say what the order file holds besides functions, and warn of the names it left out or
+/// could not pin to one definition.
+fn warn_left_out(args: &Args, report: &WriteReport, format: Format) {
     if report.data_written > 0 || args.data {
         eprintln!(
             "coldstart: {} hot data objects written after the functions (--no-data to leave them out)",
@@ -331,7 +361,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             preview(&report.skipped)
         );
     }
-    Ok(crate::exit::SUCCESS)
 }
 
 fn print_evaluation(e: &evaluate::Evaluation) {
