@@ -41,6 +41,29 @@ pub struct Mount {
     /// hot set), and the manifest's bytes.
     history: Option<PathBuf>,
     manifest_bytes: u64,
+    /// The SHA-256 of the bundle's `manifest.json`: its identity in a learn record.
+    manifest_sha256: [u8; 32],
+}
+
+/// What a mount's learn record is made from (`--learn`): kept apart from the [`Mount`], so
+/// that the record can be made after the unmount, when the program can read no more.
+pub struct Learner {
+    engine: Arc<Engine>,
+    bundle: coldstart_bundle::Sha256Hex,
+}
+
+impl Learner {
+    /// The record of the pieces the program read outside the hot set
+    /// ([`coldstart_bundle::learn`]); `completed`: whether the start ran to its end.
+    pub fn record(&self, completed: bool) -> coldstart_bundle::learn::Record {
+        coldstart_bundle::learn::Record::of_reads(
+            self.engine.manifest(),
+            self.bundle.clone(),
+            &self.engine.strategy().to_string(),
+            completed,
+            &self.engine.outside_reads(),
+        )
+    }
 }
 
 /// Whether `path` is a mount point (it appears in `/proc/self/mountinfo`).
@@ -233,6 +256,7 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         readahead,
         history,
         manifest_bytes: manifest_fetch.0,
+        manifest_sha256: fetched.sha256,
     };
     // Without the watchdog a `kill -9` could leave the mount behind: fail rather than risk it.
     mount.connection = Some(watchdog.watch(mountpoint).map_err(fail)?);
@@ -244,6 +268,15 @@ impl Mount {
     /// What `--strategy auto` chose, if it was asked.
     pub fn choice(&self) -> Option<&Choice> {
         self.choice.as_ref()
+    }
+
+    /// What this mount's learn record is made from ([`Learner`]).
+    pub fn learner(&self) -> Learner {
+        let hex: String = self.manifest_sha256.iter().map(|b| format!("{b:02x}")).collect();
+        Learner {
+            engine: self.engine.clone(),
+            bundle: coldstart_bundle::Sha256Hex::new(hex).expect("64 hex digits"),
+        }
     }
 
     /// Where it is mounted.

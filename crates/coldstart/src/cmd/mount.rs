@@ -67,8 +67,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         // Reads still waiting on the network fail now: the mount is going away.
         mount.cancel();
     }
+    let learner = super::common::learn::learner(&args.flags, &mount);
     let (report, result) = mount.close();
     print_report(&report, args.flags.json)?;
+    // A mount's start completed when it was unmounted with every read served.
+    super::common::learn::write(&args.flags, learner, report.errors == 0 && result.is_ok());
     result?;
     Ok(crate::exit::SUCCESS)
 }
