@@ -161,14 +161,22 @@ impl Record {
             format: String,
             version: u32,
         }
-        let head: Head = serde_json::from_slice(bytes)?;
-        if head.format != FORMAT {
-            return Err(RecordError::Format(head.format));
-        }
-        if head.version != VERSION {
-            return Err(RecordError::Version(head.version));
-        }
-        let record: Record = serde_json::from_slice(bytes)?;
+        let record: Record = match serde_json::from_slice(bytes) {
+            Ok(r) => r,
+            // Another format or a later version is named as such, not as bad JSON.
+            Err(e) => {
+                let head: Head = serde_json::from_slice(bytes).map_err(|_| e)?;
+                if head.format != FORMAT {
+                    return Err(RecordError::Format(head.format));
+                }
+                if head.version != VERSION {
+                    return Err(RecordError::Version(head.version));
+                }
+                return Err(RecordError::Json(
+                    serde_json::from_slice::<Record>(bytes).unwrap_err(),
+                ));
+            }
+        };
         record.validate()?;
         Ok(record)
     }
@@ -339,14 +347,6 @@ pub struct MergeOptions {
     pub latency: f64,
 }
 
-impl Default for MergeOptions {
-    /// A share of one half, on 20 Mbit/s with 40 ms (the link of BENCHMARKS.md's network
-    /// figures).
-    fn default() -> Self {
-        MergeOptions { share: 0.5, bits_per_second: 20e6, latency: 0.040 }
-    }
-}
-
 /// One learned range: a piece of a file named by content.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LearnedPiece {
@@ -387,46 +387,104 @@ pub fn pays(p: f64, stored: u64, opts: &MergeOptions) -> bool {
 /// Merges records (each already checked by [`Record::parse`]) into the pieces to add to the
 /// hot set (see the module documentation). Only completed starts count.
 pub fn merge(records: &[Record], opts: &MergeOptions) -> Merged {
-    // (file digest, size, offset, length) -> (first-read times, stored lengths)
-    type Key = (Sha256Hex, u64, u64, u64);
-    let mut seen: HashMap<Key, (Vec<u64>, Vec<u64>)> = HashMap::new();
-    let mut merged = Merged::default();
+    let mut m = Merger::new(*opts);
     for r in records {
+        m.add(r);
+    }
+    m.finish()
+}
+
+/// A piece by its file's number in a [`Merger`], its offset and its length.
+type PieceKey = (u32, u64, u64);
+/// Each start's first-read time of a piece, and its stored length.
+type Seen = (Vec<u32>, Vec<u32>);
+
+/// [`merge`] one record at a time, so that a fleet's records need not be in memory at once:
+/// what it keeps is one first-read time and one stored length (4 bytes each) per piece of
+/// each completed start.
+#[derive(Debug, Default)]
+pub struct Merger {
+    opts: MergeOptions,
+    /// Files by content: (SHA-256, size) to a number of their own.
+    files: HashMap<(Sha256Hex, u64), u32>,
+    /// (file number, offset, length) to the first-read times and stored lengths.
+    seen: HashMap<PieceKey, Seen>,
+    starts: usize,
+    incomplete: usize,
+}
+
+impl Default for MergeOptions {
+    /// A share of one half, on 20 Mbit/s with 40 ms (the link of BENCHMARKS.md's network
+    /// figures).
+    fn default() -> Self {
+        MergeOptions { share: 0.5, bits_per_second: 20e6, latency: 0.040 }
+    }
+}
+
+impl Merger {
+    pub fn new(opts: MergeOptions) -> Merger {
+        Merger { opts, ..Merger::default() }
+    }
+
+    /// Counts one start's record.
+    pub fn add(&mut self, r: &Record) {
         if !r.completed {
-            merged.incomplete += 1;
-            continue;
+            self.incomplete += 1;
+            return;
         }
-        merged.starts += 1;
+        self.starts += 1;
+        let ids: Vec<u32> = r
+            .files
+            .iter()
+            .map(|f| {
+                let next = self.files.len() as u32;
+                *self.files.entry((f.sha256.clone(), f.size)).or_insert(next)
+            })
+            .collect();
         for p in &r.pieces {
-            let f = &r.files[p.file];
-            let slot = seen.entry((f.sha256.clone(), f.size, p.offset, p.length)).or_default();
-            slot.0.push(p.ms);
-            slot.1.push(p.stored.min(p.length));
+            let slot = self.seen.entry((ids[p.file], p.offset, p.length)).or_default();
+            slot.0.push(p.ms.min(MAX_MS) as u32);
+            slot.1.push(p.stored.min(p.length) as u32);
         }
     }
-    merged.distinct = seen.len();
-    let starts = merged.starts.max(1) as f64;
-    let median = |v: &mut Vec<u64>| {
-        v.sort_unstable();
-        v[(v.len() - 1) / 2]
-    };
-    for ((sha256, size, offset, length), (mut times, mut stored)) in seen {
-        let share = times.len() as f64 / starts;
-        if share + 1e-9 < opts.share {
-            merged.below_share += 1;
-            continue;
+
+    /// The pieces to add, by median first-read time.
+    pub fn finish(self) -> Merged {
+        let opts = self.opts;
+        let mut merged = Merged {
+            starts: self.starts,
+            incomplete: self.incomplete,
+            distinct: self.seen.len(),
+            ..Merged::default()
+        };
+        let mut names: Vec<Option<&(Sha256Hex, u64)>> = vec![None; self.files.len()];
+        for (k, &i) in &self.files {
+            names[i as usize] = Some(k);
         }
-        if !pays(share, median(&mut stored), opts) {
-            merged.not_paying += 1;
-            continue;
+        let starts = merged.starts.max(1) as f64;
+        let median = |v: &mut Vec<u32>| {
+            v.sort_unstable();
+            v[(v.len() - 1) / 2]
+        };
+        for ((file, offset, length), (mut times, mut stored)) in self.seen {
+            let share = times.len() as f64 / starts;
+            if share + 1e-9 < opts.share {
+                merged.below_share += 1;
+                continue;
+            }
+            if !pays(share, u64::from(median(&mut stored)), &opts) {
+                merged.not_paying += 1;
+                continue;
+            }
+            let (sha256, size) = names[file as usize].expect("every file has a number").clone();
+            let median_ms = u64::from(median(&mut times));
+            merged.pieces.push(LearnedPiece { sha256, size, offset, length, share, median_ms });
         }
-        let median_ms = median(&mut times);
-        merged.pieces.push(LearnedPiece { sha256, size, offset, length, share, median_ms });
+        merged.pieces.sort_by(|a, b| {
+            (a.median_ms, &a.sha256, a.offset).cmp(&(b.median_ms, &b.sha256, b.offset))
+        });
+        merged
     }
-    merged.pieces.sort_by(|a, b| {
-        (a.median_ms, &a.sha256, a.offset).cmp(&(b.median_ms, &b.sha256, b.offset))
-    });
-    merged
 }
 
 /// The learned pieces as ranges of the files of `dir` (the directory being packed):

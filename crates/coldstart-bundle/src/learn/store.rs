@@ -163,16 +163,27 @@ pub fn write(
 /// refused.
 pub type Read = (String, Result<Record, RecordError>);
 
-/// Every record at `place` (see the module documentation), each checked. A record refused is
-/// returned with its error, not dropped: the caller says which and why.
-pub fn read_all(
+/// Every record at `place` (see the module documentation), each checked and handed to `each`
+/// as it is read (from several threads at once: fetched and parsed in parallel), so that a
+/// fleet's records need not be in memory together. A record refused is handed over with its
+/// error, not dropped: the caller says which and why. Returns how many were read.
+pub fn for_each(
     place: &Place,
     opts: &FetchOptions,
     s3: &S3Settings,
     env: &dyn Env,
-) -> Result<Vec<Read>, StoreError> {
+    each: &(dyn Fn(Read) + Sync),
+) -> Result<usize, StoreError> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     match place {
-        Place::Dir(path) => read_dir(path),
+        Place::Dir(path) => {
+            let files = record_files(path)?;
+            parallel(&files, cores, |f| {
+                each((f.display().to_string(), read_file(f)?));
+                Ok(())
+            })?;
+            Ok(files.len())
+        }
         Place::S3(url) => {
             let client = Client::new(Bucket::resolve(url, s3, env)?, opts)?;
             let mut keys: Vec<String> = client
@@ -186,13 +197,15 @@ pub fn read_all(
                 return Err(StoreError::TooMany(url.to_string()));
             }
             let max = MAX_RECORD_BYTES as u64;
-            parallel(&keys, opts.connections, |key| {
+            parallel(&keys, opts.connections.max(cores), |key| {
                 let what = client.bucket.describe(key);
-                match client.send("GET", key, &[], &[], Body::None, max) {
-                    Ok(a) => Ok((what, Record::parse(&a.body))),
-                    Err(e) => Ok((what, Err(RecordError::Fetch(e.to_string())))),
-                }
-            })
+                each(match client.send("GET", key, &[], &[], Body::None, max) {
+                    Ok(a) => (what, Record::parse(&a.body)),
+                    Err(e) => (what, Err(RecordError::Fetch(e.to_string()))),
+                });
+                Ok(())
+            })?;
+            Ok(keys.len())
         }
         Place::Http(url) => {
             let remote = crate::remote::HttpRemote::new(url, opts.clone())?;
@@ -200,58 +213,67 @@ pub fn read_all(
             let body = crate::remote::get(&remote, "", span)?;
             let shown = crate::remote::redact_url(url);
             if body.first_non_space() == Some(b'{') {
-                return Ok(vec![(shown, Record::parse(&body))]);
+                each((shown, Record::parse(&body)));
+                return Ok(1);
             }
             let names = listing(&String::from_utf8_lossy(&body));
             if names.len() > MAX_SOURCE_RECORDS {
                 return Err(StoreError::TooMany(shown));
             }
             let span = crate::remote::Span::Whole { max: MAX_RECORD_BYTES as u64 };
-            let stats = &remote;
-            parallel(&names, opts.connections, |name| {
-                let what = crate::remote::Remote::describe(stats, name);
-                match crate::remote::get(&remote, name, span) {
-                    Ok(b) => Ok((what, Record::parse(&b))),
-                    Err(e) => Ok((what, Err(RecordError::Fetch(e.to_string())))),
-                }
-            })
+            parallel(&names, opts.connections.max(cores), |name| {
+                let what = crate::remote::Remote::describe(&remote, name);
+                each(match crate::remote::get(&remote, name, span) {
+                    Ok(b) => (what, Record::parse(&b)),
+                    Err(e) => (what, Err(RecordError::Fetch(e.to_string()))),
+                });
+                Ok(())
+            })?;
+            Ok(names.len())
         }
     }
 }
 
-/// Runs `one` over `items` on up to `threads` threads; the results in the items' order, or
-/// the first error.
+/// Every record at `place`, in memory ([`for_each`]), in the order of their names.
+pub fn read_all(
+    place: &Place,
+    opts: &FetchOptions,
+    s3: &S3Settings,
+    env: &dyn Env,
+) -> Result<Vec<Read>, StoreError> {
+    let all = std::sync::Mutex::new(Vec::new());
+    for_each(place, opts, s3, env, &|r| all.lock().unwrap().push(r))?;
+    let mut all = all.into_inner().unwrap();
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(all)
+}
+
+/// Runs `one` over `items` on up to `threads` threads (at most 16); stops at the first error,
+/// which it returns.
 fn parallel<T: Sync>(
     items: &[T],
     threads: usize,
-    one: impl Fn(&T) -> Result<Read, StoreError> + Sync,
-) -> Result<Vec<Read>, StoreError> {
+    one: impl Fn(&T) -> Result<(), StoreError> + Sync,
+) -> Result<(), StoreError> {
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let slots: Vec<std::sync::Mutex<Option<Result<Read, StoreError>>>> =
-        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let failed = std::sync::Mutex::new(None);
     std::thread::scope(|s| {
         for _ in 0..threads.clamp(1, 16).min(items.len().max(1)) {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(item) = items.get(i) else { return };
-                let r = one(item);
-                let failed = r.is_err();
-                *slots[i].lock().unwrap() = Some(r);
-                if failed {
+                if let Err(e) = one(item) {
+                    failed.lock().unwrap().get_or_insert(e);
                     next.store(items.len(), Ordering::Relaxed);
                     return;
                 }
             });
         }
     });
-    let mut out = Vec::with_capacity(items.len());
-    for slot in slots {
-        match slot.into_inner().unwrap() {
-            Some(r) => out.push(r?),
-            None => continue,
-        }
+    match failed.into_inner().unwrap() {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
-    Ok(out)
 }
 
 trait FirstNonSpace {
@@ -264,42 +286,38 @@ impl FirstNonSpace for Vec<u8> {
     }
 }
 
-/// The records of a directory (its `*.json` files, hidden ones left out, by name), or of one
-/// record file.
-fn read_dir(path: &Path) -> Result<Vec<Read>, StoreError> {
-    let err = |p: &Path| {
-        let p = p.to_path_buf();
-        move |source| StoreError::Dir { path: p, source }
-    };
-    let meta = std::fs::metadata(path).map_err(err(path))?;
-    let files = if meta.is_file() {
-        vec![path.to_path_buf()]
-    } else {
-        let mut v = Vec::new();
-        for item in std::fs::read_dir(path).map_err(err(path))? {
-            let item = item.map_err(err(path))?;
-            let name = item.file_name();
-            let name = name.to_string_lossy();
-            if name.starts_with('.') || !name.ends_with(".json") {
-                continue;
-            }
-            if v.len() == MAX_SOURCE_RECORDS {
-                return Err(StoreError::TooMany(path.display().to_string()));
-            }
-            v.push(item.path());
-        }
-        v.sort();
-        v
-    };
-    let mut out = Vec::with_capacity(files.len());
-    for f in files {
-        use std::io::Read as _;
-        let file = std::fs::File::open(&f).map_err(err(&f))?;
-        let mut bytes = Vec::new();
-        file.take(MAX_RECORD_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(err(&f))?;
-        out.push((f.display().to_string(), Record::parse(&bytes)));
+/// The record files of a directory (its `*.json` files, hidden ones left out, by name), or
+/// the one record file `path` is.
+fn record_files(path: &Path) -> Result<Vec<PathBuf>, StoreError> {
+    let err = |source| StoreError::Dir { path: path.to_path_buf(), source };
+    if std::fs::metadata(path).map_err(err)?.is_file() {
+        return Ok(vec![path.to_path_buf()]);
     }
-    Ok(out)
+    let mut v = Vec::new();
+    for item in std::fs::read_dir(path).map_err(err)? {
+        let item = item.map_err(err)?;
+        let name = item.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || !name.ends_with(".json") {
+            continue;
+        }
+        if v.len() == MAX_SOURCE_RECORDS {
+            return Err(StoreError::TooMany(path.display().to_string()));
+        }
+        v.push(item.path());
+    }
+    v.sort();
+    Ok(v)
+}
+
+/// One record file, at most [`MAX_RECORD_BYTES`] of it read.
+fn read_file(f: &Path) -> Result<Result<Record, RecordError>, StoreError> {
+    use std::io::Read as _;
+    let err = |source| StoreError::Dir { path: f.to_path_buf(), source };
+    let file = std::fs::File::open(f).map_err(err)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_RECORD_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(err)?;
+    Ok(Record::parse(&bytes))
 }
 
 /// The `*.json` names a listing links to, each once, in order: `href="NAME"` of an HTML

@@ -280,38 +280,43 @@ fn learned(args: &Args) -> anyhow::Result<Vec<coldstart_bundle::Touch>> {
         endpoint: args.endpoint.clone(),
         region: args.region.clone(),
     };
-    let mut records = Vec::new();
-    let mut refused = 0usize;
-    for place in &args.learn_from {
-        let read = store::read_all(place, &opts, &s3, &coldstart_bundle::s3::ProcessEnv)
-            .with_context(|| format!("--learn-from {place}: cannot read its records"))?;
-        for (from, r) in read {
-            match r {
-                Ok(r) => records.push(r),
-                Err(e) => {
-                    refused += 1;
-                    if refused <= 10 {
-                        eprintln!("warning: --learn-from: {from}: refused: {e}");
-                    }
-                }
-            }
-        }
-    }
-    if refused > 10 {
-        eprintln!("warning: --learn-from: {} refused records not shown", refused - 10);
-    }
     let merge_opts = MergeOptions {
         share: args.learn_share,
         bits_per_second: args.learn_link.bits_per_second,
         latency: args.learn_link.latency.as_secs_f64(),
     };
-    let merged = learn::merge(&records, &merge_opts);
+    // Merged as they are read: (the merge, records taken, records refused).
+    let state = std::sync::Mutex::new((learn::Merger::new(merge_opts), 0usize, 0usize));
+    for place in &args.learn_from {
+        let each = |(from, r): store::Read| {
+            let mut s = state.lock().unwrap();
+            match r {
+                Ok(r) => {
+                    s.0.add(&r);
+                    s.1 += 1;
+                }
+                Err(e) => {
+                    s.2 += 1;
+                    if s.2 <= 10 {
+                        eprintln!("warning: --learn-from: {from}: refused: {e}");
+                    }
+                }
+            }
+        };
+        store::for_each(place, &opts, &s3, &coldstart_bundle::s3::ProcessEnv, &each)
+            .with_context(|| format!("--learn-from {place}: cannot read its records"))?;
+    }
+    let (merger, taken, refused) = state.into_inner().unwrap();
+    if refused > 10 {
+        eprintln!("warning: --learn-from: {} refused records not shown", refused - 10);
+    }
+    let merged = merger.finish();
     let resolved = learn::resolve(&args.dir, &merged, args.chunk_size)
         .with_context(|| format!("--learn-from: cannot read {}", args.dir.display()))?;
     let bytes: u64 = resolved.touches.iter().map(|t| t.length).sum();
     eprintln!(
         "learn: {} of {} starts ({} refused, {} not completed): {} read outside the hot set, {} by at least {:.0}% of the starts, {} of them paying on {}; {} added ({}){} in {:.1} s",
-        units::count(records.len() as u64, "record"),
+        units::count(taken as u64, "record"),
         merged.starts + merged.incomplete,
         refused,
         merged.incomplete,
