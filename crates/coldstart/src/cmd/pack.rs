@@ -44,7 +44,8 @@ pub struct Args {
     /// a record or of a listing of records. Repeat it to merge several. The pieces that at
     /// least --learn-share of the completed starts read outside their hot set, and that pay
     /// on --learn-link (Eq. 3), join the hot set after the pieces of --profile or
-    /// --hot-list, by the median time the starts first read them. A record names pieces by
+    /// --hot-list (cut apart from them, which stay as they were), by the median time the
+    /// starts first read them. A record names pieces by
     /// file content: it adds only bytes of DIR's files to the hot set, never any other.
     #[arg(long, value_name = "SRC", value_parser = super::common::learn::parse_dest)]
     pub learn_from: Vec<coldstart_bundle::learn::store::Place>,
@@ -114,10 +115,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         HotList::default()
     };
-    let mut hot = hot;
-    if !args.learn_from.is_empty() {
-        hot.touches.extend(learned(&args)?);
-    }
+    let learned = match args.learn_from.is_empty() {
+        true => HotList::default(),
+        false => HotList { touches: learned(&args)?, ..HotList::default() },
+    };
     let sign = match &args.sign {
         Some(p) => Some(SigningKey::read(p).context("--sign")?),
         None => None,
@@ -155,6 +156,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         sign,
         workers: args.workers.map_or(0, |n| n as usize),
         progress,
+        learned,
     };
     let started = std::time::Instant::now();
     // A signal stops the pack between two chunks; its temporary directory is removed.
