@@ -32,8 +32,9 @@
 //! costs every start `t` and saves the starts that read it `l + t`, so it goes in when
 //! `p (l + t) > t`), in the order of the median time at which the starts first read it. A
 //! record can only name ranges of files the packed directory has (by content); `pack` maps
-//! them to its files and widens them to its chunk grid, so a record moves bytes of the
-//! program into the hot set and never adds any.
+//! them to its files (whole pages; to its chunk grid where they would cut a file into more
+//! runs than it has chunks), so a record moves bytes of the program into the hot set and
+//! never adds any.
 
 use std::collections::{HashMap, HashSet};
 
@@ -489,8 +490,9 @@ impl Merger {
 
 /// The learned pieces as ranges of the files of `dir` (the directory being packed):
 /// each piece goes to every regular file under `dir` with its content (SHA-256 and size),
-/// widened to the chunk grid of `chunk_size` (so that records cannot cut a file into more
-/// pieces than its chunks and the hot extents already do), in the order of `merged`.
+/// widened to whole pages, in the order of `merged`. A file whose learned ranges would be more
+/// runs than it has chunks of `chunk_size` has them widened to that chunk grid instead, so
+/// that records cannot cut a file into more pieces than its chunks and the hot extents do.
 #[derive(Debug, Clone, Default)]
 pub struct Resolved {
     /// The ranges to add to the hot list, in order.
@@ -532,14 +534,41 @@ pub fn resolve(
     for paths in by_digest.values_mut() {
         paths.sort();
     }
+    // Runs of whole pages each file's pieces make, to bound them by its chunks.
+    let page = crate::pack::PAGE;
+    let widen = |p: &LearnedPiece, grid: u64| {
+        let start = p.offset / grid * grid;
+        (start, p.offset.saturating_add(p.length).div_ceil(grid).saturating_mul(grid).min(p.size))
+    };
+    let mut runs: HashMap<(&Sha256Hex, u64), Vec<(u64, u64)>> = HashMap::new();
+    for p in &merged.pieces {
+        runs.entry((&p.sha256, p.size)).or_default().push(widen(p, page));
+    }
     let grid = chunk_size.max(1);
+    let coarse: HashSet<(&Sha256Hex, u64)> = runs
+        .into_iter()
+        .filter(|((_, size), ranges)| {
+            let mut ranges = ranges.clone();
+            ranges.sort_unstable();
+            let mut count = 0u64;
+            let mut end = None;
+            for (s, e) in ranges {
+                if end.is_none_or(|x| s > x) {
+                    count += 1;
+                }
+                end = Some(end.map_or(e, |x: u64| x.max(e)));
+            }
+            count > size.div_ceil(grid)
+        })
+        .map(|(k, _)| k)
+        .collect();
     for p in &merged.pieces {
         let Some(paths) = by_digest.get(&(p.sha256.clone(), p.size)) else {
             resolved.unknown += 1;
             continue;
         };
-        let start = p.offset / grid * grid;
-        let end = p.offset.saturating_add(p.length).div_ceil(grid).saturating_mul(grid).min(p.size);
+        let coarse = coarse.contains(&(&p.sha256, p.size));
+        let (start, end) = widen(p, if coarse { grid } else { page });
         for path in paths {
             resolved.touches.push(crate::Touch {
                 path: path.clone(),

@@ -361,6 +361,20 @@ fn a_hostile_record_is_refused_and_none_can_make_a_bundle_larger_than_its_progra
         check(&out).split_whitespace().next().unwrap().parse::<u64>().unwrap()
     };
     assert!(size(&out) <= size(&bundle) + 4096, "{} against {}", size(&out), size(&bundle));
+    // Every other page: 128 runs in a file of 16 chunks, widened to the chunks instead.
+    let sparse = d.path().join("sparse");
+    std::fs::create_dir(&sparse).unwrap();
+    let pages: Vec<String> = (0..128)
+        .map(|i| {
+            format!(r#"{{"file":0,"offset":{},"length":4096,"stored":4096,"ms":{i}}}"#, i * 8192)
+        })
+        .collect();
+    std::fs::write(sparse.join("r.json"), record(&pages.join(","))).unwrap();
+    let out = d.path().join("sparse.bundle");
+    learned_pack(&app, &[sparse.to_str().unwrap()], &out, &[]);
+    let m = manifest(&out);
+    let pieces = m["files"][0]["chunks"].as_array().unwrap().len();
+    assert_eq!(pieces, 16, "no more pieces than chunks");
     // A record of another program's file adds nothing.
     let other = d.path().join("other");
     std::fs::create_dir(&other).unwrap();
