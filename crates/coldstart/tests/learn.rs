@@ -484,3 +484,48 @@ fn the_sample_learns_workload_b_from_three_starts_and_then_misses_less() {
         .unwrap();
     assert_eq!(check(&out), want);
 }
+
+#[test]
+fn a_mount_writes_its_record_when_it_is_unmounted() {
+    if !require_root("FUSE mounts") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (_, bundle) = data_bundle(d.path());
+    let mnt = d.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let learned = d.path().join("learned");
+    let child = coldstart()
+        .arg("mount")
+        .arg(&bundle)
+        .arg(&mnt)
+        .args(["--strategy", "paged", "--cache-dir"])
+        .arg(d.path().join("cache"))
+        .arg("--learn")
+        .arg(&learned)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut guard = KillOnDrop(child);
+    let t = Instant::now();
+    while !mnt.join("data.bin").exists() {
+        assert!(t.elapsed() < Duration::from_secs(30), "not mounted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let script = format!("head -c 70000 {} | wc -c", mnt.join("data.bin").display());
+    let head = Command::new("sh").args(["-c", &script]).output().unwrap();
+    assert_eq!(check(&head).trim(), "70000");
+    let pid = guard.0.id().to_string();
+    check(&Command::new("kill").args(["-INT", &pid]).output().unwrap());
+    let status = guard.0.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let names: Vec<PathBuf> =
+        std::fs::read_dir(&learned).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(names.len(), 1);
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&names[0]).unwrap()).unwrap();
+    let offsets: Vec<u64> =
+        r["pieces"].as_array().unwrap().iter().map(|p| p["offset"].as_u64().unwrap()).collect();
+    assert_eq!(offsets, [0, 65536]);
+    assert_eq!(r["completed"], true);
+}
