@@ -43,6 +43,8 @@ pub struct Mount {
     manifest_bytes: u64,
     /// The SHA-256 of the bundle's `manifest.json`: its identity in a learn record.
     manifest_sha256: [u8; 32],
+    /// Whether it was mounted for a learn record ([`MountOptions::learn`]).
+    learn: bool,
 }
 
 /// What a mount's learn record is made from (`--learn`): kept apart from the [`Mount`], so
@@ -229,8 +231,8 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         config.acl = SessionACL::All;
     }
     let fail = |cause| MountError::Fuse { path: mountpoint.to_path_buf(), cause };
-    // Passthrough needs every read to bypass the engine: not while recording.
-    let fs = LazyFs::new(engine.clone(), readahead, opts.record.is_none());
+    // Passthrough needs every read to bypass the engine: not while recording or learning.
+    let fs = LazyFs::new(engine.clone(), readahead, opts.record.is_none() && !opts.learn);
     let mut session = match Session::new(fs, mountpoint, &config) {
         Ok(s) => s,
         Err(e) => {
@@ -257,6 +259,7 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         history,
         manifest_bytes: manifest_fetch.0,
         manifest_sha256: fetched.sha256,
+        learn: opts.learn,
     };
     // Without the watchdog a `kill -9` could leave the mount behind: fail rather than risk it.
     mount.connection = Some(watchdog.watch(mountpoint).map_err(fail)?);
@@ -268,6 +271,11 @@ impl Mount {
     /// What `--strategy auto` chose, if it was asked.
     pub fn choice(&self) -> Option<&Choice> {
         self.choice.as_ref()
+    }
+
+    /// Whether it was mounted for a learn record ([`MountOptions::learn`]).
+    pub fn learning(&self) -> bool {
+        self.learn
     }
 
     /// What this mount's learn record is made from ([`Learner`]).

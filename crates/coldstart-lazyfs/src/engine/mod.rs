@@ -345,7 +345,8 @@ impl Engine {
     /// their first read: `(file, piece, milliseconds since the engine started)`, the file an
     /// index into the manifest's files and the piece into its chunks (what
     /// [`coldstart_bundle::learn::Record::of_reads`] takes). A file handed to the kernel with
-    /// passthrough (every piece of it cached) is read past the engine: its pieces are not seen.
+    /// passthrough (every piece of it cached) is read past the engine: a mount for a learn
+    /// record has none ([`crate::MountOptions::learn`]).
     pub fn outside_reads(&self) -> Vec<(usize, usize, u64)> {
         self.outside
             .lock()

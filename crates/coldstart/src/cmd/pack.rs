@@ -317,9 +317,9 @@ fn learned(args: &Args) -> anyhow::Result<Vec<coldstart_bundle::Touch>> {
         .with_context(|| format!("--learn-from: cannot read {}", args.dir.display()))?;
     let bytes: u64 = resolved.touches.iter().map(|t| t.length).sum();
     eprintln!(
-        "learn: {} of {} starts ({} refused, {} not completed): {} read outside the hot set, {} by at least {:.0}% of the starts, {} of them paying on {}; {} added ({}){} in {:.1} s",
+        "learn: {} of {} ({} refused, {} not completed): {} read outside the hot set, {} by at least {:.0}% of the starts, {} of them paying on {}; {} added ({}){} in {:.1} s",
         units::count(taken as u64, "record"),
-        merged.starts + merged.incomplete,
+        units::count((merged.starts + merged.incomplete) as u64, "start"),
         refused,
         merged.incomplete,
         units::count(merged.distinct as u64, "piece"),

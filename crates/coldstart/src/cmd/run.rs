@@ -60,6 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let cancel = Cancel::new();
     let mut opts = args.flags.options(cancel.clone())?;
+    opts.learn = super::common::learn::drawn(&args.flags);
     // A signal while mounting stops every fetch at once.
     let signals = Signals::start(cancel.clone());
     let tmp = tempfile::Builder::new()
@@ -105,7 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The start-up ends with the command; the unmount after it is timed apart.
     let startup = status.as_ref().is_some_and(|s| s.is_ok()).then(|| started.elapsed());
     let unmounting = Instant::now();
-    let learner = super::common::learn::learner(&args.flags, &mount);
+    let learner = super::common::learn::learner(&mount);
     let (report, result) = mount.close();
     let teardown = unmounting.elapsed();
     print_report(&report, args.flags.json)?;

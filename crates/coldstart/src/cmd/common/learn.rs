@@ -23,10 +23,14 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
 }
 
 /// Whether this start writes a record: `--learn` given and the start drawn at
-/// `--learn-rate`; then what its record is made from.
-pub fn learner(flags: &MountFlags, mount: &Mount) -> Option<Learner> {
-    flags.learn.as_ref()?;
-    coldstart_bundle::learn::sampled(flags.learn_rate).then(|| mount.learner())
+/// `--learn-rate` (the mount's [`coldstart_lazyfs::MountOptions::learn`]).
+pub fn drawn(flags: &MountFlags) -> bool {
+    flags.learn.is_some() && coldstart_bundle::learn::sampled(flags.learn_rate)
+}
+
+/// What the record of a mount drawn for one is made from.
+pub fn learner(mount: &Mount) -> Option<Learner> {
+    mount.learning().then(|| mount.learner())
 }
 
 /// Writes the record of `learner` (a start that `completed` or not) to `--learn`'s DEST; a
