@@ -31,7 +31,9 @@
 //!   bundle to a bucket, only what it lacks, the objects readers start from last;
 //! - [`sign`]: signed bundles (`signature.json`, ed25519), key files, and the check a reader
 //!   that trusts some keys makes before mounting;
-//! - [`cache`]: the local content-addressed chunk cache shared by mounts.
+//! - [`cache`]: the local content-addressed chunk cache shared by mounts;
+//! - [`learn`]: records of what users' starts read outside the hot set, where they are
+//!   written and read ([`learn::store`]), and their merge into the next hot set.
 //!
 //! Every chunk is checked against its SHA-256 before it is used ([`verify_chunk`]); a chunk that
 //! cannot be had is an error, never zeros.
@@ -46,6 +48,7 @@
 
 pub mod cache;
 pub mod hotlist;
+pub mod learn;
 pub mod manifest;
 pub mod pack;
 pub mod profile;

@@ -47,6 +47,11 @@ pub struct PackOptions {
     /// Told of the bytes of files packed so far, and the total, as packing goes (at most a
     /// few times per file); never told anything else.
     pub progress: Option<Progress>,
+    /// Ranges that join the hot set after those of the hot list (learned from users' starts:
+    /// [`crate::learn`]). Their pieces are cut around the hot list's extents, never merged
+    /// with them: the pieces the hot list's start reads are the same with or without them,
+    /// and come as early in the hot set.
+    pub learned: HotList,
 }
 
 /// A progress callback: `(bytes packed, bytes in all)` of the regular files' content.
@@ -87,6 +92,7 @@ impl Default for PackOptions {
             sign: None,
             workers: 0,
             progress: None,
+            learned: HotList::default(),
         }
     }
 }
@@ -196,7 +202,7 @@ fn pack_into(
     let tmp = output.tmp();
     let mut entries = Vec::new();
     walk(dir, "", output, &mut entries)?;
-    let extents = hot_extents(hot);
+    let extents = with_learned(hot_extents(hot), hot_extents(&options.learned));
     // Every distinct piece's stored form, once, until each is placed in its object.
     let pieces_path = tmp.join(".pieces");
     let werr = |path: &Path| output.write_err(path);
@@ -290,8 +296,16 @@ fn pack_into(
         objects: Vec::new(),
         hot: HotSet::default(),
     };
-    // The hot pieces, once each, in first-touch order: the start object's hot part.
-    let refs = hot_refs(&manifest, hot);
+    // The hot pieces, once each, in first-touch order (the learned ones after): the start
+    // object's hot part.
+    let mut refs = hot_refs(&manifest, hot);
+    if !options.learned.touches.is_empty() {
+        let all = HotList {
+            touches: hot.touches.iter().chain(&options.learned.touches).cloned().collect(),
+            ..HotList::default()
+        };
+        refs = hot_refs(&manifest, &all);
+    }
     let mut placed: HashMap<Sha256Hex, (Option<usize>, u64)> = HashMap::new();
     let mut hot_part = Vec::new();
     for r in &refs {
@@ -440,6 +454,37 @@ pub fn hot_extents(hot: &HotList) -> HashMap<&str, Vec<(u64, u64)>> {
         *runs = merged;
     }
     by_path
+}
+
+/// The hot list's extents with the learned ones', each file's learned extents less the hot
+/// list's: sorted, disjoint, and where a learned extent meets one of the hot list's, apart
+/// (so that each is cut into pieces of its own).
+fn with_learned<'a>(
+    mut extents: HashMap<&'a str, Vec<(u64, u64)>>,
+    learned: HashMap<&'a str, Vec<(u64, u64)>>,
+) -> HashMap<&'a str, Vec<(u64, u64)>> {
+    for (path, runs) in learned {
+        let base = extents.entry(path).or_default();
+        let mut added = Vec::new();
+        for (mut s, e) in runs {
+            // `base` is sorted and disjoint: walk the parts of [s, e) it does not cover.
+            for &(bs, be) in base.iter() {
+                if be <= s || bs >= e {
+                    continue;
+                }
+                if bs > s {
+                    added.push((s, bs));
+                }
+                s = s.max(be);
+            }
+            if s < e {
+                added.push((s, e));
+            }
+        }
+        base.extend(added);
+        base.sort_unstable();
+    }
+    extents
 }
 
 /// Where the piece that starts at `offset` ends: inside a hot extent, at the extent's end (at

@@ -184,43 +184,64 @@ fn file_sha256(path: &Path) -> Result<String, PublishError> {
     }
 }
 
-/// Requests to one bucket, each within the fetcher's bounds.
-struct Client {
+/// Requests to one bucket, each within the fetcher's bounds (also how learn records are
+/// written to and read from a bucket: [`crate::learn::store`]).
+pub(crate) struct Client {
     agent: ureq::Agent,
-    bucket: Bucket,
+    pub(crate) bucket: Bucket,
     opts: FetchOptions,
-    stats: FetchStats,
+    pub(crate) stats: FetchStats,
 }
 
 /// An answer: status, the headers wanted, the body (bounded).
-struct Answer {
-    status: u16,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
     meta_sha256: Option<String>,
     /// `Content-Length`: the object's size, for a HEAD.
     length: Option<u64>,
-    body: Vec<u8>,
+    pub(crate) body: Vec<u8>,
+}
+
+/// What a request sends.
+#[derive(Clone, Copy)]
+pub(crate) enum Body<'a> {
+    None,
+    /// A file's bytes, read as they are sent.
+    File(&'a Path),
+    Bytes(&'a [u8]),
 }
 
 impl Client {
+    /// A client of `bucket`, every request within the bounds of `opts`.
+    pub(crate) fn new(bucket: Bucket, opts: &FetchOptions) -> Result<Client, FetchError> {
+        Ok(Client {
+            agent: crate::remote::agent(opts, bucket.https())?,
+            bucket,
+            opts: opts.clone(),
+            stats: FetchStats::default(),
+        })
+    }
+
     /// One request, retried as a fetch is; a 4xx answer (but 408 and 429) is an [`S3Error`].
-    fn send(
+    pub(crate) fn send(
         &self,
         method: &str,
         key: &str,
         query: &[(&str, &str)],
         headers: &[(String, String)],
-        body: Option<&Path>,
+        body: Body<'_>,
         max_body: u64,
     ) -> Result<Answer, FetchError> {
         let what = self.bucket.describe(key);
         let payload = match body {
-            Some(p) => file_sha256(p).map_err(|e| match e {
+            Body::File(p) => file_sha256(p).map_err(|e| match e {
                 PublishError::Read { source, .. } => {
                     FetchError::Io { url: p.display().to_string(), source }
                 }
                 _ => unreachable!("file_sha256 only fails reading"),
             })?,
-            None => sigv4::EMPTY_SHA256.to_owned(),
+            Body::Bytes(b) => sigv4::hex(&Sha256::digest(b)),
+            Body::None => sigv4::EMPTY_SHA256.to_owned(),
         };
         with_retries(&self.opts, &self.stats, &what, || {
             let signed = self.bucket.request(method, key, query, headers, &payload);
@@ -229,7 +250,14 @@ impl Client {
             let builder = signed.headers.iter().fold(builder, |b, (k, v)| b.header(k, v));
             self.stats.requests.fetch_add(1, Ordering::Relaxed);
             let result = match body {
-                Some(p) => {
+                Body::Bytes(b) => {
+                    let req = builder
+                        .header("content-length", b.len().to_string())
+                        .body(b)
+                        .map_err(|e| FetchError::Url(format!("{url}: {e}")))?;
+                    self.agent.run(req)
+                }
+                Body::File(p) => {
                     let file = std::fs::File::open(p).map_err(|source| FetchError::Io {
                         url: p.display().to_string(),
                         source,
@@ -241,7 +269,7 @@ impl Client {
                         .map_err(|e| FetchError::Url(format!("{url}: {e}")))?;
                     self.agent.run(req)
                 }
-                None => {
+                Body::None => {
                     let req =
                         builder.body(()).map_err(|e| FetchError::Url(format!("{url}: {e}")))?;
                     self.agent.run(req)
@@ -291,7 +319,10 @@ impl Client {
     /// prefix itself: a `/` in a query value is signed as `%2F`, and moto (whose web framework
     /// decodes the query before the signature is checked) would refuse the signature of a
     /// one-level prefix otherwise. AWS accepts either.
-    fn list(&self, prefix: &str) -> Result<std::collections::HashMap<String, u64>, FetchError> {
+    pub(crate) fn list(
+        &self,
+        prefix: &str,
+    ) -> Result<std::collections::HashMap<String, u64>, FetchError> {
         let mut keys = std::collections::HashMap::new();
         let mut token: Option<String> = None;
         let asked = prefix.strip_suffix('/').unwrap_or(prefix);
@@ -300,7 +331,7 @@ impl Client {
             if let Some(t) = &token {
                 query.push(("continuation-token", t.as_str()));
             }
-            let a = self.send("GET", "", &query, &[], None, MAX_LIST_PAGE)?;
+            let a = self.send("GET", "", &query, &[], Body::None, MAX_LIST_PAGE)?;
             let text = String::from_utf8_lossy(&a.body);
             for c in crate::s3::xml_all(&text, "Contents") {
                 let key = crate::s3::xml_text(c, "Key");
@@ -334,12 +365,7 @@ pub fn publish(
     }
     let bucket = Bucket::resolve(&s3, &opts.s3, env)?;
     let objects = walk(bundle)?;
-    let client = Client {
-        agent: crate::remote::agent(&opts.fetch, bucket.https())?,
-        bucket,
-        opts: opts.fetch.clone(),
-        stats: FetchStats::default(),
-    };
+    let client = Client::new(bucket, &opts.fetch)?;
     let mut report = PublishReport {
         url: s3.to_string(),
         credentials: client.bucket.who(),
@@ -363,7 +389,7 @@ pub fn publish(
     let present = |key: &str| -> Result<(Option<u64>, Option<Answer>), FetchError> {
         match &listed {
             Some(keys) => Ok((keys.get(key).copied(), None)),
-            None => match client.send("HEAD", key, &[], &[], None, 0) {
+            None => match client.send("HEAD", key, &[], &[], Body::None, 0) {
                 Ok(a) if a.status == 404 => Ok((None, None)),
                 Ok(a) => Ok((a.length, Some(a))),
                 Err(FetchError::S3(e)) if e.is_policy_denial() => Ok((None, None)),
@@ -398,7 +424,7 @@ pub fn publish(
         if !addressed && size == Some(o.size) {
             let head = match head {
                 Some(h) => h,
-                None => client.send("HEAD", &key, &[], &[], None, 0)?,
+                None => client.send("HEAD", &key, &[], &[], Body::None, 0)?,
             };
             if head.status != 404 && head.meta_sha256.as_deref() == Some(sha.as_str()) {
                 tick(o, false);
@@ -408,7 +434,7 @@ pub fn publish(
         let cache = if addressed { "public, max-age=31536000, immutable" } else { "no-cache" };
         let headers =
             vec![("cache-control".to_owned(), cache.to_owned()), (SHA256_META.to_owned(), sha)];
-        client.send("PUT", &key, &[], &headers, Some(&o.path), 64 << 10)?;
+        client.send("PUT", &key, &[], &headers, Body::File(&o.path), 64 << 10)?;
         tick(o, true);
         Ok(())
     };

@@ -48,7 +48,7 @@ use std::time::{Duration, Instant};
 use coldstart_error::Category;
 
 pub use dir::DirRemote;
-pub(crate) use http::{agent, fetch_error, io_error, says_https_port, S3_HTTPS};
+pub(crate) use http::{agent, fetch_error, io_error, says_https_port, split_url, S3_HTTPS};
 pub use http::{parse_response, HttpRemote};
 pub use redact::redact_url;
 pub use tls::{Peer, TlsProblem, TlsRefusal};

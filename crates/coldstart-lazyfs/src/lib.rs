@@ -59,7 +59,7 @@ pub use auto::{predict, PredictOptions};
 pub use engine::{Engine, EngineError, EngineOptions, Report, StartFailure, StartFetch, StartHead};
 pub use error::MountError;
 pub use group::Group;
-pub use mount::{is_mount_point, mount, Mount};
+pub use mount::{is_mount_point, mount, Learner, Mount};
 pub use options::{
     default_cache_dir, default_readahead, read_timeout, readahead, AutoOptions, MountOptions,
     MountRequest, NetworkRequest, DEFAULT_READAHEAD, PAGE_READAHEAD,

@@ -41,6 +41,31 @@ pub struct Mount {
     /// hot set), and the manifest's bytes.
     history: Option<PathBuf>,
     manifest_bytes: u64,
+    /// The SHA-256 of the bundle's `manifest.json`: its identity in a learn record.
+    manifest_sha256: [u8; 32],
+    /// Whether it was mounted for a learn record ([`MountOptions::learn`]).
+    learn: bool,
+}
+
+/// What a mount's learn record is made from (`--learn`): kept apart from the [`Mount`], so
+/// that the record can be made after the unmount, when the program can read no more.
+pub struct Learner {
+    engine: Arc<Engine>,
+    bundle: coldstart_bundle::Sha256Hex,
+}
+
+impl Learner {
+    /// The record of the pieces the program read outside the hot set
+    /// ([`coldstart_bundle::learn`]); `completed`: whether the start ran to its end.
+    pub fn record(&self, completed: bool) -> coldstart_bundle::learn::Record {
+        coldstart_bundle::learn::Record::of_reads(
+            self.engine.manifest(),
+            self.bundle.clone(),
+            &self.engine.strategy().to_string(),
+            completed,
+            &self.engine.outside_reads(),
+        )
+    }
 }
 
 /// Whether `path` is a mount point (it appears in `/proc/self/mountinfo`).
@@ -206,8 +231,8 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         config.acl = SessionACL::All;
     }
     let fail = |cause| MountError::Fuse { path: mountpoint.to_path_buf(), cause };
-    // Passthrough needs every read to bypass the engine: not while recording.
-    let fs = LazyFs::new(engine.clone(), readahead, opts.record.is_none());
+    // Passthrough needs every read to bypass the engine: not while recording or learning.
+    let fs = LazyFs::new(engine.clone(), readahead, opts.record.is_none() && !opts.learn);
     let mut session = match Session::new(fs, mountpoint, &config) {
         Ok(s) => s,
         Err(e) => {
@@ -233,6 +258,8 @@ pub fn mount(url: &str, mountpoint: &Path, opts: MountOptions) -> Result<Mount, 
         readahead,
         history,
         manifest_bytes: manifest_fetch.0,
+        manifest_sha256: fetched.sha256,
+        learn: opts.learn,
     };
     // Without the watchdog a `kill -9` could leave the mount behind: fail rather than risk it.
     mount.connection = Some(watchdog.watch(mountpoint).map_err(fail)?);
@@ -244,6 +271,20 @@ impl Mount {
     /// What `--strategy auto` chose, if it was asked.
     pub fn choice(&self) -> Option<&Choice> {
         self.choice.as_ref()
+    }
+
+    /// Whether it was mounted for a learn record ([`MountOptions::learn`]).
+    pub fn learning(&self) -> bool {
+        self.learn
+    }
+
+    /// What this mount's learn record is made from ([`Learner`]).
+    pub fn learner(&self) -> Learner {
+        let hex: String = self.manifest_sha256.iter().map(|b| format!("{b:02x}")).collect();
+        Learner {
+            engine: self.engine.clone(),
+            bundle: coldstart_bundle::Sha256Hex::new(hex).expect("64 hex digits"),
+        }
     }
 
     /// Where it is mounted.

@@ -22,6 +22,10 @@ pub struct MountOptions {
     pub cache_dir: PathBuf,
     /// Write what was read, in first-touch order, here at unmount.
     pub record: Option<PathBuf>,
+    /// This start's learn record will be written ([`crate::Mount::learner`]): every read goes
+    /// through the mount (no FUSE passthrough), so that the record sees the reads of cached
+    /// files too (all of them under `original`).
+    pub learn: bool,
     pub fetch: FetchOptions,
     /// Bound on a read waiting for a chunk another fetch (or the hot stream) is bringing;
     /// `None`: [`read_timeout`] of the fetch options and the manifest.
@@ -90,6 +94,7 @@ impl MountOptions {
             strategy,
             cache_dir,
             record: None,
+            learn: false,
             fetch: FetchOptions::default(),
             read_timeout: None,
             readahead: None,

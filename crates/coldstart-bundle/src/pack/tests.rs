@@ -311,3 +311,37 @@ fn an_existing_output_is_refused_and_a_failed_pack_leaves_nothing() {
     assert!(matches!(err, PackError::Io { .. }));
     assert_eq!(fs::read_dir(out.path()).unwrap().count(), 0, "no temporary left behind");
 }
+
+#[test]
+fn learned_ranges_are_cut_around_the_hot_lists_extents_and_come_after_them() {
+    let base: HashMap<&str, Vec<(u64, u64)>> = [("a", vec![(4096, 8192), (20480, 24576)])].into();
+    let learned: HashMap<&str, Vec<(u64, u64)>> =
+        [("a", vec![(0, 65536)]), ("b", vec![(0, 4096)])].into();
+    let got = with_learned(base, learned);
+    assert_eq!(got["a"], [(0, 4096), (4096, 8192), (8192, 20480), (20480, 24576), (24576, 65536)]);
+    assert_eq!(got["b"], [(0, 4096)]);
+
+    // Packed: the hot list's pieces are as without the learned ranges, and first.
+    let src = tempfile::tempdir().unwrap();
+    let data: Vec<u8> =
+        (0..65536u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    fs::write(src.path().join("f"), data).unwrap();
+    let hot = HotList {
+        touches: vec![Touch { path: "f".into(), offset: 8192, length: 4096 }],
+        ..HotList::default()
+    };
+    let out = tempfile::tempdir().unwrap();
+    let opts = PackOptions { chunk_size: 65536, ..PackOptions::default() };
+    let plain = pack(src.path(), &hot, &opts, &out.path().join("plain")).unwrap();
+    let learned = HotList {
+        touches: vec![Touch { path: "f".into(), offset: 0, length: 65536 }],
+        ..HotList::default()
+    };
+    let opts = PackOptions { learned, ..opts };
+    let m = pack(src.path(), &hot, &opts, &out.path().join("learned")).unwrap();
+    let first = |m: &Manifest| m.hot_chunks()[0].1.clone();
+    assert_eq!((first(&m).offset, first(&m).length), (8192, 4096));
+    assert_eq!(first(&m), first(&plain));
+    assert_eq!(m.hot.size, 65536, "the rest of the file after it");
+    assert_eq!(m.hot.chunks.len(), 3);
+}

@@ -46,7 +46,7 @@ impl std::fmt::Debug for HttpRemote {
 }
 
 /// `url` split into the base every file's path is put after (ending in `/`) and the query.
-fn split_url(url: &str) -> Option<(String, Option<String>)> {
+pub(crate) fn split_url(url: &str) -> Option<(String, Option<String>)> {
     let (scheme, rest) = url.split_once("://")?;
     if !matches!(scheme, "http" | "https") {
         return None;

@@ -203,6 +203,12 @@ pub struct Engine {
     /// Whether this mount has checked the chunk's cached copy against its SHA-256 (or
     /// fetched and verified it): a cached chunk is checked once per mount, not on every read.
     verified: Vec<AtomicBool>,
+    /// Whether the program has read the piece outside the hot set (indexed like `verified`),
+    /// and those pieces in first-read order with the time of that read since `born`: what a
+    /// learn record holds (`--learn`).
+    outside_read: Vec<AtomicBool>,
+    outside: Mutex<Vec<(usize, u64)>>,
+    born: Instant,
 }
 
 impl Engine {
@@ -220,8 +226,12 @@ impl Engine {
             chunks += e.chunks.len();
         }
         let verified = (0..chunks).map(|_| AtomicBool::new(false)).collect();
+        let outside_read = (0..chunks).map(|_| AtomicBool::new(false)).collect();
         let ahead = ahead::Ahead::new(&manifest);
         Arc::new_cyclic(|me| Engine {
+            outside_read,
+            outside: Mutex::default(),
+            born: Instant::now(),
             ahead,
             me: me.clone(),
             fastest_miss: Mutex::default(),
@@ -329,6 +339,37 @@ impl Engine {
     /// What was read, page by page in first-touch order, as a hot list for `pack`.
     pub fn recorded(&self) -> HotList {
         HotList { touches: self.recorder.lock().unwrap().touches.clone(), ..HotList::default() }
+    }
+
+    /// The pieces outside the hot set the program has read, each once, in the order of
+    /// their first read: `(file, piece, milliseconds since the engine started)`, the file an
+    /// index into the manifest's files and the piece into its chunks (what
+    /// [`coldstart_bundle::learn::Record::of_reads`] takes). A file handed to the kernel with
+    /// passthrough (every piece of it cached) is read past the engine: a mount for a learn
+    /// record has none ([`crate::MountOptions::learn`]).
+    pub fn outside_reads(&self) -> Vec<(usize, usize, u64)> {
+        self.outside
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|&(global, ms)| {
+                let file = self.first_chunk.partition_point(|&f| f <= global) - 1;
+                // Empty files share their start with the next: the last file starting there.
+                (file, global - self.first_chunk[file], ms)
+            })
+            .collect()
+    }
+
+    /// Notes a read of piece `global` outside the hot set (the first one only).
+    fn note_outside(&self, global: usize) {
+        if self.outside_read[global].load(Ordering::Relaxed)
+            || self.outside_read[global].swap(true, Ordering::Relaxed)
+        {
+            return;
+        }
+        let mut outside = self.outside.lock().unwrap();
+        // Taken under the lock: the list's times never go back.
+        outside.push((global, self.born.elapsed().as_millis() as u64));
     }
 
     /// Writes [`Engine::recorded`] to `path`.

@@ -60,6 +60,9 @@ impl Engine {
             if !verified.swap(true, Ordering::Relaxed) {
                 self.note_read(self.first_chunk[file] + index);
             }
+            if chunk.object.is_some() {
+                self.note_outside(self.first_chunk[file] + index);
+            }
             self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(Arc::new(data));
         }
@@ -77,6 +80,9 @@ impl Engine {
         if result.is_ok() {
             verified.store(true, Ordering::Relaxed);
             self.note_read(self.first_chunk[file] + index);
+            if chunk.object.is_some() {
+                self.note_outside(self.first_chunk[file] + index);
+            }
         }
         if let Err(e) = &result {
             self.counters.errors.fetch_add(1, Ordering::Relaxed);

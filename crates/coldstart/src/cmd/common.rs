@@ -5,6 +5,7 @@
 //! [`signals`], how the commands that clean up wait for SIGINT, SIGTERM and SIGHUP. A command
 //! module imports from here, never from another command's module.
 
+pub mod learn;
 pub mod network;
 pub mod signals;
 

@@ -28,6 +28,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cancel = Cancel::new();
     let mut opts = args.flags.options(cancel.clone())?;
+    opts.learn = super::common::learn::drawn(&args.flags);
     let bar = super::common::network::fetch_bar(&mut opts);
     // A signal while mounting stops every fetch at once.
     let signals = Signals::start(cancel);
@@ -67,8 +68,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         // Reads still waiting on the network fail now: the mount is going away.
         mount.cancel();
     }
+    let learner = super::common::learn::learner(&mount);
     let (report, result) = mount.close();
     print_report(&report, args.flags.json)?;
+    // A mount's start completed when it was unmounted with every read served.
+    super::common::learn::write(&args.flags, learner, report.errors == 0 && result.is_ok());
     result?;
     Ok(crate::exit::SUCCESS)
 }

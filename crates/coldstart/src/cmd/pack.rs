@@ -18,7 +18,8 @@ use super::common::signals::{self, Signals};
 #[command(
     after_help = "Examples:\n  sudo coldstart profile --pages -o p.json -- /opt/app/bin/app --version\n  \
     coldstart pack /opt/app --profile p.json -o /srv/bundles/app\n  \
-    coldstart pack /opt/app --hot-list hot.json --compress zstd -o /srv/bundles/app"
+    coldstart pack /opt/app --hot-list hot.json --compress zstd -o /srv/bundles/app\n  \
+    coldstart pack /opt/app --hot-list hot.json --learn-from /var/tmp/learn/ -o /srv/bundles/app   (and what the users' starts read)"
 )]
 pub struct Args {
     /// The directory to pack (a program's root: its executables, libraries and data).
@@ -38,6 +39,29 @@ pub struct Args {
     /// with PATH instead of DIR.
     #[arg(long, value_name = "PATH", requires = "profile")]
     pub profile_root: Option<PathBuf>,
+    /// Learn records from `run --learn` or `mount --learn` (docs/learn.md): a directory of
+    /// them, an s3://BUCKET/PREFIX/ (the credentials `publish` uses) or an http(s):// URL of
+    /// a record or of a listing of records. Repeat it to merge several. The pieces that at
+    /// least --learn-share of the completed starts read outside their hot set, and that pay
+    /// on --learn-link (Eq. 3), join the hot set after the pieces of --profile or
+    /// --hot-list (cut apart from them, which stay as they were), by the median time the
+    /// starts first read them. A record names pieces by
+    /// file content: it adds only bytes of DIR's files to the hot set, never any other.
+    #[arg(long, value_name = "SRC", value_parser = super::common::learn::parse_dest)]
+    pub learn_from: Vec<coldstart_bundle::learn::store::Place>,
+    /// The least share of the starts (0 to 1) that read a piece for it to join the hot set.
+    #[arg(long, value_name = "P", default_value = "0.5", requires = "learn_from", value_parser = super::common::learn::parse_rate)]
+    pub learn_share: f64,
+    /// The link the learned hot set is chosen for: a piece read by a share p of the starts
+    /// joins it only where p (latency + its time on the link) exceeds its time on the link.
+    #[arg(long, value_name = "BW/LAT", default_value = "20mbit/40ms", requires = "learn_from")]
+    pub learn_link: coldstart_serve::Link,
+    /// For an s3:// --learn-from: the store's URL [default: as `publish`].
+    #[arg(long, value_name = "URL", requires = "learn_from")]
+    pub endpoint: Option<String>,
+    /// For an s3:// --learn-from: the bucket's region [default: as `publish`].
+    #[arg(long, requires = "learn_from")]
+    pub region: Option<String>,
     /// Bytes per chunk: a number with an optional k or m suffix (KiB, MiB).
     #[arg(long, default_value = "64k", value_parser = coldstart_units::size_in(1, coldstart_bundle::manifest::MAX_CHUNK_SIZE))]
     pub chunk_size: u64,
@@ -91,6 +115,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         HotList::default()
     };
+    let learned = match args.learn_from.is_empty() {
+        true => HotList::default(),
+        false => HotList { touches: learned(&args)?, ..HotList::default() },
+    };
     let sign = match &args.sign {
         Some(p) => Some(SigningKey::read(p).context("--sign")?),
         None => None,
@@ -128,6 +156,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         sign,
         workers: args.workers.map_or(0, |n| n as usize),
         progress,
+        learned,
     };
     let started = std::time::Instant::now();
     // A signal stops the pack between two chunks; its temporary directory is removed.
@@ -241,4 +270,79 @@ fn hot_list_from(args: &Args) -> anyhow::Result<HotList> {
         );
     }
     Ok(converted.hot)
+}
+
+/// The ranges `--learn-from`'s records add to the hot list, with what was refused and left
+/// out on stderr.
+fn learned(args: &Args) -> anyhow::Result<Vec<coldstart_bundle::Touch>> {
+    use coldstart_bundle::learn::{self, store, MergeOptions};
+    let started = std::time::Instant::now();
+    let opts = coldstart_bundle::FetchOptions::default();
+    let s3 = coldstart_bundle::s3::S3Settings {
+        endpoint: args.endpoint.clone(),
+        region: args.region.clone(),
+    };
+    let merge_opts = MergeOptions {
+        share: args.learn_share,
+        bits_per_second: args.learn_link.bits_per_second,
+        latency: args.learn_link.latency.as_secs_f64(),
+    };
+    // Merged as they are read: (the merge, records taken, records refused).
+    let state = std::sync::Mutex::new((learn::Merger::new(merge_opts), 0usize, 0usize));
+    for place in &args.learn_from {
+        let each = |(from, r): store::Read| {
+            let mut s = state.lock().unwrap();
+            match r {
+                Ok(r) => {
+                    s.0.add(&r);
+                    s.1 += 1;
+                }
+                Err(e) => {
+                    s.2 += 1;
+                    if s.2 <= 10 {
+                        eprintln!("warning: --learn-from: {from}: refused: {e}");
+                    }
+                }
+            }
+        };
+        store::for_each(place, &opts, &s3, &coldstart_bundle::s3::ProcessEnv, &each)
+            .with_context(|| format!("--learn-from {place}: cannot read its records"))?;
+    }
+    let (merger, taken, refused) = state.into_inner().unwrap();
+    if refused > 10 {
+        eprintln!("warning: --learn-from: {} refused records not shown", refused - 10);
+    }
+    let merged = merger.finish();
+    let resolved = learn::resolve(&args.dir, &merged, args.chunk_size)
+        .with_context(|| format!("--learn-from: cannot read {}", args.dir.display()))?;
+    let bytes: u64 = resolved.touches.iter().map(|t| t.length).sum();
+    eprintln!(
+        "learn: {} of {} ({} refused, {} not completed): {} read outside the hot set, {} by at least {:.0}% of the starts, {} of them paying on {}; {} added ({}){} in {:.1} s",
+        units::count(taken as u64, "record"),
+        units::count((merged.starts + merged.incomplete) as u64, "start"),
+        refused,
+        merged.incomplete,
+        units::count(merged.distinct as u64, "piece"),
+        merged.distinct - merged.below_share,
+        args.learn_share * 100.0,
+        merged.pieces.len(),
+        format_args!(
+            "{} Mbit/s, {} ms",
+            args.learn_link.bits_per_second / 1e6,
+            args.learn_link.latency.as_millis()
+        ),
+        units::count(resolved.touches.len() as u64, "range"),
+        units::bytes(bytes),
+        if resolved.unknown > 0 {
+            format!(
+                "; {} of files not in {} (another build) left out",
+                units::count(resolved.unknown as u64, "piece"),
+                args.dir.display()
+            )
+        } else {
+            String::new()
+        },
+        started.elapsed().as_secs_f64()
+    );
+    Ok(resolved.touches)
 }

@@ -34,7 +34,8 @@ const GRACE: Duration = Duration::from_secs(1);
     coldstart run /srv/bundles/app --record hot.json -- '{root}/bin/app'   (a hot list for pack)\n  \
     coldstart run https://bundles.example/app/ --ca-file ca.pem -- '{root}/bin/app'   (a private CA)\n  \
     coldstart run s3://my-bundles/app -- '{root}/bin/app'   (a private bucket: AWS_PROFILE or AWS_ACCESS_KEY_ID...)\n  \
-    coldstart run http://127.0.0.1:8080/ --export-json r.json -- '{root}/bin/app'   (the report in a file)"
+    coldstart run http://127.0.0.1:8080/ --export-json r.json -- '{root}/bin/app'   (the report in a file)\n  \
+    coldstart run http://127.0.0.1:8080/ --learn /var/tmp/learn/ -- '{root}/bin/app' --version   (what it read outside the hot set, for pack --learn-from)"
 )]
 pub struct Args {
     /// The bundle: `http[s]://HOST[:PORT]/PATH/[?QUERY]` (as printed by `coldstart serve`; a
@@ -59,6 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let cancel = Cancel::new();
     let mut opts = args.flags.options(cancel.clone())?;
+    opts.learn = super::common::learn::drawn(&args.flags);
     // A signal while mounting stops every fetch at once.
     let signals = Signals::start(cancel.clone());
     let tmp = tempfile::Builder::new()
@@ -104,9 +106,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The start-up ends with the command; the unmount after it is timed apart.
     let startup = status.as_ref().is_some_and(|s| s.is_ok()).then(|| started.elapsed());
     let unmounting = Instant::now();
+    let learner = super::common::learn::learner(&mount);
     let (report, result) = mount.close();
     let teardown = unmounting.elapsed();
     print_report(&report, args.flags.json)?;
+    // The start completed when the command exited 0 and every read was served.
+    let completed = report.errors == 0
+        && result.is_ok()
+        && matches!(&status, Some(Ok(ended)) if ended.status.success());
+    super::common::learn::write(&args.flags, learner, completed);
     let export = |exit: Option<i32>, signal: Option<i32>| -> anyhow::Result<()> {
         let Some(p) = &args.export_json else { return Ok(()) };
         let json = serde_json::json!({

@@ -34,6 +34,18 @@ pub struct MountFlags {
     /// At unmount, write what was read, in first-touch order, as a hot list for `pack`.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// At unmount, write a record of what this start read outside the hot set (offsets,
+    /// lengths and times of the bundle's pieces, named by file content: never a byte or a
+    /// path) for `pack --learn-from`: DEST is a directory (one new file per start), an
+    /// s3://BUCKET/PREFIX/ (the credentials `publish` uses) or an http(s):// URL that takes
+    /// PUT. A record that cannot be written is a warning, never the command's failure
+    /// (docs/learn.md).
+    #[arg(long, value_name = "DEST", value_parser = super::learn::parse_dest)]
+    pub learn: Option<coldstart_bundle::learn::store::Place>,
+    /// With --learn, the share of starts that write a record, 0 to 1 (0.01: one in 100, drawn
+    /// at random): what a fleet sends.
+    #[arg(long, value_name = "P", default_value = "1", requires = "learn", value_parser = super::learn::parse_rate)]
+    pub learn_rate: f64,
     #[command(flatten)]
     pub network: NetworkFlags,
     /// The kernel's read-ahead and page-fault read-around, in bytes (k or m suffix): how much
