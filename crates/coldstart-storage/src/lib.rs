@@ -35,9 +35,8 @@
 //! `SIGTERM` or `SIGHUP` while an [`EmulatedStorage`] lives: block those signals (or install a
 //! handler that only sets a flag) before creating it, let the run loop notice the signal, kill
 //! the run's cgroup, and return an error so the emulation is dropped. The child gets the
-//! terminal's `SIGINT` itself. `coldstart measure` instead registers an interrupt hook
-//! (`coldstart_measure::cgroup::register_interrupt_hook`) that drops the emulation after the
-//! run is killed, before the process exits. Anything that still escapes (`SIGKILL`, a panic with
+//! terminal's `SIGINT` itself. `coldstart measure` does just that, through the one
+//! cancellation model of `coldstart_process::cancel`. Anything that still escapes (`SIGKILL`, a panic with
 //! `panic=abort`, a power cut) is handled by [`cleanup_stale`] on the next start.
 //!
 //! # Example
