@@ -30,7 +30,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut opts = args.flags.options(cancel.clone())?;
     let bar = super::common::network::fetch_bar(&mut opts);
     // A signal while mounting stops every fetch at once.
-    let signals = Signals::start(cancel);
+    let signals = Signals::start(cancel)?;
     let mounted = coldstart_lazyfs::mount(&args.url, &args.dir, opts);
     if let Some(b) = bar {
         b.finish_and_clear();

@@ -60,7 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cancel = Cancel::new();
     let mut opts = args.flags.options(cancel.clone())?;
     // A signal while mounting stops every fetch at once.
-    let signals = Signals::start(cancel.clone());
+    let signals = Signals::start(cancel.clone())?;
     let tmp = tempfile::Builder::new()
         .prefix("coldstart-run-")
         .tempdir()
