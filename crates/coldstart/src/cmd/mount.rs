@@ -58,7 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Until a signal (or one that came while mounting), or until someone else unmounts it.
     let mut signalled = signals.first().is_some();
     while !signalled {
-        signalled = signals.next(Duration::from_millis(500)).is_some();
+        signalled = signals.next(Duration::from_millis(100)).is_some();
         if !is_mount_point(&args.dir) {
             break;
         }
@@ -70,5 +70,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (report, result) = mount.close();
     print_report(&report, args.flags.json)?;
     result?;
-    Ok(crate::exit::SUCCESS)
+    // Unmounted on a signal: coldstart ends as the signal ends a command, with 128 + it.
+    Ok(match signals.first() {
+        Some(s) => signals::exit_code(s),
+        None => crate::exit::SUCCESS,
+    })
 }
