@@ -56,6 +56,8 @@ static PIPE: OnceLock<(RawFd, RawFd)> = OnceLock::new();
 static NESTING: Mutex<(usize, Vec<(i32, libc::sigaction)>)> = Mutex::new((0, Vec::new()));
 
 extern "C" fn note(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: this thread's errno, kept for the code the signal interrupted.
+    let errno = unsafe { *libc::__errno_location() };
     let _ = FIRST.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
     // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
     let from_kernel = !info.is_null() && unsafe { (*info).si_code } == libc::SI_KERNEL;
@@ -69,6 +71,8 @@ extern "C" fn note(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c
         // pipe (EAGAIN) is fine: it is readable already.
         unsafe { libc::write(fd, (&b as *const u8).cast(), 1) };
     }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
 }
 
 fn pipe() -> io::Result<(RawFd, RawFd)> {

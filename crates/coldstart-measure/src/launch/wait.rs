@@ -137,12 +137,14 @@ pub(super) fn until_ready(
         let rc = unsafe {
             libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null())
         };
+        // Its error now, before the sampling below makes calls of its own (a signal's EINTR
+        // was read as "Success" after them, and ended the run as a failure to prepare it).
+        let poll_error = (rc < 0).then(io::Error::last_os_error);
         if let (Some(d), false) = (discovery.as_deref_mut(), root_exited) {
             d.sample_tree(cgroup, child.pid);
         }
         let t = coldstart_sys::monotonic_ns();
-        if rc < 0 {
-            let e = io::Error::last_os_error();
+        if let Some(e) = poll_error {
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
