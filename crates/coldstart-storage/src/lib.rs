@@ -188,6 +188,10 @@ pub enum StorageError {
         /// The program directory that contains it.
         entry: PathBuf,
     },
+    /// A signal came while the emulation was being built ([`coldstart_process::cancel`]):
+    /// what was made is undone.
+    #[error(transparent)]
+    Interrupted(#[from] coldstart_process::cancel::Interrupted),
 }
 
 impl StorageError {
@@ -204,6 +208,7 @@ impl StorageError {
             | StorageError::ReadAheadNotApplied { .. }
             | StorageError::NoIoController { .. }
             | StorageError::ThrottleNotApplied { .. } => Category::Environment,
+            StorageError::Interrupted(e) => e.category(),
         }
     }
 }
@@ -365,6 +370,7 @@ impl EmulatedStorage {
             }
             None => backing.clone(),
         };
+        coldstart_process::cancel::check()?;
         let device = LoopDevice::attach_direct_io(&device_file)?;
         self.device = Some(device.clone());
         loopdev::run(
@@ -374,9 +380,11 @@ impl EmulatedStorage {
                 .args(["-N", &(inodes * 2 + 1024).to_string()])
                 .arg(&device.path),
         )?;
+        coldstart_process::cancel::check()?;
         mount_ext4(&device.path, &self.mount)?;
         self.mounted = true;
         copy::copy_entries(&self.entries, &self.mount)?;
+        coldstart_process::cancel::check()?;
         // The flag first: writing it makes the kernel apply the queue's limits again, which
         // sets the read-ahead back to its default (2.5 MiB on a loop device).
         if let Some(rotational) = self.profile.rotational() {
