@@ -62,8 +62,8 @@ fn main() {
             command[0] = abs.to_string_lossy().into_owned();
         }
     }
-    coldstart_measure::cgroup::install_interrupt_cleanup()
-        .unwrap_or_else(|e| fail(&format!("cannot install the interrupt handler: {e}")));
+    let _caught = coldstart_profile::interrupt::catch()
+        .unwrap_or_else(|e| fail(&format!("cannot install the signal handler: {e}")));
     let mut opts = GateOptions::new(command.clone());
     opts.states = Some(vec![CacheState::Cold, CacheState::Hot]);
     opts.page_profiles = Some(profiles);

@@ -32,14 +32,14 @@
 //!
 //! Run cgroups are named `coldstart/run-PID-N` (PID of the coldstart process, N the run). A
 //! cgroup whose PID is not alive is left over from a crashed run and is removed by
-//! [`Hierarchy::detect`]. [`RunCgroup`] kills and removes its cgroup on drop, and
-//! [`install_interrupt_cleanup`] does the same for the current run on `SIGINT`/`SIGTERM`.
+//! [`Hierarchy::detect`]. [`RunCgroup`] kills and removes its cgroup on drop: on `SIGINT`,
+//! `SIGTERM` or `SIGHUP` too, since the run's wait ends with
+//! [`coldstart_process::cancel::Interrupted`] and returns through it.
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use coldstart_error::Category;
@@ -239,14 +239,10 @@ impl Hierarchy {
     /// the process, so two never share one).
     pub fn create_run(&self) -> Result<RunCgroup, CgroupError> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
-        // After an interrupt no new cgroup may appear: the handler holds this lock for good.
-        let _launch = launch_lock();
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
         let name = format!("run-{}-{n}", std::process::id());
         let cg = RunCgroup { hierarchy: self.clone(), name, removed: false };
-        // Register first: if creating a later directory fails, dropping `cg` removes the
-        // ones already made.
-        register(&cg);
+        // If creating a later directory fails, dropping `cg` removes the ones already made.
         for dir in cg.dirs() {
             let mut made = fs::create_dir(&dir);
             if matches!(&made, Err(e) if e.kind() == io::ErrorKind::NotFound) {
@@ -483,7 +479,6 @@ impl RunCgroup {
             }
         }
         self.removed = true;
-        unregister(&self.name);
         result
     }
 }
@@ -535,144 +530,6 @@ fn io_stat_sum(text: &str, key: &str) -> u64 {
         .filter(|(k, _)| *k == key)
         .filter_map(|(_, v)| v.parse::<u64>().ok())
         .sum()
-}
-
-static LAUNCH: Mutex<()> = Mutex::new(());
-
-/// Held by the launcher from the creation of a run's cgroup until its child is forked and
-/// registered; the interrupt handler takes it (and never releases it) before cleaning up.
-pub fn launch_lock() -> std::sync::MutexGuard<'static, ()> {
-    LAUNCH.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-// Live run cgroups, for the interrupt handler.
-static LIVE: Mutex<Vec<(Hierarchy, String)>> = Mutex::new(Vec::new());
-
-fn register(cg: &RunCgroup) {
-    if let Ok(mut l) = LIVE.lock() {
-        l.push((cg.hierarchy.clone(), cg.name.clone()));
-    }
-}
-
-fn unregister(name: &str) {
-    if let Ok(mut l) = LIVE.lock() {
-        l.retain(|(_, n)| n != name);
-    }
-}
-
-/// Kill and remove every live run cgroup of this process (what an interrupt does).
-pub fn destroy_live() {
-    let live: Vec<(Hierarchy, String)> = LIVE.lock().map(|l| l.clone()).unwrap_or_default();
-    for (hierarchy, name) in live {
-        let cg = RunCgroup { hierarchy, name, removed: false };
-        let _ = cg.destroy();
-    }
-}
-
-static INTERRUPT_PIPE: AtomicU64 = AtomicU64::new(u64::MAX);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    let fd = INTERRUPT_PIPE.load(Ordering::SeqCst);
-    if fd != u64::MAX {
-        let b = sig as u8;
-        // SAFETY: write(2) is async-signal-safe; the pipe lives for the process's lifetime.
-        unsafe {
-            libc::write(fd as libc::c_int, (&b as *const u8).cast(), 1);
-        }
-    }
-}
-
-/// On `SIGINT` or `SIGTERM`, kill and remove the current run's cgroup (and the launcher's
-/// process groups registered with [`register_process_group`]), run the hooks of
-/// [`register_interrupt_hook`], then exit with 128 + signal.
-/// Call once, early, from the binary.
-pub fn install_interrupt_cleanup() -> io::Result<()> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills two fds.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    INTERRUPT_PIPE.store(fds[1] as u64, Ordering::SeqCst);
-    let read_fd = fds[0];
-    std::thread::Builder::new().name("coldstart-interrupt".into()).spawn(move || {
-        let mut b = 0u8;
-        // SAFETY: reading one byte into a local.
-        let n = unsafe { libc::read(read_fd, (&mut b as *mut u8).cast(), 1) };
-        if n == 1 {
-            let _held = launch_lock();
-            destroy_live();
-            kill_process_groups();
-            run_interrupt_hooks();
-            std::process::exit(128 + b as i32);
-        }
-    })?;
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: installing a handler that only writes to a pipe.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as *const () as usize;
-            sa.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut sa.sa_mask);
-            if libc::sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-    }
-    Ok(())
-}
-
-type InterruptHook = Box<dyn FnOnce() + Send>;
-
-// Teardown of other resources (emulated storage) on interrupt, after the runs are killed.
-static HOOKS: Mutex<Vec<(u64, InterruptHook)>> = Mutex::new(Vec::new());
-
-/// Run `hook` on `SIGINT`/`SIGTERM` (see [`install_interrupt_cleanup`]), after every live run
-/// was killed and before the process exits: the way to tear down what `Drop` would have (the
-/// interrupt ends the process with `exit`, which runs no destructor). Returns an id for
-/// [`unregister_interrupt_hook`].
-pub fn register_interrupt_hook(hook: impl FnOnce() + Send + 'static) -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    let id = NEXT.fetch_add(1, Ordering::SeqCst);
-    HOOKS.lock().unwrap_or_else(|e| e.into_inner()).push((id, Box::new(hook)));
-    id
-}
-
-/// Forget a hook of [`register_interrupt_hook`] (its resource was released normally).
-pub fn unregister_interrupt_hook(id: u64) {
-    HOOKS.lock().unwrap_or_else(|e| e.into_inner()).retain(|(i, _)| *i != id);
-}
-
-fn run_interrupt_hooks() {
-    let hooks = std::mem::take(&mut *HOOKS.lock().unwrap_or_else(|e| e.into_inner()));
-    for (_, hook) in hooks {
-        hook();
-    }
-}
-
-static GROUPS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
-
-/// Remember a process group to kill on interrupt (used when no cgroup is available).
-pub fn register_process_group(pgid: i32) {
-    if let Ok(mut g) = GROUPS.lock() {
-        g.push(pgid);
-    }
-}
-
-/// Forget a process group registered with [`register_process_group`].
-pub fn unregister_process_group(pgid: i32) {
-    if let Ok(mut g) = GROUPS.lock() {
-        g.retain(|p| *p != pgid);
-    }
-}
-
-fn kill_process_groups() {
-    let groups: Vec<i32> = GROUPS.lock().map(|g| g.clone()).unwrap_or_default();
-    for pgid in groups {
-        // SAFETY: kill(2) of a process group coldstart created.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -145,6 +145,9 @@ pub enum LaunchError {
     StorageWithoutCgroup(String),
     #[error(transparent)]
     Window(#[from] ready::x11::WindowError),
+    /// A signal came ([`coldstart_process::cancel`]): the run was killed and its cgroup removed.
+    #[error(transparent)]
+    Interrupted(#[from] coldstart_process::cancel::Interrupted),
 }
 
 impl LaunchError {
@@ -161,6 +164,7 @@ impl LaunchError {
             LaunchError::Cgroup(e) => e.category(),
             LaunchError::Storage(e) => e.category(),
             LaunchError::Window(e) => e.category(),
+            LaunchError::Interrupted(e) => e.category(),
         }
     }
 }
@@ -274,6 +278,8 @@ impl Default for LinuxExecutor {
 
 impl Executor for LinuxExecutor {
     fn run(&mut self, spec: &RunSpec) -> Result<RunOutput, LaunchError> {
+        // No run starts after a signal: the measurement ends through its guards.
+        coldstart_process::cancel::check()?;
         let watch = match &spec.ready {
             Ready::Window(re) => {
                 let watch = ready::x11::WindowWatch::connect()?;

@@ -35,7 +35,8 @@
 //! `--app-dir` names them), every later run executes in the emulation (mount namespace,
 //! throttled run cgroup), `cold` also drops the device's caches, and `warm`/`selective` evict the
 //! copies, where the host sees them under the mount point. The device is torn down at the end,
-//! on an error, and on an interrupt (through [`crate::cgroup::register_interrupt_hook`]).
+//! on an error, and on an interrupt (a signal ends the run's wait with
+//! [`MeasureError::Interrupted`], and the emulation is dropped on the way out).
 //!
 //! Each (state, command) gets its own [`CommandResult`], labelled with the cache state (or
 //! `A`/`B` when comparing). Several states at once (`--cache cold,hot`) give several; when
@@ -98,7 +99,8 @@ fn discovery_runs() -> usize {
 /// or time out are recorded and excluded.
 ///
 /// With [`MeasureOptions::storage`] the emulated device is created first and torn down at the
-/// end, on an error too (and on an interrupt, through [`crate::cgroup::install_interrupt_cleanup`]).
+/// end, on an error too (and on an interrupt: [`MeasureError::Interrupted`], see
+/// [`coldstart_process::cancel`]).
 pub fn measure(
     opts: &MeasureOptions,
     exec: &mut dyn Executor,

@@ -11,7 +11,9 @@
 //! - [`maps`]: the files a process maps (`/proc/PID/maps`) and holds open (`/proc/PID/fd`),
 //!   and the processes of a group;
 //! - [`fanotify`]: being told of every open on the file systems with a page cache, as it
-//!   happens, with the file opened.
+//!   happens, with the file opened;
+//! - [`cancel`]: the one way a command ends on `SIGINT`, `SIGTERM` or `SIGHUP`: the signal is
+//!   noted, the work returns through its guards, and the binary exits with 128 plus it.
 //!
 //! Nothing here prints or exits: errors carry their [`coldstart_error::Category`] and the
 //! binary says what to do.
@@ -30,6 +32,7 @@
 //! assert_eq!(mounts[0].point, std::path::Path::new("/mnt/my disk"));
 //! ```
 
+pub mod cancel;
 pub mod fanotify;
 pub mod maps;
 mod memory;

@@ -82,11 +82,23 @@ impl Opens {
 fn listen(watch: &OpenWatch, pgid: i32, stop: &AtomicBool) -> Opened {
     let mut opened = Opened::default();
     let mut first_seen: HashSet<Key> = HashSet::new();
+    // Once stopped, what is queued is read for at most this long: on a busy machine opens
+    // never pause, and waiting for a quiet moment kept the end of a run (and of a signal)
+    // waiting.
+    const DRAIN: Duration = Duration::from_millis(100);
+    let mut stopped: Option<std::time::Instant> = None;
     loop {
         let stopping = stop.load(Ordering::Acquire);
         let events = watch.read(if stopping { Duration::ZERO } else { Duration::from_millis(20) });
-        if events.is_empty() && stopping {
-            return opened;
+        if stopping {
+            let since = *stopped.get_or_insert_with(std::time::Instant::now);
+            if events.is_empty() || since.elapsed() >= DRAIN {
+                for event in &events {
+                    opened.overflowed |= event.overflowed;
+                    note(&mut opened, &mut first_seen, event, pgid);
+                }
+                return opened;
+            }
         }
         for event in &events {
             opened.overflowed |= event.overflowed;

@@ -138,6 +138,8 @@ fn keep_times(dst: &Path, meta: &fs::Metadata) -> Result<(), StorageError> {
 }
 
 fn copy_one(src: &Path, meta: &fs::Metadata, dst: &Path) -> Result<(), StorageError> {
+    // A signal stops the copy between two files (the emulation's Drop removes what was made).
+    coldstart_process::cancel::check()?;
     let ft = meta.file_type();
     if ft.is_dir() {
         fs::create_dir(dst).map_err(|e| StorageError::io(dst, "create", e))?;

@@ -35,9 +35,8 @@
 //! `SIGTERM` or `SIGHUP` while an [`EmulatedStorage`] lives: block those signals (or install a
 //! handler that only sets a flag) before creating it, let the run loop notice the signal, kill
 //! the run's cgroup, and return an error so the emulation is dropped. The child gets the
-//! terminal's `SIGINT` itself. `coldstart measure` instead registers an interrupt hook
-//! (`coldstart_measure::cgroup::register_interrupt_hook`) that drops the emulation after the
-//! run is killed, before the process exits. Anything that still escapes (`SIGKILL`, a panic with
+//! terminal's `SIGINT` itself. `coldstart measure` does just that, through the one
+//! cancellation model of `coldstart_process::cancel`. Anything that still escapes (`SIGKILL`, a panic with
 //! `panic=abort`, a power cut) is handled by [`cleanup_stale`] on the next start.
 //!
 //! # Example
@@ -189,6 +188,10 @@ pub enum StorageError {
         /// The program directory that contains it.
         entry: PathBuf,
     },
+    /// A signal came while the emulation was being built ([`coldstart_process::cancel`]):
+    /// what was made is undone.
+    #[error(transparent)]
+    Interrupted(#[from] coldstart_process::cancel::Interrupted),
 }
 
 impl StorageError {
@@ -205,6 +208,7 @@ impl StorageError {
             | StorageError::ReadAheadNotApplied { .. }
             | StorageError::NoIoController { .. }
             | StorageError::ThrottleNotApplied { .. } => Category::Environment,
+            StorageError::Interrupted(e) => e.category(),
         }
     }
 }
@@ -366,6 +370,7 @@ impl EmulatedStorage {
             }
             None => backing.clone(),
         };
+        coldstart_process::cancel::check()?;
         let device = LoopDevice::attach_direct_io(&device_file)?;
         self.device = Some(device.clone());
         loopdev::run(
@@ -375,9 +380,11 @@ impl EmulatedStorage {
                 .args(["-N", &(inodes * 2 + 1024).to_string()])
                 .arg(&device.path),
         )?;
+        coldstart_process::cancel::check()?;
         mount_ext4(&device.path, &self.mount)?;
         self.mounted = true;
         copy::copy_entries(&self.entries, &self.mount)?;
+        coldstart_process::cancel::check()?;
         // The flag first: writing it makes the kernel apply the queue's limits again, which
         // sets the read-ahead back to its default (2.5 MiB on a loop device).
         if let Some(rotational) = self.profile.rotational() {

@@ -46,13 +46,21 @@ impl Names {
 
 fn listen(watch: &OpenWatch, stop: &AtomicBool) -> HashMap<Key, String> {
     let mut names = HashMap::new();
+    // Once stopped, what is queued is read for at most this long: on a busy machine opens
+    // never pause, and waiting for a quiet moment kept the end of a run (and of a signal)
+    // waiting.
+    const DRAIN: Duration = Duration::from_millis(100);
+    let mut stopped: Option<std::time::Instant> = None;
     loop {
         let events = watch.read(Duration::from_millis(20));
-        if events.is_empty() && stop.load(Ordering::Acquire) {
-            return names;
-        }
         for (key, path) in events.iter().filter_map(|e| e.regular_file()) {
             names.entry(key).or_insert_with(|| path.display().to_string());
+        }
+        if stop.load(Ordering::Acquire) {
+            let since = *stopped.get_or_insert_with(std::time::Instant::now);
+            if events.is_empty() || since.elapsed() >= DRAIN {
+                return names;
+            }
         }
     }
 }

@@ -276,14 +276,22 @@ fn fanotify_loop(
         cache.push((pid, b));
         b
     };
+    // Once stopped, the events already queued are read for at most this long: on a busy
+    // machine (a build beside it) opens never pause, and waiting for a quiet moment kept a run
+    // (and a signal that ended it) waiting for a minute.
+    const DRAIN: Duration = Duration::from_millis(100);
+    let mut stopped: Option<std::time::Instant> = None;
     loop {
         let events = watch.read(Duration::from_millis(20));
-        if events.is_empty() && stop.load(Ordering::SeqCst) {
-            return;
-        }
         for event in events.iter().filter(|e| belongs(e.pid, &mut pid_cache)) {
             if let (Some((_, path)), Ok(mut f)) = (event.regular_file(), files.lock()) {
                 f.push(path);
+            }
+        }
+        if stop.load(Ordering::SeqCst) {
+            let since = *stopped.get_or_insert_with(std::time::Instant::now);
+            if events.is_empty() || since.elapsed() >= DRAIN {
+                return;
             }
         }
     }

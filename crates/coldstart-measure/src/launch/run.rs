@@ -25,7 +25,7 @@ pub(super) fn run_one(
 ) -> Result<RunOutput, LaunchError> {
     let prepared = spawn::prepare(spec, cgroup)?;
     let mut discovery = spec.discover_files.then(|| Discovery::start(cgroup));
-    let mut child = prepared.spawn(&spec.ready, cgroup, enter, device_stat, perf_supported)?;
+    let mut child = prepared.spawn(&spec.ready, enter, device_stat, perf_supported)?;
     let waited = wait::until_ready(spec, cgroup, watch, &mut child, discovery.as_mut())?;
     collect(spec, cgroup, device_stat, child, waited, discovery)
 }

@@ -190,7 +190,6 @@ impl Prepared {
     pub(super) fn spawn(
         self,
         ready: &Ready,
-        cgroup: Option<&RunCgroup>,
         enter: Option<&crate::storage::EnterHook>,
         device_stat: Option<&Path>,
         perf_supported: &mut Option<bool>,
@@ -216,8 +215,6 @@ impl Prepared {
         let ready_w = self.ready_pipe.as_ref().map(|(_, w)| w.as_raw_fd()).unwrap_or(-1);
         let clock_p = self.clock.0;
 
-        // An interrupt takes this lock before killing the live runs, so no run starts after it.
-        let launch_lock = crate::cgroup::launch_lock();
         // SAFETY: after fork the child only calls async-signal-safe functions on data prepared
         // above, then execve or _exit.
         let pid = unsafe { libc::fork() };
@@ -245,10 +242,6 @@ impl Prepared {
         }
         // Parent.
         let mut guard = ChildGuard { pid, reaped: false, rusage: None, status: 0 };
-        if cgroup.is_none() {
-            crate::cgroup::register_process_group(pid);
-        }
-        drop(launch_lock);
         drop(err_w);
         drop(go_r);
         drop(self.procs_fds);
@@ -316,7 +309,6 @@ impl Launched {
         } else {
             // SAFETY: killing the process group we created.
             unsafe { libc::kill(-self.pid, libc::SIGKILL) };
-            crate::cgroup::unregister_process_group(self.pid);
         }
         self.guard.reap();
         Ok(())
@@ -455,6 +447,5 @@ impl Drop for ChildGuard {
             }
             self.reap();
         }
-        crate::cgroup::unregister_process_group(self.pid);
     }
 }

@@ -3,7 +3,9 @@
 //! One `ppoll` waits on everything that can end the wait at once: the root's pidfd (exit), the
 //! captured stream (`stdout:`/`stderr:`), the `--ready fd` pipe and the X connection
 //! (`window:`). Signals that cannot be waited on (`tcp:`, `file:`, and the window list after a
-//! missed event) are polled at their interval, and a discovery run samples the tree's files
+//! missed event) are polled at their interval, and the descriptor of
+//! [`coldstart_process::cancel::fd`] ends the wait with
+//! [`LaunchError::Interrupted`] at a signal (the run's guards then kill the tree), and a discovery run samples the tree's files
 //! every [`DISCOVERY_SAMPLE_INTERVAL`]. Readiness is timed when the loop wakes, before any
 //! check that takes time of its own; a polled signal at the moment it was seen.
 
@@ -88,7 +90,9 @@ pub(super) fn until_ready(
     let mut outcome = None;
     let mut buf = vec![0u8; 65536];
     let mut stderr_tail = Vec::new();
+    let cancel_fd = coldstart_process::cancel::fd().map_err(LaunchError::Setup)?;
     loop {
+        coldstart_process::cancel::check()?;
         let now = Instant::now();
         if now >= deadline {
             outcome = Some(Outcome::Timeout);
@@ -105,6 +109,8 @@ pub(super) fn until_ready(
         if let Some(r) = &child.ready_r {
             fds.push(libc::pollfd { fd: r.as_raw_fd(), events: libc::POLLIN, revents: 0 });
         }
+        // A signal wakes the loop at once (the fd stays readable; `check` above ends it).
+        fds.push(libc::pollfd { fd: cancel_fd, events: libc::POLLIN, revents: 0 });
         // An X event (a window created, mapped or reparented) wakes the loop at once.
         let x_idx = watch.map(|w| {
             fds.push(libc::pollfd { fd: w.fd(), events: libc::POLLIN, revents: 0 });
@@ -131,12 +137,14 @@ pub(super) fn until_ready(
         let rc = unsafe {
             libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null())
         };
+        // Its error now, before the sampling below makes calls of its own (a signal's EINTR
+        // was read as "Success" after them, and ended the run as a failure to prepare it).
+        let poll_error = (rc < 0).then(io::Error::last_os_error);
         if let (Some(d), false) = (discovery.as_deref_mut(), root_exited) {
             d.sample_tree(cgroup, child.pid);
         }
         let t = coldstart_sys::monotonic_ns();
-        if rc < 0 {
-            let e = io::Error::last_os_error();
+        if let Some(e) = poll_error {
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }

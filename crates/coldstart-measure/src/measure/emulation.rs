@@ -1,8 +1,8 @@
 //! The emulated slow storage of a measurement (`--storage`): created with the program's files
-//! once, handed to the executor, and torn down at the end, on an error, or on an interrupt.
+//! once, handed to the executor, and torn down at the end, on an error, or on an interrupt (by its `Drop`).
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use super::files::device_files;
 use super::options::{MeasureError, MeasureOptions, StorageOptions};
@@ -10,47 +10,27 @@ use crate::launch::{Executor, RunStorage};
 use crate::result::StorageInfo;
 use crate::storage::{EmulatedStorage, StorageError};
 
-/// The emulated storage of a measurement, shared with the interrupt handler: an interrupt
-/// ends the process with `exit`, so the handler takes the emulation out and drops it (which
-/// unmounts, detaches the loop device and deletes the backing file) after killing the runs.
+/// The emulated storage of a measurement. Dropping it (at the end, on an error, or when an
+/// interrupt ends the measurement with [`coldstart_process::cancel::Interrupted`]) unmounts,
+/// detaches the loop device and deletes the backing file.
 pub(super) struct Emulation {
-    storage: Arc<Mutex<Option<EmulatedStorage>>>,
-    hook: u64,
+    storage: Mutex<Option<EmulatedStorage>>,
 }
 
 impl Emulation {
-    /// Create the emulation with the interrupt hook already registered: an interrupt during
-    /// the creation (mkfs, the copy) waits for it to end, successfully or not, and then tears
-    /// down what was made.
     fn create(so: &StorageOptions, paths: &[PathBuf]) -> Result<Emulation, StorageError> {
-        let storage = Arc::new(Mutex::new(None));
-        let shared = Arc::clone(&storage);
-        let mut slot = storage.lock().unwrap_or_else(|e| e.into_inner());
-        let hook = crate::cgroup::register_interrupt_hook(move || {
-            drop(shared.lock().unwrap_or_else(|e| e.into_inner()).take());
-        });
-        match EmulatedStorage::create(&so.profile, paths, &so.work_dir) {
-            Ok(created) => *slot = Some(created),
-            Err(e) => {
-                drop(slot);
-                crate::cgroup::unregister_interrupt_hook(hook);
-                return Err(e);
-            }
-        }
-        drop(slot);
-        Ok(Emulation { storage, hook })
+        let created = EmulatedStorage::create(&so.profile, paths, &so.work_dir)?;
+        Ok(Emulation { storage: Mutex::new(Some(created)) })
     }
 
-    /// Work with the emulation; an error once an interrupt has torn it down (the process is
-    /// about to exit then).
+    /// Work with the emulation.
     pub(super) fn with<R>(
         &self,
         f: impl FnOnce(&mut EmulatedStorage) -> Result<R, StorageError>,
     ) -> Result<R, MeasureError> {
-        let mut guard = self.storage.lock().unwrap_or_else(|e| e.into_inner());
-        match guard.as_mut() {
+        match self.storage.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
             Some(s) => Ok(f(s)?),
-            None => Err(MeasureError::Interrupted),
+            None => Err(MeasureError::Invalid("the emulated storage was closed".into())),
         }
     }
 
@@ -73,16 +53,8 @@ impl Emulation {
     }
 
     pub(super) fn close(self) -> Result<(), StorageError> {
-        crate::cgroup::unregister_interrupt_hook(self.hook);
-        let taken = self.storage.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let taken = self.storage.into_inner().unwrap_or_else(|e| e.into_inner());
         taken.map_or(Ok(()), EmulatedStorage::close)
-    }
-}
-
-impl Drop for Emulation {
-    fn drop(&mut self) {
-        crate::cgroup::unregister_interrupt_hook(self.hook);
-        drop(self.storage.lock().unwrap_or_else(|e| e.into_inner()).take());
     }
 }
 

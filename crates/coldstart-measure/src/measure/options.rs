@@ -97,8 +97,10 @@ pub enum MeasureError {
     Cache { state: CacheState, source: std::io::Error },
     #[error("emulated storage: {0}")]
     Storage(#[from] StorageError),
-    #[error("interrupted: the emulated storage was torn down")]
-    Interrupted,
+    /// A signal ended the measurement ([`coldstart_process::cancel`]): the run in progress was
+    /// killed, its cgroup and the emulated storage removed; nothing was reported.
+    #[error(transparent)]
+    Interrupted(#[from] coldstart_process::cancel::Interrupted),
 }
 
 impl MeasureError {
@@ -108,7 +110,8 @@ impl MeasureError {
             MeasureError::Invalid(_) => Category::Usage,
             MeasureError::Launch(e) => e.category(),
             MeasureError::NeedsRoot => Category::Privilege,
-            MeasureError::Cache { .. } | MeasureError::Interrupted => Category::Environment,
+            MeasureError::Cache { .. } => Category::Environment,
+            MeasureError::Interrupted(e) => e.category(),
             MeasureError::Storage(e) => e.category(),
         }
     }

@@ -183,7 +183,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     )?;
     let cancel = Cancel::new();
     let opts = options(&args, cancel.clone(), work.path().to_owned())?;
-    let signals = Signals::start(cancel);
+    let signals = Signals::start(cancel)?;
     let bar = std::io::stderr().is_terminal().then(|| {
         let b = indicatif::ProgressBar::with_draw_target(
             Some(0),

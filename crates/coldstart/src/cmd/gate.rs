@@ -288,8 +288,10 @@ fn gate(args: &Args) -> anyhow::Result<ExitCode> {
         Some(p) => Some(history::read(p)?),
         None => None,
     };
-    coldstart_measure::cgroup::install_interrupt_cleanup()
-        .context("cannot install the interrupt handler")?;
+    // A signal ends the work through its guards (runs, cgroups, emulated storage, tracing);
+    // `main` then exits with 128 + the signal.
+    let _caught =
+        coldstart_process::cancel::catch().context("cannot install the signal handler")?;
     let steps = super::common::Steps::new("gate");
     let mut runner = match steps.as_lines() {
         true => LinuxRunner::with_steps(move |s| steps.say(s)),

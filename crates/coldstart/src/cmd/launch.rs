@@ -3,11 +3,15 @@
 //!
 //! The reads are issued and waited for before the command starts (with `--no-wait` only
 //! issued: `readahead(2)` returns at once; a mechanism that waits for each read then runs on a
-//! thread of its own while the command starts). SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to coldstart are sent
-//! on to the command (not those a terminal sends the whole process group, which the command
-//! got already); coldstart exits with the command's exit code, or 128 + the signal that killed
-//! it.
+//! thread of its own while the command starts). SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and
+//! SIGUSR2 sent to coldstart are sent on to the command (not those a terminal sends the whole
+//! process group, which the command got already); coldstart exits with the command's exit
+//! code, or 128 + the signal that killed it. The signals that end a command (SIGINT, SIGTERM,
+//! SIGHUP) are noted by the one cancellation model ([`coldstart_process::cancel`]): one that
+//! comes before the command starts keeps it from starting (exit 128 + the signal); the others
+//! are taken with `sigtimedwait`, with SIGCHLD, as they are only passed on.
 
+use anyhow::Context;
 use coldstart_units as units;
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
@@ -77,9 +81,12 @@ pub struct Args {
     pub command: Vec<OsString>,
 }
 
-/// The signals sent on to the command.
-const FORWARDED: [i32; 6] =
-    [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2];
+/// The signals sent on to the command besides those that end a command
+/// ([`coldstart_process::cancel::SIGNALS`]).
+const FORWARDED: [i32; 3] = [libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2];
+
+/// How often the wait for the command looks at the signals that end a command.
+const POLL: Duration = Duration::from_millis(50);
 
 fn options(args: &Args) -> anyhow::Result<(ReplayOptions, bool)> {
     let bad = |flag: &str, e: String| crate::exit::usage(format!("{flag}: {e}"));
@@ -134,6 +141,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let mut stale = db.is_none();
+    let _caught =
+        coldstart_process::cancel::catch().context("cannot install the signal handler")?;
     let mut waited: Vec<i32> = FORWARDED.to_vec();
     waited.push(libc::SIGCHLD);
     let set = block(&waited);
@@ -158,7 +167,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 drop(held);
             });
             stale |= !plan.skipped.is_empty();
-            if let Some(s) = pending(&set) {
+            if let Some(s) = coldstart_process::cancel::raised() {
                 eprintln!("coldstart: {}: the command did not start", signal_name(s));
                 return Ok(exit_for_signal(s));
             }
@@ -205,13 +214,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         sweeper = Some(rx);
     }
     let pid = child.id() as i32;
+    let mut passed = 0;
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) => {}
             Err(e) => return Err(anyhow::Error::new(e).context("waiting for the command")),
         }
-        if let Some((sig, from_kernel)) = wait_signal(&set, Duration::from_secs(1)) {
+        // An ending signal since the last look: on to the command too.
+        let (count, last) = coldstart_process::cancel::received();
+        if count > passed {
+            passed = count;
+            if let (Some(sig), false) = (last, coldstart_process::cancel::last_from_kernel()) {
+                // SAFETY: a signal to our own child, which we have not reaped.
+                unsafe { libc::kill(pid, sig) };
+            }
+        }
+        if let Some((sig, from_kernel)) = wait_signal(&set, POLL) {
             // A terminal's signals went to the whole process group, the command included.
             if sig != libc::SIGCHLD && !from_kernel {
                 // SAFETY: a signal to our own child, which we have not reaped.
@@ -393,11 +412,6 @@ fn block(signals: &[i32]) -> libc::sigset_t {
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
     }
-}
-
-/// A blocked signal already pending, taken.
-fn pending(set: &libc::sigset_t) -> Option<i32> {
-    wait_signal(set, Duration::ZERO).map(|(s, _)| s)
 }
 
 /// Wait up to `timeout` for one of the blocked signals: its number, and whether the kernel

@@ -240,8 +240,10 @@ fn check_export_dirs(args: &Args) -> anyhow::Result<()> {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let opts = options(&args)?;
     check_export_dirs(&args)?;
-    coldstart_measure::cgroup::install_interrupt_cleanup()
-        .context("cannot install the interrupt handler")?;
+    // A signal ends the work through its guards (runs, cgroups, emulated storage, tracing);
+    // `main` then exits with 128 + the signal.
+    let _caught =
+        coldstart_process::cancel::catch().context("cannot install the signal handler")?;
     let mut exec = LinuxExecutor::new();
 
     let bar = std::io::stderr().is_terminal().then(|| {

@@ -31,7 +31,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     opts.learn = super::common::learn::drawn(&args.flags);
     let bar = super::common::network::fetch_bar(&mut opts);
     // A signal while mounting stops every fetch at once.
-    let signals = Signals::start(cancel);
+    let signals = Signals::start(cancel)?;
     let mounted = coldstart_lazyfs::mount(&args.url, &args.dir, opts);
     if let Some(b) = bar {
         b.finish_and_clear();
@@ -59,7 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Until a signal (or one that came while mounting), or until someone else unmounts it.
     let mut signalled = signals.first().is_some();
     while !signalled {
-        signalled = signals.next(Duration::from_millis(500)).is_some();
+        signalled = signals.next(Duration::from_millis(100)).is_some();
         if !is_mount_point(&args.dir) {
             break;
         }
@@ -74,5 +74,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // A mount's start completed when it was unmounted with every read served.
     super::common::learn::write(&args.flags, learner, report.errors == 0 && result.is_ok());
     result?;
-    Ok(crate::exit::SUCCESS)
+    // Unmounted on a signal: coldstart ends as the signal ends a command, with 128 + it.
+    Ok(match signals.first() {
+        Some(s) => signals::exit_code(s),
+        None => crate::exit::SUCCESS,
+    })
 }

@@ -160,7 +160,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let started = std::time::Instant::now();
     // A signal stops the pack between two chunks; its temporary directory is removed.
-    let signals = Signals::start(cancel);
+    let signals = Signals::start(cancel)?;
     let packed = pack(&args.dir, &hot, &options, &args.output);
     if let Some(b) = &bar {
         b.finish_and_clear();

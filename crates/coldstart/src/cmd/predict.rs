@@ -48,7 +48,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         local_ms: args.local_ms,
     };
     // A signal stops every fetch at once.
-    let signals = Signals::start(cancel);
+    let signals = Signals::start(cancel)?;
     let choice = match coldstart_lazyfs::predict(&args.url, &opts) {
         Ok(c) => c,
         Err(e) => match signals.first() {

@@ -71,7 +71,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     .fetch_options()?;
     fetch.ca_file = args.ca_file.clone();
-    let signals = Signals::start(cancel);
+    let signals = Signals::start(cancel)?;
     let bar = std::io::stderr().is_terminal().then(|| {
         let b = indicatif::ProgressBar::new(0);
         b.set_style(

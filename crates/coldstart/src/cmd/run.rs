@@ -62,7 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut opts = args.flags.options(cancel.clone())?;
     opts.learn = super::common::learn::drawn(&args.flags);
     // A signal while mounting stops every fetch at once.
-    let signals = Signals::start(cancel.clone());
+    let signals = Signals::start(cancel.clone())?;
     let tmp = tempfile::Builder::new()
         .prefix("coldstart-run-")
         .tempdir()

@@ -1,5 +1,6 @@
 //! `coldstart serve`: a bundle over HTTP, optionally through an emulated link; or, with
-//! `--proxy`, the link emulator in front of another server.
+//! `--proxy`, the link emulator in front of another server. It runs until `SIGINT`, `SIGTERM`
+//! or `SIGHUP`, and then exits with 128 + the signal.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -28,7 +29,11 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let running = match (&args.bundle, &args.proxy) {
+    // Ctrl-C or SIGTERM stops the server: it closes its connections, and coldstart exits with
+    // 128 + the signal.
+    let _caught =
+        coldstart_process::cancel::catch().context("cannot install the signal handler")?;
+    let mut running = match (&args.bundle, &args.proxy) {
         (_, Some(upstream)) => coldstart_serve::proxy(&args.addr, upstream, args.link)
             .with_context(|| format!("cannot start the proxy to {upstream}"))?,
         (Some(bundle), None) => {
@@ -49,6 +54,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             link.latency.as_secs_f64() * 1e3
         );
     }
-    running.wait();
-    Ok(crate::exit::SUCCESS)
+    let signal = loop {
+        if let Some(s) = coldstart_process::cancel::wait(std::time::Duration::from_secs(3600)) {
+            break s;
+        }
+    };
+    running.stop();
+    Ok(ExitCode::from(coldstart_process::cancel::exit_code(signal)))
 }
