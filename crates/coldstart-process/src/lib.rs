@@ -13,7 +13,9 @@
 //! - [`fanotify`]: being told of every open on the file systems with a page cache, as it
 //!   happens, with the file opened;
 //! - [`cancel`]: the one way a command ends on `SIGINT`, `SIGTERM` or `SIGHUP`: the signal is
-//!   noted, the work returns through its guards, and the binary exits with 128 plus it.
+//!   noted, the work returns through its guards, and the binary exits with 128 plus it;
+//! - [`forward`]: passing the other signals on to a command, and starting one with no signal
+//!   blocked or in a session of its own.
 //!
 //! Nothing here prints or exits: errors carry their [`coldstart_error::Category`] and the
 //! binary says what to do.
@@ -34,6 +36,7 @@
 
 pub mod cancel;
 pub mod fanotify;
+pub mod forward;
 pub mod maps;
 mod memory;
 pub mod mountinfo;

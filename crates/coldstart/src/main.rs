@@ -15,7 +15,7 @@ mod exit;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    reset_sigpipe();
+    coldstart_process::forward::default_sigpipe();
     let cli = cli::Cli::parse_args();
     match cli.command.run() {
         Ok(code) => code,
@@ -30,14 +30,6 @@ fn main() -> ExitCode {
                 None => exit::code_for(&err),
             }
         }
-    }
-}
-
-/// A closed pipe (`coldstart measure ... | head`) is not an error.
-fn reset_sigpipe() {
-    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

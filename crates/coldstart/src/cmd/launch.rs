@@ -145,7 +145,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         coldstart_process::cancel::catch().context("cannot install the signal handler")?;
     let mut waited: Vec<i32> = FORWARDED.to_vec();
     waited.push(libc::SIGCHLD);
-    let set = block(&waited);
+    let blocked = coldstart_process::forward::Blocked::new(&waited);
     let mut sweeper = None;
     // Without --no-wait everything is read before the command starts. With it, readahead(2)
     // and fadvise are still issued before the command starts (they return at once), so its
@@ -179,17 +179,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let mut command = std::process::Command::new(&program);
     command.args(&args.command[1..]);
-    // SAFETY: only sigprocmask between fork and exec: the command starts with no signal
-    // blocked, as it would without coldstart.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        command.pre_exec(|| {
-            let mut empty: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut empty);
-            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            Ok(())
-        });
-    }
+    // The command starts with no signal blocked, as it would without coldstart.
+    coldstart_process::forward::unblocked(&mut command);
     let mut child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -213,7 +204,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .ok();
         sweeper = Some(rx);
     }
-    let pid = child.id() as i32;
+    let pid = child.id();
     let mut passed = 0;
     let status = loop {
         match child.try_wait() {
@@ -226,15 +217,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if count > passed {
             passed = count;
             if let (Some(sig), false) = (last, coldstart_process::cancel::last_from_kernel()) {
-                // SAFETY: a signal to our own child, which we have not reaped.
-                unsafe { libc::kill(pid, sig) };
+                let _ = coldstart_process::forward::send(pid, sig);
             }
         }
-        if let Some((sig, from_kernel)) = wait_signal(&set, POLL) {
+        if let Some((sig, from_kernel)) = blocked.wait(POLL) {
             // A terminal's signals went to the whole process group, the command included.
             if sig != libc::SIGCHLD && !from_kernel {
-                // SAFETY: a signal to our own child, which we have not reaped.
-                unsafe { libc::kill(pid, sig) };
+                // To our own child, not yet reaped.
+                let _ = coldstart_process::forward::send(pid, sig);
             }
         }
     };
@@ -339,14 +329,8 @@ fn refresh(args: &Args) {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    // SAFETY: setsid in the child before exec: its own session, away from our terminal.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
+    // Its own session, away from our terminal.
+    coldstart_process::forward::own_session(&mut cmd);
     match cmd.spawn() {
         Ok(_) => eprintln!(
             "coldstart: prefetch: recording {} again in the background",
@@ -396,35 +380,5 @@ fn signal_name(signal: i32) -> String {
         libc::SIGTERM => "SIGTERM".into(),
         libc::SIGHUP => "SIGHUP".into(),
         s => format!("signal {s}"),
-    }
-}
-
-/// Block `signals` in this thread and the threads it starts (the command's own mask is
-/// emptied when it starts).
-fn block(signals: &[i32]) -> libc::sigset_t {
-    // SAFETY: plain signal-mask calls on a local set.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for &s in signals {
-            libc::sigaddset(&mut set, s);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    }
-}
-
-/// Wait up to `timeout` for one of the blocked signals: its number, and whether the kernel
-/// sent it (a terminal's Ctrl-C) rather than a process.
-fn wait_signal(set: &libc::sigset_t, timeout: Duration) -> Option<(i32, bool)> {
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: sigtimedwait fills `info` when it returns a signal.
-    unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        let s = libc::sigtimedwait(set, &mut info, &ts);
-        (s > 0).then_some((s, info.si_code == libc::SI_KERNEL))
     }
 }
