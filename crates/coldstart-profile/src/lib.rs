@@ -516,7 +516,7 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
         version: format::VERSION,
         workload: options.workload.clone(),
         command: options.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
-        created_unix: format::now_unix(),
+        created_unix: coldstart_units::now_unix(),
         duration_ns: traced.duration_ns,
         stop: traced.stop,
         modules: traced.modules,

@@ -474,7 +474,7 @@ fn exit_of(events: &[trace::Event], root: i32) -> Option<u64> {
 fn timeline_of(options: &TimelineOptions, d: phases::Derived) -> Timeline {
     let mut t =
         Timeline::new(options.command.iter().map(|a| a.to_string_lossy().into_owned()).collect());
-    t.created_unix = now();
+    t.created_unix = coldstart_units::now_unix();
     t.cache = match options.cache {
         Cache::Cold => "cold".into(),
         Cache::Hot => "hot".into(),
@@ -523,13 +523,6 @@ fn name_block_devices(files: &mut [TimelineFile], sys_block: &Path) {
             f.path = format!("/dev/{name} (file system metadata)");
         }
     }
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 /// The first touch of a function named `name` in the module at `path` (else any), ns.
