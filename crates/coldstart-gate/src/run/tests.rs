@@ -44,6 +44,12 @@ impl Script {
         }
     }
 
+    /// The same script on a machine whose calibration loop takes `mean + sd x noise`.
+    fn calibrated(mut self, calibration: (f64, f64)) -> Script {
+        self.calibration = calibration;
+        self
+    }
+
     fn normal(&mut self) -> f64 {
         (0..12).map(|_| self.rng.below(1 << 30) as f64 / (1u64 << 30) as f64).sum::<f64>() - 6.0
     }
@@ -135,12 +141,10 @@ fn a_loaded_machine_is_not_a_regression() {
     // though noisily. Taking off only the part of the machine's slowdown its interval made
     // certain (its low end) called this "slower" twice in 20 gate runs.
     let o = options(emulated());
-    let mut then = Script::new(1, (0.100, 0.002), (0.020, 0.0005));
-    then.calibration = (0.010, 0.0002);
+    let mut then = Script::new(1, (0.100, 0.002), (0.020, 0.0005)).calibrated((0.010, 0.0002));
     let base = record_with(&mut then, &o);
     for seed in 2..12 {
-        let mut now = Script::new(seed, (0.140, 0.006), (0.028, 0.0015));
-        now.calibration = (0.014, 0.004);
+        let mut now = Script::new(seed, (0.140, 0.006), (0.028, 0.0015)).calibrated((0.014, 0.004));
         let (report, _) =
             gate(&o, &base, Path::new("b.json"), None, &mut now, &mut |_| {}).unwrap();
         assert_ne!(report.verdict, Outcome::Slower, "{}", report.to_text());
@@ -153,11 +157,9 @@ fn runs_are_added_while_the_machines_own_slowdown_is_in_the_way() {
     // first batch, which the rank test alone thought enough (a 20% regression under a test
     // suite stayed unclear after 10 runs).
     let o = options(emulated());
-    let mut then = Script::new(1, (0.100, 0.002), (0.100, 0.002));
-    then.calibration = (0.010, 0.0001);
+    let mut then = Script::new(1, (0.100, 0.002), (0.100, 0.002)).calibrated((0.010, 0.0001));
     let base = record_with(&mut then, &o);
-    let mut now = Script::new(2, (0.130, 0.002), (0.130, 0.002));
-    now.calibration = (0.0125, 0.003);
+    let mut now = Script::new(2, (0.130, 0.002), (0.130, 0.002)).calibrated((0.0125, 0.003));
     let (report, _) = gate(&o, &base, Path::new("b.json"), None, &mut now, &mut |_| {}).unwrap();
     assert!(now.calls.len() > 2, "{:?}\n{}", now.calls, report.to_text());
     for state in [CacheState::Selective, CacheState::Hot] {
