@@ -34,16 +34,8 @@ mkdir -p "$out"
 server=""
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; true' EXIT INT TERM
 
-llvm=/usr/lib/llvm-19
 rm -rf "$out/app" "$out/bundle0" "$out/bundle"
-mkdir -p "$out/app/bin" "$out/app/lib"
-cp "$llvm/bin/clang" "$out/app/bin/"
-# Where the loader finds them here (Debian puts libLLVM in the multiarch directory).
-for lib in libclang-cpp.so.19.1 libLLVM.so.19.1; do
-    path=$(ldd "$llvm/bin/clang" | awk -v l="$lib" '$1 == l { print $3 }')
-    [ -f "$path" ] || { echo "$0: clang-19 does not load $lib (apt-get install clang-19)" >&2; exit 1; }
-    cp "$path" "$out/app/lib/"
-done
+clang_app "$out/app"
 printf 'int twice(int x) { return 2 * x; }\n' > "$out/x.c"
 printf 'static int n; int next(void) { return ++n; }\n' > "$out/y.c"
 now() { date +%s.%N; }

@@ -33,15 +33,9 @@ port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0
 wait_port() { i=0; until (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do i=$((i + 1)); [ $i -lt 600 ] || { echo "$0: $2 did not start" >&2; exit 1; }; sleep 0.1; done; }
 now() { date +%s.%N; }
 
-llvm=/usr/lib/llvm-19
 rm -rf "$out/app" "$out/bundle0" "$out/www"
-mkdir -p "$out/app/bin" "$out/app/lib" "$out/www"
-cp "$llvm/bin/clang" "$out/app/bin/"
-for lib in libclang-cpp.so.19.1 libLLVM.so.19.1; do
-    path=$(ldd "$llvm/bin/clang" | awk -v l="$lib" '$1 == l { print $3 }')
-    [ -f "$path" ] || { echo "$0: clang-19 does not load $lib (apt-get install clang-19)" >&2; exit 1; }
-    cp "$path" "$out/app/lib/"
-done
+mkdir -p "$out/www"
+clang_app "$out/app"
 "$cs" pack "$out/app" -o "$out/bundle0" >/dev/null
 rm -rf "$out/cache-rec"
 "$cs" run "$out/bundle0" --cache-dir "$out/cache-rec" --record "$out/hot-version.json" \

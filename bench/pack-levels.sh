@@ -22,15 +22,8 @@ done
 . "$(dirname "$0")/lib.sh"
 mkdir -p "$out"
 
-llvm=/usr/lib/llvm-19
 rm -rf "$out/app" "$out/plain" "$out"/z*
-mkdir -p "$out/app/bin" "$out/app/lib"
-cp "$llvm/bin/clang" "$out/app/bin/"
-for lib in libclang-cpp.so.19.1 libLLVM.so.19.1; do
-    path=$(ldd "$llvm/bin/clang" | awk -v l="$lib" '$1 == l { print $3 }')
-    [ -f "$path" ] || { echo "$0: clang-19 does not load $lib (apt-get install clang-19)" >&2; exit 1; }
-    cp "$path" "$out/app/lib/"
-done
+clang_app "$out/app"
 program=$(du -sb "$out/app" | cut -f1)
 "$cs" pack "$out/app" -o "$out/plain0" >/dev/null
 "$cs" run "$out/plain0" --cache-dir "$out/cache" --record "$out/hot.json" -- '{root}/bin/clang' --version >/dev/null 2>&1

@@ -337,7 +337,7 @@ fn previous(o: &ExperimentOptions) -> Result<Experiment, ExperimentError> {
 /// strategies and cache states to those of the cells it holds.
 fn describe(e: &mut Experiment, o: &ExperimentOptions) {
     let (nfiles, nbytes, _) = files(&o.dir);
-    e.created_unix = if e.created_unix == 0 { now() } else { e.created_unix };
+    e.created_unix = if e.created_unix == 0 { coldstart_units::now_unix() } else { e.created_unix };
     e.kernel =
         std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().into();
     e.cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -616,13 +616,6 @@ fn spec(l: &GridLink) -> LinkSpec {
         bits_per_second: l.link.bits_per_second,
         latency_s: l.link.latency.as_secs_f64(),
     }
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

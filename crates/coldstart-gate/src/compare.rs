@@ -12,7 +12,7 @@ use crate::noise::FigureNoise;
 use crate::plan::{settings_key, GateOptions};
 use crate::report::{BaselineInfo, DriftRow, GateReport, MachineSpeed, Outcome, Row};
 use crate::steady;
-use crate::time::{self, TimeRule};
+use crate::time::{self, RunBound, TimeOutcome, TimeRule};
 use std::collections::BTreeMap;
 
 /// What comparing needs besides the two measurements.
@@ -72,88 +72,17 @@ pub fn compare(
     history: Option<&[Entry]>,
 ) -> GateReport {
     let diffs = environment::differences(&base.environment, &now.environment);
-    let machine = match (&base.calibration, &now.calibration) {
-        (Some(b), Some(n))
-            if b.build == n.build
-                && b.rounds == n.rounds
-                && !b.values.is_empty()
-                && !n.values.is_empty() =>
-        {
-            let (bs, ns) = (
-                coldstart_measure::stats::median(&b.values),
-                coldstart_measure::stats::median(&n.values),
-            );
-            let (_, (low, high)) = coldstart_measure::stats::ratio_ci95(&b.values, &n.values);
-            (bs > 0.0).then(|| MachineSpeed {
-                baseline_s: bs,
-                now_s: ns,
-                ratio: ns / bs,
-                ratio_ci95: (low, high),
-            })
-        }
-        _ => None,
-    };
-    let mut rows = Vec::new();
-    let mut states: Vec<String> = base.settings.states.clone();
-    for s in &now.settings.states {
-        if !states.contains(s) {
-            states.push(s.clone());
-        }
-    }
-    for figure in Figure::ALL {
-        for state in &states {
-            let (b, c) = (base.samples(figure, state), now.samples(figure, state));
-            if b.is_none() && c.is_none() {
-                continue;
-            }
-            let reads = DeviceReads::of(base, now, state);
-            rows.push(judge_row(figure, state, b, c, now, &diffs, rules, machine.as_ref(), reads));
-        }
-    }
+    let machine = machine_speed(base, now);
+    let mut rows = judge_rows(base, now, &diffs, rules, machine.as_ref());
     explain_cold_time(&mut rows, base);
     explain_hot_time(&mut rows);
-    let mut reasons: Vec<String> = diffs
-        .iter()
-        .map(|d| {
-            format!(
-                "the baseline was recorded with {} {}, this run has {}",
-                d.what, d.baseline, d.now
-            )
-        })
-        .collect();
-    if !diffs.is_empty() {
-        reasons.push("nothing was compared: record a baseline here with --update".into());
-    }
-    for r in rows.iter().filter(|r| matches!(r.verdict, Verdict::Slower | Verdict::Unclear)) {
-        reasons.push(reason(r));
-    }
-    let verdict = if rows.iter().any(|r| r.verdict == Verdict::Slower) {
-        Outcome::Slower
-    } else if !diffs.is_empty() || rows.iter().any(|r| r.verdict == Verdict::Unclear) {
-        Outcome::Unclear
-    } else {
-        Outcome::NotSlower
-    };
+    let reasons = reasons(&diffs, &rows);
+    let verdict = outcome(&diffs, &rows);
     let (drift, history_entries) = match history {
         Some(h) => drift_rows(&rows, now, h, rules.drift),
         None => (Vec::new(), None),
     };
-    let mut warnings = now.warnings.clone();
-    warnings.extend(environment::local_build_note(&base.environment, &now.environment));
-    if let Some(m) = machine.as_ref().filter(|m| m.ratio > 1.25) {
-        warnings.push(format!(
-            "this machine ran coldstart's calibration loop {:.0}% slower than when the baseline was recorded \
-             (other work on it?): times are judged net of that, and may stay unclear",
-            (m.ratio - 1.0) * 100.0
-        ));
-    }
-    if base.command != now.command {
-        warnings.push(format!(
-            "the baseline measured `{}`, this run `{}`",
-            base.command.join(" "),
-            now.command.join(" ")
-        ));
-    }
+    let warnings = warnings(base, now, machine.as_ref());
     GateReport {
         format: crate::report::FORMAT.into(),
         version: crate::report::VERSION,
@@ -178,6 +107,110 @@ pub fn compare(
     }
 }
 
+/// How much slower the machine ran coldstart's calibration loop now than when the baseline
+/// was recorded, when both recorded it the same way.
+fn machine_speed(base: &Baseline, now: &Baseline) -> Option<MachineSpeed> {
+    let (b, n) = (base.calibration.as_ref()?, now.calibration.as_ref()?);
+    if b.build != n.build || b.rounds != n.rounds || b.values.is_empty() || n.values.is_empty() {
+        return None;
+    }
+    let (bs, ns) =
+        (coldstart_measure::stats::median(&b.values), coldstart_measure::stats::median(&n.values));
+    let (_, (low, high)) = coldstart_measure::stats::ratio_ci95(&b.values, &n.values);
+    (bs > 0.0).then(|| MachineSpeed {
+        baseline_s: bs,
+        now_s: ns,
+        ratio: ns / bs,
+        ratio_ci95: (low, high),
+    })
+}
+
+/// A row for every figure in every state either measurement has (the baseline's states
+/// first), each judged by its rule.
+fn judge_rows(
+    base: &Baseline,
+    now: &Baseline,
+    diffs: &[environment::Difference],
+    rules: &Rules,
+    machine: Option<&MachineSpeed>,
+) -> Vec<Row> {
+    let mut states: Vec<String> = base.settings.states.clone();
+    for s in &now.settings.states {
+        if !states.contains(s) {
+            states.push(s.clone());
+        }
+    }
+    let mut rows = Vec::new();
+    for figure in Figure::ALL {
+        for state in &states {
+            let (b, c) = (base.samples(figure, state), now.samples(figure, state));
+            if b.is_none() && c.is_none() {
+                continue;
+            }
+            let reads = DeviceReads::of(base, now, state);
+            rows.push(judge_row(figure, state, b, c, now, diffs, rules, machine, reads));
+        }
+    }
+    rows
+}
+
+/// The lines of the report's `reasons`: each environment difference, and each figure that
+/// is slower or unclear.
+fn reasons(diffs: &[environment::Difference], rows: &[Row]) -> Vec<String> {
+    let mut reasons: Vec<String> = diffs
+        .iter()
+        .map(|d| {
+            format!(
+                "the baseline was recorded with {} {}, this run has {}",
+                d.what, d.baseline, d.now
+            )
+        })
+        .collect();
+    if !diffs.is_empty() {
+        reasons.push("nothing was compared: record a baseline here with --update".into());
+    }
+    for r in rows.iter().filter(|r| matches!(r.verdict, Verdict::Slower | Verdict::Unclear)) {
+        reasons.push(reason(r));
+    }
+    reasons
+}
+
+/// The overall outcome: slower if any figure is, unclear if the environments differ or any
+/// figure is unclear, otherwise not slower.
+fn outcome(diffs: &[environment::Difference], rows: &[Row]) -> Outcome {
+    if rows.iter().any(|r| r.verdict == Verdict::Slower) {
+        Outcome::Slower
+    } else if !diffs.is_empty() || rows.iter().any(|r| r.verdict == Verdict::Unclear) {
+        Outcome::Unclear
+    } else {
+        Outcome::NotSlower
+    }
+}
+
+/// The measurement's own warnings, and those of the comparison: a local build, a machine
+/// much slower than when the baseline was recorded, a different command.
+fn warnings(base: &Baseline, now: &Baseline, machine: Option<&MachineSpeed>) -> Vec<String> {
+    let mut warnings = now.warnings.clone();
+    warnings.extend(environment::local_build_note(&base.environment, &now.environment));
+    if let Some(m) = machine.filter(|m| m.ratio > 1.25) {
+        warnings.push(format!(
+            "this machine ran coldstart's calibration loop {:.0}% slower than when the baseline was recorded \
+             (other work on it?): times are judged net of that, and may stay unclear",
+            (m.ratio - 1.0) * 100.0
+        ));
+    }
+    if base.command != now.command {
+        warnings.push(format!(
+            "the baseline measured `{}`, this run `{}`",
+            base.command.join(" "),
+            now.command.join(" ")
+        ));
+    }
+    warnings
+}
+
+/// The row of `figure` in `state`: its medians, and its verdict by the time or steady rule,
+/// or a note saying why it is not compared.
 #[allow(clippy::too_many_arguments)]
 fn judge_row(
     figure: Figure,
@@ -203,101 +236,130 @@ fn judge_row(
         steady: None,
         runs: None,
     };
+    match comparable(figure, b, c, now, diffs) {
+        Err(why) => row.note = Some(why),
+        Ok((b, c)) if figure.is_time() => judge_time(&mut row, b, c, rules, machine, reads),
+        Ok((b, c)) => {
+            let slack = rules.slack(figure).at(coldstart_measure::stats::median(&b.values));
+            let s = steady::judge(&b.values, &c.values, FigureNoise::of(figure), slack);
+            row.verdict = s.verdict;
+            row.limit = Some(s.limit);
+            row.steady = Some(s);
+        }
+    }
+    row
+}
+
+/// The two sets of runs of a figure, when they can be compared; otherwise why not (another
+/// environment, missing on one side, counted from different page profiles, not steady in
+/// the way `now` was measured).
+fn comparable<'s>(
+    figure: Figure,
+    b: Option<&'s Samples>,
+    c: Option<&'s Samples>,
+    now: &Baseline,
+    diffs: &[environment::Difference],
+) -> Result<(&'s Samples, &'s Samples), String> {
     if !diffs.is_empty() {
-        row.note = Some("the baseline was recorded in another environment".into());
-        return row;
+        return Err("the baseline was recorded in another environment".into());
     }
     let (Some(b), Some(c)) = (b, c) else {
-        row.note =
-            Some(if b.is_none() { "not in the baseline" } else { "not measured now" }.into());
-        return row;
+        return Err(if b.is_none() { "not in the baseline" } else { "not measured now" }.into());
     };
     if b.source != c.source {
-        row.note = Some(format!(
+        return Err(format!(
             "counted from a {} page profile in the baseline, a {} one now",
             b.source.as_deref().unwrap_or("?"),
             c.source.as_deref().unwrap_or("?")
         ));
-        return row;
     }
-    if let Some(why) = not_judged(figure, now) {
-        row.note = Some(why);
-        return row;
+    match not_judged(figure, now) {
+        Some(why) => Err(why),
+        None => Ok((b, c)),
     }
-    if figure.is_time() {
-        // CPU time does not include waiting for a CPU: the machine's slowdown is not taken
-        // off it.
-        let machine = machine.filter(|_| figure == Figure::Time);
-        // A cold start on a device that serves a fixed number of reads a second takes a read's
-        // share of a second for each read: judged at the baseline's reads, the runs that read
-        // more (a cluster of the device's reads, docs/gate.md) are not slower for it.
-        let reads =
-            reads.filter(|r| figure == Figure::Time && r.aligned(b, c) && r.bound(&b.values));
-        let (bv, cv) = match reads {
-            Some(r) => (r.at_baseline(&b.values, r.base), r.at_baseline(&c.values, r.now)),
-            None => (b.values.clone(), c.values.clone()),
-        };
-        let rule = rules.time_rule(figure);
-        let t = time::judge(&bv, &cv, &rule, machine.map(|m| m.interval()));
-        let mut bound = time::run_bound(&bv, t.threshold, &rule, 0);
-        row.verdict = t.verdict;
-        row.limit = Some(t.baseline * (1.0 + t.threshold));
-        // Slower beyond the threshold, but not beyond what the machine's own slowdown may
-        // explain: more runs narrow the calibration's interval, so they go on to the bound.
-        let machine_in_the_way = machine.filter(|m| {
-            t.verdict == Verdict::Unclear
-                && ((m.allowance() > 1.0 && t.ratio > 1.0 + t.threshold)
-                    || (m.floor() < 1.0 && t.ratio <= 1.0 + t.threshold))
+}
+
+/// Judge a time figure's runs by the time rule into `row`: net of the machine's slowdown
+/// (wall time only) and, on a device throttled to a number of reads a second, at the
+/// baseline's reads; the note says what kept it unclear and how the reads were allowed for.
+fn judge_time(
+    row: &mut Row,
+    b: &Samples,
+    c: &Samples,
+    rules: &Rules,
+    machine: Option<&MachineSpeed>,
+    reads: Option<DeviceReads>,
+) {
+    let figure = row.figure;
+    // CPU time does not include waiting for a CPU: the machine's slowdown is not taken
+    // off it.
+    let machine = machine.filter(|_| figure == Figure::Time);
+    // A cold start on a device that serves a fixed number of reads a second takes a read's
+    // share of a second for each read: judged at the baseline's reads, the runs that read
+    // more (a cluster of the device's reads, docs/gate.md) are not slower for it.
+    let reads = reads.filter(|r| figure == Figure::Time && r.aligned(b, c) && r.bound(&b.values));
+    let (bv, cv) = match reads {
+        Some(r) => (r.at_baseline(&b.values, r.base), r.at_baseline(&c.values, r.now)),
+        None => (b.values.clone(), c.values.clone()),
+    };
+    let rule = rules.time_rule(figure);
+    let t = time::judge(&bv, &cv, &rule, machine.map(|m| m.interval()));
+    let mut bound = time::run_bound(&bv, t.threshold, &rule, 0);
+    row.verdict = t.verdict;
+    row.limit = Some(t.baseline * (1.0 + t.threshold));
+    // Slower beyond the threshold, but not beyond what the machine's own slowdown may
+    // explain: more runs narrow the calibration's interval, so they go on to the bound.
+    let machine_in_the_way = machine.filter(|m| {
+        t.verdict == Verdict::Unclear
+            && ((m.allowance() > 1.0 && t.ratio > 1.0 + t.threshold)
+                || (m.floor() < 1.0 && t.ratio <= 1.0 + t.threshold))
+    });
+    if let Some(m) = machine_in_the_way {
+        bound.runs = rules.time.max_runs;
+        row.note = Some(machine_note(&t, m, rules.time.max_runs));
+    } else if t.verdict == Verdict::Unclear {
+        row.note = Some(unresolved_note(&t, &bound));
+    }
+    if let Some(r) = reads {
+        let note = r.note(&t, figure);
+        row.note = Some(match row.note.take() {
+            Some(n) => format!("{n}; {note}"),
+            None => note,
         });
-        if let Some(m) = machine_in_the_way {
-            bound.runs = rules.time.max_runs;
-            let (lo, hi) = m.interval();
-            row.note = Some(format!(
-                "{:+.1}% against a {:.1}% threshold, but the machine itself ran {:+.0}% to {:+.0}% against when \
-                 the baseline was recorded (its calibration loop), which could explain it: runs were added up \
-                 to --max-runs {} to narrow that; on a machine as busy as then it resolves",
-                (t.ratio - 1.0) * 100.0,
-                t.threshold * 100.0,
-                (lo - 1.0) * 100.0,
-                (hi - 1.0) * 100.0,
-                rules.time.max_runs
-            ));
-        } else if t.verdict == Verdict::Unclear {
-            row.note = Some(match bound.needed {
-                None => format!(
-                    "a {:.1}% change is {:.2} interquartile ranges of the baseline's runs, which its {} runs \
-                     cannot resolve whatever the runs now (record the baseline with more --runs)",
-                    t.threshold * 100.0,
-                    bound.effect_iqr,
-                    t.n_baseline
-                ),
-                Some(n) => format!("the rank test needs about {n} runs for a {:.1}% change", t.threshold * 100.0),
-            });
-        }
-        if let Some(r) = reads {
-            let note = format!(
-                "judged at the baseline's {:.0} reads of the device, each {:.0} ms at {} reads/s: {} -> {}",
-                r.level,
-                1e3 / r.iops,
-                r.iops,
-                crate::report::fmt_value(t.baseline, figure.unit()),
-                crate::report::fmt_value(t.now, figure.unit())
-            );
-            row.note = Some(match row.note.take() {
-                Some(n) => format!("{n}; {note}"),
-                None => note,
-            });
-        }
-        row.runs = Some(bound);
-        row.time = Some(t);
-    } else {
-        let slack = rules.slack(figure).at(coldstart_measure::stats::median(&b.values));
-        let s = steady::judge(&b.values, &c.values, FigureNoise::of(figure), slack);
-        row.verdict = s.verdict;
-        row.limit = Some(s.limit);
-        row.steady = Some(s);
     }
-    row
+    row.runs = Some(bound);
+    row.time = Some(t);
+}
+
+/// Why a time is unclear when the machine's own slowdown could explain its change: runs
+/// were added up to `max_runs` to narrow it.
+fn machine_note(t: &TimeOutcome, m: &MachineSpeed, max_runs: usize) -> String {
+    let (lo, hi) = m.interval();
+    format!(
+        "{:+.1}% against a {:.1}% threshold, but the machine itself ran {:+.0}% to {:+.0}% against when \
+         the baseline was recorded (its calibration loop), which could explain it: runs were added up \
+         to --max-runs {} to narrow that; on a machine as busy as then it resolves",
+        (t.ratio - 1.0) * 100.0,
+        t.threshold * 100.0,
+        (lo - 1.0) * 100.0,
+        (hi - 1.0) * 100.0,
+        max_runs
+    )
+}
+
+/// Why a time is unclear when the runs cannot resolve its threshold: how many the rank test
+/// needs, or that the baseline's runs are too few whatever the runs now.
+fn unresolved_note(t: &TimeOutcome, bound: &RunBound) -> String {
+    match bound.needed {
+        None => format!(
+            "a {:.1}% change is {:.2} interquartile ranges of the baseline's runs, which its {} runs \
+             cannot resolve whatever the runs now (record the baseline with more --runs)",
+            t.threshold * 100.0,
+            bound.effect_iqr,
+            t.n_baseline
+        ),
+        Some(n) => format!("the rank test needs about {n} runs for a {:.1}% change", t.threshold * 100.0),
+    }
 }
 
 /// The reads of the emulated device, where each costs a fixed share of a second (a device
@@ -348,6 +410,18 @@ impl<'a> DeviceReads<'a> {
     /// time is not the reads').
     fn bound(&self, times: &[f64]) -> bool {
         (EXPLAINED_SHARE..=BOUND_SHARE_MAX).contains(&self.share(times))
+    }
+
+    /// How a time judged at the baseline's reads (`t`) allowed for them.
+    fn note(&self, t: &TimeOutcome, figure: Figure) -> String {
+        format!(
+            "judged at the baseline's {:.0} reads of the device, each {:.0} ms at {} reads/s: {} -> {}",
+            self.level,
+            1e3 / self.iops,
+            self.iops,
+            crate::report::fmt_value(t.baseline, figure.unit()),
+            crate::report::fmt_value(t.now, figure.unit())
+        )
     }
 }
 

@@ -206,7 +206,7 @@ impl Gathered {
         Baseline {
             format: FORMAT.into(),
             version: VERSION,
-            created_unix: now_unix(),
+            created_unix: coldstart_units::now_unix(),
             coldstart: env!("CARGO_PKG_VERSION").into(),
             commit,
             command: plan.command.clone(),
@@ -234,10 +234,6 @@ pub fn build() -> &'static str {
     } else {
         "release"
     }
-}
-
-fn now_unix() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// The figures of one state's counted runs: time in every state, the I/O figures in a colder

@@ -77,10 +77,7 @@ impl Database {
             format: FORMAT.into(),
             version: VERSION,
             command,
-            created_unix: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0),
+            created_unix: coldstart_units::now_unix(),
             recordings: 1,
             min_share: 0.0,
             files: Vec::new(),

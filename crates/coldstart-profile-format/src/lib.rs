@@ -462,7 +462,7 @@ pub fn merge(inputs: Vec<Profile>) -> Result<Profile, FormatError> {
         version: VERSION,
         workload: "merged".into(),
         command: Vec::new(),
-        created_unix: now_unix(),
+        created_unix: coldstart_units::now_unix(),
         duration_ns: workloads.iter().map(|w| w.duration_ns).max().unwrap_or(0),
         stop: Stop::Merged,
         modules,
@@ -612,14 +612,6 @@ fn merge_pages(workloads: &[Profile]) -> Option<PageProfile> {
         accesses: accesses.into_iter().map(|(_, a)| a).collect(),
         lost_events: with_pages.iter().map(|p| p.lost_events).sum(),
     })
-}
-
-/// Seconds since the Unix epoch, for `created_unix`.
-pub fn now_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use coldstart_storage::{EmulatedStorage, StorageError, StorageProfile};
 
 use crate::format::{PageAccess, PageFile, PageProfile, SOURCE_EXACT};
-use crate::pages::{describe, Key, PageRun, PagesError, Traced};
+use crate::pages::{describe, Event, Key, PageRun, PagesError, Traced};
 use crate::{ProfileError, ProfileOptions};
 
 /// Record an exact page profile: discovery, the copy, the run on the copy.
@@ -199,12 +199,9 @@ fn first_touches(
         .flatten()
         .flat_map(|o| o.modified.iter().copied())
         .collect();
-    let mut files: Vec<PageFile> = Vec::new();
-    let mut index: HashMap<Key, usize> = HashMap::new();
+    let mut touches = Touches::default();
     let mut in_place: HashMap<Key, usize> = HashMap::new();
-    let mut seen: HashSet<(usize, u64)> = HashSet::new();
     let mut last_fault: HashMap<i32, (Key, u64)> = HashMap::new();
-    let mut accesses: Vec<PageAccess> = Vec::new();
     let mut large = 0u64;
     let metadata = crate::pages::metadata_keys(&run, device);
     for e in &run.events {
@@ -228,46 +225,19 @@ fn first_touches(
             let faulted = last_fault
                 .get(&e.pid)
                 .is_some_and(|&(k, p)| k == key && (e.page..e.page + e.count).contains(&p));
-            let fi = *index.entry(*original_key).or_insert_with(|| {
-                files.push(describe(Some(original.clone()), *original_key));
-                files.len() - 1
-            });
+            let fi =
+                touches.file(*original_key, || describe(Some(original.clone()), *original_key));
             (fi, if faulted { "fault" } else { "read" })
         } else if is_block_device(key) {
             continue;
         } else {
-            let fi = *index.entry(key).or_insert_with(|| {
-                files.push(describe(run.files.get(&key).cloned(), key));
-                files.len() - 1
-            });
+            let fi = touches.file(key, || describe(run.files.get(&key).cloned(), key));
             if !written.contains(&key) {
                 in_place.insert(key, fi);
             }
             (fi, e.kind)
         };
-        for page in e.page..e.page + e.count.max(1) {
-            if !seen.insert((fi, page)) {
-                continue;
-            }
-            match accesses.last_mut() {
-                Some(last)
-                    if last.file == fi
-                        && last.event == how
-                        && last.pid == e.pid
-                        && last.page + last.count == page =>
-                {
-                    last.count += 1
-                }
-                _ => accesses.push(PageAccess {
-                    file: fi,
-                    page,
-                    count: 1,
-                    t_ns: e.ts_ns,
-                    event: how.into(),
-                    pid: e.pid,
-                }),
-            }
-        }
+        touches.touch(fi, how, e);
     }
     let mut warnings = run.warnings;
     for w in &discovery.warnings {
@@ -275,37 +245,9 @@ fn first_touches(
             warnings.push(format!("discovery run: {w}"));
         }
     }
-    if !in_place.is_empty() {
-        let mut names: Vec<String> = in_place
-            .values()
-            .map(|&i| match files[i].path.as_os_str().is_empty() {
-                true => format!("inode {} on {}", files[i].ino, files[i].dev),
-                false => files[i].path.display().to_string(),
-            })
-            .collect();
-        names.sort();
-        let shown = names.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
-        warnings.push(format!(
-            "{} the program read {} not on the private copy (opened in the second run only, or not readable by coldstart), so {} pages are traced where they are, read-ahead and fault-around included: {shown}{}",
-            if names.len() == 1 { "1 file".to_string() } else { format!("{} files", names.len()) },
-            if names.len() == 1 { "was" } else { "were" },
-            if names.len() == 1 { "its" } else { "their" },
-            if names.len() > 5 { ", ..." } else { "" }
-        ));
-    }
-    // A file outside the copy that was cached before the run leaves no event for what the
-    // program read of it with read(2): say so (the copies start cold).
+    warnings.extend(in_place_warning(&touches.files, &in_place));
     if let Some(o) = &run.opened {
-        let outside = crate::opens::Opened {
-            cached_at_open: o
-                .cached_at_open
-                .iter()
-                .filter(|(key, _, _)| Some((key.0, key.1)) != device)
-                .cloned()
-                .collect(),
-            ..Default::default()
-        };
-        warnings.extend(crate::pages::cached_warning(&outside, &index, &accesses));
+        warnings.extend(cached_outside_warning(o, device, &touches));
     }
     if large > 0 {
         warnings.push(format!(
@@ -316,13 +258,107 @@ fn first_touches(
         pages: PageProfile {
             source: SOURCE_EXACT.into(),
             sampled: false,
-            files,
-            accesses,
+            files: touches.files,
+            accesses: touches.accesses,
             lost_events: run.lost,
         },
         warnings,
         cpu: run.cpu,
     }
+}
+
+/// The files and pages of a run, each page once at its first touch.
+#[derive(Default)]
+struct Touches {
+    files: Vec<PageFile>,
+    /// Each file's index in `files`, by its key.
+    index: HashMap<Key, usize>,
+    /// The pages already touched (file index, page).
+    seen: HashSet<(usize, u64)>,
+    /// The first touches, consecutive pages of one file, event and process in one access.
+    accesses: Vec<PageAccess>,
+}
+
+impl Touches {
+    /// The index of the file of `key`, described by `describe` when it is new.
+    fn file(&mut self, key: Key, describe: impl FnOnce() -> PageFile) -> usize {
+        *self.index.entry(key).or_insert_with(|| {
+            self.files.push(describe());
+            self.files.len() - 1
+        })
+    }
+
+    /// Add the pages of `e` in file `fi` not touched before, as `how` (`fault`, `read`,
+    /// `map`); a page that follows the last access of the same kind extends it.
+    fn touch(&mut self, fi: usize, how: &'static str, e: &Event) {
+        for page in e.page..e.page + e.count.max(1) {
+            if !self.seen.insert((fi, page)) {
+                continue;
+            }
+            match self.accesses.last_mut() {
+                Some(last)
+                    if last.file == fi
+                        && last.event == how
+                        && last.pid == e.pid
+                        && last.page + last.count == page =>
+                {
+                    last.count += 1
+                }
+                _ => self.accesses.push(PageAccess {
+                    file: fi,
+                    page,
+                    count: 1,
+                    t_ns: e.ts_ns,
+                    event: how.into(),
+                    pid: e.pid,
+                }),
+            }
+        }
+    }
+}
+
+/// The warning naming the files (`in_place`: key to index in `files`) the program read
+/// where they are, not on the private copy: their pages include read-ahead and fault-around.
+fn in_place_warning(files: &[PageFile], in_place: &HashMap<Key, usize>) -> Option<String> {
+    if in_place.is_empty() {
+        return None;
+    }
+    let mut names: Vec<String> = in_place
+        .values()
+        .map(|&i| match files[i].path.as_os_str().is_empty() {
+            true => format!("inode {} on {}", files[i].ino, files[i].dev),
+            false => files[i].path.display().to_string(),
+        })
+        .collect();
+    names.sort();
+    let shown = names.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+    Some(format!(
+        "{} the program read {} not on the private copy (opened in the second run only, or not readable by coldstart), so {} pages are traced where they are, read-ahead and fault-around included: {shown}{}",
+        if names.len() == 1 { "1 file".to_string() } else { format!("{} files", names.len()) },
+        if names.len() == 1 { "was" } else { "were" },
+        if names.len() == 1 { "its" } else { "their" },
+        if names.len() > 5 { ", ..." } else { "" }
+    ))
+}
+
+/// A file outside the copy (`device`) that was cached before the run leaves no event for
+/// what the program read of it with read(2): the warning that says so (the copies start
+/// cold).
+fn cached_outside_warning(
+    opened: &crate::opens::Opened,
+    device: Option<(u32, u32)>,
+    touches: &Touches,
+) -> Option<String> {
+    let outside = crate::opens::Opened {
+        cached_at_open: opened
+            .cached_at_open
+            .iter()
+            .filter(|(key, _, _)| Some((key.0, key.1)) != device)
+            .cloned()
+            .collect(),
+        ..Default::default()
+    };
+    crate::pages::cached_warning(&outside, &touches.index, &touches.accesses)
 }
 
 #[cfg(test)]

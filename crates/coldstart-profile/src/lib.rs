@@ -341,6 +341,38 @@ impl Drop for Launched {
 }
 
 impl Launched {
+    /// Poll the started program every `every` until it is ready (false), exits (true) or runs
+    /// past `timeout` (false, with a warning: what was recorded so far is kept); `poll` runs
+    /// first each time round.
+    pub(crate) fn poll_until_ready(
+        &self,
+        timeout: Option<Duration>,
+        every: Duration,
+        warnings: &mut Vec<String>,
+        mut poll: impl FnMut() -> Result<(), ProfileError>,
+    ) -> Result<bool, ProfileError> {
+        let pid = self.stopped.pid;
+        let start = std::time::Instant::now();
+        loop {
+            poll()?;
+            if self.signal.is_raised() {
+                return Ok(false);
+            }
+            let mut status = 0;
+            // SAFETY: polling our own child.
+            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if r == pid && (libc::WIFEXITED(status) || libc::WIFSIGNALED(status)) {
+                return Ok(true);
+            }
+            if timeout.is_some_and(|t| start.elapsed() > t) {
+                warnings
+                    .push("page run: not ready before the timeout; pages so far are kept".into());
+                return Ok(false);
+            }
+            std::thread::sleep(every);
+        }
+    }
+
     /// Stop the polling watchers.
     pub(crate) fn stop_pollers(&mut self) {
         self.signal.done.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -450,52 +482,21 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
     } else {
         (None, None)
     };
-
-    let (tracer, notice) = match (options.tracer, audit::unsupported(&path)) {
-        (Tracer::Ptrace, _) => (Tracer::Ptrace, None),
-        (Tracer::Audit, Some(reason)) => return Err(ProfileError::AuditUnsupported { reason }),
-        (Tracer::Audit | Tracer::Auto, None) => (Tracer::Audit, None),
-        (Tracer::Auto, Some(reason)) => {
-            (Tracer::Ptrace, Some(format!("{reason}: profiling with the ptrace tracer")))
-        }
-    };
+    let (tracer, notice) = choose_tracer(options.tracer, &path)?;
     interrupt::check()?;
-    let (mut traced, mut launched, agent_ran) = match tracer {
+    let (traced, mut launched, agent_ran) = match tracer {
         Tracer::Audit => audit::run(options, &path)?,
         _ => run_ptrace(options, &path).map(|(t, l)| (t, l, true))?,
     };
-    let (mut tracer, mut notice) = (tracer, notice);
-    // Under `auto`, what the audit tracer could not do is done again with ptrace: the loader
-    // may refuse the agent, and a crash under the agent may be the agent's doing (a program
-    // that gets around its hold on SIGTRAP with a raw system call). Whether it was is told by
-    // the ptrace run: a program that crashes there too crashes on its own.
-    let audit_crash = match &traced.stop {
-        Stop::Crash { signal, .. } => Some(signal.clone()),
-        _ => None,
-    };
-    let again = match &audit_crash {
-        Some(signal) => Some(format!("the program crashed ({signal}) under the audit tracer")),
-        None if !agent_ran => Some("the loader did not run the audit agent".to_string()),
-        None => None,
-    };
-    if let Some(why) = again.filter(|_| options.tracer == Tracer::Auto) {
-        interrupt::check()?;
-        for r in launched.readers.drain(..) {
-            let _ = r.join();
+    let (mut traced, mut tracer, mut notice) = (traced, tracer, notice);
+    if options.tracer == Tracer::Auto {
+        if let Some(message) =
+            again_with_ptrace(options, &path, &mut traced, &mut launched, agent_ran)?
+        {
+            tracer = Tracer::Ptrace;
+            warnings.push(message.clone());
+            notice = Some(message);
         }
-        (traced, launched) = run_ptrace(options, &path)?;
-        tracer = Tracer::Ptrace;
-        let message = match (&audit_crash, &traced.stop) {
-            (Some(_), Stop::Crash { signal, .. }) => format!(
-                "{why}; profiled again with the ptrace tracer, it crashed there too ({signal}): the crash is the program's"
-            ),
-            (Some(_), _) => format!(
-                "{why} but not under the ptrace tracer: the profiler caused that crash, not the program; profiled again with the ptrace tracer"
-            ),
-            (None, _) => format!("{why}: profiled again with the ptrace tracer"),
-        };
-        warnings.push(message.clone());
-        notice = Some(message);
     }
     // The program may run on; its output keeps flowing while coldstart lives. When it was
     // killed or has exited, wait for the forwarding threads to drain.
@@ -508,33 +509,14 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
     warnings.extend(unsymbolized_share(&traced.unsymbolized, page_cpu.as_ref(), options.pages));
     let mut page_profile = page_profile;
     if let Some(pages) = page_profile.as_mut() {
-        let mut candidates: Vec<PathBuf> = traced.modules.iter().map(|m| m.path.clone()).collect();
-        candidates.push(path.clone());
-        // The loader and its cache: every dynamic program's start-up reads them, but the loader
-        // is not a module of the audit tracer's run.
-        if pages.files.iter().any(|f| f.path.as_os_str().is_empty()) {
-            if let Some(interp) =
-                audit::interpreter(&path).flatten().filter(|i| !i.as_os_str().is_empty())
-            {
-                // Named as the kernel names the mapping (the link resolved), as a snapshot of
-                // the maps would have named it.
-                candidates.push(std::fs::canonicalize(&interp).unwrap_or(interp));
-                candidates.push(PathBuf::from("/etc/ld.so.cache"));
-            }
-        }
-        let unnamed = page_files::resolve_with(pages, &candidates);
-        if unnamed > 0 {
-            warnings.push(format!(
-                "{unnamed} files in the page trace were closed before readiness and are named by device and inode only"
-            ));
-        }
+        warnings.extend(name_page_files(pages, &traced.modules, &path));
     }
     let profile = Profile {
         format: format::FORMAT.into(),
         version: format::VERSION,
         workload: options.workload.clone(),
         command: options.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
-        created_unix: format::now_unix(),
+        created_unix: coldstart_units::now_unix(),
         duration_ns: traced.duration_ns,
         stop: traced.stop,
         modules: traced.modules,
@@ -544,6 +526,85 @@ pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
         workloads: Vec::new(),
     };
     Ok(Recording { profile, tracer, notice, forwarding: std::mem::take(&mut launched.readers) })
+}
+
+/// The tracer to profile `path` with, as `asked`, and why `auto` chose ptrace (a line for
+/// the user); an error when the audit tracer was asked for and cannot run it.
+fn choose_tracer(asked: Tracer, path: &Path) -> Result<(Tracer, Option<String>), ProfileError> {
+    Ok(match (asked, audit::unsupported(path)) {
+        (Tracer::Ptrace, _) => (Tracer::Ptrace, None),
+        (Tracer::Audit, Some(reason)) => return Err(ProfileError::AuditUnsupported { reason }),
+        (Tracer::Audit | Tracer::Auto, None) => (Tracer::Audit, None),
+        (Tracer::Auto, Some(reason)) => {
+            (Tracer::Ptrace, Some(format!("{reason}: profiling with the ptrace tracer")))
+        }
+    })
+}
+
+/// Under `auto`, what the audit tracer could not do is done again with ptrace: the loader
+/// may refuse the agent, and a crash under the agent may be the agent's doing (a program
+/// that gets around its hold on SIGTRAP with a raw system call). Whether it was is told by
+/// the ptrace run: a program that crashes there too crashes on its own. When it ran again,
+/// `traced` and `launched` are the ptrace run's, and the line returned says why.
+fn again_with_ptrace(
+    options: &ProfileOptions,
+    path: &Path,
+    traced: &mut modules::Traced,
+    launched: &mut Launched,
+    agent_ran: bool,
+) -> Result<Option<String>, ProfileError> {
+    let audit_crash = match &traced.stop {
+        Stop::Crash { signal, .. } => Some(signal.clone()),
+        _ => None,
+    };
+    let why = match &audit_crash {
+        Some(signal) => format!("the program crashed ({signal}) under the audit tracer"),
+        None if !agent_ran => "the loader did not run the audit agent".to_string(),
+        None => return Ok(None),
+    };
+    interrupt::check()?;
+    for r in launched.readers.drain(..) {
+        let _ = r.join();
+    }
+    (*traced, *launched) = run_ptrace(options, path)?;
+    Ok(Some(match (&audit_crash, &traced.stop) {
+        (Some(_), Stop::Crash { signal, .. }) => format!(
+            "{why}; profiled again with the ptrace tracer, it crashed there too ({signal}): the crash is the program's"
+        ),
+        (Some(_), _) => format!(
+            "{why} but not under the ptrace tracer: the profiler caused that crash, not the program; profiled again with the ptrace tracer"
+        ),
+        (None, _) => format!("{why}: profiled again with the ptrace tracer"),
+    }))
+}
+
+/// Name the files of the page profile by the modules of the function run, the program, and
+/// the loader and its cache; a warning counts those named by device and inode only.
+fn name_page_files(
+    pages: &mut PageProfile,
+    modules: &[format::Module],
+    path: &Path,
+) -> Option<String> {
+    let mut candidates: Vec<PathBuf> = modules.iter().map(|m| m.path.clone()).collect();
+    candidates.push(path.to_path_buf());
+    // The loader and its cache: every dynamic program's start-up reads them, but the loader
+    // is not a module of the audit tracer's run.
+    if pages.files.iter().any(|f| f.path.as_os_str().is_empty()) {
+        if let Some(interp) =
+            audit::interpreter(path).flatten().filter(|i| !i.as_os_str().is_empty())
+        {
+            // Named as the kernel names the mapping (the link resolved), as a snapshot of
+            // the maps would have named it.
+            candidates.push(std::fs::canonicalize(&interp).unwrap_or(interp));
+            candidates.push(PathBuf::from("/etc/ld.so.cache"));
+        }
+    }
+    let unnamed = page_files::resolve_with(pages, &candidates);
+    (unnamed > 0).then(|| {
+        format!(
+            "{unnamed} files in the page trace were closed before readiness and are named by device and inode only"
+        )
+    })
 }
 
 /// The file pages of one start-up, and what the user should know about them.

@@ -22,7 +22,7 @@
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use coldstart_process::maps;
 
@@ -204,14 +204,7 @@ pub(crate) fn trace(
     path: &Path,
     enter: Option<&coldstart_storage::EnterHook>,
 ) -> Result<Traced, ProfileError> {
-    use coldstart_sys::tracefs::{Instance, Mount, Tracefs};
-    let tracefs = Tracefs::hold(Mount::IfMissing).map_err(tracefs_err)?;
-    coldstart_sys::tracefs::remove_stale(INSTANCE_PREFIX);
-    let name = format!("{INSTANCE_PREFIX}{}", std::process::id());
-    // Off until the run's pid filter is set: a new instance would record every process.
-    let instance = Instance::create(&name, &EVENTS, 32768, Mount::Never).map_err(tracefs_err)?;
-    drop(tracefs);
-    instance.write("options/event-fork", "1").map_err(tracefs_err)?;
+    let instance = page_instance()?;
     let mut launched = crate::launch(options, path, false, &[], enter)?;
     let pid = launched.stopped.pid;
     let guard = crate::tree::TreeGuard { pgid: pid, armed: true };
@@ -225,31 +218,20 @@ pub(crate) fn trace(
     unsafe { libc::kill(pid, libc::SIGCONT) };
 
     let mut files: HashMap<Key, PathBuf> = HashMap::new();
-    let start = Instant::now();
     let mut warnings = Vec::new();
-    let mut exited = false;
-    loop {
-        crate::interrupt::check()?;
-        if launched.signal.is_raised() {
-            break;
-        }
-        let mut status = 0;
-        // SAFETY: polling our own child.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if r == pid && (libc::WIFEXITED(status) || libc::WIFSIGNALED(status)) {
-            exited = true;
-            break;
-        }
-        if matches!(options.ready, Ready::Exit) {
-            // Exit readiness: the maps vanish at exit, so keep the file table fresh.
-            snapshot_files(pid, &mut files);
-        }
-        if options.timeout.is_some_and(|t| start.elapsed() > t) {
-            warnings.push("page run: not ready before the timeout; pages so far are kept".into());
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let exited = launched.poll_until_ready(
+        options.timeout,
+        Duration::from_millis(2),
+        &mut warnings,
+        || {
+            crate::interrupt::check()?;
+            if matches!(options.ready, Ready::Exit) {
+                // Exit readiness: the maps vanish at exit, so keep the file table fresh.
+                snapshot_files(pid, &mut files);
+            }
+            Ok(())
+        },
+    )?;
     instance.write("tracing_on", "0").map_err(tracefs_err)?;
     if !exited {
         snapshot_files(pid, &mut files);
@@ -257,17 +239,7 @@ pub(crate) fn trace(
     let opened = opens.map(crate::opens::Opens::finish);
     let cpu = sampler.map(crate::cpu::CpuSampler::finish);
     if let Some(o) = &opened {
-        // Names from the opens themselves come first: they are exact, where a look at
-        // another process's open files can race with it closing one and opening another.
-        for (key, path) in &o.names {
-            files.insert(*key, path.clone());
-        }
-        if o.overflowed {
-            warnings.push(
-                "the kernel dropped open events (fanotify queue overflow): some files may be named by inode only"
-                    .into(),
-            );
-        }
+        name_from_opens(o, &mut files, &mut warnings);
     }
     launched.stop_pollers();
     // The page run is an extra run: kill its tree now and reap it.
@@ -284,12 +256,48 @@ pub(crate) fn trace(
             "page trace lost {lost} events (ring buffer overrun): the page profile is incomplete"
         ));
     }
-    // Between fork and exec the child still runs coldstart's own code: not the program's.
-    let own = std::fs::metadata("/proc/self/exe")
-        .ok()
-        .map(|m| (libc::major(m.dev()), libc::minor(m.dev()), m.ino()));
-    let target =
-        std::fs::metadata(path).ok().map(|m| (libc::major(m.dev()), libc::minor(m.dev()), m.ino()));
+    let (events, tree) = program_events(&text, pid, t0, path);
+    Ok(Traced { events, files, opened, tree, lost, warnings, cpu })
+}
+
+/// A new tracefs instance of the page events, off (until the run's pid filter is set, it
+/// would record every process), following forks; what killed runs left is removed first.
+fn page_instance() -> Result<coldstart_sys::tracefs::Instance, ProfileError> {
+    use coldstart_sys::tracefs::{Instance, Mount, Tracefs};
+    let tracefs = Tracefs::hold(Mount::IfMissing).map_err(tracefs_err)?;
+    coldstart_sys::tracefs::remove_stale(INSTANCE_PREFIX);
+    let name = format!("{INSTANCE_PREFIX}{}", std::process::id());
+    let instance = Instance::create(&name, &EVENTS, 32768, Mount::Never).map_err(tracefs_err)?;
+    drop(tracefs);
+    instance.write("options/event-fork", "1").map_err(tracefs_err)?;
+    Ok(instance)
+}
+
+/// Name files by what the opens said, before any other name: they are exact, where a look
+/// at another process's open files can race with it closing one and opening another.
+fn name_from_opens(
+    opened: &crate::opens::Opened,
+    files: &mut HashMap<Key, PathBuf>,
+    warnings: &mut Vec<String>,
+) {
+    for (key, path) in &opened.names {
+        files.insert(*key, path.clone());
+    }
+    if opened.overflowed {
+        warnings.push(
+            "the kernel dropped open events (fanotify queue overflow): some files may be named by inode only"
+                .into(),
+        );
+    }
+}
+
+/// The page events of the trace `text` of the program (`path`, pid `pid`, continued at
+/// `t0`) and of the processes its tree forked, with times since `t0`; and that tree.
+/// Coldstart's own code between fork and exec and shared memory are left out.
+fn program_events(text: &str, pid: i32, t0: u64, path: &Path) -> (Vec<Event>, HashSet<i32>) {
+    let key = |m: std::fs::Metadata| (libc::major(m.dev()), libc::minor(m.dev()), m.ino());
+    let own = std::fs::metadata("/proc/self/exe").ok().map(key);
+    let target = std::fs::metadata(path).ok().map(key);
     let shared_memory = coldstart_process::shared_memory_device();
     let mut tree: HashSet<i32> = HashSet::from([pid]);
     let mut events = Vec::new();
@@ -307,7 +315,7 @@ pub(crate) fn trace(
         }
         events.push(Event { ts_ns: event.ts_ns - t0, ..event });
     }
-    Ok(Traced { events, files, opened, tree, lost, warnings, cpu })
+    (events, tree)
 }
 
 /// The keys of a run that are not files of the program: with every open on the file systems

@@ -295,11 +295,57 @@ fn copied(paths: &[PathBuf]) -> String {
     s
 }
 
+/// Record the timeline of one start of the command (on the emulated device when `emulated`):
+/// check it can be, probe the program, run it traced, read the trace, derive the phases and
+/// costs, and line the functions up with them.
 fn record_on(
     options: &TimelineOptions,
     emulated: Option<&Emulated>,
 ) -> Result<Timeline, TimelineError> {
     let enter = emulated.map(|e| &e.enter);
+    let program = recordable(options)?;
+    let mut warnings = Vec::new();
+    let mut tracing = trace::Tracing::create()?;
+    warnings.extend(probe_program(&mut tracing, &program, options)?);
+    if options.cache == Cache::Hot {
+        run::warm(&program, &options.command, &options.ready, options.timeout, enter)?;
+    }
+    let run = traced_run(&tracing, &program, options, enter, &mut warnings)?;
+    let (events, block) = read_trace(&tracing, &mut warnings)?;
+    drop(tracing);
+    let ready_ns = match options.ready {
+        Ready::Exit => exit_of(&events, run.root).unwrap_or(run.ready_ns),
+        _ => run.ready_ns,
+    };
+    let skip: Vec<(u32, u32)> = coldstart_process::shared_memory_device().into_iter().collect();
+    let mut d = phases::derive(&events, &block, run.root, ready_ns, &run.names, &skip);
+    name_block_devices(&mut d.files, Path::new("/sys/dev/block"));
+    if d.phases.is_empty() {
+        return Err(TimelineError::NoExec);
+    }
+    if let Some(status) = run.exit_status {
+        if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) != 0 {
+            warnings.push(format!(
+                "the program exited with status {}{}",
+                libc::WEXITSTATUS(status),
+                run.said
+            ));
+        }
+    }
+    let (entry_s, main_s) = (d.entry_s, d.main_s);
+    let mut t = timeline_of(options, d);
+    if let Some(p) = functions(options)? {
+        let (spans, note) = align(&p, &program, entry_s, main_s, t.wall_s);
+        t.modules = spans;
+        t.modules_note = Some(note);
+    }
+    t.warnings = warnings;
+    Ok(t)
+}
+
+/// The program the command runs, once it is clear a timeline of it can be recorded: as
+/// root, with a command found on PATH, ready other than by a window.
+fn recordable(options: &TimelineOptions) -> Result<PathBuf, TimelineError> {
     if !coldstart_sys::is_root() {
         return Err(TimelineError::NotRoot);
     }
@@ -309,11 +355,19 @@ fn record_on(
     if matches!(options.ready, Ready::Window(_)) {
         return Err(TimelineError::Unsupported { ready: options.ready.to_string() });
     }
+    Ok(program)
+}
+
+/// Place uprobes at the entry point and `main` of the program the command ends up running (a
+/// shell script or a shim such as pyenv's executes another, found by a run beforehand); the
+/// warnings say what could not be probed.
+fn probe_program(
+    tracing: &mut trace::Tracing,
+    program: &Path,
+    options: &TimelineOptions,
+) -> Result<Vec<String>, TimelineError> {
     let mut warnings = Vec::new();
-    let mut tracing = trace::Tracing::create()?;
-    // The entry point and `main` are those of the program the command ends up running (a
-    // shell script or a shim such as pyenv's executes another), found by a run beforehand.
-    let probed = executed(&tracing, &program, options)?.unwrap_or_else(|| program.clone());
+    let probed = executed(tracing, program, options)?.unwrap_or_else(|| program.to_path_buf());
     let probes = probe_offsets(&probed);
     if !probes.iter().any(|(n, _)| *n == phases::MAIN) {
         warnings.push(format!(
@@ -323,15 +377,38 @@ fn record_on(
     }
     let refused = tracing.probe(&probed, &probes)?;
     warnings.extend(refused.into_iter().map(|r| format!("uprobe not placed: {r}")));
-    if options.cache == Cache::Hot {
-        run::warm(&program, &options.command, &options.ready, options.timeout, enter)?;
-    }
+    Ok(warnings)
+}
+
+/// What a traced run of the program left.
+struct TracedRun {
+    /// The program's pid, the root of its process tree.
+    root: i32,
+    /// When readiness was seen (trace clock, ns).
+    ready_ns: u64,
+    /// Its wait status, when it exited, and what it said.
+    exit_status: Option<i32>,
+    said: String,
+    /// The files it opened or mapped, by device and inode.
+    names: std::collections::HashMap<coldstart_process::FileKey, String>,
+}
+
+/// Run the program once with tracing on: start it held, drop the caches for a cold start,
+/// trace its process tree from the moment it goes until it is ready (naming the files it
+/// opens and maps meanwhile), then turn tracing off.
+fn traced_run(
+    tracing: &trace::Tracing,
+    program: &Path,
+    options: &TimelineOptions,
+    enter: Option<&run::Enter>,
+    warnings: &mut Vec<String>,
+) -> Result<TracedRun, TimelineError> {
     let listener = names::Names::start();
     if listener.is_none() {
         warnings
             .push("fanotify is not available: files are named from the program's maps only".into());
     }
-    let mut child = run::Child::fork(&program, &options.command, &options.ready, enter)?;
+    let mut child = run::Child::fork(program, &options.command, &options.ready, enter)?;
     if options.cache == Cache::Cold {
         drop_caches()?;
     }
@@ -360,6 +437,14 @@ fn record_on(
             names.entry(k).or_insert(v);
         }
     }
+    Ok(TracedRun { root, ready_ns, exit_status, said, names })
+}
+
+/// The events of the program's and the block instances; a warning for each that lost events.
+fn read_trace(
+    tracing: &trace::Tracing,
+    warnings: &mut Vec<String>,
+) -> Result<(Vec<trace::Event>, Vec<trace::Event>), TimelineError> {
     let probe_names = vec![phases::ENTRY.to_owned(), phases::MAIN.to_owned()];
     let text = tracing.program.read()?;
     let events: Vec<trace::Event> =
@@ -371,34 +456,25 @@ fn record_on(
             warnings.push(format!("the {what} trace lost {lost} events (ring buffer overrun): the timeline is incomplete"));
         }
     }
-    drop(tracing);
-    // With exit readiness the root's exit event is the end: exact, where the poll is late.
-    let ready_ns = match options.ready {
-        Ready::Exit => events
-            .iter()
-            .filter(|e| e.pid == root && e.kind == trace::Kind::Exit)
-            .map(|e| e.ts_ns)
-            .next_back()
-            .unwrap_or(ready_ns),
-        _ => ready_ns,
-    };
-    let skip: Vec<(u32, u32)> = coldstart_process::shared_memory_device().into_iter().collect();
-    let mut d = phases::derive(&events, &block, root, ready_ns, &names, &skip);
-    name_block_devices(&mut d.files, Path::new("/sys/dev/block"));
-    if d.phases.is_empty() {
-        return Err(TimelineError::NoExec);
-    }
-    if let Some(status) = exit_status {
-        if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) != 0 {
-            warnings.push(format!(
-                "the program exited with status {}{said}",
-                libc::WEXITSTATUS(status)
-            ));
-        }
-    }
+    Ok((events, block))
+}
+
+/// The root's exit event, with exit readiness the end of the start: exact, where the poll
+/// is late.
+fn exit_of(events: &[trace::Event], root: i32) -> Option<u64> {
+    events
+        .iter()
+        .filter(|e| e.pid == root && e.kind == trace::Kind::Exit)
+        .map(|e| e.ts_ns)
+        .next_back()
+}
+
+/// The timeline of the command from what its events gave (`d`), without functions or
+/// warnings.
+fn timeline_of(options: &TimelineOptions, d: phases::Derived) -> Timeline {
     let mut t =
         Timeline::new(options.command.iter().map(|a| a.to_string_lossy().into_owned()).collect());
-    t.created_unix = now();
+    t.created_unix = coldstart_units::now_unix();
     t.cache = match options.cache {
         Cache::Cold => "cold".into(),
         Cache::Hot => "hot".into(),
@@ -413,7 +489,13 @@ fn record_on(
     t.events = d.events;
     t.block = d.block;
     t.costs = d.costs;
-    let profile = match &options.functions {
+    t
+}
+
+/// The functions' profile the phases are lined up with: none, the one given, or one
+/// recorded now (killed at readiness).
+fn functions(options: &TimelineOptions) -> Result<Option<Profile>, TimelineError> {
+    Ok(match &options.functions {
         Functions::Skip => None,
         Functions::From(p) => Some((**p).clone()),
         Functions::Record => {
@@ -423,14 +505,7 @@ fn record_on(
             o.timeout = Some(options.timeout);
             Some(coldstart_profile::profile(&o)?.profile)
         }
-    };
-    if let Some(p) = profile {
-        let (spans, note) = align(&p, &program, d.entry_s, d.main_s, t.wall_s);
-        t.modules = spans;
-        t.modules_note = Some(note);
-    }
-    t.warnings = warnings;
-    Ok(t)
+    })
 }
 
 /// A file system reads its metadata (directories, inode tables, the journal) through the
@@ -448,13 +523,6 @@ fn name_block_devices(files: &mut [TimelineFile], sys_block: &Path) {
             f.path = format!("/dev/{name} (file system metadata)");
         }
     }
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 /// The first touch of a function named `name` in the module at `path` (else any), ns.

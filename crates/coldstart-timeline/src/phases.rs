@@ -59,153 +59,237 @@ pub(crate) fn derive(
     skip: &[(u32, u32)],
 ) -> Derived {
     let mut d = Derived::default();
-    let mine = |e: &&Event| e.pid == root;
-    let exec_enters: Vec<u64> =
-        events.iter().filter(mine).filter(|e| e.kind == Kind::ExecEnter).map(|e| e.ts_ns).collect();
-    let Some(&t0) = exec_enters.first() else { return d };
-    // The exec that started the program: the last one that succeeded before readiness.
+    let Some(t0) =
+        events.iter().find(|e| e.pid == root && e.kind == Kind::ExecEnter).map(|e| e.ts_ns)
+    else {
+        return d;
+    };
+    let ready = ready_ns.max(t0);
+    let at = |ns: u64| s(ns.saturating_sub(t0));
+    let probe = |name: &str| {
+        events
+            .iter()
+            .find(|e| {
+                e.pid == root && matches!(&e.kind, Kind::Probe(n) if n == name) && e.ts_ns <= ready
+            })
+            .map(|e| e.ts_ns)
+    };
+    let marks = Marks {
+        t0,
+        exec: program_exec(events, root, ready_ns),
+        entry: probe(ENTRY),
+        main: probe(MAIN),
+        ready,
+    };
+    d.t0_ns = t0;
+    d.wall_s = s(ready - t0);
+    d.entry_s = marks.entry.map(at);
+    d.main_s = marks.main.map(at);
+    d.phases = phases(events, root, &marks);
+    let tree = Activity::of(events, t0, ready, names, skip);
+    d.io_wait_s = tree.waits.iter().map(|w| s(w.2 - w.1)).sum();
+    d.io_wait_wall_s = s(union(tree.waits.iter().map(|w| (w.1, w.2))));
+    d.costs = file_costs(tree.files.len(), &tree.events, &tree.waits);
+    d.waits = tree
+        .waits
+        .iter()
+        .map(|&(pid, a, b, file)| Wait { pid, start_s: at(a), end_s: at(b), file })
+        .collect();
+    d.block = block_requests(block, &tree.bios, t0, ready);
+    d.files = tree.files;
+    d.events = tree.events;
+    d
+}
+
+/// The times the phases are cut at: the first exec (`t0`), the exec that started the
+/// program (entered, returned), the entry point and `main` when probed, and readiness.
+struct Marks {
+    t0: u64,
+    exec: Option<(u64, u64)>,
+    entry: Option<u64>,
+    main: Option<u64>,
+    ready: u64,
+}
+
+/// The exec that started the program (entered, returned): the last of `root`'s that
+/// succeeded before readiness.
+fn program_exec(events: &[Event], root: i32, ready_ns: u64) -> Option<(u64, u64)> {
     let mut exec = None;
     let mut pending = None;
-    for e in events.iter().filter(mine).filter(|e| e.ts_ns <= ready_ns) {
+    for e in events.iter().filter(|e| e.pid == root && e.ts_ns <= ready_ns) {
         match e.kind {
             Kind::ExecEnter => pending = Some(e.ts_ns),
             Kind::ExecExit { ok: true } => exec = pending.map(|p| (p, e.ts_ns)),
             _ => {}
         }
     }
-    d.t0_ns = t0;
-    let ready = ready_ns.max(t0);
-    d.wall_s = s(ready - t0);
-    let at = |ns: u64| s(ns.saturating_sub(t0));
-    let probe = |name: &str| {
-        events
-            .iter()
-            .filter(mine)
-            .find(|e| matches!(&e.kind, Kind::Probe(n) if n == name) && e.ts_ns <= ready)
-            .map(|e| e.ts_ns)
-    };
-    let (entry, main) = (probe(ENTRY), probe(MAIN));
-    d.entry_s = entry.map(at);
-    d.main_s = main.map(at);
+    exec
+}
+
+/// The phases of `root`'s start (see the module docs), from its events and `marks`, each
+/// clipped to readiness; none when the program's exec was not seen.
+fn phases(events: &[Event], root: i32, marks: &Marks) -> Vec<Phase> {
+    let Marks { t0, exec, entry, main, ready } = *marks;
+    let Some((enter, exit)) = exec else { return Vec::new() };
     let mut phases: Vec<(String, u64, u64)> = Vec::new();
-    if let Some((enter, exit)) = exec {
-        if enter > t0 {
-            phases.push(("wrapper".into(), t0, enter));
-        }
-        phases.push(("exec".into(), enter, exit));
-        // The loader's work ends at the entry point (or main, or readiness).
-        let limit = entry.or(main).unwrap_or(ready);
-        let mut last_map = None;
-        let mut last_seal = None;
-        let mut file_map = false;
-        for e in events.iter().filter(mine).filter(|e| e.ts_ns >= exit && e.ts_ns <= limit) {
-            match e.kind {
-                Kind::Mmap { fd } => file_map = fd >= 0,
-                Kind::MmapReturn if file_map => {
-                    last_map = Some(e.ts_ns);
-                    last_seal = None;
-                }
-                Kind::Mprotect { prot: 1 } if last_map.is_some() => last_seal = Some(e.ts_ns),
-                _ => {}
-            }
-        }
-        let mut t = exit;
-        if let Some(m) = last_map {
-            phases.push(("loader".into(), t, m));
-            t = m;
-        }
-        if let Some(r) = last_seal {
-            phases.push(("relocation".into(), t, r));
-            t = r;
-        }
-        match (entry, main) {
-            (_, Some(m)) => {
-                phases.push(("constructors".into(), t, m));
-                phases.push(("main".into(), m, ready));
-            }
-            (Some(en), None) => {
-                phases.push(("constructors".into(), t, en));
-                phases.push(("program".into(), en, ready));
-            }
-            (None, None) => phases.push(("program".into(), t, ready)),
-        }
+    if enter > t0 {
+        phases.push(("wrapper".into(), t0, enter));
     }
-    d.phases = phases
+    phases.push(("exec".into(), enter, exit));
+    // The loader's work ends at the entry point (or main, or readiness).
+    let (last_map, last_seal) = loader_marks(events, root, exit, entry.or(main).unwrap_or(ready));
+    let mut t = exit;
+    if let Some(m) = last_map {
+        phases.push(("loader".into(), t, m));
+        t = m;
+    }
+    if let Some(r) = last_seal {
+        phases.push(("relocation".into(), t, r));
+        t = r;
+    }
+    match (entry, main) {
+        (_, Some(m)) => {
+            phases.push(("constructors".into(), t, m));
+            phases.push(("main".into(), m, ready));
+        }
+        (Some(en), None) => {
+            phases.push(("constructors".into(), t, en));
+            phases.push(("program".into(), en, ready));
+        }
+        (None, None) => phases.push(("program".into(), t, ready)),
+    }
+    let at = |ns: u64| s(ns.saturating_sub(t0));
+    phases
         .into_iter()
         .filter(|(_, a, b)| b >= a)
         .map(|(name, a, b)| Phase { name, start_s: at(a.min(ready)), end_s: at(b.min(ready)) })
-        .collect();
+        .collect()
+}
 
-    // Files and page events of the whole tree.
-    let mut index: HashMap<Key, usize> = HashMap::new();
-    let mut last_page: HashMap<i32, usize> = HashMap::new();
-    let mut open: HashMap<i32, (u64, Option<usize>)> = HashMap::new();
-    let mut waits: Vec<(i32, u64, u64, Option<usize>)> = Vec::new();
-    let mut bios: Vec<((u32, u32), u64, u64)> = Vec::new();
-    for e in events.iter().filter(|e| e.ts_ns >= t0 && e.ts_ns <= ready) {
-        match &e.kind {
-            Kind::Page { kind, dev, ino, page, count } => {
-                if skip.contains(dev) {
-                    continue;
-                }
-                let key = (dev.0, dev.1, *ino);
-                let file = *index.entry(key).or_insert_with(|| {
-                    d.files.push(TimelineFile {
-                        path: names.get(&key).cloned().unwrap_or_default(),
-                        dev: format!("{}:{}", dev.0, dev.1),
-                        ino: *ino,
-                    });
-                    d.files.len() - 1
-                });
-                last_page.insert(e.pid, file);
-                d.events.push(PageEvent {
-                    t_s: at(e.ts_ns),
-                    file,
-                    page: *page,
-                    count: *count,
-                    kind: (*kind).into(),
-                    pid: e.pid,
-                });
+/// Where the loader's work ends, between exec's return (`from`) and `limit`: the last
+/// `mmap` of a file, and the last `mprotect(PROT_READ)` after it (the RELRO seal).
+fn loader_marks(events: &[Event], root: i32, from: u64, limit: u64) -> (Option<u64>, Option<u64>) {
+    let mut last_map = None;
+    let mut last_seal = None;
+    let mut file_map = false;
+    for e in events.iter().filter(|e| e.pid == root && e.ts_ns >= from && e.ts_ns <= limit) {
+        match e.kind {
+            Kind::Mmap { fd } => file_map = fd >= 0,
+            Kind::MmapReturn if file_map => {
+                last_map = Some(e.ts_ns);
+                last_seal = None;
             }
-            Kind::Switch { prev_pid, prev_blocked, next_pid } => {
-                if *prev_blocked {
-                    open.insert(*prev_pid, (e.ts_ns, last_page.get(prev_pid).copied()));
-                }
-                if let Some((a, f)) = open.remove(next_pid) {
-                    waits.push((*next_pid, a, e.ts_ns, f));
-                }
-            }
-            Kind::Bio { dev, sector, sectors } => bios.push((*dev, *sector, *sectors)),
+            Kind::Mprotect { prot: 1 } if last_map.is_some() => last_seal = Some(e.ts_ns),
             _ => {}
         }
     }
-    for (pid, (a, f)) in open {
-        waits.push((pid, a, ready, f));
+    (last_map, last_seal)
+}
+
+/// A thread's wait: its pid, from and until (ns), and the file of its last page event.
+type Waiting = (i32, u64, u64, Option<usize>);
+
+/// What the whole tree did between the first exec and readiness: the files it touched, its
+/// page events, its threads' waits (sorted by start) and the bios it submitted.
+struct Activity {
+    files: Vec<TimelineFile>,
+    events: Vec<PageEvent>,
+    waits: Vec<Waiting>,
+    bios: Vec<((u32, u32), u64, u64)>,
+}
+
+impl Activity {
+    /// Read the page, switch and bio events from `t0` to `ready`: a file is numbered when
+    /// first touched, and a thread that blocks waits until it runs again (or readiness).
+    fn of(
+        events: &[Event],
+        t0: u64,
+        ready: u64,
+        names: &HashMap<Key, String>,
+        skip: &[(u32, u32)],
+    ) -> Activity {
+        let mut tree =
+            Activity { files: Vec::new(), events: Vec::new(), waits: Vec::new(), bios: Vec::new() };
+        let at = |ns: u64| s(ns.saturating_sub(t0));
+        let mut index: HashMap<Key, usize> = HashMap::new();
+        let mut last_page: HashMap<i32, usize> = HashMap::new();
+        let mut open: HashMap<i32, (u64, Option<usize>)> = HashMap::new();
+        for e in events.iter().filter(|e| e.ts_ns >= t0 && e.ts_ns <= ready) {
+            match &e.kind {
+                Kind::Page { kind, dev, ino, page, count } => {
+                    if skip.contains(dev) {
+                        continue;
+                    }
+                    let key = (dev.0, dev.1, *ino);
+                    let file = *index.entry(key).or_insert_with(|| {
+                        tree.files.push(TimelineFile {
+                            path: names.get(&key).cloned().unwrap_or_default(),
+                            dev: format!("{}:{}", dev.0, dev.1),
+                            ino: *ino,
+                        });
+                        tree.files.len() - 1
+                    });
+                    last_page.insert(e.pid, file);
+                    tree.events.push(PageEvent {
+                        t_s: at(e.ts_ns),
+                        file,
+                        page: *page,
+                        count: *count,
+                        kind: (*kind).into(),
+                        pid: e.pid,
+                    });
+                }
+                Kind::Switch { prev_pid, prev_blocked, next_pid } => {
+                    if *prev_blocked {
+                        open.insert(*prev_pid, (e.ts_ns, last_page.get(prev_pid).copied()));
+                    }
+                    if let Some((a, f)) = open.remove(next_pid) {
+                        tree.waits.push((*next_pid, a, e.ts_ns, f));
+                    }
+                }
+                Kind::Bio { dev, sector, sectors } => tree.bios.push((*dev, *sector, *sectors)),
+                _ => {}
+            }
+        }
+        for (pid, (a, f)) in open {
+            tree.waits.push((pid, a, ready, f));
+        }
+        tree.waits.sort_by_key(|w| w.1);
+        tree
     }
-    waits.sort_by_key(|w| w.1);
-    d.io_wait_s = waits.iter().map(|w| s(w.2 - w.1)).sum();
-    d.io_wait_wall_s = s(union(waits.iter().map(|w| (w.1, w.2))));
-    let mut costs: Vec<FileCost> = (0..d.files.len())
-        .map(|file| FileCost { file, pages_read: 0, faults: 0, wait_s: 0.0 })
-        .collect();
-    for ev in &d.events {
+}
+
+/// What each of `files` files cost: pages read, faults and the time threads waited after
+/// touching it; the costliest first, those never read nor faulted on left out.
+fn file_costs(files: usize, events: &[PageEvent], waits: &[Waiting]) -> Vec<FileCost> {
+    let mut costs: Vec<FileCost> =
+        (0..files).map(|file| FileCost { file, pages_read: 0, faults: 0, wait_s: 0.0 }).collect();
+    for ev in events {
         match ev.kind.as_str() {
             "read" => costs[ev.file].pages_read += ev.count,
             "fault" => costs[ev.file].faults += 1,
             _ => {}
         }
     }
-    for (pid, a, b, f) in &waits {
+    for (_, a, b, f) in waits {
         if let Some(f) = f {
             costs[*f].wait_s += s(b - a);
         }
-        d.waits.push(Wait { pid: *pid, start_s: at(*a), end_s: at(*b), file: *f });
     }
     costs.sort_by(|a, b| b.wait_s.total_cmp(&a.wait_s).then(b.pages_read.cmp(&a.pages_read)));
     costs.retain(|c| c.pages_read > 0 || c.faults > 0);
-    d.costs = costs;
+    costs
+}
 
-    // Block requests that carry the program's bios.
+/// The block requests issued from `t0` to `ready` that carry one of the program's `bios`,
+/// each with its completion when seen.
+fn block_requests(
+    block: &[Event],
+    bios: &[((u32, u32), u64, u64)],
+    t0: u64,
+    ready: u64,
+) -> Vec<BlockRequest> {
+    let at = |ns: u64| s(ns.saturating_sub(t0));
     let mut issued: Vec<(BlockRequest, (u32, u32))> = Vec::new();
     for e in block {
         match &e.kind {
@@ -236,8 +320,7 @@ pub(crate) fn derive(
             _ => {}
         }
     }
-    d.block = issued.into_iter().map(|(r, _)| r).collect();
-    d
+    issued.into_iter().map(|(r, _)| r).collect()
 }
 
 fn s(ns: u64) -> f64 {

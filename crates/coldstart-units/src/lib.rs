@@ -25,6 +25,12 @@ pub use bounded::{
 };
 pub use show::{bit_rate, byte_rate, bytes, bytes_f, count, count_f, p_value, plural};
 
+/// Seconds since the Unix epoch now (0 with a clock set before it): what a file's
+/// `created_unix` records.
+pub fn now_unix() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
 /// A Unix time (seconds) as UTC `(year, month, day, hour, minute, second)`, by Howard
 /// Hinnant's `civil_from_days`.
 pub fn utc_from_unix(secs: u64) -> (i64, i64, i64, u64, u64, u64) {

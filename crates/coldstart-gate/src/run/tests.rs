@@ -44,6 +44,12 @@ impl Script {
         }
     }
 
+    /// The same script on a machine whose calibration loop takes `mean + sd x noise`.
+    fn calibrated(mut self, calibration: (f64, f64)) -> Script {
+        self.calibration = calibration;
+        self
+    }
+
     fn normal(&mut self) -> f64 {
         (0..12).map(|_| self.rng.below(1 << 30) as f64 / (1u64 << 30) as f64).sum::<f64>() - 6.0
     }
@@ -110,6 +116,15 @@ fn record_with(script: &mut Script, o: &GateOptions) -> Baseline {
     record(o, script, &mut |_| {}).unwrap()
 }
 
+/// A gate of `script`'s runs against `base` (recorded as `b.json`, without history).
+fn gate_with(
+    o: &GateOptions,
+    base: &Baseline,
+    script: &mut Script,
+) -> Result<(GateReport, Baseline), GateError> {
+    gate(o, base, Path::new("b.json"), None, script, &mut |_| {})
+}
+
 #[test]
 fn the_same_start_up_is_not_slower_after_one_batch() {
     let o = options(emulated());
@@ -118,7 +133,7 @@ fn the_same_start_up_is_not_slower_after_one_batch() {
     assert_eq!(base.samples(Figure::Time, "hot").unwrap().values.len(), 30);
     assert_eq!(base.samples(Figure::PagesTouched, "hot").unwrap().values.len(), 3);
     let mut now = Script::new(2, (0.040, 0.0005), (0.010, 0.0002));
-    let (report, _) = gate(&o, &base, Path::new("b.json"), None, &mut now, &mut |_| {}).unwrap();
+    let (report, _) = gate_with(&o, &base, &mut now).unwrap();
     assert_eq!(report.verdict, Outcome::NotSlower, "{}", report.to_text());
     // A small batch of the colder state, one of hot runs, one page profile: all agree.
     assert_eq!(now.calls, [(vec![CacheState::Selective], 5), (vec![CacheState::Hot], 10)]);
@@ -135,14 +150,11 @@ fn a_loaded_machine_is_not_a_regression() {
     // though noisily. Taking off only the part of the machine's slowdown its interval made
     // certain (its low end) called this "slower" twice in 20 gate runs.
     let o = options(emulated());
-    let mut then = Script::new(1, (0.100, 0.002), (0.020, 0.0005));
-    then.calibration = (0.010, 0.0002);
+    let mut then = Script::new(1, (0.100, 0.002), (0.020, 0.0005)).calibrated((0.010, 0.0002));
     let base = record_with(&mut then, &o);
     for seed in 2..12 {
-        let mut now = Script::new(seed, (0.140, 0.006), (0.028, 0.0015));
-        now.calibration = (0.014, 0.004);
-        let (report, _) =
-            gate(&o, &base, Path::new("b.json"), None, &mut now, &mut |_| {}).unwrap();
+        let mut now = Script::new(seed, (0.140, 0.006), (0.028, 0.0015)).calibrated((0.014, 0.004));
+        let (report, _) = gate_with(&o, &base, &mut now).unwrap();
         assert_ne!(report.verdict, Outcome::Slower, "{}", report.to_text());
     }
 }
@@ -153,12 +165,10 @@ fn runs_are_added_while_the_machines_own_slowdown_is_in_the_way() {
     // first batch, which the rank test alone thought enough (a 20% regression under a test
     // suite stayed unclear after 10 runs).
     let o = options(emulated());
-    let mut then = Script::new(1, (0.100, 0.002), (0.100, 0.002));
-    then.calibration = (0.010, 0.0001);
+    let mut then = Script::new(1, (0.100, 0.002), (0.100, 0.002)).calibrated((0.010, 0.0001));
     let base = record_with(&mut then, &o);
-    let mut now = Script::new(2, (0.130, 0.002), (0.130, 0.002));
-    now.calibration = (0.0125, 0.003);
-    let (report, _) = gate(&o, &base, Path::new("b.json"), None, &mut now, &mut |_| {}).unwrap();
+    let mut now = Script::new(2, (0.130, 0.002), (0.130, 0.002)).calibrated((0.0125, 0.003));
+    let (report, _) = gate_with(&o, &base, &mut now).unwrap();
     assert!(now.calls.len() > 2, "{:?}\n{}", now.calls, report.to_text());
     for state in [CacheState::Selective, CacheState::Hot] {
         let runs: usize = now.calls.iter().filter(|c| c.0 == [state]).map(|c| c.1).sum();
@@ -174,14 +184,14 @@ fn a_far_function_is_slower_through_the_exact_pages_and_a_page_that_comes_and_go
     // unchanged program (the noise model's allowance).
     let mut now = Script::new(3, (0.040, 0.0005), (0.010, 0.0002));
     now.pages = 301.0;
-    let (report, _) = gate(&o, &base, Path::new("b.json"), None, &mut now, &mut |_| {}).unwrap();
+    let (report, _) = gate_with(&o, &base, &mut now).unwrap();
     assert_ne!(report.verdict, Outcome::Slower, "{}", report.to_text());
     // One more function called at start-up, 5 pages placed far from the touched code: the
     // device reads the same (its read-ahead brings the pages with others on a large
     // program), the exact pages see it.
     let mut now = Script::new(3, (0.040, 0.0005), (0.010, 0.0002));
     now.pages = 305.0;
-    let (report, _) = gate(&o, &base, Path::new("b.json"), None, &mut now, &mut |_| {}).unwrap();
+    let (report, _) = gate_with(&o, &base, &mut now).unwrap();
     assert_eq!(report.verdict, Outcome::Slower, "{}", report.to_text());
     assert!(
         report.reasons.iter().any(|r| r.starts_with("pages touched, hot: 300 -> 305")),
@@ -233,7 +243,7 @@ fn the_budget_shrinks_the_first_batches_stops_adding_and_says_what_it_left_uncle
     o.budget = Some(std::time::Duration::from_secs(9));
     let mut now = Script::new(4, (0.0424, 0.004), (0.010, 0.0002));
     now.run_s = 2.0;
-    let (report, _) = gate(&o, &base, Path::new("b.json"), None, &mut now, &mut |_| {}).unwrap();
+    let (report, _) = gate_with(&o, &base, &mut now).unwrap();
     // The first cold batch shrank from 5 runs to 3 (6 s, and 2 s for 10 hot runs), and no
     // batch was added.
     assert_eq!(now.calls, [(vec![CacheState::Selective], 3), (vec![CacheState::Hot], 10)]);
@@ -258,7 +268,7 @@ fn a_baseline_from_another_kernel_is_flagged_and_not_compared() {
     let mut base = record_with(&mut Script::new(1, (0.040, 0.0005), (0.010, 0.0002)), &o);
     base.environment.kernel = "5.10.0-other".into();
     let mut now = Script::new(2, (0.080, 0.0005), (0.010, 0.0002)); // twice as slow
-    let (report, _) = gate(&o, &base, Path::new("b.json"), None, &mut now, &mut |_| {}).unwrap();
+    let (report, _) = gate_with(&o, &base, &mut now).unwrap();
     assert_eq!(report.verdict, Outcome::Unclear);
     assert_eq!(report.environment_differences[0].what, "kernel");
     assert!(report.figures.iter().all(|r| r.verdict == Verdict::NotCompared));
@@ -271,27 +281,11 @@ fn a_gate_measures_as_its_baseline_did_or_refuses() {
     let o = options(emulated());
     let base = record_with(&mut Script::new(1, (0.040, 0.0005), (0.010, 0.0002)), &o);
     let mut asked = options(StorageChoice::Off);
-    let e = gate(
-        &asked,
-        &base,
-        Path::new("b.json"),
-        None,
-        &mut Script::new(2, (0.04, 0.0), (0.01, 0.0)),
-        &mut |_| {},
-    )
-    .unwrap_err();
+    let e = gate_with(&asked, &base, &mut Script::new(2, (0.04, 0.0), (0.01, 0.0))).unwrap_err();
     assert!(e.to_string().contains("--storage") && e.to_string().contains("hdd"), "{e}");
     asked = options(StorageChoice::Auto);
     asked.states = Some(vec![CacheState::Hot]);
-    let e = gate(
-        &asked,
-        &base,
-        Path::new("b.json"),
-        None,
-        &mut Script::new(2, (0.04, 0.0), (0.01, 0.0)),
-        &mut |_| {},
-    )
-    .unwrap_err();
+    let e = gate_with(&asked, &base, &mut Script::new(2, (0.04, 0.0), (0.01, 0.0))).unwrap_err();
     assert!(e.to_string().contains("--cache"), "{e}");
     assert_eq!(e.category(), coldstart_error::Category::Usage);
 }
@@ -300,15 +294,8 @@ fn a_gate_measures_as_its_baseline_did_or_refuses() {
 fn on_this_disk_the_whole_tree_reads_are_judged_but_not_the_whole_machine_requests() {
     let o = options(StorageChoice::Off);
     let base = record_with(&mut Script::new(1, (0.040, 0.0005), (0.010, 0.0002)), &o);
-    let (report, _) = gate(
-        &o,
-        &base,
-        Path::new("b.json"),
-        None,
-        &mut Script::new(2, (0.04, 0.0005), (0.01, 0.0002)),
-        &mut |_| {},
-    )
-    .unwrap();
+    let (report, _) =
+        gate_with(&o, &base, &mut Script::new(2, (0.04, 0.0005), (0.01, 0.0002))).unwrap();
     let row = |f: Figure| report.figures.iter().find(|r| r.figure == f).unwrap().clone();
     assert_ne!(row(Figure::ReadBytes).verdict, Verdict::NotCompared);
     assert_eq!(row(Figure::ReadRequests).verdict, Verdict::NotCompared);

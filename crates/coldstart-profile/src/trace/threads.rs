@@ -9,6 +9,8 @@ use crate::format::{Image, Via};
 use crate::{Follow, ProfileError};
 
 impl Tracer<'_> {
+    /// Act on a ptrace event of thread `tid`: a new thread or process joins the tree, an
+    /// exec starts a new image (followed or let go); the thread then runs on.
     pub(super) fn handle_event(&mut self, tid: i32, event: i32) -> Result<(), ProfileError> {
         let (space, tgid) = (self.threads[&tid].space, self.threads[&tid].tgid);
         match event {
@@ -18,97 +20,109 @@ impl Tracer<'_> {
                 unsafe {
                     libc::ptrace(libc::PTRACE_GETEVENTMSG, tid, 0, &mut msg as *mut libc::c_ulong)
                 };
-                let child = msg as i32;
-                let all = self.opts.follow_forks == Follow::All;
-                let (child_space, child_tgid) = match event {
-                    libc::PTRACE_EVENT_CLONE => (space, tgid),
-                    libc::PTRACE_EVENT_VFORK if all => (space, child),
-                    // A vfork child is followed (or not) from its exec on.
-                    libc::PTRACE_EVENT_VFORK => (self.new_child_space(space, child, false)?, child),
-                    _ => {
-                        let followed = self.opts.follow_forks != Follow::None;
-                        let s = self.new_child_space(space, child, !followed)?;
-                        self.images.push(Image {
-                            pid: child,
-                            parent: tgid,
-                            path: self.spaces[s].exe.clone(),
-                            via: Via::Fork,
-                            profiled: followed,
-                        });
-                        (s, child)
-                    }
-                };
-                let early = self.threads.get(&child).is_some_and(|t| t.early);
-                self.threads.insert(
-                    child,
-                    Thread {
-                        space: child_space,
-                        tgid: child_tgid,
-                        seen: early,
-                        early: false,
-                        stepping: false,
-                        stop_pending: false,
-                        stopped: false,
-                    },
-                );
-                if early {
-                    // Its first stop came before this event: act on it now.
-                    if self.spaces[child_space].detach_at_first_stop {
-                        self.clean_and_detach(child_space, child);
-                    } else {
-                        cont(child, 0);
-                    }
-                }
+                self.on_new_thread(event, space, tgid, msg as i32)?;
                 cont(tid, 0);
             }
-            libc::PTRACE_EVENT_EXEC => {
-                // Other threads of the process are gone; the exec'ing thread now has the
-                // process id.
-                let pid = tgid;
-                self.threads.retain(|&t, th| th.tgid != pid || t == tid);
-                if let Some(mut th) = self.threads.remove(&tid) {
-                    th.tgid = pid;
-                    self.threads.insert(pid, th);
-                }
-                let sp = &self.spaces[space];
-                // A vfork child followed with every child shares its parent's space.
-                let (parent, parent_exe) = if sp.pid == pid {
-                    (sp.parent, sp.parent_exe.clone())
-                } else {
-                    (sp.pid, Some(sp.exe.clone()))
-                };
-                if self.spaces[space].pid == pid {
-                    self.spaces[space].alive = false;
-                }
-                let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
-                // The command's own process follows its executions (a wrapper's program); a
-                // child, by the rule for children.
-                let followed = self.opts.follow_exec
-                    && (pid == self.root
-                        || match self.opts.follow_forks {
-                            Follow::All => true,
-                            Follow::Same => parent_exe.as_ref() == Some(&exe),
-                            Follow::None => false,
-                        });
+            libc::PTRACE_EVENT_EXEC => self.on_exec(tid, space, tgid)?,
+            _ => cont(tid, 0),
+        }
+        Ok(())
+    }
+
+    /// A thread (clone) or process (fork, vfork) `child` of a thread of `space`, process
+    /// `tgid`: its space (the same for a thread, a copy for a process, with its image
+    /// recorded), and its first stop acted on when it came before this event.
+    fn on_new_thread(
+        &mut self,
+        event: i32,
+        space: usize,
+        tgid: i32,
+        child: i32,
+    ) -> Result<(), ProfileError> {
+        let all = self.opts.follow_forks == Follow::All;
+        let (child_space, child_tgid) = match event {
+            libc::PTRACE_EVENT_CLONE => (space, tgid),
+            libc::PTRACE_EVENT_VFORK if all => (space, child),
+            // A vfork child is followed (or not) from its exec on.
+            libc::PTRACE_EVENT_VFORK => (self.new_child_space(space, child, false)?, child),
+            _ => {
+                let followed = self.opts.follow_forks != Follow::None;
+                let s = self.new_child_space(space, child, !followed)?;
                 self.images.push(Image {
-                    pid,
-                    parent,
-                    path: exe,
-                    via: Via::Exec,
+                    pid: child,
+                    parent: tgid,
+                    path: self.spaces[s].exe.clone(),
+                    via: Via::Fork,
                     profiled: followed,
                 });
-                if !followed {
-                    self.threads.remove(&pid);
-                    let _ = ptrace(libc::PTRACE_DETACH, pid, 0, 0);
-                } else {
-                    let new_space = self.new_space_at_exec(pid)?;
-                    self.spaces[new_space].parent = parent;
-                    self.spaces[new_space].parent_exe = parent_exe;
-                    self.threads.get_mut(&pid).unwrap().space = new_space;
-                    cont(pid, 0);
-                }
+                (s, child)
             }
-            _ => cont(tid, 0),
+        };
+        let early = self.threads.get(&child).is_some_and(|t| t.early);
+        self.threads.insert(
+            child,
+            Thread {
+                space: child_space,
+                tgid: child_tgid,
+                seen: early,
+                early: false,
+                stepping: false,
+                stop_pending: false,
+                stopped: false,
+            },
+        );
+        if early {
+            // Its first stop came before this event: act on it now.
+            if self.spaces[child_space].detach_at_first_stop {
+                self.clean_and_detach(child_space, child);
+            } else {
+                cont(child, 0);
+            }
+        }
+        Ok(())
+    }
+
+    /// Thread `tid` of process `tgid` (in `space`) executed a new image: the process's
+    /// other threads are gone, the image is recorded, and followed (a new space) or let go.
+    fn on_exec(&mut self, tid: i32, space: usize, tgid: i32) -> Result<(), ProfileError> {
+        // Other threads of the process are gone; the exec'ing thread now has the
+        // process id.
+        let pid = tgid;
+        self.threads.retain(|&t, th| th.tgid != pid || t == tid);
+        if let Some(mut th) = self.threads.remove(&tid) {
+            th.tgid = pid;
+            self.threads.insert(pid, th);
+        }
+        let sp = &self.spaces[space];
+        // A vfork child followed with every child shares its parent's space.
+        let (parent, parent_exe) = if sp.pid == pid {
+            (sp.parent, sp.parent_exe.clone())
+        } else {
+            (sp.pid, Some(sp.exe.clone()))
+        };
+        if self.spaces[space].pid == pid {
+            self.spaces[space].alive = false;
+        }
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+        // The command's own process follows its executions (a wrapper's program); a
+        // child, by the rule for children.
+        let followed = self.opts.follow_exec
+            && (pid == self.root
+                || match self.opts.follow_forks {
+                    Follow::All => true,
+                    Follow::Same => parent_exe.as_ref() == Some(&exe),
+                    Follow::None => false,
+                });
+        self.images.push(Image { pid, parent, path: exe, via: Via::Exec, profiled: followed });
+        if !followed {
+            self.threads.remove(&pid);
+            let _ = ptrace(libc::PTRACE_DETACH, pid, 0, 0);
+        } else {
+            let new_space = self.new_space_at_exec(pid)?;
+            self.spaces[new_space].parent = parent;
+            self.spaces[new_space].parent_exe = parent_exe;
+            self.threads.get_mut(&pid).unwrap().space = new_space;
+            cont(pid, 0);
         }
         Ok(())
     }
@@ -158,19 +172,43 @@ impl Tracer<'_> {
     pub(super) fn finish(&mut self, kill: bool) -> Result<(), ProfileError> {
         self.recording = false;
         if kill {
-            // SAFETY: killing our own process group and reaping it.
-            unsafe {
-                libc::kill(-self.root, libc::SIGKILL);
-                for &tid in self.threads.keys() {
-                    libc::kill(tid, libc::SIGKILL);
-                }
-            }
-            let mut status = 0;
-            // SAFETY: reaping our tracees.
-            while unsafe { libc::waitpid(-1, &mut status, libc::__WALL) } > 0 {}
-            self.threads.clear();
+            self.kill_tree();
             return Ok(());
         }
+        self.ask_all_to_stop();
+        self.wait_until_stopped()?;
+        for space in &mut self.spaces {
+            if space.alive {
+                space.restore_all();
+            }
+        }
+        // A thread stopped by the clone of a thread of some space: find its space by tgid.
+        for (&tid, t) in &self.threads {
+            let _ = t;
+            let _ = ptrace(libc::PTRACE_DETACH, tid, 0, 0);
+        }
+        self.threads.clear();
+        Ok(())
+    }
+
+    /// Kill the process group and every traced thread, and reap them all.
+    fn kill_tree(&mut self) {
+        // SAFETY: killing our own process group and reaping it.
+        unsafe {
+            libc::kill(-self.root, libc::SIGKILL);
+            for &tid in self.threads.keys() {
+                libc::kill(tid, libc::SIGKILL);
+            }
+        }
+        let mut status = 0;
+        // SAFETY: reaping our tracees.
+        while unsafe { libc::waitpid(-1, &mut status, libc::__WALL) } > 0 {}
+        self.threads.clear();
+    }
+
+    /// Send every running thread `SIGSTOP`; a thread whose first stop is still coming, or
+    /// that is stopped waiting for its creation event, needs none.
+    fn ask_all_to_stop(&mut self) {
         let tids: Vec<i32> = self.threads.keys().copied().collect();
         for &tid in &tids {
             let t = self.threads.get_mut(&tid).unwrap();
@@ -188,6 +226,12 @@ impl Tracer<'_> {
             // SAFETY: stopping one of our tracee threads.
             unsafe { libc::syscall(libc::SYS_tgkill, t.tgid, tid, libc::SIGSTOP) };
         }
+    }
+
+    /// Wait (up to 10 s) until every thread is stopped: a stop asked for counts, a new
+    /// thread's first stop counts, any other stop is handled as in the trace (and a thread it
+    /// resumed is asked to stop).
+    fn wait_until_stopped(&mut self) -> Result<(), ProfileError> {
         let start = Instant::now();
         while self.threads.values().any(|t| !t.stopped) {
             let mut status = 0;
@@ -244,17 +288,6 @@ impl Tracer<'_> {
                 }
             }
         }
-        for space in &mut self.spaces {
-            if space.alive {
-                space.restore_all();
-            }
-        }
-        // A thread stopped by the clone of a thread of some space: find its space by tgid.
-        for (&tid, t) in &self.threads {
-            let _ = t;
-            let _ = ptrace(libc::PTRACE_DETACH, tid, 0, 0);
-        }
-        self.threads.clear();
         Ok(())
     }
 }

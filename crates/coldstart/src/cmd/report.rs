@@ -35,10 +35,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot write -o {}", args.output.display()))
         .map_err(|e| exit::usage(format!("{e:#}: choose another -o")))?;
     let inputs = Inputs::load(&args.inputs)?;
-    let when = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let when = coldstart_units::now_unix();
     let options = Options {
         title: args.title,
         subtitle: format!(
