@@ -11,7 +11,10 @@
 //! - [`maps`]: the files a process maps (`/proc/PID/maps`) and holds open (`/proc/PID/fd`),
 //!   and the processes of a group;
 //! - [`fanotify`]: being told of every open on the file systems with a page cache, as it
-//!   happens, with the file opened.
+//!   happens, with the file opened;
+//! - [`held`]: starting a program held before its `execve` ([`Spawner`], [`Held`]): hooks in
+//!   the child (a cgroup, a mount namespace, `PTRACE_TRACEME`), a process group of its own,
+//!   the go and exec-error pipes, a pidfd, and kill-and-reap on drop.
 //!
 //! Nothing here prints or exits: errors carry their [`coldstart_error::Category`] and the
 //! binary says what to do.
@@ -31,11 +34,13 @@
 //! ```
 
 pub mod fanotify;
+pub mod held;
 pub mod maps;
 mod memory;
 pub mod mountinfo;
 mod path;
 
+pub use held::{BeforeExec, Held, Hold, SpawnError, Spawner};
 pub use memory::{memory_file_system, shared_memory_device};
 pub use path::{find_program, search_path, LookupError};
 
