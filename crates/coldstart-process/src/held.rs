@@ -12,8 +12,8 @@
 //! 3. join cgroups ([`Spawner::join_cgroup`]: a `cgroup.procs` file opened by the parent);
 //! 4. ask to be traced ([`Spawner::trace`], `PTRACE_TRACEME`), or to die with the parent
 //!    ([`Spawner::die_with_parent`]);
-//! 5. lay its descriptors ([`Spawner::fd`], [`Spawner::null`], [`Spawner::close`]) and change
-//!    its working directory;
+//! 5. close what it is told to ([`Spawner::close`]), lay its descriptors ([`Spawner::fd`],
+//!    [`Spawner::null`]) and change its working directory;
 //! 6. run the caller's [`BeforeExec`] hooks (a mount namespace, for instance);
 //! 7. wait to be let go ([`Hold`]: a byte on the *go* pipe, or `SIGCONT` after a `SIGSTOP`);
 //! 8. read the monotonic clock into a page shared with the parent ([`Spawner::exec_clock`])
@@ -565,13 +565,14 @@ unsafe fn child(p: &Plan<'_>) -> ! {
     if p.die_with_parent {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
     }
+    // Closed first: a descriptor closed never takes one laid (the sources are copies, apart).
+    for &fd in p.close {
+        libc::close(fd);
+    }
     for &(target, source) in p.lay {
         if libc::dup2(source, target) < 0 {
             fail(Stage::Descriptors, errno());
         }
-    }
-    for &fd in p.close {
-        libc::close(fd);
     }
     if let Some(cwd) = p.cwd {
         if libc::chdir(cwd) != 0 {
