@@ -1,8 +1,9 @@
 //! One start of the measured command from the bundle: mount it with a run's options, run the
 //! command to its end, unmount, and measure what the start fetched and waited for.
 
+use std::ffi::OsStr;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use coldstart_lazyfs::model::LinkEstimate;
@@ -65,14 +66,15 @@ pub(crate) fn start(
     });
     let stderr = coldstart_sys::stderr::StderrFile::new()
         .map_err(io("a memory file for the standard error"))?;
-    let mut cmd = Command::new(root.join(&command[0]));
-    cmd.args(&command[1..])
+    let program = root.join(&command[0]);
+    let argv = std::iter::once(program.as_os_str()).chain(command[1..].iter().map(OsStr::new));
+    let spawner = coldstart_process::held::Spawner::new(&program, argv)
         .current_dir(&root)
         .env("COLDSTART_ROOT", &root)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(stderr.to_stdio().map_err(io("a memory file for the standard error"))?);
-    let status = match mount.spawn(&mut cmd) {
+        .null(0)
+        .null(1)
+        .fd(2, stderr.as_fd());
+    let status = match mount.spawn(spawner) {
         Ok(mut group) => loop {
             if o.cancel.is_cancelled() {
                 group.end(Duration::from_millis(200));

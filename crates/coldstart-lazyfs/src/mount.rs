@@ -1,6 +1,5 @@
 //! Mounting and unmounting, with the checks a user needs before anything is mounted.
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -10,13 +9,14 @@ use std::time::{Duration, Instant};
 use coldstart_bundle::remote::{get_manifest, open, redact_url, FetchedManifest};
 use coldstart_bundle::start::START_OBJECT;
 use coldstart_bundle::{ChunkCache, FetchError};
+use coldstart_process::held::{SpawnError, Spawner};
 use fuser::{MountOption, Session, SessionACL, SessionUnmounter};
 
 use crate::auto::{choose, choose_with, ChooseOptions};
 use crate::engine::{Engine, EngineOptions, Report, StartFailure, StartFetch};
 use crate::error::MountError;
 use crate::fs::LazyFs;
-use crate::group::{pgid_line, Group};
+use crate::group::Group;
 use crate::history::{HeldOutRun, History};
 use crate::model::{Choice, ManifestCost};
 use crate::options::{default_readahead, read_timeout, MountOptions};
@@ -341,35 +341,24 @@ impl Mount {
         self.engine.cancel();
     }
 
-    /// Starts `cmd` on the mount in a process group of its own (its id is the command's pid),
-    /// with no signal blocked. The mount's watchdog is told the group before the command
-    /// runs, and kills it if this process dies; the command closes its copy of the pipe to the
-    /// watchdog before `exec`, so that a command stuck in `exec` on a read from the mount
-    /// does not hide this process's death from it.
-    pub fn spawn(&self, cmd: &mut Command) -> std::io::Result<Group> {
-        let fd = self.watchdog.as_ref().and_then(Watchdog::fd);
-        // SAFETY: only async-signal-safe calls (sigprocmask, setpgid, getpid, write, close)
-        // between fork and exec, on memory of the child's own stack.
-        unsafe {
-            cmd.pre_exec(move || {
-                let mut set: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut set);
-                libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
-                if libc::setpgid(0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if let Some(fd) = fd {
-                    let mut line = [0u8; 32];
-                    let n = pgid_line(libc::getpid(), &mut line);
-                    libc::write(fd, line.as_ptr() as *const libc::c_void, n);
-                    libc::close(fd);
-                }
-                Ok(())
-            });
+    /// Starts `command` on the mount, held before `exec` in a process group of its own (its id
+    /// is the command's pid), with no signal blocked. The mount's watchdog is told the group
+    /// before the command runs, and kills it if this process dies; the command closes its copy
+    /// of the pipe to the watchdog before `exec`, so that a command stuck in `exec` on a read
+    /// from the mount does not hide this process's death from it. Returns once the command
+    /// runs, or with the error of its `exec`.
+    pub fn spawn(&self, command: Spawner<'_>) -> std::io::Result<Group> {
+        let watchdog = self.watchdog.as_ref();
+        let command = match watchdog.and_then(Watchdog::pipe) {
+            Some(fd) => command.close(fd),
+            None => command,
+        };
+        let mut held = command.spawn().map_err(spawn_error)?;
+        if let Some(w) = watchdog {
+            w.tell_group(held.pid());
         }
-        let child = cmd.spawn()?;
-        let pgid = child.id() as i32;
-        Ok(Group { child, pgid })
+        held.release().map_err(spawn_error)?;
+        Ok(Group { held })
     }
 
     fn teardown(&mut self) -> Result<(), MountError> {
@@ -456,6 +445,17 @@ fn detach(dir: &Path, conn: Option<u32>) {
 impl Drop for Mount {
     fn drop(&mut self) {
         let _ = self.teardown();
+    }
+}
+
+/// A command that could not be started, as `std::process::Command` reports it: the error of
+/// its `exec` (`EIO` for a file the mount could not read), or of the call that failed.
+fn spawn_error(e: SpawnError) -> std::io::Error {
+    match e {
+        SpawnError::Child { source, .. } | SpawnError::Setup { source, .. } => source,
+        nul @ SpawnError::Nul { .. } => {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, nul.to_string())
+        }
     }
 }
 

@@ -121,10 +121,18 @@ impl Watchdog {
         Ok(())
     }
 
-    /// The descriptor of the pipe to the watchdog, which a forked child must close.
-    pub(crate) fn fd(&self) -> Option<std::os::fd::RawFd> {
-        use std::os::fd::AsRawFd;
-        self.stdin.as_ref().map(|s| s.as_raw_fd())
+    /// The pipe to the watchdog, which a forked child must close.
+    pub(crate) fn pipe(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        self.stdin.as_ref().map(|s| s.as_fd())
+    }
+
+    /// Tells the watchdog the process group to kill should this process die (`pgid N`).
+    pub(crate) fn tell_group(&self, pgid: i32) {
+        use std::io::Write;
+        if let Some(mut s) = self.stdin.as_ref() {
+            let _ = s.write_all(format!("pgid {pgid}\n").as_bytes());
+        }
     }
 
     /// Tells the watchdog one line (see [`Watchdog`]); a line with a newline in it is not sent.

@@ -49,9 +49,9 @@
 //! ## Where the code is
 //!
 //! [`LinuxExecutor`] below drives one run through `run` (prepare, spawn, wait, collect):
-//! `spawn` forks and execs the tree in its cgroup (the go and err pipes, the shared clock),
-//! `wait` is the readiness loop, `counters` reads the figures, and `discovery` collects the
-//! files.
+//! `spawn` starts the tree held before `exec` in its cgroup (with
+//! [`coldstart_process::held`]: the go and exec-error pipes, the shared clock), `wait` is the
+//! readiness loop, `counters` reads the figures, and `discovery` collects the files.
 
 mod counters;
 mod discovery;

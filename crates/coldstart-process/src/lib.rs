@@ -15,7 +15,10 @@
 //! - [`cancel`]: the one way a command ends on `SIGINT`, `SIGTERM` or `SIGHUP`: the signal is
 //!   noted, the work returns through its guards, and the binary exits with 128 plus it;
 //! - [`forward`]: passing the other signals on to a command, and starting one with no signal
-//!   blocked or in a session of its own.
+//!   blocked or in a session of its own;
+//! - [`held`]: starting a program held before its `execve` ([`Spawner`], [`Held`]): hooks in
+//!   the child (a cgroup, a mount namespace, `PTRACE_TRACEME`), a process group of its own,
+//!   the go and exec-error pipes, a pidfd, and kill-and-reap on drop.
 //!
 //! Nothing here prints or exits: errors carry their [`coldstart_error::Category`] and the
 //! binary says what to do.
@@ -37,11 +40,13 @@
 pub mod cancel;
 pub mod fanotify;
 pub mod forward;
+pub mod held;
 pub mod maps;
 mod memory;
 pub mod mountinfo;
 mod path;
 
+pub use held::{BeforeExec, Held, Hold, SpawnError, Spawner};
 pub use memory::{memory_file_system, shared_memory_device};
 pub use path::{find_program, search_path, LookupError};
 

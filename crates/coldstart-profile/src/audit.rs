@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -614,10 +614,7 @@ fn wait(
     wake: &ChildWake,
     ready_fd: i32,
 ) -> Result<(Stop, bool), ProfileError> {
-    // SAFETY: pidfd_open on our own child; the descriptor is owned below.
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
-    // SAFETY: a fresh descriptor, owned here.
-    let pidfd = (raw >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) });
+    let pidfd = &launched.stopped.pidfd;
     let mut kill = true;
     let stop = loop {
         crate::interrupt::check()?;
@@ -650,7 +647,7 @@ fn wait(
             buffer.set(H_STOP, 1);
             break Stop::Timeout { seconds: options.timeout.unwrap_or_default().as_secs_f64() };
         }
-        match &pidfd {
+        match pidfd {
             // Readable when the root exits, whatever SIGCHLD's disposition (an ignored
             // SIGCHLD inherited from the caller never reaches the signalfd).
             Some(fd) => {

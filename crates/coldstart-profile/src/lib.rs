@@ -403,7 +403,7 @@ pub(crate) fn launch(
         Ready::Fd => Some(ready::pipe(libc::O_CLOEXEC).map_err(|e| ProfileError::os("pipe2", e))?),
         _ => None,
     };
-    let child_fd = fd_pipe.as_ref().map(|(_, w)| std::os::fd::AsRawFd::as_raw_fd(w));
+    let child_fd = fd_pipe.as_ref().map(|(_, w)| std::os::fd::AsFd::as_fd(w));
     let mut stopped = spawn::spawn_stopped(
         path,
         &options.command,

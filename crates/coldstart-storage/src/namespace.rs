@@ -103,6 +103,14 @@ impl EnterHook {
     }
 }
 
+// SAFETY: `run` makes only the async-signal-safe system calls listed on the type, on strings
+// made before the fork, and allocates nothing.
+unsafe impl coldstart_process::BeforeExec for EnterHook {
+    fn run(&self) -> io::Result<()> {
+        EnterHook::run(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

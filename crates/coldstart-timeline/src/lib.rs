@@ -173,8 +173,11 @@ impl Emulated {
         )?;
         let cgroup = coldstart_storage::ScratchCgroup::create()?;
         storage.throttle(cgroup.paths())?;
-        let enter =
-            run::Enter { hook: storage.enter_hook()?, join: Box::new(cgroup.paths().join_hook()?) };
+        let procs = cgroup.paths().dir.join("cgroup.procs");
+        let join = std::fs::OpenOptions::new().write(true).open(&procs).map_err(|source| {
+            coldstart_storage::StorageError::Io { path: procs.clone(), what: "open".into(), source }
+        })?;
+        let enter = run::Enter { hook: storage.enter_hook()?, join };
         Ok(Emulated { storage, cgroup, enter })
     }
 

@@ -1,14 +1,15 @@
-//! Starting the program for the traced run: forked, held at a pipe until tracing is on, then
-//! executed; its readiness watched as `measure --ready` defines it.
+//! Starting the program for the traced run: held before `exec` until tracing is on
+//! ([`coldstart_process::held`]), then executed; its readiness watched as `measure --ready`
+//! defines it.
 
-use std::ffi::{CString, OsString};
+use std::ffi::OsString;
 use std::io::{BufRead, Read};
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use coldstart_process::held::{Held, SpawnError, Spawner};
 use coldstart_ready::{FileMarker, Ready, READY_FD_ENV};
 
 use crate::TimelineError;
@@ -17,23 +18,18 @@ use crate::TimelineError;
 /// device, then enter a mount namespace where the program's files are the device's copies.
 pub(crate) struct Enter {
     pub hook: coldstart_storage::EnterHook,
-    pub join: Box<dyn Fn() -> std::io::Result<()> + Send + Sync>,
+    /// The throttled cgroup's `cgroup.procs`, open for writing.
+    pub join: std::fs::File,
 }
 
-/// A forked child, waiting for [`Child::go`] before it executes the command.
+/// A child held before `exec`, waiting for [`Child::go`] before it executes the command.
 pub(crate) struct Child {
     pub pid: i32,
-    go: Option<OwnedFd>,
+    held: Held,
     ready: Arc<AtomicBool>,
     readers: Vec<std::thread::JoinHandle<()>>,
-    reaped: Option<i32>,
     /// The program's standard error, unless a `stderr:` signal reads it.
     stderr: Option<coldstart_sys::stderr::StderrFile>,
-}
-
-fn cstring(s: &std::ffi::OsStr) -> Result<CString, TimelineError> {
-    CString::new(s.as_bytes())
-        .map_err(|_| TimelineError::BadCommand { why: "an argument holds a NUL byte".into() })
 }
 
 fn pipe() -> Result<(OwnedFd, OwnedFd), TimelineError> {
@@ -59,7 +55,7 @@ fn watch_lines(
 }
 
 impl Child {
-    /// Fork; the child joins a process group of its own, waits for [`Child::go`], then
+    /// Start the child held in a process group of its own; once let go ([`Child::go`]) it
     /// executes `program` with `args` (its output discarded unless readiness reads it).
     pub(crate) fn fork(
         program: &std::path::Path,
@@ -67,17 +63,7 @@ impl Child {
         ready: &Ready,
         enter: Option<&Enter>,
     ) -> Result<Child, TimelineError> {
-        let path = cstring(program.as_os_str())?;
-        let argv: Vec<CString> = command.iter().map(|a| cstring(a)).collect::<Result<_, _>>()?;
-        let (go_r, go_w) = pipe()?;
         let flag = Arc::new(AtomicBool::new(false));
-        let mut readers = Vec::new();
-        let devnull = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/null")
-            .map_err(|e| TimelineError::Spawn { why: format!("/dev/null: {e}") })?;
-        let null = devnull.as_raw_fd();
         let stderr = match ready {
             Ready::Stderr(_) => None,
             _ => Some(
@@ -85,97 +71,60 @@ impl Child {
                     .map_err(|e| TimelineError::Spawn { why: format!("memfd_create: {e}") })?,
             ),
         };
-        let (mut out_fd, mut err_fd) = (null, stderr.as_ref().map_or(null, |f| f.raw_fd()));
-        let mut keep: Vec<OwnedFd> = Vec::new();
-        let mut env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-        match ready {
-            Ready::Stdout(re) | Ready::Stderr(re) => {
-                let (r, w) = pipe()?;
-                if matches!(ready, Ready::Stdout(_)) {
-                    out_fd = w.as_raw_fd();
-                } else {
-                    err_fd = w.as_raw_fd();
-                }
-                keep.push(w);
-                readers.push(watch_lines(r, re.clone(), flag.clone()));
-            }
-            Ready::Fd => {
-                let (r, w) = pipe()?;
-                env.push((READY_FD_ENV.into(), "3".into()));
-                let f = flag.clone();
-                readers.push(std::thread::spawn(move || {
-                    let mut b = [0u8; 1];
-                    if std::fs::File::from(r).read(&mut b).is_ok_and(|n| n > 0) {
-                        f.store(true, Ordering::SeqCst);
-                    }
-                }));
-                keep.push(w);
-            }
-            _ => {}
-        }
-        let ready_w = match ready {
-            Ready::Fd => keep.last().map(|w| w.as_raw_fd()),
+        let capture = match ready {
+            Ready::Stdout(re) | Ready::Stderr(re) => Some((re, pipe()?)),
             _ => None,
         };
-        let envp: Vec<CString> = env
-            .iter()
-            .filter(|(k, _)| !(k == READY_FD_ENV && ready_w.is_none()))
-            .filter_map(|(k, v)| {
-                let mut kv = k.as_bytes().to_vec();
-                kv.push(b'=');
-                kv.extend_from_slice(v.as_bytes());
-                CString::new(kv).ok()
-            })
-            .collect();
-        let mut argv_p: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-        argv_p.push(std::ptr::null());
-        let mut envp_p: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
-        envp_p.push(std::ptr::null());
-        let go_fd = go_r.as_raw_fd();
-        // SAFETY: the child only makes async-signal-safe calls (setpgid, the storage hooks'
-        // open, write, unshare, mount and chdir, read, dup2, execve,
-        // _exit) on memory prepared before the fork.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            return Err(TimelineError::Spawn {
-                why: format!("fork: {}", std::io::Error::last_os_error()),
-            });
+        let fd_pipe = match ready {
+            Ready::Fd => Some(pipe()?),
+            _ => None,
+        };
+        let mut spawner = Spawner::new(program, command).null(0).env_remove(READY_FD_ENV);
+        spawner = match (ready, &capture) {
+            (Ready::Stdout(_), Some((_, (_, w)))) => spawner.fd(1, w.as_fd()),
+            _ => spawner.null(1),
+        };
+        spawner = match (ready, &capture, &stderr) {
+            (Ready::Stderr(_), Some((_, (_, w))), _) => spawner.fd(2, w.as_fd()),
+            (_, _, Some(f)) => spawner.fd(2, f.as_fd()),
+            _ => spawner.null(2),
+        };
+        if let Some((_, w)) = &fd_pipe {
+            spawner = spawner.env(READY_FD_ENV, "3").fd(3, w.as_fd());
         }
-        if pid == 0 {
-            unsafe {
-                libc::setpgid(0, 0);
-                // The hooks make system calls on memory prepared before the fork.
-                if let Some(e) = enter {
-                    if (e.join)().is_err() || e.hook.run().is_err() {
-                        libc::_exit(126);
-                    }
-                }
-                let mut b = [0u8; 1];
-                if libc::read(go_fd, b.as_mut_ptr().cast(), 1) != 1 {
-                    libc::_exit(127);
-                }
-                libc::dup2(null, 0);
-                libc::dup2(out_fd, 1);
-                libc::dup2(err_fd, 2);
-                if let Some(w) = ready_w {
-                    libc::dup2(w, 3);
-                }
-                libc::execve(path.as_ptr(), argv_p.as_ptr(), envp_p.as_ptr());
-                libc::_exit(127);
+        if let Some(e) = enter {
+            spawner = spawner.join_cgroup(e.join.as_fd()).hook(&e.hook);
+        }
+        let held = spawner.spawn().map_err(|e| match e {
+            SpawnError::Nul { .. } => {
+                TimelineError::BadCommand { why: "an argument holds a NUL byte".into() }
             }
+            SpawnError::Setup { call, source, .. } => {
+                TimelineError::Spawn { why: format!("{call}: {source}") }
+            }
+            other => TimelineError::Spawn { why: other.to_string() },
+        })?;
+        // The write ends belong to the child now; closing ours lets the readers see EOF.
+        let mut readers = Vec::new();
+        if let Some((re, (r, _w))) = capture {
+            readers.push(watch_lines(r, re.clone(), flag.clone()));
         }
-        // SAFETY: also set from the parent, so the group exists before `go`.
-        unsafe { libc::setpgid(pid, pid) };
-        drop(go_r);
-        drop(keep);
-        Ok(Child { pid, go: Some(go_w), ready: flag, readers, reaped: None, stderr })
+        if let Some((r, _w)) = fd_pipe {
+            let f = flag.clone();
+            readers.push(std::thread::spawn(move || {
+                let mut b = [0u8; 1];
+                if std::fs::File::from(r).read(&mut b).is_ok_and(|n| n > 0) {
+                    f.store(true, Ordering::SeqCst);
+                }
+            }));
+        }
+        Ok(Child { pid: held.pid(), held, ready: flag, readers, stderr })
     }
 
-    /// Let the child execute the command.
+    /// Let the child execute the command. A child that cannot (its cgroup, its namespace or
+    /// `exec` failed) has exited, with status 127, when this returns: the wait sees it end.
     pub(crate) fn go(&mut self) {
-        if let Some(w) = self.go.take() {
-            let _ = std::fs::File::from(w).write_all_once();
-        }
+        let _ = self.held.release();
     }
 
     /// Wait until ready (or the timeout, or an interrupting signal: [`crate::TimelineError::Interrupted`]);
@@ -193,17 +142,12 @@ impl Child {
         };
         let start = Instant::now();
         loop {
-            if self.reaped.is_none() {
-                let mut status = 0;
-                // SAFETY: polling our own child.
-                if unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) } == self.pid {
-                    self.reaped = Some(status);
-                    if matches!(ready, Ready::Exit) {
-                        return Ok(Some(coldstart_sys::monotonic_ns()));
-                    }
-                    if !self.ready.load(Ordering::SeqCst) {
-                        return Err(TimelineError::ExitedBeforeReady { said: self.said() });
-                    }
+            if let Ok(Some(_)) = self.held.try_wait() {
+                if matches!(ready, Ready::Exit) {
+                    return Ok(Some(coldstart_sys::monotonic_ns()));
+                }
+                if !self.ready.load(Ordering::SeqCst) {
+                    return Err(TimelineError::ExitedBeforeReady { said: self.said() });
                 }
             }
             let now = match ready {
@@ -234,38 +178,17 @@ impl Child {
 
     /// The exit status, once reaped.
     pub(crate) fn status(&self) -> Option<i32> {
-        self.reaped
+        self.held.exit().map(|e| e.raw())
     }
 }
 
 impl Drop for Child {
     /// The timeline's run is an extra run: what is left of it is killed and reaped.
     fn drop(&mut self) {
-        drop(self.go.take());
-        if self.reaped.is_none() {
-            // SAFETY: killing and reaping our own child's process group.
-            unsafe {
-                libc::kill(-self.pid, libc::SIGKILL);
-                let mut status = 0;
-                libc::waitpid(self.pid, &mut status, 0);
-            }
-        } else {
-            // SAFETY: what the program left running in its group.
-            unsafe { libc::kill(-self.pid, libc::SIGKILL) };
-        }
+        self.held.kill();
         for r in self.readers.drain(..) {
             let _ = r.join();
         }
-    }
-}
-
-trait WriteOnce {
-    fn write_all_once(self) -> std::io::Result<()>;
-}
-
-impl WriteOnce for std::fs::File {
-    fn write_all_once(mut self) -> std::io::Result<()> {
-        std::io::Write::write_all(&mut self, b"g")
     }
 }
 

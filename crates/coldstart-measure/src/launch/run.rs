@@ -1,7 +1,6 @@
 //! One run of [`LinuxExecutor`](super::LinuxExecutor), in four steps: prepare what the child
 //! needs, spawn it, wait for readiness, collect the figures and clean the tree up.
 
-use std::os::fd::AsRawFd;
 use std::path::Path;
 
 use super::counters;
@@ -25,7 +24,7 @@ pub(super) fn run_one(
 ) -> Result<RunOutput, LaunchError> {
     let prepared = spawn::prepare(spec, cgroup)?;
     let mut discovery = spec.discover_files.then(|| Discovery::start(cgroup));
-    let mut child = prepared.spawn(&spec.ready, enter, device_stat, perf_supported)?;
+    let mut child = prepared.spawn(spec, enter, device_stat, perf_supported)?;
     let waited = wait::until_ready(spec, cgroup, watch, &mut child, discovery.as_mut())?;
     collect(spec, cgroup, device_stat, child, waited, discovery)
 }
@@ -43,13 +42,13 @@ fn collect(
     let end_ns = waited.ready_at.unwrap_or_else(coldstart_sys::monotonic_ns);
     // A root that exited right after signalling readiness is a zombie now: its /proc figures
     // read as zero, so reap it and count its rusage instead.
-    child.guard.try_reap();
+    let _ = child.held.try_wait();
     let wall_s = end_ns.saturating_sub(child.start_ns) as f64 / 1e9;
     let members = members(cgroup, &mut child);
     let counters = counters::at_readiness(
         wall_s,
         &members,
-        child.guard.rusage.as_ref(),
+        child.held.exit().as_ref().map(|e| e.rusage()),
         &child.before,
         device_stat,
         cgroup,
@@ -63,7 +62,7 @@ fn collect(
 
     let mut outcome = waited.outcome;
     if outcome.is_none() && matches!(spec.ready, Ready::Exit) {
-        let (code, signal) = child.guard.code_signal();
+        let (code, signal) = child.code_signal();
         if code != Some(0) {
             outcome = Some(Outcome::Failed { code, signal });
         }
@@ -92,19 +91,14 @@ fn members(cgroup: Option<&RunCgroup>, child: &mut Launched) -> Vec<u32> {
     match cgroup {
         Some(cg) => {
             let members = cg.pids();
-            if !child.guard.reaped && !members.contains(&(child.pid as u32)) {
+            if !child.held.reaped() && !members.contains(&(child.pid as u32)) {
                 // Left the cgroup: exiting, a moment from being a zombie. Wait for that (briefly:
                 // a program that moved itself to another cgroup is not waited for).
-                let mut p =
-                    libc::pollfd { fd: child.pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-                // SAFETY: polling our pidfd.
-                if unsafe { libc::poll(&mut p, 1, 100) } == 1 {
-                    child.guard.reap();
-                }
+                let _ = child.held.wait_timeout(std::time::Duration::from_millis(100));
             }
             members
         }
-        None if !child.guard.reaped => vec![child.pid as u32],
+        None if !child.held.reaped() => vec![child.pid as u32],
         None => Vec::new(),
     }
 }

@@ -98,8 +98,7 @@ pub(super) fn until_ready(
             outcome = Some(Outcome::Timeout);
             break;
         }
-        let mut fds =
-            vec![libc::pollfd { fd: child.pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+        let mut fds = vec![libc::pollfd { fd: child.pidfd(), events: libc::POLLIN, revents: 0 }];
         if root_exited {
             fds[0].fd = -1;
         }
@@ -187,7 +186,7 @@ pub(super) fn until_ready(
         let exited_now = !root_exited && fds[0].revents != 0;
         if exited_now {
             root_exited = true;
-            child.guard.reap();
+            let _ = child.held.wait();
             if matches!(spec.ready, Ready::Exit) {
                 ready_at = Some(t);
             }
@@ -228,7 +227,7 @@ pub(super) fn until_ready(
                 None => false,
             };
             if !alive && child.capture.is_none() {
-                let (code, signal) = child.guard.code_signal();
+                let (code, signal) = child.code_signal();
                 outcome = Some(Outcome::ExitedBeforeReady { code, signal });
                 break;
             }

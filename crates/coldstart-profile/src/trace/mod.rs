@@ -33,7 +33,6 @@ mod threads;
 mod trap;
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -168,7 +167,7 @@ impl<'a> Tracer<'a> {
     pub(crate) fn start(
         opts: TraceOptions<'a>,
         pid: i32,
-        errors: &mut File,
+        errors: &mut coldstart_process::held::ExecReport,
         path: &Path,
     ) -> Result<Tracer<'a>, ProfileError> {
         let options = libc::PTRACE_O_TRACECLONE

@@ -13,7 +13,7 @@
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -95,13 +95,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let root_str = root.to_str().context("the temporary directory's path is not UTF-8")?;
     let argv: Vec<String> = args.command.iter().map(|a| a.replace("{root}", root_str)).collect();
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..]).current_dir(&root).env("COLDSTART_ROOT", &root);
+    let command = coldstart_process::held::Spawner::command(&argv[0], &argv)
+        .current_dir(&root)
+        .env("COLDSTART_ROOT", &root);
     let interrupted = signals.first();
     let status = match interrupted {
         // A signal came while mounting, after the last fetch: the command does not start.
         Some(_) => None,
-        None => Some(run_command(&mount, &mut cmd, &signals, &cancel, &argv[0])),
+        None => Some(run_command(&mount, command, &signals, &cancel, &argv[0])),
     };
     // The start-up ends with the command; the unmount after it is timed apart.
     let startup = status.as_ref().is_some_and(|s| s.is_ok()).then(|| started.elapsed());
@@ -258,14 +259,14 @@ impl Interrupts<'_> {
 /// handled (half a second after one, the read fails, and `exec` with it).
 fn run_command(
     mount: &coldstart_lazyfs::Mount,
-    cmd: &mut Command,
+    command: coldstart_process::held::Spawner<'_>,
     signals: &Signals,
     cancel: &Cancel,
     name: &str,
 ) -> Result<Ended, Failed> {
     let mut interrupts = Interrupts { signals, cancel, first: None };
     let spawned = std::thread::scope(|scope| {
-        let starting = scope.spawn(|| mount.spawn(cmd));
+        let starting = scope.spawn(move || mount.spawn(command));
         while !starting.is_finished() {
             interrupts.poll(None);
         }
