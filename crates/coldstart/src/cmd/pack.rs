@@ -47,10 +47,10 @@ pub struct Args {
     /// --hot-list (cut apart from them, which stay as they were), by the median time the
     /// starts first read them. A record names pieces by
     /// file content: it adds only bytes of DIR's files to the hot set, never any other.
-    #[arg(long, value_name = "SRC", value_parser = super::common::learn::parse_dest)]
+    #[arg(long, value_name = "SRC", value_parser = super::common::network::parse_learn_dest)]
     pub learn_from: Vec<coldstart_bundle::learn::store::Place>,
     /// The least share of the starts (0 to 1) that read a piece for it to join the hot set.
-    #[arg(long, value_name = "P", default_value = "0.5", requires = "learn_from", value_parser = super::common::learn::parse_rate)]
+    #[arg(long, value_name = "P", default_value = "0.5", requires = "learn_from", value_parser = super::common::network::parse_share)]
     pub learn_share: f64,
     /// The link the learned hot set is chosen for: a piece read by a share p of the starts
     /// joins it only where p (latency + its time on the link) exceeds its time on the link.

@@ -9,19 +9,6 @@ use coldstart_lazyfs::{Learner, Mount};
 
 use super::network::MountFlags;
 
-/// `--learn`'s value: a directory, `s3://BUCKET/PREFIX/` or `http[s]://...`.
-pub fn parse_dest(s: &str) -> Result<Place, String> {
-    Place::parse(s).map_err(|e| e.to_string())
-}
-
-/// `--learn-rate`: a share from 0 to 1.
-pub fn parse_rate(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
-        _ => Err(format!("`{s}`: give a share from 0 to 1, e.g. 0.01 for one start in 100")),
-    }
-}
-
 /// Whether this start writes a record: `--learn` given and the start drawn at
 /// `--learn-rate` (the mount's [`coldstart_lazyfs::MountOptions::learn`]).
 pub fn drawn(flags: &MountFlags) -> bool {

@@ -40,11 +40,11 @@ pub struct MountFlags {
     /// s3://BUCKET/PREFIX/ (the credentials `publish` uses) or an http(s):// URL that takes
     /// PUT. A record that cannot be written is a warning, never the command's failure
     /// (docs/learn.md).
-    #[arg(long, value_name = "DEST", value_parser = super::learn::parse_dest)]
+    #[arg(long, value_name = "DEST", value_parser = parse_learn_dest)]
     pub learn: Option<coldstart_bundle::learn::store::Place>,
     /// With --learn, the share of starts that write a record, 0 to 1 (0.01: one in 100, drawn
     /// at random): what a fleet sends.
-    #[arg(long, value_name = "P", default_value = "1", requires = "learn", value_parser = super::learn::parse_rate)]
+    #[arg(long, value_name = "P", default_value = "1", requires = "learn", value_parser = parse_share)]
     pub learn_rate: f64,
     #[command(flatten)]
     pub network: NetworkFlags,
@@ -205,5 +205,19 @@ pub fn mount_error(dir: &Path, e: MountError) -> anyhow::Error {
     match e.category() {
         Category::Usage | Category::Privilege | Category::Untrusted => e.into(),
         _ => anyhow::Error::new(e).context(format!("cannot mount on {}", dir.display())),
+    }
+}
+
+/// `--learn`'s and `--learn-from`'s value: a directory, `s3://BUCKET/PREFIX/` or
+/// `http[s]://...`.
+pub fn parse_learn_dest(s: &str) -> Result<coldstart_bundle::learn::store::Place, String> {
+    coldstart_bundle::learn::store::Place::parse(s).map_err(|e| e.to_string())
+}
+
+/// `--learn-rate` and `--learn-share`: a share from 0 to 1.
+pub fn parse_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
+        _ => Err(format!("`{s}`: give a share from 0 to 1, e.g. 0.01 for one start in 100")),
     }
 }
