@@ -178,7 +178,18 @@ fn summarize(profile: &Profile, output: &std::path::Path) {
     for w in &profile.warnings {
         eprintln!("coldstart: warning: {w}");
     }
-    match &profile.stop {
+    say_early_stop(&profile.stop);
+    print_functions(profile);
+    if let Some(p) = &profile.pages {
+        print_pages(p);
+        print_sections(p);
+    }
+    println!("written to {}", output.display());
+}
+
+/// On stderr: the program crashed or timed out, and what of the profile is kept.
+fn say_early_stop(stop: &Stop) {
+    match stop {
         Stop::Crash { signal, pid, fault } => {
             eprint!("coldstart: the program crashed during start-up: pid {pid} killed by {signal}");
             if let Some(f) = fault {
@@ -194,6 +205,10 @@ fn summarize(profile: &Profile, output: &std::path::Path) {
         }
         _ => {}
     }
+}
+
+/// The functions recorded, per module, and the last ones before the end.
+fn print_functions(profile: &Profile) {
     let total: usize = profile.modules.iter().map(|m| m.functions.len()).sum();
     println!(
         "profile `{}`: {} in {}, {:.1} ms to {}",
@@ -235,49 +250,51 @@ fn summarize(profile: &Profile, output: &std::path::Path) {
             last.into_iter().rev().collect::<Vec<_>>().join(", ")
         );
     }
-    if let Some(p) = &profile.pages {
-        let pages: u64 = p.accesses.iter().map(|a| a.count).sum();
-        if p.is_exact() {
-            println!(
-                "  {} touched in {} (exact: each 4 KiB page once, in first-touch order)",
-                coldstart_units::count(pages, "page"),
-                coldstart_units::count(p.files.len() as u64, "file")
-            );
-        } else {
-            println!(
-                "  {} ({}) in {}{}",
-                coldstart_units::count(p.accesses.len() as u64, "page access"),
-                coldstart_units::count(pages, "page"),
-                coldstart_units::count(p.files.len() as u64, "file"),
-                match p.source.as_str() {
-                    _ if p.sampled => " (sampled)",
-                    format::SOURCE_TRACEFS =>
-                        " (traced in place: read-ahead and fault-around included)",
-                    _ => "",
-                }
-            );
-        }
+}
+
+/// How many pages the profile names, and how exactly.
+fn print_pages(p: &format::PageProfile) {
+    let pages: u64 = p.accesses.iter().map(|a| a.count).sum();
+    if p.is_exact() {
+        println!(
+            "  {} touched in {} (exact: each 4 KiB page once, in first-touch order)",
+            coldstart_units::count(pages, "page"),
+            coldstart_units::count(p.files.len() as u64, "file")
+        );
+    } else {
+        println!(
+            "  {} ({}) in {}{}",
+            coldstart_units::count(p.accesses.len() as u64, "page access"),
+            coldstart_units::count(pages, "page"),
+            coldstart_units::count(p.files.len() as u64, "file"),
+            match p.source.as_str() {
+                _ if p.sampled => " (sampled)",
+                format::SOURCE_TRACEFS =>
+                    " (traced in place: read-ahead and fault-around included)",
+                _ => "",
+            }
+        );
     }
-    if let Some(p) = &profile.pages {
-        // Code, relocations and data read per section, for the files start-up touched most.
-        let sections = coldstart_profile::pages::section_pages(p);
-        let mut by_use: Vec<(usize, u64)> = sections
+}
+
+/// Code, relocations and data read per section, for the files start-up touched most.
+fn print_sections(p: &format::PageProfile) {
+    let sections = coldstart_profile::pages::section_pages(p);
+    let mut by_use: Vec<(usize, u64)> = sections
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (i, s.iter().map(|x| x.touched).sum::<u64>()))
+        .filter(|&(_, n)| n > 0)
+        .collect();
+    by_use.sort_by_key(|&(i, n)| (std::cmp::Reverse(n), i));
+    for &(i, _) in by_use.iter().take(3) {
+        let list: Vec<String> = sections[i]
             .iter()
-            .enumerate()
-            .map(|(i, s)| (i, s.iter().map(|x| x.touched).sum::<u64>()))
-            .filter(|&(_, n)| n > 0)
+            .filter(|s| s.touched > 0)
+            .map(|s| format!("{} {}/{}", s.name, s.touched, s.pages))
             .collect();
-        by_use.sort_by_key(|&(i, n)| (std::cmp::Reverse(n), i));
-        for &(i, _) in by_use.iter().take(3) {
-            let list: Vec<String> = sections[i]
-                .iter()
-                .filter(|s| s.touched > 0)
-                .map(|s| format!("{} {}/{}", s.name, s.touched, s.pages))
-                .collect();
-            println!("  pages by section in {}: {}", p.files[i].path.display(), list.join(", "));
-        }
+        println!("  pages by section in {}: {}", p.files[i].path.display(), list.join(", "));
     }
-    println!("written to {}", output.display());
 }
 
 /// What the processes of the run ran, what was followed and what was not (nothing when the
