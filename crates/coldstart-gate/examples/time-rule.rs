@@ -44,7 +44,7 @@ fn main() {
                 (0..BATCH).map(|_| LEVEL * shift + now_j * 1e-3 * (2.0 * u(&mut rng) - 1.0)),
             );
             let o = judge(&base, &now, &rule, Some((0.97, 1.03)));
-            let bound = run_bound(&base, &now, o.threshold, &rule, 0).runs;
+            let bound = run_bound(&base, o.threshold, &rule, 0).runs;
             if o.verdict != Verdict::Unclear || now.len() >= bound.min(rule.max_runs) {
                 break o.verdict;
             }

@@ -304,7 +304,7 @@ fn judge_time(
     };
     let rule = rules.time_rule(figure);
     let t = time::judge(&bv, &cv, &rule, machine.map(|m| m.interval()));
-    let mut bound = time::run_bound(&bv, &cv, t.threshold, &rule, 0);
+    let mut bound = time::run_bound(&bv, t.threshold, &rule, 0);
     row.verdict = t.verdict;
     row.limit = Some(t.baseline * (1.0 + t.threshold));
     // Slower beyond the threshold, but not beyond what the machine's own slowdown may
