@@ -10,6 +10,7 @@
 
 mod common;
 use common::faults::tools;
+use common::Scratch;
 use common::{cache_lock, leftovers, require_root};
 
 use std::os::unix::process::CommandExt;
@@ -23,22 +24,7 @@ const WITHIN: Duration = Duration::from_secs(1);
 /// The slow program: it sleeps for much longer than any test waits.
 const SLOW: [&str; 3] = ["sh", "-c", "sleep 30; true"];
 
-/// A directory to work in: the commands run in it (so their programs' working directory is
-/// under it), their `TMPDIR` is its `tmp`, and their outputs go into it. Whatever a failed
-/// test left is cleaned up on drop.
-struct Scratch(tempfile::TempDir);
-
 impl Scratch {
-    fn new() -> Scratch {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::create_dir(d.path().join("tmp")).unwrap();
-        Scratch(d)
-    }
-
-    fn path(&self) -> &Path {
-        self.0.path()
-    }
-
     fn join(&self, name: &str) -> PathBuf {
         self.path().join(name)
     }

@@ -14,9 +14,10 @@
 
 mod common;
 use common::faults::{bounded, tools, Fault, FaultServer, Target, Tools};
+use common::Scratch;
 use common::{leftovers, require_root};
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -53,19 +54,7 @@ fn command_bound(t: &Tools) -> Duration {
         + Duration::from_secs(10)
 }
 
-struct Scratch(tempfile::TempDir);
-
 impl Scratch {
-    fn new() -> Scratch {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::create_dir(d.path().join("tmp")).unwrap();
-        Scratch(d)
-    }
-
-    fn path(&self) -> &Path {
-        self.0.path()
-    }
-
     fn fresh(&self, what: &str) -> PathBuf {
         static N: AtomicUsize = AtomicUsize::new(0);
         self.path().join(format!("{what}-{}", N.fetch_add(1, Ordering::SeqCst)))

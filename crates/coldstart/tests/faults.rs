@@ -6,6 +6,7 @@
 
 mod common;
 use common::faults::{bounded, tools, Fault, FaultServer, Target, Tools};
+use common::Scratch;
 use common::{leftovers, require_root};
 
 use std::path::{Path, PathBuf};
@@ -17,21 +18,7 @@ fn coldstart() -> Command {
     Command::new(env!("CARGO_BIN_EXE_coldstart"))
 }
 
-/// A directory to work in (mount points, the commands' `TMPDIR`, caches); whatever a failed
-/// test left in it is cleaned up on drop.
-struct Scratch(tempfile::TempDir);
-
 impl Scratch {
-    fn new() -> Scratch {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::create_dir(d.path().join("tmp")).unwrap();
-        Scratch(d)
-    }
-
-    fn path(&self) -> &Path {
-        self.0.path()
-    }
-
     /// A fresh chunk cache.
     fn cache(&self) -> PathBuf {
         static N: AtomicUsize = AtomicUsize::new(0);

@@ -307,3 +307,20 @@ impl Drop for SmallFs {
         let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
     }
 }
+
+/// A directory to work in (mount points, the commands' `TMPDIR` in its `tmp`, caches,
+/// outputs); whatever a failed test left in it is cleaned up on drop. Each test file adds the
+/// methods of its own.
+pub struct Scratch(pub tempfile::TempDir);
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("tmp")).unwrap();
+        Scratch(d)
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        self.0.path()
+    }
+}
