@@ -355,12 +355,7 @@ fn a_hostile_record_is_refused_and_none_can_make_a_bundle_larger_than_its_progra
     // hot set is the program (no byte more), in no more pieces than its chunks.
     let greedy = d.path().join("greedy");
     std::fs::create_dir(&greedy).unwrap();
-    let pages: Vec<String> = (0..256)
-        .map(|i| {
-            format!(r#"{{"file":0,"offset":{},"length":4096,"stored":4096,"ms":{i}}}"#, i * 4096)
-        })
-        .collect();
-    std::fs::write(greedy.join("all.json"), record(&pages.join(","))).unwrap();
+    std::fs::write(greedy.join("all.json"), record(&page_pieces(256, 4096))).unwrap();
     let out = d.path().join("greedy.bundle");
     learned_pack(&app, &[greedy.to_str().unwrap()], &out, &[]);
     let hot = hot_ranges(&out);
@@ -374,12 +369,7 @@ fn a_hostile_record_is_refused_and_none_can_make_a_bundle_larger_than_its_progra
     // Every other page: 128 runs in a file of 16 chunks, widened to the chunks instead.
     let sparse = d.path().join("sparse");
     std::fs::create_dir(&sparse).unwrap();
-    let pages: Vec<String> = (0..128)
-        .map(|i| {
-            format!(r#"{{"file":0,"offset":{},"length":4096,"stored":4096,"ms":{i}}}"#, i * 8192)
-        })
-        .collect();
-    std::fs::write(sparse.join("r.json"), record(&pages.join(","))).unwrap();
+    std::fs::write(sparse.join("r.json"), record(&page_pieces(128, 8192))).unwrap();
     let out = d.path().join("sparse.bundle");
     learned_pack(&app, &[sparse.to_str().unwrap()], &out, &[]);
     let m = manifest(&out);
@@ -539,4 +529,15 @@ fn a_mount_writes_its_record_when_it_is_unmounted() {
         r["pieces"].as_array().unwrap().iter().map(|p| p["offset"].as_u64().unwrap()).collect();
     assert_eq!(offsets, [0, 65536]);
     assert_eq!(r["completed"], true);
+}
+
+/// A record's pieces: `n` pages of file 0, `stride` bytes apart, each read one millisecond
+/// after the one before.
+fn page_pieces(n: u64, stride: u64) -> String {
+    let pages: Vec<String> = (0..n)
+        .map(|i| {
+            format!(r#"{{"file":0,"offset":{},"length":4096,"stored":4096,"ms":{i}}}"#, i * stride)
+        })
+        .collect();
+    pages.join(",")
 }
