@@ -334,7 +334,7 @@ fn differs(profiled: &coldstart_profile_format::PageFile, now: &FileIdentity) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use coldstart_profile_format::{PageAccess, PageFile, PageProfile, Stop};
+    use coldstart_profile_format::{testing, PageFile, PageProfile};
 
     /// A fake file system: path -> identity.
     struct Fake(HashMap<PathBuf, FileIdentity>);
@@ -361,35 +361,17 @@ mod tests {
     }
 
     fn profile(label: &str, files: Vec<PageFile>, accesses: &[(usize, u64, u64)]) -> Profile {
+        let pages = PageProfile {
+            source: "tracefs".into(),
+            sampled: false,
+            files,
+            accesses: testing::faults(accesses),
+            lost_events: 0,
+        };
         Profile {
-            format: coldstart_profile_format::FORMAT.into(),
-            version: coldstart_profile_format::VERSION,
-            workload: label.into(),
             command: vec!["/app/bin/prog".into()],
-            created_unix: 0,
-            duration_ns: 1,
-            stop: Stop::Exit { code: 0 },
-            modules: vec![],
-            pages: Some(PageProfile {
-                source: "tracefs".into(),
-                sampled: false,
-                files,
-                accesses: accesses
-                    .iter()
-                    .map(|&(file, page, count)| PageAccess {
-                        file,
-                        page,
-                        count,
-                        t_ns: 0,
-                        event: "fault".into(),
-                        pid: 1,
-                    })
-                    .collect(),
-                lost_events: 0,
-            }),
-            warnings: vec![],
-            images: Vec::new(),
-            workloads: vec![],
+            pages: Some(pages),
+            ..testing::profile(label, vec![])
         }
     }
 

@@ -298,15 +298,19 @@ impl EvictionReport {
             }
             parts.push(s);
         }
-        if let Some(u) = self.unreadable.first() {
-            parts.push(format!(
-                "{} file(s) could not be verified, e.g. {}: {}",
-                self.unreadable.len(),
-                u.path.display(),
-                u.reason
-            ));
-        }
+        parts.extend(self.unreadable_part());
         Some(parts.join("; "))
+    }
+
+    /// The part of a reason that names the files whose residency could not be read.
+    fn unreadable_part(&self) -> Option<String> {
+        let u = self.unreadable.first()?;
+        Some(format!(
+            "{} file(s) could not be verified, e.g. {}: {}",
+            self.unreadable.len(),
+            u.path.display(),
+            u.reason
+        ))
     }
 
     /// A one-line reason why eviction did not hold, naming the files and the processes that
@@ -343,14 +347,7 @@ impl EvictionReport {
             }
             parts.push(s);
         }
-        if let Some(u) = self.unreadable.first() {
-            parts.push(format!(
-                "{} file(s) could not be verified, e.g. {}: {}",
-                self.unreadable.len(),
-                u.path.display(),
-                u.reason
-            ));
-        }
+        parts.extend(self.unreadable_part());
         Some(parts.join("; "))
     }
 }

@@ -614,6 +614,46 @@ fn merge_pages(workloads: &[Profile]) -> Option<PageProfile> {
     })
 }
 
+/// Small profiles for the tests of this crate and of the crates that read profiles (feature
+/// `testing`).
+#[cfg(any(test, feature = "testing"))]
+pub mod testing {
+    use super::*;
+
+    /// A profile of one workload: `modules`, no pages, run `prog` for 1 ns and exited 0.
+    pub fn profile(workload: &str, modules: Vec<Module>) -> Profile {
+        Profile {
+            format: FORMAT.into(),
+            version: VERSION,
+            workload: workload.into(),
+            command: vec!["prog".into()],
+            created_unix: 0,
+            duration_ns: 1,
+            stop: Stop::Exit { code: 0 },
+            modules,
+            pages: None,
+            warnings: vec![],
+            images: vec![],
+            workloads: vec![],
+        }
+    }
+
+    /// Page faults at time 0 by pid 1, from `(file, page, count)`.
+    pub fn faults(accesses: &[(usize, u64, u64)]) -> Vec<PageAccess> {
+        accesses
+            .iter()
+            .map(|&(file, page, count)| PageAccess {
+                file,
+                page,
+                count,
+                t_ns: 0,
+                event: "fault".into(),
+                pid: 1,
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -645,20 +685,7 @@ mod tests {
     }
 
     fn profile(label: &str, modules: Vec<Module>) -> Profile {
-        Profile {
-            format: FORMAT.into(),
-            version: VERSION,
-            workload: label.into(),
-            command: vec!["prog".into()],
-            created_unix: 0,
-            duration_ns: 5,
-            stop: Stop::Exit { code: 0 },
-            modules,
-            pages: None,
-            warnings: vec![],
-            images: vec![],
-            workloads: vec![],
-        }
+        Profile { command: vec!["prog".into()], duration_ns: 5, ..testing::profile(label, modules) }
     }
 
     #[test]
@@ -715,17 +742,7 @@ mod tests {
                     ino: 1,
                 })
                 .collect(),
-            accesses: accesses
-                .iter()
-                .map(|&(file, page, count)| PageAccess {
-                    file,
-                    page,
-                    count,
-                    t_ns: 0,
-                    event: "fault".into(),
-                    pid: 1,
-                })
-                .collect(),
+            accesses: testing::faults(accesses),
             lost_events: 0,
         }
     }

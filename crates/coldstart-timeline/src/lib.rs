@@ -686,7 +686,7 @@ pub fn from_profile(p: &Profile) -> Timeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use coldstart_profile_format::{Module, Stop, Touch};
+    use coldstart_profile_format::{Module, Touch};
 
     fn profile(touches: &[(&str, &str, u64)], duration_ns: u64) -> Profile {
         let mut modules: Vec<Module> = Vec::new();
@@ -716,18 +716,9 @@ mod tests {
             }
         }
         Profile {
-            format: "coldstart-profile".into(),
-            version: 1,
-            workload: "a".into(),
             command: vec!["/p".into()],
-            created_unix: 0,
             duration_ns,
-            stop: Stop::Exit { code: 0 },
-            modules,
-            pages: None,
-            warnings: vec![],
-            images: vec![],
-            workloads: vec![],
+            ..coldstart_profile_format::testing::profile("a", modules)
         }
     }
 
