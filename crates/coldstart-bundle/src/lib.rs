@@ -72,7 +72,7 @@ pub use profile::{
     RealFiles,
 };
 pub use remote::{
-    Cancel, DirRemote, FetchError, FetchOptions, FetchStats, HttpRemote, Remote, Span,
+    Cancel, DirRemote, FetchError, FetchOptions, FetchStats, HttpRemote, Remote, Sink, Span,
 };
 
 use sha2::{Digest, Sha256};

@@ -487,6 +487,9 @@ impl FetchError {
     }
 }
 
+/// Where a fetch hands the body as it arrives; it returns `false` to stop the fetch.
+pub type Sink<'a> = &'a mut dyn FnMut(&[u8]) -> bool;
+
 /// A source of a bundle's bytes. Every implementation keeps the bounds of the module
 /// documentation: its waits end, it never hands over more than `span` allows, and it stops
 /// within [`POLL`] of [`FetchOptions::cancel`].
@@ -494,12 +497,7 @@ pub trait Remote: Send + Sync {
     /// One attempt to read `span` of the bundle file `path`, handing the body to `sink` as it
     /// arrives (`sink` returns `false` to stop: [`FetchError::Aborted`]). Returns the body
     /// length.
-    fn fetch(
-        &self,
-        path: &str,
-        span: Span,
-        sink: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> Result<u64, FetchError>;
+    fn fetch(&self, path: &str, span: Span, sink: Sink<'_>) -> Result<u64, FetchError>;
     /// The options this remote was made with.
     fn options(&self) -> &FetchOptions;
     /// What it has fetched.

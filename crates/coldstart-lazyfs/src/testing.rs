@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use coldstart_bundle::{
     pack, ChunkCache, Compression, DirRemote, FetchError, FetchOptions, FetchStats, HotList,
-    Manifest, PackOptions, Remote, Span, Touch,
+    Manifest, PackOptions, Remote, Sink, Span, Touch,
 };
 
 use crate::engine::{Engine, EngineError, EngineOptions, Report};
@@ -112,12 +112,7 @@ impl Slow {
 }
 
 impl Remote for Slow {
-    fn fetch(
-        &self,
-        path: &str,
-        span: Span,
-        sink: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> Result<u64, FetchError> {
+    fn fetch(&self, path: &str, span: Span, sink: Sink<'_>) -> Result<u64, FetchError> {
         if !(self.slow)(path) {
             return self.inner.fetch(path, span, sink);
         }

@@ -4,7 +4,7 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
-use super::{FetchError, FetchOptions, FetchStats, Remote, Span};
+use super::{FetchError, FetchOptions, FetchStats, Remote, Sink, Span};
 
 /// A bundle in a local directory.
 #[derive(Debug)]
@@ -21,12 +21,7 @@ impl DirRemote {
 }
 
 impl Remote for DirRemote {
-    fn fetch(
-        &self,
-        path: &str,
-        span: Span,
-        sink: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> Result<u64, FetchError> {
+    fn fetch(&self, path: &str, span: Span, sink: Sink<'_>) -> Result<u64, FetchError> {
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         let url = self.describe(path);
         if !crate::manifest::is_safe_path(path) {

@@ -18,7 +18,7 @@ use ureq::unversioned::transport::{ConnectProxyConnector, Connector};
 use super::tcp::{Limits, PollingTcp, Stop};
 use super::tls::{Peer, TlsConnector, TlsRefusal};
 use super::{redact_url, ConnectFailure, FetchError, FetchOptions, FetchStats, ProxyRefusal};
-use super::{Remote, Span, MAX_REDIRECTS, POLL};
+use super::{Remote, Sink, Span, MAX_REDIRECTS, POLL};
 
 /// The longest response head read.
 const MAX_HEAD: usize = 64 * 1024;
@@ -200,7 +200,7 @@ impl HttpRemote {
         url: &str,
         path: &str,
         span: Span,
-        sink: &mut dyn FnMut(&[u8]) -> bool,
+        sink: Sink<'_>,
     ) -> Result<u64, FetchError> {
         let proto = |detail: String| FetchError::Protocol { url: url.to_owned(), detail };
         let mut req = match &self.s3 {
@@ -555,12 +555,7 @@ pub fn parse_response(response: &[u8], span: Span) -> Result<Vec<u8>, FetchError
 }
 
 impl Remote for HttpRemote {
-    fn fetch(
-        &self,
-        path: &str,
-        span: Span,
-        sink: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> Result<u64, FetchError> {
+    fn fetch(&self, path: &str, span: Span, sink: Sink<'_>) -> Result<u64, FetchError> {
         let url = self.describe(path);
         if !self.acquire_slot() {
             return Err(FetchError::Cancelled { url });
