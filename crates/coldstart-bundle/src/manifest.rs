@@ -167,6 +167,35 @@ pub struct Entry {
     pub mtime_nsec: u32,
 }
 
+impl Entry {
+    /// A directory at `path` with permission bits `mode`, modified at the epoch.
+    pub fn dir(path: impl Into<String>, mode: u32) -> Entry {
+        Entry {
+            path: path.into(),
+            kind: EntryKind::Dir,
+            mode,
+            size: 0,
+            target: None,
+            chunks: vec![],
+            sha256: None,
+            mtime: 0,
+            mtime_nsec: 0,
+        }
+    }
+
+    /// A symbolic link at `path` to `target` (mode 0777, as Linux reports links), modified at
+    /// the epoch.
+    pub fn symlink(path: impl Into<String>, target: String) -> Entry {
+        Entry {
+            kind: EntryKind::Symlink,
+            mode: 0o777,
+            size: target.len() as u64,
+            target: Some(target),
+            ..Entry::dir(path, 0o777)
+        }
+    }
+}
+
 fn is_zero_i64(v: &i64) -> bool {
     *v == 0
 }

@@ -222,34 +222,14 @@ fn pack_into(
         let ft = meta.file_type();
         let (mtime, mtime_nsec) = (meta.mtime(), meta.mtime_nsec().clamp(0, 999_999_999) as u32);
         if ft.is_dir() {
-            files.push(Entry {
-                path: rel,
-                kind: EntryKind::Dir,
-                mode,
-                size: 0,
-                target: None,
-                chunks: vec![],
-                sha256: None,
-                mtime,
-                mtime_nsec,
-            });
+            files.push(Entry { mtime, mtime_nsec, ..Entry::dir(rel, mode) });
         } else if ft.is_symlink() {
             let target = fs::read_link(&abs).map_err(io_err(&abs))?;
             let target = target
                 .into_os_string()
                 .into_string()
                 .map_err(|_| PackError::TargetNotUtf8(abs.clone()))?;
-            files.push(Entry {
-                path: rel,
-                kind: EntryKind::Symlink,
-                mode: 0o777,
-                size: target.len() as u64,
-                target: Some(target),
-                chunks: vec![],
-                sha256: None,
-                mtime,
-                mtime_nsec,
-            });
+            files.push(Entry { mtime, mtime_nsec, ..Entry::symlink(rel, target) });
         } else if ft.is_file() {
             let hot = extents.get(rel.as_str()).map_or(&[][..], Vec::as_slice);
             let (chunks, sha256) =

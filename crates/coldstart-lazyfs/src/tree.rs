@@ -77,17 +77,7 @@ mod tests {
     use coldstart_bundle::{Entry, HotSet, FORMAT, VERSION};
 
     fn entry(path: &str, kind: EntryKind) -> Entry {
-        Entry {
-            path: path.into(),
-            kind,
-            mode: 0o755,
-            size: 0,
-            target: None,
-            chunks: vec![],
-            sha256: None,
-            mtime: 0,
-            mtime_nsec: 0,
-        }
+        Entry { kind, ..Entry::dir(path, 0o755) }
     }
 
     #[test]

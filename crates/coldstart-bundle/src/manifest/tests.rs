@@ -11,17 +11,7 @@ fn good() -> Manifest {
         chunk_size: 4,
         compression: Compression::None,
         files: vec![
-            Entry {
-                path: "bin".into(),
-                kind: EntryKind::Dir,
-                mode: 0o755,
-                size: 0,
-                target: None,
-                chunks: vec![],
-                sha256: None,
-                mtime: 0,
-                mtime_nsec: 0,
-            },
+            Entry::dir("bin", 0o755),
             Entry {
                 path: "bin/app".into(),
                 kind: EntryKind::File,
@@ -50,17 +40,7 @@ fn good() -> Manifest {
                 mtime: 1_700_000_000,
                 mtime_nsec: 5,
             },
-            Entry {
-                path: "bin/link".into(),
-                kind: EntryKind::Symlink,
-                mode: 0o777,
-                size: 3,
-                target: Some("app".into()),
-                chunks: vec![],
-                sha256: None,
-                mtime: 0,
-                mtime_nsec: 0,
-            },
+            Entry::symlink("bin/link", "app".into()),
         ],
         objects: vec![Object { sha256: h('d'), size: 4 }],
         hot: HotSet {
