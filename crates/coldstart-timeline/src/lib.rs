@@ -475,24 +475,25 @@ fn exit_of(events: &[trace::Event], root: i32) -> Option<u64> {
 /// The timeline of the command from what its events gave (`d`), without functions or
 /// warnings.
 fn timeline_of(options: &TimelineOptions, d: phases::Derived) -> Timeline {
-    let mut t =
-        Timeline::new(options.command.iter().map(|a| a.to_string_lossy().into_owned()).collect());
-    t.created_unix = coldstart_units::now_unix();
-    t.cache = match options.cache {
-        Cache::Cold => "cold".into(),
-        Cache::Hot => "hot".into(),
-    };
-    t.ready = options.ready.to_string();
-    t.wall_s = d.wall_s;
-    t.phases = d.phases;
-    t.io_wait_s = d.io_wait_s;
-    t.io_wait_wall_s = d.io_wait_wall_s;
-    t.waits = d.waits;
-    t.files = d.files;
-    t.events = d.events;
-    t.block = d.block;
-    t.costs = d.costs;
-    t
+    let command = options.command.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    Timeline {
+        created_unix: coldstart_units::now_unix(),
+        cache: match options.cache {
+            Cache::Cold => "cold".into(),
+            Cache::Hot => "hot".into(),
+        },
+        ready: options.ready.to_string(),
+        wall_s: d.wall_s,
+        phases: d.phases,
+        io_wait_s: d.io_wait_s,
+        io_wait_wall_s: d.io_wait_wall_s,
+        waits: d.waits,
+        files: d.files,
+        events: d.events,
+        block: d.block,
+        costs: d.costs,
+        ..Timeline::new(command)
+    }
 }
 
 /// The functions' profile the phases are lined up with: none, the one given, or one

@@ -32,6 +32,22 @@ pub struct PageModelArgs {
     pub read_around: ReadAroundArg,
 }
 
+/// Emulated slow storage for one start-up's runs (`measure`, `timeline`): the profile and
+/// where the device's backing file goes. Each command says itself what `--app-dir` copies.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StorageArgs {
+    /// Run on emulated slow storage (needs root): hdd, hdd-seek, emmc, sata-ssd, nvme or
+    /// custom:iops=N,bps=N[k|m|g],readahead=N[k|m]. The program's files are copied onto a
+    /// throttled loop device (hdd-seek: one whose reads a disk model times by seek distance,
+    /// rotation and transfer) and every run sees the copy at the original paths; the I/O wait
+    /// is then what a device of that kind costs (docs/storage.md).
+    #[arg(long, value_name = "PROFILE")]
+    pub storage: Option<String>,
+    /// With --storage: where the emulated device's backing file goes (a disk file system).
+    #[arg(long, value_name = "WORK", requires = "storage", default_value = coldstart_measure::storage::DEFAULT_WORK_DIR)]
+    pub storage_dir: std::path::PathBuf,
+}
+
 /// `--read-around`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ReadAroundArg {

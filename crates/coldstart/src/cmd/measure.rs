@@ -76,20 +76,12 @@ pub struct Args {
     /// exclude a run.
     #[arg(long)]
     pub strict: bool,
-    /// Run on emulated slow storage (needs root): hdd, hdd-seek, emmc, sata-ssd, nvme or
-    /// custom:iops=N,bps=N[k|m|g],readahead=N[k|m]. The program's files are copied onto a
-    /// throttled loop device (hdd-seek: one whose reads a disk model times by seek distance,
-    /// rotation and transfer) and every run sees the copy at the original paths
-    /// (docs/storage.md).
-    #[arg(long, value_name = "PROFILE")]
-    pub storage: Option<String>,
+    #[command(flatten)]
+    pub emulated: super::common::StorageArgs,
     /// With --storage: copy this directory onto the emulated device, instead of the files a
     /// discovery run finds (the executable, its non-system libraries, its data).
     #[arg(long, value_name = "DIR", requires = "storage")]
     pub app_dir: Option<PathBuf>,
-    /// With --storage: where the emulated device's backing file goes (a disk file system).
-    #[arg(long, value_name = "WORK", requires = "storage", default_value = coldstart_measure::storage::DEFAULT_WORK_DIR)]
-    pub storage_dir: PathBuf,
     /// Start every measured run through `coldstart launch --prefetch DB` (after the cache
     /// state is set: the sweep is part of the timed start-up). With --compare and one
     /// command: that command with the prefetch (A) against without (B).
@@ -167,7 +159,7 @@ fn options(args: &Args) -> anyhow::Result<MeasureOptions> {
             }
         }
     }
-    let storage = match &args.storage {
+    let storage = match &args.emulated.storage {
         Some(p) => {
             let profile: StorageProfile =
                 p.parse().map_err(|e| exit::usage(format!("--storage: {e}")))?;
@@ -178,7 +170,7 @@ fn options(args: &Args) -> anyhow::Result<MeasureOptions> {
                 ),
                 None => None,
             };
-            Some(StorageOptions { profile, app_dir, work_dir: args.storage_dir.clone() })
+            Some(StorageOptions { profile, app_dir, work_dir: args.emulated.storage_dir.clone() })
         }
         None => None,
     };

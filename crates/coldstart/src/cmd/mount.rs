@@ -7,7 +7,7 @@ use std::time::Duration;
 use coldstart_bundle::Cancel;
 use coldstart_lazyfs::is_mount_point;
 
-use super::common::network::{mount_error, print_report, MountFlags};
+use super::common::network::{mount_with_bar, print_report, MountFlags};
 use super::common::signals::{self, Signals};
 
 #[derive(Debug, clap::Args)]
@@ -29,22 +29,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cancel = Cancel::new();
     let mut opts = args.flags.options(cancel.clone())?;
     opts.learn = super::common::learn::drawn(&args.flags);
-    let bar = super::common::network::fetch_bar(&mut opts);
     // A signal while mounting stops every fetch at once.
     let signals = Signals::start(cancel)?;
-    let mounted = coldstart_lazyfs::mount(&args.url, &args.dir, opts);
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
-    let mount = match mounted {
+    let mount = match mount_with_bar(&args.url, &args.dir, opts, &signals, "nothing mounted")? {
         Ok(m) => m,
-        Err(e) => match signals.first() {
-            Some(s) if e.is_cancelled() => {
-                eprintln!("coldstart: {} while mounting: nothing mounted", signals::name(s));
-                return Ok(signals::exit_code(s));
-            }
-            _ => return Err(mount_error(&args.dir, e)),
-        },
+        Err(code) => return Ok(code),
     };
     signals.report_only();
     if let Some(c) = mount.choice() {

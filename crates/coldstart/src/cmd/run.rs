@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use coldstart_bundle::Cancel;
 
-use super::common::network::{mount_error, print_report, MountFlags};
+use super::common::network::{mount_with_bar, print_report, MountFlags};
 use super::common::signals::{self, Signals};
 
 /// How long after a signal reads still waiting on the network are failed.
@@ -71,23 +71,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     std::fs::create_dir(&root).with_context(|| format!("cannot create {}", root.display()))?;
     // If this process dies, its watchdog removes them (after unmounting).
     opts.remove_on_death = vec![root.clone(), tmp.path().to_path_buf()];
-    let bar = super::common::network::fetch_bar(&mut opts);
-    let mounted = coldstart_lazyfs::mount(&args.url, &root, opts);
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
-    let mount = match mounted {
+    let mount = match mount_with_bar(&args.url, &root, opts, &signals, "the command did not run")? {
         Ok(m) => m,
-        Err(e) => match signals.first() {
-            Some(s) if e.is_cancelled() => {
-                eprintln!(
-                    "coldstart: {} while mounting: the command did not run",
-                    signals::name(s)
-                );
-                return Ok(signals::exit_code(s));
-            }
-            _ => return Err(mount_error(&root, e)),
-        },
+        Err(code) => return Ok(code),
     };
     signals.report_only();
     if let Some(c) = mount.choice() {

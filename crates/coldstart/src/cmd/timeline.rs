@@ -35,20 +35,13 @@ pub struct Args {
     /// No module touches (no function profile is recorded).
     #[arg(long, conflicts_with = "profile")]
     pub no_functions: bool,
-    /// Run on emulated slow storage (needs root): hdd, hdd-seek, emmc, sata-ssd, nvme or
-    /// custom:iops=N,bps=N[k|m|g],readahead=N[k|m], as `measure --storage` (docs/storage.md).
-    /// The I/O wait is then what a device of that kind costs, and comparable with `measure
-    /// --storage`'s cold minus hot on the same profile.
-    #[arg(long, value_name = "PROFILE")]
-    pub storage: Option<String>,
+    #[command(flatten)]
+    pub emulated: super::common::StorageArgs,
     /// With --storage: copy this directory onto the emulated device. Default: the directory
     /// of the program given by a path (`./build/app` copies `./build`); for a program found in
     /// PATH, its own files as `measure --storage` finds them (one run on this disk first).
     #[arg(long, value_name = "DIR", requires = "storage")]
     pub app_dir: Option<PathBuf>,
-    /// With --storage: where the emulated device's backing file goes (a disk file system).
-    #[arg(long, value_name = "WORK", requires = "storage", default_value = coldstart_measure::storage::DEFAULT_WORK_DIR)]
-    pub storage_dir: PathBuf,
     /// Write the timeline as JSON (format coldstart-timeline; `coldstart report` draws it).
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -128,7 +121,7 @@ fn storage_setup(
     ready: &Ready,
     timeout: Duration,
 ) -> anyhow::Result<Option<StorageSetup>> {
-    let Some(name) = &args.storage else { return Ok(None) };
+    let Some(name) = &args.emulated.storage else { return Ok(None) };
     let profile: coldstart_measure::storage::StorageProfile =
         name.parse().map_err(|e| exit::usage(format!("--storage: {e}")))?;
     let paths = match &args.app_dir {
@@ -168,7 +161,7 @@ fn storage_setup(
             }
         }
     };
-    Ok(Some(StorageSetup { profile, paths, work_dir: args.storage_dir.clone() }))
+    Ok(Some(StorageSetup { profile, paths, work_dir: args.emulated.storage_dir.clone() }))
 }
 
 fn ms(s: f64) -> String {

@@ -197,6 +197,33 @@ pub fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Mounts `url` on `dir` with a fetch bar on standard error. A signal that cancelled the
+/// mount is said on standard error, with `instead` (what did not happen), and gives the exit
+/// code to return; any other error names the mount point as [`mount_error`] does.
+pub fn mount_with_bar(
+    url: &str,
+    dir: &Path,
+    mut opts: MountOptions,
+    signals: &super::signals::Signals,
+    instead: &str,
+) -> anyhow::Result<Result<coldstart_lazyfs::Mount, std::process::ExitCode>> {
+    let bar = fetch_bar(&mut opts);
+    let mounted = coldstart_lazyfs::mount(url, dir, opts);
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    match mounted {
+        Ok(m) => Ok(Ok(m)),
+        Err(e) => match signals.first() {
+            Some(s) if e.is_cancelled() => {
+                eprintln!("coldstart: {} while mounting: {instead}", super::signals::name(s));
+                Ok(Err(super::signals::exit_code(s)))
+            }
+            _ => Err(mount_error(dir, e)),
+        },
+    }
+}
+
 /// A mount error, with the mount point where the error itself does not name it (bad input,
 /// a missing privilege and an untrusted bundle do: the message says which path, URL, device
 /// or key and what to do).
