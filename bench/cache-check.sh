@@ -20,13 +20,8 @@
 # stamp of their modification time) `stamp`, each with its own cache; then the time the checks
 # took by the runs' reports (`passthrough_check_ms`, median of RUNS `checked` mounts).
 set -eu
-runs=20; out=""
-while getopts r:o: opt; do
-    case $opt in
-        r) runs=$OPTARG ;; o) out=$OPTARG ;;
-        *) echo "usage: $0 [-r RUNS] [-o DIR]" >&2; exit 2 ;;
-    esac
-done
+runs=20
+. "$(dirname "$0")/opts.sh"
 . "$(dirname "$0")/lib.sh"
 base=${COLDSTART_BASE:-}
 mkdir -p "$out"

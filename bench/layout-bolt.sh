@@ -26,10 +26,7 @@ size=${1:-medium}; storage=${2:-nvme}; runs=${3:-3}
 cargo build --locked --release -q -p coldstart
 cs=$PWD/target/release/coldstart
 repo=$PWD
-# llvm-bolt looks for its instrumentation runtime in ../lib of the path it was started by:
-# on Debian (bolt-19) only /usr/lib/llvm-N/bin/llvm-bolt finds /usr/lib/llvm-N/lib/libbolt_rt_instr.a.
-bolt=$(ls /usr/lib/llvm-*/bin/llvm-bolt 2>/dev/null | sort -V | tail -1)
-bolt=${bolt:-$(command -v llvm-bolt)}
+. bench/bolt.sh
 work=/var/tmp/coldstart-bench/bolt-$size
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 
@@ -46,14 +43,8 @@ cp -a default lld && rm lld/sample
 cp -a default cbolt
 "$cs" bolt default/sample --order order.txt -o cbolt/sample | tee verify-cbolt.txt
 # BOLT's own orders from its own profile of workload a.
-cp -a default instr
-"$bolt" default/sample -instrument -o instr/sample --instrumentation-file="$work/a.fdata" \
-  > bolt-instrument.log 2>&1
-instr/sample --workload a >/dev/null
+bolt_orders
 for algo in hfsort cdsort; do
-  cp -a default "$algo"
-  "$bolt" default/sample -o "$algo/sample" -data=a.fdata -reorder-functions="$algo" \
-    > "bolt-$algo.log" 2>&1
   # Not expected to pass: these are not first-touch orders. Kept for the record.
   "$cs" verify "$algo/sample" --profile a.json > "verify-$algo.txt" 2>&1 || true
 done

@@ -136,16 +136,7 @@ wrapper() { # dir, flags...
 }
 [ -x plain/bin/gdb ] || { mkdir -p plain/bin && cp build-plain/gdb/gdb plain/bin/gdb; }
 . "$repo/bench/layout-steps.sh"
-if ! $measure_only; then
-  wrapper "$work/relr-cxx" -Wl,-z,pack-relative-relocs
-  relink default -- "$work/relr-cxx"
-  # 4. Profiles, the static picture, the model's view.
-  layout_profiles gdb
-  # 5. coldstart's orders.
-  layout_orders gdb
-  # 6. BOLT 22 on the default build, from its instrumented run of a.
-  layout_bolt gdb
-fi
+layout_builds gdb "$work/relr-cxx"
 # 7. lld 22's balanced partitioning, from a run of a by a build instrumented for IR PGO with
 # temporal profiling.
 if ! $measure_only || [ ! -x bp/bin/gdb ]; then

@@ -28,9 +28,7 @@ size=${1:-bench}
 repo=$PWD
 cargo build --locked --release -q -p coldstart
 cs=$PWD/target/release/coldstart
-# llvm-bolt finds its instrumentation runtime only as /usr/lib/llvm-N/bin/llvm-bolt (Debian).
-bolt=$(ls /usr/lib/llvm-*/bin/llvm-bolt 2>/dev/null | sort -V | tail -1)
-bolt=${bolt:-$(command -v llvm-bolt)}
+. bench/bolt.sh
 work=/var/tmp/coldstart-bench/heldout-$size
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 mods=(sample libcs_a.so libcs_b.so plugin/libcs_plugin.so)
@@ -66,16 +64,7 @@ relink ordered order-a.txt
 "$cs" order b.json -o order-b.txt 2> order-b.log
 relink ideal order-b.txt
 
-cp -a default instr
-"$bolt" default/sample -instrument -o instr/sample --instrumentation-file="$work/a.fdata" \
-  > bolt-instrument.log 2>&1
-instr/sample --workload a >/dev/null
-for algo in hfsort cdsort; do
-  cp -a default "$algo"
-  "$bolt" default/sample -o "$algo/sample" -data=a.fdata -reorder-functions="$algo" \
-    > "bolt-$algo.log" 2>&1
-done
-rm -rf instr
+bolt_orders
 
 "$repo/bench/layout-breakdown.sh" "$work/default" "$work/input" "$work/ordered" "$work/ideal" \
   "$work/hfsort" "$work/cdsort" -- sample --workload b | tee breakdown.txt

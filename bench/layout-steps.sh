@@ -1,8 +1,24 @@
 # The steps bench/layout-typst.sh and bench/layout-gdb.sh share, on a program PROG with its
 # builds under $work/BUILD/bin/PROG. Source it after defining `cs` (coldstart), `llvm` (LLVM
-# 22's bin directory), `work`, `repo`, `runs`, the arrays `wa` and `wb` (the arguments of
-# workloads a and b) and `relink NAME [coldstart link options] [-- WRAPPER-DIR]`, which relinks
-# the program's objects into $work/NAME/bin/PROG.
+# 22's bin directory), `work`, `repo`, `runs`, `measure_only` (true or false), the arrays `wa`
+# and `wb` (the arguments of workloads a and b), `relink NAME [coldstart link options] [--
+# WRAPPER-DIR]`, which relinks the program's objects into $work/NAME/bin/PROG, and `wrapper DIR
+# FLAGS...`, which writes a compiler driver into DIR that adds FLAGS.
+
+# Steps 3 to 6, unless --measure-only: the default build, relinked with DT_RELR through the
+# compiler wrapper `wrapper DIR FLAGS...` writes in WRAPPER-DIR; then its profiles, coldstart's
+# orders and BOLT 22's.
+layout_builds() { # PROG WRAPPER-DIR
+  $measure_only && return 0
+  wrapper "$2" -Wl,-z,pack-relative-relocs
+  relink default -- "$2"
+  # 4. Profiles, the static picture, the model's view.
+  layout_profiles "$1"
+  # 5. coldstart's orders.
+  layout_orders "$1"
+  # 6. BOLT 22 on the default build, from its instrumented run of a.
+  layout_bolt "$1"
+}
 
 # Profiles of the default build (functions, exact and traced file pages), the static picture
 # and the model's view of every placement on held-out b.

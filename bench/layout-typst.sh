@@ -131,16 +131,7 @@ wrapper() { # dir, flags...
   chmod +x "$dir/cc"
 }
 . "$repo/bench/layout-steps.sh"
-if ! $measure_only; then
-  wrapper "$work/relr-cc" -Wl,-z,pack-relative-relocs
-  relink default -- "$work/relr-cc"
-  # 4. Profiles, the static picture, the model's view.
-  layout_profiles typst
-  # 5. coldstart's orders.
-  layout_orders typst
-  # 6. BOLT 22 on the default build, from its instrumented run of a.
-  layout_bolt typst
-fi
+layout_builds typst "$work/relr-cc"
 # 7. lld 22's balanced partitioning, from a run of a by a build instrumented for IR PGO with
 # temporal profiling (its own target directory: other RUSTFLAGS).
 if ! $measure_only || [ ! -x bp/bin/typst ]; then

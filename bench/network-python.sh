@@ -12,13 +12,8 @@
 # modules compiled from source on the mount (`-v`: 0 when every `.pyc` is used) and times the
 # whole `coldstart run` of the same command (mount, the program, unmount).
 set -eu
-runs=40; out=""
-while getopts r:o: opt; do
-    case $opt in
-        r) runs=$OPTARG ;; o) out=$OPTARG ;;
-        *) echo "usage: $0 [-r RUNS] [-o DIR]" >&2; exit 2 ;;
-    esac
-done
+runs=40
+. "$(dirname "$0")/opts.sh"
 . "$(dirname "$0")/lib.sh"
 mkdir -p "$out"
 mnt="$out/mnt"

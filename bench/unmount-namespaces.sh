@@ -9,13 +9,8 @@
 #
 # COLDSTART=path picks the binary (default: release). Needs root (unshare --mount).
 set -eu
-runs=1; out=""
-while getopts r:o: opt; do
-    case $opt in
-        r) runs=$OPTARG ;; o) out=$OPTARG ;;
-        *) echo "usage: $0 [-r RUNS] [-o DIR]" >&2; exit 2 ;;
-    esac
-done
+runs=1
+. "$(dirname "$0")/opts.sh"
 . "$(dirname "$0")/lib.sh"
 mkdir -p "$out"
 "$cs" sample --size medium --seed 1 -o "$out/sample" >/dev/null
