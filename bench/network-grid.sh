@@ -42,23 +42,7 @@ awk 'BEGIN {
     for (i = 0; i < 1048576; i++) printf "%d,", int((i * 2654435761) % 4294967296 / 16777216)
     print "};"
 }' > "$out/prog/src/big.c"
-cat > "$out/prog/src/app.c" <<'C'
-#include <stdio.h>
-#include <string.h>
-extern const unsigned char big_table[1048576];
-int main(int argc, char **argv) {
-    /* Both: pages 0-31 and every 64th page; b also pages 96-99, a also pages 160-163. */
-    int b = argc > 1 && strcmp(argv[1], "b") == 0;
-    unsigned long sum = 0;
-    for (int p = 0; p < 256; p++) {
-        int extra = b ? (p >= 96 && p < 100) : (p >= 160 && p < 164);
-        int use = p < 32 || p % 64 == 0 || extra;
-        if (use) sum = sum * 31 + big_table[p * 4096 + 7];
-    }
-    printf("%s %lx\n", b ? "b" : "a", sum);
-    return 0;
-}
-C
+cp "$root/crates/coldstart/tests/fixtures/two-workloads.c" "$out/prog/src/app.c"
 clang-19 -O1 -shared -fPIC "$out/prog/src/big.c" -o "$out/prog/app/lib/libbig.so"
 clang-19 -O1 "$out/prog/src/app.c" -L "$out/prog/app/lib" -lbig -Wl,-rpath,'$ORIGIN/../lib' \
     -o "$out/prog/app/bin/app"

@@ -579,27 +579,7 @@ fn build_bench_program(root: &Path) {
     }
     table.push_str("};\n");
     std::fs::write(src.join("big.c"), table).unwrap();
-    std::fs::write(
-        src.join("app.c"),
-        r#"
-#include <stdio.h>
-#include <string.h>
-extern const unsigned char big_table[1048576];
-int main(int argc, char **argv) {
-    /* Both: pages 0-31 and every 64th page; b also pages 96-99, a also pages 160-163. */
-    int b = argc > 1 && strcmp(argv[1], "b") == 0;
-    unsigned long sum = 0;
-    for (int p = 0; p < 256; p++) {
-        int extra = b ? (p >= 96 && p < 100) : (p >= 160 && p < 164);
-        int use = p < 32 || p % 64 == 0 || extra;
-        if (use) sum = sum * 31 + big_table[p * 4096 + 7];
-    }
-    printf("%s %lx\n", b ? "b" : "a", sum);
-    return 0;
-}
-"#,
-    )
-    .unwrap();
+    std::fs::write(src.join("app.c"), include_str!("fixtures/two-workloads.c")).unwrap();
     shared_library(root, "big.c", "libbig.so", &[]);
     executable(root, "app.c", "big", "app");
 }
