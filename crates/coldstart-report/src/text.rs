@@ -34,22 +34,39 @@ pub const FONTS: [Font; 5] = [TITLE, LABEL, TICK, VALUE, INBAR];
 const MARGIN: f64 = 1.06;
 
 /// Advance widths of DejaVu Sans, ASCII 32 to 126, in thousandths of an em.
-const REGULAR: [u16; 95] = [
-    318, 401, 460, 838, 636, 950, 780, 275, 390, 390, 500, 838, 318, 361, 318, 337, 636, 636, 636,
-    636, 636, 636, 636, 636, 636, 636, 337, 337, 838, 838, 838, 531, 1000, 684, 686, 698, 770, 632,
-    575, 775, 752, 295, 295, 656, 557, 863, 748, 787, 603, 787, 695, 635, 611, 732, 684, 989, 685,
-    611, 685, 390, 337, 390, 838, 500, 500, 613, 635, 550, 635, 615, 352, 635, 634, 278, 278, 579,
-    278, 974, 634, 612, 635, 635, 411, 521, 392, 634, 592, 818, 592, 592, 525, 636, 337, 636, 838,
-];
+const REGULAR: [u16; 95] = widths(include_str!("fonts/dejavu-sans.txt"));
 
 /// Advance widths of DejaVu Sans Bold, ASCII 32 to 126, in thousandths of an em.
-const BOLD: [u16; 95] = [
-    348, 456, 521, 838, 696, 1002, 872, 306, 457, 457, 523, 838, 380, 415, 380, 365, 696, 696, 696,
-    696, 696, 696, 696, 696, 696, 696, 400, 400, 838, 838, 838, 580, 1000, 774, 762, 734, 830, 683,
-    683, 821, 837, 372, 372, 775, 637, 995, 837, 850, 733, 850, 770, 720, 682, 812, 774, 1103, 771,
-    724, 725, 457, 365, 457, 838, 500, 500, 675, 716, 593, 716, 678, 435, 716, 712, 343, 343, 665,
-    343, 1042, 712, 687, 716, 716, 493, 595, 478, 712, 652, 924, 645, 652, 582, 712, 365, 712, 838,
-];
+const BOLD: [u16; 95] = widths(include_str!("fonts/dejavu-sans-bold.txt"));
+
+/// The 95 numbers of a width table (`fonts/*.txt`: lines starting with `#` are comments),
+/// read when the crate compiles: a table with more or fewer numbers does not compile.
+const fn widths(text: &str) -> [u16; 95] {
+    let b = text.as_bytes();
+    let mut out = [0u16; 95];
+    let (mut i, mut n, mut value, mut in_number, mut in_comment) = (0, 0, 0u16, false, false);
+    while i <= b.len() {
+        let c = if i < b.len() { b[i] } else { b'\n' };
+        if c == b'#' {
+            in_comment = true;
+        } else if c == b'\n' {
+            in_comment = false;
+        }
+        if !in_comment && c.is_ascii_digit() {
+            value = value * 10 + (c - b'0') as u16;
+            in_number = true;
+        } else if in_number {
+            assert!(n < 95, "a width table has more than 95 numbers");
+            out[n] = value;
+            n += 1;
+            value = 0;
+            in_number = false;
+        }
+        i += 1;
+    }
+    assert!(n == 95, "a width table has fewer than 95 numbers");
+    out
+}
 
 /// The ellipsis a shortened text ends (or starts) with.
 pub const ELLIPSIS: char = '\u{2026}';
@@ -142,6 +159,12 @@ impl Font {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_width_tables_read_from_their_files_line_up_with_ascii() {
+        assert_eq!((REGULAR[0], REGULAR[usize::from(b'W' - 32)], REGULAR[94]), (318, 989, 838));
+        assert_eq!((BOLD[0], BOLD[usize::from(b'W' - 32)], BOLD[94]), (348, 1103, 838));
+    }
 
     /// Widths Chromium gave these texts on this machine (getBoundingClientRect): the estimate
     /// is never below them, and not far above.
