@@ -116,3 +116,11 @@ pub fn verify_chunk(chunk: &Chunk, data: &[u8]) -> bool {
 pub fn object_path(hash: &Sha256Hex) -> String {
     format!("blobs/cold/{}/{}", &hash.as_str()[..2], hash.as_str())
 }
+
+/// The category of `cause` when it is one of this crate's errors: the binary maps it to an
+/// exit code.
+pub fn error_category(
+    cause: &(dyn std::error::Error + 'static),
+) -> Option<coldstart_error::Category> {
+    coldstart_error::category_of!(cause; crate::CacheError, crate::HotListError, crate::ManifestError, crate::PackError, crate::FetchError, crate::s3::S3Error, crate::publish::PublishError, crate::profile::ProfileHotListError, crate::start::StartError, crate::start::CompressedManifestError, crate::start::ServeCheckError, crate::sign::KeyError, crate::sign::SignatureError)
+}

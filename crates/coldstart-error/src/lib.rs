@@ -62,3 +62,38 @@ impl Category {
         }
     }
 }
+
+/// The category of `cause` when it is one of the listed error types, each of which has a
+/// `category()` method: how a library says which of its errors it knows, in its
+/// `error_category` function, for the binary to map to an exit code.
+///
+/// ```
+/// use coldstart_error::Category;
+///
+/// #[derive(Debug)]
+/// struct Refused;
+/// impl std::fmt::Display for Refused {
+///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+///         f.write_str("refused")
+///     }
+/// }
+/// impl std::error::Error for Refused {}
+/// impl Refused {
+///     fn category(&self) -> Category {
+///         Category::Untrusted
+///     }
+/// }
+///
+/// fn error_category(cause: &(dyn std::error::Error + 'static)) -> Option<Category> {
+///     coldstart_error::category_of!(cause; Refused)
+/// }
+/// assert_eq!(error_category(&Refused), Some(Category::Untrusted));
+/// assert_eq!(error_category(&std::fmt::Error), None);
+/// ```
+#[macro_export]
+macro_rules! category_of {
+    ($cause:expr; $($ty:ty),+ $(,)?) => {{
+        let cause: &(dyn ::std::error::Error + 'static) = $cause;
+        None$(.or_else(|| cause.downcast_ref::<$ty>().map(|e| e.category())))+
+    }};
+}

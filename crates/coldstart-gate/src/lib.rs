@@ -65,3 +65,11 @@ pub use error::GateError;
 pub use figure::{Figure, Slack, Verdict};
 pub use report::{GateReport, Outcome, Policy};
 pub use run::{gate, record, GateOptions, StorageChoice};
+
+/// The category of `cause` when it is one of this crate's errors: the binary maps it to an
+/// exit code.
+pub fn error_category(
+    cause: &(dyn std::error::Error + 'static),
+) -> Option<coldstart_error::Category> {
+    coldstart_error::category_of!(cause; crate::GateError)
+}

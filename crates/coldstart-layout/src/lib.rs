@@ -55,3 +55,11 @@ pub use error::LayoutError;
 pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<(), LayoutError> {
     coldstart_fs::write_atomic(path, bytes).map_err(|e| LayoutError::io("write", path, e))
 }
+
+/// The category of `cause` when it is one of this crate's errors: the binary maps it to an
+/// exit code.
+pub fn error_category(
+    cause: &(dyn std::error::Error + 'static),
+) -> Option<coldstart_error::Category> {
+    coldstart_error::category_of!(cause; crate::LayoutError)
+}

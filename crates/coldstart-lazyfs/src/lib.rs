@@ -65,3 +65,11 @@ pub use options::{
     MountRequest, NetworkRequest, DEFAULT_READAHEAD, PAGE_READAHEAD,
 };
 pub use strategy::{Strategy, StrategyOrAuto, StrategyParseError};
+
+/// The category of `cause` when it is one of this crate's errors: the binary maps it to an
+/// exit code.
+pub fn error_category(
+    cause: &(dyn std::error::Error + 'static),
+) -> Option<coldstart_error::Category> {
+    coldstart_error::category_of!(cause; crate::MountError, crate::EngineError)
+}

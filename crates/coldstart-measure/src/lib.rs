@@ -41,3 +41,11 @@ pub use coldstart_ready::{self as ready, x11, Ready};
 pub use coldstart_storage as storage;
 pub use measure::{measure, storage_files, MeasureOptions};
 pub use result::{MeasureReport, RunRecord};
+
+/// The category of `cause` when it is one of this crate's errors: the binary maps it to an
+/// exit code.
+pub fn error_category(
+    cause: &(dyn std::error::Error + 'static),
+) -> Option<coldstart_error::Category> {
+    coldstart_error::category_of!(cause; crate::measure::MeasureError, crate::launch::LaunchError, crate::cgroup::CgroupError, crate::cache::CacheError, crate::export::ExportError)
+}

@@ -654,6 +654,14 @@ pub mod testing {
     }
 }
 
+/// The category of `cause` when it is one of this crate's errors: the binary maps it to an
+/// exit code.
+pub fn error_category(
+    cause: &(dyn std::error::Error + 'static),
+) -> Option<coldstart_error::Category> {
+    coldstart_error::category_of!(cause; crate::FormatError)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -725,6 +725,14 @@ fn remove_stale(tmp: &Path) {
     crate::pages::remove_stale_tracing();
 }
 
+/// The category of `cause` when it is one of this crate's errors: the binary maps it to an
+/// exit code.
+pub fn error_category(
+    cause: &(dyn std::error::Error + 'static),
+) -> Option<coldstart_error::Category> {
+    coldstart_error::category_of!(cause; crate::ProfileError, crate::pages::PagesError)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

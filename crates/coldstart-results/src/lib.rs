@@ -136,6 +136,14 @@ pub fn head(text: &str) -> Option<(String, u32)> {
     Some((h.format.unwrap_or_default(), h.version.unwrap_or(0)))
 }
 
+/// The category of `cause` when it is one of this crate's errors: the binary maps it to an
+/// exit code.
+pub fn error_category(
+    cause: &(dyn std::error::Error + 'static),
+) -> Option<coldstart_error::Category> {
+    coldstart_error::category_of!(cause; crate::ResultsError)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -668,6 +668,14 @@ fn backing_size(bytes: u64, inodes: u64) -> u64 {
     raw.div_ceil(MIB) * MIB
 }
 
+/// The category of `cause` when it is one of this crate's errors: the binary maps it to an
+/// exit code.
+pub fn error_category(
+    cause: &(dyn std::error::Error + 'static),
+) -> Option<coldstart_error::Category> {
+    coldstart_error::category_of!(cause; crate::StorageError)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -93,56 +93,34 @@ pub fn code_for(err: &anyhow::Error) -> ExitCode {
     ExitCode::from(category(err).exit_code())
 }
 
-/// Every error type of the libraries, by its own `category()`.
+/// Each library's `error_category`: every library names its own error types.
+type Categorize = fn(&(dyn Error + 'static)) -> Option<Category>;
+const LIBRARIES: [Categorize; 17] = [
+    coldstart_bundle::error_category,
+    coldstart_elf::error_category,
+    coldstart_experiment::error_category,
+    coldstart_gate::error_category,
+    coldstart_layout::error_category,
+    coldstart_lazyfs::error_category,
+    coldstart_measure::error_category,
+    coldstart_prefetch::error_category,
+    coldstart_profile::error_category,
+    coldstart_profile_format::error_category,
+    coldstart_ready::error_category,
+    coldstart_report::error_category,
+    coldstart_results::error_category,
+    coldstart_sample::error_category,
+    coldstart_serve::error_category,
+    coldstart_storage::error_category,
+    coldstart_timeline::error_category,
+];
+
+/// The category of one cause: the command line's own ([`Coded`]), or a library's.
 fn category_of(cause: &(dyn Error + 'static)) -> Option<Category> {
-    macro_rules! known {
-        ($($ty:ty),+ $(,)?) => {
-            $(if let Some(e) = cause.downcast_ref::<$ty>() {
-                return Some(e.category());
-            })+
-        };
-    }
     if let Some(c) = cause.downcast_ref::<Coded>() {
         return Some(c.category);
     }
-    known!(
-        coldstart_measure::measure::MeasureError,
-        coldstart_measure::launch::LaunchError,
-        coldstart_measure::cgroup::CgroupError,
-        coldstart_measure::cache::CacheError,
-        coldstart_measure::storage::StorageError,
-        coldstart_measure::export::ExportError,
-        coldstart_measure::x11::WindowError,
-        coldstart_profile::ProfileError,
-        coldstart_profile::pages::PagesError,
-        coldstart_profile::FormatError,
-        coldstart_prefetch::PrefetchError,
-        coldstart_elf::ElfError,
-        coldstart_layout::LayoutError,
-        coldstart_bundle::CacheError,
-        coldstart_bundle::HotListError,
-        coldstart_bundle::ManifestError,
-        coldstart_bundle::PackError,
-        coldstart_bundle::FetchError,
-        coldstart_bundle::s3::S3Error,
-        coldstart_bundle::publish::PublishError,
-        coldstart_bundle::profile::ProfileHotListError,
-        coldstart_bundle::start::StartError,
-        coldstart_bundle::start::CompressedManifestError,
-        coldstart_bundle::start::ServeCheckError,
-        coldstart_bundle::sign::KeyError,
-        coldstart_bundle::sign::SignatureError,
-        coldstart_serve::ServeError,
-        coldstart_lazyfs::MountError,
-        coldstart_lazyfs::EngineError,
-        coldstart_sample::Error,
-        coldstart_report::ReportError,
-        coldstart_results::ResultsError,
-        coldstart_timeline::TimelineError,
-        coldstart_experiment::ExperimentError,
-        coldstart_gate::GateError,
-    );
-    None
+    LIBRARIES.iter().find_map(|categorize| categorize(cause))
 }
 
 /// The message of an error and its causes, each cause once: a library message that already
