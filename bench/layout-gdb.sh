@@ -29,12 +29,8 @@
 #              -reorder-functions=cdsort -split-functions -split-all-cold -split-eh`
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repo=$PWD
-runs=${1:-3}
-measure_only=false
-[ "${2:-}" = --measure-only ] && measure_only=true
-cargo build --locked --release -q -p coldstart
-cs=$PWD/target/release/coldstart
+. bench/layout-steps.sh
+layout_options "$@"
 llvm=/usr/lib/llvm-22/bin
 for t in clang ld.lld llvm-bolt llvm-profdata; do
   [ -x "$llvm/$t" ] || { echo "no $llvm/$t: run scripts/setup.sh --bench" >&2; exit 2; }
@@ -135,7 +131,6 @@ wrapper() { # dir, flags...
   chmod +x "$dir/clang++-22"
 }
 [ -x plain/bin/gdb ] || { mkdir -p plain/bin && cp build-plain/gdb/gdb plain/bin/gdb; }
-. "$repo/bench/layout-steps.sh"
 layout_builds gdb "$work/relr-cxx"
 # 7. lld 22's balanced partitioning, from a run of a by a build instrumented for IR PGO with
 # temporal profiling.

@@ -1,9 +1,21 @@
 # The steps bench/layout-typst.sh and bench/layout-gdb.sh share, on a program PROG with its
-# builds under $work/BUILD/bin/PROG. Source it after defining `cs` (coldstart), `llvm` (LLVM
-# 22's bin directory), `work`, `repo`, `runs`, `measure_only` (true or false), the arrays `wa`
-# and `wb` (the arguments of workloads a and b), `relink NAME [coldstart link options] [--
-# WRAPPER-DIR]`, which relinks the program's objects into $work/NAME/bin/PROG, and `wrapper DIR
-# FLAGS...`, which writes a compiler driver into DIR that adds FLAGS.
+# builds under $work/BUILD/bin/PROG. Source it from the repository's root and call
+# `layout_options "$@"` (it sets `repo`, `runs`, `measure_only` and `cs`); define `llvm` (LLVM
+# 22's bin directory), `work`, the arrays `wa` and `wb` (the arguments of workloads a and b),
+# `relink NAME [coldstart link options] [-- WRAPPER-DIR]`, which relinks the program's objects
+# into $work/NAME/bin/PROG, and `wrapper DIR FLAGS...`, which writes a compiler driver into DIR
+# that adds FLAGS, before the steps.
+
+# The scripts' arguments, RUNS (default 3) and --measure-only; also `repo` (the repository,
+# the current directory) and `cs` (coldstart's release binary, built here).
+layout_options() { # [RUNS] [--measure-only]
+  repo=$PWD
+  runs=${1:-3}
+  measure_only=false
+  if [ "${2:-}" = --measure-only ]; then measure_only=true; fi
+  cargo build --locked --release -q -p coldstart
+  cs=$repo/target/release/coldstart
+}
 
 # Steps 3 to 6, unless --measure-only: the default build, relinked with DT_RELR through the
 # compiler wrapper `wrapper DIR FLAGS...` writes in WRAPPER-DIR; then its profiles, coldstart's

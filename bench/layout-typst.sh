@@ -43,13 +43,9 @@
 # times cold starts of b, each build interleaved with `default`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repo=$PWD
-runs=${1:-3}
-measure_only=false
-[ "${2:-}" = --measure-only ] && measure_only=true
+. bench/layout-steps.sh
+layout_options "$@"
 version=0.15.1
-cargo build --locked --release -q -p coldstart
-cs=$PWD/target/release/coldstart
 llvm=/usr/lib/llvm-22/bin
 for t in ld.lld llvm-bolt llvm-profdata; do
   [ -x "$llvm/$t" ] || { echo "no $llvm/$t: run scripts/setup.sh --bench" >&2; exit 2; }
@@ -130,7 +126,6 @@ wrapper() { # dir, flags...
   printf '#!/bin/sh\nexec /usr/bin/cc "$@" %s 2>>%s/link.log\n' "$*" "$dir" > "$dir/cc"
   chmod +x "$dir/cc"
 }
-. "$repo/bench/layout-steps.sh"
 layout_builds typst "$work/relr-cc"
 # 7. lld 22's balanced partitioning, from a run of a by a build instrumented for IR PGO with
 # temporal profiling (its own target directory: other RUSTFLAGS).
