@@ -762,14 +762,27 @@ impl Held {
 
     /// Send `signal` to every process of the child's group.
     pub fn signal_group(&self, signal: i32) {
-        // SAFETY: a signal to the process group the child made.
+        if self.group_id_reused() {
+            return;
+        }
+        // SAFETY: a signal to the process group the child made (see `group_id_reused`).
         unsafe { libc::kill(-self.pid, signal) };
     }
 
     /// Whether any process of the child's group is left.
     pub fn group_alive(&self) -> bool {
         // SAFETY: signal 0 only checks.
-        unsafe { libc::kill(-self.pid, 0) == 0 }
+        !self.group_id_reused() && unsafe { libc::kill(-self.pid, 0) == 0 }
+    }
+
+    /// Whether the group's id may name another group now. While the child is not reaped, its
+    /// pid (the group's id) stays its own. Once it is reaped, the kernel keeps the number
+    /// while any process of the group lives; when none does, the number is free, and a new
+    /// process that takes it and makes its own group (as every held child does) would get
+    /// the signals meant for this one. A process holding the number after the reap is such a
+    /// process: then the group is left alone.
+    fn group_id_reused(&self) -> bool {
+        self.reaped() && std::path::Path::new(&format!("/proc/{}", self.pid)).exists()
     }
 
     fn wait4(&mut self, flags: i32) -> io::Result<Option<Exit>> {

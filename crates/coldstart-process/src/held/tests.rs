@@ -132,16 +132,39 @@ fn dropping_kills_the_whole_group() {
     assert!(held.wait_timeout(Duration::from_millis(50)).unwrap().is_none());
     let pgid = held.pid();
     drop(held);
-    // The grandchild is not ours to reap: it is gone once it is a zombie of init or gone.
+    assert!(ends_within_5_s(grandchild), "the group {pgid} lives on");
+}
+
+/// Whether `pid` ends within 5 s. It is not ours to reap: it has ended once it is gone or a
+/// zombie of init.
+fn ends_within_5_s(pid: i32) -> bool {
     let t = Instant::now();
-    loop {
-        let stat = std::fs::read_to_string(format!("/proc/{grandchild}/stat"));
-        match stat {
-            Err(_) => break,
-            Ok(s) if s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')) => break,
-            Ok(_) => {}
+    while t.elapsed() < Duration::from_secs(5) {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return true,
+            Ok(s) if s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')) => {
+                return true
+            }
+            Ok(_) => std::thread::sleep(Duration::from_millis(5)),
         }
-        assert!(t.elapsed() < Duration::from_secs(5), "the group {pgid} lives on");
-        std::thread::sleep(Duration::from_millis(5));
     }
+    false
+}
+
+#[test]
+fn dropping_kills_the_group_a_reaped_child_left_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let file = pidfile.to_str().unwrap();
+    let mut held = Spawner::new("/bin/sh", ["sh", "-c", "sleep 30 & echo $! > \"$0\"", file])
+        .null(0)
+        .spawn()
+        .unwrap();
+    held.release().unwrap();
+    held.wait().unwrap();
+    assert!(held.reaped());
+    let grandchild: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    assert!(held.group_alive(), "the reaped child's group keeps its id while one lives");
+    drop(held);
+    assert!(ends_within_5_s(grandchild), "the left-behind {grandchild} lives on");
 }
