@@ -177,10 +177,8 @@ impl Program {
 
 /// Drop the page-cache pages of `path` that no process maps.
 fn evict(path: &Path) {
-    use std::os::fd::AsRawFd;
     if let Ok(file) = std::fs::File::open(path) {
-        // SAFETY: advice on a descriptor we hold.
-        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let _ = coldstart_sys::file::drop_cached(&file);
     }
 }
 
@@ -443,13 +441,23 @@ fn firefox_esr_headless_screenshot() {
 
 #[test]
 fn python3_through_a_shim_profiles_python_and_order_names_it() {
-    // `python3` on PATH, when it is a script (pyenv's shim: bash executing `pyenv exec`).
-    let Some(shim) = coldstart_testkit::which("python3") else { return };
-    let is_script = std::fs::read(&shim).map(|b| b.starts_with(b"#!")).unwrap_or(false);
-    if !is_script {
-        eprintln!("skipped: python3 on PATH is not a wrapper script");
+    // A wrapper script as pyenv's shim is: bash running `pyenv exec`, another bash, which
+    // execs the real python.
+    let python = Path::new("/usr/bin/python3");
+    if !coldstart_testkit::require(
+        python.exists(),
+        "Debian's /usr/bin/python3 (apt-get install python3)",
+    ) {
         return;
     }
+    let dir = tempfile::tempdir().unwrap();
+    let shim = dir.path().join("python3");
+    std::fs::write(
+        &shim,
+        "#!/bin/bash\nexec /bin/bash -c 'exec /usr/bin/python3 \"$@\"' pyenv-exec \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&shim, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let program = Program::new(&[shim.to_str().unwrap(), "-c", "print('ok')"]);
     let p = program.check_default_tracer();
     let images = p["images"].as_array().unwrap();
