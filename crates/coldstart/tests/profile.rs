@@ -119,20 +119,9 @@ fn assert_no_process_runs(exe: &Path) {
     }
 }
 
-const LIB: &str = r#"
-int lib_one(int x) { return x + 1; }
-int lib_two(int x) { return lib_one(x) * 2; }
-int lib_unused(int x) { return x - 1; }
-"#;
+const LIB: &str = include_str!("fixtures/profile/lib.c");
 
-const MAIN: &str = r#"
-#include <stdio.h>
-int lib_two(int);
-int first(int x) { return x * 3; }
-int second(int x) { return lib_two(first(x)); }
-int never_called(int x) { return x / 7; }
-int main(int argc, char **argv) { printf("%d\n", second(argc)); return argc > 5 ? never_called(argc) : 0; }
-"#;
+const MAIN: &str = include_str!("fixtures/profile/main.c");
 
 /// The program `prog` (MAIN) linked with its library `libt.so` (LIB), found by its rpath.
 fn build_with_library(f: &Fixture) -> PathBuf {
@@ -179,25 +168,7 @@ fn records_functions_of_the_executable_and_its_library_in_call_order() {
 #[test]
 fn threads_are_all_recorded() {
     let f = Fixture::new();
-    let prog = f.program(
-        "threads",
-        r#"
-#include <pthread.h>
-int in_thread_a(int x) { return x + 1; }
-int in_thread_b(int x) { return x + 2; }
-void *run_a(void *p) { (void)p; return (void *)(long)in_thread_a(1); }
-void *run_b(void *p) { (void)p; return (void *)(long)in_thread_b(1); }
-int main(void) {
-    pthread_t a, b;
-    pthread_create(&a, 0, run_a, 0);
-    pthread_create(&b, 0, run_b, 0);
-    pthread_join(a, 0);
-    pthread_join(b, 0);
-    return 0;
-}
-"#,
-        &["-pthread"],
-    );
+    let prog = f.program("threads", include_str!("fixtures/profile/threads.c"), &["-pthread"]);
     let (p, _) = f.profile(&[], &prog, &[]).ok();
     let funcs: Vec<&Value> = p["modules"]
         .as_array()
@@ -222,18 +193,8 @@ fn dlopened_library_is_covered() {
         "int plug_entry(int x) { return x * 5; }\nint plug_idle(void) { return 0; }\n",
         &[],
     );
-    let source = format!(
-        r#"
-#include <dlfcn.h>
-int main(void) {{
-    void *h = dlopen("{}", RTLD_NOW);
-    if (!h) return 3;
-    int (*f)(int) = (int (*)(int))dlsym(h, "plug_entry");
-    return f(1) == 5 ? 0 : 4;
-}}
-"#,
-        plug.display()
-    );
+    let source =
+        include_str!("fixtures/profile/dl.c").replace("@PATH@", &plug.display().to_string());
     let prog = f.program("dl", &source, &["-ldl"]);
     let (p, _) = f.profile(&[], &prog, &[]).ok();
     assert_eq!(p["stop"]["code"], 0, "the program itself succeeded");
@@ -243,17 +204,7 @@ int main(void) {{
 #[test]
 fn crash_mid_start_up_keeps_the_profile_and_reports_the_signal() {
     let f = Fixture::new();
-    let prog = f.program(
-        "crash",
-        r#"
-volatile int sink;
-void before_crash(int x) { sink = x + 1; }
-void crashes(volatile int *p) { sink = *p; }
-void after_crash(int x) { sink = x - 1; }
-int main(int argc, char **argv) { (void)argv; before_crash(argc); crashes((volatile int *)0); after_crash(argc); return 0; }
-"#,
-        &[],
-    );
+    let prog = f.program("crash", include_str!("fixtures/profile/crash.c"), &[]);
     let (stderr, p) = f.profile(&[], &prog, &[]).exited(1);
     assert!(stderr.contains("crashed") && stderr.contains("SIGSEGV"), "{stderr}");
     assert!(stderr.contains("crashes"), "the fault is located: {stderr}");
@@ -267,18 +218,7 @@ int main(int argc, char **argv) { (void)argv; before_crash(argc); crashes((volat
 #[test]
 fn readiness_on_stdout_then_kill() {
     let f = Fixture::new();
-    let prog = f.program(
-        "server",
-        r#"
-#include <stdio.h>
-#include <unistd.h>
-volatile int sink;
-void setup(void) { sink = 1; }
-int serve_forever(void) { for (;;) pause(); }
-int main(void) { setup(); printf("listening\n"); fflush(stdout); return serve_forever(); }
-"#,
-        &[],
-    );
+    let prog = f.program("server", include_str!("fixtures/profile/server.c"), &[]);
     let (p, _) = f.profile(&["--ready", "stdout:^listening$", "--kill-at-ready"], &prog, &[]).ok();
     assert_eq!(p["stop"]["kind"], "ready");
     assert_eq!(p["stop"]["killed"], true);
@@ -290,28 +230,8 @@ int main(void) { setup(); printf("listening\n"); fflush(stdout); return serve_fo
 fn detached_program_runs_on_without_breakpoints_and_forks_survive() {
     let f = Fixture::new();
     let marker = f.path().join("done");
-    let source = format!(
-        r#"
-#include <stdio.h>
-#include <unistd.h>
-#include <sys/wait.h>
-int later_work(int x) {{ return x * 2; }}
-int in_child(int x) {{ return x + 3; }}
-int main(void) {{
-    printf("ready\n"); fflush(stdout);
-    pid_t c = fork();
-    if (c == 0) _exit(in_child(1) == 4 ? 0 : 1);
-    int status = 0;
-    waitpid(c, &status, 0);
-    usleep(200000);
-    if (later_work(2) == 4 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {{
-        FILE *f = fopen("{}", "w"); fputs("ok", f); fclose(f);
-    }}
-    return 0;
-}}
-"#,
-        marker.display()
-    );
+    let source =
+        include_str!("fixtures/profile/runs_on.c").replace("@PATH@", &marker.display().to_string());
     let prog = f.program("runs_on", &source, &[]);
     let (p, _) = f.profile(&["--ready", "stdout:ready"], &prog, &[]).ok();
     assert_eq!(p["stop"]["killed"], false);
@@ -327,22 +247,7 @@ int main(void) {{
 #[test]
 fn followed_fork_records_the_child() {
     let f = Fixture::new();
-    let prog = f.program(
-        "forks",
-        r#"
-#include <unistd.h>
-#include <sys/wait.h>
-int only_in_child(int x) { return x + 3; }
-int main(void) {
-    pid_t c = fork();
-    if (c == 0) _exit(only_in_child(1) == 4 ? 0 : 1);
-    int status = 1;
-    waitpid(c, &status, 0);
-    return WEXITSTATUS(status);
-}
-"#,
-        &[],
-    );
+    let prog = f.program("forks", include_str!("fixtures/profile/forks.c"), &[]);
     let (p, _) = f.profile(&["--no-follow-forks"], &prog, &[]).ok();
     assert_eq!(p["stop"]["code"], 0, "the unfollowed child did not trip on a breakpoint");
     assert!(!touched(&p, "/forks").contains(&"only_in_child".to_string()));
@@ -542,12 +447,7 @@ fn stripped_binary_page_profile_names_its_pages() {
     );
 }
 
-const PLAIN: &str = r#"
-volatile int sink;
-void step_one(void) { sink = 1; }
-void step_two(void) { sink = 2; }
-int main(void) { step_one(); step_two(); return 0; }
-"#;
+const PLAIN: &str = include_str!("fixtures/profile/plain.c");
 
 #[test]
 fn non_pie_and_static_executables() {
@@ -688,27 +588,7 @@ fn setuid_and_unreadable_programs_are_refused_without_root() {
 }
 
 /// A seccomp filter that makes `ptrace` fail with EPERM, as some container runtimes do.
-const NO_PTRACE: &str = r#"
-#include <errno.h>
-#include <stddef.h>
-#include <unistd.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-int main(int argc, char **argv) {
-    struct sock_filter code[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ptrace, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    struct sock_fprog prog = { sizeof code / sizeof code[0], code };
-    if (argc < 2 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) return 99;
-    execv(argv[1], argv + 1);
-    return 98;
-}
-"#;
+const NO_PTRACE: &str = include_str!("fixtures/profile/no_ptrace.c");
 
 #[test]
 fn a_program_that_cannot_be_traced_is_a_clear_error_and_leaves_nothing_behind() {
@@ -792,37 +672,8 @@ fn without_root_pages_come_from_page_fault_samples_labelled_sampled() {
 fn busy_threads_are_stopped_restored_and_detached_at_readiness() {
     let f = Fixture::new();
     let marker = f.path().join("done");
-    let source = format!(
-        r#"
-#include <pthread.h>
-#include <stdio.h>
-#include <time.h>
-volatile long sink;
-void work_a(long i) {{ sink += i; }}
-void work_b(long i) {{ sink ^= i; }}
-void late_only(void) {{ sink = 0; }}
-void *spin(void *p) {{
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (long i = 0;; i++) {{
-        if (p) work_a(i); else work_b(i);
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > 400000000L) break;
-    }}
-    return 0;
-}}
-int main(void) {{
-    pthread_t th[4];
-    for (long i = 0; i < 4; i++) pthread_create(&th[i], 0, spin, (void *)(i & 1));
-    printf("ready\n"); fflush(stdout);
-    for (int i = 0; i < 4; i++) pthread_join(th[i], 0);
-    late_only();
-    FILE *f = fopen("{}", "w"); fputs("ok", f); fclose(f);
-    return 0;
-}}
-"#,
-        marker.display()
-    );
+    let source =
+        include_str!("fixtures/profile/busy.c").replace("@PATH@", &marker.display().to_string());
     let prog = f.program("busy", &source, &["-pthread"]);
     let (p, _) = f.profile(&["--ready", "stdout:^ready"], &prog, &[]).ok();
     assert_eq!(p["stop"]["kind"], "ready");
@@ -837,15 +688,8 @@ int main(void) {{
 fn follow_exec_profiles_the_next_program() {
     let f = Fixture::new();
     let second = f.program("second_image", PLAIN, &[]);
-    let source = format!(
-        r#"
-#include <unistd.h>
-volatile int sink;
-void before_exec(void) {{ sink = 1; }}
-int main(void) {{ before_exec(); execl("{0}", "{0}", (char *)0); return 1; }}
-"#,
-        second.display()
-    );
+    let source = include_str!("fixtures/profile/first_image.c")
+        .replace("@PATH@", &second.display().to_string());
     let first = f.program("first_image", &source, &[]);
 
     // By default the program executed is profiled (a wrapper's program is the one wanted).
@@ -872,26 +716,7 @@ int main(void) {{ before_exec(); execl("{0}", "{0}", (char *)0); return 1; }}
 #[test]
 fn posix_spawn_helpers_run_and_the_parent_is_profiled_on() {
     let f = Fixture::new();
-    let prog = f.program(
-        "spawner",
-        r#"
-#include <spawn.h>
-#include <sys/wait.h>
-extern char **environ;
-volatile int sink;
-void after_spawn(void) { sink = 1; }
-int main(void) {
-    char *argv[] = {"true", 0};
-    pid_t pid;
-    if (posix_spawn(&pid, "/bin/true", 0, 0, argv, environ) != 0) return 2;
-    int status = 1;
-    waitpid(pid, &status, 0);
-    after_spawn();
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
-}
-"#,
-        &[],
-    );
+    let prog = f.program("spawner", include_str!("fixtures/profile/spawner.c"), &[]);
     for flags in [&[][..], &["--follow-forks"][..], &["--follow-forks", "--follow-exec"][..]] {
         let (p, _) = f.profile(flags, &prog, &[]).ok();
         assert_eq!(p["stop"]["code"], 0, "{flags:?}: the helper ran and exited 0");
@@ -916,36 +741,7 @@ fn vfork_child_with_every_signal_blocked_runs_under_the_default_tracer() {
     // What Python's subprocess does: block every signal, vfork, run code of its own in the
     // child, exec. A breakpoint the child reaches with SIGTRAP blocked would kill it.
     let f = Fixture::new();
-    let prog = f.program(
-        "vforker",
-        r#"
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-volatile int sink;
-void in_child(void) { sink = 1; }
-void after_child(void) { sink = 2; }
-int main(void) {
-    sigset_t all, old;
-    sigfillset(&all);
-    sigprocmask(SIG_BLOCK, &all, &old);
-    pid_t pid = vfork();
-    if (pid == 0) {
-        struct sigaction dfl = { .sa_handler = SIG_DFL };
-        sigaction(SIGTRAP, &dfl, 0);
-        in_child();
-        execl("/bin/true", "true", (char *)0);
-        _exit(9);
-    }
-    sigprocmask(SIG_SETMASK, &old, 0);
-    int status = 1;
-    waitpid(pid, &status, 0);
-    after_child();
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
-}
-"#,
-        &[],
-    );
+    let prog = f.program("vforker", include_str!("fixtures/profile/vforker.c"), &[]);
     let (p, stderr) = f.profile(&[], &prog, &[]).ok();
     assert_eq!(p["stop"]["code"], 0, "the child ran and executed /bin/true: {stderr}");
     assert!(!stderr.contains("profiled again"), "no fallback was needed: {stderr}");
@@ -962,21 +758,8 @@ fn library_closed_and_opened_again_is_armed_again() {
         "volatile int sink;\nvoid first_visit(void) { sink = 1; }\nvoid second_visit(void) { sink = 2; }\n",
         &[],
     );
-    let source = format!(
-        r#"
-#include <dlfcn.h>
-static int call(const char *name) {{
-    void *h = dlopen("{}", RTLD_NOW);
-    if (!h) return 1;
-    void (*f)(void) = (void (*)(void))dlsym(h, name);
-    if (!f) return 1;
-    f();
-    return dlclose(h);
-}}
-int main(void) {{ return call("first_visit") || call("second_visit"); }}
-"#,
-        plug.display()
-    );
+    let source =
+        include_str!("fixtures/profile/again.c").replace("@PATH@", &plug.display().to_string());
     let prog = f.program("again", &source, &["-ldl"]);
     let (p, _) = f.profile(&[], &prog, &[]).ok();
     assert_eq!(p["stop"]["code"], 0);
@@ -993,33 +776,9 @@ fn readiness_signals_of_measure_fd_file_and_tcp() {
     let f = Fixture::new();
     let marker = f.path().join("ready-marker");
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let source = format!(
-        r#"
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
-volatile int sink;
-void before_ready(void) {{ sink = 1; }}
-int main(int argc, char **argv) {{
-    before_ready();
-    if (!strcmp(argv[1], "fd")) write(atoi(getenv("COLDSTART_READY_FD")), "r", 1);
-    if (!strcmp(argv[1], "file")) fclose(fopen("{}", "w"));
-    if (!strcmp(argv[1], "tcp")) {{
-        int s = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a = {{ .sin_family = AF_INET, .sin_port = htons({port}), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) }};
-        int one = 1;
-        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(s, (struct sockaddr *)&a, sizeof a) || listen(s, 4)) return 5;
-    }}
-    for (;;) pause();
-}}
-"#,
-        marker.display()
-    );
+    let source = include_str!("fixtures/profile/signals.c")
+        .replace("@PATH@", &marker.display().to_string())
+        .replace("@PORT@", &port.to_string());
     let prog = f.program("signals", &source, &[]);
     let file_signal = format!("file:{}", marker.display());
     let tcp_signal = format!("tcp:{port}");
@@ -1045,10 +804,7 @@ fn huge_pages_possible() -> bool {
 
 /// Several MiB of padding in the text (a function of its own), so that the audit agent
 /// copies the segment into huge pages rather than writing into the file mapping.
-const BIG_TEXT: &str = r#"
-__asm__(".text\n.globl big_padding\n.type big_padding,@function\nbig_padding:\nret\n"
-        ".fill 6291456,1,0x90\n.size big_padding,.-big_padding\n");
-"#;
+const BIG_TEXT: &str = include_str!("fixtures/profile/big_text.c");
 
 #[test]
 fn large_text_copied_for_breakpoints_runs_and_records_every_thread_and_library() {
@@ -1058,69 +814,9 @@ fn large_text_copied_for_breakpoints_runs_and_records_every_thread_and_library()
         &format!("{BIG_TEXT}\nint plug_entry(int x) {{ return x * 5; }}\nint plug_idle(void) {{ return 0; }}\n"),
         &[],
     );
-    let source = format!(
-        r#"
-#include <dlfcn.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
-{BIG_TEXT}
-volatile int sink;
-void shared_by_all(int x) {{ sink = x; }}
-void worker_0(void) {{ shared_by_all(0); }}
-void worker_1(void) {{ shared_by_all(1); }}
-void worker_2(void) {{ shared_by_all(2); }}
-void worker_3(void) {{ shared_by_all(3); }}
-void *run(void *p) {{
-    switch ((int)(long)p) {{
-    case 0: worker_0(); break;
-    case 1: worker_1(); break;
-    case 2: worker_2(); break;
-    default: worker_3(); break;
-    }}
-    return 0;
-}}
-/* Whether the mapping that holds main is backed by the file or anonymous. */
-const char *text_backing(void) {{
-    FILE *f = fopen("/proc/self/maps", "r");
-    char line[4096];
-    unsigned long lo, hi, at = (unsigned long)&run;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && lo <= at && at < hi) {{
-            fclose(f);
-            return strchr(line, '/') ? "file" : "anonymous";
-        }}
-    return "unknown";
-}}
-void in_child(void) {{ sink = 7; }}
-int main(void) {{
-    pthread_t t[4];
-    for (long i = 0; i < 4; i++) pthread_create(&t[i], 0, run, (void *)i);
-    for (int i = 0; i < 4; i++) pthread_join(t[i], 0);
-    /* A child shares the copied text until it writes (it puts its bytes back when not
-     * followed). */
-    pid_t child = fork();
-    if (child == 0) {{ in_child(); worker_0(); _exit(0); }}
-    int status;
-    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 5;
-    void *h = dlopen("{plug}", RTLD_NOW);
-    if (!h) return 3;
-    int (*f)(int) = (int (*)(int))dlsym(h, "plug_entry");
-    if (f(1) != 5) return 4;
-    /* Closed (its copied text unmapped with it) and opened again. */
-    dlclose(h);
-    h = dlopen("{plug}", RTLD_NOW);
-    if (!h) return 6;
-    f = (int (*)(int))dlsym(h, "plug_entry");
-    if (f(2) != 10) return 7;
-    printf("text: %s\n", text_backing());
-    return 0;
-}}
-"#,
-        plug = plug.display()
-    );
+    let source = include_str!("fixtures/profile/big.c")
+        .replace("@PATH@", &plug.display().to_string())
+        .replace("@BIG_TEXT@", BIG_TEXT);
     let prog = f.program("big", &source, &["-ldl", "-pthread"]);
     let mut recorded = Vec::new();
     for (tracer, follow) in [("audit", false), ("ptrace", false), ("audit", true)] {
@@ -1169,23 +865,10 @@ int main(void) {{
 #[test]
 fn functions_run_by_destructors_at_exit_are_recorded_by_both_tracers() {
     let f = Fixture::new();
-    f.library(
-        "libfini.so",
-        r#"
-static void (*at_unload)(void);
-void register_at_unload(void (*f)(void)) { at_unload = f; }
-__attribute__((destructor)) static void lib_fini(void) { if (at_unload) at_unload(); }
-"#,
-        &[],
-    );
+    f.library("libfini.so", include_str!("fixtures/profile/libfini.c"), &[]);
     // The executable's function runs from the library's destructor, after the loader has
     // begun closing objects at exit (the main program first).
-    let source = r#"
-volatile int sink;
-void register_at_unload(void (*f)(void));
-void called_at_unload(void) { sink = 2; }
-int main(void) { register_at_unload(called_at_unload); return 0; }
-"#;
+    let source = include_str!("fixtures/profile/fini.c");
     let prog = f.program(
         "fini",
         source,
@@ -1206,54 +889,7 @@ int main(void) { register_at_unload(called_at_unload); return 0; }
 /// own `SIGTRAP` handler (LLVM's with `SA_NODEFER | SA_RESETHAND | SA_ONSTACK` on an
 /// alternate stack), block `SIGTRAP` with the other signals, and list it in another handler's
 /// mask. Each step calls a function of its own, which holds a breakpoint.
-const OWN_SIGTRAP: &str = r#"
-#include <pthread.h>
-#include <signal.h>
-#include <stdio.h>
-#include <string.h>
-#include <unistd.h>
-volatile int sink;
-volatile sig_atomic_t own_traps, usr1;
-static void on_own_trap(int sig) { (void)sig; own_traps++; }
-void after_own_handler(void) { sink = 1; }
-void while_blocked(void) { sink = 2; }
-void while_thread_blocked(void) { sink = 3; }
-void in_usr1(void) { sink = 4; }
-static void on_usr1(int sig) { (void)sig; in_usr1(); usr1++; }
-int main(void) {
-    static char alt[1 << 16];
-    stack_t ss = { .ss_sp = alt, .ss_size = sizeof alt };
-    sigaltstack(&ss, 0);
-    struct sigaction sa, now;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_own_trap;
-    sa.sa_flags = SA_NODEFER | SA_RESETHAND | SA_ONSTACK;
-    sigaction(SIGTRAP, &sa, 0);
-    after_own_handler();
-    sigaction(SIGTRAP, 0, &now);
-    if (now.sa_handler != on_own_trap) return 10;
-    signal(SIGTRAP, on_own_trap);
-    raise(SIGTRAP);
-    __asm__ volatile("int3");
-    sigset_t set, old;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTRAP);
-    sigprocmask(SIG_BLOCK, &set, &old);
-    while_blocked();
-    sigprocmask(SIG_SETMASK, &old, 0);
-    sigfillset(&set);
-    pthread_sigmask(SIG_BLOCK, &set, &old);
-    while_thread_blocked();
-    pthread_sigmask(SIG_SETMASK, &old, 0);
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_usr1;
-    sigaddset(&sa.sa_mask, SIGTRAP);
-    sigaction(SIGUSR1, &sa, 0);
-    raise(SIGUSR1);
-    printf("own traps %d, usr1 %d\n", (int)own_traps, (int)usr1);
-    return 0;
-}
-"#;
+const OWN_SIGTRAP: &str = include_str!("fixtures/profile/own_sigtrap.c");
 
 #[test]
 fn breakpoints_never_reach_a_program_that_installs_its_own_sigtrap_handler_or_blocks_it() {
@@ -1291,26 +927,7 @@ fn a_crash_the_audit_agent_causes_is_profiled_again_with_ptrace_and_blamed_on_th
     // cannot see: under the agent its next breakpoint runs that handler, which crashes. It
     // never runs without a profiler, nor under ptrace, whose breakpoints are ptrace stops.
     let f = Fixture::new();
-    let prog = f.program(
-        "raw_sigtrap",
-        r#"
-#include <signal.h>
-#include <stdio.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-volatile int sink;
-static void crash_on_trap(int sig) { (void)sig; *(volatile int *)0 = 1; }
-void after_raw_handler(void) { sink = 1; }
-int main(void) {
-    struct { void *handler; unsigned long flags; void *restorer; unsigned long mask; } k = { (void *)crash_on_trap, 0, 0, 0 };
-    syscall(SYS_rt_sigaction, SIGTRAP, &k, 0, 8);
-    after_raw_handler();
-    puts("done");
-    return 0;
-}
-"#,
-        &[],
-    );
+    let prog = f.program("raw_sigtrap", include_str!("fixtures/profile/raw_sigtrap.c"), &[]);
     assert_eq!(Command::new(&prog).output().unwrap().status.code(), Some(0));
     let (p, stderr) = f.profile(&[], &prog, &[]).ok();
     assert!(
@@ -1465,36 +1082,7 @@ fn an_unwritable_output_is_refused_before_the_program_runs() {
 /// A parent that forks, makes a child with the raw clone system call (no fork handlers run,
 /// as in Firefox's sandbox), executes itself again in a child (a browser's content process),
 /// and runs another program in a child.
-const FAMILY: &str = r#"
-#include <signal.h>
-#include <string.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
-volatile int sink;
-void in_parent(void) { sink = 1; }
-void in_forked_child(void) { sink = 2; }
-void in_raw_clone_child(void) { sink = 3; }
-void in_reexecuted_child(void) { sink = 4; }
-static void wait_for(pid_t c) { int status; waitpid(c, &status, 0); }
-int main(int argc, char **argv) {
-    if (argc > 1 && strcmp(argv[1], "again") == 0) { in_reexecuted_child(); return 0; }
-    in_parent();
-    pid_t c = fork();
-    if (c == 0) { in_forked_child(); _exit(0); }
-    wait_for(c);
-    c = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
-    if (c == 0) { in_raw_clone_child(); _exit(0); }
-    wait_for(c);
-    c = fork();
-    if (c == 0) { execl("/proc/self/exe", argv[0], "again", (char *)0); _exit(9); }
-    wait_for(c);
-    c = fork();
-    if (c == 0) { execl("/bin/true", "true", (char *)0); _exit(9); }
-    wait_for(c);
-    return 0;
-}
-"#;
+const FAMILY: &str = include_str!("fixtures/profile/family.c");
 
 #[test]
 fn children_running_their_parents_program_are_followed_by_default_and_others_are_listed() {
@@ -1607,25 +1195,7 @@ fn a_page_profile_names_files_opened_and_closed_and_says_when_they_were_cached()
     for (i, name) in names.iter().enumerate() {
         std::fs::write(data.join(name), vec![b'a' + i as u8; 3 * 4096]).unwrap();
     }
-    let prog = f.program(
-        "reader",
-        r#"
-#include <fcntl.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-    char buf[4096];
-    for (int i = 1; i < argc; i++) {
-        int fd = open(argv[i], O_RDONLY);
-        if (fd < 0) return 1;
-        while (read(fd, buf, sizeof buf) > 0) {}
-        close(fd);
-    }
-    usleep(100000);
-    return 0;
-}
-"#,
-        &[],
-    );
+    let prog = f.program("reader", include_str!("fixtures/profile/reader.c"), &[]);
     let paths: Vec<PathBuf> = names.iter().map(|n| data.join(n)).collect();
     let args: Vec<&str> = paths.iter().map(|p| p.to_str().unwrap()).collect();
     paths.iter().for_each(|p| evict(p));
