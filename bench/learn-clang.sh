@@ -7,18 +7,19 @@
 # each with run's default strategy (auto), and `original` (whole files before start) on the
 # learned bundle. Uncompressed, then with -z packed with `--compress zstd`.
 #
-#   bench/learn-clang.sh [-l LINK] [-r RUNS] [-z] [-o DIR]
+#   bench/learn-clang.sh [-l LINK] [-r RUNS] [-z] [-c CHUNK] [-o DIR]
 #
 # LINK is `serve --link` (default 20mbit/40ms), RUNS the timed starts of each cell (default 3,
-# the median printed). Printed for each cell: the misses outside the hot set, the bytes
-# fetched besides the manifest and the hot request, and the start-up time (`startup_ms`: to
-# the command's end, the unmount apart).
+# the median printed), CHUNK pack's `--chunk-size` (default: pack's, 64k). Printed for each
+# cell: the misses outside the hot set, the bytes fetched besides the manifest and the hot
+# request, and the start-up time (`startup_ms`: to the command's end, the unmount apart).
 set -eu
-link=20mbit/40ms; runs=3; out=""; compress=""
-while getopts l:r:zo: opt; do
+link=20mbit/40ms; runs=3; out=""; compress=""; chunk=""
+while getopts l:r:zc:o: opt; do
     case $opt in
         l) link=$OPTARG ;; r) runs=$OPTARG ;; z) compress="--compress zstd" ;; o) out=$OPTARG ;;
-        *) echo "usage: $0 [-l LINK] [-r RUNS] [-z] [-o DIR]" >&2; exit 2 ;;
+        c) chunk=$OPTARG ;;
+        *) echo "usage: $0 [-l LINK] [-r RUNS] [-z] [-c CHUNK] [-o DIR]" >&2; exit 2 ;;
     esac
 done
 . "$(dirname "$0")/lib.sh"
@@ -35,12 +36,13 @@ printf '#include <stddef.h>\nsize_t len(const char *s) { size_t n = 0; while (s[
 "$cs" run plain --strategy paged --cache-dir cache-rec --record hot-version.json \
     -- '{root}/bin/clang' --version >/dev/null
 # shellcheck disable=SC2086
-"$cs" pack app $compress --hot-list hot-version.json -o first >/dev/null
+"$cs" pack app $compress ${chunk:+--chunk-size "$chunk"} --hot-list hot-version.json -o first \
+    >/dev/null
 
 version() { start "$@" -- '{root}/bin/clang' --version; }
 compile() { src=$1; shift; start "$@" -- '{root}/bin/clang' -c "$PWD/$src" -o "$PWD/${src%.c}.o"; }
 
-echo "| start (clang-19, $link${compress:+, zstd}, median of $runs) | misses outside the hot set | bytes besides the hot request | start-up |"
+echo "| start (clang-19, $link${compress:+, zstd}${chunk:+, $chunk chunks}, median of $runs) | misses outside the hot set | bytes besides the hot request | start-up |"
 echo "| --- | --- | --- | --- |"
 serve first
 cell "-c x.c, hot set of --version" compile x.c
@@ -49,7 +51,8 @@ mkdir learned
 for src in y.c z.c w.c; do compile "$src" --learn learned >/dev/null; done
 stop_serving
 # shellcheck disable=SC2086
-"$cs" pack app $compress --hot-list hot-version.json --learn-from learned -o second \
+"$cs" pack app $compress ${chunk:+--chunk-size "$chunk"} --hot-list hot-version.json \
+    --learn-from learned -o second \
     2>learn.txt >/dev/null
 serve second
 cell "-c x.c, learned from 3 other compiles" compile x.c
