@@ -8,32 +8,22 @@
 //! (`scripts/setup.sh --bench` installs it).
 
 mod common;
-use common::{cache_lock, require_program, require_root};
+use common::{cache_lock, measure_report, require_program, require_root};
 
 use std::fs;
 use std::path::Path;
-use std::process::Command;
 
-use assert_cmd::cargo::CommandCargoExt;
 use serde_json::Value;
 
 /// `coldstart measure --cache cold,hot --runs 2` of `cmd`; asserts that it succeeded and that
 /// every run counted, and returns the report.
 fn measure_counts_every_run(cmd: &[&str], dir: &Path) -> Value {
     let json = dir.join("report.json");
-    let out = Command::cargo_bin("coldstart")
-        .unwrap()
-        .args(["measure", "--cache", "cold,hot", "--runs", "2", "--timeout", "120"])
-        .arg("--export-json")
-        .arg(&json)
-        .arg("--")
-        .args(cmd)
-        .output()
-        .unwrap();
+    let args = ["--cache", "cold,hot", "--runs", "2", "--timeout", "120"];
+    let (out, report) = measure_report(&args, &json, cmd);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{cmd:?}: {}\n{stdout}\n{stderr}", out.status);
-    let report: Value = serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
     let commands = report["commands"].as_array().unwrap();
     assert_eq!(commands.len(), 2, "{report}");
     for c in commands {

@@ -7,7 +7,9 @@
 use std::process::{Child, Output};
 
 #[allow(unused_imports)]
-pub use coldstart_testkit::{cache_lock, is_root, require, require_program, require_root};
+pub use coldstart_testkit::{
+    cache_lock, is_root, require, require_program, require_root, CacheLock,
+};
 
 /// The command's standard output, after asserting it succeeded (its output in the message).
 pub fn check(out: &Output) -> String {
@@ -19,6 +21,30 @@ pub fn check(out: &Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+/// Runs `coldstart measure ARGS --export-json JSON -- CMD`; returns its output and the report
+/// it wrote (`Value::Null` where it wrote none).
+pub fn measure_report<S: AsRef<std::ffi::OsStr>>(
+    args: &[&str],
+    json: &std::path::Path,
+    cmd: impl IntoIterator<Item = S>,
+) -> (Output, serde_json::Value) {
+    use assert_cmd::cargo::CommandCargoExt;
+    let out = std::process::Command::cargo_bin("coldstart")
+        .unwrap()
+        .arg("measure")
+        .args(args)
+        .arg("--export-json")
+        .arg(json)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .unwrap();
+    let report = std::fs::read_to_string(json)
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(serde_json::Value::Null);
+    (out, report)
 }
 
 /// Kills a child process on drop.
