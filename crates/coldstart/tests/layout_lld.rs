@@ -185,13 +185,8 @@ fn a_build_that_links_with_another_linker_is_caught_in_the_binary() {
     let order = dir.path().join("order.txt");
     std::fs::write(&order, "main\n").unwrap();
     // A compiler by absolute path escapes the wrappers on PATH, and asks for GNU ld itself.
-    coldstart()
+    common::link_with(&order, &dir.path().join("p"))
         .current_dir(dir.path())
-        .arg("link")
-        .arg("--order")
-        .arg(&order)
-        .arg("--binary")
-        .arg(dir.path().join("p"))
         .args(["--", "/usr/bin/gcc", "-fuse-ld=bfd", "p.c", "-o", "p"])
         .assert()
         .code(1)

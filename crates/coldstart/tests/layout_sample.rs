@@ -83,11 +83,7 @@ fn sample_profiled_on_a_relinked_with_lld_touches_fewer_pages_on_held_out_b() {
 
     let default_pages = touched_pages(&exe, &b);
     let order = dir.join("order.txt");
-    let eval = coldstart()
-        .arg("order")
-        .arg(&a)
-        .arg("--binary")
-        .arg(&exe)
+    let eval = common::order_for(&a, &exe)
         .arg("--evaluate")
         .arg(&b)
         .args(["--readahead", "0", "--json", "-o"])
@@ -107,12 +103,7 @@ fn sample_profiled_on_a_relinked_with_lld_touches_fewer_pages_on_held_out_b() {
     assert!(predicted(best) < default_pages, "{e}");
 
     // Relink in place through the sample's own Makefile; `link` verifies the result.
-    coldstart()
-        .arg("link")
-        .arg("--order")
-        .arg(&order)
-        .arg("--binary")
-        .arg(&exe)
+    common::link_with(&order, &exe)
         .args(["--", "make", "-s", "-C"])
         .arg(sample.dir.join("src"))
         .args(["-B", "-j2"])

@@ -47,6 +47,21 @@ pub fn measure_report<S: AsRef<std::ffi::OsStr>>(
     (out, report)
 }
 
+/// `coldstart order PROFILE --binary BINARY`; the test adds the rest.
+pub fn order_for(profile: &std::path::Path, binary: &std::path::Path) -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("coldstart").unwrap();
+    cmd.arg("order").arg(profile).arg("--binary").arg(binary);
+    cmd
+}
+
+/// `coldstart link --order ORDER --binary BINARY`; the test adds the rest (other binaries,
+/// `-- BUILD`).
+pub fn link_with(order: &std::path::Path, binary: &std::path::Path) -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("coldstart").unwrap();
+    cmd.arg("link").arg("--order").arg(order).arg("--binary").arg(binary);
+    cmd
+}
+
 /// Kills a child process on drop.
 pub struct KillOnDrop(pub Child);
 
