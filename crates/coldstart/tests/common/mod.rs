@@ -187,11 +187,44 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// Starts `cmd`, a server that is to listen on `port` of 127.0.0.1, and waits until it does:
+/// at most `limit`, then fails with "`what` did not start". It is killed on drop.
+pub fn start_server(
+    cmd: &mut std::process::Command,
+    port: u16,
+    limit: std::time::Duration,
+    what: &str,
+) -> KillOnDrop {
+    let guard = KillOnDrop(cmd.spawn().unwrap_or_else(|e| panic!("cannot start {what}: {e}")));
+    let t = std::time::Instant::now();
+    while !listening(port) {
+        assert!(t.elapsed() < limit, "{what} did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    guard
+}
+
+/// moto's server (`moto_server`, installed by scripts/setup.sh) on a free port of 127.0.0.1,
+/// in its own process group, logging to `dir/moto.log`.
+pub fn moto_server(dir: &std::path::Path) -> (KillOnDrop, u16) {
+    use std::os::unix::process::CommandExt;
+    let port = free_port();
+    let log = std::fs::File::create(dir.join("moto.log")).unwrap();
+    let mut cmd = std::process::Command::new("moto_server");
+    cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .current_dir(dir)
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .process_group(0);
+    let what = format!("moto (see {})", dir.join("moto.log").display());
+    (start_server(&mut cmd, port, std::time::Duration::from_secs(60), &what), port)
+}
+
 /// nginx in the foreground, configured in `dir/nginx`, with one `server` block whose body
 /// `server(port)` writes (its `listen` and `root` included); returns its guard and its port
 /// once it accepts connections.
 pub fn nginx(dir: &std::path::Path, server: impl Fn(u16) -> String) -> (KillOnDrop, u16) {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let conf_dir = dir.join("nginx");
     std::fs::create_dir_all(conf_dir.join("tmp")).unwrap();
     let port = free_port();
@@ -220,25 +253,14 @@ http {{
         server = server(port),
     );
     std::fs::write(conf_dir.join("nginx.conf"), conf).unwrap();
-    let child = std::process::Command::new("nginx")
-        .arg("-p")
+    let mut cmd = std::process::Command::new("nginx");
+    cmd.arg("-p")
         .arg(&conf_dir)
         .arg("-c")
         .arg(conf_dir.join("nginx.conf"))
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("nginx is installed (Debian: nginx-light)");
-    let guard = KillOnDrop(child);
-    let t = Instant::now();
-    while !listening(port) {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "nginx did not start: see {}",
-            conf_dir.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (guard, port)
+        .stderr(std::process::Stdio::null());
+    let what = format!("nginx (Debian: nginx-light; see {})", conf_dir.display());
+    (start_server(&mut cmd, port, Duration::from_secs(10), &what), port)
 }
 
 /// `openssl ARGS` in `dir`, asserting it succeeded.
