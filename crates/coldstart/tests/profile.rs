@@ -1,5 +1,8 @@
 //! `coldstart profile` on programs built here with clang-19 and on Debian's own programs.
 
+mod common;
+
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -43,16 +46,8 @@ impl Fixture {
     fn profile(&self, flags: &[&str], program: &Path, args: &[&str]) -> Profiled {
         let out = self.path().join("p.json");
         let _ = std::fs::remove_file(&out);
-        let result = coldstart()
-            .arg("profile")
-            .args(flags)
-            .arg("-o")
-            .arg(&out)
-            .arg("--")
-            .arg(program)
-            .args(args)
-            .output()
-            .unwrap();
+        let cmd = std::iter::once(program.as_os_str()).chain(args.iter().map(OsStr::new));
+        let result = common::profile_to(flags, &out, cmd);
         Profiled {
             run: format!("{flags:?} {} {args:?}", program.display()),
             code: result.status.code().unwrap_or(-1),

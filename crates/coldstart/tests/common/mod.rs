@@ -47,6 +47,23 @@ pub fn measure_report<S: AsRef<std::ffi::OsStr>>(
     (out, report)
 }
 
+/// Runs `coldstart profile FLAGS -o OUT -- CMD`.
+pub fn profile_to<S: AsRef<std::ffi::OsStr>>(
+    flags: &[&str],
+    out: &std::path::Path,
+    cmd: impl IntoIterator<Item = S>,
+) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_coldstart"))
+        .arg("profile")
+        .args(flags)
+        .arg("-o")
+        .arg(out)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .unwrap()
+}
+
 /// `coldstart order PROFILE --binary BINARY`; the test adds the rest.
 pub fn order_for(profile: &std::path::Path, binary: &std::path::Path) -> assert_cmd::Command {
     let mut cmd = assert_cmd::Command::cargo_bin("coldstart").unwrap();
