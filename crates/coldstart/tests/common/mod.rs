@@ -6,6 +6,31 @@
 
 use std::process::{Child, Output};
 
+/// C source, to `concat!` before a fixture's own: the headers it needs, and
+/// `int open_beside_exe(const char *name)`, which opens NAME (read-only) in the directory of
+/// the executable (found through /proc/self/exe, so it works wherever the program is copied
+/// to) and exits 10 when the executable is not found, 11 when NAME is not.
+#[allow(unused_macros)]
+macro_rules! open_beside_exe_c {
+    () => {
+        r#"
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+static int open_beside_exe(const char *name) {
+  char exe[4096]; ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) exit(10);
+  exe[n] = 0;
+  char path[4200]; snprintf(path, sizeof path, "%s/%s", dirname(exe), name);
+  int fd = open(path, O_RDONLY); if (fd < 0) exit(11);
+  return fd;
+}
+"#
+    };
+}
+
 #[allow(unused_imports)]
 pub use coldstart_testkit::{
     cache_lock, is_root, require, require_program, require_root, CacheLock,
