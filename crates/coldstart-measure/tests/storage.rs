@@ -603,8 +603,7 @@ fn ctrl_c_leaves_nothing_behind(profile: &str) {
     let theirs =
         || find_leftovers(Some(fx.work())).into_iter().filter(|l| l.owner_pid == pid).count();
     assert!(theirs() >= 4);
-    // SAFETY: signalling our own child.
-    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGINT) }, 0);
+    coldstart_testkit::signal(pid, libc::SIGINT);
     assert!(wait_for_line(&mut out, "RESULT ").contains("interrupted"));
     assert!(child.wait().unwrap().success());
     assert_eq!(theirs(), 0, "left behind after SIGINT: {:#?}", find_leftovers(Some(fx.work())));

@@ -116,8 +116,7 @@ fn ends_on_each_signal(what: &str, make: impl Fn(&Scratch) -> Command, phase: Ph
         // Well into the phase, not at its first instant.
         std::thread::sleep(Duration::from_millis(300));
         let pid = child.id();
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(pid as i32, sig) };
+        common::signal(pid, sig);
         let sent = Instant::now();
         let status = loop {
             if let Some(s) = child.try_wait().unwrap() {

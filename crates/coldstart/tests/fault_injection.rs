@@ -154,8 +154,7 @@ fn mount(d: &Scratch, t: &Tools, url: &str, fault: Fault, target: Target) -> u32
             Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EIO), "{what}: {e}"),
         }
         assert!(t1.elapsed() < bound, "{what}: reading took {:?}", t1.elapsed());
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(pid as i32, libc::SIGINT) };
+        common::signal(pid, libc::SIGINT);
         let t2 = Instant::now();
         let status = loop {
             if let Some(s) = child.try_wait().unwrap() {
@@ -353,8 +352,7 @@ fn signal_benchmark() {
                 std::thread::sleep(Duration::from_millis(5));
             }
             std::thread::sleep(Duration::from_millis(500));
-            // SAFETY: signalling our own child.
-            unsafe { libc::kill(child.id() as i32, *sig) };
+            common::signal(child.id(), *sig);
             let t1 = Instant::now();
             let pid = child.id();
             while child.try_wait().unwrap().is_none() {

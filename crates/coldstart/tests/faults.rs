@@ -6,8 +6,8 @@
 
 mod common;
 use common::faults::{bounded, scratch_with_tools, tools, Fault, FaultServer, Target, Tools};
-use common::Scratch;
 use common::{leftovers, require_root};
+use common::{signal, Scratch};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -89,11 +89,6 @@ fn wait_mounted(d: &Scratch, child: &mut std::process::Child) {
         assert!(t.elapsed() < Duration::from_secs(20), "nothing was mounted");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn signal(pid: u32, sig: i32) {
-    // SAFETY: signalling a child of this test.
-    unsafe { libc::kill(pid as i32, sig) };
 }
 
 /// Waits for `child` at most `limit`; `None` if it is still running (it is then killed).

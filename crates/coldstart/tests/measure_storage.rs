@@ -422,8 +422,7 @@ fn ctrl_c_mid_runs_leaves_nothing_behind(app: &App, profile: &str) {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(800));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
+    common::signal(pid, libc::SIGINT);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
     assert_nothing_left(pid, app.work.path());

@@ -539,8 +539,7 @@ fn mount_refuses_a_non_empty_mount_point() {
 fn mount_unmounts_on_ctrl_c_and_reports() {
     let d = Scratch::new();
     let (mut child, mnt) = mounted(d.path(), Stdio::piped());
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    common::signal(child.0.id(), libc::SIGINT);
     let status = child.0.wait().unwrap();
     // Ended by SIGINT, as every command a signal ends: 128 + 2.
     assert_eq!(status.code(), Some(130), "{status}");
@@ -838,8 +837,8 @@ fn the_mount_shows_each_files_mode_time_and_link_as_packed() {
     );
     let data = std::fs::symlink_metadata(mnt.join("share/data.bin")).unwrap();
     assert_eq!((data.mtime(), data.mtime_nsec()), (1_500_000_000, 987_654_321));
-    // SAFETY: signalling our own child; it unmounts on SIGINT.
-    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    // It unmounts on SIGINT.
+    common::signal(child.0.id(), libc::SIGINT);
     assert_eq!(child.0.wait().unwrap().code(), Some(130));
 }
 

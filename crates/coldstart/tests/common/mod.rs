@@ -33,7 +33,8 @@ static int open_beside_exe(const char *name) {
 
 #[allow(unused_imports)]
 pub use coldstart_testkit::{
-    cache_lock, is_root, require, require_program, require_root, CacheLock,
+    cache_lock, is_root, pid_alive, require, require_program, require_root, signal, try_signal,
+    CacheLock,
 };
 
 /// The command's standard output, after asserting it succeeded (its output in the message).
