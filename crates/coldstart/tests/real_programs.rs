@@ -104,7 +104,7 @@ fn perl_loads_a_module() {
 }
 
 #[test]
-fn git_version() {
+fn git_prints_its_version() {
     if !require_root("drop_caches, cgroups, fanotify") || !require_program("git", "git") {
         return;
     }

@@ -192,7 +192,7 @@ fn installed(program: &str, package: &str) -> Option<PathBuf> {
 }
 
 #[test]
-fn debian_python3() {
+fn debian_python3_runs_unchanged_under_the_profiler_and_every_page_file_is_named() {
     let python = Path::new("/usr/bin/python3");
     if !coldstart_testkit::require(
         python.exists(),
@@ -207,7 +207,7 @@ fn debian_python3() {
 }
 
 #[test]
-fn clang_19() {
+fn clang_19_records_libllvm_functions_though_llvm_handles_sigtrap_itself() {
     let Some(clang) = installed("clang-19", "clang-19") else { return };
     let program = Program::new(&[clang.to_str().unwrap(), "--version"]);
     let p = program.check_default_tracer();
@@ -224,7 +224,7 @@ fn clang_19() {
 }
 
 #[test]
-fn perl() {
+fn perl_runs_unchanged_under_the_profiler_and_every_page_file_is_named() {
     let Some(perl) = installed("perl", "perl") else { return };
     let program = Program::new(&[
         perl.to_str().unwrap(),
@@ -237,7 +237,7 @@ fn perl() {
 }
 
 #[test]
-fn git_version() {
+fn a_stripped_git_is_profiled_and_said_to_lack_function_symbols() {
     let Some(git) = installed("git", "git") else { return };
     let program = Program::new(&[git.to_str().unwrap(), "--version"]);
     let p = program.check_default_tracer();
@@ -404,7 +404,7 @@ fn openjdk_runs_under_the_audit_tracer_with_its_compiler_threads() {
 }
 
 #[test]
-fn firefox_esr_headless_screenshot() {
+fn firefox_esr_content_processes_are_followed_and_its_stripped_libxul_is_profiled_by_page() {
     let Some(firefox) = installed("firefox-esr", "firefox-esr") else { return };
     let mut program = Program::new(&[]);
     let home = program.dir.path().join("home");
