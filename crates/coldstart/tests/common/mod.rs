@@ -182,6 +182,38 @@ pub fn touch_profile(
     }
 }
 
+/// A profile of `workload` of the sample's executable, written to `out`: recorded by
+/// `coldstart profile`, or where the profiler cannot run, made from the sample's truth
+/// manifest (the executable's functions start-up runs, in order). Where the suite must run
+/// whole (`COLDSTART_TESTS_NO_SKIP`), a profiler that fails is a failure.
+pub fn sample_profile(sample: &coldstart_sample::Sample, workload: &str, out: &std::path::Path) {
+    let recorded = std::process::Command::new(env!("CARGO_BIN_EXE_coldstart"))
+        .current_dir(&sample.dir)
+        .args(["profile", "--workload", workload, "-o"])
+        .arg(out)
+        .arg("--")
+        .arg(sample.exe())
+        .args(["--workload", workload])
+        .output()
+        .unwrap();
+    if recorded.status.success() {
+        return;
+    }
+    let why = format!("{}: {}", recorded.status, String::from_utf8_lossy(&recorded.stderr));
+    assert!(!coldstart_testkit::no_skip(), "coldstart profile of the sample failed ({why})");
+    eprintln!("profiler unavailable ({why}), using the truth manifest");
+    let modules = sample.function_modules();
+    let names: Vec<String> = sample
+        .workload(workload)
+        .unwrap()
+        .startup
+        .iter()
+        .filter(|f| modules.get(f.as_str()) == Some(&coldstart_sample::Module::Exe))
+        .cloned()
+        .collect();
+    touch_profile(workload, &sample.exe(), &names, 1).write(out).unwrap();
+}
+
 pub mod faults;
 pub mod leftovers;
 
