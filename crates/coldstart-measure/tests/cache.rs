@@ -352,8 +352,7 @@ fn held_pages_start_up_uses_are_counted() {
 #[test]
 fn drop_all_caches_empties_the_page_cache_as_root() {
     let _cache = PAGE_CACHE.write().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !coldstart_testkit::is_root() {
         let err = cache::drop_all_caches().unwrap_err();
         assert!(matches!(err, cache::CacheError::NotRoot), "{err}");
         return;
@@ -391,9 +390,8 @@ fn residency_hidden_from_other_users_is_unverified_not_evicted() {
     let _cache = shared();
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return; // needs root to start a process as another user
+    if !coldstart_testkit::require_root("to start a process as another user") {
+        return;
     }
     let dir = disk_dir();
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();

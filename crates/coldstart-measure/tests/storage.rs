@@ -118,6 +118,26 @@ fn run_helper(storage: &EmulatedStorage, cgroup: Option<&ScratchCgroup>, mode: &
         .to_owned()
 }
 
+/// Reads `pages` of the file at `path` in this order, one 4 KiB `O_DIRECT` read each (one read
+/// request each); returns the seconds they took.
+fn direct_reads(path: &str, pages: &[usize]) -> f64 {
+    let f = fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path).unwrap();
+    let layout = std::alloc::Layout::from_size_align(PAGE, PAGE).unwrap();
+    // SAFETY: an aligned buffer for O_DIRECT, freed below.
+    let buf = unsafe { std::alloc::alloc(layout) };
+    let start = Instant::now();
+    for &page in pages {
+        // SAFETY: reading into our own aligned buffer of PAGE bytes.
+        let got =
+            unsafe { libc::pread(f.as_raw_fd(), buf.cast(), PAGE, (page * PAGE) as libc::off_t) };
+        assert_eq!(got, PAGE as isize, "{}", std::io::Error::last_os_error());
+    }
+    let secs = start.elapsed().as_secs_f64();
+    // SAFETY: allocated above with this layout.
+    unsafe { std::alloc::dealloc(buf, layout) };
+    secs
+}
+
 /// The helper children. Without `COLDSTART_STORAGE_HELPER` this does nothing.
 #[test]
 #[ignore = "helper child of the other tests, started by them"]
@@ -128,9 +148,7 @@ fn helper() {
         // N distinct random 4 KiB pages with O_DIRECT: each is one read request.
         ["random", path, n] => {
             let n: usize = n.parse().unwrap();
-            let f =
-                fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path).unwrap();
-            let pages = f.metadata().unwrap().len() as usize / PAGE;
+            let pages = fs::metadata(path).unwrap().len() as usize / PAGE;
             let mut order: Vec<usize> = (0..pages).collect();
             let mut x = 0x2545_F491_4F6C_DD1D_u64;
             for i in (1..order.len()).rev() {
@@ -139,42 +157,12 @@ fn helper() {
                 x ^= x << 17;
                 order.swap(i, (x % (i as u64 + 1)) as usize);
             }
-            let layout = std::alloc::Layout::from_size_align(PAGE, PAGE).unwrap();
-            // SAFETY: an aligned buffer for O_DIRECT, freed below.
-            let buf = unsafe { std::alloc::alloc(layout) };
-            let start = Instant::now();
-            for &page in &order[..n] {
-                // SAFETY: reading into our own aligned buffer of PAGE bytes.
-                let got = unsafe {
-                    libc::pread(f.as_raw_fd(), buf.cast(), PAGE, (page * PAGE) as libc::off_t)
-                };
-                assert_eq!(got, PAGE as isize, "{}", std::io::Error::last_os_error());
-            }
-            let secs = start.elapsed().as_secs_f64();
-            // SAFETY: allocated above with this layout.
-            unsafe { std::alloc::dealloc(buf, layout) };
-            println!("RESULT {secs}");
+            println!("RESULT {}", direct_reads(path, &order[..n]));
         }
         // The first N pages of the file, one 4 KiB O_DIRECT read each, in order.
         ["sweep", path, n] => {
             let n: usize = n.parse().unwrap();
-            let f =
-                fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path).unwrap();
-            let layout = std::alloc::Layout::from_size_align(PAGE, PAGE).unwrap();
-            // SAFETY: an aligned buffer for O_DIRECT, freed below.
-            let buf = unsafe { std::alloc::alloc(layout) };
-            let start = Instant::now();
-            for page in 0..n {
-                // SAFETY: reading into our own aligned buffer of PAGE bytes.
-                let got = unsafe {
-                    libc::pread(f.as_raw_fd(), buf.cast(), PAGE, (page * PAGE) as libc::off_t)
-                };
-                assert_eq!(got, PAGE as isize, "{}", std::io::Error::last_os_error());
-            }
-            let secs = start.elapsed().as_secs_f64();
-            // SAFETY: allocated above with this layout.
-            unsafe { std::alloc::dealloc(buf, layout) };
-            println!("RESULT {secs}");
+            println!("RESULT {}", direct_reads(path, &(0..n).collect::<Vec<_>>()));
         }
         // The whole file (or its first LIMIT bytes), buffered, in 1 MiB reads.
         ["seq", path, rest @ ..] => {
@@ -615,8 +603,7 @@ fn ctrl_c_leaves_nothing_behind(profile: &str) {
     let theirs =
         || find_leftovers(Some(fx.work())).into_iter().filter(|l| l.owner_pid == pid).count();
     assert!(theirs() >= 4);
-    // SAFETY: signalling our own child.
-    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGINT) }, 0);
+    coldstart_testkit::signal(pid, libc::SIGINT);
     assert!(wait_for_line(&mut out, "RESULT ").contains("interrupted"));
     assert!(child.wait().unwrap().success());
     assert_eq!(theirs(), 0, "left behind after SIGINT: {:#?}", find_leftovers(Some(fx.work())));

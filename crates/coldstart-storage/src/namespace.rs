@@ -118,9 +118,7 @@ mod tests {
 
     #[test]
     fn an_original_deleted_since_the_copy_is_skipped_and_the_others_are_covered() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipped: binding copies over originals needs root");
+        if !coldstart_testkit::require_root("binding copies over originals") {
             return;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -143,9 +141,7 @@ mod tests {
 
     #[test]
     fn a_missing_copy_still_fails() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipped: binding copies over originals needs root");
+        if !coldstart_testkit::require_root("binding copies over originals") {
             return;
         }
         let dir = tempfile::tempdir().unwrap();

@@ -23,7 +23,7 @@ use std::process::Command;
 /// The environment variable that turns every skip into a failure (set by `.ci/run`).
 pub const NO_SKIP_ENV: &str = "COLDSTART_TESTS_NO_SKIP";
 
-pub use coldstart_sys::is_root;
+pub use coldstart_sys::{is_root, pid_alive};
 
 /// Whether a skip must fail instead: [`NO_SKIP_ENV`] is set to anything but `0` or empty.
 pub fn no_skip() -> bool {
@@ -63,6 +63,19 @@ pub fn require_program(program: &str, package: &str) -> bool {
 /// The path of `program` in `PATH`.
 pub fn which(program: &str) -> Option<PathBuf> {
     coldstart_process::find_program(program).ok()
+}
+
+/// Sends signal `sig` to process `pid`: a child of the test that it has not waited for yet
+/// (its pid is still its own), or a process of the test's own programs. Panics, naming both,
+/// if the signal cannot be sent.
+pub fn signal(pid: u32, sig: i32) {
+    try_signal(pid, sig).unwrap_or_else(|e| panic!("cannot send signal {sig} to pid {pid}: {e}"));
+}
+
+/// [`signal`], saying why it could not be sent: for a process that may have ended (and been
+/// reaped) in between, where that is no failure.
+pub fn try_signal(pid: u32, sig: i32) -> std::io::Result<()> {
+    coldstart_process::forward::send(pid, sig)
 }
 
 /// Held while a test drops or depends on the page cache: such tests run one at a time, across
@@ -127,6 +140,19 @@ mod tests {
         let prog = compile_c(&dir, "seven", "int main(void) { return 7; }", &[]);
         assert_eq!(Command::new(&prog).status().unwrap().code(), Some(7));
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_signal_reaches_a_child_and_one_to_no_process_says_so() {
+        use std::os::unix::process::ExitStatusExt;
+        let mut child = Command::new("sleep").arg("60").spawn().unwrap();
+        signal(child.id(), 15);
+        assert_eq!(child.wait().unwrap().signal(), Some(15), "ended by SIGTERM");
+        // No process has a pid above i32::MAX.
+        assert!(try_signal(u32::MAX, 0).is_err());
+        let refused = std::panic::catch_unwind(|| signal(u32::MAX, 15)).unwrap_err();
+        let message = refused.downcast_ref::<String>().unwrap();
+        assert!(message.contains("signal 15") && message.contains("4294967295"), "{message}");
     }
 
     #[test]

@@ -16,6 +16,16 @@ fn coldstart() -> Command {
 /// A number no duration, size or count of coldstart may be: 2^64 - 1.
 const HUGE: &str = "18446744073709551615";
 
+/// `gate --baseline {d}/b.json FLAG VALUE -- true`.
+fn gate_with<'a>(flag: &'a str, value: &'a str) -> Vec<&'a str> {
+    vec!["gate", "--baseline", "{d}/b.json", flag, value, "--", "true"]
+}
+
+/// `experiment {d} -o {d}/e.json FLAG VALUE -- true`.
+fn experiment_with<'a>(flag: &'a str, value: &'a str) -> Vec<&'a str> {
+    vec!["experiment", "{d}", "-o", "{d}/e.json", flag, value, "--", "true"]
+}
+
 /// Every value flag that takes a number, with a value out of its range: the arguments (`{b}`
 /// is a bundle directory, `{d}` an empty directory), the flag the error must name and what
 /// it must say of the range.
@@ -28,32 +38,11 @@ fn cases() -> Vec<(Vec<String>, &'static str, &'static str)> {
         (vec!["run", "{b}", "--link-hint", link, "--", "true"], "--link-hint", "0 s to 1 minute"),
         (vec!["predict", "{b}", "--link-hint", link], "--link-hint", "0 s to 1 minute"),
         (vec!["serve", "{b}", "--link", "1bit/1ms"], "--link", "1 kbit/s to 1 Tbit/s"),
-        (
-            vec!["experiment", "{d}", "-o", "{d}/e.json", "--link", link, "--", "true"],
-            "--link",
-            "0 s to 1 minute",
-        ),
-        (
-            vec![
-                "experiment",
-                "{d}",
-                "-o",
-                "{d}/e.json",
-                "--link",
-                "1mbit/1ms:4294967295",
-                "--",
-                "true",
-            ],
-            "--link",
-            "1 to 1000",
-        ),
+        (experiment_with("--link", link), "--link", "0 s to 1 minute"),
+        (experiment_with("--link", "1mbit/1ms:4294967295"), "--link", "1 to 1000"),
         // Timeouts and waits.
         (vec!["measure", "--timeout", HUGE, "--", "true"], "--timeout", "1 ms to 1 day"),
-        (
-            vec!["gate", "--baseline", "{d}/b.json", "--timeout", HUGE, "--", "true"],
-            "--timeout",
-            "1 ms to 1 day",
-        ),
+        (gate_with("--timeout", HUGE), "--timeout", "1 ms to 1 day"),
         (
             vec!["profile", "-o", "{d}/p.json", "--timeout", HUGE, "--", "true"],
             "--timeout",
@@ -86,31 +75,11 @@ fn cases() -> Vec<(Vec<String>, &'static str, &'static str)> {
         (vec!["run", "{b}", "--retries", HUGE, "--", "true"], "--retries", "from 0 to 10"),
         (vec!["measure", "--runs", "0", "--", "true"], "--runs", "from 1 to 10000"),
         (vec!["measure", "--warmup", HUGE, "--", "true"], "--warmup", "from 0 to 10000"),
-        (
-            vec!["gate", "--baseline", "{d}/b.json", "--batch", "0", "--", "true"],
-            "--batch",
-            "from 1 to 10000",
-        ),
-        (
-            vec!["gate", "--baseline", "{d}/b.json", "--max-runs", HUGE, "--", "true"],
-            "--max-runs",
-            "from 1 to 10000",
-        ),
-        (
-            vec!["gate", "--baseline", "{d}/b.json", "--page-profiles", HUGE, "--", "true"],
-            "--page-profiles",
-            "from 0 to 100",
-        ),
-        (
-            vec!["gate", "--baseline", "{d}/b.json", "--min-effect", "1e309", "--", "true"],
-            "--min-effect",
-            "0 to 1000",
-        ),
-        (
-            vec!["experiment", "{d}", "-o", "{d}/e.json", "--runs", "0", "--", "true"],
-            "--runs",
-            "from 1 to 1000",
-        ),
+        (gate_with("--batch", "0"), "--batch", "from 1 to 10000"),
+        (gate_with("--max-runs", HUGE), "--max-runs", "from 1 to 10000"),
+        (gate_with("--page-profiles", HUGE), "--page-profiles", "from 0 to 100"),
+        (gate_with("--min-effect", "1e309"), "--min-effect", "0 to 1000"),
+        (experiment_with("--runs", "0"), "--runs", "from 1 to 1000"),
         (
             vec!["prefetch", "record", "-o", "{d}/db", "--runs", HUGE, "--", "true"],
             "--runs",
@@ -126,11 +95,7 @@ fn cases() -> Vec<(Vec<String>, &'static str, &'static str)> {
         // Sizes and rates.
         (vec!["run", "{b}", "--min-rate", "0", "--", "true"], "--min-rate", "1 B to 1 GiB"),
         (vec!["pack", "{d}", "-o", "{d}/x", "--chunk-size", "1g"], "--chunk-size", "1 B to 64 MiB"),
-        (
-            vec!["experiment", "{d}", "-o", "{d}/e.json", "--chunk-size", "0", "--", "true"],
-            "--chunk-size",
-            "1 B to 64 MiB",
-        ),
+        (experiment_with("--chunk-size", "0"), "--chunk-size", "1 B to 64 MiB"),
         (vec!["analyze", "/usr/bin/true", "--page-size", "0"], "--page-size", "512 B to 1 GiB"),
         (vec!["order", "{d}/p.json", "--readahead", "99999999g"], "--readahead", "0 B to 1 GiB"),
         (

@@ -9,7 +9,7 @@
 //! command.
 
 mod common;
-use common::faults::tools;
+use common::faults::{scratch_with_tools, tools};
 use common::Scratch;
 use common::{cache_lock, leftovers, require_root};
 
@@ -116,8 +116,7 @@ fn ends_on_each_signal(what: &str, make: impl Fn(&Scratch) -> Command, phase: Ph
         // Well into the phase, not at its first instant.
         std::thread::sleep(Duration::from_millis(300));
         let pid = child.id();
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(pid as i32, sig) };
+        common::signal(pid, sig);
         let sent = Instant::now();
         let status = loop {
             if let Some(s) = child.try_wait().unwrap() {
@@ -282,11 +281,7 @@ fn serve_ends_on_a_signal_closing_its_listener() {
 
 #[test]
 fn mount_ends_on_a_signal_unmounting() {
-    if !require_root("FUSE") {
-        return;
-    }
-    let d = Scratch::new();
-    let t = tools(d.path());
+    let Some((_d, t)) = scratch_with_tools("FUSE") else { return };
     let (_server, url) = common::serve(&t.bundle, &[]);
     ends_on_each_signal(
         "mount",
@@ -300,11 +295,7 @@ fn mount_ends_on_a_signal_unmounting() {
 
 #[test]
 fn run_ends_on_a_signal_ending_its_command_and_unmounting() {
-    if !require_root("FUSE") {
-        return;
-    }
-    let d = Scratch::new();
-    let t = tools(d.path());
+    let Some((_d, t)) = scratch_with_tools("FUSE") else { return };
     let (_server, url) = common::serve(&t.bundle, &[]);
     ends_on_each_signal(
         "run",
@@ -315,11 +306,7 @@ fn run_ends_on_a_signal_ending_its_command_and_unmounting() {
 
 #[test]
 fn experiment_ends_on_a_signal_unmounting_and_stopping_its_server() {
-    if !require_root("FUSE") {
-        return;
-    }
-    let d = Scratch::new();
-    let t = tools(d.path());
+    let Some((_d, t)) = scratch_with_tools("FUSE") else { return };
     let app = t.app.to_str().unwrap().to_owned();
     ends_on_each_signal(
         "experiment",

@@ -130,8 +130,7 @@ fn mount(dir: &Path, url: &str) -> String {
         assert!(t.elapsed() < Duration::from_secs(20), "not mounted after 20 s");
         std::thread::sleep(Duration::from_millis(10));
     }
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    common::signal(child.id(), libc::SIGINT);
     // Ended by SIGINT, as every command a signal ends: 128 + 2.
     assert_eq!(child.wait().unwrap().code(), Some(130));
     let said = std::fs::read_to_string(dir.join("mount.err")).unwrap();

@@ -1,7 +1,7 @@
 //! `coldstart demo`: the main job runs end to end on the small sample program.
 
 mod common;
-use common::{cache_lock, require_root};
+use common::{cache_lock, require, require_root};
 
 use assert_cmd::Command;
 use coldstart_results::Document;
@@ -85,7 +85,7 @@ fn demo_builds_the_sample_and_measures_every_cache_state() {
 
 #[test]
 fn demo_refuses_a_tmpfs_directory() {
-    if !std::path::Path::new("/dev/shm").is_dir() {
+    if !require(std::path::Path::new("/dev/shm").is_dir(), "a tmpfs at /dev/shm") {
         return;
     }
     let dir = tempfile::tempdir_in("/dev/shm").unwrap();

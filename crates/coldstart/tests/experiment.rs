@@ -157,8 +157,7 @@ fn an_interrupted_experiment_resumes_without_measuring_its_finished_cells_again(
         assert!(child.try_wait().unwrap().is_none(), "it ended before a cell was written");
         std::thread::sleep(Duration::from_millis(20));
     }
-    // SAFETY: a signal to our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    common::signal(child.id(), libc::SIGINT);
     let stopped = child.wait_with_output().unwrap();
     assert_eq!(stopped.status.code(), Some(130), "{}", String::from_utf8_lossy(&stopped.stderr));
     assert!(

@@ -15,6 +15,11 @@ fn coldstart(args: &[&str]) -> (Option<i32>, String) {
     (out.status.code(), text)
 }
 
+/// `coldstart measure --runs 1 --warmup 0 ARGS`: one run, nothing before it.
+fn measure_once(args: &[&str]) -> (Option<i32>, String) {
+    coldstart(&[&["measure", "--runs", "1", "--warmup", "0"], args].concat())
+}
+
 /// A program that fails after a lot of output on standard error (more than a pipe holds,
 /// 64 KiB), its reason last.
 const FAILING: &str =
@@ -49,20 +54,7 @@ fn a_run_that_becomes_ready_keeps_no_stderr_and_a_timeout_points_at_ready() {
     let (code, out) = coldstart(&["measure", "--runs", "2", "--", "sh", "-c", "echo all fine >&2"]);
     assert_eq!(code, Some(0), "{out}");
     assert!(!out.contains("standard error"), "{out}");
-    let (_, out) = coldstart(&[
-        "measure",
-        "--runs",
-        "1",
-        "--warmup",
-        "0",
-        "--timeout",
-        "0.3",
-        "--ready",
-        "tcp:1",
-        "--",
-        "sleep",
-        "5",
-    ]);
+    let (_, out) = measure_once(&["--timeout", "0.3", "--ready", "tcp:1", "--", "sleep", "5"]);
     assert!(
         out.contains("1 of 1 run did not become ready within the timeout; check --ready"),
         "{out}"
@@ -71,19 +63,7 @@ fn a_run_that_becomes_ready_keeps_no_stderr_and_a_timeout_points_at_ready() {
 
 #[test]
 fn measure_with_a_stderr_signal_shows_what_the_program_said_before_it_exited() {
-    let (_, out) = coldstart(&[
-        "measure",
-        "--runs",
-        "1",
-        "--warmup",
-        "0",
-        "--ready",
-        "stderr:^listening",
-        "--",
-        "sh",
-        "-c",
-        FAILING,
-    ]);
+    let (_, out) = measure_once(&["--ready", "stderr:^listening", "--", "sh", "-c", FAILING]);
     assert!(out.contains("exited before the readiness signal"), "{out}");
     assert!(out.contains("    fatal: cannot open /etc/myprog.conf"), "{out}");
 }

@@ -13,9 +13,9 @@
 //! Needs root (FUSE), as CI has.
 
 mod common;
-use common::faults::{bounded, tools, Fault, FaultServer, Target, Tools};
+use common::faults::{bounded, scratch_with_tools, Fault, FaultServer, Target, Tools};
+use common::leftovers;
 use common::Scratch;
-use common::{leftovers, require_root};
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -154,8 +154,7 @@ fn mount(d: &Scratch, t: &Tools, url: &str, fault: Fault, target: Target) -> u32
             Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EIO), "{what}: {e}"),
         }
         assert!(t1.elapsed() < bound, "{what}: reading took {:?}", t1.elapsed());
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(pid as i32, libc::SIGINT) };
+        common::signal(pid, libc::SIGINT);
         let t2 = Instant::now();
         let status = loop {
             if let Some(s) = child.try_wait().unwrap() {
@@ -183,11 +182,7 @@ fn predict(d: &Scratch, t: &Tools, url: &str, fault: Fault, target: Target) {
 
 /// Every command against `fault`, on the manifest's requests and on the data's.
 fn suite(fault: Fault) {
-    if !require_root("FUSE") {
-        return;
-    }
-    let d = Scratch::new();
-    let t = tools(d.path());
+    let Some((d, t)) = scratch_with_tools("FUSE") else { return };
     for target in [Target::Manifest, Target::Data] {
         let server = FaultServer::start(&t.bundle, fault, target);
         let url = server.url();
@@ -251,11 +246,7 @@ fn a_server_that_says_a_body_is_shorter_than_it_is() {
 /// bytes, so the checks above are not passing for want of a working mount.
 #[test]
 fn a_server_that_behaves() {
-    if !require_root("FUSE") {
-        return;
-    }
-    let d = Scratch::new();
-    let t = tools(d.path());
+    let Some((d, t)) = scratch_with_tools("FUSE") else { return };
     let server = FaultServer::start(&t.bundle, Fault::None, Target::All);
     for strategy in STRATEGIES {
         let mut cmd = coldstart();
@@ -281,11 +272,7 @@ fn a_server_that_behaves() {
 #[test]
 #[ignore = "benchmark: bench/signals.sh"]
 fn signal_benchmark() {
-    if !require_root("FUSE") {
-        return;
-    }
-    let d = Scratch::new();
-    let t = tools(d.path());
+    let Some((d, t)) = scratch_with_tools("FUSE") else { return };
     let hang = FaultServer::start(&t.bundle, Fault::Hang, Target::Manifest);
     let drip = FaultServer::start(&t.bundle, Fault::Drip, Target::Data);
     let good = FaultServer::start(&t.bundle, Fault::None, Target::All);
@@ -365,8 +352,7 @@ fn signal_benchmark() {
                 std::thread::sleep(Duration::from_millis(5));
             }
             std::thread::sleep(Duration::from_millis(500));
-            // SAFETY: signalling our own child.
-            unsafe { libc::kill(child.id() as i32, *sig) };
+            common::signal(child.id(), *sig);
             let t1 = Instant::now();
             let pid = child.id();
             while child.try_wait().unwrap().is_none() {

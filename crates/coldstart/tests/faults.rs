@@ -5,9 +5,9 @@
 //! Needs root (FUSE), as CI has.
 
 mod common;
-use common::faults::{bounded, tools, Fault, FaultServer, Target, Tools};
-use common::Scratch;
+use common::faults::{bounded, scratch_with_tools, tools, Fault, FaultServer, Target, Tools};
 use common::{leftovers, require_root};
+use common::{signal, Scratch};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -91,11 +91,6 @@ fn wait_mounted(d: &Scratch, child: &mut std::process::Child) {
     }
 }
 
-fn signal(pid: u32, sig: i32) {
-    // SAFETY: signalling a child of this test.
-    unsafe { libc::kill(pid as i32, sig) };
-}
-
 /// Waits for `child` at most `limit`; `None` if it is still running (it is then killed).
 fn wait_bounded(
     child: &mut std::process::Child,
@@ -118,11 +113,7 @@ fn wait_bounded(
 /// directory behind.
 #[test]
 fn a_killed_run_leaves_no_mount_no_process_and_no_temporary_directory() {
-    if !require_root("FUSE") {
-        return;
-    }
-    let d = Scratch::new();
-    let t = tools(d.path());
+    let Some((d, t)) = scratch_with_tools("FUSE") else { return };
     let server = FaultServer::start(&t.bundle, Fault::Drip, Target::Data);
     let mut child = run(&d, &server.url(), "paged", &[], &SUM)
         .stdout(Stdio::null())
@@ -147,11 +138,9 @@ fn a_killed_run_leaves_no_mount_no_process_and_no_temporary_directory() {
 fn a_killed_mounts_connection_is_aborted_where_the_fuse_control_fs_is_not_mounted() {
     use std::os::fd::{FromRawFd, OwnedFd};
     use std::os::unix::fs::FileExt;
-    if !require_root("FUSE, a mount namespace and pidfd_getfd") {
+    let Some((d, t)) = scratch_with_tools("FUSE, a mount namespace and pidfd_getfd") else {
         return;
-    }
-    let d = Scratch::new();
-    let t = tools(d.path());
+    };
     let server = FaultServer::start(&t.bundle, Fault::None, Target::All);
     let mnt = d.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
@@ -220,11 +209,7 @@ fn a_killed_mounts_connection_is_aborted_where_the_fuse_control_fs_is_not_mounte
 /// temporary directory behind (the watchdog started only once mounted).
 #[test]
 fn a_run_killed_while_fetching_the_manifest_leaves_no_temporary_directory() {
-    if !require_root("FUSE") {
-        return;
-    }
-    let d = Scratch::new();
-    let t = tools(d.path());
+    let Some((d, t)) = scratch_with_tools("FUSE") else { return };
     let server = FaultServer::start(&t.bundle, Fault::Hang, Target::Manifest);
     let mut child = run(&d, &server.url(), "paged", &[], &SUM)
         .stdout(Stdio::null())
@@ -245,11 +230,7 @@ fn a_run_killed_while_fetching_the_manifest_leaves_no_temporary_directory() {
 /// allocate that much and abort, and `serve` accepted such a bundle.
 #[test]
 fn a_manifest_with_a_huge_chunk_size_is_refused_before_anything_is_allocated() {
-    if !require_root("FUSE") {
-        return;
-    }
-    let d = Scratch::new();
-    let t = tools(d.path());
+    let Some((d, t)) = scratch_with_tools("FUSE") else { return };
     let path = t.bundle.join("manifest.json");
     let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     let huge = 1u64 << 50;
@@ -331,11 +312,7 @@ fn a_manifest_with_a_file_type_in_a_mode_or_a_hot_offset_near_2_64_is_refused_at
 /// checked against the manifest's digests before it is handed over.
 #[test]
 fn a_cached_copy_changed_with_its_time_kept_never_reaches_the_program() {
-    if !require_root("FUSE, passthrough") {
-        return;
-    }
-    let d = Scratch::new();
-    let t = tools(d.path());
+    let Some((d, t)) = scratch_with_tools("FUSE, passthrough") else { return };
     let key = d.path().join("release.key");
     let out = coldstart().args(["key", "new", "-o"]).arg(&key).output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
@@ -424,11 +401,7 @@ fn limit_memory(cmd: &mut Command) -> &mut Command {
 /// until it aborted.
 #[test]
 fn an_endless_body_for_one_chunk_fails_the_read_and_memory_stays_bounded() {
-    if !require_root("FUSE") {
-        return;
-    }
-    let d = Scratch::new();
-    let t = tools(d.path());
+    let Some((d, t)) = scratch_with_tools("FUSE") else { return };
     let server = FaultServer::start(&t.bundle, Fault::Flood, Target::Data);
     let mut cmd = run(&d, &server.url(), "paged", &["--timeout", "2", "--retries", "1"], &SUM);
     let bound = 3 * read_bound(2.0, 1, 16 * 1024, 1024.0) + Duration::from_secs(10);
@@ -446,11 +419,7 @@ fn an_endless_body_for_one_chunk_fails_the_read_and_memory_stays_bounded() {
 /// held a read (and the program, in exec) for hours; and `--retries` had no upper bound.
 #[test]
 fn a_server_that_drips_fails_the_read_within_the_bound() {
-    if !require_root("FUSE") {
-        return;
-    }
-    let d = Scratch::new();
-    let t = tools(d.path());
+    let Some((d, t)) = scratch_with_tools("FUSE") else { return };
     let server = FaultServer::start(&t.bundle, Fault::Drip, Target::Data);
     let mut cmd = run(&d, &server.url(), "paged", &["--timeout", "1", "--retries", "1"], &SUM);
     // The manifest comes at once; then the first read of `sum`, one chunk.
@@ -475,11 +444,7 @@ fn a_server_that_drips_fails_the_read_within_the_bound() {
 /// a dripping server.
 #[test]
 fn sigterm_ends_a_run_stuck_on_a_dripping_server() {
-    if !require_root("FUSE") {
-        return;
-    }
-    let d = Scratch::new();
-    let t = tools(d.path());
+    let Some((d, t)) = scratch_with_tools("FUSE") else { return };
     let server = FaultServer::start(&t.bundle, Fault::Drip, Target::Data);
     for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
         let mut child = run(&d, &server.url(), "paged", &[], &SUM)
@@ -501,11 +466,7 @@ fn sigterm_ends_a_run_stuck_on_a_dripping_server() {
 /// manifest, then exited with 2 and "Resource temporarily unavailable".
 #[test]
 fn mount_honours_sigterm_while_the_manifest_is_fetched() {
-    if !require_root("FUSE") {
-        return;
-    }
-    let d = Scratch::new();
-    let t = tools(d.path());
+    let Some((d, t)) = scratch_with_tools("FUSE") else { return };
     let server = FaultServer::start(&t.bundle, Fault::Hang, Target::Manifest);
     let mnt = d.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
@@ -529,11 +490,7 @@ fn mount_honours_sigterm_while_the_manifest_is_fetched() {
 /// "Resource temporarily unavailable" and bad input.
 #[test]
 fn a_server_that_never_answers_is_a_timeout() {
-    if !require_root("FUSE") {
-        return;
-    }
-    let d = Scratch::new();
-    let t = tools(d.path());
+    let Some((d, t)) = scratch_with_tools("FUSE") else { return };
     let server = FaultServer::start(&t.bundle, Fault::Hang, Target::Manifest);
     let mnt = d.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
@@ -553,11 +510,7 @@ fn a_server_that_never_answers_is_a_timeout() {
 /// kept running on a mount already detached.
 #[test]
 fn sigterm_to_run_reaches_every_process_of_the_command() {
-    if !require_root("FUSE") {
-        return;
-    }
-    let d = Scratch::new();
-    let t = tools(d.path());
+    let Some((d, t)) = scratch_with_tools("FUSE") else { return };
     let server = FaultServer::start(&t.bundle, Fault::None, Target::All);
     let mut child = run(&d, &server.url(), "stream", &[], &["sh", "-c", "{root}/bin/nap 60; true"])
         .stdout(Stdio::null())
@@ -582,11 +535,7 @@ fn sigterm_to_run_reaches_every_process_of_the_command() {
 /// fail with EIO, never with wrong bytes), and every other piece still reads.
 #[test]
 fn a_damaged_hot_part_fails_only_its_own_reads_under_every_strategy() {
-    if !require_root("FUSE") {
-        return;
-    }
-    let d = Scratch::new();
-    let t = tools(d.path());
+    let Some((d, t)) = scratch_with_tools("FUSE") else { return };
     let start = t.bundle.join("start");
     let mut object = std::fs::read(&start).unwrap();
     let at = object.len() - 100;
@@ -621,11 +570,7 @@ fn a_damaged_hot_part_fails_only_its_own_reads_under_every_strategy() {
 /// and the environment's (70) later; a URL that names no bundle is bad input.
 #[test]
 fn a_network_fault_is_the_environments_whenever_it_happens() {
-    if !require_root("FUSE") {
-        return;
-    }
-    let d = Scratch::new();
-    let t = tools(d.path());
+    let Some((d, t)) = scratch_with_tools("FUSE") else { return };
     // Nothing listens there.
     let dead = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -661,11 +606,7 @@ fn a_network_fault_is_the_environments_whenever_it_happens() {
 /// Regression: `run --record /nodir/h.json` ran the command, then lost its report to the error.
 #[test]
 fn run_refuses_a_record_file_it_cannot_write_before_running() {
-    if !require_root("FUSE") {
-        return;
-    }
-    let d = Scratch::new();
-    let t = tools(d.path());
+    let Some((d, t)) = scratch_with_tools("FUSE") else { return };
     let server = FaultServer::start(&t.bundle, Fault::None, Target::All);
     let record = d.path().join("nodir/h.json");
     let extra = ["--record", record.to_str().unwrap()];
@@ -685,11 +626,7 @@ fn run_refuses_a_record_file_it_cannot_write_before_running() {
 /// from the bundle) was reported as a bad path.
 #[test]
 fn an_eio_while_starting_the_command_is_reported_as_a_failed_read() {
-    if !require_root("FUSE") {
-        return;
-    }
-    let d = Scratch::new();
-    let t = tools(d.path());
+    let Some((d, t)) = scratch_with_tools("FUSE") else { return };
     let server = FaultServer::start(&t.bundle, Fault::Corrupt, Target::Data);
     let out = bounded(
         &mut run(&d, &server.url(), "paged", &["--retries", "0"], &SUM),

@@ -5,6 +5,7 @@
 //! before anything runs; `--update` shows what it recorded. Each rebuilt program is gated with `--new-build`, as a CI job gates its
 //! own new build. Needs root (cold runs, the storage emulation); fails instead of skipping in CI.
 
+#[macro_use]
 mod common;
 use common::{cache_lock, require_root};
 
@@ -17,17 +18,11 @@ use serde_json::Value;
 
 /// Reads the first page of `data.bin` next to the executable, and with `-DFAR` one more page
 /// 3 MiB into it.
-const FAR_C: &str = r#"
-#include <fcntl.h>
-#include <libgen.h>
-#include <stdio.h>
-#include <unistd.h>
+const FAR_C: &str = concat!(
+    open_beside_exe_c!(),
+    r#"
 int main(void) {
-  char exe[4096]; ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) return 10;
-  exe[n] = 0;
-  char path[4200]; snprintf(path, sizeof path, "%s/data.bin", dirname(exe));
-  int fd = open(path, O_RDONLY); if (fd < 0) return 11;
+  int fd = open_beside_exe("data.bin");
   char buf[4096];
   if (pread(fd, buf, sizeof buf, 0) != sizeof buf) return 12;
 #ifdef FAR
@@ -36,7 +31,8 @@ int main(void) {
 #endif
   return 0;
 }
-"#;
+"#
+);
 
 /// Sleeps MS milliseconds, plus with `-DJITTER=J` a uniform draw in [-J, +J] tenths of a
 /// millisecond: the same median, more spread.

@@ -326,8 +326,7 @@ fn run_until_ready(bed: &Bed, argv: &[String], ready: impl Fn() -> bool) -> (Opt
         let mut line = String::new();
         let _ = std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
         let printed = line.starts_with("http://");
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        common::signal(child.id(), libc::SIGTERM);
         let out = child.wait_with_output().unwrap();
         let text = String::from_utf8_lossy(&out.stderr).into_owned();
         return match printed {
@@ -343,8 +342,7 @@ fn run_until_ready(bed: &Bed, argv: &[String], ready: impl Fn() -> bool) -> (Opt
         std::thread::sleep(Duration::from_millis(50));
     }
     let was_ready = ready();
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    common::signal(child.id(), libc::SIGTERM);
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stderr).into_owned();
     match was_ready {

@@ -380,11 +380,7 @@ fn evaluate_scores_every_layout_on_a_held_out_start_up() {
     b.push("f8".into());
     let pa = profile(&dir.path().join("a.json"), "a", &exe, &a);
     let pb = profile(&dir.path().join("b.json"), "b", &exe, &b);
-    let out = coldstart()
-        .arg("order")
-        .arg(&pa)
-        .arg("--binary")
-        .arg(&exe)
+    let out = common::order_for(&pa, &exe)
         .arg("--evaluate")
         .arg(&pb)
         .args(["--readahead", "0", "--json"])
@@ -446,13 +442,8 @@ fn link_injects_the_flags_into_a_make_build_that_sets_its_own_cflags() {
     let p = profile(&dir.path().join("a.json"), "a", &dir.path().join("prog"), &names);
     let order = dir.path().join("order.txt");
     coldstart().arg("order").arg(&p).arg("-o").arg(&order).assert().success();
-    coldstart()
+    common::link_with(&order, &dir.path().join("prog"))
         .current_dir(dir.path())
-        .arg("link")
-        .arg("--order")
-        .arg(&order)
-        .arg("--binary")
-        .arg(dir.path().join("prog"))
         .args(["--", "make", "-s"])
         .assert()
         .success()

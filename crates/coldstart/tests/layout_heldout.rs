@@ -88,35 +88,28 @@ fn build(dir: &Path) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// A temporary directory with the library and the executable of [`sources`] built in it.
+fn built() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    sources(dir.path());
+    build(dir.path());
+    dir
+}
+
 #[test]
 fn an_unprofiled_function_a_profiled_one_calls_directly_is_placed_right_after_the_hot_set() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = built();
     let d = dir.path();
-    sources(d);
-    build(d);
     let a = profile_a(d);
     let order = d.join("order.txt");
-    coldstart()
-        .arg("order")
-        .arg(&a)
-        .arg("--binary")
-        .arg(d.join("prog"))
-        .arg("-o")
-        .arg(&order)
-        .assert()
-        .success();
+    common::order_for(&a, &d.join("prog")).arg("-o").arg(&order).assert().success();
     // Module by module, the touched functions, then what they call that no one touched,
     // nearest first: feature_b (main calls it), then deep_b; lib_feature (feature_b calls
     // it through the PLT) after the library's lib_hot.
     assert_eq!(listed(&order), ["main", "f3", "feature_b", "deep_b", "lib_hot", "lib_feature"]);
 
     // Relinked with it, feature_b sits right after the hot set, deep_b right after it.
-    coldstart()
-        .arg("link")
-        .arg("--order")
-        .arg(&order)
-        .arg("--binary")
-        .arg(d.join("prog"))
+    common::link_with(&order, &d.join("prog"))
         .args(["--", "sh", "-c", &build_line(d)])
         .assert()
         .success();
@@ -143,10 +136,8 @@ fn an_unprofiled_function_a_profiled_one_calls_directly_is_placed_right_after_th
 
 #[test]
 fn the_default_order_covers_the_programs_own_libraries_and_link_verifies_every_module() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = built();
     let d = dir.path();
-    sources(d);
-    build(d);
     let a = profile_a(d);
     let order = d.join("order.txt");
     // No --binary, no --module: every module of the program outside the system
@@ -171,12 +162,7 @@ fn the_default_order_covers_the_programs_own_libraries_and_link_verifies_every_m
     // Before relinking, the library's hot function lies after its cold ones: verify fails.
     coldstart().arg("verify").arg(d.join("libown.so")).arg("--order").arg(&order).assert().code(1);
     // One link of both modules; `link` verifies each binary given, and both pass.
-    let out = coldstart()
-        .arg("link")
-        .arg("--order")
-        .arg(&order)
-        .arg("--binary")
-        .arg(d.join("prog"))
+    let out = common::link_with(&order, &d.join("prog"))
         .arg("--binary")
         .arg(d.join("libown.so"))
         .args(["--", "sh", "-c", &build_line(d)])
@@ -241,10 +227,8 @@ fn references_place_the_functions_of_a_table_the_touched_code_uses_and_callees_d
 
 #[test]
 fn with_two_training_workloads_each_held_out_in_turn_decides_where_untouched_code_goes() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = built();
     let d = dir.path();
-    sources(d);
-    build(d);
     let exe = d.join("prog");
     // a runs main and f3; a2 also runs feature_b and deep_b, which main calls on a branch a
     // never takes: trained on a, a2's extra functions are main's callees.

@@ -20,33 +20,6 @@ fn require_lld22() -> bool {
     coldstart_testkit::require_program("ld.lld-22", "lld-22")
 }
 
-/// The sample's executable's profile of workload `w`: recorded, or where the profiler cannot
-/// run, made from the sample's truth manifest.
-fn profile_of(sample: &Sample, w: &str, out: &Path) {
-    let ok = coldstart()
-        .current_dir(&sample.dir)
-        .args(["profile", "--workload", w, "-o"])
-        .arg(out)
-        .arg("--")
-        .arg(sample.exe())
-        .args(["--workload", w])
-        .output()
-        .unwrap();
-    if ok.status.success() {
-        return;
-    }
-    let modules = sample.function_modules();
-    let names: Vec<String> = sample
-        .workload(w)
-        .unwrap()
-        .startup
-        .iter()
-        .filter(|f| modules.get(f.as_str()) == Some(&coldstart_sample::Module::Exe))
-        .cloned()
-        .collect();
-    common::touch_profile(w, &sample.exe(), &names, 1).write(out).unwrap();
-}
-
 /// The functions of `binary` in address order.
 fn layout(binary: &Path) -> Vec<String> {
     let info = coldstart_elf::ElfInfo::open(binary, &Default::default()).unwrap();
@@ -72,7 +45,7 @@ fn link(sample: &Sample, order: &Path, extra: &[&str]) -> assert_cmd::assert::As
 fn sample(dir: &Path) -> (Sample, PathBuf) {
     let sample = coldstart_sample::build(&Config::default(), &dir.join("sample")).unwrap();
     let a = dir.join("a.json");
-    profile_of(&sample, "a", &a);
+    common::sample_profile(&sample, "a", &a);
     let order = dir.join("order.txt");
     coldstart()
         .arg("order")
@@ -185,13 +158,8 @@ fn a_build_that_links_with_another_linker_is_caught_in_the_binary() {
     let order = dir.path().join("order.txt");
     std::fs::write(&order, "main\n").unwrap();
     // A compiler by absolute path escapes the wrappers on PATH, and asks for GNU ld itself.
-    coldstart()
+    common::link_with(&order, &dir.path().join("p"))
         .current_dir(dir.path())
-        .arg("link")
-        .arg("--order")
-        .arg(&order)
-        .arg("--binary")
-        .arg(dir.path().join("p"))
         .args(["--", "/usr/bin/gcc", "-fuse-ld=bfd", "p.c", "-o", "p"])
         .assert()
         .code(1)

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command as Cli;
-use coldstart_sample::{Config, Sample};
+use coldstart_sample::Config;
 
 mod common;
 
@@ -20,37 +20,6 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-/// A profile of `workload` of the sample's executable: recorded by `coldstart profile`, or,
-/// where the profiler cannot run, made from the sample's truth manifest.
-fn profile_of(sample: &Sample, workload: &str, out: &Path) {
-    let recorded = coldstart()
-        .current_dir(&sample.dir)
-        .args(["profile", "--workload", workload, "-o"])
-        .arg(out)
-        .arg("--")
-        .arg(sample.exe())
-        .args(["--workload", workload])
-        .output()
-        .unwrap();
-    if recorded.status.success() {
-        return;
-    }
-    eprintln!(
-        "profiler unavailable ({}), using the truth manifest: {}",
-        recorded.status,
-        String::from_utf8_lossy(&recorded.stderr)
-    );
-    let modules = sample.function_modules();
-    let truth = sample.workload(workload).unwrap();
-    let names: Vec<String> = truth
-        .startup
-        .iter()
-        .filter(|f| modules.get(f.as_str()) == Some(&coldstart_sample::Module::Exe))
-        .cloned()
-        .collect();
-    common::touch_profile(workload, &sample.exe(), &names, 1).write(out).unwrap();
 }
 
 fn touched_pages(binary: &Path, profile: &Path) -> u64 {
@@ -78,16 +47,12 @@ fn sample_profiled_on_a_relinked_with_lld_touches_fewer_pages_on_held_out_b() {
     let exe = sample.exe();
     let a = dir.join("a.json");
     let b = dir.join("b.json");
-    profile_of(&sample, "a", &a);
-    profile_of(&sample, "b", &b);
+    common::sample_profile(&sample, "a", &a);
+    common::sample_profile(&sample, "b", &b);
 
     let default_pages = touched_pages(&exe, &b);
     let order = dir.join("order.txt");
-    let eval = coldstart()
-        .arg("order")
-        .arg(&a)
-        .arg("--binary")
-        .arg(&exe)
+    let eval = common::order_for(&a, &exe)
         .arg("--evaluate")
         .arg(&b)
         .args(["--readahead", "0", "--json", "-o"])
@@ -107,12 +72,7 @@ fn sample_profiled_on_a_relinked_with_lld_touches_fewer_pages_on_held_out_b() {
     assert!(predicted(best) < default_pages, "{e}");
 
     // Relink in place through the sample's own Makefile; `link` verifies the result.
-    coldstart()
-        .arg("link")
-        .arg("--order")
-        .arg(&order)
-        .arg("--binary")
-        .arg(&exe)
+    common::link_with(&order, &exe)
         .args(["--", "make", "-s", "-C"])
         .arg(sample.dir.join("src"))
         .args(["-B", "-j2"])
@@ -124,7 +84,7 @@ fn sample_profiled_on_a_relinked_with_lld_touches_fewer_pages_on_held_out_b() {
 
     // Workload b, profiled again on the relinked build, touches fewer code pages.
     let b2 = dir.join("b-relinked.json");
-    profile_of(&sample, "b", &b2);
+    common::sample_profile(&sample, "b", &b2);
     let after = touched_pages(&exe, &b2);
     assert!(
         after < default_pages,

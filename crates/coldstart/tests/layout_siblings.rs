@@ -5,13 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use assert_cmd::Command as Cli;
-
 mod common;
-
-fn coldstart() -> Cli {
-    Cli::cargo_bin("coldstart").unwrap()
-}
 
 /// A function body of about 450 bytes of real instructions.
 const BODY: &str = r#"__asm__ volatile(".rept 150\n\taddl $1, %%eax\n\t.endr" ::: "eax");"#;
@@ -90,11 +84,7 @@ fn siblings_places_the_other_overrides_of_a_virtual_method_start_up_ran() {
 
     let order = |unprofiled: &str| {
         let out = dir.path().join(format!("{unprofiled}.order"));
-        coldstart()
-            .arg("order")
-            .arg(&a)
-            .arg("--binary")
-            .arg(&exe)
+        common::order_for(&a, &exe)
             .args(["--unprofiled", unprofiled, "-o"])
             .arg(&out)
             .assert()
@@ -117,11 +107,7 @@ fn siblings_places_the_other_overrides_of_a_virtual_method_start_up_ran() {
     assert!(coff.unwrap() >= callees.len() && macho.unwrap() >= callees.len());
 
     // Scored on b, which reads with Coff: the siblings placement touches fewer code pages.
-    let out = coldstart()
-        .arg("order")
-        .arg(&a)
-        .arg("--binary")
-        .arg(&exe)
+    let out = common::order_for(&a, &exe)
         .arg("--evaluate")
         .arg(&b)
         .args(["--readahead", "0", "--json"])

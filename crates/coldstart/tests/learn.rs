@@ -9,7 +9,9 @@
 //! Needs root (FUSE); the S3 test needs moto_server, the HTTP test python3.
 
 mod common;
-use common::{check, free_port, listening, require_program, require_root, KillOnDrop};
+use common::{
+    check, free_port, moto_server, require_program, require_root, start_server, KillOnDrop,
+};
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -177,20 +179,13 @@ http.server.ThreadingHTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_foreve
     let port = free_port();
     let root = dir.join("www");
     std::fs::create_dir_all(root.join("learn")).unwrap();
-    let child = Command::new("python3")
-        .args(["-c", script, &port.to_string()])
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", script, &port.to_string()])
         .arg(&root)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let guard = KillOnDrop(child);
-    let t = Instant::now();
-    while !listening(port) {
-        assert!(t.elapsed() < Duration::from_secs(30), "the PUT server did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        .process_group(0);
+    let guard = start_server(&mut cmd, port, Duration::from_secs(30), "the PUT server");
     (guard, format!("http://127.0.0.1:{port}/learn/"))
 }
 
@@ -215,20 +210,13 @@ fn records_go_to_an_http_server_taking_put_and_are_read_back_from_its_listing() 
     // A server that refuses the PUT (501 from a plain GET server) is a warning.
     let (_plain, plain_url) = {
         let port = free_port();
-        let child = Command::new("python3")
-            .args(["-m", "http.server", "-b", "127.0.0.1", &port.to_string()])
+        let mut cmd = Command::new("python3");
+        cmd.args(["-m", "http.server", "-b", "127.0.0.1", &port.to_string()])
             .current_dir(d.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        let g = KillOnDrop(child);
-        let t = Instant::now();
-        while !listening(port) {
-            assert!(t.elapsed() < Duration::from_secs(30));
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            .process_group(0);
+        let g = start_server(&mut cmd, port, Duration::from_secs(30), "the GET server");
         (g, format!("http://127.0.0.1:{port}/learn/"))
     };
     let out = learning_run(d.path(), &bundle, &plain_url, &["--retries", "0"]);
@@ -239,22 +227,7 @@ fn records_go_to_an_http_server_taking_put_and_are_read_back_from_its_listing() 
 
 /// moto's S3 server on a free port with a bucket `learn-records`, signatures not checked.
 fn moto(dir: &Path) -> (KillOnDrop, u16) {
-    let port = free_port();
-    let log = std::fs::File::create(dir.join("moto.log")).unwrap();
-    let child = Command::new("moto_server")
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .current_dir(dir)
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let guard = KillOnDrop(child);
-    let t = Instant::now();
-    while !listening(port) {
-        assert!(t.elapsed() < Duration::from_secs(60), "moto did not start: see moto.log");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (guard, port) = moto_server(dir);
     let out = Command::new("curl")
         .args(["-sf", "-X", "PUT", &format!("http://127.0.0.1:{port}/learn-records")])
         .args(["-H", "Authorization: AWS4-HMAC-SHA256 Credential=setup/20250101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0"])

@@ -4,7 +4,9 @@
 //! other's caches mid-run.
 
 mod common;
-use common::{assert_hot, cache_lock, require_program, require_root, KillOnDrop};
+use common::{
+    assert_hot, cache_lock, measure_report, require_program, require_root, CacheLock, KillOnDrop,
+};
 
 use std::fs;
 use std::os::unix::process::CommandExt;
@@ -77,8 +79,8 @@ struct Xvfb(u32, Child);
 
 impl Drop for Xvfb {
     fn drop(&mut self) {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.1.id() as i32, libc::SIGTERM) };
+        // Never a panic in a drop: the server is killed below if this did not end it.
+        let _ = common::try_signal(self.1.id(), libc::SIGTERM);
         let start = Instant::now();
         while self.1.try_wait().ok().flatten().is_none() {
             if start.elapsed() > Duration::from_secs(3) {
@@ -111,22 +113,48 @@ struct Measured {
 fn measure(args: &[&str], cmd: &[&str], dir: &Path) -> Measured {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    let json = dir.join(format!("report-{n}.json"));
-    let out = Command::cargo_bin("coldstart")
-        .unwrap()
-        .arg("measure")
-        .args(args)
-        .arg("--export-json")
-        .arg(&json)
-        .arg("--")
-        .args(cmd)
-        .output()
-        .unwrap();
+    let (out, json) = measure_report(args, &dir.join(format!("report-{n}.json")), cmd);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let json =
-        fs::read_to_string(&json).map(|t| serde_json::from_str(&t).unwrap()).unwrap_or(Value::Null);
     Measured { code: out.status.code().unwrap_or(-1), stdout, stderr, json }
+}
+
+/// What the tests here need root for.
+const ROOT_FOR: &str = "cgroups, drop_caches, fanotify";
+
+/// The ground of a test that measures `touch` (TOUCH_C) reading a data file: the page-cache
+/// lock, and the program and a data file in a temporary directory.
+struct Touch {
+    dir: tempfile::TempDir,
+    exe: PathBuf,
+    data: PathBuf,
+    _lock: CacheLock,
+}
+
+impl Touch {
+    /// With a data file of `mib` MiB; `None` (the test skips) without root.
+    fn new(mib: usize) -> Option<Touch> {
+        if !require_root(ROOT_FOR) {
+            return None;
+        }
+        let _lock = cache_lock();
+        let dir = tempfile::tempdir().unwrap();
+        let exe = compile(dir.path(), "touch", TOUCH_C);
+        let data = data_file(dir.path(), mib);
+        Some(Touch { dir, exe, data, _lock })
+    }
+
+    /// `touch DATA EXTRA`.
+    fn argv<'a>(&'a self, extra: &[&'a str]) -> Vec<&'a str> {
+        let mut argv = vec![self.exe.to_str().unwrap(), self.data.to_str().unwrap()];
+        argv.extend(extra);
+        argv
+    }
+
+    /// `coldstart measure ARGS -- touch DATA EXTRA`, its report in the directory.
+    fn measure(&self, args: &[&str], extra: &[&str]) -> Measured {
+        measure(args, &self.argv(extra), self.dir.path())
+    }
 }
 
 fn runs(m: &Measured, command: usize) -> Vec<Value> {
@@ -181,18 +209,8 @@ fn stale_run_cgroups() -> Vec<PathBuf> {
 
 #[test]
 fn cold_run_faults_and_reads_at_least_the_touched_file() {
-    if !require_root("cgroups, drop_caches, fanotify") {
-        return;
-    }
-    let _lock = cache_lock();
-    let dir = tempfile::tempdir().unwrap();
-    let exe = compile(dir.path(), "touch", TOUCH_C);
-    let data = data_file(dir.path(), 4);
-    let m = measure(
-        &["--cache", "cold", "--runs", "2", "--warmup", "0"],
-        &[exe.to_str().unwrap(), data.to_str().unwrap()],
-        dir.path(),
-    );
+    let Some(t) = Touch::new(4) else { return };
+    let m = t.measure(&["--cache", "cold", "--runs", "2", "--warmup", "0"], &[]);
     assert_eq!(m.code, 0, "{}", m.stderr);
     let runs = runs(&m, 0);
     assert_eq!(runs.len(), 2);
@@ -206,18 +224,8 @@ fn cold_run_faults_and_reads_at_least_the_touched_file() {
 
 #[test]
 fn hot_run_has_no_major_faults_and_reads_nothing() {
-    if !require_root("cgroups, drop_caches, fanotify") {
-        return;
-    }
-    let _lock = cache_lock();
-    let dir = tempfile::tempdir().unwrap();
-    let exe = compile(dir.path(), "touch", TOUCH_C);
-    let data = data_file(dir.path(), 4);
-    let m = measure(
-        &["--cache", "hot", "--runs", "3"],
-        &[exe.to_str().unwrap(), data.to_str().unwrap()],
-        dir.path(),
-    );
+    let Some(t) = Touch::new(4) else { return };
+    let m = t.measure(&["--cache", "hot", "--runs", "3"], &[]);
     assert_eq!(m.code, 0, "{}", m.stderr);
     for r in &runs(&m, 0) {
         assert_hot(&m.json, r);
@@ -263,19 +271,9 @@ fn hold_in_background(exe: &Path, data: &Path) -> KillOnDrop {
 
 #[test]
 fn eviction_verification_names_the_process_that_keeps_a_file_mapped() {
-    if !require_root("cgroups, drop_caches, fanotify") {
-        return;
-    }
-    let _lock = cache_lock();
-    let dir = tempfile::tempdir().unwrap();
-    let exe = compile(dir.path(), "touch", TOUCH_C);
-    let data = data_file(dir.path(), 1);
-    let holder = hold_in_background(&exe, &data);
-    let m = measure(
-        &["--cache", "selective", "--strict", "--runs", "2", "--warmup", "0"],
-        &[exe.to_str().unwrap(), data.to_str().unwrap()],
-        dir.path(),
-    );
+    let Some(t) = Touch::new(1) else { return };
+    let holder = hold_in_background(&t.exe, &t.data);
+    let m = t.measure(&["--cache", "selective", "--strict", "--runs", "2", "--warmup", "0"], &[]);
     // --strict: every run excluded, nothing counted, exit code 1.
     assert_eq!(m.code, 1, "{}", m.stderr);
     let pid = holder.0.id().to_string();
@@ -300,22 +298,12 @@ fn eviction_verification_names_the_process_that_keeps_a_file_mapped() {
 /// pages reported beside the figures.
 #[test]
 fn cold_runs_count_when_another_process_maps_a_file_the_program_reads() {
-    if !require_root("cgroups, drop_caches, fanotify") {
-        return;
-    }
-    let _lock = cache_lock();
-    let dir = tempfile::tempdir().unwrap();
-    let exe = compile(dir.path(), "touch", TOUCH_C);
-    let data = data_file(dir.path(), 1);
-    let holder = hold_in_background(&exe, &data);
+    let Some(t) = Touch::new(1) else { return };
+    let holder = hold_in_background(&t.exe, &t.data);
     let pid = holder.0.id();
     // `linger`: the program keeps the file mapped a moment after reading it, so that the
     // discovery run's samples see which pages it uses.
-    let m = measure(
-        &["--cache", "cold,hot", "--runs", "2", "--warmup", "0"],
-        &[exe.to_str().unwrap(), data.to_str().unwrap(), "linger"],
-        dir.path(),
-    );
+    let m = t.measure(&["--cache", "cold,hot", "--runs", "2", "--warmup", "0"], &["linger"]);
     assert_eq!(m.code, 0, "{}\n{}", m.stdout, m.stderr);
     assert_eq!(m.json["version"], 2);
     let data_pages = (1u64 << 20) / 4096;
@@ -327,7 +315,7 @@ fn cold_runs_count_when_another_process_maps_a_file_the_program_reads() {
             .as_array()
             .unwrap()
             .iter()
-            .find(|f| f["path"] == data.to_str().unwrap())
+            .find(|f| f["path"] == t.data.to_str().unwrap())
             .unwrap_or_else(|| panic!("the data file is not among the held files: {held}"));
         assert_eq!(file["pages"], data_pages, "{held}");
         assert_eq!(file["own"], true, "{held}");
@@ -342,11 +330,8 @@ fn cold_runs_count_when_another_process_maps_a_file_the_program_reads() {
     assert!(m.stdout.contains("Stayed cached:"), "{}", m.stdout);
     assert!(m.stdout.contains(&format!("pid {pid} (touch)")), "{}", m.stdout);
     // --strict keeps the old rule.
-    let strict = measure(
-        &["--cache", "cold", "--strict", "--runs", "1", "--warmup", "0"],
-        &[exe.to_str().unwrap(), data.to_str().unwrap(), "linger"],
-        dir.path(),
-    );
+    let strict =
+        t.measure(&["--cache", "cold", "--strict", "--runs", "1", "--warmup", "0"], &["linger"]);
     assert_eq!(strict.code, 1, "{}", strict.stdout);
     assert!(runs(&strict, 0)[0]["excluded"].as_str().unwrap().contains("--strict"));
     drop(holder);
@@ -356,22 +341,16 @@ fn cold_runs_count_when_another_process_maps_a_file_the_program_reads() {
 /// measured as typed, and the files of the program it runs are evicted and read back.
 #[test]
 fn a_wrapper_script_is_measured_with_the_program_it_runs() {
-    if !require_root("cgroups, drop_caches, fanotify") {
-        return;
-    }
-    let _lock = cache_lock();
-    let dir = tempfile::tempdir().unwrap();
-    let exe = compile(dir.path(), "touch", TOUCH_C);
-    let data = data_file(dir.path(), 2);
+    let Some(t) = Touch::new(2) else { return };
     for (name, body) in [("exec-wrapper", "exec"), ("child-wrapper", "")] {
-        let wrapper = dir.path().join(name);
+        let wrapper = t.dir.path().join(name);
         fs::write(&wrapper, format!("#!/bin/sh\n{body} \"$(dirname \"$0\")/touch\" \"$@\"\n"))
             .unwrap();
         fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
         let m = measure(
             &["--cache", "cold", "--runs", "2", "--warmup", "0"],
-            &[wrapper.to_str().unwrap(), data.to_str().unwrap()],
-            dir.path(),
+            &[wrapper.to_str().unwrap(), t.data.to_str().unwrap()],
+            t.dir.path(),
         );
         assert_eq!(m.code, 0, "{name}: {}\n{}", m.stdout, m.stderr);
         for r in &runs(&m, 0) {
@@ -383,23 +362,16 @@ fn a_wrapper_script_is_measured_with_the_program_it_runs() {
             // The wrapper, the program and its data are among the files evicted.
             assert!(r["eviction"]["files"].as_u64().unwrap() >= 3, "{name}: {r}");
         }
-        assert!(processes(&[exe.to_str().unwrap(), data.to_str().unwrap()]).is_empty());
+        assert!(processes(&t.argv(&[])).is_empty());
     }
 }
 
 #[test]
 fn a_child_process_faults_are_counted_and_the_tree_is_killed() {
-    if !require_root("cgroups, drop_caches, fanotify") {
-        return;
-    }
-    let _lock = cache_lock();
-    let dir = tempfile::tempdir().unwrap();
-    let exe = compile(dir.path(), "touch", TOUCH_C);
-    let data = data_file(dir.path(), 2);
-    let m = measure(
+    let Some(t) = Touch::new(2) else { return };
+    let m = t.measure(
         &["--cache", "cold", "--runs", "1", "--warmup", "0", "--ready", "fd", "--timeout", "20"],
-        &[exe.to_str().unwrap(), data.to_str().unwrap(), "child"],
-        dir.path(),
+        &["child"],
     );
     assert_eq!(m.code, 0, "{}", m.stderr);
     let r = &runs(&m, 0)[0];
@@ -407,10 +379,7 @@ fn a_child_process_faults_are_counted_and_the_tree_is_killed() {
     // The root only forks and sleeps: every major fault and byte read is the child's.
     assert!(counter(r, "major_faults") > 0, "{r}");
     assert!(counter(r, "read_bytes") >= 2 << 20, "{r}");
-    assert!(
-        processes(&[exe.to_str().unwrap(), data.to_str().unwrap(), "child"]).is_empty(),
-        "the tree survived"
-    );
+    assert!(processes(&t.argv(&["child"])).is_empty(), "the tree survived");
 }
 
 fn ready_run(ready: &str, cmd: &[&str], timeout: &str) -> (Measured, tempfile::TempDir) {
@@ -434,7 +403,7 @@ fn assert_ready_quickly(m: &Measured, at_least_s: f64) {
 
 #[test]
 fn ready_on_stdout_and_stderr_regex() {
-    if !require_root("cgroups, drop_caches, fanotify") {
+    if !require_root(ROOT_FOR) {
         return;
     }
     // Durations unique to this test process, so that the same test running elsewhere on the
@@ -458,7 +427,7 @@ fn ready_on_stdout_and_stderr_regex() {
 
 #[test]
 fn output_is_drained_so_a_chatty_program_does_not_block() {
-    if !require_root("cgroups, drop_caches, fanotify") {
+    if !require_root(ROOT_FOR) {
         return;
     }
     // 4 MiB of output before the marker: far more than a pipe buffer.
@@ -472,7 +441,7 @@ fn output_is_drained_so_a_chatty_program_does_not_block() {
 
 #[test]
 fn a_program_that_exits_before_its_signal_is_reported() {
-    if !require_root("cgroups, drop_caches, fanotify") {
+    if !require_root(ROOT_FOR) {
         return;
     }
     let (m, _d) = ready_run("stdout:never", &["sh", "-c", "echo something else"], "20");
@@ -484,7 +453,7 @@ fn a_program_that_exits_before_its_signal_is_reported() {
 
 #[test]
 fn ready_on_file_and_fd() {
-    if !require_root("cgroups, drop_caches, fanotify") {
+    if !require_root(ROOT_FOR) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -518,7 +487,7 @@ int main(int argc, char **argv) {
 
 #[test]
 fn ready_on_tcp_port() {
-    if !require_root("cgroups, drop_caches, fanotify") {
+    if !require_root(ROOT_FOR) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -539,7 +508,7 @@ fn ready_on_tcp_port() {
 
 #[test]
 fn ready_on_an_x11_window_under_xvfb() {
-    if !require_root("cgroups, drop_caches, fanotify") {
+    if !require_root(ROOT_FOR) {
         return;
     }
     if !require_program("Xvfb", "xvfb") || !require_program("xmessage", "x11-utils") {
@@ -604,7 +573,7 @@ fn ready_on_an_x11_window_under_xvfb() {
 
 #[test]
 fn a_hanging_program_is_killed_on_timeout_and_nothing_remains() {
-    if !require_root("cgroups, drop_caches, fanotify") {
+    if !require_root(ROOT_FOR) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -639,7 +608,7 @@ fn a_hanging_program_is_killed_on_timeout_and_nothing_remains() {
 
 #[test]
 fn interrupting_coldstart_kills_the_current_run() {
-    if !require_root("cgroups, drop_caches, fanotify") {
+    if !require_root(ROOT_FOR) {
         return;
     }
     for (signal, code, marker) in [(libc::SIGINT, 130, "919"), (libc::SIGTERM, 143, "921")] {
@@ -658,8 +627,7 @@ fn interrupting_coldstart_kills_the_current_run() {
             assert!(start.elapsed() < Duration::from_secs(10), "the run did not start");
             std::thread::sleep(Duration::from_millis(10));
         }
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(child.id() as i32, signal) };
+        common::signal(child.id(), signal);
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(code));
         assert!(
@@ -710,7 +678,7 @@ fn bad_commands_exit_2_with_one_line() {
 
 #[test]
 fn cold_without_root_names_the_privilege_and_offers_selective() {
-    if !require_root("cgroups, drop_caches, fanotify") {
+    if !require_root(ROOT_FOR) {
         return;
     } // to become another user
     let out = as_nobody(["measure", "--cache", "cold", "--", "true"]).output().unwrap();
@@ -721,7 +689,7 @@ fn cold_without_root_names_the_privilege_and_offers_selective() {
 
 #[test]
 fn hot_works_without_root_with_a_warning() {
-    if !require_root("cgroups, drop_caches, fanotify") {
+    if !require_root(ROOT_FOR) {
         return;
     } // to become another user
     let out = as_nobody(["measure", "--runs", "2", "--", "true"]).output().unwrap();
@@ -733,7 +701,7 @@ fn hot_works_without_root_with_a_warning() {
 
 #[test]
 fn comparison_runs_both_commands() {
-    if !require_root("cgroups, drop_caches, fanotify") {
+    if !require_root(ROOT_FOR) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -751,15 +719,9 @@ fn comparison_runs_both_commands() {
 
 #[test]
 fn cold_and_hot_together_report_the_io_share_and_every_export() {
-    if !require_root("cgroups, drop_caches, fanotify") {
-        return;
-    }
-    let _lock = cache_lock();
-    let dir = tempfile::tempdir().unwrap();
-    let exe = compile(dir.path(), "touch", TOUCH_C);
-    let data = data_file(dir.path(), 2);
-    let (csv, md) = (dir.path().join("r.csv"), dir.path().join("r.md"));
-    let m = measure(
+    let Some(t) = Touch::new(2) else { return };
+    let (csv, md) = (t.dir.path().join("r.csv"), t.dir.path().join("r.md"));
+    let m = t.measure(
         &[
             "--cache",
             "cold,hot",
@@ -770,8 +732,7 @@ fn cold_and_hot_together_report_the_io_share_and_every_export() {
             "--export-markdown",
             md.to_str().unwrap(),
         ],
-        &[exe.to_str().unwrap(), data.to_str().unwrap()],
-        dir.path(),
+        &[],
     );
     assert_eq!(m.code, 0, "{}", m.stderr);
     assert_eq!(m.json["cache"], "cold,hot");
@@ -795,31 +756,26 @@ fn cold_and_hot_together_report_the_io_share_and_every_export() {
     assert!(fs::metadata(&csv).unwrap().len() > 0 && fs::metadata(&md).unwrap().len() > 0);
     // Written atomically: no temporary file left beside them.
     assert_eq!(
-        fs::read_dir(dir.path()).unwrap().count(),
+        fs::read_dir(t.dir.path()).unwrap().count(),
         6,
         "{:?}",
-        fs::read_dir(dir.path()).unwrap().collect::<Vec<_>>()
+        fs::read_dir(t.dir.path()).unwrap().collect::<Vec<_>>()
     );
 }
 
 #[test]
 fn selective_without_root_discovers_and_evicts_the_program_files() {
-    if !require_root("cgroups, drop_caches, fanotify") {
-        return;
-    } // to become another user
-    let _lock = cache_lock();
-    let dir = tempfile::tempdir().unwrap();
-    let exe = compile(dir.path(), "touch", TOUCH_C);
-    let data = data_file(dir.path(), 2);
+    // Root, to become another user.
+    let Some(t) = Touch::new(2) else { return };
     // Another user's files: theirs to evict and verify.
-    for p in [dir.path(), exe.as_path(), data.as_path()] {
+    for p in [t.dir.path(), t.exe.as_path(), t.data.as_path()] {
         std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
     }
-    let json = dir.path().join("r.json");
+    let json = t.dir.path().join("r.json");
     let out = as_nobody(["measure", "--cache", "selective", "--runs", "2", "--export-json"])
         .arg(&json)
         .arg("--")
-        .args([exe.to_str().unwrap(), data.to_str().unwrap(), "linger"])
+        .args(t.argv(&["linger"]))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));

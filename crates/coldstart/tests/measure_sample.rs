@@ -4,15 +4,13 @@
 //! Needs root (drop_caches, cgroups) and clang-19/lld-19; skips with a message otherwise.
 
 mod common;
-use common::{assert_hot, cache_lock, require, require_root};
+use common::{assert_hot, cache_lock, measure_report, require, require_root};
 
 use std::collections::BTreeSet;
-use std::fs;
+use std::ffi::OsStr;
 use std::path::Path;
-use std::process::Command;
 use std::sync::OnceLock;
 
-use assert_cmd::cargo::CommandCargoExt;
 use coldstart_sample::{Config, Sample};
 use serde_json::Value;
 
@@ -40,24 +38,16 @@ fn measure(sample: &Sample, args: &[&str]) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let w = sample.workload("a").unwrap();
-    let out = Command::cargo_bin("coldstart")
-        .unwrap()
-        .arg("measure")
-        .args(args)
-        .arg("--export-json")
-        .arg(&json)
-        .arg("--")
-        .arg(sample.exe())
-        .args(&w.args)
-        .output()
-        .unwrap();
+    let exe = sample.exe();
+    let cmd = std::iter::once(exe.as_os_str()).chain(w.args.iter().map(OsStr::new));
+    let (out, report) = measure_report(args, &json, cmd);
     assert!(
         out.status.success(),
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap()
+    report
 }
 
 fn runs(report: &Value, i: usize) -> Vec<Value> {

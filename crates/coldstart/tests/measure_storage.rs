@@ -3,6 +3,7 @@
 //! skips with a message without it. Every test checks that no loop device, mount, session
 //! directory or run cgroup of its coldstart process is left.
 
+#[macro_use]
 mod common;
 use common::{cache_lock, require_root};
 
@@ -24,18 +25,12 @@ const MAP_TOUCHES: u64 = 8;
 /// Reads all of `data.bin` next to its executable (found through /proc/self/exe), then maps
 /// `map.bin` from the working directory and touches one byte per MiB. Exit code 11/12 when a
 /// file is not found: the relative lookups must work on the emulated copy.
-const PROG_C: &str = r#"
-#include <fcntl.h>
-#include <libgen.h>
-#include <stdio.h>
+const PROG_C: &str = concat!(
+    open_beside_exe_c!(),
+    r#"
 #include <sys/mman.h>
-#include <unistd.h>
 int main(void) {
-  char exe[4096]; ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) return 10;
-  exe[n] = 0;
-  char path[4200]; snprintf(path, sizeof path, "%s/data.bin", dirname(exe));
-  int fd = open(path, O_RDONLY); if (fd < 0) return 11;
+  int fd = open_beside_exe("data.bin");
   static char buf[65536]; long total = 0; ssize_t r;
   while ((r = read(fd, buf, sizeof buf)) > 0) total += r;
   close(fd);
@@ -47,7 +42,8 @@ int main(void) {
   (void)sum;
   return total == 4L * 1024 * 1024 ? 0 : 13;
 }
-"#;
+"#
+);
 
 /// The program with its data in a temporary directory, and a work directory for the
 /// emulation's session (so leftovers can be looked for there).
@@ -426,8 +422,7 @@ fn ctrl_c_mid_runs_leaves_nothing_behind(app: &App, profile: &str) {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(800));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
+    common::signal(pid, libc::SIGINT);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
     assert_nothing_left(pid, app.work.path());

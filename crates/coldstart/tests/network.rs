@@ -148,6 +148,14 @@ fn run_local(root: &Path) -> String {
     check(&Command::new(app.join("bin/hello")).arg(app.join("share/data.bin")).output().unwrap())
 }
 
+/// A scratch directory with the program built in it, and what it prints run in place.
+fn built_program() -> (Scratch, String) {
+    let d = Scratch::new();
+    build_program(d.path());
+    let local = run_local(d.path());
+    (d, local)
+}
+
 fn pack(root: &Path, out: &str, hot: Option<&Path>) -> PathBuf {
     pack_with(root, out, hot, &[]).0
 }
@@ -203,9 +211,7 @@ fn run_remote(url: &str, strategy: &str, cache: &Path, extra: &[&str]) -> Output
 
 #[test]
 fn the_program_runs_from_the_mount_with_every_strategy_and_both_servers() {
-    let d = Scratch::new();
-    build_program(d.path());
-    let local = run_local(d.path());
+    let (d, local) = built_program();
     assert!(local.starts_with("hello from libgreet"), "{local}");
 
     let (bundle, _) = recorded_bundle(d.path(), "bundle", &[], &local);
@@ -263,9 +269,7 @@ fn report_of(out: &Output) -> serde_json::Value {
 
 #[test]
 fn a_damaged_start_object_on_nginx_gives_the_right_bytes_or_falls_back_or_eio() {
-    let d = Scratch::new();
-    build_program(d.path());
-    let local = run_local(d.path());
+    let (d, local) = built_program();
     let (bundle, _) = recorded_bundle(d.path(), "bundle", &[], &local);
     let start = bundle.join("start");
     let good = std::fs::read(&start).unwrap();
@@ -393,9 +397,7 @@ fn pack_compressed(root: &Path, local: &str) -> PathBuf {
 
 #[test]
 fn a_compressed_bundle_gives_identical_bytes_with_every_strategy() {
-    let d = Scratch::new();
-    build_program(d.path());
-    let local = run_local(d.path());
+    let (d, local) = built_program();
     let bundle = pack_compressed(d.path(), &local);
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
@@ -421,9 +423,7 @@ fn a_compressed_bundle_gives_identical_bytes_with_every_strategy() {
 
 #[test]
 fn a_corrupt_compressed_chunk_fails_the_program_with_eio() {
-    let d = Scratch::new();
-    build_program(d.path());
-    let local = run_local(d.path());
+    let (d, local) = built_program();
     let bundle = pack_compressed(d.path(), &local);
     // The last chunk of the data (hot: stored in the start object, which `serve` would
     // refuse damaged; the program reads it from the directory).
@@ -539,8 +539,7 @@ fn mount_refuses_a_non_empty_mount_point() {
 fn mount_unmounts_on_ctrl_c_and_reports() {
     let d = Scratch::new();
     let (mut child, mnt) = mounted(d.path(), Stdio::piped());
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    common::signal(child.0.id(), libc::SIGINT);
     let status = child.0.wait().unwrap();
     // Ended by SIGINT, as every command a signal ends: 128 + 2.
     assert_eq!(status.code(), Some(130), "{status}");
@@ -724,9 +723,7 @@ fn pages_of(hot: &Path) -> std::collections::BTreeSet<(String, u64)> {
 
 #[test]
 fn a_recorded_start_is_page_exact_and_the_same_start_then_takes_one_request() {
-    let d = Scratch::new();
-    build_program(d.path());
-    let local = run_local(d.path());
+    let (d, local) = built_program();
     let (bundle, _) = recorded_bundle(d.path(), "bundle", &[], &local);
     // With the default read-ahead the record is pages, not the bundle's 16 KiB chunks: every
     // touch starts on a page and is whole pages (but at a file's end).
@@ -767,9 +764,7 @@ fn a_recorded_start_is_page_exact_and_the_same_start_then_takes_one_request() {
 
 #[test]
 fn the_read_ahead_is_a_page_while_reads_may_fetch() {
-    let d = Scratch::new();
-    build_program(d.path());
-    let local = run_local(d.path());
+    let (d, local) = built_program();
     let bundle = pack(d.path(), "bundle", None);
     let url = bundle.display().to_string();
     let cache = d.path().join("cache");
@@ -822,8 +817,8 @@ fn the_mount_shows_each_files_mode_time_and_link_as_packed() {
     );
     let data = std::fs::symlink_metadata(mnt.join("share/data.bin")).unwrap();
     assert_eq!((data.mtime(), data.mtime_nsec()), (1_500_000_000, 987_654_321));
-    // SAFETY: signalling our own child; it unmounts on SIGINT.
-    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    // It unmounts on SIGINT.
+    common::signal(child.0.id(), libc::SIGINT);
     assert_eq!(child.0.wait().unwrap().code(), Some(130));
 }
 
@@ -892,9 +887,7 @@ fn a_fully_cached_file_is_handed_to_the_kernel_and_read_without_the_mount() {
     if !require_root("FUSE passthrough registers its backing files with CAP_SYS_ADMIN") {
         return;
     }
-    let d = Scratch::new();
-    build_program(d.path());
-    let local = run_local(d.path());
+    let (d, local) = built_program();
     let bundle = pack(d.path(), "bundle", None);
     let url = bundle.display().to_string();
     let cache = d.path().join("cache");

@@ -99,6 +99,13 @@ fn hot_chunks(bundle: &Path) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// `coldstart profile --pages` of `app/bin/hello`, written to `dir/p.json`; returns its path.
+fn page_profile(dir: &Path, app: &Path) -> PathBuf {
+    let profile = dir.join("p.json");
+    check(&common::profile_to(&["--pages"], &profile, [app.join("bin/hello")]));
+    profile
+}
+
 #[test]
 fn a_page_profile_gives_the_hot_set_and_the_bundle_runs_reordered() {
     if !require_root("page profiles (tracefs) and FUSE mounts") {
@@ -110,16 +117,7 @@ fn a_page_profile_gives_the_hot_set_and_the_bundle_runs_reordered() {
     let local = check(&Command::new(app.join("bin/hello")).output().unwrap());
     assert!(local.starts_with("hello from libgreet"), "{local}");
 
-    let profile = d.path().join("p.json");
-    check(
-        &coldstart()
-            .args(["profile", "--pages", "-o"])
-            .arg(&profile)
-            .arg("--")
-            .arg(app.join("bin/hello"))
-            .output()
-            .unwrap(),
-    );
+    let profile = page_profile(d.path(), &app);
 
     // The order the profile saw files under app/ first.
     let p: Value = serde_json::from_slice(&std::fs::read(&profile).unwrap()).unwrap();
@@ -235,16 +233,7 @@ fn a_rebuilt_library_is_left_out_with_a_warning_and_profile_root_maps_a_copy() {
     }
     let d = tempfile::tempdir().unwrap();
     let app = build_program(d.path()).canonicalize().unwrap();
-    let profile = d.path().join("p.json");
-    check(
-        &coldstart()
-            .args(["profile", "--pages", "-o"])
-            .arg(&profile)
-            .arg("--")
-            .arg(app.join("bin/hello"))
-            .output()
-            .unwrap(),
-    );
+    let profile = page_profile(d.path(), &app);
 
     // A copy elsewhere (plain `cp`: new mtimes, same builds), with the library rebuilt from
     // changed source (another build-id).

@@ -265,8 +265,7 @@ fn launch_forwards_sigint_sigterm_and_sighup_to_its_command() {
         )
         .unwrap();
         assert_eq!(line.trim(), "ready");
-        // SAFETY: a signal to our own child.
-        unsafe { libc::kill(child.id() as i32, signal) };
+        coldstart_testkit::signal(child.id(), signal);
         let start = Instant::now();
         let status = loop {
             if let Some(s) = child.try_wait().unwrap() {

@@ -1,5 +1,8 @@
 //! `coldstart profile` on programs built here with clang-19 and on Debian's own programs.
 
+mod common;
+
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -43,16 +46,8 @@ impl Fixture {
     fn profile(&self, flags: &[&str], program: &Path, args: &[&str]) -> Profiled {
         let out = self.path().join("p.json");
         let _ = std::fs::remove_file(&out);
-        let result = coldstart()
-            .arg("profile")
-            .args(flags)
-            .arg("-o")
-            .arg(&out)
-            .arg("--")
-            .arg(program)
-            .args(args)
-            .output()
-            .unwrap();
+        let cmd = std::iter::once(program.as_os_str()).chain(args.iter().map(OsStr::new));
+        let result = common::profile_to(flags, &out, cmd);
         Profiled {
             run: format!("{flags:?} {} {args:?}", program.display()),
             code: result.status.code().unwrap_or(-1),
@@ -411,10 +406,9 @@ fn stripped_binary_page_profile_names_its_pages() {
             .unwrap()
             .flatten()
             .filter_map(|e| {
-                e.file_name().to_string_lossy().strip_prefix("coldstart-")?.parse::<i32>().ok()
+                e.file_name().to_string_lossy().strip_prefix("coldstart-")?.parse::<u32>().ok()
             })
-            // SAFETY: kill with signal 0 only checks that the process exists.
-            .any(|pid| unsafe { libc::kill(pid, 0) } != 0);
+            .any(|pid| !common::pid_alive(pid));
         assert!(!left, "a tracefs instance of a coldstart that has ended is left");
     }
 
@@ -1016,8 +1010,7 @@ fn an_interrupted_profile_kills_the_program_and_leaves_no_tracing_or_temporary_d
         if flags == ["--pages"] {
             assert!(instance.exists(), "the page run traces in {}", instance.display());
         }
-        // SAFETY: signalling the coldstart we started.
-        unsafe { libc::kill(child.id() as i32, signal) };
+        common::signal(child.id(), signal);
         let code = exit_within(&mut child, std::time::Duration::from_secs(10));
         let mut stderr = String::new();
         std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();

@@ -361,8 +361,7 @@ fn an_interrupted_or_killed_exact_page_run_leaves_no_copy_behind() {
     let mut child = start_profile_until_it_runs_from_a_copy(dir.path(), &prog);
     let pid = child.id();
     assert!(!mine(pid).is_empty(), "the copy exists while the run is on it");
-    // SAFETY: signalling the coldstart we started.
-    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    coldstart_testkit::signal(pid, libc::SIGINT);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(128 + libc::SIGINT));
     assert!(!runs_from_a_copy(&prog), "the program was killed");
@@ -384,10 +383,10 @@ fn an_interrupted_or_killed_exact_page_run_leaves_no_copy_behind() {
 /// Send SIGKILL to every process running `prog`.
 fn kill_every(prog: &Path) {
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
         if std::fs::read_link(e.path().join("exe")).ok().as_deref() == Some(prog) {
-            // SAFETY: signalling a process of this test's own program.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            // It may have ended since: nothing to kill then.
+            let _ = coldstart_testkit::try_signal(pid, libc::SIGKILL);
         }
     }
 }

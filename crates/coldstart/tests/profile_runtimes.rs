@@ -3,10 +3,11 @@
 //! its code range) and making it read-only again (Node.js `--use-largepages`). Node.js and
 //! OpenJDK themselves are in `real_programs_profile.rs`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use assert_cmd::cargo::CommandCargoExt;
 use coldstart_testkit::compile_c;
 use serde_json::Value;
 
@@ -14,16 +15,7 @@ use serde_json::Value;
 /// error and the profile.
 fn profile(dir: &Path, flags: &[&str], program: &Path) -> (Option<i32>, String, String, Value) {
     let out = dir.join("p.json");
-    let run = Command::cargo_bin("coldstart")
-        .unwrap()
-        .arg("profile")
-        .args(flags)
-        .arg("-o")
-        .arg(&out)
-        .arg("--")
-        .arg(program)
-        .output()
-        .unwrap();
+    let run = common::profile_to(flags, &out, [program]);
     let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
     let text =
         std::fs::read_to_string(&out).unwrap_or_else(|e| panic!("no profile ({e}): {stderr}"));

@@ -4,36 +4,26 @@
 //!
 //! These are correctness tests, not benchmarks (two runs per state; the figures are in
 //! BENCHMARKS.md, from `bench/real-programs.sh`). A program that fails to start, or a run that
-//! is excluded, fails the test. `firefox-esr` is measured where it is installed
-//! (`scripts/setup.sh --bench` installs it).
+//! is excluded, fails the test; one that is not installed is skipped (a failure under
+//! `COLDSTART_TESTS_NO_SKIP`). `scripts/setup.sh` installs them all, `firefox-esr` too.
 
 mod common;
-use common::{cache_lock, require_program, require_root};
+use common::{cache_lock, measure_report, require, require_program, require_root};
 
 use std::fs;
 use std::path::Path;
-use std::process::Command;
 
-use assert_cmd::cargo::CommandCargoExt;
 use serde_json::Value;
 
 /// `coldstart measure --cache cold,hot --runs 2` of `cmd`; asserts that it succeeded and that
 /// every run counted, and returns the report.
 fn measure_counts_every_run(cmd: &[&str], dir: &Path) -> Value {
     let json = dir.join("report.json");
-    let out = Command::cargo_bin("coldstart")
-        .unwrap()
-        .args(["measure", "--cache", "cold,hot", "--runs", "2", "--timeout", "120"])
-        .arg("--export-json")
-        .arg(&json)
-        .arg("--")
-        .args(cmd)
-        .output()
-        .unwrap();
+    let args = ["--cache", "cold,hot", "--runs", "2", "--timeout", "120"];
+    let (out, report) = measure_report(&args, &json, cmd);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{cmd:?}: {}\n{stdout}\n{stderr}", out.status);
-    let report: Value = serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
     let commands = report["commands"].as_array().unwrap();
     assert_eq!(commands.len(), 2, "{report}");
     for c in commands {
@@ -114,7 +104,7 @@ fn perl_loads_a_module() {
 }
 
 #[test]
-fn git_version() {
+fn git_prints_its_version() {
     if !require_root("drop_caches, cgroups, fanotify") || !require_program("git", "git") {
         return;
     }
@@ -123,18 +113,16 @@ fn git_version() {
     measure_counts_every_run(&["git", "--version"], dir.path());
 }
 
-/// Firefox ESR takes a headless screenshot with a fresh profile of its own. Measured where it
-/// is installed (`scripts/setup.sh --bench`); CI's test command does not install it.
+/// Firefox ESR takes a headless screenshot with a fresh profile of its own.
 #[test]
 fn firefox_takes_a_headless_screenshot() {
-    if !require_root("drop_caches, cgroups, fanotify") {
-        return;
-    }
     let firefox = Path::new("/usr/bin/firefox-esr");
-    if !firefox.exists() {
-        eprintln!(
-            "firefox-esr is not installed: not measured (scripts/setup.sh --bench installs it)"
-        );
+    if !require_root("drop_caches, cgroups, fanotify")
+        || !require(
+            firefox.exists(),
+            "Debian's /usr/bin/firefox-esr (apt-get install firefox-esr, or run scripts/setup.sh)",
+        )
+    {
         return;
     }
     let _lock = cache_lock();

@@ -13,14 +13,14 @@
 
 mod common;
 use common::{
-    certificates, check, free_port, listening, require_program, require_root, KillOnDrop,
+    certificates, check, free_port, moto_server, require_program, require_root, KillOnDrop,
 };
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const BUCKET: &str = "coldstart-private";
 
@@ -77,21 +77,7 @@ struct Moto {
 
 impl Moto {
     fn start(dir: &Path) -> Moto {
-        let port = free_port();
-        let log = std::fs::File::create(dir.join("moto.log")).unwrap();
-        let child = Command::new("moto_server")
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .current_dir(dir)
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("moto_server is installed (scripts/setup.sh)");
-        let guard = KillOnDrop(child);
-        let t = Instant::now();
-        while !listening(port) {
-            assert!(t.elapsed() < Duration::from_secs(60), "moto did not start: see moto.log");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let (guard, port) = moto_server(dir);
         // Without IAM checks yet: the service is named by the Authorization header's scope.
         let iam = [(
             "Authorization",

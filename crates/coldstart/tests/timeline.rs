@@ -7,11 +7,12 @@
 mod common;
 use common::{cache_lock, check, require, require_root};
 
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Command;
 
 use coldstart_results::{Document, Timeline};
-use coldstart_sample::Config;
+use coldstart_sample::{Config, Sample};
 use coldstart_sys::tracefs::{Mount, Tracefs};
 
 /// The small sample, built once for the tests that need it; `None` (the test skipped, or
@@ -29,23 +30,58 @@ fn small_sample(why: &str) -> Option<coldstart_sample::Sample> {
     Some(coldstart_sample::build_cached(&Config::default(), &dir).expect("build the small sample"))
 }
 
+/// `coldstart timeline FLAGS -o T.json -- PROGRAM ARGS`, with the arguments of the sample's
+/// workload `a` and `env` set; asserts it succeeded and returns what it printed and the
+/// timeline.
+fn timeline(
+    sample: &Sample,
+    flags: &[&str],
+    program: impl AsRef<OsStr>,
+    env: &[(&str, String)],
+) -> (String, Timeline) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t.json");
+    let printed = check(
+        &Command::new(env!("CARGO_BIN_EXE_coldstart"))
+            .arg("timeline")
+            .args(flags)
+            .arg("-o")
+            .arg(&out)
+            .arg("--")
+            .arg(program)
+            .args(&sample.workload("a").unwrap().args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .unwrap(),
+    );
+    (printed, Timeline::read(&out).unwrap())
+}
+
+/// Whether the block device `dev` (`MAJOR:MINOR`) is a loop device.
+fn is_loop_device(dev: &str) -> bool {
+    let loop_major = std::fs::read_to_string("/proc/devices")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.trim().strip_suffix(" loop").and_then(|m| m.trim().parse::<u32>().ok()))
+        .expect("loop devices");
+    dev.split(':').next().and_then(|m| m.parse().ok()) == Some(loop_major)
+}
+
+/// Asserts that nothing of an emulated storage (device, mount, cgroup) of a coldstart no
+/// longer alive is left behind.
+fn assert_no_storage_left() {
+    let left: Vec<_> = coldstart_storage::find_leftovers(Some(Path::new("/var/tmp")))
+        .into_iter()
+        .filter(|l| l.stale)
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 #[test]
 fn a_cold_start_of_the_sample_is_accounted_for_in_named_phases() {
     let Some(sample) = small_sample("tracefs, uprobes and drop_caches") else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("t.json");
     let _lock = cache_lock();
-    let w = sample.workload("a").unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_coldstart"))
-        .args(["timeline", "-o"])
-        .arg(&out)
-        .arg("--")
-        .arg(sample.exe())
-        .args(&w.args)
-        .output()
-        .unwrap();
-    let printed = check(&child);
-    let t = Timeline::read(&out).unwrap();
+    let (printed, t) = timeline(&sample, &[], sample.exe(), &[]);
     assert!(
         t.named_share() >= 0.9,
         "named phases cover {:.0}%: {printed}",
@@ -107,39 +143,17 @@ fn a_cold_start_of_the_sample_is_accounted_for_in_named_phases() {
 #[test]
 fn a_timeline_on_emulated_storage_reads_from_the_device_and_leaves_nothing() {
     let Some(sample) = small_sample("tracefs, uprobes, loop devices and cgroups") else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("t.json");
     let _lock = cache_lock();
-    let w = sample.workload("a").unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_coldstart"))
-        .args(["timeline", "--no-functions", "--storage", "hdd", "-o"])
-        .arg(&out)
-        .arg("--")
-        .arg(sample.exe())
-        .args(&w.args)
-        .output()
-        .unwrap();
-    let printed = check(&child);
-    let t = Timeline::read(&out).unwrap();
+    let flags = ["--no-functions", "--storage", "hdd"];
+    let (printed, t) = timeline(&sample, &flags, sample.exe(), &[]);
     assert_eq!(t.storage.as_deref(), Some("hdd"), "the result names its emulated storage");
-    let loop_major = std::fs::read_to_string("/proc/devices")
-        .unwrap()
-        .lines()
-        .find_map(|l| l.trim().strip_suffix(" loop").and_then(|m| m.trim().parse::<u32>().ok()))
-        .expect("loop devices");
-    let on_loop =
-        |dev: &str| dev.split(':').next().and_then(|m| m.parse().ok()) == Some(loop_major);
     assert!(
-        t.block.iter().any(|b| !b.write && on_loop(&b.dev)),
+        t.block.iter().any(|b| !b.write && is_loop_device(&b.dev)),
         "no read of a loop device: {:?}\n{printed}",
         t.block.iter().map(|b| &b.dev).collect::<std::collections::BTreeSet<_>>()
     );
     assert!(t.io_wait_wall_s > 0.0, "{printed}");
-    let left: Vec<_> = coldstart_storage::find_leftovers(Some(Path::new("/var/tmp")))
-        .into_iter()
-        .filter(|l| l.stale)
-        .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_no_storage_left();
 }
 
 /// A program found in PATH under `--storage` without `--app-dir`: its own files, found as
@@ -148,46 +162,23 @@ fn a_timeline_on_emulated_storage_reads_from_the_device_and_leaves_nothing() {
 #[test]
 fn a_timeline_on_emulated_storage_of_a_program_in_path_copies_its_own_files() {
     let Some(sample) = small_sample("tracefs, uprobes, loop devices and cgroups") else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("t.json");
     let _lock = cache_lock();
-    let w = sample.workload("a").unwrap();
     let exe = sample.exe();
     let path = format!(
         "{}:{}",
         exe.parent().unwrap().display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let child = Command::new(env!("CARGO_BIN_EXE_coldstart"))
-        .args(["timeline", "--no-functions", "--storage", "nvme", "-o"])
-        .arg(&out)
-        .arg("--")
-        .arg(exe.file_name().unwrap())
-        .args(&w.args)
-        .env("PATH", path)
-        .output()
-        .unwrap();
-    let printed = check(&child);
-    let t = Timeline::read(&out).unwrap();
-    let loop_major = std::fs::read_to_string("/proc/devices")
-        .unwrap()
-        .lines()
-        .find_map(|l| l.trim().strip_suffix(" loop").and_then(|m| m.trim().parse::<u32>().ok()))
-        .expect("loop devices");
-    let on_loop =
-        |dev: &str| dev.split(':').next().and_then(|m| m.parse().ok()) == Some(loop_major);
+    let flags = ["--no-functions", "--storage", "nvme"];
+    let (printed, t) = timeline(&sample, &flags, exe.file_name().unwrap(), &[("PATH", path)]);
     let exe = std::fs::canonicalize(exe).unwrap().display().to_string();
     assert!(
-        t.files.iter().any(|f| f.path == exe && on_loop(&f.dev)),
+        t.files.iter().any(|f| f.path == exe && is_loop_device(&f.dev)),
         "the executable was not read from the device: {:?}\n{printed}",
         t.files.iter().map(|f| (&f.path, &f.dev)).collect::<Vec<_>>()
     );
     assert!(t.io_wait_wall_s > 0.0, "{printed}");
-    let left: Vec<_> = coldstart_storage::find_leftovers(Some(Path::new("/var/tmp")))
-        .into_iter()
-        .filter(|l| l.stale)
-        .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_no_storage_left();
 }
 
 /// A program started through a wrapper (a shell script that `exec`s it, as pyenv's shims and
@@ -196,36 +187,15 @@ fn a_timeline_on_emulated_storage_of_a_program_in_path_copies_its_own_files() {
 /// were one.
 #[test]
 fn a_timeline_through_a_wrapper_script_finds_the_executed_programs_main() {
-    if !require_root("tracefs, uprobes and drop_caches")
-        || !require(
-            coldstart_sample::check_tools().is_ok(),
-            "the sample's tools (clang-19, lld-19)",
-        )
-    {
-        return;
-    }
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("coldstart-measure-sample-small");
-    let sample =
-        coldstart_sample::build_cached(&Config::default(), &dir).expect("build the small sample");
+    let Some(sample) = small_sample("tracefs, uprobes and drop_caches") else { return };
     let tmp = tempfile::tempdir().unwrap();
     let wrapper = tmp.path().join("launch");
     std::fs::write(&wrapper, format!("#!/bin/sh\nexec '{}' \"$@\"\n", sample.exe().display()))
         .unwrap();
     std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755))
         .unwrap();
-    let out = tmp.path().join("t.json");
     let _lock = cache_lock();
-    let printed = check(
-        &Command::new(env!("CARGO_BIN_EXE_coldstart"))
-            .args(["timeline", "--no-functions", "-o"])
-            .arg(&out)
-            .arg("--")
-            .arg(&wrapper)
-            .args(&sample.workload("a").unwrap().args)
-            .output()
-            .unwrap(),
-    );
-    let t = Timeline::read(&out).unwrap();
+    let (printed, t) = timeline(&sample, &["--no-functions"], &wrapper, &[]);
     let names: Vec<&str> = t.phases.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(
         names,

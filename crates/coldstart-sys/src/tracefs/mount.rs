@@ -187,14 +187,14 @@ pub(crate) mod tests {
     /// Runs `body` as the test `name` (its path in this crate, `tracefs::...`) would run on a
     /// machine where tracefs is not mounted: this test binary runs that test again, alone, in
     /// a private mount namespace (the host's mounts are untouched) with every tracefs mount on
-    /// [`TRACEFS`] detached, and that copy runs `body`. Needs root; says so and passes without.
+    /// [`TRACEFS`] detached, and that copy runs `body`. Needs root: without it the test skips,
+    /// or fails where the suite must run whole.
     pub(crate) fn in_fresh_namespace(name: &str, body: impl FnOnce()) {
         if std::env::var_os(INNER).is_some() {
             assert!(!is_mounted(), "tracefs is not mounted at the start");
             return body();
         }
-        if !crate::is_root() {
-            eprintln!("skipped: needs root (a mount namespace, mounting tracefs)");
+        if !coldstart_testkit::require_root("a mount namespace, mounting tracefs") {
             return;
         }
         let mut cmd = Command::new(std::env::current_exe().unwrap());

@@ -329,6 +329,17 @@ pub struct Tools {
     pub data_sha256: String,
 }
 
+/// The ground of a test of the network-facing commands: root for `root_for` (without it,
+/// `None`: the test skips), a scratch directory, and the [`Tools`] packed in it.
+pub fn scratch_with_tools(root_for: &str) -> Option<(super::Scratch, Tools)> {
+    if !super::require_root(root_for) {
+        return None;
+    }
+    let d = super::Scratch::new();
+    let t = tools(d.path());
+    Some((d, t))
+}
+
 /// Packs [`Tools`] under `dir` with `coldstart pack`.
 pub fn tools(dir: &Path) -> Tools {
     let app = dir.join("app");

@@ -6,8 +6,36 @@
 
 use std::process::{Child, Output};
 
+/// C source, to `concat!` before a fixture's own: the headers it needs, and
+/// `int open_beside_exe(const char *name)`, which opens NAME (read-only) in the directory of
+/// the executable (found through /proc/self/exe, so it works wherever the program is copied
+/// to) and exits 10 when the executable is not found, 11 when NAME is not.
+#[allow(unused_macros)]
+macro_rules! open_beside_exe_c {
+    () => {
+        r#"
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+static int open_beside_exe(const char *name) {
+  char exe[4096]; ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) exit(10);
+  exe[n] = 0;
+  char path[4200]; snprintf(path, sizeof path, "%s/%s", dirname(exe), name);
+  int fd = open(path, O_RDONLY); if (fd < 0) exit(11);
+  return fd;
+}
+"#
+    };
+}
+
 #[allow(unused_imports)]
-pub use coldstart_testkit::{cache_lock, is_root, require, require_program, require_root};
+pub use coldstart_testkit::{
+    cache_lock, is_root, pid_alive, require, require_program, require_root, signal, try_signal,
+    CacheLock,
+};
 
 /// The command's standard output, after asserting it succeeded (its output in the message).
 pub fn check(out: &Output) -> String {
@@ -19,6 +47,62 @@ pub fn check(out: &Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+/// Runs `coldstart measure ARGS --export-json JSON -- CMD`; returns its output and the report
+/// it wrote (`Value::Null` where it wrote none).
+pub fn measure_report<S: AsRef<std::ffi::OsStr>>(
+    args: &[&str],
+    json: &std::path::Path,
+    cmd: impl IntoIterator<Item = S>,
+) -> (Output, serde_json::Value) {
+    use assert_cmd::cargo::CommandCargoExt;
+    let out = std::process::Command::cargo_bin("coldstart")
+        .unwrap()
+        .arg("measure")
+        .args(args)
+        .arg("--export-json")
+        .arg(json)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .unwrap();
+    let report = std::fs::read_to_string(json)
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(serde_json::Value::Null);
+    (out, report)
+}
+
+/// Runs `coldstart profile FLAGS -o OUT -- CMD`.
+pub fn profile_to<S: AsRef<std::ffi::OsStr>>(
+    flags: &[&str],
+    out: &std::path::Path,
+    cmd: impl IntoIterator<Item = S>,
+) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_coldstart"))
+        .arg("profile")
+        .args(flags)
+        .arg("-o")
+        .arg(out)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .unwrap()
+}
+
+/// `coldstart order PROFILE --binary BINARY`; the test adds the rest.
+pub fn order_for(profile: &std::path::Path, binary: &std::path::Path) -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("coldstart").unwrap();
+    cmd.arg("order").arg(profile).arg("--binary").arg(binary);
+    cmd
+}
+
+/// `coldstart link --order ORDER --binary BINARY`; the test adds the rest (other binaries,
+/// `-- BUILD`).
+pub fn link_with(order: &std::path::Path, binary: &std::path::Path) -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("coldstart").unwrap();
+    cmd.arg("link").arg("--order").arg(order).arg("--binary").arg(binary);
+    cmd
 }
 
 /// Kills a child process on drop.
@@ -98,6 +182,38 @@ pub fn touch_profile(
     }
 }
 
+/// A profile of `workload` of the sample's executable, written to `out`: recorded by
+/// `coldstart profile`, or where the profiler cannot run, made from the sample's truth
+/// manifest (the executable's functions start-up runs, in order). Where the suite must run
+/// whole (`COLDSTART_TESTS_NO_SKIP`), a profiler that fails is a failure.
+pub fn sample_profile(sample: &coldstart_sample::Sample, workload: &str, out: &std::path::Path) {
+    let recorded = std::process::Command::new(env!("CARGO_BIN_EXE_coldstart"))
+        .current_dir(&sample.dir)
+        .args(["profile", "--workload", workload, "-o"])
+        .arg(out)
+        .arg("--")
+        .arg(sample.exe())
+        .args(["--workload", workload])
+        .output()
+        .unwrap();
+    if recorded.status.success() {
+        return;
+    }
+    let why = format!("{}: {}", recorded.status, String::from_utf8_lossy(&recorded.stderr));
+    assert!(!coldstart_testkit::no_skip(), "coldstart profile of the sample failed ({why})");
+    eprintln!("profiler unavailable ({why}), using the truth manifest");
+    let modules = sample.function_modules();
+    let names: Vec<String> = sample
+        .workload(workload)
+        .unwrap()
+        .startup
+        .iter()
+        .filter(|f| modules.get(f.as_str()) == Some(&coldstart_sample::Module::Exe))
+        .cloned()
+        .collect();
+    touch_profile(workload, &sample.exe(), &names, 1).write(out).unwrap();
+}
+
 pub mod faults;
 pub mod leftovers;
 
@@ -146,11 +262,44 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// Starts `cmd`, a server that is to listen on `port` of 127.0.0.1, and waits until it does:
+/// at most `limit`, then fails with "`what` did not start". It is killed on drop.
+pub fn start_server(
+    cmd: &mut std::process::Command,
+    port: u16,
+    limit: std::time::Duration,
+    what: &str,
+) -> KillOnDrop {
+    let guard = KillOnDrop(cmd.spawn().unwrap_or_else(|e| panic!("cannot start {what}: {e}")));
+    let t = std::time::Instant::now();
+    while !listening(port) {
+        assert!(t.elapsed() < limit, "{what} did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    guard
+}
+
+/// moto's server (`moto_server`, installed by scripts/setup.sh) on a free port of 127.0.0.1,
+/// in its own process group, logging to `dir/moto.log`.
+pub fn moto_server(dir: &std::path::Path) -> (KillOnDrop, u16) {
+    use std::os::unix::process::CommandExt;
+    let port = free_port();
+    let log = std::fs::File::create(dir.join("moto.log")).unwrap();
+    let mut cmd = std::process::Command::new("moto_server");
+    cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .current_dir(dir)
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .process_group(0);
+    let what = format!("moto (see {})", dir.join("moto.log").display());
+    (start_server(&mut cmd, port, std::time::Duration::from_secs(60), &what), port)
+}
+
 /// nginx in the foreground, configured in `dir/nginx`, with one `server` block whose body
 /// `server(port)` writes (its `listen` and `root` included); returns its guard and its port
 /// once it accepts connections.
 pub fn nginx(dir: &std::path::Path, server: impl Fn(u16) -> String) -> (KillOnDrop, u16) {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let conf_dir = dir.join("nginx");
     std::fs::create_dir_all(conf_dir.join("tmp")).unwrap();
     let port = free_port();
@@ -179,25 +328,14 @@ http {{
         server = server(port),
     );
     std::fs::write(conf_dir.join("nginx.conf"), conf).unwrap();
-    let child = std::process::Command::new("nginx")
-        .arg("-p")
+    let mut cmd = std::process::Command::new("nginx");
+    cmd.arg("-p")
         .arg(&conf_dir)
         .arg("-c")
         .arg(conf_dir.join("nginx.conf"))
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("nginx is installed (Debian: nginx-light)");
-    let guard = KillOnDrop(child);
-    let t = Instant::now();
-    while !listening(port) {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "nginx did not start: see {}",
-            conf_dir.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (guard, port)
+        .stderr(std::process::Stdio::null());
+    let what = format!("nginx (Debian: nginx-light; see {})", conf_dir.display());
+    (start_server(&mut cmd, port, Duration::from_secs(10), &what), port)
 }
 
 /// `openssl ARGS` in `dir`, asserting it succeeded.
