@@ -7,8 +7,8 @@
 //! back to ptrace. With `--pages` (root), every file of the page profile is named, by the
 //! path that has its device and inode. A program that fails is a failure, not a skip; one
 //! that is not installed is skipped (`COLDSTART_TESTS_NO_SKIP=1` makes that a failure too).
-//! Python through a shim runs only where `python3` on PATH is one (pyenv's): that is not a
-//! tool to install but how a machine is set up, so it is not required.
+//! Python through a shim runs Debian's python3 through a pyenv-like wrapper script the test
+//! writes, so it runs wherever Debian's python3 is.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
