@@ -36,6 +36,10 @@ pub(super) struct Discovery {
     sampled: BTreeSet<PathBuf>,
     /// Files mapped by processes other than the tree when the run started.
     shared: HashSet<FileId>,
+    /// Files this process held open when the run started: what the tree inherits on a
+    /// descriptor without close-on-exec (a CI runner's lock file, a redirected output), never
+    /// what start-up reads.
+    inherited: HashSet<PathBuf>,
     touched: HashMap<FileId, PageSet>,
 }
 
@@ -46,6 +50,7 @@ impl Discovery {
             fanotify: Fanotify::start(cgroup.map(|c| c.name().to_string())),
             sampled: BTreeSet::new(),
             shared: files_mapped_by_any_process(),
+            inherited: open_files(std::process::id()),
             touched: HashMap::new(),
         }
     }
@@ -58,7 +63,8 @@ impl Discovery {
     /// Sample the files of `pids`.
     pub(super) fn sample(&mut self, pids: &[u32]) {
         for &pid in pids {
-            sample_process(pid, &mut self.sampled, &self.shared, &mut self.touched);
+            let seen = Seen { shared: &self.shared, inherited: &self.inherited };
+            sample_process(pid, &mut self.sampled, seen, &mut self.touched);
         }
     }
 
@@ -93,6 +99,24 @@ fn files_mapped_by_any_process() -> HashSet<FileId> {
     out
 }
 
+/// The files process `pid` holds open, by the paths of its descriptors.
+fn open_files(pid: u32) -> HashSet<PathBuf> {
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else { return HashSet::new() };
+    fds.flatten()
+        .filter_map(|fd| fs::read_link(fd.path()).ok())
+        .filter(|t| t.is_absolute())
+        .collect()
+}
+
+/// What a sample is told of the world outside the tree.
+#[derive(Clone, Copy)]
+struct Seen<'a> {
+    /// Files other processes map: their pages the tree has in its page tables are recorded.
+    shared: &'a HashSet<FileId>,
+    /// Files the tree holds only because it inherited their descriptors: left out.
+    inherited: &'a HashSet<PathBuf>,
+}
+
 /// How often a discovery run samples the maps and open files of the tree.
 pub(super) const DISCOVERY_SAMPLE_INTERVAL: Duration = Duration::from_micros(200);
 
@@ -118,13 +142,13 @@ fn tree_members(cgroup: Option<&RunCgroup>, root: libc::pid_t) -> Vec<u32> {
     out
 }
 
-/// Add the files process `pid` maps (`/proc/PID/maps`) or holds open (`/proc/PID/fd`) to
-/// `into`, and the pages of its mappings of `shared` files that are present in its page tables
-/// (`/proc/PID/pagemap`) to `touched`.
+/// Add the files process `pid` maps (`/proc/PID/maps`) or holds open (`/proc/PID/fd`, but
+/// for the inherited ones of `seen`) to `into`, and the pages of its mappings of the shared
+/// files of `seen` that are present in its page tables (`/proc/PID/pagemap`) to `touched`.
 fn sample_process(
     pid: u32,
     into: &mut BTreeSet<PathBuf>,
-    shared: &HashSet<FileId>,
+    seen: Seen<'_>,
     touched: &mut HashMap<FileId, PageSet>,
 ) {
     if let Ok(maps) = fs::read_to_string(format!("/proc/{pid}/maps")) {
@@ -134,7 +158,7 @@ fn sample_process(
                 into.insert(PathBuf::from(entry.path));
             }
             let id = file_id(&entry);
-            if !shared.contains(&id) {
+            if !seen.shared.contains(&id) {
                 continue;
             }
             let pagemap =
@@ -147,7 +171,7 @@ fn sample_process(
     if let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) {
         for fd in fds.flatten() {
             if let Ok(target) = fs::read_link(fd.path()) {
-                if target.is_absolute() {
+                if target.is_absolute() && !seen.inherited.contains(&target) {
                     into.insert(target);
                 }
             }
@@ -340,7 +364,9 @@ mod tests {
         let id = FileId::of(&file).unwrap();
         let mut files = BTreeSet::new();
         let mut touched = HashMap::new();
-        sample_process(std::process::id(), &mut files, &HashSet::from([id]), &mut touched);
+        let shared = HashSet::from([id]);
+        let seen = Seen { shared: &shared, inherited: &HashSet::new() };
+        sample_process(std::process::id(), &mut files, seen, &mut touched);
         let not_shared = sample_touched_none(&path);
         // SAFETY: unmapping our mapping.
         unsafe { libc::munmap(addr, 64 * ps) };
@@ -360,7 +386,39 @@ mod tests {
     fn sample_touched_none(path: &std::path::Path) -> bool {
         let mut files = BTreeSet::new();
         let mut touched = HashMap::new();
-        sample_process(std::process::id(), &mut files, &HashSet::new(), &mut touched);
+        let seen = Seen { shared: &HashSet::new(), inherited: &HashSet::new() };
+        sample_process(std::process::id(), &mut files, seen, &mut touched);
         files.contains(path) && touched.is_empty()
+    }
+
+    /// A file the tree holds open only because it inherited the descriptor from this process
+    /// is not one of its files; one it opens itself is.
+    #[test]
+    fn descriptors_inherited_from_this_process_are_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let (held, own) = (dir.path().join("held"), dir.path().join("own"));
+        fs::write(&held, b"lock").unwrap();
+        fs::write(&own, b"data").unwrap();
+        let file = fs::File::open(&held).unwrap();
+        // The child's standard input is the held file, as an inherited descriptor would be.
+        let mut child = std::process::Command::new("/bin/sh")
+            .args(["-c", "exec 4<\"$1\"; exec sleep 5", "sh"])
+            .arg(&own)
+            .stdin(fs::File::open(&held).unwrap())
+            .spawn()
+            .unwrap();
+        let t = std::time::Instant::now();
+        let mut files = BTreeSet::new();
+        let inherited = open_files(std::process::id());
+        assert!(inherited.contains(&held), "{inherited:?}");
+        while !files.contains(&own) && t.elapsed() < Duration::from_secs(5) {
+            let seen = Seen { shared: &HashSet::new(), inherited: &inherited };
+            sample_process(child.id(), &mut files, seen, &mut HashMap::new());
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        drop(file);
+        assert!(files.contains(&own), "{files:?}");
+        assert!(!files.contains(&held), "{files:?}");
     }
 }
