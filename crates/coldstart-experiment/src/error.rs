@@ -14,7 +14,7 @@ pub enum ExperimentError {
     )]
     Other { path: PathBuf, why: String },
     #[error(transparent)]
-    Results(#[from] coldstart_results::ResultsError),
+    Results(#[from] coldstart_formats::ResultsError),
     #[error("packing {dir}: {source}")]
     Pack { dir: PathBuf, source: coldstart_bundle::PackError },
     #[error("hot list {path}: {source}")]

@@ -160,7 +160,7 @@ pub struct ExperimentOptions {
     /// is now ([`run`](crate::run)).
     pub repredict: bool,
     /// Predict each link a second time with the link measured by `predict`, not given
-    /// ([`Cell::predicted_measured_s`](coldstart_results::Cell::predicted_measured_s)).
+    /// ([`Cell::predicted_measured_s`](coldstart_formats::Cell::predicted_measured_s)).
     pub predict_measured: bool,
     pub cancel: Cancel,
 }

@@ -8,8 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
+use coldstart_formats::{Document, Experiment, Timeline};
 use coldstart_profile_format::Profile;
-use coldstart_results::{Document, Experiment, Timeline};
 use serde::Deserialize;
 
 use crate::ReportError;

@@ -3,7 +3,7 @@
 //!
 //! The report reads result files, never the stages that wrote them: `measure --export-json`
 //! (docs/formats/measure.md), profiles (`coldstart-profile-format`), `order --evaluate
-//! --json`, and the experiment and timeline files (`coldstart-results`). Each kind of input
+//! --json`, and the experiment and timeline files (`coldstart-formats`). Each kind of input
 //! adds its sections:
 //!
 //! - measurements: start-up in each cache state, before and after (the paper's Figure 5);
@@ -60,7 +60,7 @@ pub enum ReportError {
     #[error(transparent)]
     Profile(Box<coldstart_profile_format::FormatError>),
     #[error(transparent)]
-    Results(coldstart_results::ResultsError),
+    Results(coldstart_formats::ResultsError),
     #[error("nothing to report: no input file given")]
     NoInput,
     #[error("cannot write {path}: {source}")]

@@ -3,7 +3,7 @@
 //! Figure 4), the model's prediction against the measurement, and `--strategy auto`'s choice
 //! against the measured best.
 
-use coldstart_results::{median, Cell, Experiment};
+use coldstart_formats::{median, Cell, Experiment};
 
 use crate::bars::{legend, Bar, BarChart, Group, LegendItem};
 use crate::html::notes;
@@ -675,7 +675,7 @@ pub fn section(inputs: &Inputs) -> Option<Section> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use coldstart_results::{CellRun, LinkSpec};
+    use coldstart_formats::{CellRun, LinkSpec};
 
     fn cell(strategy: &str, link: &str, wall_s: f64, predicted_s: f64) -> Cell {
         Cell {

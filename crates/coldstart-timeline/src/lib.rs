@@ -32,8 +32,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use coldstart_error::Category;
+use coldstart_formats::{ModuleSpan, PageEvent, Phase, Timeline, TimelineFile};
 use coldstart_profile_format::Profile;
-use coldstart_results::{ModuleSpan, PageEvent, Phase, Timeline, TimelineFile};
 
 pub use coldstart_ready::Ready;
 
@@ -666,8 +666,8 @@ pub fn from_profile(p: &Profile) -> Timeline {
                 pid: a.pid,
             })
             .collect();
-        let mut costs: Vec<coldstart_results::FileCost> = (0..t.files.len())
-            .map(|file| coldstart_results::FileCost { file, pages_read: 0, faults: 0, wait_s: 0.0 })
+        let mut costs: Vec<coldstart_formats::FileCost> = (0..t.files.len())
+            .map(|file| coldstart_formats::FileCost { file, pages_read: 0, faults: 0, wait_s: 0.0 })
             .collect();
         for e in &t.events {
             match e.kind.as_str() {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use coldstart_results::{Document, Timeline};
+use coldstart_formats::{Document, Timeline};
 use coldstart_timeline::{Cache, Functions, Ready, StorageSetup, TimelineOptions};
 
 use crate::exit;

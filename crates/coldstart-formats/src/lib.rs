@@ -1,7 +1,7 @@
-//! The result files of `coldstart experiment` and `coldstart timeline`
-//! (docs/formats/experiment.md, docs/formats/timeline.md).
+//! The files one stage writes and another reads: the result files of `coldstart experiment`
+//! and `coldstart timeline` (docs/formats/experiment.md, docs/formats/timeline.md).
 //!
-//! Both are written by a stage and read by another (`coldstart report`), so their types live
+//! Each is written by a stage and read by another (`coldstart report`), so their types live
 //! here, on the ground floor, as the profile's do in `coldstart-profile-format`: the report
 //! reads an experiment without linking the code that ran it.
 //!
@@ -14,7 +14,7 @@
 //!   I/O, and the modules' first and last function touch.
 //!
 //! ```
-//! use coldstart_results::{Document, Experiment};
+//! use coldstart_formats::{Document, Experiment};
 //!
 //! let e = Experiment::new();
 //! let text = serde_json::to_string(&e).unwrap();
