@@ -157,7 +157,7 @@ fn local_start(o: &ExperimentOptions) -> Option<f64> {
         }
         times.push(t.elapsed().as_secs_f64());
     }
-    coldstart_formats::median(times)
+    coldstart_formats::stats::checked_median(&times)
 }
 
 /// A start's estimated time, for the progress bar only: Eq. 1 with the bytes a strategy

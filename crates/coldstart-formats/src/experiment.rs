@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::stats::checked_median;
 use crate::Document;
 
 /// A grid of network starts: every link x strategy x cache state, measured and predicted.
@@ -151,19 +152,19 @@ impl Cell {
     /// Median of the runs' start-up times, unmounts left out (`None` without runs): the
     /// figure measured against the prediction and compared between strategies.
     pub fn startup_s(&self) -> Option<f64> {
-        median(self.runs.iter().map(CellRun::startup_s).collect())
+        checked_median(&self.runs.iter().map(CellRun::startup_s).collect::<Vec<f64>>())
     }
     /// Median bytes fetched.
     pub fn bytes_fetched(&self) -> Option<f64> {
-        median(self.runs.iter().map(|r| r.bytes_fetched as f64).collect())
+        checked_median(&self.runs.iter().map(|r| r.bytes_fetched as f64).collect::<Vec<f64>>())
     }
     /// Median requests.
     pub fn requests(&self) -> Option<f64> {
-        median(self.runs.iter().map(|r| r.requests as f64).collect())
+        checked_median(&self.runs.iter().map(|r| r.requests as f64).collect::<Vec<f64>>())
     }
     /// Median time stalled on misses.
     pub fn stall_s(&self) -> Option<f64> {
-        median(self.runs.iter().map(|r| r.stall_s).collect())
+        checked_median(&self.runs.iter().map(|r| r.stall_s).collect::<Vec<f64>>())
     }
     /// The strategy `auto` chose most often in the runs.
     pub fn chosen(&self) -> Option<&str> {
@@ -176,17 +177,6 @@ impl Cell {
         }
         counts.into_iter().max_by_key(|(_, k)| *k).map(|(c, _)| c)
     }
-}
-
-/// The median (mean of the middle two for an even count); `None` for no value. A cell's
-/// figures are the medians of its runs, and a report's summaries of cells use the same.
-pub fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
 }
 
 impl Experiment {

@@ -1,14 +1,20 @@
-//! The files one stage writes and another reads: the result files of `coldstart experiment`
-//! and `coldstart timeline` (docs/formats/experiment.md, docs/formats/timeline.md).
+//! The files one stage writes and another reads: the result files of `coldstart measure`,
+//! `coldstart experiment` and `coldstart timeline` (docs/formats/measure.md,
+//! docs/formats/experiment.md, docs/formats/timeline.md), and the statistics ([`stats`]) their
+//! figures are made with.
 //!
 //! Each is written by a stage and read by another (`coldstart report`), so their types live
 //! here, on the ground floor, as the profile's do in `coldstart-profile-format`: the report
-//! reads an experiment without linking the code that ran it.
+//! reads a measurement or an experiment without linking the code that ran it.
 //!
 //! - [`Experiment`] (format `coldstart-experiment`): a grid of links x strategies x cache
 //!   states, each cell with its measured runs (start-up, bytes, requests, time stalled on
 //!   misses) and the model's prediction. Written after every cell, so an interrupted
 //!   experiment keeps what it measured.
+//! - [`measure::MeasureReport`] (format `coldstart-measure`): every run of one or more
+//!   commands in chosen cache states, its counters and how eviction went, the statistics over
+//!   the runs that count, a comparison, the I/O share, the machine. `coldstart-measure` writes
+//!   it and renders it; the report reads it.
 //! - [`Timeline`] (format `coldstart-timeline`): one start-up on one time axis: its phases,
 //!   every page it faulted or read with the file, the block requests, the time it waited on
 //!   I/O, and the modules' first and last function touch.
@@ -23,6 +29,8 @@
 //! ```
 
 mod experiment;
+pub mod measure;
+pub mod stats;
 mod timeline;
 
 use std::path::{Path, PathBuf};
@@ -32,8 +40,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 pub use experiment::{
-    median, AutoLink, Cell, CellRun, Experiment, ExperimentProgram, ExperimentSettings, HotSet,
-    LinkSpec,
+    AutoLink, Cell, CellRun, Experiment, ExperimentProgram, ExperimentSettings, HotSet, LinkSpec,
 };
 pub use timeline::{
     BlockRequest, FileCost, ModuleSpan, PageEvent, Phase, Timeline, TimelineFile, Wait,
@@ -141,7 +148,7 @@ pub fn head(text: &str) -> Option<(String, u32)> {
 pub fn error_category(
     cause: &(dyn std::error::Error + 'static),
 ) -> Option<coldstart_error::Category> {
-    coldstart_error::category_of!(cause; crate::ResultsError)
+    coldstart_error::category_of!(cause; crate::ResultsError, crate::measure::ReadError)
 }
 
 #[cfg(test)]

@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 use coldstart_error::Category;
 use coldstart_process::mountinfo::Mount;
 
-use crate::result::Counters;
+use coldstart_formats::measure::Counters;
 
 /// The directory (under each hierarchy's mount point) holding coldstart's run cgroups.
 pub const PARENT_NAME: &str = "coldstart";
@@ -295,9 +295,9 @@ impl RunCgroup {
     }
 
     /// The directory whose I/O limits apply to the run, for emulated storage
-    /// ([`crate::storage::CgroupPaths`]): the `blkio` directory on v1, the unified one on v2.
-    pub fn io_paths(&self) -> Option<crate::storage::CgroupPaths> {
-        use crate::storage::CgroupPaths;
+    /// ([`coldstart_storage::CgroupPaths`]): the `blkio` directory on v1, the unified one on v2.
+    pub fn io_paths(&self) -> Option<coldstart_storage::CgroupPaths> {
+        use coldstart_storage::CgroupPaths;
         match self.hierarchy.version {
             Version::V2 => Some(CgroupPaths::v2(self.hierarchy.parents[0].1.join(&self.name))),
             Version::V1 => {

@@ -10,7 +10,7 @@
 //!    until the parent has attached the instruction counter (inherited by every descendant,
 //!    enabled on `exec`, user space only), reads the monotonic clock into a page shared with
 //!    the parent, and `execve`s: the wall time starts there;
-//! 3. wait for the readiness signal ([`crate::ready`]) or the timeout, draining any captured
+//! 3. wait for the readiness signal (`coldstart-ready`) or the timeout, draining any captured
 //!    output so the program never blocks on a full pipe (standard error goes to a memory
 //!    file, [`coldstart_sys::stderr`], whose last lines a failed run keeps);
 //! 4. at readiness read the clock and the counters, then kill the whole tree, reap the root and
@@ -69,8 +69,8 @@ use coldstart_process::LookupError;
 pub use discovery::mapped_files;
 
 use crate::cgroup::Hierarchy;
-use crate::ready::{self, Ready};
-use crate::result::{Counters, Outcome};
+use coldstart_formats::measure::{Counters, Outcome};
+use coldstart_ready::{self as ready, Ready};
 
 /// One run to start.
 #[derive(Debug, Clone)]
@@ -138,7 +138,7 @@ pub enum LaunchError {
     #[error("{0}")]
     Cgroup(#[from] crate::cgroup::CgroupError),
     #[error(transparent)]
-    Storage(#[from] crate::storage::StorageError),
+    Storage(#[from] coldstart_storage::StorageError),
     #[error(
         "emulated storage needs a cgroup to throttle the runs' reads, and none is usable: {0}"
     )]
@@ -169,32 +169,32 @@ impl LaunchError {
     }
 }
 
-/// What a run on emulated storage ([`crate::storage`]) needs from the executor: the hook that
+/// What a run on emulated storage (`coldstart-storage`) needs from the executor: the hook that
 /// puts the child in a mount namespace with the copies bind-mounted over the originals, and
 /// the read limit for the run's cgroup on the emulated device.
 #[derive(Debug, Clone)]
 pub struct RunStorage {
     /// Run in the child between `fork` and `exec`.
-    pub enter: crate::storage::EnterHook,
+    pub enter: coldstart_storage::EnterHook,
     /// Applied to each run's cgroup before the child joins it; `None` for an unthrottled
     /// profile.
-    pub throttle: Option<crate::storage::ThrottleRule>,
+    pub throttle: Option<coldstart_storage::ThrottleRule>,
     /// The emulated device's `/sys/block/NAME/stat`, whose completed reads during a run are
-    /// [`Counters::storage_read_requests`](crate::result::Counters::storage_read_requests).
+    /// [`Counters::storage_read_requests`](coldstart_formats::measure::Counters::storage_read_requests).
     pub device_stat: Option<PathBuf>,
 }
 
 impl RunStorage {
     /// The hook and the limit of `storage`.
     pub fn of(
-        storage: &crate::storage::EmulatedStorage,
-    ) -> Result<Self, crate::storage::StorageError> {
+        storage: &coldstart_storage::EmulatedStorage,
+    ) -> Result<Self, coldstart_storage::StorageError> {
         let profile = storage.profile();
         Ok(RunStorage {
             enter: storage.enter_hook()?,
-            throttle: profile
-                .is_throttled()
-                .then(|| crate::storage::ThrottleRule::for_profile(profile, storage.device().dev)),
+            throttle: profile.is_throttled().then(|| {
+                coldstart_storage::ThrottleRule::for_profile(profile, storage.device().dev)
+            }),
             device_stat: Some(Path::new("/sys/block").join(&storage.device().name).join("stat")),
         })
     }

@@ -3,14 +3,14 @@
 //!
 //! Statistics ([`crate::stats`]) and every exporter ([`crate::export`]) go through [`Metric`],
 //! so a new counter is added here once. Reports still carry metric names as strings
-//! ([`CommandResult::summaries`](crate::result::CommandResult::summaries),
-//! [`Comparison::metric`](crate::result::Comparison::metric)): the format is read by other
+//! ([`CommandResult::summaries`](coldstart_formats::measure::CommandResult::summaries),
+//! [`Comparison::metric`](coldstart_formats::measure::Comparison::metric)): the format is read by other
 //! tools and by later builds, and a report may name a metric this build does not know; the
 //! functions taking a name ([`metric_value`], [`Unit::of_name`], [`title_of`]) accept any.
 
 use std::fmt;
 
-use crate::result::Counters;
+use coldstart_formats::measure::Counters;
 
 /// One per-run figure of [`Counters`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +45,7 @@ pub enum Reading {
 
 impl Metric {
     /// Every metric, in the order of the CSV columns and of
-    /// [`CommandResult::summaries`](crate::result::CommandResult::summaries).
+    /// [`CommandResult::summaries`](coldstart_formats::measure::CommandResult::summaries).
     pub const ALL: [Metric; 10] = [
         Metric::Wall,
         Metric::UserCpu,

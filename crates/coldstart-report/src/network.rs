@@ -3,7 +3,8 @@
 //! Figure 4), the model's prediction against the measurement, and `--strategy auto`'s choice
 //! against the measured best.
 
-use coldstart_formats::{median, Cell, Experiment};
+use coldstart_formats::stats::checked_median;
+use coldstart_formats::{Cell, Experiment};
 
 use crate::bars::{legend, Bar, BarChart, Group, LegendItem};
 use crate::html::notes;
@@ -61,7 +62,7 @@ pub fn why(e: &Experiment, c: &Cell) -> String {
         let held: Vec<f64> =
             c.runs.iter().filter_map(|r| r.held_out_misses).map(|m| m as f64).collect();
         if extra > 0.0 {
-            let of = median(held)
+            let of = checked_median(&held)
                 .map_or(String::new(), |m| format!(" ({m:.0} of them misses outside it)"));
             out.push(format!(
                 "{extra:.0} request(s) beyond the start object{of}: reads outside the hot set \
@@ -335,8 +336,12 @@ fn figure4(e: &Experiment) -> Option<String> {
                 .filter_map(|s| {
                     let cells: Vec<&Cell> =
                         e.cells.iter().filter(|c| &c.cache == cache && &c.strategy == s).collect();
-                    let b = median(cells.iter().filter_map(|c| c.bytes_fetched()).collect())?;
-                    let r = median(cells.iter().filter_map(|c| c.requests()).collect())?;
+                    let b = checked_median(
+                        &cells.iter().filter_map(|c| c.bytes_fetched()).collect::<Vec<_>>(),
+                    )?;
+                    let r = checked_median(
+                        &cells.iter().filter_map(|c| c.requests()).collect::<Vec<_>>(),
+                    )?;
                     Some(Bar {
                         key: s.clone(),
                         value: b,

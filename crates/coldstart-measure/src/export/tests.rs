@@ -1,8 +1,9 @@
 //! Snapshot-style tests of the exporters on a small hand-built report.
 
 use super::*;
-use crate::cache::EvictionReport;
-use crate::result::Environment;
+use coldstart_formats::measure::{
+    from_json, Environment, EvictionReport, ReadError, FORMAT_NAME, FORMAT_VERSION,
+};
 use std::fs;
 use std::io;
 
@@ -242,7 +243,7 @@ fn json_of_an_unknown_version_is_rejected_by_name() {
     let err = from_json(&v.to_string()).unwrap_err().to_string();
     assert!(err.contains("version 99"), "{err}");
     assert!(err.contains("coldstart-measure\" versions 1 to 2"), "{err}");
-    assert!(matches!(from_json("{not json"), Err(ExportError::Json(_))));
+    assert!(matches!(from_json("{not json"), Err(ReadError::Json(_))));
 }
 
 #[test]
@@ -265,27 +266,27 @@ fn json_of_version_1_reads_without_held_pages() {
 #[test]
 fn held_pages_are_shown_with_the_figures() {
     let mut r = report();
-    let held = crate::result::HeldByOthers {
+    let held = coldstart_formats::measure::HeldByOthers {
         files: 2,
         pages: 12,
         bytes: 12 * 4096,
         touched_pages: 4,
         touched_bytes: 4 * 4096,
         by_file: vec![
-            crate::result::HeldFile {
+            coldstart_formats::measure::HeldFile {
                 path: "/usr/bin/bash".into(),
                 pages: 10,
                 touched_pages: Some(3),
                 own: true,
             },
-            crate::result::HeldFile {
+            coldstart_formats::measure::HeldFile {
                 path: "/usr/lib/locale/locale-archive".into(),
                 pages: 2,
                 touched_pages: None,
                 own: false,
             },
         ],
-        holders: vec![crate::cache::Holder {
+        holders: vec![coldstart_formats::measure::Holder {
             pid: 832,
             comm: "bash".into(),
             path: "/usr/bin/bash".into(),

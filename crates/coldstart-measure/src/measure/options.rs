@@ -9,8 +9,8 @@ use coldstart_sys::is_root;
 
 use crate::cache::CacheState;
 use crate::launch::{resolve_program, LaunchError};
-use crate::storage::{StorageError, StorageProfile};
-use crate::Ready;
+use coldstart_ready::Ready;
+use coldstart_storage::{StorageError, StorageProfile};
 
 /// Everything a measurement needs, validated by [`MeasureOptions::validate`].
 #[derive(Debug, Clone)]
@@ -27,7 +27,7 @@ pub struct MeasureOptions {
     pub warmup: usize,
     /// Bound of each run.
     pub timeout: Duration,
-    /// Run every run on emulated slow storage ([`crate::storage`]); `None`: on this machine's
+    /// Run every run on emulated slow storage (`coldstart-storage`); `None`: on this machine's
     /// own disk.
     pub storage: Option<StorageOptions>,
     /// Exclude a run when any page of the program's own files stayed cached, even one that a
@@ -43,7 +43,7 @@ pub struct MeasureOptions {
     pub launchers: Vec<Vec<String>>,
     /// With two commands compared: what the first has that the second lacks, when the first
     /// is the change and the second the base (`measure --prefetch DB --compare`: "the
-    /// prefetch"); see [`Comparison::change`](crate::result::Comparison::change).
+    /// prefetch"); see [`Comparison::change`](coldstart_formats::measure::Comparison::change).
     pub change: Option<String>,
 }
 
@@ -60,7 +60,7 @@ pub struct StorageOptions {
     /// Copy this directory instead of the discovered files.
     pub app_dir: Option<PathBuf>,
     /// Where the session directory with the backing file goes
-    /// ([`crate::storage::DEFAULT_WORK_DIR`] by default).
+    /// ([`coldstart_storage::DEFAULT_WORK_DIR`] by default).
     pub work_dir: PathBuf,
 }
 
@@ -162,7 +162,7 @@ impl MeasureOptions {
             return Err(MeasureError::NeedsRoot);
         }
         if let Some(s) = &self.storage {
-            crate::storage::require_root()?;
+            coldstart_storage::require_root()?;
             if let Some(d) = &s.app_dir {
                 if !d.is_dir() {
                     return Err(MeasureError::Invalid(format!(

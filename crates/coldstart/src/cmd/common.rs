@@ -44,7 +44,7 @@ pub struct StorageArgs {
     #[arg(long, value_name = "PROFILE")]
     pub storage: Option<String>,
     /// With --storage: where the emulated device's backing file goes (a disk file system).
-    #[arg(long, value_name = "WORK", requires = "storage", default_value = coldstart_measure::storage::DEFAULT_WORK_DIR)]
+    #[arg(long, value_name = "WORK", requires = "storage", default_value = coldstart_storage::DEFAULT_WORK_DIR)]
     pub storage_dir: std::path::PathBuf,
 }
 

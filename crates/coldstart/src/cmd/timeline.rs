@@ -122,7 +122,7 @@ fn storage_setup(
     timeout: Duration,
 ) -> anyhow::Result<Option<StorageSetup>> {
     let Some(name) = &args.emulated.storage else { return Ok(None) };
-    let profile: coldstart_measure::storage::StorageProfile =
+    let profile: coldstart_storage::StorageProfile =
         name.parse().map_err(|e| exit::usage(format!("--storage: {e}")))?;
     let paths = match &args.app_dir {
         Some(dir) => vec![std::fs::canonicalize(dir)

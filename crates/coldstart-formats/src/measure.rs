@@ -1,13 +1,21 @@
-//! The result types. One serialisable report; every exporter renders this struct.
+//! The result file of `coldstart measure` (format `coldstart-measure`,
+//! docs/formats/measure.md): one serialisable report, which `coldstart-measure` fills in and
+//! renders (JSON, CSV, Markdown, the terminal table) and `coldstart report` reads.
 //!
-//! The JSON form is the documented, versioned `coldstart-measure` format
-//! (docs/formats/measure.md). Bump [`FORMAT_VERSION`] on any incompatible change.
+//! [`from_json`] reads it, checking the format name and version first, so an old or foreign
+//! file gets a message that says what it is instead of a serde error. Bump [`FORMAT_VERSION`]
+//! on any incompatible change.
+
+mod eviction;
+mod seek;
 
 use std::path::PathBuf;
 
+use coldstart_error::Category;
 use serde::{Deserialize, Serialize};
 
-use crate::cache::{EvictionReport, Holder};
+pub use eviction::{EvictionReport, Holder, Residency, Unreadable, MAX_HOLDERS_PER_FILE};
+pub use seek::SeekModel;
 
 /// The `format` field of every exported report.
 pub const FORMAT_NAME: &str = "coldstart-measure";
@@ -142,7 +150,7 @@ pub struct CommandResult {
     pub command: Vec<String>,
     pub runs: Vec<RunRecord>,
     /// Statistics over the included runs, per metric (`wall_s`, `major_faults`, ...: the
-    /// [`Metric::name`](crate::metric::Metric::name)s).
+    /// names of the [`Counters`] fields they were read from).
     pub summaries: Vec<(String, Summary)>,
 }
 
@@ -284,11 +292,70 @@ pub struct StorageInfo {
     pub readahead_kb: u64,
     /// The disk model that timed the reads (`hdd-seek`), when not the cgroup's limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seek: Option<crate::storage::SeekModel>,
+    pub seek: Option<SeekModel>,
     /// The files and directories copied onto the device (bind-mounted at these paths).
     pub paths: Vec<std::path::PathBuf>,
     /// Random 4 KiB reads per second this machine served through the unthrottled device.
     pub host_read_iops: Option<f64>,
     /// Set when that is too slow to emulate the profile faithfully (also in `warnings`).
     pub fidelity_warning: Option<String>,
+}
+
+/// Why a JSON report could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The `format` field is missing or is not `coldstart-measure`.
+    #[error(
+        "not a {FORMAT_NAME} report: its format is {found} (version {version}); this build reads \
+         format \"{FORMAT_NAME}\" versions 1 to {FORMAT_VERSION}"
+    )]
+    WrongFormat { found: String, version: String },
+    /// The format is right but the version is not one this build reads.
+    #[error(
+        "unsupported {FORMAT_NAME} report version {found}: this build reads format \
+         \"{FORMAT_NAME}\" versions 1 to {FORMAT_VERSION}; re-export it with a matching coldstart"
+    )]
+    UnsupportedVersion { found: String },
+    /// The JSON is malformed or does not match the format.
+    #[error("invalid {FORMAT_NAME} report: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl ReadError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            ReadError::WrongFormat { .. }
+            | ReadError::UnsupportedVersion { .. }
+            | ReadError::Json(_) => Category::Usage,
+        }
+    }
+}
+
+/// Read a report (as `coldstart measure --export-json` writes it), rejecting other formats and versions by name. A
+/// version 1 report reads as the current version: its fields are a subset, and none of its
+/// counted runs had pages held by other processes (such runs were excluded then).
+pub fn from_json(s: &str) -> Result<MeasureReport, ReadError> {
+    let value: serde_json::Value = serde_json::from_str(s)?;
+    let shown = |v: Option<&serde_json::Value>| match v {
+        None => "missing".to_string(),
+        Some(v) => v.to_string(),
+    };
+    let format = value.get("format");
+    if format.and_then(|f| f.as_str()) != Some(FORMAT_NAME) {
+        return Err(ReadError::WrongFormat {
+            found: shown(format),
+            version: shown(value.get("version")),
+        });
+    }
+    let version = value.get("version");
+    if !version
+        .and_then(|v| v.as_u64())
+        .is_some_and(|v| READABLE_VERSIONS.map(u64::from).contains(&v))
+    {
+        return Err(ReadError::UnsupportedVersion { found: shown(version) });
+    }
+    let mut report: MeasureReport = serde_json::from_value(value)?;
+    report.version = FORMAT_VERSION;
+    Ok(report)
 }
