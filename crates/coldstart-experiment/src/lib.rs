@@ -4,7 +4,7 @@
 //!
 //! It drives the network stage through its public API, as `coldstart pack`, `serve`, `run`
 //! and `predict` do: [`coldstart_bundle::pack()`], [`coldstart_serve::serve()`] with an emulated
-//! [`Link`], [`coldstart_lazyfs::mount()`] and [`coldstart_lazyfs::predict()`].
+//! [`Link`](coldstart_serve::Link), [`coldstart_lazyfs::mount()`] and [`coldstart_lazyfs::predict()`].
 //!
 //! The result ([`Experiment`], format `coldstart-experiment`) is written after every cell, so
 //! an interrupted experiment keeps what it measured; given the same file again, it measures
@@ -26,7 +26,6 @@ use coldstart_lazyfs::history::{HeldOutRun, History};
 use coldstart_lazyfs::model::{Choice, LinkEstimate};
 use coldstart_lazyfs::Strategy;
 use coldstart_lazyfs::{NetworkRequest, PredictOptions, StrategyOrAuto};
-pub use coldstart_serve::Link;
 
 mod error;
 mod options;

@@ -6,8 +6,9 @@
 //! - [`to_markdown`]: the summaries as tables, for pasting into a report or a pull request.
 //! - [`to_table`]: the compact terminal view, in human units, in the manner of hyperfine.
 //!
-//! Files are written with [`write_atomic`], so an interrupted export never leaves a half-written
-//! file behind.
+//! The binary writes them with `coldstart_fs::write_atomic`, so an interrupted export never
+//! leaves a half-written file behind (and `/dev/null` or a pipe is written into, never
+//! replaced).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -400,10 +401,6 @@ pub fn to_markdown(r: &MeasureReport) -> String {
     out.pop();
     out
 }
-
-/// Write `contents` to `path` atomically (see [`coldstart_fs`]: a device or pipe such as
-/// `/dev/null` is written into, never replaced).
-pub use coldstart_fs::write_atomic;
 
 #[cfg(test)]
 mod tests;

@@ -17,10 +17,13 @@
 //!   would hide those pages from the page trace): by default exactly, each 4 KiB page once in
 //!   first-touch order, by running the program on a private copy of its files with read-ahead
 //!   off (the `exact` module; the copy is `coldstart-storage`'s).
-//! - [`format`](mod@format) is the versioned profile file and the merge of several workloads.
+//!
+//! The profile it writes is `coldstart-profile-format`'s (the versioned file and the merge of
+//! several workloads); readiness signals are `coldstart-ready`'s.
 //!
 //! ```no_run
-//! use coldstart_profile::{profile, ProfileOptions, Ready};
+//! use coldstart_profile::{profile, ProfileOptions};
+//! use coldstart_ready::Ready;
 //!
 //! let mut options = ProfileOptions::new(vec!["python3".into(), "-c".into(), "pass".into()]);
 //! options.ready = Ready::Exit;
@@ -35,7 +38,6 @@ mod audit;
 mod copied;
 mod cpu;
 mod exact;
-pub use coldstart_profile_format as format;
 pub mod interrupt;
 mod modules;
 mod opens;
@@ -43,7 +45,7 @@ mod page_files;
 mod page_run;
 pub mod pages;
 mod perf;
-pub mod ready;
+mod ready;
 mod ring;
 mod spawn;
 mod trace;
@@ -56,9 +58,10 @@ use std::time::Duration;
 
 use coldstart_error::Category;
 
-pub use coldstart_elf::SymbolOptions;
-pub use format::{merge, FormatError, Image, Module, PageProfile, Profile, Stop, Touch, Via};
-pub use ready::Ready;
+use coldstart_elf::SymbolOptions;
+use coldstart_profile_format as format;
+use coldstart_ready::Ready;
+use format::{PageProfile, Profile, Stop};
 
 /// What to profile and how.
 #[derive(Debug, Clone)]
@@ -463,7 +466,7 @@ impl Recording {
 /// Profile one start-up of `options.command`: functions always, file pages with
 /// `options.pages` (in a separate run before the function run).
 ///
-/// While [`interrupt::catch`] is in force, `SIGINT`, `SIGTERM` and `SIGHUP` end it within a
+/// While [`coldstart_process::cancel::catch`] is in force, `SIGINT`, `SIGTERM` and `SIGHUP` end it within a
 /// second (the loops look every 100 ms at most) with [`ProfileError::Interrupted`], the
 /// program killed and everything the profile set up removed.
 pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {

@@ -18,7 +18,7 @@
 //!
 //! [`from_profile`] draws the same picture, without the kernel's parts, from a profile.
 //! Tracing needs root (tracefs, uprobes, fanotify, `drop_caches`). While
-//! [`coldstart_profile::interrupt::catch`] is in force, `SIGINT`, `SIGTERM` and `SIGHUP` end a
+//! [`coldstart_process::cancel::catch`] is in force, `SIGINT`, `SIGTERM` and `SIGHUP` end a
 //! recording within a millisecond of the next wait with [`TimelineError::Interrupted`], the
 //! program killed and the tracing (and an emulated device) removed.
 
@@ -35,7 +35,7 @@ use coldstart_error::Category;
 use coldstart_formats::{ModuleSpan, PageEvent, Phase, Timeline, TimelineFile};
 use coldstart_profile_format::Profile;
 
-pub use coldstart_ready::Ready;
+use coldstart_ready::Ready;
 
 /// Why a timeline could not be made.
 #[derive(Debug, thiserror::Error)]

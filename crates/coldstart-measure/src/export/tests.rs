@@ -4,8 +4,6 @@ use super::*;
 use coldstart_formats::measure::{
     from_json, Environment, EvictionReport, ReadError, FORMAT_NAME, FORMAT_VERSION,
 };
-use std::fs;
-use std::io;
 
 fn summary(median: f64, trimmed: f64, ci: (f64, f64), n: usize, outliers: Vec<usize>) -> Summary {
     Summary { n, median, trimmed_mean: trimmed, ci95: ci, outliers, ..Summary::default() }
@@ -417,29 +415,4 @@ fn metric_values_follow_the_counters() {
         ]
     );
     assert_eq!(metric_value(&c, "nonsense"), None);
-}
-
-#[test]
-fn write_atomic_replaces_the_file_and_leaves_no_temporary() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("report.json");
-    write_atomic(&path, b"first").unwrap();
-    write_atomic(&path, b"second").unwrap();
-    assert_eq!(fs::read(&path).unwrap(), b"second");
-    let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(names, vec![std::ffi::OsString::from("report.json")]);
-}
-
-#[test]
-fn write_atomic_fails_cleanly() {
-    let dir = tempfile::tempdir().unwrap();
-    let missing = dir.path().join("no/such/dir/report.csv");
-    assert_eq!(write_atomic(&missing, b"x").unwrap_err().kind(), io::ErrorKind::NotFound);
-    // Renaming over a directory fails after the temporary file was written: it is removed.
-    let target = dir.path().join("a-directory");
-    fs::create_dir(&target).unwrap();
-    fs::write(target.join("keep"), b"k").unwrap();
-    assert!(write_atomic(&target, b"x").is_err());
-    let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(names, vec![std::ffi::OsString::from("a-directory")]);
 }

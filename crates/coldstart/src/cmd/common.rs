@@ -72,8 +72,6 @@ impl PageModelArgs {
     }
 }
 
-pub use coldstart_units::parse_size;
-
 /// The most runs of one command and cache state any flag may ask for (`--runs`, `--batch`,
 /// `--max-runs`, `--warmup`).
 pub const MAX_RUNS: u64 = 10_000;

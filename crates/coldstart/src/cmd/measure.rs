@@ -197,7 +197,7 @@ fn write_exports(args: &Args, report: &MeasureReport) -> anyhow::Result<()> {
     let write =
         |path: &Option<PathBuf>, render: &dyn Fn(&MeasureReport) -> String| -> anyhow::Result<()> {
             if let Some(p) = path {
-                export::write_atomic(p, render(report).as_bytes())
+                coldstart_fs::write_atomic(p, render(report).as_bytes())
                     .with_context(|| format!("cannot write {}", p.display()))?;
             }
             Ok(())

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use coldstart_formats::{Document, Timeline};
-use coldstart_timeline::{Cache, Functions, Ready, StorageSetup, TimelineOptions};
+use coldstart_ready::Ready;
+use coldstart_timeline::{Cache, Functions, StorageSetup, TimelineOptions};
 
 use crate::exit;
 
@@ -58,7 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let profile = match &args.profile {
         Some(p) => Some(
-            coldstart_profile::Profile::read(p)
+            coldstart_profile_format::Profile::read(p)
                 .with_context(|| format!("--profile {}", p.display()))?,
         ),
         None => None,
@@ -93,7 +94,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ));
         // A signal ends the recording through its guards (tracing, uprobes, tracefs mounted
         // for it, the emulated device), not the process.
-        let caught = coldstart_profile::interrupt::catch().context("installing signal handlers")?;
+        let caught = coldstart_process::cancel::catch().context("installing signal handlers")?;
         let recorded = coldstart_timeline::record(&options);
         drop(caught);
         match recorded {
