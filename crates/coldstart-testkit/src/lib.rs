@@ -174,8 +174,11 @@ mod tests {
 /// offset or the size.
 #[derive(Debug, Clone, Copy)]
 pub enum SectionField {
+    /// `sh_addr`: where the section is in memory.
     Address = 0x10,
+    /// `sh_offset`: where the section is in the file.
     Offset = 0x18,
+    /// `sh_size`: the section's size in bytes.
     Size = 0x20,
 }
 
