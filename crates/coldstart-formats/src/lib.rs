@@ -49,16 +49,54 @@ pub use timeline::{
 /// Why a result file could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum ResultsError {
+    /// The file could not be read.
     #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why reading failed.
+        source: std::io::Error,
+    },
+    /// The file is not JSON of the format.
     #[error("{path} is not a valid `{format}` file: {source}")]
-    Parse { path: PathBuf, format: &'static str, source: serde_json::Error },
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The format expected.
+        format: &'static str,
+        /// What the JSON parser found.
+        source: serde_json::Error,
+    },
+    /// The file is of another format.
     #[error("{path} is a `{found}` file, not a `{expected}` file")]
-    WrongFormat { path: PathBuf, found: String, expected: &'static str },
+    WrongFormat {
+        /// The file.
+        path: PathBuf,
+        /// Its `format` field.
+        found: String,
+        /// The format expected.
+        expected: &'static str,
+    },
+    /// The file is of a version this build does not read.
     #[error("{path} is `{format}` version {found}; this coldstart reads version {known} only: use a matching coldstart")]
-    UnknownVersion { path: PathBuf, format: &'static str, found: u32, known: u32 },
+    UnknownVersion {
+        /// The file.
+        path: PathBuf,
+        /// Its format.
+        format: &'static str,
+        /// Its `version` field.
+        found: u32,
+        /// The version this build reads.
+        known: u32,
+    },
+    /// The file could not be written.
     #[error("cannot write {path}: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why writing failed.
+        source: std::io::Error,
+    },
 }
 
 impl ResultsError {

@@ -69,9 +69,19 @@ pub enum Outcome {
     /// The run never became ready within the timeout; it was killed.
     Timeout,
     /// The process exited before the readiness signal (for non-`exit` signals).
-    ExitedBeforeReady { code: Option<i32>, signal: Option<i32> },
+    ExitedBeforeReady {
+        /// Its exit status, if it exited.
+        code: Option<i32>,
+        /// The signal that killed it, if one did.
+        signal: Option<i32>,
+    },
     /// Readiness was `exit` and the process exited with a non-zero status or a signal.
-    Failed { code: Option<i32>, signal: Option<i32> },
+    Failed {
+        /// Its exit status, if it exited.
+        code: Option<i32>,
+        /// The signal that killed it, if one did.
+        signal: Option<i32>,
+    },
 }
 
 /// One run of one command.
@@ -79,7 +89,9 @@ pub enum Outcome {
 pub struct RunRecord {
     /// 0-based index among the measured runs of this command (warm-up runs are not recorded).
     pub index: usize,
+    /// How it ended.
     pub outcome: Outcome,
+    /// Its figures.
     pub counters: Counters,
     /// What eviction of the program's own files did before this run, and the residency
     /// measured after it.
@@ -132,6 +144,7 @@ impl HeldByOthers {
 /// One file with held pages.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeldFile {
+    /// The file.
     pub path: PathBuf,
     /// Held pages of the file.
     pub pages: u64,
@@ -147,7 +160,9 @@ pub struct HeldFile {
 pub struct CommandResult {
     /// A short label (`A`, `B`, or the command line).
     pub label: String,
+    /// The command line.
     pub command: Vec<String>,
+    /// Every measured run, counted or not.
     pub runs: Vec<RunRecord>,
     /// Statistics over the included runs, per metric (`wall_s`, `major_faults`, ...: the
     /// names of the [`Counters`] fields they were read from).
@@ -164,14 +179,20 @@ impl CommandResult {
 /// Statistics of one metric over the included runs (computed by [`Summary::from_samples`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
+    /// Samples: the included runs that measured the metric.
     pub n: usize,
+    /// Their mean.
     pub mean: f64,
+    /// Their median.
     pub median: f64,
     /// Mean with the highest and lowest sample dropped (the paper's method); the plain mean
     /// when fewer than 3 samples.
     pub trimmed_mean: f64,
+    /// Sample standard deviation (n - 1 in the denominator).
     pub stddev: f64,
+    /// The smallest sample.
     pub min: f64,
+    /// The largest sample.
     pub max: f64,
     /// 95% bootstrap confidence interval of the median.
     pub ci95: (f64, f64),
@@ -220,12 +241,15 @@ pub struct IoShare {
 /// Facts about the machine and the measurement that a reader needs to trust the figures.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Environment {
+    /// `/proc/sys/kernel/osrelease`.
     pub kernel: String,
+    /// CPUs available.
     pub cpus: usize,
     /// `v1` or `v2`: which cgroup hierarchy counted the runs.
     pub cgroup: String,
     /// Scaling governor of cpu0, if exposed.
     pub cpu_governor: Option<String>,
+    /// Whether the measurement ran as root.
     pub is_root: bool,
     /// What reclaims idle page-cache pages on its own on this machine, if anything does
     /// (`DAMON pageout (kdamond 0)`, `DAMON_RECLAIM`): warm and hot pages may leave the cache
@@ -245,9 +269,13 @@ pub struct MeasureReport {
     pub cache: String,
     /// The readiness signal, as given.
     pub ready: String,
+    /// Warm-up runs before the measured runs of each command (not recorded).
     pub warmup: usize,
+    /// The machine.
     pub environment: Environment,
+    /// Each command in each cache state (in a comparison: `A` and `B`).
     pub commands: Vec<CommandResult>,
+    /// A against B, when two commands were compared.
     pub comparison: Option<Comparison>,
     /// The I/O share of start-up, when a hot state was measured beside a colder one.
     #[serde(default)]
@@ -309,13 +337,21 @@ pub enum ReadError {
         "not a {FORMAT_NAME} report: its format is {found} (version {version}); this build reads \
          format \"{FORMAT_NAME}\" versions 1 to {FORMAT_VERSION}"
     )]
-    WrongFormat { found: String, version: String },
+    WrongFormat {
+        /// The `format` field as found (JSON), or `missing`.
+        found: String,
+        /// The `version` field as found (JSON), or `missing`.
+        version: String,
+    },
     /// The format is right but the version is not one this build reads.
     #[error(
         "unsupported {FORMAT_NAME} report version {found}: this build reads format \
          \"{FORMAT_NAME}\" versions 1 to {FORMAT_VERSION}; re-export it with a matching coldstart"
     )]
-    UnsupportedVersion { found: String },
+    UnsupportedVersion {
+        /// The `version` field as found (JSON), or `missing`.
+        found: String,
+    },
     /// The JSON is malformed or does not match the format.
     #[error("invalid {FORMAT_NAME} report: {0}")]
     Json(#[from] serde_json::Error),

@@ -383,6 +383,7 @@ pub struct Xoshiro256 {
 }
 
 impl Xoshiro256 {
+    /// A generator whose state is drawn from `seed` (the same seed, the same sequence).
     pub fn new(seed: u64) -> Xoshiro256 {
         let mut sm = seed;
         let mut splitmix = || {
@@ -395,6 +396,7 @@ impl Xoshiro256 {
         Xoshiro256 { s: [splitmix(), splitmix(), splitmix(), splitmix()] }
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         let result = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
         let t = self.s[1] << 17;

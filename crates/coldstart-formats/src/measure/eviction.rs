@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 /// Residency of one file in the page cache.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Residency {
+    /// The file.
     pub path: PathBuf,
     /// Pages of the file (rounded up).
     pub total_pages: u64,
@@ -41,9 +42,11 @@ impl Residency {
 /// A live process that maps (or holds open) a file, which keeps its pages resident.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Holder {
+    /// The process.
     pub pid: u32,
     /// The process name (`/proc/PID/comm`).
     pub comm: String,
+    /// The file it maps or holds open.
     pub path: PathBuf,
     /// `true` when the process maps the file (its mapped pages cannot be evicted); `false` when
     /// it only holds it open.
@@ -61,7 +64,9 @@ impl Holder {
 /// A file that eviction or verification could not check, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unreadable {
+    /// The file.
     pub path: PathBuf,
+    /// Why it could not be checked.
     pub reason: String,
 }
 
