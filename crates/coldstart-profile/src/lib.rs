@@ -216,32 +216,74 @@ impl ProfileOptions {
 /// Why profiling failed. Each says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
+    /// No command was given.
     #[error("no command given: put it after `--`")]
     NoCommand,
+    /// The command is not an executable file, nor a name in `PATH`.
     #[error(
         "command `{command}` {why}: give the program to run after `--` (a file, or a name in PATH)"
     )]
-    CommandNotFound { command: String, why: &'static str },
+    CommandNotFound {
+        /// The command as given.
+        command: String,
+        /// What is wrong (`is not in PATH`, `is not executable`, ...).
+        why: &'static str,
+    },
+    /// The program's ELF file could not be read.
     #[error(transparent)]
     Elf(#[from] coldstart_elf::ElfError),
+    /// The program is not built for x86-64.
     #[error("{path} is not an x86-64 program; the function profiler writes x86 breakpoints (use --pages alone on other machines)")]
-    UnsupportedMachine { path: PathBuf },
+    UnsupportedMachine {
+        /// The program.
+        path: PathBuf,
+    },
+    /// The program is setuid or setgid and coldstart is not root.
     #[error("{path} is setuid or setgid: under ptrace it would run without its privileges; run coldstart as root, or profile a copy without the bit")]
-    Setuid { path: PathBuf },
+    Setuid {
+        /// The program.
+        path: PathBuf,
+    },
+    /// ptrace is not allowed here.
     #[error("cannot trace the program: ptrace(PTRACE_TRACEME) failed: {source}; is coldstart itself being traced, or does /proc/sys/kernel/yama/ptrace_scope (3 = no ptrace) or a container without CAP_SYS_PTRACE forbid it?")]
-    CannotTrace { source: std::io::Error },
+    CannotTrace {
+        /// The error of `ptrace(PTRACE_TRACEME)`.
+        source: std::io::Error,
+    },
+    /// The program could not be executed.
     #[error("cannot execute {path}: {source}")]
-    Exec { path: PathBuf, source: std::io::Error },
+    Exec {
+        /// The program.
+        path: PathBuf,
+        /// The error of `execve`.
+        source: std::io::Error,
+    },
+    /// A system call failed.
     #[error("{call} failed: {source}")]
-    Os { call: &'static str, source: std::io::Error },
+    Os {
+        /// The call (`pipe2`, `waitpid`, ...).
+        call: &'static str,
+        /// Its error.
+        source: std::io::Error,
+    },
+    /// The audit tracer cannot profile this program (`--tracer ptrace` can).
     #[error("{reason}: the audit tracer cannot profile it; use --tracer ptrace (or auto, which falls back to it)")]
-    AuditUnsupported { reason: String },
+    AuditUnsupported {
+        /// Why, naming the program.
+        reason: String,
+    },
+    /// Preparing the run failed (the message says what and why).
     #[error("{0}")]
     Setup(String),
+    /// The page trace failed.
     #[error(transparent)]
     Pages(#[from] pages::PagesError),
+    /// A signal stopped the profile; the program was killed and nothing was written.
     #[error("interrupted by {}: the program was killed and nothing was written", tree::signal_name(*signal))]
-    Interrupted { signal: i32 },
+    Interrupted {
+        /// The signal's number.
+        signal: i32,
+    },
 }
 
 impl ProfileError {
@@ -439,6 +481,7 @@ pub(crate) fn launch(
 
 /// A finished profile, and the program's output when it runs on.
 pub struct Recording {
+    /// The profile.
     pub profile: Profile,
     /// The tracer that ran ([`Tracer::Audit`] or [`Tracer::Ptrace`]).
     pub tracer: Tracer,
@@ -613,7 +656,9 @@ fn name_page_files(
 /// The file pages of one start-up, and what the user should know about them.
 #[derive(Debug, Clone)]
 pub struct PageRecording {
+    /// The pages, in first-touch order.
     pub pages: PageProfile,
+    /// Warnings that name a remedy.
     pub warnings: Vec<String>,
 }
 
