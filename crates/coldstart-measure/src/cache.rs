@@ -80,9 +80,13 @@ pub use sets::{is_system_library, selective_set, warm_set, warm_set_with, LibDir
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CacheState {
+    /// Nothing evicted (a warm-up run first).
     Hot,
+    /// The program's own files evicted (not the system libraries).
     Warm,
+    /// Every file start-up read evicted.
     Selective,
+    /// Every cache dropped (root only).
     Cold,
 }
 
@@ -136,7 +140,9 @@ pub enum CacheError {
     /// Any other I/O failure, with the file involved.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// What failed.
         #[source]
         source: io::Error,
     },

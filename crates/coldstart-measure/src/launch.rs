@@ -81,6 +81,7 @@ pub struct RunSpec {
     pub env: Vec<(String, String)>,
     /// Working directory; coldstart's own when `None`.
     pub cwd: Option<PathBuf>,
+    /// When the run counts as started up.
     pub ready: Ready,
     /// The run is killed and reported as [`Outcome::Timeout`] when not ready by then.
     pub timeout: Duration,
@@ -91,7 +92,9 @@ pub struct RunSpec {
 /// What one run produced.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunOutput {
+    /// How it ended; `None` reads as ready ([`RunOutput::outcome`]).
     pub outcome: Option<Outcome>,
+    /// Its figures.
     pub counters: Counters,
     /// Regular files the tree opened or mapped (only with [`RunSpec::discover_files`]),
     /// sorted and without duplicates.
@@ -114,8 +117,10 @@ impl RunOutput {
 /// A command that cannot be started at all (nothing was run).
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
+    /// No command was given.
     #[error("the command is empty")]
     EmptyCommand,
+    /// The program is not in `PATH`.
     #[error("command `{0}` not found in PATH")]
     NotFound(String),
     /// A program name with spaces, as a shell command line would be: nothing runs it through a
@@ -127,22 +132,35 @@ pub enum LaunchError {
         words = .0.split_whitespace().collect::<Vec<_>>().join(" ")
     )]
     NotFoundNoShell(String),
+    /// The program named is a directory.
     #[error("`{0}` is a directory, not a program")]
     IsDirectory(PathBuf),
+    /// The program named may not be executed.
     #[error("`{0}` is not executable (chmod +x?)")]
     NotExecutable(PathBuf),
+    /// `execve` of the program failed.
     #[error("cannot start `{path}`: {source}")]
-    Exec { path: PathBuf, source: io::Error },
+    Exec {
+        /// The program.
+        path: PathBuf,
+        /// The error of `execve`.
+        source: io::Error,
+    },
+    /// Preparing the run failed before the program started.
     #[error("cannot prepare the run: {0}")]
     Setup(#[source] io::Error),
+    /// The run's cgroup could not be made.
     #[error("{0}")]
     Cgroup(#[from] crate::cgroup::CgroupError),
+    /// The emulated storage failed.
     #[error(transparent)]
     Storage(#[from] coldstart_storage::StorageError),
+    /// Emulated storage needs a cgroup, and none is usable.
     #[error(
         "emulated storage needs a cgroup to throttle the runs' reads, and none is usable: {0}"
     )]
     StorageWithoutCgroup(String),
+    /// `window:` readiness cannot watch the display.
     #[error(transparent)]
     Window(#[from] ready::x11::WindowError),
     /// A signal came ([`coldstart_process::cancel`]): the run was killed and its cgroup removed.
@@ -359,13 +377,16 @@ pub struct FakeExecutor {
     pub script: Vec<RunOutput>,
     /// Every spec asked for, in order.
     pub calls: Vec<RunSpec>,
+    /// What [`Executor::accounting`] returns.
     pub accounting: String,
+    /// What [`Executor::warnings`] returns.
     pub warnings: Vec<String>,
     /// Every [`Executor::set_storage`], `true` for `Some`.
     pub storage_calls: Vec<bool>,
 }
 
 impl FakeExecutor {
+    /// An executor that returns `script`'s outputs in order.
     pub fn new(script: Vec<RunOutput>) -> FakeExecutor {
         FakeExecutor {
             script,

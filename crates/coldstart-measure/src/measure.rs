@@ -77,9 +77,21 @@ use report::{held_by_others, io_share, record, warnings, SharedKept};
 #[derive(Debug, Clone)]
 pub enum Progress {
     /// A new phase: `total` runs (discovery, warm-up and measured) lie ahead in it.
-    Phase { cache: CacheState, total: usize },
+    Phase {
+        /// The cache state of the phase.
+        cache: CacheState,
+        /// The runs ahead in it.
+        total: usize,
+    },
     /// One run of the phase ended (`measured` is `false` for discovery and warm-up).
-    Run { label: String, measured: bool, wall_s: f64 },
+    Run {
+        /// The command's label.
+        label: String,
+        /// Whether the run is a measured one.
+        measured: bool,
+        /// Its wall time, seconds.
+        wall_s: f64,
+    },
     /// Everything measured so far, after each cache state: a caller can write it out so a
     /// later failure loses nothing.
     Snapshot(Box<MeasureReport>),

@@ -20,6 +20,7 @@ pub struct MeasureOptions {
     /// The cache states to measure, in order (usually one; `cold` and `hot` together give the
     /// I/O share).
     pub caches: Vec<CacheState>,
+    /// When a run counts as started up.
     pub ready: Ready,
     /// Measured runs per command and state.
     pub runs: usize,
@@ -56,6 +57,7 @@ pub struct MeasureOptions {
 /// the originals, in a cgroup whose reads of the device are throttled to the profile.
 #[derive(Debug, Clone)]
 pub struct StorageOptions {
+    /// The device to emulate.
     pub profile: StorageProfile,
     /// Copy this directory instead of the discovered files.
     pub app_dir: Option<PathBuf>,
@@ -84,17 +86,27 @@ impl Default for MeasureOptions {
 /// Why a measurement could not be done (as opposed to runs that failed, which are reported).
 #[derive(Debug, thiserror::Error)]
 pub enum MeasureError {
+    /// The options contradict each other or the machine (the message says how).
     #[error("{0}")]
     Invalid(String),
+    /// The command cannot be started at all.
     #[error(transparent)]
     Launch(#[from] LaunchError),
+    /// `--cache cold` without root.
     #[error(
         "--cache cold needs root: dropping the page cache writes /proc/sys/vm/drop_caches, which needs \
          CAP_SYS_ADMIN; run as root, or use --cache selective (evicts only the program's files, no root needed)"
     )]
     NeedsRoot,
+    /// A cache state could not be prepared.
     #[error("cannot prepare the {state} cache state: {source}")]
-    Cache { state: CacheState, source: std::io::Error },
+    Cache {
+        /// The state.
+        state: CacheState,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// The emulated storage could not be set up.
     #[error("emulated storage: {0}")]
     Storage(#[from] StorageError),
     /// A signal ended the measurement ([`coldstart_process::cancel`]): the run in progress was
