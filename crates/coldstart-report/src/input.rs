@@ -19,17 +19,24 @@ use crate::ReportError;
 /// One input file, read.
 #[derive(Debug, Clone)]
 pub enum Input {
+    /// A `coldstart measure --export-json` file.
     Measure(Box<MeasureReport>),
+    /// A profile (`coldstart profile -o`).
     Profile(Box<Profile>),
+    /// `coldstart order --evaluate --json` output.
     Evaluation(Evaluation),
+    /// A `coldstart experiment` result.
     Experiment(Box<Experiment>),
+    /// A `coldstart timeline` result.
     Timeline(Box<Timeline>),
 }
 
 /// An input and where it came from.
 #[derive(Debug, Clone)]
 pub struct Source {
+    /// The file as given.
     pub path: PathBuf,
+    /// What it holds.
     pub input: Input,
     /// How the report names it: its file name, with as many parent directories as it takes
     /// to tell it from the other inputs (`a/measure.json`, `b/measure.json`).
@@ -80,6 +87,7 @@ fn names(paths: &[PathBuf]) -> Vec<String> {
 /// Everything the report was given, in the order given.
 #[derive(Debug, Clone, Default)]
 pub struct Inputs {
+    /// The files, in the order given.
     pub sources: Vec<Source>,
 }
 
@@ -93,6 +101,7 @@ impl Inputs {
         Ok(Inputs { sources })
     }
 
+    /// The measurements, with their sources.
     pub fn measures(&self) -> impl Iterator<Item = (&Source, &MeasureReport)> {
         self.sources.iter().filter_map(|s| match &s.input {
             Input::Measure(m) => Some((s, m.as_ref())),
@@ -100,6 +109,7 @@ impl Inputs {
         })
     }
 
+    /// The profiles, with their sources.
     pub fn profiles(&self) -> impl Iterator<Item = (&Source, &Profile)> {
         self.sources.iter().filter_map(|s| match &s.input {
             Input::Profile(p) => Some((s, p.as_ref())),
@@ -107,6 +117,7 @@ impl Inputs {
         })
     }
 
+    /// The layout evaluations, with their sources.
     pub fn evaluations(&self) -> impl Iterator<Item = (&Source, &Evaluation)> {
         self.sources.iter().filter_map(|s| match &s.input {
             Input::Evaluation(e) => Some((s, e)),
@@ -114,6 +125,7 @@ impl Inputs {
         })
     }
 
+    /// The experiments, with their sources.
     pub fn experiments(&self) -> impl Iterator<Item = (&Source, &Experiment)> {
         self.sources.iter().filter_map(|s| match &s.input {
             Input::Experiment(e) => Some((s, e.as_ref())),
@@ -121,6 +133,7 @@ impl Inputs {
         })
     }
 
+    /// The timelines, with their sources.
     pub fn timelines(&self) -> impl Iterator<Item = (&Source, &Timeline)> {
         self.sources.iter().filter_map(|s| match &s.input {
             Input::Timeline(t) => Some((s, t.as_ref())),
@@ -189,23 +202,31 @@ pub fn from_json(path: &Path, text: &str) -> Result<Input, ReportError> {
 /// `coldstart order --evaluate --json`: each layout's cost for a held-out start-up.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Evaluation {
+    /// The held-out workload's name.
     pub holdout: String,
+    /// Each layout's cost.
     pub rows: Vec<EvaluationRow>,
+    /// The layout with the fewest faults (then fewest pages read).
     pub best: String,
 }
 
 /// One evaluated layout.
 #[derive(Debug, Clone, Deserialize)]
 pub struct EvaluationRow {
+    /// The layout (an ordering algorithm, or `default`).
     pub layout: String,
+    /// What the held-out start-up costs under it.
     pub cost: Cost,
 }
 
 /// The page model's cost of a layout.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Cost {
+    /// Distinct pages touched.
     pub pages_touched: u64,
+    /// Major faults (read requests).
     pub faults: u64,
+    /// Pages read from the file.
     pub pages_read: u64,
 }
 

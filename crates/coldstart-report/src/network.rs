@@ -123,14 +123,21 @@ pub fn why(e: &Experiment, c: &Cell) -> String {
 
 /// One row of the `auto` check: a link and cache state.
 pub struct AutoCheck {
+    /// The link's label.
     pub link: String,
+    /// The cache state.
     pub cache: String,
+    /// The fixed strategy that measured fastest.
     pub best: String,
+    /// Its start-up, seconds.
     pub best_s: f64,
+    /// The strategy `auto` chose.
     pub chosen: String,
     /// The measured time of the strategy auto chose (its own cell), and of auto itself.
     pub chosen_s: Option<f64>,
+    /// The measured start-up of `auto` itself, seconds.
     pub auto_s: Option<f64>,
+    /// The strategy `predict` would choose on the given link.
     pub predicted_choice: Option<String>,
 }
 
@@ -139,6 +146,7 @@ impl AutoCheck {
     pub fn ratio(&self) -> Option<f64> {
         self.chosen_s.map(|c| c / self.best_s)
     }
+    /// Whether `auto`'s choice is within the tolerance of the best.
     pub fn ok(&self) -> bool {
         self.ratio().is_some_and(|r| r <= 1.0 + AUTO_TOLERANCE)
     }
