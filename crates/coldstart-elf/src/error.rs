@@ -10,7 +10,9 @@ pub enum ElfError {
     /// The file could not be opened or mapped.
     #[error("cannot read {path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// Why it could not be read.
         #[source]
         source: std::io::Error,
     },
@@ -18,18 +20,34 @@ pub enum ElfError {
     #[error(
         "{path} {problem}: give the program's binary, an ELF file (such as /usr/bin/python3.11)"
     )]
-    Unusable { path: PathBuf, problem: &'static str },
+    Unusable {
+        /// The path given.
+        path: PathBuf,
+        /// What is wrong with it (`does not exist`, `is a directory`, ...).
+        problem: &'static str,
+    },
     /// The file is not ELF at all (a script, a text file, an archive).
     #[error("{path} is not an ELF file (no \\x7fELF magic); give the program binary, not a script or wrapper")]
-    NotElf { path: PathBuf },
+    NotElf {
+        /// The file.
+        path: PathBuf,
+    },
     /// A 32-bit ELF file.
     #[error(
         "{path} is a 32-bit ELF file; coldstart supports 64-bit ELF only (rebuild for x86-64)"
     )]
-    Unsupported32Bit { path: PathBuf },
+    Unsupported32Bit {
+        /// The file.
+        path: PathBuf,
+    },
     /// The headers are damaged or truncated.
     #[error("{path} is a malformed ELF file: {message}")]
-    Malformed { path: PathBuf, message: String },
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What the ELF reader found wrong.
+        message: String,
+    },
 }
 
 impl ElfError {

@@ -24,7 +24,9 @@ pub const PF_R: u32 = elf::PF_R;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Machine {
+    /// `EM_X86_64`.
     X86_64,
+    /// `EM_AARCH64`.
     Aarch64,
     /// Any other `e_machine` value.
     Other(u16),
@@ -75,11 +77,13 @@ pub struct Function {
 /// A section header.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Section {
+    /// Its name (`.text`, `.text.hot`, ...).
     pub name: String,
     /// Virtual address (0 for sections that are not loaded).
     pub address: u64,
     /// File offset, `None` for sections without file data (`.bss`, stripped-out debug data).
     pub offset: Option<u64>,
+    /// Size in bytes.
     pub size: u64,
     /// Whether the section holds instructions (`SHF_EXECINSTR`).
     pub executable: bool,
@@ -88,9 +92,13 @@ pub struct Section {
 /// A loadable segment (`PT_LOAD`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Segment {
+    /// Virtual address as linked (`p_vaddr`).
     pub vaddr: u64,
+    /// Size in memory (`p_memsz`).
     pub memsz: u64,
+    /// File offset (`p_offset`).
     pub offset: u64,
+    /// Size in the file (`p_filesz`; less than `memsz` where `.bss` follows).
     pub filesz: u64,
     /// `PF_R | PF_W | PF_X` bits.
     pub flags: u32,
@@ -99,9 +107,11 @@ pub struct Segment {
 /// The facts coldstart reads from one ELF file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ElfInfo {
+    /// The file read.
     pub path: PathBuf,
     /// File size in bytes.
     pub size: u64,
+    /// The processor it is built for.
     pub machine: Machine,
     /// `ET_DYN`: a shared library or a position-independent executable.
     pub position_independent: bool,
@@ -114,10 +124,13 @@ pub struct ElfInfo {
     pub build_id: Option<Vec<u8>>,
     /// `.gnu_debuglink` file name and CRC.
     pub debuglink: Option<(String, u32)>,
+    /// Section headers, in file order.
     pub sections: Vec<Section>,
+    /// Loadable segments, in file order.
     pub segments: Vec<Segment>,
     /// Functions sorted by address, aliases grouped.
     pub functions: Vec<Function>,
+    /// Where the function symbols came from.
     pub symbol_source: SymbolSource,
     /// Whether `.rela.dyn` (or `.rel.dyn`) is present: dynamic relocations to apply at load.
     pub has_dynamic_relocations: bool,

@@ -7,24 +7,58 @@ use coldstart_error::Category;
 /// Why an experiment stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ExperimentError {
+    /// The options do not make a grid (the message says why).
     #[error("{0}")]
     Usage(String),
+    /// The result file to resume holds another experiment.
     #[error(
         "{path} holds another experiment ({why}): give another -o, or remove it to start again"
     )]
-    Other { path: PathBuf, why: String },
+    Other {
+        /// The result file.
+        path: PathBuf,
+        /// How it differs from this one.
+        why: String,
+    },
+    /// The result file could not be read or written.
     #[error(transparent)]
-    Results(#[from] coldstart_results::ResultsError),
+    Results(#[from] coldstart_formats::ResultsError),
+    /// The program's directory could not be packed.
     #[error("packing {dir}: {source}")]
-    Pack { dir: PathBuf, source: coldstart_bundle::PackError },
+    Pack {
+        /// The directory.
+        dir: PathBuf,
+        /// Why packing failed.
+        source: coldstart_bundle::PackError,
+    },
+    /// The hot list could not be made.
     #[error("hot list {path}: {source}")]
-    HotList { path: PathBuf, source: coldstart_bundle::HotListError },
+    HotList {
+        /// The profile the hot list is made from.
+        path: PathBuf,
+        /// Why it could not be made.
+        source: coldstart_bundle::HotListError,
+    },
+    /// The bundle could not be served.
     #[error("serving the bundle: {0}")]
     Serve(#[from] coldstart_serve::ServeError),
+    /// A mount failed.
     #[error("{what}: {source}")]
-    Mount { what: String, source: coldstart_lazyfs::MountError },
+    Mount {
+        /// What was being done.
+        what: String,
+        /// Why the mount failed.
+        source: coldstart_lazyfs::MountError,
+    },
+    /// Another file or process operation failed.
     #[error("{what}: {source}")]
-    Io { what: String, source: std::io::Error },
+    Io {
+        /// What was being done, naming the file.
+        what: String,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// A signal stopped it; the cells measured so far are kept.
     #[error("interrupted: the cells measured so far are kept")]
     Interrupted,
 }

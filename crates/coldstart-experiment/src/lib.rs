@@ -4,7 +4,7 @@
 //!
 //! It drives the network stage through its public API, as `coldstart pack`, `serve`, `run`
 //! and `predict` do: [`coldstart_bundle::pack()`], [`coldstart_serve::serve()`] with an emulated
-//! [`Link`], [`coldstart_lazyfs::mount()`] and [`coldstart_lazyfs::predict()`].
+//! [`Link`](coldstart_serve::Link), [`coldstart_lazyfs::mount()`] and [`coldstart_lazyfs::predict()`].
 //!
 //! The result ([`Experiment`], format `coldstart-experiment`) is written after every cell, so
 //! an interrupted experiment keeps what it measured; given the same file again, it measures
@@ -21,12 +21,11 @@ use std::process::Command;
 use std::time::Instant;
 
 use coldstart_bundle::{HotList, PackOptions};
+use coldstart_formats::{Cell, CellRun, Document, Experiment, HotSet, LinkSpec};
 use coldstart_lazyfs::history::{HeldOutRun, History};
 use coldstart_lazyfs::model::{Choice, LinkEstimate};
 use coldstart_lazyfs::Strategy;
 use coldstart_lazyfs::{NetworkRequest, PredictOptions, StrategyOrAuto};
-use coldstart_results::{Cell, CellRun, Document, Experiment, HotSet, LinkSpec};
-pub use coldstart_serve::Link;
 
 mod error;
 mod options;
@@ -157,7 +156,7 @@ fn local_start(o: &ExperimentOptions) -> Option<f64> {
         }
         times.push(t.elapsed().as_secs_f64());
     }
-    coldstart_results::median(times)
+    coldstart_formats::stats::checked_median(&times)
 }
 
 /// A start's estimated time, for the progress bar only: Eq. 1 with the bytes a strategy
@@ -324,7 +323,7 @@ fn previous(o: &ExperimentOptions) -> Result<Experiment, ExperimentError> {
             same(&prev, o).map_err(|why| ExperimentError::Other { path: o.output.clone(), why })?;
             Ok(prev)
         }
-        Err(coldstart_results::ResultsError::Read { source, .. })
+        Err(coldstart_formats::ResultsError::Read { source, .. })
             if source.kind() == std::io::ErrorKind::NotFound =>
         {
             Ok(Experiment::new())

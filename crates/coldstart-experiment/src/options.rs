@@ -10,11 +10,14 @@ use coldstart_serve::Link;
 /// A cache state of the grid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheState {
+    /// An empty chunk cache, and the server's files evicted from its page cache.
     Cold,
+    /// An empty chunk cache, the server's files cached.
     WarmRemote,
 }
 
 impl CacheState {
+    /// Its name in the options and the results (`cold`, `warm-remote`).
     pub fn name(self) -> &'static str {
         match self {
             CacheState::Cold => "cold",
@@ -37,7 +40,9 @@ impl std::str::FromStr for CacheState {
 /// A link of the grid, as given.
 #[derive(Debug, Clone)]
 pub struct GridLink {
+    /// As given (`1mbit/100ms`).
     pub label: String,
+    /// The link it emulates.
     pub link: Link,
     /// Starts per cell on this link, if not [`ExperimentOptions::runs`] (a slow link's cells
     /// take minutes a start).
@@ -81,7 +86,9 @@ pub fn grid_link(text: &str) -> Result<GridLink, String> {
 /// link (`--link-hint`) instead of measuring it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GridStrategy {
+    /// A mount's strategy, a fixed one or `auto`.
     Mount(StrategyOrAuto),
+    /// `auto` told the link instead of measuring it.
     AutoHint,
 }
 
@@ -145,10 +152,15 @@ pub struct ExperimentOptions {
     pub command: Vec<String>,
     /// The profiled command, whose start-up reads are the hot set; relative to `dir`.
     pub profiled: Vec<String>,
+    /// The links of the grid.
     pub links: Vec<GridLink>,
+    /// The strategies of the grid.
     pub strategies: Vec<GridStrategy>,
+    /// The cache states of the grid.
     pub caches: Vec<CacheState>,
+    /// Starts per cell (unless a link says otherwise: [`GridLink::runs`]).
     pub runs: u32,
+    /// The bundle's chunk size, bytes.
     pub chunk_size: u64,
     /// The mount's read-ahead in bytes; `None`: the mount chooses, as `mount` does.
     pub readahead: Option<u32>,
@@ -160,8 +172,10 @@ pub struct ExperimentOptions {
     /// is now ([`run`](crate::run)).
     pub repredict: bool,
     /// Predict each link a second time with the link measured by `predict`, not given
-    /// ([`Cell::predicted_measured_s`](coldstart_results::Cell::predicted_measured_s)).
+    /// ([`Cell::predicted_measured_s`](coldstart_formats::Cell::predicted_measured_s)).
     pub predict_measured: bool,
+    /// Once set, the experiment stops (packing, fetches, between starts) and keeps what it
+    /// measured ([`ExperimentError::Interrupted`](crate::ExperimentError::Interrupted)).
     pub cancel: Cancel,
 }
 

@@ -6,9 +6,9 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use coldstart_formats::{AutoLink, CellRun};
 use coldstart_lazyfs::model::LinkEstimate;
 use coldstart_lazyfs::{MountRequest, NetworkRequest};
-use coldstart_results::{AutoLink, CellRun};
 
 use crate::error::{io, ExperimentError};
 use crate::options::{ExperimentOptions, GridLink, GridStrategy};

@@ -21,9 +21,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use coldstart_formats::stats::{median, Xoshiro256};
 use coldstart_gate::drift::{detect, Method};
 use coldstart_gate::history;
-use coldstart_measure::stats::{median, Xoshiro256};
 
 const SHUFFLES: usize = 200;
 const DRIFT_START: usize = 10;

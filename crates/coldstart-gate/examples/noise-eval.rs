@@ -15,11 +15,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use coldstart_formats::stats::median;
 use coldstart_gate::figure::Verdict;
 use coldstart_gate::replay::{Recording, Replay, Run};
 use coldstart_gate::run::{gate, record};
 use coldstart_gate::{GateOptions, Outcome, StorageChoice};
-use coldstart_measure::stats::median;
 use coldstart_measure::CacheState;
 
 type Get = fn(&Run) -> Option<f64>;

@@ -62,7 +62,7 @@ fn main() {
             command[0] = abs.to_string_lossy().into_owned();
         }
     }
-    let _caught = coldstart_profile::interrupt::catch()
+    let _caught = coldstart_process::cancel::catch()
         .unwrap_or_else(|e| fail(&format!("cannot install the signal handler: {e}")));
     let mut opts = GateOptions::new(command.clone());
     opts.states = Some(vec![CacheState::Cold, CacheState::Hot]);

@@ -13,9 +13,9 @@
 //! `20 0.05 6 1.0` is the gate test's spread-only change (a 20 ms sleep, then the same sleep
 //! with +-6 ms of jitter): every "slower" there is a false alarm.
 
+use coldstart_formats::stats::Xoshiro256;
 use coldstart_gate::figure::Verdict;
 use coldstart_gate::time::{judge, run_bound, TimeRule};
-use coldstart_measure::stats::Xoshiro256;
 
 const BATCH: usize = 10;
 const LEVEL: f64 = 0.0206;

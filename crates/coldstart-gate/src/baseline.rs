@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use coldstart_measure::storage::StorageProfile;
+use coldstart_storage::StorageProfile;
 use serde::{Deserialize, Serialize};
 
 use crate::budget::Costs;

@@ -115,8 +115,8 @@ fn machine_speed(base: &Baseline, now: &Baseline) -> Option<MachineSpeed> {
         return None;
     }
     let (bs, ns) =
-        (coldstart_measure::stats::median(&b.values), coldstart_measure::stats::median(&n.values));
-    let (_, (low, high)) = coldstart_measure::stats::ratio_ci95(&b.values, &n.values);
+        (coldstart_formats::stats::median(&b.values), coldstart_formats::stats::median(&n.values));
+    let (_, (low, high)) = coldstart_formats::stats::ratio_ci95(&b.values, &n.values);
     (bs > 0.0).then(|| MachineSpeed {
         baseline_s: bs,
         now_s: ns,
@@ -223,7 +223,7 @@ fn judge_row(
     machine: Option<&MachineSpeed>,
     reads: Option<DeviceReads>,
 ) -> Row {
-    let median = |s: Option<&Samples>| s.map(|s| coldstart_measure::stats::median(&s.values));
+    let median = |s: Option<&Samples>| s.map(|s| coldstart_formats::stats::median(&s.values));
     let mut row = Row {
         figure,
         state: state.to_string(),
@@ -240,7 +240,7 @@ fn judge_row(
         Err(why) => row.note = Some(why),
         Ok((b, c)) if figure.is_time() => judge_time(&mut row, b, c, rules, machine, reads),
         Ok((b, c)) => {
-            let slack = rules.slack(figure).at(coldstart_measure::stats::median(&b.values));
+            let slack = rules.slack(figure).at(coldstart_formats::stats::median(&b.values));
             let s = steady::judge(&b.values, &c.values, FigureNoise::of(figure), slack);
             row.verdict = s.verdict;
             row.limit = Some(s.limit);
@@ -380,7 +380,7 @@ impl<'a> DeviceReads<'a> {
         let iops = p.read_iops.filter(|i| *i > 0)? as f64;
         let b = base.samples(Figure::DeviceReadRequests, state)?;
         let n = now.samples(Figure::DeviceReadRequests, state)?;
-        let level = coldstart_measure::stats::median(&b.values);
+        let level = coldstart_formats::stats::median(&b.values);
         level.is_finite().then_some(DeviceReads { iops, level, base: &b.values, now: &n.values })
     }
 
@@ -396,7 +396,7 @@ impl<'a> DeviceReads<'a> {
 
     /// The share of the baseline's median time the device's reads take.
     fn share(&self, times: &[f64]) -> f64 {
-        let t = coldstart_measure::stats::median(times);
+        let t = coldstart_formats::stats::median(times);
         if t > 0.0 {
             self.level / self.iops / t
         } else {
@@ -589,7 +589,7 @@ pub fn history_entry(m: &Baseline, verdict: &str) -> Entry {
             .map(|s| Level {
                 figure: s.figure,
                 state: s.state.clone(),
-                median: coldstart_measure::stats::median(&s.values),
+                median: coldstart_formats::stats::median(&s.values),
                 n: s.values.len(),
             })
             .collect(),

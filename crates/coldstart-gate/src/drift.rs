@@ -21,7 +21,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::stats::{quantile_sorted, sorted};
+use coldstart_formats::stats::{quantile_sorted, sorted};
 
 /// A change point is kept when Pettitt's test gives a p-value below this.
 pub const CHANGE_POINT_ALPHA: f64 = 0.01;
@@ -142,7 +142,7 @@ fn split(xs: &[f64], offset: usize, starts: &mut Vec<usize>) {
 }
 
 fn median(xs: &[f64]) -> f64 {
-    coldstart_measure::stats::median(xs)
+    coldstart_formats::stats::median(xs)
 }
 
 /// The last segment's level against the lowest level before it.
@@ -187,7 +187,7 @@ fn historical_changes(xs: &[f64]) -> Option<Drift> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use coldstart_measure::stats::Xoshiro256;
+    use coldstart_formats::stats::Xoshiro256;
 
     fn noise(rng: &mut Xoshiro256, n: usize, level: f64, sd: f64) -> Vec<f64> {
         (0..n)

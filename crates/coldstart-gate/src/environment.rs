@@ -190,7 +190,7 @@ pub fn disk_of(path: &Path) -> Option<Disk> {
 
 /// The Linux default read-ahead: a disk reading ahead more hides what users with the default
 /// see.
-pub const DEFAULT_READAHEAD_KB: u64 = coldstart_measure::storage::DEFAULT_READAHEAD_KB;
+pub const DEFAULT_READAHEAD_KB: u64 = coldstart_storage::DEFAULT_READAHEAD_KB;
 
 /// Whether a cold start on `disk` hides what users with slow storage see, and why: a
 /// read-ahead larger than the default makes one request read what would take several (and

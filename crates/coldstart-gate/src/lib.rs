@@ -55,7 +55,6 @@ pub mod plan;
 pub mod replay;
 pub mod report;
 pub mod run;
-pub mod stats;
 pub mod steady;
 pub mod summary;
 pub mod time;

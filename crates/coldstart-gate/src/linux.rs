@@ -165,7 +165,7 @@ impl Runner for LinuxRunner {
         // every cache).
         let warm = measure_options(plan, &[CacheState::Hot], 1, false);
         coldstart_measure::measure(&warm, &mut LinuxExecutor::new(), &mut |_| {})?;
-        let caught = coldstart_profile::interrupt::catch()
+        let caught = coldstart_process::cancel::catch()
             .map_err(|e| GateError::Invalid(format!("cannot install the signal handlers: {e}")))?;
         let mut out = PageCounts::default();
         for _ in 0..profiles {

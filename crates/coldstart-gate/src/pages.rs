@@ -12,7 +12,7 @@
 
 use std::collections::HashSet;
 
-use coldstart_profile::PageProfile;
+use coldstart_profile_format::PageProfile;
 
 /// Distinct `(file, page)` pairs of `pages`' accesses.
 pub fn pages_touched(pages: &PageProfile) -> u64 {
@@ -28,7 +28,7 @@ pub fn pages_touched(pages: &PageProfile) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use coldstart_profile::format::PageAccess;
+    use coldstart_profile_format::PageAccess;
 
     fn access(file: usize, page: u64, count: u64, event: &str) -> PageAccess {
         PageAccess { file, page, count, t_ns: 0, event: event.into(), pid: 1 }

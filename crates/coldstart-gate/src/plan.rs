@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use coldstart_measure::storage::StorageProfile;
-use coldstart_measure::{CacheState, Ready};
+use coldstart_measure::CacheState;
+use coldstart_ready::Ready;
+use coldstart_storage::StorageProfile;
 
 use crate::baseline::{Baseline, Settings};
 use crate::drift::{self, Method};
@@ -92,7 +93,7 @@ impl GateOptions {
             ready: None,
             states: None,
             storage: StorageChoice::Auto,
-            storage_dir: PathBuf::from(coldstart_measure::storage::DEFAULT_WORK_DIR),
+            storage_dir: PathBuf::from(coldstart_storage::DEFAULT_WORK_DIR),
             page_profiles: None,
             timeout: None,
             baseline_runs: DEFAULT_BASELINE_RUNS,

@@ -16,9 +16,9 @@
 use std::collections::VecDeque;
 use std::path::Path;
 
-use coldstart_measure::result::Counters;
-use coldstart_measure::storage::StorageProfile;
+use coldstart_formats::measure::Counters;
 use coldstart_measure::CacheState;
+use coldstart_storage::StorageProfile;
 use serde::{Deserialize, Serialize};
 
 use crate::budget::Costs;
@@ -168,7 +168,7 @@ impl Recording {
             self.batches.iter().flat_map(|b| b.cold.iter().chain(&b.hot)).map(|r| r.wall_s).sum();
         let seconds: f64 = self.batches.iter().map(|b| b.seconds).sum();
         let overhead = if walls > 0.0 { (seconds / walls).max(1.0) } else { 1.0 };
-        let median = |xs: Vec<f64>| coldstart_measure::stats::median(&xs);
+        let median = |xs: Vec<f64>| coldstart_formats::stats::median(&xs);
         let mut costs = Costs::default();
         for state in [CacheState::Cold, CacheState::Hot] {
             let t = median(self.runs(state).iter().map(|r| r.wall_s).collect());

@@ -26,7 +26,7 @@
 
 use std::path::Path;
 
-use coldstart_measure::result::Counters;
+use coldstart_formats::measure::Counters;
 use coldstart_measure::CacheState;
 
 use crate::baseline::{Baseline, Calibration, Samples, FORMAT, VERSION};

@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::figure::Verdict;
 use crate::noise::FigureNoise;
-use crate::stats::{iqr, quantile_sorted, sorted};
+use coldstart_formats::stats::{iqr, quantile_sorted, sorted};
 
 /// Standard errors between the baseline's median and the limit.
 pub const Z: f64 = 5.0;
@@ -78,7 +78,7 @@ pub struct SteadyOutcome {
 /// figure's unit. Either side empty: not compared.
 pub fn judge(base: &[f64], now: &[f64], noise: FigureNoise, slack: f64) -> SteadyOutcome {
     let (b, c) = (sorted(base), sorted(now));
-    let median = coldstart_measure::stats::median;
+    let median = coldstart_formats::stats::median;
     let (mb, mc) = (median(&b), median(&c));
     let (nb, nc) = (b.len(), c.len());
     let mut spread = if nb == 0 || nc == 0 {
@@ -163,7 +163,7 @@ mod tests {
         // 10,000 comparisons of 20 baseline values with 10 drawn from the same distribution
         // (a fixed generator): about 0.05% should exceed the limit (see the module docs);
         // a limit at 3 standard errors would give about 1%.
-        let mut rng = coldstart_measure::stats::Xoshiro256::new(7);
+        let mut rng = coldstart_formats::stats::Xoshiro256::new(7);
         let mut draw = |n: usize| -> Vec<f64> {
             (0..n)
                 .map(|_| {

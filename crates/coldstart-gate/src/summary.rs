@@ -8,8 +8,8 @@ use crate::figure::Figure;
 use crate::noise::FigureNoise;
 use crate::plan::{DEFAULT_COLD_FIRST_RUNS, DEFAULT_FIRST_RUNS, FIRST_PAGE_PROFILES};
 use crate::report::fmt_value;
-use crate::stats::sorted;
 use crate::{steady, time};
+use coldstart_formats::stats::sorted;
 
 /// The table of `base`'s figures, one line each, with a header: figure, median, range, runs,
 /// and what a gate fails above.
@@ -24,7 +24,7 @@ pub fn baseline_table(base: &Baseline, rules: &Rules) -> String {
                 continue;
             }
             let unit = figure.unit();
-            let median = coldstart_measure::stats::median(&v);
+            let median = coldstart_formats::stats::median(&v);
             let range = format!("{} - {}", fmt_value(v[0], unit), fmt_value(v[v.len() - 1], unit));
             let limit = if figure.is_time() {
                 let (t, _) = time::threshold(&v, &[], &rules.time_rule(figure));

@@ -43,11 +43,13 @@
 //! baseline with more runs helps, and the bound is [`TimeRule::max_runs`]). For equal sides this
 //! is 13 runs at 1.9 IQR and 208 at 0.3 IQR (Pinpoint: about 10 and 360).
 
-use coldstart_measure::stats::{ratio_ci95, Summary};
+use coldstart_formats::{measure::Summary, stats::ratio_ci95};
 use serde::{Deserialize, Serialize};
 
 use crate::figure::Verdict;
-use crate::stats::{iqr, mann_whitney_greater, normal_cdf, normal_quantile, sign_test_above};
+use coldstart_formats::stats::{
+    iqr, mann_whitney_greater, normal_cdf, normal_quantile, sign_test_above,
+};
 
 /// The knobs of the time rule.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -150,7 +152,7 @@ pub fn judge(
     // runs' median be above the threshold: 10 of 10 at 10 runs.
     let up = scaled((1.0 + t) * k_hi);
     let p = mann_whitney_greater(base, &up)
-        .max(sign_test_above(coldstart_measure::stats::median(base), &up));
+        .max(sign_test_above(coldstart_formats::stats::median(base), &up));
     let p_not_slower = mann_whitney_greater(&scaled((1.0 + t) * k_lo), base);
     let (nb, nc) = (finite(base), finite(now));
     let verdict = if nb < MIN_RUNS || nc < MIN_RUNS || !ratio.is_finite() {
@@ -163,8 +165,8 @@ pub fn judge(
         Verdict::Unclear
     };
     TimeOutcome {
-        baseline: coldstart_measure::stats::median(base),
-        now: coldstart_measure::stats::median(now),
+        baseline: coldstart_formats::stats::median(base),
+        now: coldstart_formats::stats::median(now),
         ratio,
         ratio_ci95: ci,
         p_value: p,
@@ -225,7 +227,7 @@ pub struct RunBound {
 /// The bound on the runs of one state, from the baseline's samples, the threshold now and
 /// the size of the first batch.
 pub fn run_bound(base: &[f64], threshold: f64, rule: &TimeRule, first: usize) -> RunBound {
-    let median = coldstart_measure::stats::median(base);
+    let median = coldstart_formats::stats::median(base);
     let spread = iqr(base);
     let effect_iqr = if spread > 0.0 { threshold * median / spread } else { f64::INFINITY };
     let needed = runs_needed(effect_iqr, finite(base), rule.alpha, rule.power);
@@ -236,7 +238,7 @@ pub fn run_bound(base: &[f64], threshold: f64, rule: &TimeRule, first: usize) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use coldstart_measure::stats::Xoshiro256;
+    use coldstart_formats::stats::Xoshiro256;
 
     /// `n` draws of about `mean` with a standard deviation of `sd`, from a fixed generator.
     fn normal(rng: &mut Xoshiro256, n: usize, mean: f64, sd: f64) -> Vec<f64> {

@@ -10,8 +10,8 @@ use coldstart_gate::figure::Verdict;
 use coldstart_gate::replay::{Recording, Replay};
 use coldstart_gate::run::{gate, record};
 use coldstart_gate::{Baseline, Figure, GateOptions, Outcome};
-use coldstart_measure::storage::StorageProfile;
 use coldstart_measure::CacheState;
+use coldstart_storage::StorageProfile;
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/noise")

@@ -17,11 +17,17 @@ use crate::LayoutError;
 /// The static facts of a binary.
 #[derive(Debug, Clone, Serialize)]
 pub struct StaticPicture {
+    /// The binary.
     pub path: String,
+    /// File size in bytes.
     pub file_bytes: u64,
+    /// Whether it is position independent (`ET_DYN`).
     pub position_independent: bool,
+    /// Bytes of executable sections.
     pub code_bytes: u64,
+    /// Pages those sections span.
     pub code_pages: u64,
+    /// Functions the symbols define.
     pub functions: usize,
     /// Where the symbols came from (`.symtab`, `.dynsym`, a debug file, none).
     pub symbols: String,
@@ -29,12 +35,15 @@ pub struct StaticPicture {
     pub function_sections: String,
     /// Static relocations kept (`--emit-relocs`): BOLT can rewrite the binary.
     pub relocations_kept: bool,
+    /// Size of `.rela.dyn` in bytes.
     pub rela_dyn_bytes: u64,
-    /// Entries of `.rela.dyn` and how many are relative (packable with DT_RELR).
+    /// Entries of `.rela.dyn`.
     pub rela_dyn_entries: u64,
+    /// Of those entries, the relative ones (packable with DT_RELR).
     pub rela_dyn_relative: u64,
     /// `.relr.dyn` present (`-z pack-relative-relocs`).
     pub relr: bool,
+    /// GNU build-id, hex.
     pub build_id: Option<String>,
     /// What is missing to optimise the layout, each with what to do.
     pub missing: Vec<String>,
@@ -43,18 +52,24 @@ pub struct StaticPicture {
 /// Tables 2 and 3 of the paper for one binary and one start-up.
 #[derive(Debug, Clone, Serialize)]
 pub struct Utilization {
+    /// The profile's workload.
     pub workload: String,
+    /// Code pages of the binary.
     pub code_pages_total: u64,
+    /// Of those, pages start-up touched.
     pub code_pages_touched: u64,
     /// Touched share of all code pages.
     pub touched_share: f64,
     /// Used bytes of touched pages over the bytes of those pages.
     pub utilization: f64,
+    /// Bytes of the touched functions.
     pub used_code_bytes: u64,
+    /// Bytes of touched pages that no touched function holds.
     pub unused_code_bytes: u64,
     /// Bytes of the file that are not code (data, relocations, symbols, headers): Table 2's
     /// "Data" column.
     pub non_code_bytes: u64,
+    /// Functions start-up touched.
     pub touched_functions: usize,
     /// Touched functions the binary does not define (different build, or no symbols).
     pub unknown_functions: usize,
@@ -67,7 +82,9 @@ pub struct Utilization {
 /// One row of the per-section breakdown.
 #[derive(Debug, Clone, Serialize)]
 pub struct SectionRow {
+    /// The kind of section.
     pub class: SectionClass,
+    /// Pages its sections span in the file.
     pub pages_in_file: u64,
     /// Pages start-up faulted on.
     pub pages_faulted: u64,
@@ -75,20 +92,25 @@ pub struct SectionRow {
     pub pages_read: u64,
     /// Pages the remedy is predicted to save.
     pub predicted_saving: u64,
+    /// What would save those pages.
     pub remedy: String,
 }
 
 /// The whole analysis.
 #[derive(Debug, Clone, Serialize)]
 pub struct Analysis {
+    /// The page model the costs were computed under.
     pub model: PageModel,
     #[serde(rename = "static")]
+    /// The binary's static facts.
     pub static_picture: StaticPicture,
+    /// Tables 2 and 3, when the profile touched the binary.
     pub utilization: Option<Utilization>,
     /// Present when the profile has page data for the binary.
     pub sections: Vec<SectionRow>,
     /// The same pages split by what a linker order can move; with the page data.
     pub movable: Option<Movable>,
+    /// Warnings that name a remedy.
     pub warnings: Vec<String>,
 }
 

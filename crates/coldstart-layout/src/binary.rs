@@ -27,6 +27,7 @@ pub enum SectionClass {
 }
 
 impl SectionClass {
+    /// Every class, in the order of the analysis tables.
     pub const ALL: [SectionClass; 5] = [
         SectionClass::Code,
         SectionClass::Rodata,
@@ -35,6 +36,7 @@ impl SectionClass {
         SectionClass::Other,
     ];
 
+    /// Its name in tables.
     pub fn name(self) -> &'static str {
         match self {
             SectionClass::Code => "code",
@@ -74,6 +76,7 @@ impl SectionClass {
 /// One binary, read for layout.
 #[derive(Debug, Clone)]
 pub struct Binary {
+    /// What `coldstart-elf` read of it.
     pub info: ElfInfo,
     /// Functions with their file offsets, in address order.
     pub functions: Vec<Placed>,

@@ -42,6 +42,7 @@ pub enum Callee {
 /// The direct calls of one binary's functions.
 #[derive(Debug, Clone, Default)]
 pub struct CallGraph {
+    /// The binary.
     pub path: PathBuf,
     /// Every function's names (aliases), in address order.
     pub names: Vec<Vec<String>>,
@@ -344,6 +345,7 @@ fn got_slots(file: &object::File<'_>) -> Slots {
 /// One program: the call graphs of its own binaries, joined by name.
 #[derive(Debug, Clone, Default)]
 pub struct Program {
+    /// One graph per binary.
     pub graphs: Vec<CallGraph>,
 }
 

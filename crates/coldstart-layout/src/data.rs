@@ -62,8 +62,11 @@ impl DataKind {
 /// One data object of an order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DataSymbol {
+    /// The symbol's name.
     pub name: String,
+    /// Which kind of data it is.
     pub kind: DataKind,
+    /// Size in bytes.
     pub size: u64,
     /// File offset in the binary the order was made from.
     pub offset: u64,

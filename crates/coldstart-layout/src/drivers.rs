@@ -76,11 +76,14 @@ pub fn pack_relocs(asked: Option<bool>) -> (bool, &'static str) {
 /// Flags added for a build with `order` (absolute path).
 #[derive(Debug, Clone)]
 pub struct InjectedFlags {
+    /// Given to every compile: each function and object in a section of its own.
     pub compile: Vec<String>,
     /// Given to a link ahead of the build's own arguments: `-B DIR`, so the compiler driver
     /// finds the chosen lld before any other (the first `-B` holding `ld.lld` wins).
     pub link_first: Vec<String>,
+    /// Given to a link: lld and the order file.
     pub link: Vec<String>,
+    /// The link flags as `rustc` takes them (`-C link-arg=...`).
     pub rust: Vec<String>,
 }
 
@@ -117,7 +120,9 @@ impl InjectedFlags {
 /// A prepared build: the command with its environment, and the wrapper directory that
 /// lives as long as this value.
 pub struct PreparedBuild {
+    /// The user's build command, its environment pointing at the wrappers.
     pub command: Command,
+    /// The flags the wrappers add.
     pub flags: InjectedFlags,
     _wrappers: tempfile::TempDir,
 }

@@ -10,37 +10,83 @@ pub enum LayoutError {
     /// A file could not be read or written.
     #[error("cannot {action} {path}: {source}")]
     Io {
+        /// What was being done (`read`, `write`, ...).
         action: &'static str,
+        /// The file.
         path: PathBuf,
+        /// What failed.
         #[source]
         source: std::io::Error,
     },
     /// An input file is missing, a directory or empty.
     #[error("{what} {path} {problem}: {hint}")]
-    Unusable { what: &'static str, path: PathBuf, problem: &'static str, hint: &'static str },
+    Unusable {
+        /// What the file is (`profile`, `binary`, ...).
+        what: &'static str,
+        /// The path given.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: &'static str,
+        /// What to give instead.
+        hint: &'static str,
+    },
     /// A profile could not be parsed.
     #[error("{path} is not a usable coldstart profile: {message}")]
-    Profile { path: PathBuf, message: String },
+    Profile {
+        /// The profile.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
     /// A profile of an unknown format version.
     #[error("{path} is profile version {found}; this coldstart reads version 1 only: re-record it with `coldstart profile`")]
-    ProfileVersion { path: PathBuf, found: u32 },
+    ProfileVersion {
+        /// The profile.
+        path: PathBuf,
+        /// Its `version` field.
+        found: u32,
+    },
     /// The ELF file could not be read.
     #[error(transparent)]
     Elf(#[from] coldstart_elf::ElfError),
     /// No module of the profile matches the binary or the `--module` given.
     #[error("no module named {wanted} in the profile (modules: {available}); pass --module with one of them")]
-    NoSuchModule { wanted: String, available: String },
+    NoSuchModule {
+        /// The module asked for.
+        wanted: String,
+        /// The profile's modules.
+        available: String,
+    },
     /// The profile touched no function of the chosen module.
     #[error("the profile has no touched functions for {module}: was it recorded with symbols (not stripped)?")]
-    EmptyOrder { module: String },
+    EmptyOrder {
+        /// The module.
+        module: String,
+    },
     /// An order format that the named linker cannot take.
     #[error("{linker} cannot take a function order: {reason}. Instead: {alternative}")]
-    UnsupportedLinker { linker: String, reason: String, alternative: String },
-    /// An external tool (llvm-bolt, the user's build) could not be run or failed.
+    UnsupportedLinker {
+        /// The linker.
+        linker: String,
+        /// Why it cannot.
+        reason: String,
+        /// What to use instead.
+        alternative: String,
+    },
+    /// The binary has no static relocations, which BOLT needs.
     #[error("{0} has no static relocations (it was not linked with --emit-relocs): BOLT can move functions only when it can fix every reference to them, as the paper's own rewriting tool could. Relink with -Wl,--emit-relocs (or use `coldstart link`, which relinks with the order directly)", .binary.display())]
-    NoRelocations { binary: PathBuf },
+    NoRelocations {
+        /// The binary.
+        binary: PathBuf,
+    },
+    /// An external tool (llvm-bolt, the user's build) could not be run or failed.
     #[error("{tool} failed: {message}")]
-    Tool { tool: String, message: String },
+    Tool {
+        /// The tool.
+        tool: String,
+        /// What failed, with its output.
+        message: String,
+    },
     /// Bad option value.
     #[error("{0}")]
     Invalid(String),

@@ -17,14 +17,18 @@ pub struct Row {
     /// `default`, an algorithm name (`+ callees` when the untouched functions the touched
     /// ones call follow them), or `ideal`.
     pub layout: String,
+    /// What the held-out start-up costs under it.
     pub cost: Cost,
 }
 
 /// The evaluation.
 #[derive(Debug, Clone, Serialize)]
 pub struct Evaluation {
+    /// The held-out workload's name.
     pub holdout: String,
+    /// The page model of the costs.
     pub model: PageModel,
+    /// Each layout's cost.
     pub rows: Vec<Row>,
     /// The algorithm with the fewest faults (then fewest pages read).
     pub best: Algorithm,
@@ -129,6 +133,7 @@ fn ideal(binary: &Binary, known: &[Vec<String>], model: PageModel) -> Cost {
 pub struct Decay {
     /// The start-up (a profile of this build).
     pub workload: String,
+    /// The page model of the costs.
     pub model: PageModel,
     /// The start-up's cost in the binary as linked.
     pub current: Cost,

@@ -18,6 +18,7 @@ pub struct Workload {
     pub name: String,
     /// Weight when several workloads are merged (1.0 unless told otherwise).
     pub weight: f64,
+    /// The modules whose functions it touched.
     pub modules: Vec<ModuleTouches>,
     /// File pages start-up touched, per file, in first-touch order (empty when the profile
     /// has no page data).
@@ -28,7 +29,9 @@ pub struct Workload {
 /// The touched functions of one module (the executable or a library).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModuleTouches {
+    /// The module.
     pub path: PathBuf,
+    /// Its GNU build-id, hex, as the profile recorded it.
     pub build_id: Option<String>,
     /// Touched functions in first-touch order.
     pub functions: Vec<Touched>,
@@ -41,6 +44,7 @@ pub struct Touched {
     pub names: Vec<String>,
     /// Entry address as linked.
     pub address: u64,
+    /// Size in bytes.
     pub size: u64,
     /// Nanoseconds from exec to the first call.
     pub first_touch_ns: u64,
@@ -56,6 +60,7 @@ impl Touched {
 /// Pages of one file start-up touched.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FilePages {
+    /// The file.
     pub path: PathBuf,
     /// Page indexes (file offset / 4096) in memory for start-up: faulted, mapped around a
     /// fault, or read; first-touch order, no repeats.

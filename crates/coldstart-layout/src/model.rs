@@ -37,8 +37,11 @@ pub enum ReadAround {
 /// Page size and read-ahead window, in bytes, and where the window lies.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct PageModel {
+    /// Page size, bytes.
     pub page_size: u64,
+    /// Read-ahead window, bytes.
     pub readahead: u64,
+    /// Where the window lies around a fault.
     #[serde(default)]
     pub read_around: ReadAround,
 }
@@ -117,16 +120,20 @@ pub fn simulate(touches: &[u64], lo: u64, hi: u64, model: PageModel) -> Cost {
 pub struct Placement {
     /// Name (every alias) -> (file offset, size).
     at: HashMap<String, (u64, u64)>,
-    /// The code region of the file, as pages `[lo, hi)`.
+    /// The code region of the file, as pages `[lo, hi)`: its first page.
     pub lo: u64,
+    /// The page after its last.
     pub hi: u64,
 }
 
 /// A function as the binary has it.
 #[derive(Debug, Clone)]
 pub struct Placed {
+    /// Every alias, the preferred first.
     pub names: Vec<String>,
+    /// File offset.
     pub offset: u64,
+    /// Size in bytes.
     pub size: u64,
 }
 

@@ -28,14 +28,19 @@ use crate::LayoutError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Algorithm {
+    /// The paper's order: first touch, later workloads appending what earlier ones missed.
     FirstTouch,
+    /// Every workload counts, by its weight: the weighted mean of normalised ranks.
     Merged,
+    /// Pettis and Hansen's clustering on temporal affinity.
     Cluster,
 }
 
 impl Algorithm {
+    /// Every algorithm.
     pub const ALL: [Algorithm; 3] = [Algorithm::FirstTouch, Algorithm::Merged, Algorithm::Cluster];
 
+    /// Its name on the command line and in results.
     pub fn name(self) -> &'static str {
         match self {
             Algorithm::FirstTouch => "first-touch",
@@ -74,9 +79,11 @@ pub enum Unprofiled {
 }
 
 impl Unprofiled {
+    /// Every placement.
     pub const ALL: [Unprofiled; 4] =
         [Unprofiled::Input, Unprofiled::Callees, Unprofiled::References, Unprofiled::Siblings];
 
+    /// Its name on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Unprofiled::Input => "input",
@@ -116,10 +123,12 @@ impl Default for ClusterOptions {
 pub struct OrderedFunction {
     /// Raw names (aliases), the preferred first.
     pub names: Vec<String>,
+    /// Size in bytes.
     pub size: u64,
 }
 
 impl OrderedFunction {
+    /// The preferred name.
     pub fn name(&self) -> &str {
         &self.names[0]
     }
@@ -128,7 +137,9 @@ impl OrderedFunction {
 /// A function order for one module.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Order {
+    /// The module ordered (the first, when the order holds several: [`Order::runs`]).
     pub module: PathBuf,
+    /// The algorithm that made it.
     pub algorithm: Algorithm,
     /// The functions, module after module ([`runs`](Self::runs)): each module's touched
     /// ones, then the untouched ones [`Unprofiled::Callees`] (or `References`) placed after
@@ -148,8 +159,11 @@ pub struct Order {
 /// One module's part of an order: `touched` functions, then `untouched` ones.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModuleRun {
+    /// The module.
     pub path: PathBuf,
+    /// Its touched functions, first.
     pub touched: usize,
+    /// Its untouched functions placed after them.
     pub untouched: usize,
 }
 

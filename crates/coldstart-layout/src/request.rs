@@ -60,8 +60,11 @@ fn touched(
 /// order and with the callees of the touched ones after them; summed over the folds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct CrossValidation {
+    /// Workloads held out in turn.
     pub folds: usize,
+    /// Faults with the untouched functions in input order.
     pub input_faults: u64,
+    /// Faults with the callees of the touched functions after them.
     pub callees_faults: u64,
 }
 
@@ -127,6 +130,7 @@ pub struct OrderRequest<'a> {
     pub holdout: Option<&'a Path>,
     /// The page model of the evaluation.
     pub model: PageModel,
+    /// The options of [`Algorithm::Cluster`].
     pub cluster: ClusterOptions,
     /// The order file's format.
     pub format: Format,
@@ -139,19 +143,22 @@ pub struct AnotherBuild {
     pub workload: String,
     /// The binary compared with (the one given, else the file at the profiled path).
     pub path: std::path::PathBuf,
-    /// The build-id the profile recorded, and the one the binary has.
+    /// The build-id the profile recorded.
     pub profiled: String,
+    /// The build-id the binary has.
     pub found: String,
 }
 
 /// The module that touched the most functions, when the executable ordered first is not it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BusierModule {
-    /// The executable ordered first, and how many functions start-up touched in it.
+    /// The executable ordered first.
     pub ordered: PathBuf,
+    /// How many functions start-up touched in it.
     pub ordered_touched: usize,
-    /// The module that touched the most (the C and C++ runtime left out), and how many.
+    /// The module that touched the most (the C and C++ runtime left out).
     pub busiest: PathBuf,
+    /// How many functions start-up touched in it.
     pub busiest_touched: usize,
     /// Whether that module is ordered too (the program's own), or left out (a system library).
     pub busiest_ordered: bool,
@@ -169,6 +176,7 @@ fn is_runtime_library(path: &Path) -> bool {
 /// What an order request produced.
 #[derive(Debug, Clone)]
 pub struct OrderOutcome {
+    /// The order.
     pub order: Order,
     /// The algorithm the order was made with.
     pub chosen: Algorithm,
@@ -179,6 +187,7 @@ pub struct OrderOutcome {
     pub cross_validation: Option<CrossValidation>,
     /// The order file.
     pub text: String,
+    /// What writing the order file found out.
     pub report: WriteReport,
     /// Modules whose call graph could not be read (their untouched functions stay in
     /// input order), with the reason.

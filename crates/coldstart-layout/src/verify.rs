@@ -26,7 +26,12 @@ pub enum Expected<'a> {
     OrderFile(&'a Path),
     /// The first-touch order of a profile's module: `module` (a path or a file name), else
     /// the one named like the binary.
-    Profile { path: &'a Path, module: Option<&'a str> },
+    Profile {
+        /// The profile.
+        path: &'a Path,
+        /// The module (a path or a file name).
+        module: Option<&'a str>,
+    },
 }
 
 /// The function names expected in `binary`, in order.
@@ -66,7 +71,9 @@ pub fn split_defined(binary: &Binary, names: Vec<String>) -> (Vec<String>, Vec<S
 /// What verification found.
 #[derive(Debug, Clone, Serialize)]
 pub struct Verification {
+    /// Names expected.
     pub expected: usize,
+    /// Of those, names the binary defines.
     pub placed: usize,
     /// Names the binary does not define.
     pub missing: Vec<String>,
@@ -78,6 +85,7 @@ pub struct Verification {
     pub ideal_pages: u64,
     /// Adjacent pairs of placed functions (in the expected order) at rising addresses.
     pub in_order_pairs: usize,
+    /// Adjacent pairs of placed functions.
     pub pairs: usize,
     /// Whether the order took effect.
     pub took_effect: bool,

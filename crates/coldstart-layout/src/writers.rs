@@ -27,14 +27,20 @@ use crate::LayoutError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Format {
+    /// lld's `--symbol-ordering-file`: one name a line.
     Lld,
+    /// gold's `--section-ordering-file`: the functions' section names.
     Gold,
+    /// GNU ld's (binutils 2.43+) `--section-ordering-file`: a script fragment.
     GnuLd,
+    /// ld64's `-order_file`: Mach-O names.
     Ld64,
+    /// `llvm-bolt -function-order`: raw symbol names.
     Bolt,
 }
 
 impl Format {
+    /// Its name on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Format::Lld => "lld",

@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 use coldstart_error::Category;
 use coldstart_process::mountinfo::Mount;
 
-use crate::result::Counters;
+use coldstart_formats::measure::Counters;
 
 /// The directory (under each hierarchy's mount point) holding coldstart's run cgroups.
 pub const PARENT_NAME: &str = "coldstart";
@@ -53,7 +53,9 @@ pub const PARENT_NAME: &str = "coldstart";
 /// Which cgroup version counts the runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
+    /// Version 1: a hierarchy per controller.
     V1,
+    /// Version 2: the unified hierarchy.
     V2,
 }
 
@@ -69,12 +71,19 @@ impl std::fmt::Display for Version {
 /// Why no cgroup can be used; the launcher then counts with `wait4` rusage.
 #[derive(Debug, thiserror::Error)]
 pub enum CgroupError {
+    /// No hierarchy has the controllers the runs need (the message says what is missing).
     #[error("no usable cgroup hierarchy: {0}")]
     Unavailable(String),
+    /// A run's cgroup could not be made.
     #[error(
         "cannot create cgroup {path}: {source} (needs root, or write access to the cgroup tree)"
     )]
-    Create { path: PathBuf, source: io::Error },
+    Create {
+        /// The cgroup's directory.
+        path: PathBuf,
+        /// Why it could not be made.
+        source: io::Error,
+    },
 }
 
 impl CgroupError {
@@ -90,6 +99,7 @@ impl CgroupError {
 /// The cgroup hierarchies coldstart uses: the directories under which run cgroups are made.
 #[derive(Debug, Clone)]
 pub struct Hierarchy {
+    /// Which version the directories are of.
     pub version: Version,
     /// `coldstart` directory per controller mount: (controller, dir). For v2 a single entry
     /// with controller `"unified"`.
@@ -285,6 +295,7 @@ impl RunCgroup {
         &self.name
     }
 
+    /// Which cgroup version counts the runs.
     pub fn version(&self) -> Version {
         self.hierarchy.version
     }
@@ -295,9 +306,9 @@ impl RunCgroup {
     }
 
     /// The directory whose I/O limits apply to the run, for emulated storage
-    /// ([`crate::storage::CgroupPaths`]): the `blkio` directory on v1, the unified one on v2.
-    pub fn io_paths(&self) -> Option<crate::storage::CgroupPaths> {
-        use crate::storage::CgroupPaths;
+    /// ([`coldstart_storage::CgroupPaths`]): the `blkio` directory on v1, the unified one on v2.
+    pub fn io_paths(&self) -> Option<coldstart_storage::CgroupPaths> {
+        use coldstart_storage::CgroupPaths;
         match self.hierarchy.version {
             Version::V2 => Some(CgroupPaths::v2(self.hierarchy.parents[0].1.join(&self.name))),
             Version::V1 => {

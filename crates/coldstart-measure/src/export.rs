@@ -1,95 +1,33 @@
 //! Exporters: every format renders the same [`MeasureReport`].
 //!
-//! - [`to_json`] / [`from_json`]: the documented, versioned `coldstart-measure` format, with
-//!   every run's raw figures; reading checks the format name and version first, so an old or
-//!   foreign file gets a message that says what it is instead of a serde error.
+//! - [`to_json`]: the documented, versioned `coldstart-measure` format, with every run's raw
+//!   figures (read back with `coldstart_formats::measure::from_json`).
 //! - [`to_csv`]: one row per run, for spreadsheets and plotting.
 //! - [`to_markdown`]: the summaries as tables, for pasting into a report or a pull request.
 //! - [`to_table`]: the compact terminal view, in human units, in the manner of hyperfine.
 //!
-//! Files are written with [`write_atomic`], so an interrupted export never leaves a half-written
-//! file behind.
+//! The binary writes them with `coldstart_fs::write_atomic`, so an interrupted export never
+//! leaves a half-written file behind (and `/dev/null` or a pipe is written into, never
+//! replaced).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use coldstart_error::Category;
-
 use crate::metric::{title_of, Metric, Unit, METRICS};
-use crate::result::{
-    CommandResult, Comparison, HeldByOthers, MeasureReport, Outcome, RunRecord, FORMAT_NAME,
-    FORMAT_VERSION, READABLE_VERSIONS,
+use coldstart_formats::measure::{
+    CommandResult, Comparison, HeldByOthers, MeasureReport, Outcome, RunRecord,
 };
 // What the exporter tests build reports from (they see this module's names).
 #[cfg(test)]
-use crate::{
-    metric::metric_value,
-    result::{Counters, Summary},
+use {
+    crate::metric::metric_value,
+    coldstart_formats::measure::{Counters, Summary},
 };
-
-/// Why a JSON report could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum ExportError {
-    /// The `format` field is missing or is not `coldstart-measure`.
-    #[error(
-        "not a {FORMAT_NAME} report: its format is {found} (version {version}); this build reads \
-         format \"{FORMAT_NAME}\" versions 1 to {FORMAT_VERSION}"
-    )]
-    WrongFormat { found: String, version: String },
-    /// The format is right but the version is not one this build reads.
-    #[error(
-        "unsupported {FORMAT_NAME} report version {found}: this build reads format \
-         \"{FORMAT_NAME}\" versions 1 to {FORMAT_VERSION}; re-export it with a matching coldstart"
-    )]
-    UnsupportedVersion { found: String },
-    /// The JSON is malformed or does not match the format.
-    #[error("invalid {FORMAT_NAME} report: {0}")]
-    Json(#[from] serde_json::Error),
-}
-
-impl ExportError {
-    /// What kind of failure this is (the exit code follows from it).
-    pub fn category(&self) -> Category {
-        match self {
-            ExportError::WrongFormat { .. }
-            | ExportError::UnsupportedVersion { .. }
-            | ExportError::Json(_) => Category::Usage,
-        }
-    }
-}
 
 /// The report as pretty-printed JSON.
 pub fn to_json(r: &MeasureReport) -> String {
     // The report has no maps with non-string keys, the only way serde_json can fail here.
     serde_json::to_string_pretty(r).expect("a MeasureReport always serialises to JSON")
-}
-
-/// Read a report written by [`to_json`], rejecting other formats and versions by name. A
-/// version 1 report reads as the current version: its fields are a subset, and none of its
-/// counted runs had pages held by other processes (such runs were excluded then).
-pub fn from_json(s: &str) -> Result<MeasureReport, ExportError> {
-    let value: serde_json::Value = serde_json::from_str(s)?;
-    let shown = |v: Option<&serde_json::Value>| match v {
-        None => "missing".to_string(),
-        Some(v) => v.to_string(),
-    };
-    let format = value.get("format");
-    if format.and_then(|f| f.as_str()) != Some(FORMAT_NAME) {
-        return Err(ExportError::WrongFormat {
-            found: shown(format),
-            version: shown(value.get("version")),
-        });
-    }
-    let version = value.get("version");
-    if !version
-        .and_then(|v| v.as_u64())
-        .is_some_and(|v| READABLE_VERSIONS.map(u64::from).contains(&v))
-    {
-        return Err(ExportError::UnsupportedVersion { found: shown(version) });
-    }
-    let mut report: MeasureReport = serde_json::from_value(value)?;
-    report.version = FORMAT_VERSION;
-    Ok(report)
 }
 
 /// One CSV row per run of every command, after a header row. Columns: `label`, `index`,
@@ -463,10 +401,6 @@ pub fn to_markdown(r: &MeasureReport) -> String {
     out.pop();
     out
 }
-
-/// Write `contents` to `path` atomically (see [`coldstart_fs`]: a device or pipe such as
-/// `/dev/null` is written into, never replaced).
-pub use coldstart_fs::write_atomic;
 
 #[cfg(test)]
 mod tests;

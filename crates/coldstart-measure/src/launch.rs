@@ -10,7 +10,7 @@
 //!    until the parent has attached the instruction counter (inherited by every descendant,
 //!    enabled on `exec`, user space only), reads the monotonic clock into a page shared with
 //!    the parent, and `execve`s: the wall time starts there;
-//! 3. wait for the readiness signal ([`crate::ready`]) or the timeout, draining any captured
+//! 3. wait for the readiness signal (`coldstart-ready`) or the timeout, draining any captured
 //!    output so the program never blocks on a full pipe (standard error goes to a memory
 //!    file, [`coldstart_sys::stderr`], whose last lines a failed run keeps);
 //! 4. at readiness read the clock and the counters, then kill the whole tree, reap the root and
@@ -69,8 +69,8 @@ use coldstart_process::LookupError;
 pub use discovery::mapped_files;
 
 use crate::cgroup::Hierarchy;
-use crate::ready::{self, Ready};
-use crate::result::{Counters, Outcome};
+use coldstart_formats::measure::{Counters, Outcome};
+use coldstart_ready::{self as ready, Ready};
 
 /// One run to start.
 #[derive(Debug, Clone)]
@@ -81,6 +81,7 @@ pub struct RunSpec {
     pub env: Vec<(String, String)>,
     /// Working directory; coldstart's own when `None`.
     pub cwd: Option<PathBuf>,
+    /// When the run counts as started up.
     pub ready: Ready,
     /// The run is killed and reported as [`Outcome::Timeout`] when not ready by then.
     pub timeout: Duration,
@@ -91,7 +92,9 @@ pub struct RunSpec {
 /// What one run produced.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunOutput {
+    /// How it ended; `None` reads as ready ([`RunOutput::outcome`]).
     pub outcome: Option<Outcome>,
+    /// Its figures.
     pub counters: Counters,
     /// Regular files the tree opened or mapped (only with [`RunSpec::discover_files`]),
     /// sorted and without duplicates.
@@ -114,8 +117,10 @@ impl RunOutput {
 /// A command that cannot be started at all (nothing was run).
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
+    /// No command was given.
     #[error("the command is empty")]
     EmptyCommand,
+    /// The program is not in `PATH`.
     #[error("command `{0}` not found in PATH")]
     NotFound(String),
     /// A program name with spaces, as a shell command line would be: nothing runs it through a
@@ -127,22 +132,35 @@ pub enum LaunchError {
         words = .0.split_whitespace().collect::<Vec<_>>().join(" ")
     )]
     NotFoundNoShell(String),
+    /// The program named is a directory.
     #[error("`{0}` is a directory, not a program")]
     IsDirectory(PathBuf),
+    /// The program named may not be executed.
     #[error("`{0}` is not executable (chmod +x?)")]
     NotExecutable(PathBuf),
+    /// `execve` of the program failed.
     #[error("cannot start `{path}`: {source}")]
-    Exec { path: PathBuf, source: io::Error },
+    Exec {
+        /// The program.
+        path: PathBuf,
+        /// The error of `execve`.
+        source: io::Error,
+    },
+    /// Preparing the run failed before the program started.
     #[error("cannot prepare the run: {0}")]
     Setup(#[source] io::Error),
+    /// The run's cgroup could not be made.
     #[error("{0}")]
     Cgroup(#[from] crate::cgroup::CgroupError),
+    /// The emulated storage failed.
     #[error(transparent)]
-    Storage(#[from] crate::storage::StorageError),
+    Storage(#[from] coldstart_storage::StorageError),
+    /// Emulated storage needs a cgroup, and none is usable.
     #[error(
         "emulated storage needs a cgroup to throttle the runs' reads, and none is usable: {0}"
     )]
     StorageWithoutCgroup(String),
+    /// `window:` readiness cannot watch the display.
     #[error(transparent)]
     Window(#[from] ready::x11::WindowError),
     /// A signal came ([`coldstart_process::cancel`]): the run was killed and its cgroup removed.
@@ -169,32 +187,32 @@ impl LaunchError {
     }
 }
 
-/// What a run on emulated storage ([`crate::storage`]) needs from the executor: the hook that
+/// What a run on emulated storage (`coldstart-storage`) needs from the executor: the hook that
 /// puts the child in a mount namespace with the copies bind-mounted over the originals, and
 /// the read limit for the run's cgroup on the emulated device.
 #[derive(Debug, Clone)]
 pub struct RunStorage {
     /// Run in the child between `fork` and `exec`.
-    pub enter: crate::storage::EnterHook,
+    pub enter: coldstart_storage::EnterHook,
     /// Applied to each run's cgroup before the child joins it; `None` for an unthrottled
     /// profile.
-    pub throttle: Option<crate::storage::ThrottleRule>,
+    pub throttle: Option<coldstart_storage::ThrottleRule>,
     /// The emulated device's `/sys/block/NAME/stat`, whose completed reads during a run are
-    /// [`Counters::storage_read_requests`](crate::result::Counters::storage_read_requests).
+    /// [`Counters::storage_read_requests`](coldstart_formats::measure::Counters::storage_read_requests).
     pub device_stat: Option<PathBuf>,
 }
 
 impl RunStorage {
     /// The hook and the limit of `storage`.
     pub fn of(
-        storage: &crate::storage::EmulatedStorage,
-    ) -> Result<Self, crate::storage::StorageError> {
+        storage: &coldstart_storage::EmulatedStorage,
+    ) -> Result<Self, coldstart_storage::StorageError> {
         let profile = storage.profile();
         Ok(RunStorage {
             enter: storage.enter_hook()?,
-            throttle: profile
-                .is_throttled()
-                .then(|| crate::storage::ThrottleRule::for_profile(profile, storage.device().dev)),
+            throttle: profile.is_throttled().then(|| {
+                coldstart_storage::ThrottleRule::for_profile(profile, storage.device().dev)
+            }),
             device_stat: Some(Path::new("/sys/block").join(&storage.device().name).join("stat")),
         })
     }
@@ -359,13 +377,16 @@ pub struct FakeExecutor {
     pub script: Vec<RunOutput>,
     /// Every spec asked for, in order.
     pub calls: Vec<RunSpec>,
+    /// What [`Executor::accounting`] returns.
     pub accounting: String,
+    /// What [`Executor::warnings`] returns.
     pub warnings: Vec<String>,
     /// Every [`Executor::set_storage`], `true` for `Some`.
     pub storage_calls: Vec<bool>,
 }
 
 impl FakeExecutor {
+    /// An executor that returns `script`'s outputs in order.
     pub fn new(script: Vec<RunOutput>) -> FakeExecutor {
         FakeExecutor {
             script,

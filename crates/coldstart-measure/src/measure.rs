@@ -31,7 +31,7 @@
 //! after they were evicted; what of them stayed cached is reported. Comparisons use `wall_s`.
 //!
 //! With [`MeasureOptions::storage`] (`--storage`) the program's files are first copied onto an
-//! emulated slow device ([`crate::storage`]): one discovery run on the host finds them (or
+//! emulated slow device (`coldstart-storage`): one discovery run on the host finds them (or
 //! `--app-dir` names them), every later run executes in the emulation (mount namespace,
 //! throttled run cgroup), `cold` also drops the device's caches, and `warm`/`selective` evict the
 //! copies, where the host sees them under the mount point. The device is torn down at the end,
@@ -57,14 +57,15 @@ use std::path::PathBuf;
 use coldstart_sys::is_root;
 
 use crate::cache::pages::TouchedPages;
-use crate::cache::{self, CacheError, CacheState, EvictionReport, Verify};
+use crate::cache::{self, CacheError, CacheState, Verify};
 use crate::launch::{Executor, RunSpec};
 use crate::metric::Metric;
-use crate::result::{
+use crate::stats;
+use coldstart_formats::measure::EvictionReport;
+use coldstart_formats::measure::{
     CommandResult, Comparison, MeasureReport, ResidentHoldInfo, RunRecord, FORMAT_NAME,
     FORMAT_VERSION,
 };
-use crate::stats;
 use emulation::{start_emulation, Emulation};
 pub use files::SYSTEM_SHARED_DIRS;
 use files::{device_files, executable, own_files};
@@ -76,9 +77,21 @@ use report::{held_by_others, io_share, record, warnings, SharedKept};
 #[derive(Debug, Clone)]
 pub enum Progress {
     /// A new phase: `total` runs (discovery, warm-up and measured) lie ahead in it.
-    Phase { cache: CacheState, total: usize },
+    Phase {
+        /// The cache state of the phase.
+        cache: CacheState,
+        /// The runs ahead in it.
+        total: usize,
+    },
     /// One run of the phase ended (`measured` is `false` for discovery and warm-up).
-    Run { label: String, measured: bool, wall_s: f64 },
+    Run {
+        /// The command's label.
+        label: String,
+        /// Whether the run is a measured one.
+        measured: bool,
+        /// Its wall time, seconds.
+        wall_s: f64,
+    },
     /// Everything measured so far, after each cache state: a caller can write it out so a
     /// later failure loses nothing.
     Snapshot(Box<MeasureReport>),
@@ -141,7 +154,7 @@ fn run_spec(opts: &MeasureOptions, i: usize, discover: bool) -> RunSpec {
 /// program on emulated storage without measuring it (`timeline --storage`).
 pub fn storage_files(
     command: &[String],
-    ready: crate::Ready,
+    ready: coldstart_ready::Ready,
     timeout: std::time::Duration,
 ) -> Result<Vec<PathBuf>, MeasureError> {
     let opts =
@@ -463,8 +476,8 @@ fn prepare_cache(
 mod tests {
     use super::*;
     use crate::launch::{FakeExecutor, RunOutput};
-    use crate::result::{Counters, Outcome};
-    use crate::storage::{StorageError, StorageProfile};
+    use coldstart_formats::measure::{Counters, Outcome};
+    use coldstart_storage::{StorageError, StorageProfile};
 
     fn out(wall: f64, outcome: Outcome) -> RunOutput {
         RunOutput {

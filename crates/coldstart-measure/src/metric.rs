@@ -3,35 +3,48 @@
 //!
 //! Statistics ([`crate::stats`]) and every exporter ([`crate::export`]) go through [`Metric`],
 //! so a new counter is added here once. Reports still carry metric names as strings
-//! ([`CommandResult::summaries`](crate::result::CommandResult::summaries),
-//! [`Comparison::metric`](crate::result::Comparison::metric)): the format is read by other
+//! ([`CommandResult::summaries`](coldstart_formats::measure::CommandResult::summaries),
+//! [`Comparison::metric`](coldstart_formats::measure::Comparison::metric)): the format is read by other
 //! tools and by later builds, and a report may name a metric this build does not know; the
 //! functions taking a name ([`metric_value`], [`Unit::of_name`], [`title_of`]) accept any.
 
 use std::fmt;
 
-use crate::result::Counters;
+use coldstart_formats::measure::Counters;
 
 /// One per-run figure of [`Counters`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Metric {
+    /// Wall time to readiness (`wall_s`).
     Wall,
+    /// User CPU of the tree (`user_s`).
     UserCpu,
+    /// System CPU of the tree (`sys_s`).
     SysCpu,
+    /// Major page faults (`major_faults`).
     MajorFaults,
+    /// Minor page faults (`minor_faults`).
     MinorFaults,
+    /// Bytes read from storage (`read_bytes`).
     ReadBytes,
+    /// Read requests of the block devices (`read_requests`).
     ReadRequests,
+    /// Peak memory (`peak_memory_bytes`).
     PeakMemory,
+    /// Instructions retired (`instructions`).
     Instructions,
+    /// Read requests the emulated device served (`storage_read_requests`).
     StorageReadRequests,
 }
 
 /// How a metric's values read: seconds, bytes or plain counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unit {
+    /// Seconds.
     Seconds,
+    /// Bytes.
     Bytes,
+    /// A plain count.
     Count,
 }
 
@@ -39,13 +52,15 @@ pub enum Unit {
 /// Its [`Display`](fmt::Display) is exact (the CSV cells).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Reading {
+    /// A time, seconds.
     Float(f64),
+    /// A count or bytes.
     Integer(u64),
 }
 
 impl Metric {
     /// Every metric, in the order of the CSV columns and of
-    /// [`CommandResult::summaries`](crate::result::CommandResult::summaries).
+    /// [`CommandResult::summaries`](coldstart_formats::measure::CommandResult::summaries).
     pub const ALL: [Metric; 10] = [
         Metric::Wall,
         Metric::UserCpu,
@@ -80,6 +95,7 @@ impl Metric {
         Metric::ALL.into_iter().find(|m| m.name() == name)
     }
 
+    /// How its values read.
     pub const fn unit(self) -> Unit {
         match self {
             Metric::Wall | Metric::UserCpu | Metric::SysCpu => Unit::Seconds,
@@ -132,6 +148,7 @@ impl Metric {
 }
 
 impl Reading {
+    /// The value as a float (for statistics).
     pub fn as_f64(self) -> f64 {
         match self {
             Reading::Float(v) => v,

@@ -352,7 +352,7 @@ fn held_pages_start_up_uses_are_counted() {
 #[test]
 fn drop_all_caches_empties_the_page_cache_as_root() {
     let _cache = PAGE_CACHE.write().unwrap_or_else(|e| e.into_inner());
-    if !coldstart_testkit::is_root() {
+    if !coldstart_sys::is_root() {
         let err = cache::drop_all_caches().unwrap_err();
         assert!(matches!(err, cache::CacheError::NotRoot), "{err}");
         return;

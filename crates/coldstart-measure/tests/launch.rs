@@ -5,9 +5,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use coldstart_formats::measure::Outcome;
 use coldstart_measure::launch::{Executor, LinuxExecutor, RunSpec};
-use coldstart_measure::result::Outcome;
-use coldstart_measure::Ready;
+use coldstart_ready::Ready;
 use coldstart_testkit::{require, require_root};
 
 /// The tests of this file run one at a time: one checks that no run cgroup of this process is

@@ -20,7 +20,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use coldstart_measure::storage::{
+use coldstart_storage::{
     cleanup_stale, find_leftovers, CgroupVersion, EmulatedStorage, Leftover, LeftoverKind,
     ScratchCgroup, StorageError, StorageProfile,
 };
@@ -633,9 +633,7 @@ fn closing_while_a_run_still_holds_the_files_cleans_up_once_it_exits() {
     let me = std::process::id();
     let left: Vec<_> = find_leftovers(Some(fx.work()))
         .into_iter()
-        .filter(|l| {
-            l.owner_pid == me && l.kind != coldstart_measure::storage::LeftoverKind::LoopDevice
-        })
+        .filter(|l| l.owner_pid == me && l.kind != coldstart_storage::LeftoverKind::LoopDevice)
         .collect();
     assert!(left.is_empty(), "{left:#?}");
     drop(run.stdin.take());
@@ -692,7 +690,7 @@ fn bench_fidelity() {
     println!("work directory: {}", work.display());
     println!("| profile | host 4 KiB IOPS (unthrottled) | random 4 KiB reads | achieved IOPS | profile IOPS | sequential MB/s | profile MB/s |");
     println!("| --- | --- | --- | --- | --- | --- | --- |");
-    for name in coldstart_measure::storage::BUILTIN_PROFILES {
+    for name in coldstart_storage::BUILTIN_PROFILES {
         let profile: StorageProfile = name.parse().unwrap();
         let mut storage =
             EmulatedStorage::create(&profile, std::slice::from_ref(&file), &work).unwrap();
@@ -786,7 +784,7 @@ fn bench_program_start() {
         "| profile | cold (s) | hot (s) | cold / hot | read requests (cold) | MiB read (cold) |"
     );
     println!("| --- | --- | --- | --- | --- | --- |");
-    for name in coldstart_measure::storage::BUILTIN_PROFILES {
+    for name in coldstart_storage::BUILTIN_PROFILES {
         let profile: StorageProfile = name.parse().unwrap();
         let mut storage = EmulatedStorage::create(&profile, &files, &work).unwrap();
         let cgroup = ScratchCgroup::create().unwrap();

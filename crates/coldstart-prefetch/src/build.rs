@@ -15,13 +15,16 @@ pub const MAX_PAGES: u64 = 1 << 24;
 /// One recording's pages in first-touch order, each file named by its identity now.
 #[derive(Debug, Clone, Default)]
 pub struct Recording {
+    /// The recorded command line.
     pub command: Vec<String>,
+    /// The files, each with its identity now.
     pub files: Vec<FileEntry>,
     /// `(index into files, page)`, each page once, in first-touch order.
     pub pages: Vec<(usize, u64)>,
     /// How many recordings this stands for, and per page in how many it was seen (a database
     /// being merged again); `None`: one recording, every page seen once.
     pub seen: Option<(u32, Vec<u32>)>,
+    /// Things the user should know (a sampled profile, files left out).
     pub warnings: Vec<String>,
 }
 

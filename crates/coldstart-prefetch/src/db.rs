@@ -19,7 +19,9 @@ pub const MAX_FILE_BYTES: u64 = 64 << 20;
 /// One prefetch database: the file ranges a start-up read, each file named by identity.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Database {
+    /// Always [`FORMAT`].
     pub format: String,
+    /// Always [`VERSION`] when written by this build.
     pub version: u32,
     /// The recorded command line (the first recording's, for a merge).
     #[serde(default)]
@@ -43,13 +45,17 @@ pub struct Database {
 /// A file and its identity when it was recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileEntry {
+    /// The file.
     pub path: PathBuf,
-    /// Device `major:minor` and inode.
+    /// Device `major:minor`.
     pub dev: String,
+    /// Inode.
     pub ino: u64,
+    /// Size in bytes.
     pub size: u64,
-    /// Modification time: seconds since the epoch and nanoseconds.
+    /// Modification time: seconds since the epoch.
     pub mtime: i64,
+    /// Modification time: nanoseconds within the second.
     pub mtime_nsec: i64,
     /// The GNU build-id of an ELF file, in hex.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -62,8 +68,11 @@ pub struct FileEntry {
 /// Pages `page .. page + pages` of `files[file]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Range {
+    /// The file (an index into [`Database::files`]).
     pub file: usize,
+    /// The first page (offset / 4096).
     pub page: u64,
+    /// How many pages.
     pub pages: u64,
     /// In how many of the merged recordings the range's pages were seen (the fewest of its
     /// pages').

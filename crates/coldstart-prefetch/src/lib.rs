@@ -34,22 +34,72 @@ pub use db::{Database, FileEntry, Range};
 /// Errors reading or writing a database.
 #[derive(Debug, thiserror::Error)]
 pub enum PrefetchError {
+    /// The file could not be read.
     #[error("cannot read prefetch database {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why reading failed.
+        source: std::io::Error,
+    },
+    /// The path is missing, a directory or empty.
     #[error("prefetch database {path} {problem}: give a database file (`coldstart prefetch record -o DB` writes one)")]
-    Unusable { path: PathBuf, problem: &'static str },
+    Unusable {
+        /// The path given.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+    /// The file is not JSON of a database.
     #[error("{path} is not a prefetch database: {source}")]
-    Parse { path: PathBuf, source: serde_json::Error },
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What the JSON parser found.
+        source: serde_json::Error,
+    },
+    /// The file is of another format.
     #[error("{path} is a `{found}` file, not a `{}` database (record one with `coldstart prefetch record`)", db::FORMAT)]
-    WrongFormat { path: PathBuf, found: String },
+    WrongFormat {
+        /// The file.
+        path: PathBuf,
+        /// Its `format` field.
+        found: String,
+    },
+    /// The database is of a version this build does not read.
     #[error("{path} is prefetch database version {found}; this coldstart reads version {} only: record it again with `coldstart prefetch record`", db::VERSION)]
-    UnknownVersion { path: PathBuf, found: u32 },
+    UnknownVersion {
+        /// The file.
+        path: PathBuf,
+        /// Its `version` field.
+        found: u32,
+    },
+    /// The database breaks a rule of the format.
     #[error("{path} is not a valid prefetch database: {why}; record it again with `coldstart prefetch record`")]
-    Invalid { path: PathBuf, why: String },
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Which rule, and where.
+        why: String,
+    },
+    /// The file is larger than any database coldstart writes.
     #[error("{path} is {bytes} bytes, more than any prefetch database coldstart writes ({limit} bytes): refused; record it again")]
-    TooLarge { path: PathBuf, bytes: u64, limit: u64 },
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        bytes: u64,
+        /// The largest database coldstart writes, bytes.
+        limit: u64,
+    },
+    /// Writing the database failed.
     #[error("cannot write prefetch database {path}: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why writing failed.
+        source: std::io::Error,
+    },
 }
 
 impl PrefetchError {

@@ -88,7 +88,9 @@ impl std::str::FromStr for Mechanism {
 /// How to replay.
 #[derive(Debug, Clone)]
 pub struct ReplayOptions {
+    /// In which order the ranges are read.
     pub order: Order,
+    /// Which call reads them.
     pub mechanism: Mechanism,
     /// Threads issuing reads at once.
     pub jobs: usize,
@@ -151,7 +153,9 @@ pub const HUGE_JOBS: usize = 4;
 /// A file skipped, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skipped {
+    /// The file.
     pub path: PathBuf,
+    /// Why it was skipped (its identity changed, it is gone, ...).
     pub why: String,
 }
 
@@ -160,7 +164,9 @@ pub struct Skipped {
 pub struct Request {
     /// Index into [`Plan::open`].
     pub file: usize,
+    /// Where the read starts, bytes.
     pub offset: u64,
+    /// How many bytes it reads.
     pub len: u64,
 }
 
@@ -169,6 +175,7 @@ pub struct Request {
 pub struct Plan {
     /// The files that matched, opened.
     pub open: Vec<File>,
+    /// The reads, in the order they will be issued.
     pub requests: Vec<Request>,
     /// Files whose identity changed, or that are gone or unreadable.
     pub skipped: Vec<Skipped>,
@@ -195,10 +202,13 @@ impl Plan {
 /// What an issue did.
 #[derive(Debug, Clone, Default)]
 pub struct Issued {
+    /// Requests issued.
     pub requests: usize,
+    /// Bytes they read.
     pub bytes: u64,
     /// Calls the kernel refused (with the first error).
     pub failed: usize,
+    /// The first such error.
     pub first_error: Option<String>,
     /// Time to issue (and with `wait`, to have everything in).
     pub elapsed: Duration,

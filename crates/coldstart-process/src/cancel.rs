@@ -207,6 +207,7 @@ pub fn last_from_kernel() -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("interrupted by {}", name(*signal))]
 pub struct Interrupted {
+    /// The signal's number (`SIGINT`, `SIGTERM` or `SIGHUP`).
     pub signal: i32,
 }
 

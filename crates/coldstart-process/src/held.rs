@@ -119,13 +119,30 @@ impl Stage {
 pub enum SpawnError {
     /// A path, argument or variable holds a NUL byte, which `execve` cannot pass.
     #[error("{what} holds a NUL byte")]
-    Nul { what: String },
+    Nul {
+        /// Which path, argument or variable.
+        what: String,
+    },
     /// A call of the parent before or at `fork` failed (nothing ran).
     #[error("cannot start {}: {call}: {source}", program.display())]
-    Setup { program: PathBuf, call: &'static str, source: io::Error },
+    Setup {
+        /// The program to start.
+        program: PathBuf,
+        /// The call that failed (`pipe2`, `fork`, ...).
+        call: &'static str,
+        /// Its error.
+        source: io::Error,
+    },
     /// The child failed at `stage`, before running the program; it has been reaped.
     #[error("cannot start {}: the child could not {}: {source}", program.display(), stage.doing())]
-    Child { program: PathBuf, stage: Stage, source: io::Error },
+    Child {
+        /// The program to start.
+        program: PathBuf,
+        /// What the child was doing when it failed.
+        stage: Stage,
+        /// Its error.
+        source: io::Error,
+    },
 }
 
 impl SpawnError {

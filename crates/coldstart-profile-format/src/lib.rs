@@ -21,7 +21,9 @@ pub const VERSION: u32 = 1;
 /// One profile: a recorded workload, or several merged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Profile {
+    /// Always [`FORMAT`].
     pub format: String,
+    /// Always [`VERSION`] when written by this build.
     pub version: u32,
     /// The workload label (`--workload`), `merged` for a merge.
     pub workload: String,
@@ -58,6 +60,7 @@ pub struct Profile {
 /// its parent a forked child is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Image {
+    /// The process.
     pub pid: i32,
     /// The process that started it (its parent; for the command, coldstart).
     pub parent: i32,
@@ -86,13 +89,31 @@ pub enum Via {
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Stop {
     /// The readiness signal fired; the program was detached (and ran on) or killed.
-    Ready { signal: String, killed: bool },
+    Ready {
+        /// The signal, as given.
+        signal: String,
+        /// Whether the program was killed (else it ran on, detached).
+        killed: bool,
+    },
     /// The program exited with this status.
-    Exit { code: i32 },
+    Exit {
+        /// The exit status.
+        code: i32,
+    },
     /// The program was killed by a signal (a crash: SIGSEGV, SIGABRT, ...).
-    Crash { signal: String, pid: i32, fault: Option<Fault> },
+    Crash {
+        /// The signal's name (`SIGSEGV`).
+        signal: String,
+        /// The process it killed.
+        pid: i32,
+        /// Where it hit, when known.
+        fault: Option<Fault>,
+    },
     /// Readiness did not come in time; the program was killed.
-    Timeout { seconds: f64 },
+    Timeout {
+        /// The timeout.
+        seconds: f64,
+    },
     /// Stops of several workloads (a merge).
     Merged,
 }
@@ -100,6 +121,7 @@ pub enum Stop {
 /// Where a fatal signal hit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fault {
+    /// The thread the signal hit.
     pub tid: i32,
     /// Instruction pointer at the signal.
     pub ip: u64,
@@ -110,8 +132,11 @@ pub struct Fault {
 /// One ELF module (the executable or a shared library).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Module {
+    /// The file.
     pub path: PathBuf,
+    /// Its GNU build-id, hex, when it has one.
     pub build_id: Option<String>,
+    /// File size in bytes.
     pub size: u64,
     /// Modification time, seconds since the epoch.
     pub mtime: i64,
@@ -130,12 +155,15 @@ pub struct Module {
 pub struct Touch {
     /// Entry address as linked (add `load_bias` for the run-time address).
     pub address: u64,
+    /// Size in bytes, as the symbol gives it.
     pub size: u64,
     /// Raw names of every symbol at this address (aliases), the preferred one first.
     pub names: Vec<String>,
     /// Nanoseconds from exec to the first call.
     pub first_touch_ns: u64,
+    /// The process that called it first.
     pub pid: i32,
+    /// The thread that called it first.
     pub tid: i32,
     /// Position in the first-touch order over all modules, from 0.
     pub ordinal: u64,
@@ -164,6 +192,7 @@ pub struct PageProfile {
     pub source: String,
     /// Whether `accesses` is a sample rather than every access.
     pub sampled: bool,
+    /// The files the accesses name (`accesses[].file` indexes this).
     pub files: Vec<PageFile>,
     /// Page accesses in order.
     pub accesses: Vec<PageAccess>,
@@ -184,12 +213,17 @@ impl PageProfile {
 /// A file named by path and content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PageFile {
+    /// The file.
     pub path: PathBuf,
+    /// Its size in bytes.
     pub size: u64,
+    /// Modification time, seconds since the epoch.
     pub mtime: i64,
+    /// Its GNU build-id, hex, for an ELF file that has one.
     pub build_id: Option<String>,
-    /// Device (`major:minor`) and inode the trace named it by.
+    /// Device (`major:minor`) the trace named it by.
     pub dev: String,
+    /// Inode the trace named it by.
     pub ino: u64,
 }
 
@@ -197,6 +231,7 @@ pub struct PageFile {
 /// file, see `coldstart_profile::pages::section_pages`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SectionPages {
+    /// The section (`.text`, `.rodata`, ...).
     pub name: String,
     /// Pages the section spans in the file.
     pub pages: u64,
@@ -214,11 +249,13 @@ pub struct PageAccess {
     /// Number of consecutive pages (fault-around maps several at once).
     #[serde(default = "one")]
     pub count: u64,
+    /// Nanoseconds from exec.
     pub t_ns: u64,
     /// `fault`, `map` (fault-around) or `read` (added to the page cache). In an exact
     /// profile: `fault` (first touched through a mapping) or `read` (first touched by
     /// `read(2)` or by the kernel for the program, as `execve` does).
     pub event: String,
+    /// The process it happened in.
     pub pid: i32,
 }
 
@@ -229,30 +266,93 @@ fn one() -> u64 {
 /// Errors reading, checking or writing a profile.
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
+    /// The file could not be read.
     #[error("cannot read profile {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why reading failed.
+        source: std::io::Error,
+    },
+    /// The path is missing, a directory or empty.
     #[error(
         "profile {path} {problem}: give a profile file (`coldstart profile -o P.json` writes one)"
     )]
-    Unusable { path: PathBuf, problem: &'static str },
+    Unusable {
+        /// The path given.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+    /// The file is not JSON of a profile.
     #[error("{path} is not a coldstart profile: {source}")]
-    Parse { path: PathBuf, source: serde_json::Error },
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What the JSON parser found.
+        source: serde_json::Error,
+    },
+    /// The file is of another format.
     #[error("{path} is a `{found}` file, not a `{FORMAT}` profile")]
-    WrongFormat { path: PathBuf, found: String },
+    WrongFormat {
+        /// The file.
+        path: PathBuf,
+        /// Its `format` field.
+        found: String,
+    },
+    /// The profile is of a version this build does not read.
     #[error("{path} is profile version {found}; this coldstart reads version {VERSION} only: re-record it with `coldstart profile` or use a matching coldstart")]
-    UnknownVersion { path: PathBuf, found: u32 },
+    UnknownVersion {
+        /// The file.
+        path: PathBuf,
+        /// Its `version` field.
+        found: u32,
+    },
+    /// Writing the profile failed.
     #[error("cannot write profile {path}: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why writing failed.
+        source: std::io::Error,
+    },
+    /// The output cannot be written to at all (checked before profiling).
     #[error("cannot write the profile to {path}: {source}; choose another -o")]
-    Unwritable { path: PathBuf, source: std::io::Error },
+    Unwritable {
+        /// The output.
+        path: PathBuf,
+        /// Why it cannot be written.
+        source: std::io::Error,
+    },
+    /// The profile was recorded for another build of the binary.
     #[error("profile was recorded for {module} with build-id {expected}, but {binary} has build-id {found}: it is a different build; re-run `coldstart profile` on this build")]
-    BuildIdMismatch { module: PathBuf, binary: PathBuf, expected: String, found: String },
+    BuildIdMismatch {
+        /// The module of the profile.
+        module: PathBuf,
+        /// The binary given.
+        binary: PathBuf,
+        /// The module's build-id in the profile.
+        expected: String,
+        /// The binary's build-id.
+        found: String,
+    },
+    /// No module of the profile is the binary.
     #[error("profile has no module named like {binary}; it was recorded for other programs")]
-    ModuleNotInProfile { binary: PathBuf },
+    ModuleNotInProfile {
+        /// The binary given.
+        binary: PathBuf,
+    },
+    /// The profiles cannot be merged (the message says why).
     #[error("cannot merge: {0}")]
     Merge(String),
+    /// The profile breaks a rule of the format.
     #[error("{path} is not a valid coldstart profile: {detail}")]
-    Invalid { path: PathBuf, detail: String },
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Which rule, and where.
+        detail: String,
+    },
 }
 
 /// The largest file a profile may name: 64 GiB.

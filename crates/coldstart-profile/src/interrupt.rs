@@ -6,11 +6,12 @@
 //! tracefs instance of a page run with tracing on, and the audit agent's temporary
 //! directory. Each is released by a guard's `Drop`, so the signals are turned into an error
 //! ([`ProfileError::Interrupted`](crate::ProfileError)) that the run returns through those
-//! guards: [`catch`] installs the handler that only notes the signal, and the loops of the
-//! tracers (which wake at least every 100 ms) look at [`raised`]. What a coldstart killed with
-//! `SIGKILL` leaves is removed at the start of the next profile (the crate's `remove_stale`).
+//! guards: the caller installs the handler that only notes the signal
+//! ([`coldstart_process::cancel::catch`]), and the loops of the tracers (which wake at least
+//! every 100 ms) look at [`raised`]. What a coldstart killed with `SIGKILL` leaves is removed
+//! at the start of the next profile (the crate's `remove_stale`).
 
-pub use coldstart_process::cancel::{catch, raised, Catch, SIGNALS};
+use coldstart_process::cancel::raised;
 
 /// A signal's name (`SIGINT`), for a message that says what ended the work.
 pub fn signal_name(signal: i32) -> String {

@@ -17,10 +17,13 @@
 //!   would hide those pages from the page trace): by default exactly, each 4 KiB page once in
 //!   first-touch order, by running the program on a private copy of its files with read-ahead
 //!   off (the `exact` module; the copy is `coldstart-storage`'s).
-//! - [`format`](mod@format) is the versioned profile file and the merge of several workloads.
+//!
+//! The profile it writes is `coldstart-profile-format`'s (the versioned file and the merge of
+//! several workloads); readiness signals are `coldstart-ready`'s.
 //!
 //! ```no_run
-//! use coldstart_profile::{profile, ProfileOptions, Ready};
+//! use coldstart_profile::{profile, ProfileOptions};
+//! use coldstart_ready::Ready;
 //!
 //! let mut options = ProfileOptions::new(vec!["python3".into(), "-c".into(), "pass".into()]);
 //! options.ready = Ready::Exit;
@@ -35,7 +38,6 @@ mod audit;
 mod copied;
 mod cpu;
 mod exact;
-pub use coldstart_profile_format as format;
 pub mod interrupt;
 mod modules;
 mod opens;
@@ -43,7 +45,7 @@ mod page_files;
 mod page_run;
 pub mod pages;
 mod perf;
-pub mod ready;
+mod ready;
 mod ring;
 mod spawn;
 mod trace;
@@ -56,9 +58,10 @@ use std::time::Duration;
 
 use coldstart_error::Category;
 
-pub use coldstart_elf::SymbolOptions;
-pub use format::{merge, FormatError, Image, Module, PageProfile, Profile, Stop, Touch, Via};
-pub use ready::Ready;
+use coldstart_elf::SymbolOptions;
+use coldstart_profile_format as format;
+use coldstart_ready::Ready;
+use format::{PageProfile, Profile, Stop};
 
 /// What to profile and how.
 #[derive(Debug, Clone)]
@@ -213,32 +216,74 @@ impl ProfileOptions {
 /// Why profiling failed. Each says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
+    /// No command was given.
     #[error("no command given: put it after `--`")]
     NoCommand,
+    /// The command is not an executable file, nor a name in `PATH`.
     #[error(
         "command `{command}` {why}: give the program to run after `--` (a file, or a name in PATH)"
     )]
-    CommandNotFound { command: String, why: &'static str },
+    CommandNotFound {
+        /// The command as given.
+        command: String,
+        /// What is wrong (`is not in PATH`, `is not executable`, ...).
+        why: &'static str,
+    },
+    /// The program's ELF file could not be read.
     #[error(transparent)]
     Elf(#[from] coldstart_elf::ElfError),
+    /// The program is not built for x86-64.
     #[error("{path} is not an x86-64 program; the function profiler writes x86 breakpoints (use --pages alone on other machines)")]
-    UnsupportedMachine { path: PathBuf },
+    UnsupportedMachine {
+        /// The program.
+        path: PathBuf,
+    },
+    /// The program is setuid or setgid and coldstart is not root.
     #[error("{path} is setuid or setgid: under ptrace it would run without its privileges; run coldstart as root, or profile a copy without the bit")]
-    Setuid { path: PathBuf },
+    Setuid {
+        /// The program.
+        path: PathBuf,
+    },
+    /// ptrace is not allowed here.
     #[error("cannot trace the program: ptrace(PTRACE_TRACEME) failed: {source}; is coldstart itself being traced, or does /proc/sys/kernel/yama/ptrace_scope (3 = no ptrace) or a container without CAP_SYS_PTRACE forbid it?")]
-    CannotTrace { source: std::io::Error },
+    CannotTrace {
+        /// The error of `ptrace(PTRACE_TRACEME)`.
+        source: std::io::Error,
+    },
+    /// The program could not be executed.
     #[error("cannot execute {path}: {source}")]
-    Exec { path: PathBuf, source: std::io::Error },
+    Exec {
+        /// The program.
+        path: PathBuf,
+        /// The error of `execve`.
+        source: std::io::Error,
+    },
+    /// A system call failed.
     #[error("{call} failed: {source}")]
-    Os { call: &'static str, source: std::io::Error },
+    Os {
+        /// The call (`pipe2`, `waitpid`, ...).
+        call: &'static str,
+        /// Its error.
+        source: std::io::Error,
+    },
+    /// The audit tracer cannot profile this program (`--tracer ptrace` can).
     #[error("{reason}: the audit tracer cannot profile it; use --tracer ptrace (or auto, which falls back to it)")]
-    AuditUnsupported { reason: String },
+    AuditUnsupported {
+        /// Why, naming the program.
+        reason: String,
+    },
+    /// Preparing the run failed (the message says what and why).
     #[error("{0}")]
     Setup(String),
+    /// The page trace failed.
     #[error(transparent)]
     Pages(#[from] pages::PagesError),
+    /// A signal stopped the profile; the program was killed and nothing was written.
     #[error("interrupted by {}: the program was killed and nothing was written", tree::signal_name(*signal))]
-    Interrupted { signal: i32 },
+    Interrupted {
+        /// The signal's number.
+        signal: i32,
+    },
 }
 
 impl ProfileError {
@@ -436,6 +481,7 @@ pub(crate) fn launch(
 
 /// A finished profile, and the program's output when it runs on.
 pub struct Recording {
+    /// The profile.
     pub profile: Profile,
     /// The tracer that ran ([`Tracer::Audit`] or [`Tracer::Ptrace`]).
     pub tracer: Tracer,
@@ -463,7 +509,7 @@ impl Recording {
 /// Profile one start-up of `options.command`: functions always, file pages with
 /// `options.pages` (in a separate run before the function run).
 ///
-/// While [`interrupt::catch`] is in force, `SIGINT`, `SIGTERM` and `SIGHUP` end it within a
+/// While [`coldstart_process::cancel::catch`] is in force, `SIGINT`, `SIGTERM` and `SIGHUP` end it within a
 /// second (the loops look every 100 ms at most) with [`ProfileError::Interrupted`], the
 /// program killed and everything the profile set up removed.
 pub fn profile(options: &ProfileOptions) -> Result<Recording, ProfileError> {
@@ -610,7 +656,9 @@ fn name_page_files(
 /// The file pages of one start-up, and what the user should know about them.
 #[derive(Debug, Clone)]
 pub struct PageRecording {
+    /// The pages, in first-touch order.
     pub pages: PageProfile,
+    /// Warnings that name a remedy.
     pub warnings: Vec<String>,
 }
 

@@ -14,14 +14,27 @@ use crate::format::{PageFile, PageProfile};
 /// Why the page trace could not be taken.
 #[derive(Debug, thiserror::Error)]
 pub enum PagesError {
+    /// Sampling page faults with perf failed.
     #[error("page-fault sampling: {0}")]
     Perf(String),
+    /// tracefs could not be used.
     #[error("tracefs at {path}: {message}")]
-    Tracefs { path: PathBuf, message: String },
+    Tracefs {
+        /// The file of tracefs.
+        path: PathBuf,
+        /// What failed.
+        message: String,
+    },
+    /// The method needs root.
     #[error("--pages={method} needs root (it traces the page cache with tracefs{}): run the same command with sudo, or use --pages=sampled (page faults sampled without root)", if method == "exact" { ", on a private copy of the files start-up reads" } else { "" })]
-    NeedsRoot { method: String },
+    NeedsRoot {
+        /// The `--pages` method asked for.
+        method: String,
+    },
+    /// The private copy for an exact profile could not be made.
     #[error("cannot put the files start-up reads on a private device for an exact page profile: {source}; --pages=traced traces them where they are instead (read-ahead and fault-around included)")]
     Copy {
+        /// Why the copy failed.
         #[source]
         source: coldstart_storage::StorageError,
     },

@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-pub use coldstart_ready::{Ready, POLL_INTERVAL, READY_FD_ENV, WINDOW_POLL_INTERVAL};
+pub(crate) use coldstart_ready::READY_FD_ENV;
+use coldstart_ready::{Ready, POLL_INTERVAL, WINDOW_POLL_INTERVAL};
 
 /// Raised once, from any watcher thread.
 #[derive(Clone)]

@@ -2,7 +2,8 @@
 
 use std::path::Path;
 
-use coldstart_profile::{profile, FormatError, Profile, ProfileOptions};
+use coldstart_profile::{profile, ProfileOptions};
+use coldstart_profile_format::{FormatError, Profile};
 use coldstart_testkit::compile_c;
 
 /// DIR/prog, whose `main` is `body`, with a build-id.

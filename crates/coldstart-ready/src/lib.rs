@@ -104,7 +104,9 @@ fn signature(p: &Path) -> Option<(u64, u64, i64, i64)> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid readiness signal `{given}`: {reason} (expected exit, stdout:REGEX, stderr:REGEX, tcp:PORT, file:PATH, window:REGEX or fd)")]
 pub struct ParseReadyError {
+    /// The signal as given.
     pub given: String,
+    /// What is wrong with it.
     pub reason: String,
 }
 

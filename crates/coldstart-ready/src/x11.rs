@@ -24,13 +24,25 @@ const MAX_DEPTH: usize = 3;
 /// Why `window:` readiness cannot watch.
 #[derive(Debug, thiserror::Error)]
 pub enum WindowError {
+    /// No X display could be reached.
     #[error(
         "`--ready window:` needs an X display: cannot connect to DISPLAY={display}: {reason}; \
          start one (for example `Xvfb :99 &` and `export DISPLAY=:99`)"
     )]
-    Connect { display: String, reason: String },
+    Connect {
+        /// The display asked for (`DISPLAY`).
+        display: String,
+        /// Why the connection failed.
+        reason: String,
+    },
+    /// The connection to the display was lost while waiting for the window.
     #[error("the X connection to DISPLAY={display} failed: {reason}")]
-    Lost { display: String, reason: String },
+    Lost {
+        /// The display (`DISPLAY`).
+        display: String,
+        /// Why the connection failed.
+        reason: String,
+    },
 }
 
 impl WindowError {

@@ -2,14 +2,16 @@
 //! `order --evaluate --json`, which has none, by its shape), each read through its documented
 //! format alone.
 //!
-//! `measure` and `order --evaluate` results are read into the few fields the report draws
-//! (docs/formats/measure.md; `Evaluation` in coldstart-layout), so the report needs neither
-//! stage: the files are the interface.
+//! A measurement, an experiment and a timeline are read with their types in
+//! `coldstart-formats`, a profile with `coldstart-profile-format`; `order --evaluate` results
+//! are read into the few fields the report draws (`Evaluation` in coldstart-layout). The
+//! report needs none of the stages: the files are the interface.
 
 use std::path::{Path, PathBuf};
 
+use coldstart_formats::measure::{self, MeasureReport, ReadError};
+use coldstart_formats::{Document, Experiment, Timeline};
 use coldstart_profile_format::Profile;
-use coldstart_results::{Document, Experiment, Timeline};
 use serde::Deserialize;
 
 use crate::ReportError;
@@ -17,17 +19,24 @@ use crate::ReportError;
 /// One input file, read.
 #[derive(Debug, Clone)]
 pub enum Input {
-    Measure(Measure),
+    /// A `coldstart measure --export-json` file.
+    Measure(Box<MeasureReport>),
+    /// A profile (`coldstart profile -o`).
     Profile(Box<Profile>),
+    /// `coldstart order --evaluate --json` output.
     Evaluation(Evaluation),
+    /// A `coldstart experiment` result.
     Experiment(Box<Experiment>),
+    /// A `coldstart timeline` result.
     Timeline(Box<Timeline>),
 }
 
 /// An input and where it came from.
 #[derive(Debug, Clone)]
 pub struct Source {
+    /// The file as given.
     pub path: PathBuf,
+    /// What it holds.
     pub input: Input,
     /// How the report names it: its file name, with as many parent directories as it takes
     /// to tell it from the other inputs (`a/measure.json`, `b/measure.json`).
@@ -78,6 +87,7 @@ fn names(paths: &[PathBuf]) -> Vec<String> {
 /// Everything the report was given, in the order given.
 #[derive(Debug, Clone, Default)]
 pub struct Inputs {
+    /// The files, in the order given.
     pub sources: Vec<Source>,
 }
 
@@ -91,13 +101,15 @@ impl Inputs {
         Ok(Inputs { sources })
     }
 
-    pub fn measures(&self) -> impl Iterator<Item = (&Source, &Measure)> {
+    /// The measurements, with their sources.
+    pub fn measures(&self) -> impl Iterator<Item = (&Source, &MeasureReport)> {
         self.sources.iter().filter_map(|s| match &s.input {
-            Input::Measure(m) => Some((s, m)),
+            Input::Measure(m) => Some((s, m.as_ref())),
             _ => None,
         })
     }
 
+    /// The profiles, with their sources.
     pub fn profiles(&self) -> impl Iterator<Item = (&Source, &Profile)> {
         self.sources.iter().filter_map(|s| match &s.input {
             Input::Profile(p) => Some((s, p.as_ref())),
@@ -105,6 +117,7 @@ impl Inputs {
         })
     }
 
+    /// The layout evaluations, with their sources.
     pub fn evaluations(&self) -> impl Iterator<Item = (&Source, &Evaluation)> {
         self.sources.iter().filter_map(|s| match &s.input {
             Input::Evaluation(e) => Some((s, e)),
@@ -112,6 +125,7 @@ impl Inputs {
         })
     }
 
+    /// The experiments, with their sources.
     pub fn experiments(&self) -> impl Iterator<Item = (&Source, &Experiment)> {
         self.sources.iter().filter_map(|s| match &s.input {
             Input::Experiment(e) => Some((s, e.as_ref())),
@@ -119,6 +133,7 @@ impl Inputs {
         })
     }
 
+    /// The timelines, with their sources.
     pub fn timelines(&self) -> impl Iterator<Item = (&Source, &Timeline)> {
         self.sources.iter().filter_map(|s| match &s.input {
             Input::Timeline(t) => Some((s, t.as_ref())),
@@ -148,17 +163,19 @@ pub fn from_json(path: &Path, text: &str) -> Result<Input, ReportError> {
         why: e.to_string(),
     };
     match format {
-        "coldstart-measure" => {
-            if !(1..=2).contains(&version) {
-                return Err(ReportError::Version {
-                    path: path.to_owned(),
-                    format: format.into(),
-                    found: version,
-                    known: "1 and 2".into(),
-                });
+        "coldstart-measure" => match measure::from_json(text) {
+            Ok(m) => Ok(Input::Measure(Box::new(m))),
+            Err(ReadError::UnsupportedVersion { .. }) => Err(ReportError::Version {
+                path: path.to_owned(),
+                format: format.into(),
+                found: version,
+                known: measure::READABLE_VERSIONS.map(|v| v.to_string()).join(" and "),
+            }),
+            Err(ReadError::Json(e)) => Err(bad(e)),
+            Err(e @ ReadError::WrongFormat { .. }) => {
+                Err(ReportError::Unknown { path: path.to_owned(), why: e.to_string() })
             }
-            Ok(Input::Measure(serde_json::from_value(value).map_err(bad)?))
-        }
+        },
         "coldstart-profile" => Profile::from_json(path, text)
             .map(|p| Input::Profile(Box::new(p)))
             .map_err(|e| ReportError::Profile(Box::new(e))),
@@ -182,90 +199,34 @@ pub fn from_json(path: &Path, text: &str) -> Result<Input, ReportError> {
     }
 }
 
-/// A `coldstart measure --export-json` result (versions 1 and 2), the fields drawn.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Measure {
-    /// The cache states as given, comma-separated.
-    pub cache: String,
-    #[serde(default)]
-    pub storage: Option<MeasureStorage>,
-    pub commands: Vec<MeasureCommand>,
-    #[serde(default)]
-    pub io_share: Vec<IoShare>,
-    #[serde(default)]
-    pub warnings: Vec<String>,
-}
-
-/// The emulated storage device of the runs.
-#[derive(Debug, Clone, Deserialize)]
-pub struct MeasureStorage {
-    pub profile: String,
-    #[serde(default)]
-    pub read_iops: Option<u64>,
-    #[serde(default)]
-    pub read_bps: Option<u64>,
-    #[serde(default)]
-    pub readahead_kb: Option<u64>,
-}
-
-/// One (cache state, command) of a measurement.
-#[derive(Debug, Clone, Deserialize)]
-pub struct MeasureCommand {
-    /// The cache state, or `A`/`B` when two commands were compared.
-    pub label: String,
-    pub command: Vec<String>,
-    /// `[metric, summary]` pairs over the counted runs.
-    pub summaries: Vec<(String, Summary)>,
-    #[serde(default)]
-    pub runs: Vec<serde_json::Value>,
-}
-
-/// Statistics of one metric over the counted runs.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Summary {
-    pub n: usize,
-    pub median: f64,
-    pub ci95: (f64, f64),
-}
-
-/// The time one command waits for storage in one colder state: cold minus hot.
-#[derive(Debug, Clone, Deserialize)]
-pub struct IoShare {
-    pub label: String,
-    pub cache: String,
-    pub cold_median_s: f64,
-    pub hot_median_s: f64,
-    pub io_s: f64,
-    pub fraction: f64,
-}
-
-impl MeasureCommand {
-    /// The summary of one metric, when it was available.
-    pub fn summary(&self, metric: &str) -> Option<&Summary> {
-        self.summaries.iter().find(|(m, _)| m == metric).map(|(_, s)| s)
-    }
-}
-
 /// `coldstart order --evaluate --json`: each layout's cost for a held-out start-up.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Evaluation {
+    /// The held-out workload's name.
     pub holdout: String,
+    /// Each layout's cost.
     pub rows: Vec<EvaluationRow>,
+    /// The layout with the fewest faults (then fewest pages read).
     pub best: String,
 }
 
 /// One evaluated layout.
 #[derive(Debug, Clone, Deserialize)]
 pub struct EvaluationRow {
+    /// The layout (an ordering algorithm, or `default`).
     pub layout: String,
+    /// What the held-out start-up costs under it.
     pub cost: Cost,
 }
 
 /// The page model's cost of a layout.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Cost {
+    /// Distinct pages touched.
     pub pages_touched: u64,
+    /// Major faults (read requests).
     pub faults: u64,
+    /// Pages read from the file.
     pub pages_read: u64,
 }
 
@@ -276,8 +237,12 @@ mod tests {
     #[test]
     fn each_kind_is_recognised_by_its_format_or_shape() {
         let p = Path::new("r.json");
-        let m = r#"{"format":"coldstart-measure","version":2,"cache":"cold,hot","commands":[
-            {"label":"cold","command":["x"],"summaries":[["wall_s",{"n":3,"median":0.5,"ci95":[0.4,0.6]}]]}]}"#;
+        let m = r#"{"format":"coldstart-measure","version":2,"cache":"cold,hot","ready":"exit",
+            "warmup":1,"environment":{"kernel":"6.18","cpus":2,"cgroup":"v2","cpu_governor":null,
+            "is_root":true},"comparison":null,"warnings":[],"commands":[{"label":"cold",
+            "command":["x"],"runs":[],"summaries":[["wall_s",{"n":3,"mean":0.5,"median":0.5,
+            "trimmed_mean":0.5,"stddev":0.1,"min":0.4,"max":0.6,"ci95":[0.4,0.6],"mad":0.1,
+            "outliers":[]}]]}]}"#;
         let Input::Measure(m) = from_json(p, m).unwrap() else { panic!("not a measurement") };
         assert_eq!(m.commands[0].summary("wall_s").unwrap().median, 0.5);
         let e = r#"{"holdout":"b","model":{},"rows":[{"layout":"default","cost":{"pages_touched":3,"faults":2,"pages_read":9,"curve":[]}}],"best":"first-touch"}"#;

@@ -3,7 +3,7 @@
 //!
 //! The report reads result files, never the stages that wrote them: `measure --export-json`
 //! (docs/formats/measure.md), profiles (`coldstart-profile-format`), `order --evaluate
-//! --json`, and the experiment and timeline files (`coldstart-results`). Each kind of input
+//! --json`, and the experiment and timeline files (`coldstart-formats`). Each kind of input
 //! adds its sections:
 //!
 //! - measurements: start-up in each cache state, before and after (the paper's Figure 5);
@@ -49,22 +49,61 @@ pub use table::Table;
 /// Why a report could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
+    /// An input could not be read.
     #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        /// The input.
+        path: PathBuf,
+        /// Why reading failed.
+        source: std::io::Error,
+    },
+    /// An input is not a file the report reads.
     #[error("{path} is not a result coldstart report reads ({why}): give measure --export-json, profile, order --evaluate --json, experiment or timeline files")]
-    Unknown { path: PathBuf, why: String },
+    Unknown {
+        /// The input.
+        path: PathBuf,
+        /// What it is instead.
+        why: String,
+    },
+    /// An input is not a valid file of its kind.
     #[error("{path} is not a valid `{what}` file: {why}")]
-    Invalid { path: PathBuf, what: String, why: String },
+    Invalid {
+        /// The input.
+        path: PathBuf,
+        /// The kind of file it claims to be.
+        what: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// An input is of a version this build does not read.
     #[error("{path} is `{format}` version {found}; this coldstart reads versions {known}")]
-    Version { path: PathBuf, format: String, found: u64, known: String },
+    Version {
+        /// The input.
+        path: PathBuf,
+        /// Its format.
+        format: String,
+        /// Its `version` field.
+        found: u64,
+        /// The versions this build reads.
+        known: String,
+    },
+    /// A profile could not be read.
     #[error(transparent)]
     Profile(Box<coldstart_profile_format::FormatError>),
+    /// An experiment or a timeline could not be read.
     #[error(transparent)]
-    Results(coldstart_results::ResultsError),
+    Results(coldstart_formats::ResultsError),
+    /// No input was given.
     #[error("nothing to report: no input file given")]
     NoInput,
+    /// The report could not be written.
     #[error("cannot write {path}: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
+    Write {
+        /// The output.
+        path: PathBuf,
+        /// Why writing failed.
+        source: std::io::Error,
+    },
 }
 
 impl ReportError {
@@ -88,14 +127,18 @@ impl ReportError {
 pub struct Section {
     /// The anchor.
     pub id: String,
+    /// Its heading.
     pub title: String,
+    /// Its body: text and SVG charts.
     pub html: String,
+    /// The figures its charts draw.
     pub tables: Vec<Table>,
 }
 
 /// How to render.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// The page's title.
     pub title: String,
     /// Written under the title (what made the report).
     pub subtitle: String,
@@ -112,6 +155,7 @@ impl Default for Options {
 /// A rendered report.
 #[derive(Debug, Clone)]
 pub struct Report {
+    /// The page, one self-contained HTML file.
     pub html: String,
     /// Every table of figures, in page order.
     pub tables: Vec<Table>,

@@ -3,7 +3,8 @@
 //! Figure 4), the model's prediction against the measurement, and `--strategy auto`'s choice
 //! against the measured best.
 
-use coldstart_results::{median, Cell, Experiment};
+use coldstart_formats::stats::checked_median;
+use coldstart_formats::{Cell, Experiment};
 
 use crate::bars::{legend, Bar, BarChart, Group, LegendItem};
 use crate::html::notes;
@@ -61,7 +62,7 @@ pub fn why(e: &Experiment, c: &Cell) -> String {
         let held: Vec<f64> =
             c.runs.iter().filter_map(|r| r.held_out_misses).map(|m| m as f64).collect();
         if extra > 0.0 {
-            let of = median(held)
+            let of = checked_median(&held)
                 .map_or(String::new(), |m| format!(" ({m:.0} of them misses outside it)"));
             out.push(format!(
                 "{extra:.0} request(s) beyond the start object{of}: reads outside the hot set \
@@ -122,14 +123,21 @@ pub fn why(e: &Experiment, c: &Cell) -> String {
 
 /// One row of the `auto` check: a link and cache state.
 pub struct AutoCheck {
+    /// The link's label.
     pub link: String,
+    /// The cache state.
     pub cache: String,
+    /// The fixed strategy that measured fastest.
     pub best: String,
+    /// Its start-up, seconds.
     pub best_s: f64,
+    /// The strategy `auto` chose.
     pub chosen: String,
     /// The measured time of the strategy auto chose (its own cell), and of auto itself.
     pub chosen_s: Option<f64>,
+    /// The measured start-up of `auto` itself, seconds.
     pub auto_s: Option<f64>,
+    /// The strategy `predict` would choose on the given link.
     pub predicted_choice: Option<String>,
 }
 
@@ -138,6 +146,7 @@ impl AutoCheck {
     pub fn ratio(&self) -> Option<f64> {
         self.chosen_s.map(|c| c / self.best_s)
     }
+    /// Whether `auto`'s choice is within the tolerance of the best.
     pub fn ok(&self) -> bool {
         self.ratio().is_some_and(|r| r <= 1.0 + AUTO_TOLERANCE)
     }
@@ -335,8 +344,12 @@ fn figure4(e: &Experiment) -> Option<String> {
                 .filter_map(|s| {
                     let cells: Vec<&Cell> =
                         e.cells.iter().filter(|c| &c.cache == cache && &c.strategy == s).collect();
-                    let b = median(cells.iter().filter_map(|c| c.bytes_fetched()).collect())?;
-                    let r = median(cells.iter().filter_map(|c| c.requests()).collect())?;
+                    let b = checked_median(
+                        &cells.iter().filter_map(|c| c.bytes_fetched()).collect::<Vec<_>>(),
+                    )?;
+                    let r = checked_median(
+                        &cells.iter().filter_map(|c| c.requests()).collect::<Vec<_>>(),
+                    )?;
                     Some(Bar {
                         key: s.clone(),
                         value: b,
@@ -675,7 +688,7 @@ pub fn section(inputs: &Inputs) -> Option<Section> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use coldstart_results::{CellRun, LinkSpec};
+    use coldstart_formats::{CellRun, LinkSpec};
 
     fn cell(strategy: &str, link: &str, wall_s: f64, predicted_s: f64) -> Cell {
         Cell {

@@ -23,6 +23,7 @@ use crate::Section;
 /// What happened to a page, least to most.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum PageState {
+    /// Not read, mapped or touched.
     Untouched = 0,
     /// Read into the page cache (read-ahead), never mapped by the program.
     Read = 1,
@@ -35,18 +36,22 @@ pub enum PageState {
 /// One map: a file's pages in file order.
 #[derive(Debug, Clone)]
 pub struct PageMap {
+    /// The file.
     pub path: PathBuf,
     /// `code` (executable segments, from functions) or `file` (every page, from the page trace).
     pub kind: &'static str,
-    /// The profile it came from, and its workload.
+    /// The profile it came from.
     pub source: String,
+    /// The workload of that profile.
     pub workload: String,
+    /// Each page's state, in file order.
     pub pages: Vec<PageState>,
     /// Functions touched (code maps).
     pub functions: usize,
 }
 
 impl PageMap {
+    /// The pages in `at_least` or a later state.
     pub fn count(&self, at_least: PageState) -> usize {
         self.pages.iter().filter(|p| **p >= at_least).count()
     }

@@ -6,21 +6,22 @@
 //! through a prefetch in another are different series, never one series with a bar from
 //! each.
 
-use crate::input::{Inputs, IoShare, Measure, MeasureCommand};
+use crate::input::Inputs;
 use crate::svg::{gain, seconds};
+use coldstart_formats::measure::{CommandResult, IoShare, MeasureReport};
 
 /// One command of one measure file, in every cache state that file measured it in.
 pub struct Series<'a> {
     /// The file's name as the report shows it.
     pub file: String,
-    pub measure: &'a Measure,
+    pub measure: &'a MeasureReport,
     /// `A` or `B` in a comparison (`measure --compare`).
     pub role: Option<&'static str>,
     /// What the series ran, for people: the command, shortened but told apart from the
     /// others, with its role in a comparison (`A: python3 -c pass with prefetch (p.db)`).
     pub what: String,
     /// Its entries of the file, one per cache state.
-    pub entries: Vec<&'a MeasureCommand>,
+    pub entries: Vec<&'a CommandResult>,
 }
 
 impl Series<'_> {
@@ -37,7 +38,7 @@ impl Series<'_> {
 }
 
 /// The storage of a measurement, as a phrase: `this machine's disk`, `an emulated hdd`.
-pub fn storage_phrase(m: &Measure) -> String {
+pub fn storage_phrase(m: &MeasureReport) -> String {
     match &m.storage {
         None => "this machine's disk".into(),
         Some(s) => format!("an emulated {}", s.profile),
@@ -108,7 +109,7 @@ pub fn short_labels(commands: &[Vec<String>]) -> Vec<String> {
 
 /// The cache state a command entry was measured in: its label, or for `A`/`B` entries of a
 /// comparison the state given for the whole file.
-pub fn cache_of<'a>(m: &'a Measure, c: &'a MeasureCommand) -> &'a str {
+pub fn cache_of<'a>(m: &'a MeasureReport, c: &'a CommandResult) -> &'a str {
     match c.label.as_str() {
         "A" | "B" => &m.cache,
         l => l,
@@ -118,14 +119,14 @@ pub fn cache_of<'a>(m: &'a Measure, c: &'a MeasureCommand) -> &'a str {
 /// Every series of every measure file, in the order given.
 pub fn series(inputs: &Inputs) -> Vec<Series<'_>> {
     // The program each entry runs (the one a prefetch launch starts), for short labels.
-    let inner = |c: &MeasureCommand| -> Vec<String> {
+    let inner = |c: &CommandResult| -> Vec<String> {
         prefetch_launch(&c.command).map_or_else(|| c.command.clone(), |(_, cmd)| cmd.to_vec())
     };
     let all: Vec<Vec<String>> =
         inputs.measures().flat_map(|(_, m)| m.commands.iter().map(inner)).collect();
     let labels = short_labels(&all);
     let label_of =
-        |c: &MeasureCommand| labels[all.iter().position(|a| *a == inner(c)).unwrap_or(0)].clone();
+        |c: &CommandResult| labels[all.iter().position(|a| *a == inner(c)).unwrap_or(0)].clone();
     let mut out: Vec<Series> = Vec::new();
     for (src, m) in inputs.measures() {
         let prefetch_a =

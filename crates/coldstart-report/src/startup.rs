@@ -6,11 +6,12 @@
 //! milliseconds.
 
 use crate::bars::{legend, Bar, BarChart, Group, LegendItem};
-use crate::input::{Inputs, MeasureCommand};
+use crate::input::Inputs;
 use crate::series::{by_file, cache_of, series, share_what, shell_words, storage_phrase, Series};
 use crate::svg::{bytes, esc, seconds, SERIES};
 use crate::table::Table;
 use crate::Section;
+use coldstart_formats::measure::CommandResult;
 
 /// The states in the paper's order, coldest first; others follow in the order met.
 const STATES: [&str; 4] = ["cold", "selective", "warm", "hot"];
@@ -23,7 +24,7 @@ fn state_rank(state: &str) -> usize {
 struct Point<'a> {
     series: usize,
     cache: &'a str,
-    entry: &'a MeasureCommand,
+    entry: &'a CommandResult,
 }
 
 fn colour(series: usize) -> &'static str {
@@ -42,9 +43,7 @@ fn storage_heading(s: &Series) -> String {
             if let Some(bps) = d.read_bps {
                 facts.push(format!("{}/s", bytes(bps as f64)));
             }
-            if let Some(kb) = d.readahead_kb {
-                facts.push(format!("read-ahead {kb} KiB"));
-            }
+            facts.push(format!("read-ahead {} KiB", d.readahead_kb));
             let facts =
                 if facts.is_empty() { String::new() } else { format!(": {}", facts.join(", ")) };
             format!(

@@ -8,11 +8,14 @@ use crate::svg::esc;
 pub struct Table {
     /// Part of the CSV file's name (`REPORT-NAME.csv`): lower case, `-` between words.
     pub name: String,
+    /// The column names.
     pub header: Vec<String>,
+    /// The rows, each as long as the header.
     pub rows: Vec<Vec<String>>,
 }
 
 impl Table {
+    /// An empty table named `name` with these columns.
     pub fn new(name: &str, header: &[&str]) -> Table {
         Table {
             name: name.into(),
@@ -21,6 +24,7 @@ impl Table {
         }
     }
 
+    /// Add a row (as long as the header).
     pub fn push(&mut self, row: Vec<String>) {
         debug_assert_eq!(row.len(), self.header.len(), "a row of {}", self.name);
         self.rows.push(row);

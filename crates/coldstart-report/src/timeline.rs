@@ -2,7 +2,7 @@
 //! time it waited on I/O, the block requests, the page events of the files that cost most,
 //! and each module's first and last function touch.
 
-use coldstart_results::Timeline;
+use coldstart_formats::Timeline;
 
 use crate::bars::{legend, LegendItem};
 use crate::html::notes;
@@ -72,7 +72,7 @@ fn draw(t: &Timeline) -> Svg {
         6,
     );
     let files: Vec<usize> = t.costs.iter().take(FILE_LANES).map(|c| c.file).collect();
-    let mut modules: Vec<&coldstart_results::ModuleSpan> = t.modules.iter().collect();
+    let mut modules: Vec<&coldstart_formats::ModuleSpan> = t.modules.iter().collect();
     modules.sort_by_key(|m| std::cmp::Reverse(m.functions));
     modules.truncate(MODULE_LANES);
     modules.sort_by(|a, b| a.first_s.total_cmp(&b.first_s));
@@ -415,7 +415,7 @@ mod tests {
         let mut t = Timeline::new(vec!["prog".into()]);
         t.wall_s = 0.1;
         for (i, n) in ["exec", "loader", "main"].iter().enumerate() {
-            t.phases.push(coldstart_results::Phase {
+            t.phases.push(coldstart_formats::Phase {
                 name: (*n).into(),
                 start_s: i as f64 * 0.03,
                 end_s: (i + 1) as f64 * 0.03,
@@ -437,26 +437,26 @@ mod tests {
         );
         t.storage = Some("hdd".into());
         t.wall_s = 0.8827;
-        t.phases.push(coldstart_results::Phase { name: "exec".into(), start_s: 0.0, end_s: 0.08 });
+        t.phases.push(coldstart_formats::Phase { name: "exec".into(), start_s: 0.0, end_s: 0.08 });
         let paths = [
             "/usr/lib/python3.11/lib-dynload/_json.cpython-311-x86_64-linux-gnu.so",
             "/dev/vda (file system metadata)",
             "/usr/lib/x86_64-linux-gnu/libm.so.6",
         ];
         for (i, p) in paths.iter().enumerate() {
-            t.files.push(coldstart_results::TimelineFile {
+            t.files.push(coldstart_formats::TimelineFile {
                 path: (*p).into(),
                 dev: "7:0".into(),
                 ino: i as u64,
             });
-            t.costs.push(coldstart_results::FileCost {
+            t.costs.push(coldstart_formats::FileCost {
                 file: i,
                 pages_read: 1,
                 faults: 1,
                 wait_s: 0.1,
             });
         }
-        t.modules.push(coldstart_results::ModuleSpan {
+        t.modules.push(coldstart_formats::ModuleSpan {
             path: paths[0].into(),
             first_s: 0.7,
             last_s: 0.71,

@@ -43,12 +43,28 @@ use coldstart_error::Category;
 /// Why a server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// The listening socket could not be bound.
     #[error("cannot listen on {addr}: {source}; choose another --addr")]
-    Bind { addr: String, source: std::io::Error },
+    Bind {
+        /// The address asked for (`--addr`).
+        addr: String,
+        /// Why binding failed.
+        source: std::io::Error,
+    },
+    /// What was to be served is not a directory.
     #[error("{path} is not a directory: give the bundle directory written by `coldstart pack`")]
-    NotADirectory { path: String },
+    NotADirectory {
+        /// The path given.
+        path: String,
+    },
+    /// Reading what was to be served failed.
     #[error("{path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        /// The file or directory.
+        path: String,
+        /// Why reading it failed.
+        source: std::io::Error,
+    },
 }
 
 impl ServeError {

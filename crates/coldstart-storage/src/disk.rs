@@ -29,8 +29,9 @@ use fuser::{
     ReplyOpen, ReplyWrite, Request, Session, WriteFlags,
 };
 
-use crate::seek::{DiskHead, SeekModel, Served};
+use crate::seek::{DiskHead, Served};
 use crate::StorageError;
+use coldstart_formats::measure::SeekModel;
 
 /// The name of the device file on the disk's mount.
 pub(crate) const DEVICE_FILE: &str = "device.img";

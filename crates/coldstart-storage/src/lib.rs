@@ -85,7 +85,7 @@ pub use disk::DiskStats;
 pub use loopdev::LoopDevice;
 pub use namespace::EnterHook;
 pub use profile::{ParseProfileError, StorageProfile, BUILTIN_PROFILES, DEFAULT_READAHEAD_KB};
-pub use seek::SeekModel;
+
 pub use stale::{cleanup_stale, find_leftovers, Leftover, LeftoverKind, StaleReport};
 pub use throttle::{
     CgroupPaths, CgroupVersion, ScratchCgroup, ThrottleRule, NAME_PREFIX, V1_BLKIO_ROOT,

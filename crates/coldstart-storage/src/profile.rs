@@ -8,7 +8,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::seek::SeekModel;
+use coldstart_formats::measure::SeekModel;
 
 /// The Linux default read-ahead (`read_ahead_kb`) of a block device.
 pub const DEFAULT_READAHEAD_KB: u64 = 128;

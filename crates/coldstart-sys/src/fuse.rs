@@ -20,7 +20,12 @@ pub enum Unusable {
     /// `/dev/fuse` is not there, or no driver answers it (the error).
     NoDevice(String),
     /// `/dev/fuse` may not be opened for reading and writing by this user.
-    Device { uid: u32, error: String },
+    Device {
+        /// This user's id.
+        uid: u32,
+        /// The error opening it.
+        error: String,
+    },
     /// A user without `CAP_SYS_ADMIN` needs `fusermount3`, and none is installed.
     NoHelper,
     /// The `fusermount3` found is not setuid root.

@@ -15,21 +15,32 @@ pub const COUNT_HW_INSTRUCTIONS: u64 = 1;
 /// `PERF_COUNT_SW_PAGE_FAULTS`.
 pub const COUNT_SW_PAGE_FAULTS: u64 = 2;
 
-/// Bits of [`Attr::flags`] (the kernel's bitfield after `read_format`).
+/// Bits of [`Attr::flags`] (the kernel's bitfield after `read_format`): `disabled`.
 pub const FLAG_DISABLED: u64 = 1 << 0;
+/// `inherit`: children count too.
 pub const FLAG_INHERIT: u64 = 1 << 1;
+/// `exclude_kernel`.
 pub const FLAG_EXCLUDE_KERNEL: u64 = 1 << 5;
+/// `exclude_hv`.
 pub const FLAG_EXCLUDE_HV: u64 = 1 << 6;
+/// `mmap`: record executable mappings.
 pub const FLAG_MMAP: u64 = 1 << 8;
+/// `enable_on_exec`.
 pub const FLAG_ENABLE_ON_EXEC: u64 = 1 << 12;
+/// `mmap_data`: record data mappings too.
 pub const FLAG_MMAP_DATA: u64 = 1 << 17;
+/// `sample_id_all`.
 pub const FLAG_SAMPLE_ID_ALL: u64 = 1 << 18;
+/// `mmap2`: mapping records with inode and device.
 pub const FLAG_MMAP2: u64 = 1 << 23;
+/// `use_clockid`: time samples with [`Attr::clockid`].
 pub const FLAG_USE_CLOCKID: u64 = 1 << 25;
 
-/// Bits of [`Attr::sample_type`].
+/// Bits of [`Attr::sample_type`]: `PERF_SAMPLE_TID`.
 pub const SAMPLE_TID: u64 = 1 << 1;
+/// `PERF_SAMPLE_TIME`.
 pub const SAMPLE_TIME: u64 = 1 << 2;
+/// `PERF_SAMPLE_ADDR`: the faulting address.
 pub const SAMPLE_ADDR: u64 = 1 << 3;
 
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
@@ -38,24 +49,43 @@ const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 #[repr(C)]
 #[derive(Debug, Default, Clone)]
 pub struct Attr {
+    /// `type`: [`TYPE_HARDWARE`] or [`TYPE_SOFTWARE`].
     pub kind: u32,
+    /// The size of this struct, for the kernel to tell versions apart.
     pub size: u32,
+    /// Which event of `kind` ([`COUNT_HW_INSTRUCTIONS`], [`COUNT_SW_PAGE_FAULTS`]).
     pub config: u64,
+    /// Sample every this many events (0: count only).
     pub sample_period: u64,
+    /// What a sample records: the `SAMPLE_*` bits.
     pub sample_type: u64,
+    /// What `read(2)` of the counter returns.
     pub read_format: u64,
+    /// The kernel's bitfield: the `FLAG_*` bits.
     pub flags: u64,
+    /// Wake a poller after this many samples.
     pub wakeup_events: u32,
+    /// Breakpoint type (unused here).
     pub bp_type: u32,
+    /// Extension of `config` (unused here).
     pub config1: u64,
+    /// Further extension of `config` (unused here).
     pub config2: u64,
+    /// Which branches to sample (unused here).
     pub branch_sample_type: u64,
+    /// User registers to record with a sample (unused here).
     pub sample_regs_user: u64,
+    /// Bytes of user stack to record with a sample (unused here).
     pub sample_stack_user: u32,
+    /// The clock of sample times, with [`FLAG_USE_CLOCKID`].
     pub clockid: i32,
+    /// Registers at the interrupt to record (unused here).
     pub sample_regs_intr: u64,
+    /// AUX area wake-up mark (unused here).
     pub aux_watermark: u32,
+    /// Most frames of a call chain (unused here).
     pub sample_max_stack: u16,
+    /// Padding, zero.
     pub reserved: u16,
 }
 

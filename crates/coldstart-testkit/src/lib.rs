@@ -23,7 +23,7 @@ use std::process::Command;
 /// The environment variable that turns every skip into a failure (set by `.ci/run`).
 pub const NO_SKIP_ENV: &str = "COLDSTART_TESTS_NO_SKIP";
 
-pub use coldstart_sys::{is_root, pid_alive};
+use coldstart_sys::is_root;
 
 /// Whether a skip must fail instead: [`NO_SKIP_ENV`] is set to anything but `0` or empty.
 pub fn no_skip() -> bool {
@@ -174,8 +174,11 @@ mod tests {
 /// offset or the size.
 #[derive(Debug, Clone, Copy)]
 pub enum SectionField {
+    /// `sh_addr`: where the section is in memory.
     Address = 0x10,
+    /// `sh_offset`: where the section is in the file.
     Offset = 0x18,
+    /// `sh_size`: the section's size in bytes.
     Size = 0x20,
 }
 

@@ -18,7 +18,7 @@
 //!
 //! [`from_profile`] draws the same picture, without the kernel's parts, from a profile.
 //! Tracing needs root (tracefs, uprobes, fanotify, `drop_caches`). While
-//! [`coldstart_profile::interrupt::catch`] is in force, `SIGINT`, `SIGTERM` and `SIGHUP` end a
+//! [`coldstart_process::cancel::catch`] is in force, `SIGINT`, `SIGTERM` and `SIGHUP` end a
 //! recording within a millisecond of the next wait with [`TimelineError::Interrupted`], the
 //! program killed and the tracing (and an emulated device) removed.
 
@@ -32,10 +32,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use coldstart_error::Category;
+use coldstart_formats::{ModuleSpan, PageEvent, Phase, Timeline, TimelineFile};
 use coldstart_profile_format::Profile;
-use coldstart_results::{ModuleSpan, PageEvent, Phase, Timeline, TimelineFile};
 
-pub use coldstart_ready::Ready;
+use coldstart_ready::Ready;
 
 /// Why a timeline could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -666,8 +666,8 @@ pub fn from_profile(p: &Profile) -> Timeline {
                 pid: a.pid,
             })
             .collect();
-        let mut costs: Vec<coldstart_results::FileCost> = (0..t.files.len())
-            .map(|file| coldstart_results::FileCost { file, pages_read: 0, faults: 0, wait_s: 0.0 })
+        let mut costs: Vec<coldstart_formats::FileCost> = (0..t.files.len())
+            .map(|file| coldstart_formats::FileCost { file, pages_read: 0, faults: 0, wait_s: 0.0 })
             .collect();
         for e in &t.events {
             match e.kind.as_str() {

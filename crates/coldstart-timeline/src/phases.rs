@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 
-use coldstart_results::{BlockRequest, FileCost, PageEvent, Phase, TimelineFile, Wait};
+use coldstart_formats::{BlockRequest, FileCost, PageEvent, Phase, TimelineFile, Wait};
 
 use crate::trace::{Event, Kind};
 

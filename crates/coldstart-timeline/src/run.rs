@@ -162,7 +162,7 @@ impl Child {
             if start.elapsed() > timeout {
                 return Ok(None);
             }
-            if let Some(signal) = coldstart_profile::interrupt::raised() {
+            if let Some(signal) = coldstart_process::cancel::raised() {
                 return Err(TimelineError::Interrupted { signal });
             }
             on_poll(self.pid);

@@ -13,11 +13,11 @@ use std::process::Command;
 const GROUND: &[&str] = &[
     "coldstart-elf",
     "coldstart-error",
+    "coldstart-formats",
     "coldstart-fs",
     "coldstart-process",
     "coldstart-profile-format",
     "coldstart-ready",
-    "coldstart-results",
     "coldstart-storage",
     "coldstart-sys",
     "coldstart-units",

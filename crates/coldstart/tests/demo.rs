@@ -4,7 +4,7 @@ mod common;
 use common::{cache_lock, require, require_root};
 
 use assert_cmd::Command;
-use coldstart_results::Document;
+use coldstart_formats::Document;
 use predicates::prelude::*;
 
 #[test]
@@ -65,7 +65,7 @@ fn demo_builds_the_sample_and_measures_every_cache_state() {
     assert!(compare["comparison"]["ratio"].as_f64().is_some());
 
     // The end: a network experiment on two links, a timeline, and the report of it all.
-    let experiment = coldstart_results::Experiment::read(&dir.path().join("experiment.json"))
+    let experiment = coldstart_formats::Experiment::read(&dir.path().join("experiment.json"))
         .expect("the demo wrote its experiment");
     assert_eq!(experiment.settings.links.len(), 2, "two links");
     let strategies = coldstart_lazyfs::Strategy::ALL.len() + 1;

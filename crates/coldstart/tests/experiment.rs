@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use coldstart_results::{Document, Experiment};
+use coldstart_formats::{Document, Experiment};
 use coldstart_sample::Config;
 
 /// The small sample's files a user would ship (its sources left out), in a fresh directory.
@@ -176,7 +176,7 @@ fn an_interrupted_experiment_resumes_without_measuring_its_finished_cells_again(
     assert_eq!(done.cells.len(), 3, "the missing cells measured");
     for k in &kept.cells {
         let now = done.cell(&k.link.label, &k.strategy, &k.cache).unwrap();
-        let runs = |c: &coldstart_results::Cell| serde_json::to_string(&c.runs).unwrap();
+        let runs = |c: &coldstart_formats::Cell| serde_json::to_string(&c.runs).unwrap();
         assert_eq!(runs(now), runs(k), "{} kept as measured, not measured again", k.strategy);
     }
 }

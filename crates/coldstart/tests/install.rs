@@ -115,7 +115,7 @@ fn the_readmes_install_command_gives_a_coldstart_that_runs_from_any_directory() 
     // The function profile with the audit agent the binary carries.
     let out = run(&["profile", "--tracer", "audit", "-o", "p.json", "--", "./sample/sample"]);
     ok(&out, "profile --tracer audit");
-    let profile = coldstart_profile::Profile::read(&work.path().join("p.json")).unwrap();
+    let profile = coldstart_profile_format::Profile::read(&work.path().join("p.json")).unwrap();
     let exe = work.path().join("sample/sample").canonicalize().unwrap();
     let module = profile.modules.iter().find(|m| m.path == exe).expect("the sample profiled");
     assert!(

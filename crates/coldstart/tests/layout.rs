@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use assert_cmd::Command as Cli;
-use coldstart_profile::format::PageAccess;
-use coldstart_profile::Profile;
+use coldstart_profile_format::PageAccess;
+use coldstart_profile_format::Profile;
 use coldstart_testkit::require;
 use predicates::prelude::*;
 
@@ -58,10 +58,10 @@ fn profile(path: &Path, workload: &str, module: &Path, names: &[String]) -> Path
 /// Add page data to the profile at `path`: `accesses` to the one file `file`.
 fn add_pages(path: &Path, file: &Path, accesses: Vec<PageAccess>) {
     let mut p = Profile::read(path).unwrap();
-    p.pages = Some(coldstart_profile::PageProfile {
+    p.pages = Some(coldstart_profile_format::PageProfile {
         source: "tracefs".into(),
         sampled: false,
-        files: vec![coldstart_profile::format::PageFile {
+        files: vec![coldstart_profile_format::PageFile {
             path: file.to_owned(),
             size: 0,
             mtime: 0,

@@ -13,7 +13,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::CommandCargoExt;
-use coldstart_measure::storage::find_leftovers;
+use coldstart_storage::find_leftovers;
 use serde_json::Value;
 
 const MIB: u64 = 1 << 20;

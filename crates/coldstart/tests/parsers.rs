@@ -18,7 +18,7 @@ proptest! {
     fn a_profile_is_read_or_refused(edits in edits()) {
         let bytes = mutate(PROFILE.as_bytes(), &edits);
         if let Ok(text) = std::str::from_utf8(&bytes) {
-            if let Ok(p) = coldstart_profile::Profile::from_json("p.json".as_ref(), text) {
+            if let Ok(p) = coldstart_profile_format::Profile::from_json("p.json".as_ref(), text) {
                 let _ = p.first_touch_order();
             }
         }

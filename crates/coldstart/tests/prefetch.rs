@@ -9,8 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::CommandCargoExt;
-use coldstart_profile::format::{PageAccess, PageFile, PageProfile, SOURCE_EXACT};
-use coldstart_profile::{Profile, Stop};
+use coldstart_profile_format::{PageAccess, PageFile, PageProfile, SOURCE_EXACT};
+use coldstart_profile_format::{Profile, Stop};
 
 fn coldstart() -> Command {
     Command::cargo_bin("coldstart").unwrap()

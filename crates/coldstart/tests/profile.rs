@@ -388,7 +388,7 @@ fn stripped_binary_page_profile_names_its_pages() {
         .expect("the binary's pages are named");
     assert!(files[index]["build_id"].as_str().is_some_and(|b| !b.is_empty()));
     assert_eq!(files[index]["size"], std::fs::metadata(&prog).unwrap().len());
-    let read = coldstart_profile::Profile::read(&f.path().join("p.json")).unwrap();
+    let read = coldstart_profile_format::Profile::read(&f.path().join("p.json")).unwrap();
     let sections = coldstart_profile::pages::section_pages(read.pages.as_ref().unwrap());
     let text = sections[index].iter().find(|s| s.name == ".text").expect(".text listed");
     assert!(

@@ -13,7 +13,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use coldstart_results::{
+use coldstart_formats::{
     BlockRequest, Cell, CellRun, Document, Experiment, FileCost, HotSet, LinkSpec, ModuleSpan,
     PageEvent, Phase, Timeline, TimelineFile, Wait,
 };

@@ -11,7 +11,7 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Command;
 
-use coldstart_results::{Document, Timeline};
+use coldstart_formats::{Document, Timeline};
 use coldstart_sample::{Config, Sample};
 use coldstart_sys::tracefs::{Mount, Tracefs};
 

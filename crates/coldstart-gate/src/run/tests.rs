@@ -2,10 +2,10 @@
 
 use std::path::Path;
 
-use coldstart_measure::result::Counters;
-use coldstart_measure::stats::Xoshiro256;
-use coldstart_measure::storage::StorageProfile;
+use coldstart_formats::measure::Counters;
+use coldstart_formats::stats::Xoshiro256;
 use coldstart_measure::CacheState;
+use coldstart_storage::StorageProfile;
 
 use super::*;
 use crate::compare::history_entry;

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use coldstart_process::maps::{parse_line, Mapping};
 
 use super::pages::{FileId, PageSet};
-use super::Holder;
+use coldstart_formats::measure::Holder;
 use coldstart_sys::page_size;
 
 /// One file to look for: its path and, when it can be stat'ed, its device and inode.

@@ -15,7 +15,9 @@ use std::os::unix::fs::MetadataExt;
 /// renamed, replaced or bind-mounted file is still the same file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FileId {
+    /// The device (`st_dev`).
     pub dev: u64,
+    /// The inode.
     pub ino: u64,
 }
 

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use super::mapping::Mapping;
 use super::pages::PageSet;
-use super::Residency;
+use coldstart_formats::measure::Residency;
 use coldstart_sys::page_size;
 
 /// How residency was measured.

@@ -1,10 +1,9 @@
 //! Snapshot-style tests of the exporters on a small hand-built report.
 
 use super::*;
-use crate::cache::EvictionReport;
-use crate::result::Environment;
-use std::fs;
-use std::io;
+use coldstart_formats::measure::{
+    from_json, Environment, EvictionReport, ReadError, FORMAT_NAME, FORMAT_VERSION,
+};
 
 fn summary(median: f64, trimmed: f64, ci: (f64, f64), n: usize, outliers: Vec<usize>) -> Summary {
     Summary { n, median, trimmed_mean: trimmed, ci95: ci, outliers, ..Summary::default() }
@@ -242,7 +241,7 @@ fn json_of_an_unknown_version_is_rejected_by_name() {
     let err = from_json(&v.to_string()).unwrap_err().to_string();
     assert!(err.contains("version 99"), "{err}");
     assert!(err.contains("coldstart-measure\" versions 1 to 2"), "{err}");
-    assert!(matches!(from_json("{not json"), Err(ExportError::Json(_))));
+    assert!(matches!(from_json("{not json"), Err(ReadError::Json(_))));
 }
 
 #[test]
@@ -265,27 +264,27 @@ fn json_of_version_1_reads_without_held_pages() {
 #[test]
 fn held_pages_are_shown_with_the_figures() {
     let mut r = report();
-    let held = crate::result::HeldByOthers {
+    let held = coldstart_formats::measure::HeldByOthers {
         files: 2,
         pages: 12,
         bytes: 12 * 4096,
         touched_pages: 4,
         touched_bytes: 4 * 4096,
         by_file: vec![
-            crate::result::HeldFile {
+            coldstart_formats::measure::HeldFile {
                 path: "/usr/bin/bash".into(),
                 pages: 10,
                 touched_pages: Some(3),
                 own: true,
             },
-            crate::result::HeldFile {
+            coldstart_formats::measure::HeldFile {
                 path: "/usr/lib/locale/locale-archive".into(),
                 pages: 2,
                 touched_pages: None,
                 own: false,
             },
         ],
-        holders: vec![crate::cache::Holder {
+        holders: vec![coldstart_formats::measure::Holder {
             pid: 832,
             comm: "bash".into(),
             path: "/usr/bin/bash".into(),
@@ -416,29 +415,4 @@ fn metric_values_follow_the_counters() {
         ]
     );
     assert_eq!(metric_value(&c, "nonsense"), None);
-}
-
-#[test]
-fn write_atomic_replaces_the_file_and_leaves_no_temporary() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("report.json");
-    write_atomic(&path, b"first").unwrap();
-    write_atomic(&path, b"second").unwrap();
-    assert_eq!(fs::read(&path).unwrap(), b"second");
-    let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(names, vec![std::ffi::OsString::from("report.json")]);
-}
-
-#[test]
-fn write_atomic_fails_cleanly() {
-    let dir = tempfile::tempdir().unwrap();
-    let missing = dir.path().join("no/such/dir/report.csv");
-    assert_eq!(write_atomic(&missing, b"x").unwrap_err().kind(), io::ErrorKind::NotFound);
-    // Renaming over a directory fails after the temporary file was written: it is removed.
-    let target = dir.path().join("a-directory");
-    fs::create_dir(&target).unwrap();
-    fs::write(target.join("keep"), b"k").unwrap();
-    assert!(write_atomic(&target, b"x").is_err());
-    let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(names, vec![std::ffi::OsString::from("a-directory")]);
 }

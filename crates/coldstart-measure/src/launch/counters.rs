@@ -11,7 +11,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
 use crate::cgroup::RunCgroup;
-use crate::result::Counters;
+use coldstart_formats::measure::Counters;
 
 /// The readings taken before the child execs, subtracted from the same readings at readiness.
 pub(super) struct Before {

@@ -9,15 +9,15 @@ use super::spawn::{self, Launched};
 use super::wait::{self, Waited};
 use super::{LaunchError, RunOutput, RunSpec};
 use crate::cgroup::RunCgroup;
-use crate::ready::{self, Ready};
-use crate::result::Outcome;
+use coldstart_formats::measure::Outcome;
+use coldstart_ready::{self as ready, Ready};
 
 /// Start `spec` in `cgroup` (with the emulated storage's `enter` hook and device), wait for
 /// readiness, and return its figures.
 pub(super) fn run_one(
     spec: &RunSpec,
     cgroup: Option<&RunCgroup>,
-    enter: Option<&crate::storage::EnterHook>,
+    enter: Option<&coldstart_storage::EnterHook>,
     device_stat: Option<&Path>,
     watch: Option<&ready::x11::WindowWatch>,
     perf_supported: &mut Option<bool>,

@@ -18,7 +18,7 @@ use coldstart_process::held::{Held, SpawnError, Spawner};
 use super::counters::{self, Before};
 use super::{resolve_program, LaunchError, RunSpec};
 use crate::cgroup::RunCgroup;
-use crate::ready::{self, Ready};
+use coldstart_ready::{self as ready, Ready};
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     coldstart_sys::pipe(libc::O_CLOEXEC)
@@ -103,7 +103,7 @@ impl Prepared {
     pub(super) fn spawn(
         self,
         spec: &RunSpec,
-        enter: Option<&crate::storage::EnterHook>,
+        enter: Option<&coldstart_storage::EnterHook>,
         device_stat: Option<&Path>,
         perf_supported: &mut Option<bool>,
     ) -> Result<Launched, LaunchError> {

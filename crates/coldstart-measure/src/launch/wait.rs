@@ -17,8 +17,8 @@ use super::discovery::{Discovery, DISCOVERY_SAMPLE_INTERVAL};
 use super::spawn::Launched;
 use super::{LaunchError, RunSpec};
 use crate::cgroup::RunCgroup;
-use crate::ready::{self, Ready};
-use crate::result::Outcome;
+use coldstart_formats::measure::Outcome;
+use coldstart_ready::{self as ready, Ready};
 
 /// Captured-output reader: keeps the last partial line, matches complete lines.
 struct LineMatcher {

@@ -7,8 +7,8 @@ use std::sync::Mutex;
 use super::files::device_files;
 use super::options::{MeasureError, MeasureOptions, StorageOptions};
 use crate::launch::{Executor, RunStorage};
-use crate::result::StorageInfo;
-use crate::storage::{EmulatedStorage, StorageError};
+use coldstart_formats::measure::StorageInfo;
+use coldstart_storage::{EmulatedStorage, StorageError};
 
 /// The emulated storage of a measurement. Dropping it (at the end, on an error, or when an
 /// interrupt ends the measurement with [`coldstart_process::cancel::Interrupted`]) unmounts,
@@ -87,7 +87,7 @@ pub(super) fn start_emulation(
     })?;
     exec.set_storage(Some(run_storage))?;
     let fidelity =
-        host_read_iops.and_then(|iops| crate::storage::fidelity_warning(&so.profile, iops));
+        host_read_iops.and_then(|iops| coldstart_storage::fidelity_warning(&so.profile, iops));
     let info = StorageInfo {
         profile: so.profile.name.clone(),
         read_iops: so.profile.read_iops,

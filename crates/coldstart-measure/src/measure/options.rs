@@ -9,8 +9,8 @@ use coldstart_sys::is_root;
 
 use crate::cache::CacheState;
 use crate::launch::{resolve_program, LaunchError};
-use crate::storage::{StorageError, StorageProfile};
-use crate::Ready;
+use coldstart_ready::Ready;
+use coldstart_storage::{StorageError, StorageProfile};
 
 /// Everything a measurement needs, validated by [`MeasureOptions::validate`].
 #[derive(Debug, Clone)]
@@ -20,6 +20,7 @@ pub struct MeasureOptions {
     /// The cache states to measure, in order (usually one; `cold` and `hot` together give the
     /// I/O share).
     pub caches: Vec<CacheState>,
+    /// When a run counts as started up.
     pub ready: Ready,
     /// Measured runs per command and state.
     pub runs: usize,
@@ -27,7 +28,7 @@ pub struct MeasureOptions {
     pub warmup: usize,
     /// Bound of each run.
     pub timeout: Duration,
-    /// Run every run on emulated slow storage ([`crate::storage`]); `None`: on this machine's
+    /// Run every run on emulated slow storage (`coldstart-storage`); `None`: on this machine's
     /// own disk.
     pub storage: Option<StorageOptions>,
     /// Exclude a run when any page of the program's own files stayed cached, even one that a
@@ -43,7 +44,7 @@ pub struct MeasureOptions {
     pub launchers: Vec<Vec<String>>,
     /// With two commands compared: what the first has that the second lacks, when the first
     /// is the change and the second the base (`measure --prefetch DB --compare`: "the
-    /// prefetch"); see [`Comparison::change`](crate::result::Comparison::change).
+    /// prefetch"); see [`Comparison::change`](coldstart_formats::measure::Comparison::change).
     pub change: Option<String>,
 }
 
@@ -56,11 +57,12 @@ pub struct MeasureOptions {
 /// the originals, in a cgroup whose reads of the device are throttled to the profile.
 #[derive(Debug, Clone)]
 pub struct StorageOptions {
+    /// The device to emulate.
     pub profile: StorageProfile,
     /// Copy this directory instead of the discovered files.
     pub app_dir: Option<PathBuf>,
     /// Where the session directory with the backing file goes
-    /// ([`crate::storage::DEFAULT_WORK_DIR`] by default).
+    /// ([`coldstart_storage::DEFAULT_WORK_DIR`] by default).
     pub work_dir: PathBuf,
 }
 
@@ -84,17 +86,27 @@ impl Default for MeasureOptions {
 /// Why a measurement could not be done (as opposed to runs that failed, which are reported).
 #[derive(Debug, thiserror::Error)]
 pub enum MeasureError {
+    /// The options contradict each other or the machine (the message says how).
     #[error("{0}")]
     Invalid(String),
+    /// The command cannot be started at all.
     #[error(transparent)]
     Launch(#[from] LaunchError),
+    /// `--cache cold` without root.
     #[error(
         "--cache cold needs root: dropping the page cache writes /proc/sys/vm/drop_caches, which needs \
          CAP_SYS_ADMIN; run as root, or use --cache selective (evicts only the program's files, no root needed)"
     )]
     NeedsRoot,
+    /// A cache state could not be prepared.
     #[error("cannot prepare the {state} cache state: {source}")]
-    Cache { state: CacheState, source: std::io::Error },
+    Cache {
+        /// The state.
+        state: CacheState,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// The emulated storage could not be set up.
     #[error("emulated storage: {0}")]
     Storage(#[from] StorageError),
     /// A signal ended the measurement ([`coldstart_process::cancel`]): the run in progress was
@@ -162,7 +174,7 @@ impl MeasureOptions {
             return Err(MeasureError::NeedsRoot);
         }
         if let Some(s) = &self.storage {
-            crate::storage::require_root()?;
+            coldstart_storage::require_root()?;
             if let Some(d) = &s.app_dir {
                 if !d.is_dir() {
                     return Err(MeasureError::Invalid(format!(

@@ -5,13 +5,14 @@ use coldstart_sys::is_root;
 use std::path::Path;
 
 use super::options::MeasureOptions;
-use crate::cache::{page_size, CacheState, EvictionReport, Holder};
+use crate::cache::{page_size, CacheState};
 use crate::launch::RunOutput;
 use crate::metric::Metric;
-use crate::result::{
+use coldstart_formats::measure::Summary;
+use coldstart_formats::measure::{
     Environment, HeldByOthers, HeldFile, IoShare, MeasureReport, Outcome, RunRecord,
 };
-use crate::stats::Summary;
+use coldstart_formats::measure::{EvictionReport, Holder};
 use coldstart_units as units;
 
 /// Held pages that start-up uses are worth a warning from this share of what start-up would
@@ -162,7 +163,10 @@ pub(super) fn held_by_others(
 /// `--ready` and `--timeout`; those that exited on their own at the program's error, with the
 /// last lines it wrote to standard error (`launched`: each run started through a launcher,
 /// whose own errors count as the program's).
-fn not_ready_warnings(c: &crate::result::CommandResult, launched: bool) -> Vec<String> {
+fn not_ready_warnings(
+    c: &coldstart_formats::measure::CommandResult,
+    launched: bool,
+) -> Vec<String> {
     let mut w = Vec::new();
     let timeouts = c.runs.iter().filter(|r| r.outcome == Outcome::Timeout).count();
     if timeouts > 0 {
@@ -251,7 +255,7 @@ pub(super) fn io_share(opts: &MeasureOptions, report: &MeasureReport) -> Vec<IoS
 /// Read requests counted while the program read no byte from storage: the count is the whole
 /// disk's (cgroup v1 attributes no page-cache read to a group), so it holds other processes'
 /// reads; say so, and how to count the program's own.
-fn foreign_reads_warning(c: &crate::result::CommandResult) -> Option<String> {
+fn foreign_reads_warning(c: &coldstart_formats::measure::CommandResult) -> Option<String> {
     let requests = c.summary(Metric::ReadRequests.name())?;
     let bytes = c.summary(Metric::ReadBytes.name())?;
     if requests.n == 0 || bytes.median > 0.0 || requests.median < 1.0 {
@@ -383,7 +387,7 @@ fn eviction_warning(
 
 /// The warning when the held pages start-up uses are a large share of what it would read
 /// from storage after a fresh boot ([`HELD_SHARE_WARNING`]), over the counted runs.
-fn held_warning(c: &crate::result::CommandResult) -> Option<String> {
+fn held_warning(c: &coldstart_formats::measure::CommandResult) -> Option<String> {
     let counted: Vec<&RunRecord> = c.runs.iter().filter(|r| r.excluded.is_none()).collect();
     let touched: Vec<f64> = counted
         .iter()
@@ -495,8 +499,7 @@ fn holder_names<'a>(holders: impl IntoIterator<Item = &'a Holder>) -> Vec<String
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::Residency;
-    use crate::result::Counters;
+    use coldstart_formats::measure::{Counters, Residency};
 
     #[test]
     fn an_incomplete_hold_is_worth_a_warning_only_where_pages_are_reclaimed() {
@@ -650,7 +653,7 @@ mod tests {
     }
 
     /// A command whose counted runs read `read` bytes with `touched` bytes of held pages used.
-    fn command(touched: u64, read: Option<u64>) -> crate::result::CommandResult {
+    fn command(touched: u64, read: Option<u64>) -> coldstart_formats::measure::CommandResult {
         let e = evicted(
             vec![resident("/lib/libc.so.6", 1, 1, Some(1))],
             vec![holder(832, "/lib/libc.so.6")],
@@ -668,7 +671,7 @@ mod tests {
                 )
             })
             .collect();
-        crate::result::CommandResult {
+        coldstart_formats::measure::CommandResult {
             label: "cold".into(),
             command: vec!["prog".into()],
             runs,

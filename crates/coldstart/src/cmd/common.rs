@@ -44,7 +44,7 @@ pub struct StorageArgs {
     #[arg(long, value_name = "PROFILE")]
     pub storage: Option<String>,
     /// With --storage: where the emulated device's backing file goes (a disk file system).
-    #[arg(long, value_name = "WORK", requires = "storage", default_value = coldstart_measure::storage::DEFAULT_WORK_DIR)]
+    #[arg(long, value_name = "WORK", requires = "storage", default_value = coldstart_storage::DEFAULT_WORK_DIR)]
     pub storage_dir: std::path::PathBuf,
 }
 
@@ -71,8 +71,6 @@ impl PageModelArgs {
         })
     }
 }
-
-pub use coldstart_units::parse_size;
 
 /// The most runs of one command and cache state any flag may ask for (`--runs`, `--batch`,
 /// `--max-runs`, `--warmup`).

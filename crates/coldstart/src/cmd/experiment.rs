@@ -12,7 +12,7 @@ use coldstart_bundle::Cancel;
 use coldstart_experiment::{
     CacheState, ExperimentError, ExperimentOptions, GridLink, GridStrategy, Progress,
 };
-use coldstart_results::Experiment;
+use coldstart_formats::Experiment;
 
 use super::common::network::parse_readahead;
 use super::common::signals::{self, Signals};

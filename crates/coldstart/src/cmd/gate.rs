@@ -21,8 +21,9 @@ use coldstart_gate::run::Progress;
 use coldstart_gate::{
     history, plan, summary, Baseline, Figure, GateError, GateOptions, Policy, Slack, StorageChoice,
 };
-use coldstart_measure::storage::StorageProfile;
-use coldstart_measure::{CacheState, Ready};
+use coldstart_measure::CacheState;
+use coldstart_ready::Ready;
+use coldstart_storage::StorageProfile;
 
 use crate::exit;
 
@@ -75,7 +76,7 @@ pub struct Args {
     #[arg(long, value_name = "PROFILE|none")]
     pub storage: Option<String>,
     /// Where the emulated device's backing file goes.
-    #[arg(long, value_name = "DIR", default_value = coldstart_measure::storage::DEFAULT_WORK_DIR)]
+    #[arg(long, value_name = "DIR", default_value = coldstart_storage::DEFAULT_WORK_DIR)]
     pub storage_dir: PathBuf,
     /// Page profiles for the pages-touched figure (default 5 as root, 0 otherwise). A gate
     /// takes its baseline's.

@@ -13,10 +13,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use coldstart_formats::measure::MeasureReport;
 use coldstart_measure::launch::LinuxExecutor;
 use coldstart_measure::measure::{Progress, StorageOptions};
-use coldstart_measure::storage::StorageProfile;
-use coldstart_measure::{export, CacheState, MeasureOptions, MeasureReport, Ready};
+use coldstart_measure::{export, CacheState, MeasureOptions};
+use coldstart_ready::Ready;
+use coldstart_storage::StorageProfile;
 
 use super::common::Steps;
 use crate::exit;
@@ -195,7 +197,7 @@ fn write_exports(args: &Args, report: &MeasureReport) -> anyhow::Result<()> {
     let write =
         |path: &Option<PathBuf>, render: &dyn Fn(&MeasureReport) -> String| -> anyhow::Result<()> {
             if let Some(p) = path {
-                export::write_atomic(p, render(report).as_bytes())
+                coldstart_fs::write_atomic(p, render(report).as_bytes())
                     .with_context(|| format!("cannot write {}", p.display()))?;
             }
             Ok(())

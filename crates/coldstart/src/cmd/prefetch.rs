@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use coldstart_prefetch::{replay, Database, Recording};
-use coldstart_profile::{PageMethod, ProfileError, ProfileOptions, Ready};
+use coldstart_profile::{PageMethod, ProfileError, ProfileOptions};
+use coldstart_ready::Ready;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
@@ -135,8 +136,8 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| crate::exit::usage(format!("-o {}: {e}", args.output.display())))?;
     let mut recordings = Vec::new();
     for p in &args.from_profile {
-        let profile =
-            coldstart_profile::Profile::read(p).map_err(|e| crate::exit::usage(e.to_string()))?;
+        let profile = coldstart_profile_format::Profile::read(p)
+            .map_err(|e| crate::exit::usage(e.to_string()))?;
         let Some(pages) = profile.pages.as_ref() else {
             return Err(crate::exit::usage(format!(
                 "{} has no file pages: record it with `coldstart profile --pages`",
@@ -158,7 +159,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         options.page_method = PageMethod::Exact;
         options.kill_at_ready = true;
         options.timeout = (!args.timeout.is_zero()).then_some(args.timeout);
-        let caught = coldstart_profile::interrupt::catch().context("installing signal handlers")?;
+        let caught = coldstart_process::cancel::catch().context("installing signal handlers")?;
         let command: Vec<String> =
             args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect();
         let steps = super::common::Steps::new("prefetch record");

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use coldstart_profile::{
-    format, Follow, Profile, ProfileError, ProfileOptions, Ready, Stop, Tracer, Via,
-};
+use coldstart_profile::{Follow, ProfileError, ProfileOptions, Tracer};
+use coldstart_profile_format::{self as format, Profile, Stop, Via};
+use coldstart_ready::Ready;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -133,7 +133,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     options.timeout = (!args.timeout.is_zero()).then_some(args.timeout);
     // A profile that cannot be written is refused before the program runs.
     Profile::check_writable(&output)?;
-    let caught = coldstart_profile::interrupt::catch().context("installing signal handlers")?;
+    let caught = coldstart_process::cancel::catch().context("installing signal handlers")?;
     super::common::Steps::new("profile").say(format_args!(
         "recording the start-up of {}{}",
         options.command.first().map_or(String::new(), |c| c.to_string_lossy().into_owned()),
@@ -345,9 +345,9 @@ fn print_processes(profile: &Profile, options: &ProfileOptions) {
 
 /// The last of `images` of each process, in the order the processes first appear.
 fn last_per_process<'a>(
-    images: impl Iterator<Item = &'a coldstart_profile::Image>,
-) -> Vec<&'a coldstart_profile::Image> {
-    let mut out: Vec<&coldstart_profile::Image> = Vec::new();
+    images: impl Iterator<Item = &'a coldstart_profile_format::Image>,
+) -> Vec<&'a coldstart_profile_format::Image> {
+    let mut out: Vec<&coldstart_profile_format::Image> = Vec::new();
     for i in images {
         match out.iter_mut().find(|o| o.pid == i.pid) {
             Some(o) => *o = i,
@@ -358,7 +358,7 @@ fn last_per_process<'a>(
 }
 
 /// `PATH (N), PATH (M)`: the programs of `images` by how often they appear, most first.
-fn count_by_path<'a>(images: impl Iterator<Item = &'a coldstart_profile::Image>) -> String {
+fn count_by_path<'a>(images: impl Iterator<Item = &'a coldstart_profile_format::Image>) -> String {
     let mut counts: Vec<(String, usize)> = Vec::new();
     for i in images {
         let path = i.path.display().to_string();

@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use coldstart_results::{Document, Timeline};
-use coldstart_timeline::{Cache, Functions, Ready, StorageSetup, TimelineOptions};
+use coldstart_formats::{Document, Timeline};
+use coldstart_ready::Ready;
+use coldstart_timeline::{Cache, Functions, StorageSetup, TimelineOptions};
 
 use crate::exit;
 
@@ -58,7 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let profile = match &args.profile {
         Some(p) => Some(
-            coldstart_profile::Profile::read(p)
+            coldstart_profile_format::Profile::read(p)
                 .with_context(|| format!("--profile {}", p.display()))?,
         ),
         None => None,
@@ -93,7 +94,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ));
         // A signal ends the recording through its guards (tracing, uprobes, tracefs mounted
         // for it, the emulated device), not the process.
-        let caught = coldstart_profile::interrupt::catch().context("installing signal handlers")?;
+        let caught = coldstart_process::cancel::catch().context("installing signal handlers")?;
         let recorded = coldstart_timeline::record(&options);
         drop(caught);
         match recorded {
@@ -122,7 +123,7 @@ fn storage_setup(
     timeout: Duration,
 ) -> anyhow::Result<Option<StorageSetup>> {
     let Some(name) = &args.emulated.storage else { return Ok(None) };
-    let profile: coldstart_measure::storage::StorageProfile =
+    let profile: coldstart_storage::StorageProfile =
         name.parse().map_err(|e| exit::usage(format!("--storage: {e}")))?;
     let paths = match &args.app_dir {
         Some(dir) => vec![std::fs::canonicalize(dir)

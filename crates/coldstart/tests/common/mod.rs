@@ -32,9 +32,10 @@ static int open_beside_exe(const char *name) {
 }
 
 #[allow(unused_imports)]
+pub use coldstart_sys::{is_root, pid_alive};
+#[allow(unused_imports)]
 pub use coldstart_testkit::{
-    cache_lock, is_root, pid_alive, require, require_program, require_root, signal, try_signal,
-    CacheLock,
+    cache_lock, require, require_program, require_root, signal, try_signal, CacheLock,
 };
 
 /// The command's standard output, after asserting it succeeded (its output in the message).
@@ -141,8 +142,8 @@ pub fn touch_profile(
     module: &std::path::Path,
     names: &[String],
     step_ns: u64,
-) -> coldstart_profile::Profile {
-    use coldstart_profile::{Module, Profile, Stop, Touch};
+) -> coldstart_profile_format::Profile {
+    use coldstart_profile_format::{Module, Profile, Stop, Touch};
     let functions = names
         .iter()
         .enumerate()

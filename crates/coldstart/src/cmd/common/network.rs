@@ -156,7 +156,7 @@ pub fn link_hint(link: Option<coldstart_serve::Link>) -> Option<LinkEstimate> {
 
 /// `--readahead`: a size, and one a mount takes.
 pub fn parse_readahead(s: &str) -> Result<u32, String> {
-    let v = super::parse_size(s)?;
+    let v = coldstart_units::parse_size(s)?;
     coldstart_lazyfs::readahead(v).map_err(|e| format!("`{s}`: {e}"))
 }
 

@@ -4,19 +4,25 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::stats::checked_median;
 use crate::Document;
 
 /// A grid of network starts: every link x strategy x cache state, measured and predicted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Experiment {
+    /// Always `coldstart-experiment`.
     pub format: String,
+    /// The format's version: 1.
     pub version: u32,
     /// When the experiment started, seconds since the Unix epoch.
     pub created_unix: u64,
-    /// `/proc/sys/kernel/osrelease` and the CPUs available, for the reader of the figures.
+    /// `/proc/sys/kernel/osrelease`, for the reader of the figures.
     pub kernel: String,
+    /// The CPUs available.
     pub cpus: usize,
+    /// The program started.
     pub program: ExperimentProgram,
+    /// The grid.
     pub settings: ExperimentSettings,
     /// The measured command's start-up with every byte local and cached (median), seconds;
     /// the model's `local` term.
@@ -28,6 +34,7 @@ pub struct Experiment {
     pub used_bytes: Option<u64>,
     /// The cells measured so far, in the order measured.
     pub cells: Vec<Cell>,
+    /// Warnings that name a remedy.
     pub warnings: Vec<String>,
 }
 
@@ -40,14 +47,16 @@ pub struct ExperimentProgram {
     pub command: Vec<String>,
     /// The profiled command whose start-up reads are the hot set, relative to `dir`.
     pub profiled: Vec<String>,
-    /// Regular files and their bytes.
+    /// Regular files in `dir`.
     pub files: u64,
+    /// Their bytes.
     pub bytes: u64,
 }
 
 /// What the grid is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExperimentSettings {
+    /// The emulated links.
     pub links: Vec<LinkSpec>,
     /// Strategy names as `coldstart run --strategy` takes them (`auto` included).
     pub strategies: Vec<String>,
@@ -56,6 +65,7 @@ pub struct ExperimentSettings {
     pub caches: Vec<String>,
     /// Runs per cell.
     pub runs: u32,
+    /// The bundle's chunk size, bytes.
     pub chunk_size: u64,
     /// The mount's read-ahead, bytes.
     pub readahead: u64,
@@ -66,6 +76,7 @@ pub struct ExperimentSettings {
 pub struct LinkSpec {
     /// As given, e.g. `1mbit/100ms`.
     pub label: String,
+    /// Bandwidth, bits per second.
     pub bits_per_second: f64,
     /// Added once per request.
     pub latency_s: f64,
@@ -74,16 +85,22 @@ pub struct LinkSpec {
 /// The bundle's hot set.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HotSet {
+    /// Its bytes.
     pub bytes: u64,
+    /// The chunks it spans.
     pub chunks: u64,
 }
 
 /// One cell: a link, a strategy and a cache state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Cell {
+    /// The emulated link.
     pub link: LinkSpec,
+    /// The strategy, as `coldstart run --strategy` takes it.
     pub strategy: String,
+    /// `cold` or `warm-remote` (see [`ExperimentSettings::caches`]).
     pub cache: String,
+    /// The starts measured, in order.
     pub runs: Vec<CellRun>,
     /// `coldstart predict`'s start-up for this strategy (for `auto`: for the strategy it
     /// would choose), link given, cache as the runs found it, seconds.
@@ -104,6 +121,7 @@ pub struct CellRun {
     pub wall_s: f64,
     /// Over the network, retries and the manifest included.
     pub bytes_fetched: u64,
+    /// Requests made over the network, counted as `bytes_fetched` is.
     pub requests: u64,
     /// Time reads waited on chunk misses, summed (parallel misses overlap).
     pub stall_s: f64,
@@ -120,6 +138,7 @@ pub struct CellRun {
     #[serde(default)]
     pub held_out_misses: Option<u64>,
     #[serde(default)]
+    /// The bytes of those chunks (see [`CellRun::held_out_misses`]; absent in older files).
     pub held_out_bytes: Option<u64>,
     /// Bytes fetched besides the manifest's and the hot set's request (absent in older
     /// files).
@@ -134,6 +153,7 @@ pub struct CellRun {
 /// The link `auto` predicted on.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct AutoLink {
+    /// Bandwidth, bits per second.
     pub bits_per_second: f64,
     /// Added once per request.
     pub latency_s: f64,
@@ -151,19 +171,19 @@ impl Cell {
     /// Median of the runs' start-up times, unmounts left out (`None` without runs): the
     /// figure measured against the prediction and compared between strategies.
     pub fn startup_s(&self) -> Option<f64> {
-        median(self.runs.iter().map(CellRun::startup_s).collect())
+        checked_median(&self.runs.iter().map(CellRun::startup_s).collect::<Vec<f64>>())
     }
     /// Median bytes fetched.
     pub fn bytes_fetched(&self) -> Option<f64> {
-        median(self.runs.iter().map(|r| r.bytes_fetched as f64).collect())
+        checked_median(&self.runs.iter().map(|r| r.bytes_fetched as f64).collect::<Vec<f64>>())
     }
     /// Median requests.
     pub fn requests(&self) -> Option<f64> {
-        median(self.runs.iter().map(|r| r.requests as f64).collect())
+        checked_median(&self.runs.iter().map(|r| r.requests as f64).collect::<Vec<f64>>())
     }
     /// Median time stalled on misses.
     pub fn stall_s(&self) -> Option<f64> {
-        median(self.runs.iter().map(|r| r.stall_s).collect())
+        checked_median(&self.runs.iter().map(|r| r.stall_s).collect::<Vec<f64>>())
     }
     /// The strategy `auto` chose most often in the runs.
     pub fn chosen(&self) -> Option<&str> {
@@ -176,17 +196,6 @@ impl Cell {
         }
         counts.into_iter().max_by_key(|(_, k)| *k).map(|(c, _)| c)
     }
-}
-
-/// The median (mean of the middle two for an even count); `None` for no value. A cell's
-/// figures are the medians of its runs, and a report's summaries of cells use the same.
-pub fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
 }
 
 impl Experiment {

@@ -7,9 +7,13 @@ use crate::Document;
 /// Where the time of one start-up went, on one time axis: seconds from just before `execve`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Timeline {
+    /// Always `coldstart-timeline`.
     pub format: String,
+    /// The format's version: 1.
     pub version: u32,
+    /// When the run started, seconds since the Unix epoch.
     pub created_unix: u64,
+    /// The command traced.
     pub command: Vec<String>,
     /// The cache state the run started in: `cold` (page cache dropped) or `hot`.
     pub cache: String,
@@ -47,22 +51,29 @@ pub struct Timeline {
     pub modules: Vec<ModuleSpan>,
     /// How the module touches were put on this run's axis.
     pub modules_note: Option<String>,
+    /// Warnings that name a remedy.
     pub warnings: Vec<String>,
 }
 
 /// A named span of the start-up.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Phase {
+    /// `exec`, `loader`, `relocation`, `constructors`, `main`, ...
     pub name: String,
+    /// Its start, seconds.
     pub start_s: f64,
+    /// Its end, seconds.
     pub end_s: f64,
 }
 
 /// An interval a thread spent blocked in uninterruptible sleep.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Wait {
+    /// The thread.
     pub pid: i32,
+    /// When it blocked, seconds.
     pub start_s: f64,
+    /// When it woke, seconds.
     pub end_s: f64,
     /// The file whose page the thread faulted or read last before blocking, if any.
     pub file: Option<usize>,
@@ -73,15 +84,18 @@ pub struct Wait {
 pub struct TimelineFile {
     /// Empty when no open or mapping named it.
     pub path: String,
-    /// `major:minor` and inode, as the kernel named it.
+    /// `major:minor` of its device, as the kernel named it.
     pub dev: String,
+    /// Its inode.
     pub ino: u64,
 }
 
 /// A page event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PageEvent {
+    /// When, seconds.
     pub t_s: f64,
+    /// The file (an index into [`Timeline::files`]).
     pub file: usize,
     /// Offset / 4096.
     pub page: u64,
@@ -89,16 +103,22 @@ pub struct PageEvent {
     pub count: u64,
     /// `fault`, `map` (fault-around of cached pages) or `read` (added to the page cache).
     pub kind: String,
+    /// The thread it happened in.
     pub pid: i32,
 }
 
 /// A block-layer request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BlockRequest {
+    /// The device, `major:minor`.
     pub dev: String,
+    /// The first sector (512 bytes).
     pub sector: u64,
+    /// Its size.
     pub bytes: u64,
+    /// A write (else a read).
     pub write: bool,
+    /// When it was issued to the device, seconds.
     pub issue_s: f64,
     /// `None`: not completed before the trace ended.
     pub complete_s: Option<f64>,
@@ -107,6 +127,7 @@ pub struct BlockRequest {
 /// What one file cost the start-up.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FileCost {
+    /// The file (an index into [`Timeline::files`]).
     pub file: usize,
     /// Pages read into the page cache for the program.
     pub pages_read: u64,
@@ -119,9 +140,13 @@ pub struct FileCost {
 /// A module's first and last function touch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModuleSpan {
+    /// The module (executable or library).
     pub path: String,
+    /// Its first function touch, seconds.
     pub first_s: f64,
+    /// The last of its functions' first touches, seconds.
     pub last_s: f64,
+    /// The functions it touched.
     pub functions: u64,
 }
 

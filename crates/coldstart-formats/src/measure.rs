@@ -1,13 +1,21 @@
-//! The result types. One serialisable report; every exporter renders this struct.
+//! The result file of `coldstart measure` (format `coldstart-measure`,
+//! docs/formats/measure.md): one serialisable report, which `coldstart-measure` fills in and
+//! renders (JSON, CSV, Markdown, the terminal table) and `coldstart report` reads.
 //!
-//! The JSON form is the documented, versioned `coldstart-measure` format
-//! (docs/formats/measure.md). Bump [`FORMAT_VERSION`] on any incompatible change.
+//! [`from_json`] reads it, checking the format name and version first, so an old or foreign
+//! file gets a message that says what it is instead of a serde error. Bump [`FORMAT_VERSION`]
+//! on any incompatible change.
+
+mod eviction;
+mod seek;
 
 use std::path::PathBuf;
 
+use coldstart_error::Category;
 use serde::{Deserialize, Serialize};
 
-use crate::cache::{EvictionReport, Holder};
+pub use eviction::{EvictionReport, Holder, Residency, Unreadable, MAX_HOLDERS_PER_FILE};
+pub use seek::SeekModel;
 
 /// The `format` field of every exported report.
 pub const FORMAT_NAME: &str = "coldstart-measure";
@@ -61,9 +69,19 @@ pub enum Outcome {
     /// The run never became ready within the timeout; it was killed.
     Timeout,
     /// The process exited before the readiness signal (for non-`exit` signals).
-    ExitedBeforeReady { code: Option<i32>, signal: Option<i32> },
+    ExitedBeforeReady {
+        /// Its exit status, if it exited.
+        code: Option<i32>,
+        /// The signal that killed it, if one did.
+        signal: Option<i32>,
+    },
     /// Readiness was `exit` and the process exited with a non-zero status or a signal.
-    Failed { code: Option<i32>, signal: Option<i32> },
+    Failed {
+        /// Its exit status, if it exited.
+        code: Option<i32>,
+        /// The signal that killed it, if one did.
+        signal: Option<i32>,
+    },
 }
 
 /// One run of one command.
@@ -71,7 +89,9 @@ pub enum Outcome {
 pub struct RunRecord {
     /// 0-based index among the measured runs of this command (warm-up runs are not recorded).
     pub index: usize,
+    /// How it ended.
     pub outcome: Outcome,
+    /// Its figures.
     pub counters: Counters,
     /// What eviction of the program's own files did before this run, and the residency
     /// measured after it.
@@ -124,6 +144,7 @@ impl HeldByOthers {
 /// One file with held pages.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeldFile {
+    /// The file.
     pub path: PathBuf,
     /// Held pages of the file.
     pub pages: u64,
@@ -139,10 +160,12 @@ pub struct HeldFile {
 pub struct CommandResult {
     /// A short label (`A`, `B`, or the command line).
     pub label: String,
+    /// The command line.
     pub command: Vec<String>,
+    /// Every measured run, counted or not.
     pub runs: Vec<RunRecord>,
     /// Statistics over the included runs, per metric (`wall_s`, `major_faults`, ...: the
-    /// [`Metric::name`](crate::metric::Metric::name)s).
+    /// names of the [`Counters`] fields they were read from).
     pub summaries: Vec<(String, Summary)>,
 }
 
@@ -156,14 +179,20 @@ impl CommandResult {
 /// Statistics of one metric over the included runs (computed by [`Summary::from_samples`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
+    /// Samples: the included runs that measured the metric.
     pub n: usize,
+    /// Their mean.
     pub mean: f64,
+    /// Their median.
     pub median: f64,
     /// Mean with the highest and lowest sample dropped (the paper's method); the plain mean
     /// when fewer than 3 samples.
     pub trimmed_mean: f64,
+    /// Sample standard deviation (n - 1 in the denominator).
     pub stddev: f64,
+    /// The smallest sample.
     pub min: f64,
+    /// The largest sample.
     pub max: f64,
     /// 95% bootstrap confidence interval of the median.
     pub ci95: (f64, f64),
@@ -212,12 +241,15 @@ pub struct IoShare {
 /// Facts about the machine and the measurement that a reader needs to trust the figures.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Environment {
+    /// `/proc/sys/kernel/osrelease`.
     pub kernel: String,
+    /// CPUs available.
     pub cpus: usize,
     /// `v1` or `v2`: which cgroup hierarchy counted the runs.
     pub cgroup: String,
     /// Scaling governor of cpu0, if exposed.
     pub cpu_governor: Option<String>,
+    /// Whether the measurement ran as root.
     pub is_root: bool,
     /// What reclaims idle page-cache pages on its own on this machine, if anything does
     /// (`DAMON pageout (kdamond 0)`, `DAMON_RECLAIM`): warm and hot pages may leave the cache
@@ -237,9 +269,13 @@ pub struct MeasureReport {
     pub cache: String,
     /// The readiness signal, as given.
     pub ready: String,
+    /// Warm-up runs before the measured runs of each command (not recorded).
     pub warmup: usize,
+    /// The machine.
     pub environment: Environment,
+    /// Each command in each cache state (in a comparison: `A` and `B`).
     pub commands: Vec<CommandResult>,
+    /// A against B, when two commands were compared.
     pub comparison: Option<Comparison>,
     /// The I/O share of start-up, when a hot state was measured beside a colder one.
     #[serde(default)]
@@ -284,11 +320,78 @@ pub struct StorageInfo {
     pub readahead_kb: u64,
     /// The disk model that timed the reads (`hdd-seek`), when not the cgroup's limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seek: Option<crate::storage::SeekModel>,
+    pub seek: Option<SeekModel>,
     /// The files and directories copied onto the device (bind-mounted at these paths).
     pub paths: Vec<std::path::PathBuf>,
     /// Random 4 KiB reads per second this machine served through the unthrottled device.
     pub host_read_iops: Option<f64>,
     /// Set when that is too slow to emulate the profile faithfully (also in `warnings`).
     pub fidelity_warning: Option<String>,
+}
+
+/// Why a JSON report could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The `format` field is missing or is not `coldstart-measure`.
+    #[error(
+        "not a {FORMAT_NAME} report: its format is {found} (version {version}); this build reads \
+         format \"{FORMAT_NAME}\" versions 1 to {FORMAT_VERSION}"
+    )]
+    WrongFormat {
+        /// The `format` field as found (JSON), or `missing`.
+        found: String,
+        /// The `version` field as found (JSON), or `missing`.
+        version: String,
+    },
+    /// The format is right but the version is not one this build reads.
+    #[error(
+        "unsupported {FORMAT_NAME} report version {found}: this build reads format \
+         \"{FORMAT_NAME}\" versions 1 to {FORMAT_VERSION}; re-export it with a matching coldstart"
+    )]
+    UnsupportedVersion {
+        /// The `version` field as found (JSON), or `missing`.
+        found: String,
+    },
+    /// The JSON is malformed or does not match the format.
+    #[error("invalid {FORMAT_NAME} report: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl ReadError {
+    /// What kind of failure this is (the exit code follows from it).
+    pub fn category(&self) -> Category {
+        match self {
+            ReadError::WrongFormat { .. }
+            | ReadError::UnsupportedVersion { .. }
+            | ReadError::Json(_) => Category::Usage,
+        }
+    }
+}
+
+/// Read a report (as `coldstart measure --export-json` writes it), rejecting other formats and versions by name. A
+/// version 1 report reads as the current version: its fields are a subset, and none of its
+/// counted runs had pages held by other processes (such runs were excluded then).
+pub fn from_json(s: &str) -> Result<MeasureReport, ReadError> {
+    let value: serde_json::Value = serde_json::from_str(s)?;
+    let shown = |v: Option<&serde_json::Value>| match v {
+        None => "missing".to_string(),
+        Some(v) => v.to_string(),
+    };
+    let format = value.get("format");
+    if format.and_then(|f| f.as_str()) != Some(FORMAT_NAME) {
+        return Err(ReadError::WrongFormat {
+            found: shown(format),
+            version: shown(value.get("version")),
+        });
+    }
+    let version = value.get("version");
+    if !version
+        .and_then(|v| v.as_u64())
+        .is_some_and(|v| READABLE_VERSIONS.map(u64::from).contains(&v))
+    {
+        return Err(ReadError::UnsupportedVersion { found: shown(version) });
+    }
+    let mut report: MeasureReport = serde_json::from_value(value)?;
+    report.version = FORMAT_VERSION;
+    Ok(report)
 }

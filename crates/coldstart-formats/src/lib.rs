@@ -1,20 +1,26 @@
-//! The result files of `coldstart experiment` and `coldstart timeline`
-//! (docs/formats/experiment.md, docs/formats/timeline.md).
+//! The files one stage writes and another reads: the result files of `coldstart measure`,
+//! `coldstart experiment` and `coldstart timeline` (docs/formats/measure.md,
+//! docs/formats/experiment.md, docs/formats/timeline.md), and the statistics ([`stats`]) their
+//! figures are made with.
 //!
-//! Both are written by a stage and read by another (`coldstart report`), so their types live
+//! Each is written by a stage and read by another (`coldstart report`), so their types live
 //! here, on the ground floor, as the profile's do in `coldstart-profile-format`: the report
-//! reads an experiment without linking the code that ran it.
+//! reads a measurement or an experiment without linking the code that ran it.
 //!
 //! - [`Experiment`] (format `coldstart-experiment`): a grid of links x strategies x cache
 //!   states, each cell with its measured runs (start-up, bytes, requests, time stalled on
 //!   misses) and the model's prediction. Written after every cell, so an interrupted
 //!   experiment keeps what it measured.
+//! - [`measure::MeasureReport`] (format `coldstart-measure`): every run of one or more
+//!   commands in chosen cache states, its counters and how eviction went, the statistics over
+//!   the runs that count, a comparison, the I/O share, the machine. `coldstart-measure` writes
+//!   it and renders it; the report reads it.
 //! - [`Timeline`] (format `coldstart-timeline`): one start-up on one time axis: its phases,
 //!   every page it faulted or read with the file, the block requests, the time it waited on
 //!   I/O, and the modules' first and last function touch.
 //!
 //! ```
-//! use coldstart_results::{Document, Experiment};
+//! use coldstart_formats::{Document, Experiment};
 //!
 //! let e = Experiment::new();
 //! let text = serde_json::to_string(&e).unwrap();
@@ -23,6 +29,8 @@
 //! ```
 
 mod experiment;
+pub mod measure;
+pub mod stats;
 mod timeline;
 
 use std::path::{Path, PathBuf};
@@ -32,8 +40,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 pub use experiment::{
-    median, AutoLink, Cell, CellRun, Experiment, ExperimentProgram, ExperimentSettings, HotSet,
-    LinkSpec,
+    AutoLink, Cell, CellRun, Experiment, ExperimentProgram, ExperimentSettings, HotSet, LinkSpec,
 };
 pub use timeline::{
     BlockRequest, FileCost, ModuleSpan, PageEvent, Phase, Timeline, TimelineFile, Wait,
@@ -42,16 +49,54 @@ pub use timeline::{
 /// Why a result file could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum ResultsError {
+    /// The file could not be read.
     #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why reading failed.
+        source: std::io::Error,
+    },
+    /// The file is not JSON of the format.
     #[error("{path} is not a valid `{format}` file: {source}")]
-    Parse { path: PathBuf, format: &'static str, source: serde_json::Error },
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The format expected.
+        format: &'static str,
+        /// What the JSON parser found.
+        source: serde_json::Error,
+    },
+    /// The file is of another format.
     #[error("{path} is a `{found}` file, not a `{expected}` file")]
-    WrongFormat { path: PathBuf, found: String, expected: &'static str },
+    WrongFormat {
+        /// The file.
+        path: PathBuf,
+        /// Its `format` field.
+        found: String,
+        /// The format expected.
+        expected: &'static str,
+    },
+    /// The file is of a version this build does not read.
     #[error("{path} is `{format}` version {found}; this coldstart reads version {known} only: use a matching coldstart")]
-    UnknownVersion { path: PathBuf, format: &'static str, found: u32, known: u32 },
+    UnknownVersion {
+        /// The file.
+        path: PathBuf,
+        /// Its format.
+        format: &'static str,
+        /// Its `version` field.
+        found: u32,
+        /// The version this build reads.
+        known: u32,
+    },
+    /// The file could not be written.
     #[error("cannot write {path}: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why writing failed.
+        source: std::io::Error,
+    },
 }
 
 impl ResultsError {
@@ -141,7 +186,7 @@ pub fn head(text: &str) -> Option<(String, u32)> {
 pub fn error_category(
     cause: &(dyn std::error::Error + 'static),
 ) -> Option<coldstart_error::Category> {
-    coldstart_error::category_of!(cause; crate::ResultsError)
+    coldstart_error::category_of!(cause; crate::ResultsError, crate::measure::ReadError)
 }
 
 #[cfg(test)]
