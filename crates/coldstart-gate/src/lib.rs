@@ -46,6 +46,7 @@ pub mod drift;
 pub mod environment;
 pub mod error;
 pub mod figure;
+pub mod functions;
 pub mod history;
 pub mod identity;
 pub mod linux;
