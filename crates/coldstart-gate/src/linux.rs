@@ -217,12 +217,20 @@ impl Runner for LinuxRunner {
             o.kill_at_ready = true;
             o.quiet = true;
             o.timeout = Some(plan.timeout);
-            // Functions only: one-shot breakpoints on every function, no page run.
+            // Functions only: one-shot breakpoints on every function, no page run. A program
+            // the tracer cannot profile loses this figure, not the gate.
             let recording = match coldstart_profile::profile(&o) {
                 Err(ProfileError::Interrupted { signal }) => {
                     return Err(GateError::Interrupted { signal })
                 }
-                other => other?,
+                Err(e) => {
+                    out.sets.clear();
+                    out.warnings.push(format!(
+                        "new functions run are not compared: a function profile failed: {e}"
+                    ));
+                    break;
+                }
+                Ok(r) => r,
             };
             let p = &recording.profile;
             if let Some(w) = unsymbolized(p) {
