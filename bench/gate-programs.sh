@@ -4,9 +4,12 @@
 #   program_line NAME           "DIR COMMAND" of a program: the directory it runs in, then its
 #                               command as shell words (eval "set -- $COMMAND")
 #   far_program DIR             DIR/sample-bench-far: the sample at its benchmark size with far_function
-#   far_function SAMPLE_DIR     one more function called at start-up, 5 pages, placed at the end
+#   far_function SAMPLE_DIR [uncalled]
+#                               one more function called at start-up, 5 pages, placed at the end
 #                               of the executable's code, far from what start-up touches (rebuilt
-#                               in place with the sample's Makefile)
+#                               in place with the sample's Makefile); `uncalled`: the same function
+#                               linked where it would be, but not called (a relink that changes
+#                               the build and its layout, not what start-up runs)
 #   node_script DIR CPU_MS READ_BYTES
 #                               DIR/app.js: the node script, plus CPU_MS of CPU work and a read
 #                               of READ_BYTES from DIR/extra.bin at start-up (0: none)
@@ -73,7 +76,7 @@ program_line() {
 }
 
 far_function() {
-  local src=$1/src
+  local src=$1/src called=${2:-called}
   grep -q cs_exe_far "$src/decls.h" && return 0
   local last
   last=$(ls "$src"/exe_*.c | sort | tail -1)
@@ -89,6 +92,14 @@ lines.append("}")
 open(sys.argv[1], "a").write("\n" + "\n".join(lines) + "\n")
 PY
   sed -i 's|^#endif$|void cs_exe_far(void);\n#endif|' "$src/decls.h"
+  if [ "$called" = uncalled ]; then
+    # Called from workload b's start-up, which the gates (workload a) do not run: linked, and
+    # kept by --gc-sections, where it would be.
+    sed -i '/^CS_NOINLINE void cs_startup_b(const char \*dir)$/{n;s|^{$|{\n    cs_exe_far();|}' "$src/startup_b.c"
+    grep -q 'cs_exe_far();' "$src/startup_b.c" || { echo "far_function: cs_startup_b not found in $src/startup_b.c" >&2; return 2; }
+    make -s -C "$src" -j2 >/dev/null
+    return 0
+  fi
   sed -i '/^CS_NOINLINE void cs_startup_a(const char \*dir)$/{n;s|^{$|{\n    cs_exe_far();|}' "$src/startup_a.c"
   grep -q 'cs_exe_far();' "$src/startup_a.c" || { echo "far_function: cs_startup_a not found in $src/startup_a.c" >&2; return 2; }
   make -s -C "$src" -j2 >/dev/null

@@ -15,6 +15,9 @@
 #   far       the sample at its benchmark size (about 40 MiB of code) with one more function
 #             called at start-up, 5 pages, placed after all other code (--new-build: a new build
 #             of the same program)
+#   relink    the sample at its benchmark size relinked with that function not called at start-up
+#             (called from workload b's start-up only): a new build (--new-build) whose layout
+#             moved as far's did, running the same functions
 #   cpu20     the node script with 20% more CPU work at start-up (its hot runs' median CPU time)
 #   bytes10   the node script reading 10% more bytes at start-up (of its cold runs' median read
 #             from the emulated device), from a file beside it
@@ -34,7 +37,7 @@ cd "$(dirname "$0")/.."
 table_only=0
 if [ "${1:-}" = --table ]; then table_only=1; n=0; else n=${1:-50}; fi
 out=${out:-/var/tmp/coldstart-bench/gate-verdicts}
-cells=(${cells:-node python3 sample far cpu20 bytes10})
+cells=(${cells:-node python3 sample far relink cpu20 bytes10})
 conditions=(${conditions:-quiet busy1})
 tsv=$out/gates.tsv
 
@@ -54,7 +57,8 @@ except FileNotFoundError:
     pass
 what = {
     "node": "Node.js script, unchanged", "python3": "python3 imports, unchanged",
-    "sample": "sample, unchanged", "far": "sample (40 MiB): one far function more",
+    "sample": "sample, unchanged", "far": "sample (47 MB): one far function more",
+    "relink": "sample (47 MB): relinked, the same functions run",
     "cpu20": "Node.js script: 20% more CPU work", "bytes10": "Node.js script: 10% more bytes read",
 }
 target = {"node": 120, "cpu20": 120, "bytes10": 120, "sample": 60}
@@ -90,20 +94,21 @@ gate_programs "$p"
 setup() { # setup CELL: the unchanged program of the cell in place; prints "DIR<TAB>COMMAND"
   case $1 in
     node|python3|sample) program_line "$1" | sed 's/ /\t/' ;;
-    far)
-      [ -d "$p/far" ] || cp -a "$p/sample-bench" "$p/far"
-      [ -f "$p/far/changed/sample" ] || { rm -rf "$p/far/changed"; cp -a "$p/sample-bench" "$p/far.changed.tmp";
-        far_function "$p/far.changed.tmp"; mkdir -p "$p/far/changed";
-        for f in sample libcs_a.so libcs_b.so; do cp -a "$p/far.changed.tmp/$f" "$p/far/changed/"; done
-        rm -rf "$p/far.changed.tmp"; }
-      printf '%s\t%s\n' "$p/far" "./sample --workload a" ;;
+    far|relink)
+      local how=called; [ "$1" = relink ] && how=uncalled
+      [ -d "$p/$1" ] || cp -a "$p/sample-bench" "$p/$1"
+      [ -f "$p/$1/changed/sample" ] || { rm -rf "$p/$1/changed"; cp -a "$p/sample-bench" "$p/$1.changed.tmp";
+        far_function "$p/$1.changed.tmp" "$how"; mkdir -p "$p/$1/changed";
+        for f in sample libcs_a.so libcs_b.so; do cp -a "$p/$1.changed.tmp/$f" "$p/$1/changed/"; done
+        rm -rf "$p/$1.changed.tmp"; }
+      printf '%s\t%s\n' "$p/$1" "./sample --workload a" ;;
     cpu20|bytes10) node_script "$p/$1" 0 0; printf '%s\t%s\n' "$p/$1" "/usr/bin/node app.js" ;;
   esac
 }
-flags_of() { case $1 in far) echo --new-build ;; esac; }
+flags_of() { case $1 in far|relink) echo --new-build ;; esac; }
 change() { # change CELL: put the changed program in place (after its baseline)
   case $1 in
-    far) for f in sample libcs_a.so libcs_b.so; do cmp -s "$p/far/changed/$f" "$p/far/$f" || cp -a "$p/far/changed/$f" "$p/far/$f"; done ;;
+    far|relink) for f in sample libcs_a.so libcs_b.so; do cmp -s "$p/$1/changed/$f" "$p/$1/$f" || cp -a "$p/$1/changed/$f" "$p/$1/$f"; done ;;
     cpu20)
       ms=$(/usr/bin/python3 -c 'import json,sys,statistics
 b=json.load(open(sys.argv[1]))
@@ -120,7 +125,7 @@ print(int(0.1*statistics.median(v)))' "$out/baselines/bytes10.json")
 }
 unchange() { # the unchanged program back in place, for a baseline to be recorded again
   case $1 in
-    far) for f in sample libcs_a.so libcs_b.so; do cp -a "$p/sample-bench/$f" "$p/far/$f"; done ;;
+    far|relink) for f in sample libcs_a.so libcs_b.so; do cp -a "$p/sample-bench/$f" "$p/$1/$f"; done ;;
     cpu20|bytes10) node_script "$p/$1" 0 0 ;;
   esac
 }

@@ -11,6 +11,7 @@ use crate::budget::Costs;
 use crate::environment::Environment;
 use crate::error::GateError;
 use crate::figure::Figure;
+use crate::functions::FunctionRuns;
 use crate::identity::Program;
 
 /// Rounds of coldstart's calibration loop ([`crate::linux::calibrate`]).
@@ -56,6 +57,11 @@ pub struct Baseline {
     /// What the recording warned about.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// The functions the baseline's function profiles ran, by name: what a gate of a new build
+    /// compares its own with ([`crate::functions`]; absent from baselines recorded before
+    /// they were kept: then new functions are not compared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub functions: Option<FunctionRuns>,
     /// What each step of the recording cost: a gate plans its steps (and `--budget`) with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub costs: Option<Costs>,
@@ -207,6 +213,7 @@ pub(crate) mod tests {
                 values: vec![0.001],
             }),
             warnings: vec![],
+            functions: None,
             costs: None,
         }
     }

@@ -31,6 +31,9 @@ pub struct Costs {
     pub run_s: BTreeMap<String, f64>,
     /// Seconds per exact page profile (its discovery, copy and run).
     pub profile_s: Option<f64>,
+    /// Seconds per function profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub functions_s: Option<f64>,
 }
 
 impl Costs {
@@ -72,6 +75,19 @@ impl Clock {
     /// Whether `n` more page profiles fit.
     pub fn allows_profiles(&self, n: usize) -> bool {
         self.costs.profile().is_none_or(|c| c * n as f64 <= self.left())
+    }
+
+    /// Whether `n` more function profiles fit.
+    pub fn allows_function_profiles(&self, n: usize) -> bool {
+        self.costs.functions_s.is_none_or(|c| c * n as f64 <= self.left())
+    }
+
+    /// `n` function profiles took `seconds`.
+    pub fn profiled_functions(&mut self, n: usize, seconds: f64) {
+        self.spent += seconds;
+        if n > 0 && seconds > 0.0 {
+            self.costs.functions_s = Some(seconds / n as f64);
+        }
     }
 
     /// Shrink the first batches (`(state, runs)`) and leave room for `profiles` page profiles,
@@ -120,6 +136,7 @@ mod tests {
         Costs {
             run_s: [("cold".to_string(), 7.0), ("hot".to_string(), 0.3)].into_iter().collect(),
             profile_s: Some(10.0),
+            functions_s: None,
         }
     }
 

@@ -541,10 +541,10 @@ fn drift_rows(
     let comparable =
         history.iter().filter(|e| e.environment == env && e.settings == settings).count();
     let mut out = Vec::new();
-    for r in rows
-        .iter()
-        .filter(|r| matches!(r.verdict, Verdict::Slower | Verdict::NotSlower | Verdict::Unclear))
-    {
+    for r in rows.iter().filter(|r| {
+        r.figure.is_level()
+            && matches!(r.verdict, Verdict::Slower | Verdict::NotSlower | Verdict::Unclear)
+    }) {
         let Some(current) = r.now else { continue };
         let threshold = match (&r.time, &r.steady) {
             (Some(t), _) => t.threshold * t.baseline,
@@ -586,6 +586,7 @@ pub fn history_entry(m: &Baseline, verdict: &str) -> Entry {
         figures: m
             .figures
             .iter()
+            .filter(|s| s.figure.is_level())
             .map(|s| Level {
                 figure: s.figure,
                 state: s.state.clone(),

@@ -34,6 +34,9 @@ pub enum Figure {
     PagesTouched,
     /// User-space instructions retired.
     Instructions,
+    /// Code bytes of the functions start-up now runs that no profile of the baseline ran, by
+    /// symbol name (taken when the build changed: [`crate::functions`]).
+    NewFunctionBytes,
 }
 
 /// How a figure's values are printed.
@@ -46,7 +49,7 @@ pub enum Unit {
 
 impl Figure {
     /// Every figure, in the order reports list them.
-    pub const ALL: [Figure; 9] = [
+    pub const ALL: [Figure; 10] = [
         Figure::Time,
         Figure::CpuTime,
         Figure::DeviceReadBytes,
@@ -56,6 +59,7 @@ impl Figure {
         Figure::MajorFaults,
         Figure::PagesTouched,
         Figure::Instructions,
+        Figure::NewFunctionBytes,
     ];
 
     /// The name in files and on the command line (`--slack NAME=VALUE`).
@@ -70,6 +74,7 @@ impl Figure {
             Figure::DeviceReadRequests => "device_read_requests",
             Figure::PagesTouched => "pages_touched",
             Figure::Instructions => "instructions",
+            Figure::NewFunctionBytes => "new_function_bytes",
         }
     }
 
@@ -85,6 +90,7 @@ impl Figure {
             Figure::DeviceReadRequests => "reads of the device",
             Figure::PagesTouched => "pages touched",
             Figure::Instructions => "instructions",
+            Figure::NewFunctionBytes => "new functions run",
         }
     }
 
@@ -95,14 +101,18 @@ impl Figure {
             Figure::MajorFaults => Some("fault"),
             Figure::PagesTouched => Some("page"),
             Figure::Instructions => Some("instruction"),
-            Figure::Time | Figure::CpuTime | Figure::ReadBytes | Figure::DeviceReadBytes => None,
+            Figure::Time
+            | Figure::CpuTime
+            | Figure::ReadBytes
+            | Figure::DeviceReadBytes
+            | Figure::NewFunctionBytes => None,
         }
     }
 
     pub const fn unit(self) -> Unit {
         match self {
             Figure::Time | Figure::CpuTime => Unit::Seconds,
-            Figure::ReadBytes | Figure::DeviceReadBytes => Unit::Bytes,
+            Figure::ReadBytes | Figure::DeviceReadBytes | Figure::NewFunctionBytes => Unit::Bytes,
             _ => Unit::Count,
         }
     }
@@ -110,6 +120,12 @@ impl Figure {
     /// Whether the time rule judges it (else the steady rule).
     pub const fn is_time(self) -> bool {
         matches!(self, Figure::Time | Figure::CpuTime)
+    }
+
+    /// Whether its value is a level of the program's own (else it is measured against a
+    /// baseline, as new functions are, and has no history of its own).
+    pub const fn is_level(self) -> bool {
+        !matches!(self, Figure::NewFunctionBytes)
     }
 }
 

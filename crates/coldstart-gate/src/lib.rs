@@ -9,6 +9,9 @@
 //!   CPU counts them). Each is slower when its median now is above a limit that the baseline's
 //!   own spread sets, plus a configurable slack ([`steady`]): one more read request over a
 //!   figure that never moved is caught.
+//! - **New functions run**, for a new build (`--new-build`): the code of the functions start-up
+//!   runs that the baseline's runs did not, by symbol name, from function profiles
+//!   ([`functions`]): a relink moves pages, not which functions run.
 //! - **Time**, cold and hot: a Mann-Whitney rank test with a minimum effect above the
 //!   measured noise, net of how much slower the machine itself is now (a calibration loop run
 //!   between the runs); runs are added while it is unclear, up to a bound sized from the
@@ -46,6 +49,7 @@ pub mod drift;
 pub mod environment;
 pub mod error;
 pub mod figure;
+pub mod functions;
 pub mod history;
 pub mod identity;
 pub mod linux;

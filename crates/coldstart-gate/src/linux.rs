@@ -1,6 +1,6 @@
 //! The [`Runner`] that measures on this machine: `coldstart-measure` for the runs (one
 //! measurement per batch, each with its own discovery and, with `--storage`, its own emulated
-//! device), `coldstart-profile` for the page profiles, and a calibration loop between runs.
+//! device), `coldstart-profile` for the page and function profiles, and a calibration loop between runs.
 
 use std::ffi::OsString;
 use std::time::Instant;
@@ -11,8 +11,9 @@ use coldstart_measure::{CacheState, MeasureOptions};
 use coldstart_profile::{ProfileError, ProfileOptions};
 
 use crate::error::GateError;
+use crate::functions;
 use crate::pages::pages_touched;
-use crate::run::{Batch, PageCounts, Plan, Runner, StateRuns};
+use crate::run::{Batch, FunctionProfiles, PageCounts, Plan, Runner, StateRuns};
 
 /// Rounds of the calibration loop: about 10 ms on a current CPU in a release build, longer
 /// than a scheduler's time slice, so that it is shared with the machine's other work as a
@@ -204,6 +205,62 @@ impl Runner for LinuxRunner {
         }
         Ok(out)
     }
+
+    fn functions(&mut self, plan: &Plan, profiles: usize) -> Result<FunctionProfiles, GateError> {
+        let started = Instant::now();
+        let caught = coldstart_process::cancel::catch()
+            .map_err(|e| GateError::Invalid(format!("cannot install the signal handlers: {e}")))?;
+        let mut out = FunctionProfiles::default();
+        for _ in 0..profiles {
+            let mut o = ProfileOptions::new(plan.command.iter().map(OsString::from).collect());
+            o.ready = plan.ready.clone();
+            o.kill_at_ready = true;
+            o.quiet = true;
+            o.timeout = Some(plan.timeout);
+            // Functions only: one-shot breakpoints on every function, no page run. A program
+            // the tracer cannot profile loses this figure, not the gate.
+            let recording = match coldstart_profile::profile(&o) {
+                Err(ProfileError::Interrupted { signal }) => {
+                    return Err(GateError::Interrupted { signal })
+                }
+                Err(e) => {
+                    out.sets.clear();
+                    out.warnings.push(format!(
+                        "new functions run are not compared: a function profile failed: {e}"
+                    ));
+                    break;
+                }
+                Ok(r) => r,
+            };
+            let p = &recording.profile;
+            if let Some(w) = unsymbolized(p) {
+                if !out.warnings.contains(&w) {
+                    out.warnings.push(w);
+                }
+            }
+            out.sets.push(functions::set_of(p));
+        }
+        drop(caught);
+        out.seconds = started.elapsed().as_secs_f64();
+        Ok(out)
+    }
+}
+
+/// A warning when a module of the profile has no symbols: its functions are not seen, so
+/// new code there is not either.
+fn unsymbolized(p: &coldstart_profile_format::Profile) -> Option<String> {
+    let bare: Vec<String> = p
+        .modules
+        .iter()
+        .filter(|m| m.symbols == "none")
+        .map(|m| m.path.display().to_string())
+        .collect();
+    (!bare.is_empty()).then(|| {
+        format!(
+            "new functions run are not seen in {} (no symbols: neither a symbol table nor a debug file)",
+            bare.join(", ")
+        )
+    })
 }
 
 #[cfg(test)]

@@ -48,6 +48,12 @@ pub const DEFAULT_PAGE_PROFILES: usize = 3;
 /// Exact page profiles a gate makes first; more, up to the baseline's, only when one is above
 /// its limit (then their median is judged).
 pub const FIRST_PAGE_PROFILES: usize = 1;
+/// Function profiles of a baseline (about a second each for the 47 MB sample and for
+/// Node.js): the functions start-up runs, and those that come and go between runs.
+pub const BASELINE_FUNCTION_PROFILES: usize = 3;
+/// Function profiles a gate of a new build makes first; more, up to the baseline's, only
+/// when new code is above its limit (then their median is judged).
+pub const FIRST_FUNCTION_PROFILES: usize = 1;
 
 /// What a gate is asked to do. `None` fields take the baseline's setting when gating, and the
 /// default when recording.

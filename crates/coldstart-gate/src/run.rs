@@ -36,11 +36,12 @@ use crate::compare::{compare, Rules};
 use crate::environment::Environment;
 use crate::error::GateError;
 use crate::figure::{Figure, Verdict};
+use crate::functions::{self, FunctionSet};
 use crate::history::Entry;
 use crate::identity;
 pub use crate::plan::{
     default_profile, detect_commit, plan_for_record, plan_from_baseline, settings_key, GateOptions,
-    Plan, StorageChoice, FIRST_PAGE_PROFILES,
+    Plan, StorageChoice, BASELINE_FUNCTION_PROFILES, FIRST_FUNCTION_PROFILES, FIRST_PAGE_PROFILES,
 };
 use crate::report::GateReport;
 
@@ -80,6 +81,15 @@ pub struct PageCounts {
     pub seconds: f64,
 }
 
+/// What the function profiles gave: the functions each ran, by name.
+#[derive(Debug, Clone, Default)]
+pub struct FunctionProfiles {
+    pub sets: Vec<FunctionSet>,
+    pub warnings: Vec<String>,
+    /// How long the profiles took, seconds.
+    pub seconds: f64,
+}
+
 /// What measures for a gate.
 pub trait Runner {
     /// `runs` measured runs of each of `states`, in that order, as `plan` says.
@@ -91,6 +101,11 @@ pub trait Runner {
     ) -> Result<Batch, GateError>;
     /// `profiles` page profiles of the start-up, with the program's files cached.
     fn pages(&mut self, plan: &Plan, profiles: usize) -> Result<PageCounts, GateError>;
+    /// `profiles` function profiles of the start-up: the functions each ran. A runner that
+    /// cannot take them returns none (then new functions are not compared).
+    fn functions(&mut self, _plan: &Plan, _profiles: usize) -> Result<FunctionProfiles, GateError> {
+        Ok(FunctionProfiles::default())
+    }
 }
 
 /// What a gate tells its caller while it works.
@@ -110,6 +125,8 @@ struct Gathered {
     calibration: Vec<f64>,
     cgroup: String,
     pages: Option<PageCounts>,
+    /// The functions each function profile ran.
+    functions: Vec<FunctionSet>,
     warnings: Vec<String>,
 }
 
@@ -161,6 +178,16 @@ impl Gathered {
         }
     }
 
+    /// The sets of more function profiles.
+    fn add_functions(&mut self, profiles: FunctionProfiles) {
+        self.functions.extend(profiles.sets);
+        for w in profiles.warnings {
+            if !self.warnings.contains(&w) {
+                self.warnings.push(w);
+            }
+        }
+    }
+
     /// Fail when a state has no counted run.
     fn check(&self, plan: &Plan) -> Result<(), GateError> {
         for (i, state) in plan.states.iter().enumerate() {
@@ -197,6 +224,17 @@ impl Gathered {
                 source: Some(p.source.clone()),
             });
         }
+        // What new code the baseline's own profiles show against each other: the noise a gate
+        // of a new build allows for.
+        let noise = functions::leave_one_out(&self.functions);
+        if !noise.is_empty() {
+            figures.push(Samples {
+                figure: Figure::NewFunctionBytes,
+                state: CacheState::Hot.to_string(),
+                values: noise,
+                source: None,
+            });
+        }
         let mut all_warnings: Vec<String> = warnings.to_vec();
         all_warnings.extend(self.warnings.iter().cloned());
         if let Some(p) = &self.pages {
@@ -221,6 +259,8 @@ impl Gathered {
             warnings: all_warnings,
             program: None,
             cwd: None,
+            functions: (!self.functions.is_empty())
+                .then(|| functions::FunctionRuns::of(&self.functions)),
             costs: None,
         }
     }
@@ -286,6 +326,7 @@ pub fn record(
     if plan.page_profiles > 0 {
         profile_step(&plan, runner, &mut got, &mut clock, progress, plan.page_profiles)?;
     }
+    functions_step(&plan, runner, &mut got, &mut clock, progress, BASELINE_FUNCTION_PROFILES)?;
     let env = Environment::collect(Path::new(&program.path), &got.cgroup, opts.facts.clone());
     let commit = opts.commit.clone().or_else(detect_commit);
     let mut base = got.to_baseline(&plan, &env, commit, &warnings);
@@ -348,6 +389,67 @@ fn profile_step(
     Ok(())
 }
 
+/// Function profiles: the functions each ran, by name, for new code run
+/// ([`crate::functions`]).
+fn functions_step(
+    plan: &Plan,
+    runner: &mut dyn Runner,
+    got: &mut Gathered,
+    clock: &mut Clock,
+    progress: &mut dyn FnMut(Progress),
+    n: usize,
+) -> Result<(), GateError> {
+    let about = clock
+        .costs
+        .functions_s
+        .map_or(String::new(), |c| format!(", about {}", seconds(c * n as f64)));
+    let noun = if n == 1 { "profile" } else { "profiles" };
+    progress(Progress::Step(format!("functions run: {n} function {noun}{about}")));
+    let profiles = runner.functions(plan, n)?;
+    clock.profiled_functions(n, profiles.seconds);
+    got.add_functions(profiles);
+    Ok(())
+}
+
+/// The new code the measurement's function profiles ran against the baseline's, as the
+/// measurement's `new_function_bytes` (one value per profile), and the line naming the new
+/// functions of the last profile; nothing without profiles on both sides.
+fn judge_new_code(base: &Baseline, got: &Gathered, m: &mut Baseline) -> Option<String> {
+    m.figures.retain(|s| s.figure != Figure::NewFunctionBytes);
+    let runs = base.functions.as_ref()?;
+    let news: Vec<functions::NewCode> =
+        got.functions.iter().map(|set| functions::new_code(runs, set)).collect();
+    if news.is_empty() {
+        return None;
+    }
+    m.figures.push(Samples {
+        figure: Figure::NewFunctionBytes,
+        state: CacheState::Hot.to_string(),
+        values: news.iter().map(|n| n.bytes as f64).collect(),
+        source: None,
+    });
+    // The profile whose new code is the median's, or the larger of the middle two.
+    let mut order: Vec<&functions::NewCode> = news.iter().collect();
+    order.sort_by_key(|n| n.bytes);
+    Some(functions::describe(order[order.len() / 2])).filter(|d| !d.is_empty())
+}
+
+/// Whether a gate compares new code run: the program is another build than the baseline's
+/// (allowed by `--new-build`), whose function profiles the baseline kept. A baseline of the
+/// same build is compared by its exact pages; one recorded without function profiles is said.
+fn new_build(base: &Baseline, program: &identity::Program, notes: &mut Vec<String>) -> bool {
+    let changed = base.program.as_ref().is_some_and(|b| b.build_id != program.build_id);
+    if changed && base.functions.is_none() {
+        notes.push(
+            "the program is another build, and the baseline keeps no function profiles (recorded by an older \
+             coldstart): new functions run are not compared, and pages touched can move by a few pages either \
+             way across a relink; record the baseline again with --update"
+                .into(),
+        );
+    }
+    changed && base.functions.is_some()
+}
+
 /// Gate a start-up against `base` (read from `path`): refuse another command, program or
 /// directory; measure as the baseline was measured, spending runs where the verdict is unclear
 /// and within the budget; compare; look for drift in `history`. Returns the report and the
@@ -395,18 +497,39 @@ pub fn gate(
         let n = if clock.allows_profiles(profiles_first) { profiles_first } else { 1 };
         profile_step(&plan, runner, &mut got, &mut clock, progress, n)?;
     }
+    let functions_most = base.functions.as_ref().map_or(0, |f| f.profiles);
+    let compare_functions = new_build(base, &program, &mut notes);
+    if compare_functions {
+        functions_step(&plan, runner, &mut got, &mut clock, progress, FIRST_FUNCTION_PROFILES)?;
+    }
     let env = Environment::collect(Path::new(&program.path), &got.cgroup, opts.facts.clone());
     let measured = |got: &Gathered| {
         let mut m = got.to_baseline(&plan, &env, commit.clone(), &[]);
         m.program = Some(program.clone());
         m.cwd = cwd.clone();
-        m
+        let named = judge_new_code(base, got, &mut m);
+        (m, named)
     };
-    let mut now = measured(&got);
-    let mut report = compare(base, &now, path, &rules, history);
+    let judged = |now: &Baseline, named: &Option<String>| {
+        let mut report = compare(base, now, path, &rules, history);
+        if let Some(row) = report.figures.iter_mut().find(|r| r.figure == Figure::NewFunctionBytes)
+        {
+            if !compare_functions {
+                row.note = Some(
+                    "the baseline's build: the exact pages judge it; taken for a new build (--new-build)"
+                        .into(),
+                );
+            } else if row.note.is_none() {
+                row.note.clone_from(named);
+            }
+        }
+        report
+    };
+    let (mut now, mut named) = measured(&got);
+    let mut report = judged(&now, &named);
     let mut ran_out = Vec::new();
     while report.environment_differences.is_empty() {
-        let steps = next_steps(&report, &plan, &got, opts);
+        let steps = next_steps(&report, &plan, &got, opts, functions_most);
         if steps.is_empty() {
             break;
         }
@@ -417,19 +540,24 @@ pub fn gate(
                     profile_step(&plan, runner, &mut got, &mut clock, progress, n)?;
                     added = true;
                 }
+                Step::Functions(n) if clock.allows_function_profiles(n) => {
+                    functions_step(&plan, runner, &mut got, &mut clock, progress, n)?;
+                    added = true;
+                }
                 Step::Runs(state, runs, why) if clock.allows_runs(state, runs) => {
                     measure_step(&plan, runner, &mut got, &mut clock, progress, state, runs, &why)?;
                     added = true;
                 }
                 Step::Profiles(_) => ran_out.push("pages touched".to_string()),
+                Step::Functions(_) => ran_out.push("new functions run".to_string()),
                 Step::Runs(state, ..) => ran_out.push(format!("time, {state}")),
             }
         }
         if !added {
             break;
         }
-        now = measured(&got);
-        report = compare(base, &now, path, &rules, history);
+        (now, named) = measured(&got);
+        report = judged(&now, &named);
     }
     if !ran_out.is_empty() {
         ran_out.dedup();
@@ -452,6 +580,8 @@ pub fn gate(
 enum Step {
     /// More exact page profiles.
     Profiles(usize),
+    /// More function profiles.
+    Functions(usize),
     /// More runs of a state, and why.
     Runs(CacheState, usize, String),
 }
@@ -460,9 +590,24 @@ enum Step {
 /// (more runs cannot make it less so), more page profiles while they disagree with the
 /// baseline or among themselves, and a batch of each state whose time is unclear, up to the
 /// bound the time rule sets.
-fn next_steps(report: &GateReport, plan: &Plan, got: &Gathered, opts: &GateOptions) -> Vec<Step> {
+fn next_steps(
+    report: &GateReport,
+    plan: &Plan,
+    got: &Gathered,
+    opts: &GateOptions,
+    functions_most: usize,
+) -> Vec<Step> {
     let made_profiles = got.pages.as_ref().map_or(0, |p| p.values.len());
     let mut steps = Vec::new();
+    // New code above its limit in a profile: more profiles, up to the baseline's number, so
+    // that a function that only sometimes runs does not decide (their median is judged).
+    if let Some(row) = report.figures.iter().find(|r| r.figure == Figure::NewFunctionBytes) {
+        let made = got.functions.len();
+        if row.verdict == Verdict::Slower && made < functions_most {
+            steps.push(Step::Functions(functions_most - made));
+            return steps;
+        }
+    }
     if let Some(row) = report.figures.iter().find(|r| r.figure == Figure::PagesTouched) {
         let values = got.pages.as_ref().map(|p| p.values.as_slice()).unwrap_or(&[]);
         let agree = values.windows(2).all(|w| w[0] == w[1])

@@ -6,7 +6,9 @@ use crate::baseline::Baseline;
 use crate::compare::Rules;
 use crate::figure::Figure;
 use crate::noise::FigureNoise;
-use crate::plan::{DEFAULT_COLD_FIRST_RUNS, DEFAULT_FIRST_RUNS, FIRST_PAGE_PROFILES};
+use crate::plan::{
+    DEFAULT_COLD_FIRST_RUNS, DEFAULT_FIRST_RUNS, FIRST_FUNCTION_PROFILES, FIRST_PAGE_PROFILES,
+};
 use crate::report::fmt_value;
 use crate::{steady, time};
 use coldstart_formats::stats::sorted;
@@ -33,6 +35,7 @@ pub fn baseline_table(base: &Baseline, rules: &Rules) -> String {
                 // A gate's first batch: its runs now, as many as it makes first.
                 let n_now = match (figure, s.state.as_str()) {
                     (Figure::PagesTouched, _) => FIRST_PAGE_PROFILES,
+                    (Figure::NewFunctionBytes, _) => FIRST_FUNCTION_PROFILES,
                     (_, "hot") => DEFAULT_FIRST_RUNS,
                     _ => DEFAULT_COLD_FIRST_RUNS,
                 };

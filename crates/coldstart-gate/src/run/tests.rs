@@ -27,6 +27,10 @@ struct Script {
     profiles: Vec<usize>,
     /// Seconds each run of the colder state costs the measurement (a hot run, a tenth).
     run_s: f64,
+    /// The functions each function profile runs, in turn (the last one repeated); none: the
+    /// runner takes no function profiles.
+    functions: Vec<FunctionSet>,
+    function_calls: Vec<usize>,
 }
 
 impl Script {
@@ -41,6 +45,8 @@ impl Script {
             pages: 300.0,
             profiles: Vec::new(),
             run_s: 0.0,
+            functions: Vec::new(),
+            function_calls: Vec::new(),
         }
     }
 
@@ -97,6 +103,22 @@ impl Runner for Script {
             ..PageCounts::default()
         })
     }
+
+    fn functions(&mut self, _plan: &Plan, profiles: usize) -> Result<FunctionProfiles, GateError> {
+        if self.functions.is_empty() {
+            return Ok(FunctionProfiles::default());
+        }
+        let made: usize = self.function_calls.iter().sum();
+        self.function_calls.push(profiles);
+        let last = self.functions.len() - 1;
+        let sets = (made..made + profiles).map(|i| self.functions[i.min(last)].clone()).collect();
+        Ok(FunctionProfiles { sets, ..FunctionProfiles::default() })
+    }
+}
+
+/// A start-up's functions: (module, name, code bytes).
+fn functions_of(items: &[(&str, &str, u64)]) -> FunctionSet {
+    items.iter().map(|(m, n, s)| ((m.to_string(), n.to_string()), *s)).collect()
 }
 
 fn options(storage: StorageChoice) -> GateOptions {
@@ -327,4 +349,104 @@ fn a_rise_over_the_history_is_drift() {
     assert!(r.to_text().contains("Drift: time"), "{}", r.to_text());
     assert!(!r.fails(crate::report::Policy::default()) || r.verdict == Outcome::Slower);
     assert!(r.fails(crate::report::Policy { drift_fails: true, ..Default::default() }));
+}
+
+/// The functions an unchanged start-up runs: a thread's 3 KiB come and go between runs.
+fn start_up_functions() -> Vec<FunctionSet> {
+    let common = [("app", "main", 200), ("app", "init", 4000), ("libc.so.6", "malloc", 900)];
+    let mut with_thread = common.to_vec();
+    with_thread.push(("app", "worker", 3000));
+    vec![functions_of(&with_thread), functions_of(&common), functions_of(&with_thread)]
+}
+
+#[test]
+fn a_new_build_is_judged_by_the_functions_it_runs_and_the_same_build_is_not() {
+    let o = options(emulated());
+    let mut then = Script::new(1, (0.040, 0.0005), (0.010, 0.0002));
+    then.functions = start_up_functions();
+    let base = record_with(&mut then, &o);
+    assert_eq!(then.function_calls, [3]);
+    let runs = base.functions.clone().unwrap();
+    assert_eq!((runs.profiles, runs.functions.len()), (3, 4));
+    // The thread's function was in two profiles of three: no profile's new code against the
+    // others'.
+    assert_eq!(base.samples(Figure::NewFunctionBytes, "hot").unwrap().values, [0.0; 3]);
+
+    // The same build: its exact pages judge it, no function profile is taken.
+    let mut same = Script::new(2, (0.040, 0.0005), (0.010, 0.0002));
+    same.functions = start_up_functions();
+    let (report, _) = gate_with(&o, &base, &mut same).unwrap();
+    assert!(same.function_calls.is_empty(), "{:?}", same.function_calls);
+    let shown = report.figures.iter().find(|r| r.figure == Figure::NewFunctionBytes).unwrap();
+    assert_eq!(shown.verdict, Verdict::NotCompared);
+    assert!(shown.note.as_ref().unwrap().contains("--new-build"), "{:?}", shown.note);
+
+    // A new build (`--new-build`): another build-id in the baseline stands for it.
+    let mut old = base.clone();
+    old.program.as_mut().unwrap().build_id = Some("0ld".into());
+    let mut o = o.clone();
+    o.allow.new_build = true;
+    let row = |r: &GateReport| {
+        r.figures.iter().find(|r| r.figure == Figure::NewFunctionBytes).unwrap().clone()
+    };
+
+    // Relinked, the same functions run (one resized, the thread's absent): not slower, after
+    // one function profile.
+    let mut relinked = Script::new(3, (0.040, 0.0005), (0.010, 0.0002));
+    relinked.functions = vec![functions_of(&[
+        ("app", "main", 200),
+        ("app", "init", 4100),
+        ("libc.so.6", "malloc", 900),
+    ])];
+    let (report, _) = gate_with(&o, &old, &mut relinked).unwrap();
+    assert_eq!(report.verdict, Outcome::NotSlower, "{}", report.to_text());
+    assert_eq!((row(&report).verdict, row(&report).now), (Verdict::NotSlower, Some(0.0)));
+    assert_eq!(relinked.function_calls, [1]);
+
+    // One more function of 18 KB called at start-up, wherever the linker put it: slower,
+    // confirmed by as many profiles as the baseline has, and named.
+    let mut far = Script::new(4, (0.040, 0.0005), (0.010, 0.0002));
+    let mut set = start_up_functions()[0].clone();
+    set.insert(("app".into(), "cs_exe_far".into()), 18_028);
+    far.functions = vec![set];
+    let (report, _) = gate_with(&o, &old, &mut far).unwrap();
+    assert_eq!(report.verdict, Outcome::Slower, "{}", report.to_text());
+    assert_eq!(row(&report).verdict, Verdict::Slower);
+    assert_eq!(far.function_calls, [1, 2]);
+    assert!(row(&report).note.unwrap().contains("cs_exe_far (17.6 KiB, app)"));
+    assert!(
+        report.reasons.iter().any(|r| r.starts_with("new functions run, hot: 0 B -> 17.6 KiB")),
+        "{:?}",
+        report.reasons
+    );
+    // Slower on a steady figure: no more runs for time.
+    assert_eq!(far.calls.len(), 2, "{:?}", far.calls);
+
+    // A function that ran in one profile now and not in the next two is not the verdict.
+    let mut once = Script::new(5, (0.040, 0.0005), (0.010, 0.0002));
+    let mut odd = start_up_functions()[1].clone();
+    odd.insert(("app".into(), "on_timer".into()), 12_000);
+    once.functions = vec![odd, start_up_functions()[1].clone()];
+    let (report, _) = gate_with(&o, &old, &mut once).unwrap();
+    assert_eq!(row(&report).verdict, Verdict::NotSlower, "{}", report.to_text());
+    assert_eq!(once.function_calls, [1, 2]);
+}
+
+#[test]
+fn a_new_build_against_a_baseline_without_function_profiles_says_so() {
+    let o = options(emulated());
+    let mut base = record_with(&mut Script::new(1, (0.040, 0.0005), (0.010, 0.0002)), &o);
+    assert!(base.functions.is_none());
+    base.program.as_mut().unwrap().build_id = Some("0ld".into());
+    let mut o = o.clone();
+    o.allow.new_build = true;
+    let mut now = Script::new(2, (0.040, 0.0005), (0.010, 0.0002));
+    now.functions = start_up_functions();
+    let (report, _) = gate_with(&o, &base, &mut now).unwrap();
+    assert!(now.function_calls.is_empty());
+    assert!(
+        report.warnings.iter().any(|w| w.contains("keeps no function profiles")),
+        "{:?}",
+        report.warnings
+    );
 }
