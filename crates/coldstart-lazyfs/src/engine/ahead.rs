@@ -215,7 +215,8 @@ impl Engine {
         let demand = run[0].place == 0;
         let pieces: Vec<(u64, Chunk)> = run.iter().map(|p| (p.at, p.chunk.clone())).collect();
         let mut landed = 0;
-        let result = self.stream_chunks(blob, &pieces, 0, pieces.len() - 1, |c, data| {
+        let span = (0, pieces.len() - 1);
+        let result = self.stream_chunks(blob, &pieces, span, false, |c, data| {
             let _ = self.cache.put(&c.sha256, data);
             let p = &run[landed];
             if p.place == 0 {
@@ -382,6 +383,21 @@ mod tests {
         let r = e.report();
         assert_eq!(r.requests, 1 + 8, "one request per cold chunk: {r:?}");
         assert_eq!(r.ahead_chunks, 0, "{r:?}");
+        e.shutdown();
+    }
+
+    #[test]
+    fn a_miss_windows_bytes_are_not_counted_as_the_hot_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let (e, _) = after_hot_stream(dir.path(), Duration::from_millis(100));
+        // A miss and the seven cold pieces its window brought.
+        for page in 32..64 {
+            e.read(0, page * 4096, 4096).unwrap();
+        }
+        let r = e.report();
+        assert_eq!((r.requests, r.ahead_chunks), (2, 7), "{r:?}");
+        // The hot request brought the hot part, no more; the window's bytes are apart.
+        assert_eq!(r.hot_request_bytes, e.manifest().hot.size, "{r:?}");
         e.shutdown();
     }
 

@@ -335,7 +335,7 @@ impl Engine {
                 let shifted: Vec<(u64, Chunk)> =
                     plan.chunks.iter().map(|(o, c)| (o + base, c.clone())).collect();
                 result = self
-                    .stream_chunks(START_OBJECT, &shifted, cur.idx, plan.last, |c, data| {
+                    .stream_chunks(START_OBJECT, &shifted, (cur.idx, plan.last), true, |c, data| {
                         self.hot_done(c, data)
                     })
                     .map_err(|e| e.to_string());

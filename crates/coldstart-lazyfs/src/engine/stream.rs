@@ -122,7 +122,9 @@ impl Engine {
         let HotPlan { chunks, first, last } = plan;
         let base = self.manifest.hot.offset;
         let shifted: Vec<(u64, Chunk)> = chunks.into_iter().map(|(o, c)| (o + base, c)).collect();
-        self.stream_chunks(START_OBJECT, &shifted, first, last, |c, data| self.hot_done(c, data))
+        self.stream_chunks(START_OBJECT, &shifted, (first, last), true, |c, data| {
+            self.hot_done(c, data)
+        })
     }
 
     /// A hot chunk has arrived, verified: into the cache, and readers waiting on it go on.
@@ -163,13 +165,14 @@ impl Engine {
     /// Reads `chunks[first..=last]` (each with its offset in `blob`, stored back to back) in
     /// one request, handing each decoded and verified chunk to `done` as soon as its bytes
     /// have arrived; after a failure, resumes with a Range from the first chunk not yet
-    /// received.
+    /// received. `hot_request`: its bytes are the hot request's (the report's
+    /// `hot_request_bytes`), not what a miss brought.
     pub(super) fn stream_chunks(
         &self,
         blob: &str,
         chunks: &[(u64, Chunk)],
-        first: usize,
-        last: usize,
+        (first, last): (usize, usize),
+        hot_request: bool,
         mut done: impl FnMut(&Chunk, &[u8]),
     ) -> Result<(), FetchError> {
         let end = chunks[last].0 + chunks[last].1.stored_len();
@@ -184,7 +187,10 @@ impl Engine {
                 if self.stop.load(Ordering::Relaxed) {
                     return false;
                 }
-                self.counters.hot_request_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                if hot_request {
+                    let n = bytes.len() as u64;
+                    self.counters.hot_request_bytes.fetch_add(n, Ordering::Relaxed);
+                }
                 buf.extend_from_slice(bytes);
                 while idx <= last && buf.len() as u64 >= chunks[idx].1.stored_len() {
                     let c = &chunks[idx].1;
