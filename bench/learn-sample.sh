@@ -31,7 +31,7 @@ rm -rf app plain first second learned cache-* hot-a.json r-*.json
 
 # serve BUNDLE: `coldstart serve` through the link in the background; sets $url and $server.
 server=""
-trap '[ -z "$server" ] || kill $server 2>/dev/null' EXIT
+trap '[ -z "$server" ] || kill $server 2>/dev/null || true' EXIT
 serve() {
     rm -f serve.url
     "$cs" serve "$1" --link "$link" > serve.url 2>/dev/null &

@@ -13,12 +13,16 @@
 //!  "bundle": "<SHA-256 of the bundle's manifest.json>", "strategy": "stream",
 //!  "completed": true,
 //!  "files": [{"sha256": "<SHA-256 of the file>", "size": 1048576}],
-//!  "pieces": [{"file": 0, "offset": 65536, "length": 65536, "stored": 65536, "ms": 12}]}
+//!  "pieces": [{"file": 0, "offset": 65536, "length": 65536, "stored": 65536, "ms": 12,
+//!              "read": [73728, 81920]}]}
 //! ```
 //!
 //! `pieces` are in the order the start first read them, each once, with the time of that
 //! first read in milliseconds since the mount had its manifest; `stored` is the bytes the
-//! piece took on the wire in the bundle started (its compressed size, if compressed).
+//! piece took on the wire in the bundle started (its compressed size, if compressed); `read`
+//! (optional) is the part of the piece the start read, from its first page read to the end
+//! of its last (file offsets): a cold chunk is whole in the bundle when one page of it was
+//! read, and only that page need join the hot set.
 //!
 //! A record is input from another machine, so [`Record::parse`] is strict and bounded: at
 //! most [`MAX_RECORD_BYTES`] bytes, [`MAX_FILES`] files and [`MAX_PIECES`] pieces, every
@@ -50,7 +54,8 @@ pub const FORMAT: &str = "coldstart-learn-record";
 /// The record version this build writes and reads.
 pub const VERSION: u32 = 1;
 /// The largest record read, in bytes (2 MiB): a record of [`MAX_PIECES`] pieces of
-/// [`MAX_FILES`] files takes at most 1.4 MB whatever its numbers, a typical piece 60 bytes.
+/// [`MAX_FILES`] files takes at most 1.9 MB whatever its numbers, a typical piece 60 bytes
+/// (80 with the part read).
 pub const MAX_RECORD_BYTES: usize = 2 << 20;
 /// The most pieces a record holds (640 MiB of 64 KiB pieces).
 pub const MAX_PIECES: usize = 10_000;
@@ -95,6 +100,11 @@ pub struct RecordFile {
     pub size: u64,
 }
 
+/// A first read of a piece outside the hot set, as [`Record::of_reads`] takes it: an entry
+/// of [`Manifest::files`], a piece of its chunks, the milliseconds since the mount had its
+/// manifest, and the part of the piece read (file offsets; `None`: the whole piece).
+pub type PieceRead = (usize, usize, u64, Option<(u64, u64)>);
+
 /// One piece read outside the hot set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -107,6 +117,10 @@ pub struct RecordPiece {
     pub stored: u64,
     /// When the start first read it, in milliseconds since the mount had its manifest.
     pub ms: u64,
+    /// The part of it the start read, `[start, end)` offsets in the file within the piece:
+    /// from the first page read to the end of the last. Absent: the whole piece.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read: Option<[u64; 2]>,
 }
 
 /// Why a record was refused.
@@ -138,6 +152,8 @@ pub enum RecordError {
         "piece {index} has stored length {stored}: not 1 to zstd's bound for its {length} bytes"
     )]
     Stored { index: usize, stored: u64, length: u64 },
+    #[error("piece {index} says it read {start}..{end}, not a part of its {offset}+{length}")]
+    Read { index: usize, start: u64, end: u64, offset: u64, length: u64 },
     #[error("piece {index} appears twice (file {file} at {offset})")]
     DuplicatePiece { index: usize, file: usize, offset: u64 },
     #[error("piece {index} was first read at {ms} ms, before the piece listed before it, or past {MAX_MS} ms: pieces are in first-read order")]
@@ -229,6 +245,12 @@ impl Record {
             if p.stored == 0 || p.stored > bound.max(p.length) {
                 return Err(RecordError::Stored { index, stored: p.stored, length: p.length });
             }
+            if let Some([start, end]) = p.read {
+                if start < p.offset || start >= end || end > p.offset + p.length {
+                    let (offset, length) = (p.offset, p.length);
+                    return Err(RecordError::Read { index, start, end, offset, length });
+                }
+            }
             if !seen.insert((p.file, p.offset)) {
                 return Err(RecordError::DuplicatePiece { index, file: p.file, offset: p.offset });
             }
@@ -242,15 +264,16 @@ impl Record {
 
     /// The record of a start of the bundle `manifest` (whose `manifest.json` has SHA-256
     /// `bundle`) that first read the pieces `reads` outside its hot set, in that order: each
-    /// `(file, piece, ms)`, an entry of [`Manifest::files`] and a piece of its chunks. Reads of
-    /// entries or pieces the manifest does not have are left out; past [`MAX_PIECES`] the
-    /// record is truncated.
+    /// `(file, piece, ms, read)`, an entry of [`Manifest::files`], a piece of its chunks and
+    /// the part of the piece read (file offsets, clipped to the piece; `None` or nothing
+    /// inside it: the whole piece). Reads of entries or pieces the manifest does not have are
+    /// left out; past [`MAX_PIECES`] the record is truncated.
     pub fn of_reads(
         manifest: &Manifest,
         bundle: Sha256Hex,
         strategy: &str,
         completed: bool,
-        reads: &[(usize, usize, u64)],
+        reads: &[PieceRead],
     ) -> Record {
         let mut files = Vec::new();
         let mut index: HashMap<usize, usize> = HashMap::new();
@@ -258,7 +281,7 @@ impl Record {
         let mut seen = HashSet::new();
         let mut last = 0;
         let mut truncated = false;
-        for &(file, piece, ms) in reads {
+        for &(file, piece, ms, read) in reads {
             let Some(entry) = manifest.files.get(file) else { continue };
             let (Some(sha256), Some(c)) = (&entry.sha256, entry.chunks.get(piece)) else {
                 continue;
@@ -280,12 +303,18 @@ impl Record {
                 files.push(RecordFile { sha256: sha256.clone(), size: entry.size });
             }
             last = ms.clamp(last, MAX_MS);
+            let end = c.offset + c.length;
+            let read = read
+                .map(|(a, b)| (a.max(c.offset), b.min(end)))
+                .filter(|&(a, b)| a < b && (a, b) != (c.offset, end))
+                .map(|(a, b)| [a, b]);
             pieces.push(RecordPiece {
                 file: at,
                 offset: c.offset,
                 length: c.length,
                 stored: c.stored_len(),
                 ms: last,
+                read,
             });
         }
         Record {
@@ -397,12 +426,19 @@ pub fn merge(records: &[Record], opts: &MergeOptions) -> Merged {
 
 /// A piece by its file's number in a [`Merger`], its offset and its length.
 type PieceKey = (u32, u64, u64);
-/// Each start's first-read time of a piece, and its stored length.
-type Seen = (Vec<u32>, Vec<u32>);
+
+/// Each start's first-read time of a piece and its stored length, and the part of it any
+/// start read (the union of their `read`s).
+#[derive(Debug, Default)]
+struct Seen {
+    times: Vec<u32>,
+    stored: Vec<u32>,
+    read: Option<(u64, u64)>,
+}
 
 /// [`merge`] one record at a time, so that a fleet's records need not be in memory at once:
 /// what it keeps is one first-read time and one stored length (4 bytes each) per piece of
-/// each completed start.
+/// each completed start, and the part read of each distinct piece.
 #[derive(Debug, Default)]
 pub struct Merger {
     opts: MergeOptions,
@@ -444,8 +480,10 @@ impl Merger {
             .collect();
         for p in &r.pieces {
             let slot = self.seen.entry((ids[p.file], p.offset, p.length)).or_default();
-            slot.0.push(p.ms.min(MAX_MS) as u32);
-            slot.1.push(p.stored.min(p.length) as u32);
+            slot.times.push(p.ms.min(MAX_MS) as u32);
+            slot.stored.push(p.stored.min(p.length) as u32);
+            let [a, b] = p.read.unwrap_or([p.offset, p.offset + p.length]);
+            slot.read = Some(slot.read.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
         }
     }
 
@@ -467,18 +505,22 @@ impl Merger {
             v.sort_unstable();
             v[(v.len() - 1) / 2]
         };
-        for ((file, offset, length), (mut times, mut stored)) in self.seen {
-            let share = times.len() as f64 / starts;
+        for ((file, offset, length), mut seen) in self.seen {
+            let share = seen.times.len() as f64 / starts;
             if share + 1e-9 < opts.share {
                 merged.below_share += 1;
                 continue;
             }
-            if !pays(share, u64::from(median(&mut stored)), &opts) {
+            // What joins is the part read: its share of the piece's stored bytes.
+            let (start, end) = seen.read.unwrap_or((offset, offset + length));
+            let part = u64::from(median(&mut seen.stored)) * (end - start);
+            if !pays(share, part.div_ceil(length.max(1)), &opts) {
                 merged.not_paying += 1;
                 continue;
             }
             let (sha256, size) = names[file as usize].expect("every file has a number").clone();
-            let median_ms = u64::from(median(&mut times));
+            let median_ms = u64::from(median(&mut seen.times));
+            let (offset, length) = (start, end - start);
             merged.pieces.push(LearnedPiece { sha256, size, offset, length, share, median_ms });
         }
         merged.pieces.sort_by(|a, b| {

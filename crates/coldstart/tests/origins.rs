@@ -421,3 +421,45 @@ fn a_misconfigured_origin_is_said_in_one_line_with_what_to_do_and_not_retried() 
     let out = publish(&format!("https://127.0.0.1:{tls}"), &[]);
     refused(&out, 2, &["CA certificate", "--ca-file FILE"]);
 }
+
+#[test]
+fn pack_learns_from_an_https_origin_whose_self_signed_certificate_is_given_with_ca_file() {
+    if !https_ready() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let digest = bundle(d.path());
+    // A record written by hand: the one start read data.bin's first page outside its hot set.
+    let www = d.path().join("www");
+    std::fs::create_dir_all(www.join("learn")).unwrap();
+    let record = format!(
+        r#"{{"format":"coldstart-learn-record","version":1,"bundle":"{}","strategy":"paged","completed":true,"files":[{{"sha256":"{digest}","size":1048576}}],"pieces":[{{"file":0,"offset":0,"length":4096,"stored":4096,"ms":1}}]}}"#,
+        "ab".repeat(32)
+    );
+    std::fs::write(www.join("learn/r.json"), record).unwrap();
+    let quick = self_signed(d.path(), "quick", "127.0.0.1");
+    let (_nginx, port) = origin(&d.path().join("learn-origin"), &www, Some(&quick));
+    let url = format!("https://127.0.0.1:{port}/learn/r.json");
+    let app = d.path().join("app");
+    let pack = |out: &str, extra: &[&str]| {
+        let app = app.to_str().unwrap();
+        let out = d.path().join(out);
+        plain(&["pack", app, "--learn-from", &url, "-o", out.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    // With --ca-file, as curl --cacert: the record is read and its page joins the hot set.
+    let out = pack("learned", &["--ca-file", &quick.0]);
+    check(&out);
+    assert!(stderr(&out).contains("learn: 1 record of 1 start"), "{}", stderr(&out));
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.path().join("learned/manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(m["hot"]["chunks"].as_array().map(Vec::len), Some(1), "{}", m["hot"]);
+    // Without it the server is not trusted: said, with what to do, and nothing packed.
+    let out = pack("untrusted", &[]);
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--ca-file"), "{}", stderr(&out));
+    assert!(!d.path().join("untrusted").exists());
+}

@@ -9,9 +9,10 @@
 //! - `s3://BUCKET/PREFIX/`: one object per record under the prefix (one PUT). Read back: the
 //!   prefix is listed (ListObjectsV2, 1,000 keys a request) and every `*.json` key fetched.
 //! - `http[s]://HOST/PATH/`: the record is PUT to the URL's path with its name after it (and
-//!   the URL's query after that, as for a signed URL). Read back: the URL's body is a record,
-//!   or a listing (an HTML index such as nginx's `autoindex` or Python's `http.server`, or
-//!   nginx's JSON index) whose `*.json` names are each fetched.
+//!   the URL's query after that, as for a signed URL). Read back: a URL whose path ends in
+//!   `.json` is one record; the body of any other is a record, or a listing (an HTML index
+//!   such as nginx's `autoindex` or Python's `http.server`, or nginx's JSON index) whose
+//!   `*.json` names are each fetched.
 //!
 //! Every request keeps the fetcher's bounds ([`crate::remote`]); every record read is at most
 //! [`MAX_RECORD_BYTES`] bytes, and a source yields at most [`MAX_SOURCE_RECORDS`] records.
@@ -159,6 +160,23 @@ pub fn write(
     }
 }
 
+/// For an `http[s]://` URL whose path names a `.json` file (one record): the URL of its
+/// directory (with the query, as a signed URL has it) and the file's name. `None` for any
+/// other URL (a listing).
+fn one_record(url: &str) -> Option<(String, String)> {
+    let url = url.split_once('#').map_or(url, |(u, _)| u);
+    let (path, query) = url.split_once('?').map_or((url, None), |(p, q)| (p, Some(q)));
+    let (dir, name) = path.rsplit_once('/')?;
+    if !name.ends_with(".json") || !dir.contains("://") || dir.ends_with(':') {
+        return None;
+    }
+    let dir = match query {
+        Some(q) => format!("{dir}/?{q}"),
+        None => format!("{dir}/"),
+    };
+    Some((dir, name.to_owned()))
+}
+
 /// One record as read from a source: where it came from, and the record or why it was
 /// refused.
 pub type Read = (String, Result<Record, RecordError>);
@@ -208,9 +226,11 @@ pub fn for_each(
             Ok(keys.len())
         }
         Place::Http(url) => {
-            let remote = crate::remote::HttpRemote::new(url, opts.clone())?;
+            // The URL of one record is fetched as given, not as a directory of them.
+            let (dir, first) = one_record(url).unwrap_or_else(|| (url.clone(), String::new()));
+            let remote = crate::remote::HttpRemote::new(&dir, opts.clone())?;
             let span = crate::remote::Span::Whole { max: MAX_RECORD_BYTES as u64 * 8 };
-            let body = crate::remote::get(&remote, "", span)?;
+            let body = crate::remote::get(&remote, &first, span)?;
             let shown = crate::remote::redact_url(url);
             if body.first_non_space() == Some(b'{') {
                 each((shown, Record::parse(&body)));
@@ -354,6 +374,18 @@ mod tests {
         assert_eq!(listing(html), ["a.json", "b.json"]);
         let json = r#"[{"name":"r1.json","type":"file"},{"name": "r2.json","type":"file"}]"#;
         assert_eq!(listing(json), ["r1.json", "r2.json"]);
+    }
+
+    #[test]
+    fn a_url_of_a_json_file_is_one_record_at_its_directory() {
+        let got = |u: &str| one_record(u);
+        let pair = |d: &str, n: &str| Some((d.to_owned(), n.to_owned()));
+        assert_eq!(got("https://h/learn/r.json"), pair("https://h/learn/", "r.json"));
+        assert_eq!(got("https://h/r.json?X-Sig=1#x"), pair("https://h/?X-Sig=1", "r.json"));
+        assert_eq!(got("https://h/learn/"), None);
+        assert_eq!(got("https://h/learn"), None);
+        assert_eq!(got("https://h.json"), None);
+        assert_eq!(got("https://h/listing?f=.json"), None);
     }
 
     #[test]

@@ -129,7 +129,10 @@ impl Engine {
 
     /// A program's miss of piece `index` of file `file`: fetched with the pieces after it
     /// that pay ([`Engine::window`]), each run of pieces stored one after the other in one
-    /// object in one request (the runs at once), or alone.
+    /// object in one request (the runs at once), or alone. A hot piece (one the hot stream
+    /// was too far from) comes alone: it says the program reads the hot set in another
+    /// order, not that it reads the cold pieces after it, and a window of them would take
+    /// the link from the hot stream the program is waiting on.
     pub(super) fn demand_fetch(
         &self,
         file: usize,
@@ -137,7 +140,8 @@ impl Engine {
         chunk: &Chunk,
     ) -> Result<Arc<Vec<u8>>, EngineError> {
         let entry = &self.manifest.files[file];
-        let more = self.window(file, index);
+        let outside = chunk.object.is_some();
+        let more = if outside { self.window(file, index) } else { Vec::new() };
         let Some(me) = self.me.upgrade().filter(|_| !more.is_empty()) else {
             return self.shared_fetch(chunk, true);
         };
@@ -215,7 +219,8 @@ impl Engine {
         let demand = run[0].place == 0;
         let pieces: Vec<(u64, Chunk)> = run.iter().map(|p| (p.at, p.chunk.clone())).collect();
         let mut landed = 0;
-        let result = self.stream_chunks(blob, &pieces, 0, pieces.len() - 1, |c, data| {
+        let span = (0, pieces.len() - 1);
+        let result = self.stream_chunks(blob, &pieces, span, false, |c, data| {
             let _ = self.cache.put(&c.sha256, data);
             let p = &run[landed];
             if p.place == 0 {
@@ -382,6 +387,68 @@ mod tests {
         let r = e.report();
         assert_eq!(r.requests, 1 + 8, "one request per cold chunk: {r:?}");
         assert_eq!(r.ahead_chunks, 0, "{r:?}");
+        e.shutdown();
+    }
+
+    #[test]
+    fn a_miss_windows_bytes_are_not_counted_as_the_hot_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let (e, _) = after_hot_stream(dir.path(), Duration::from_millis(100));
+        // A miss and the seven cold pieces its window brought.
+        for page in 32..64 {
+            e.read(0, page * 4096, 4096).unwrap();
+        }
+        let r = e.report();
+        assert_eq!((r.requests, r.ahead_chunks), (2, 7), "{r:?}");
+        // The hot request brought the hot part, no more; the window's bytes are apart.
+        assert_eq!(r.hot_request_bytes, e.manifest().hot.size, "{r:?}");
+        e.shutdown();
+    }
+
+    #[test]
+    fn a_hot_piece_the_stream_is_far_from_is_fetched_alone_without_a_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        let data: Vec<u8> = (0..64 * 4096u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(src.join("f"), &data).unwrap();
+        // The first 192 KiB hot, then page 56, last in the stream; the rest cold, in chunks
+        // of 16 KiB.
+        let touches = vec![
+            Touch { path: "f".into(), offset: 0, length: 48 * 4096 },
+            Touch { path: "f".into(), offset: 56 * 4096, length: 4096 },
+        ];
+        let bundle = dir.path().join("bundle");
+        let opts = PackOptions { chunk_size: 16384, ..PackOptions::default() };
+        pack(&src, &HotList { touches, ..HotList::default() }, &opts, &bundle).unwrap();
+        let manifest =
+            Manifest::parse(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
+        // 256 KiB/s and 100 ms: a cold piece of 16 KiB (62 ms) pays after a miss (Eq. 3 at
+        // the window's first chance, one half), and page 56, 196 KiB down the stream, is
+        // farther than a request of its own (two round trips, counted from the request to
+        // the first chunk: about 90 KiB).
+        let remote = Arc::new(Slow {
+            inner: DirRemote::new(&bundle, quick()),
+            latency: Duration::from_millis(100),
+            bytes_per_second: 256 << 10,
+            piece: 4096,
+            ..Slow::new(&bundle, |_| true)
+        });
+        let cache = ChunkCache::open(&dir.path().join("cache")).unwrap();
+        let opts = EngineOptions { strategy: Strategy::ReorderedPaged, ..Default::default() };
+        let e = Engine::new(manifest, remote, cache, opts);
+        e.start().unwrap();
+        assert_eq!(&e.read(0, 0, 4096).unwrap()[..], &data[..4096]);
+        std::thread::sleep(Duration::from_millis(60));
+        // Read before the stream reaches it: its own request, and nothing after it.
+        assert_eq!(&e.read(0, 56 * 4096, 4096).unwrap()[..], &data[56 * 4096..57 * 4096]);
+        let t = Instant::now();
+        while e.hot.lock().unwrap().running && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let r = e.report();
+        assert_eq!((r.requests, r.ahead_chunks, r.held_out_misses), (2, 0, 0), "{r:?}");
         e.shutdown();
     }
 

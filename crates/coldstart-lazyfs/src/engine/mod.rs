@@ -342,20 +342,31 @@ impl Engine {
     }
 
     /// The pieces outside the hot set the program has read, each once, in the order of
-    /// their first read: `(file, piece, milliseconds since the engine started)`, the file an
-    /// index into the manifest's files and the piece into its chunks (what
+    /// their first read: `(file, piece, milliseconds since the engine started, part read)`,
+    /// the file an index into the manifest's files, the piece into its chunks, and the part
+    /// read the file offsets from its first page read to the end of its last (what
     /// [`coldstart_bundle::learn::Record::of_reads`] takes). A file handed to the kernel with
     /// passthrough (every piece of it cached) is read past the engine: a mount for a learn
     /// record has none ([`crate::MountOptions::learn`]).
-    pub fn outside_reads(&self) -> Vec<(usize, usize, u64)> {
-        self.outside
-            .lock()
-            .unwrap()
+    pub fn outside_reads(&self) -> Vec<coldstart_bundle::learn::PieceRead> {
+        let outside = self.outside.lock().unwrap().clone();
+        let recorder = self.recorder.lock().unwrap();
+        outside
             .iter()
             .map(|&(global, ms)| {
                 let file = self.first_chunk.partition_point(|&f| f <= global) - 1;
                 // Empty files share their start with the next: the last file starting there.
-                (file, global - self.first_chunk[file], ms)
+                let piece = global - self.first_chunk[file];
+                let c = &self.manifest.files[file].chunks[piece];
+                let end = c.offset + c.length;
+                let mut pages = (c.offset / read::PAGE..end.div_ceil(read::PAGE))
+                    .filter(|&p| recorder.seen.contains(&(file, p)));
+                let first = pages.next();
+                let read = first.map(|first| {
+                    let last = pages.next_back().unwrap_or(first);
+                    ((first * read::PAGE).max(c.offset), ((last + 1) * read::PAGE).min(end))
+                });
+                (file, piece, ms, read)
             })
             .collect()
     }

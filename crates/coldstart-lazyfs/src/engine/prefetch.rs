@@ -127,7 +127,8 @@ impl Engine {
             };
             let pieces: Vec<(u64, Chunk)> =
                 pieces.into_iter().map(|c| (base + c.at, c.clone())).collect();
-            self.stream_chunks(&path, &pieces, 0, pieces.len() - 1, |c, data| {
+            // Counted as the hot request's: what `original` fetches before start.
+            self.stream_chunks(&path, &pieces, (0, pieces.len() - 1), true, |c, data| {
                 let _ = self.cache.put(&c.sha256, data);
                 if let Some(p) = progress {
                     done.set(done.get() + c.stored_len());

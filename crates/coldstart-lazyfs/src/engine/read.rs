@@ -19,7 +19,7 @@ pub(super) struct Flight {
 }
 
 /// The granularity of `--record`: the page, what the kernel reads and maps.
-const PAGE: u64 = 4096;
+pub(super) const PAGE: u64 = 4096;
 
 impl Engine {
     /// The bytes of `[offset, offset + size)` of manifest file `file`, clipped at its end: what
@@ -319,6 +319,20 @@ mod tests {
         let fresh = engine(&f, Strategy::Paged);
         assert_eq!(fresh.read_chunk(0, 0).unwrap(), first);
         assert_eq!((fresh.report().cache_hits, fresh.report().misses), (0, 1));
+    }
+
+    #[test]
+    fn a_read_outside_the_hot_set_is_noted_with_the_pages_of_its_piece_it_read() {
+        let f = fixture();
+        let e = engine(&f, Strategy::Paged);
+        // app (50,000 bytes in 8 KiB pieces; its hot piece holds 40,000): 10 bytes of the
+        // piece at 16 KiB (its first page), then all of the piece at 8 KiB, then the hot one.
+        e.read(0, 16384 + 100, 10).unwrap();
+        e.read(0, 8192, 8192).unwrap();
+        e.read(0, 40_000, 10).unwrap();
+        let got: Vec<_> =
+            e.outside_reads().into_iter().map(|(f, p, _, read)| (f, p, read)).collect();
+        assert_eq!(got, [(0, 2, Some((16384, 20480))), (0, 1, Some((8192, 16384)))]);
     }
 
     #[test]

@@ -146,6 +146,9 @@ fn start_thread(
         let Ok(g) = erx.recv() else { return false };
         let rest = head.split_off(from);
         let (engine, plan) = got.insert(g);
+        if let Some((t1, _)) = first {
+            engine.note_start_round_trip(t1 - t0);
+        }
         // The hot chunks the sample took arrived in the hot request too.
         engine.counters.hot_request_bytes.fetch_add((from - end) as u64, Ordering::Relaxed);
         engine.feed_hot(plan.as_ref(), cursor, &rest)
@@ -335,7 +338,7 @@ impl Engine {
                 let shifted: Vec<(u64, Chunk)> =
                     plan.chunks.iter().map(|(o, c)| (o + base, c.clone())).collect();
                 result = self
-                    .stream_chunks(START_OBJECT, &shifted, cur.idx, plan.last, |c, data| {
+                    .stream_chunks(START_OBJECT, &shifted, (cur.idx, plan.last), true, |c, data| {
                         self.hot_done(c, data)
                     })
                     .map_err(|e| e.to_string());
@@ -411,6 +414,49 @@ mod tests {
         e.shutdown();
         let object = std::fs::metadata(f.bundle.join(START_OBJECT)).unwrap().len();
         assert_eq!(before_hot + e.report().hot_request_bytes, object);
+    }
+
+    #[test]
+    fn a_read_a_little_ahead_of_the_start_objects_hot_part_waits_for_it() {
+        use crate::testing::Slow;
+        use coldstart_bundle::{pack, HotList, PackOptions, Touch};
+        use std::time::Duration;
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        let data: Vec<u8> = (0..64 * 4096u32).map(|i| (i % 247) as u8).collect();
+        std::fs::write(src.join("f"), &data).unwrap();
+        // The whole file hot, in file order, in pieces of 16 KiB.
+        let touches = vec![Touch { path: "f".into(), offset: 0, length: 64 * 4096 }];
+        let bundle = dir.path().join("bundle");
+        let opts = PackOptions { chunk_size: 16384, ..PackOptions::default() };
+        pack(&src, &HotList { touches, ..HotList::default() }, &opts, &bundle).unwrap();
+        // The start object after 200 ms, at 256 KiB/s: a request of a piece's own is two
+        // round trips and its bytes, about 120 KiB of the stream.
+        let remote: Arc<dyn Remote> = Arc::new(Slow {
+            inner: DirRemote::new(&bundle, quick()),
+            latency: Duration::from_millis(200),
+            bytes_per_second: 256 << 10,
+            piece: 4096,
+            ..Slow::new(&bundle, |path| path == START_OBJECT)
+        });
+        let fetch = StartFetch::begin(remote.clone(), false).unwrap();
+        let manifest = fetch.manifest().unwrap().manifest;
+        let cache = ChunkCache::open(&dir.path().join("cache")).unwrap();
+        let opts = EngineOptions { strategy: Strategy::ReorderedPaged, ..Default::default() };
+        let e = Engine::new(manifest, remote, cache, opts);
+        e.start_from(fetch).unwrap();
+        assert_eq!(&e.read(0, 0, 4096).unwrap()[..], &data[..4096]);
+        std::thread::sleep(Duration::from_millis(60));
+        // About 80 KiB ahead of the stream: nearer than a request of its own, waited for.
+        let at = 24 * 4096;
+        assert_eq!(&e.read(0, at as u64, 4096).unwrap()[..], &data[at..at + 4096]);
+        assert_eq!(e.report().requests, 1, "{:?}", e.report());
+        // The last page, about 150 KiB ahead: fetched alone.
+        let at = 63 * 4096;
+        assert_eq!(&e.read(0, at as u64, 4096).unwrap()[..], &data[at..]);
+        assert_eq!(e.report().requests, 2, "{:?}", e.report());
+        e.shutdown();
     }
 
     #[test]

@@ -38,6 +38,11 @@ pub(super) struct HotState {
     first: Option<(Instant, u64)>,
     /// The link as the stream measured it, kept when the stream ends ([`HotState::link`]).
     measured: Option<(f64, f64)>,
+    /// For a hot part that follows the manifest in the start object's response: the time
+    /// from that request to its first bytes, a round trip. The stream is planned once the
+    /// manifest has arrived, its first chunk right behind it: the time from `planned` to
+    /// `first` is no round trip then.
+    round_trip: Option<Duration>,
 }
 
 impl HotState {
@@ -64,17 +69,18 @@ impl HotState {
     /// Whether a reader of the pending chunk ending at `end` (`len` bytes stored) should
     /// fetch it itself instead of waiting: the stream, at the rate it has come so far, would
     /// take longer to reach it than a request of its own, counted as twice `latency` (the
-    /// shortest demand fetch so far, or the time to the stream's first chunk: both at least
-    /// one round trip) and the chunk's bytes. A held-out workload reads hot chunks in
-    /// another order than the one they were recorded in: without this, a read of a chunk far
-    /// back in the stream waits for everything before it (seconds on a slow link).
+    /// shortest demand fetch so far, or the stream's own round trip: the start object's time
+    /// to its first bytes, else the time from the stream's request to its first chunk: each
+    /// at least one round trip) and the chunk's bytes. A held-out workload reads hot chunks
+    /// in another order than the one they were recorded in: without this, a read of a chunk
+    /// far back in the stream waits for everything before it (seconds on a slow link).
     fn behind(&self, end: u64, len: u64, latency: Option<Duration>) -> bool {
         let (Some(planned), Some((t0, _)), Some(rate)) = (self.planned, self.first, self.rate())
         else {
             return false;
         };
-        let to_first = t0.duration_since(planned);
-        let latency = latency.map_or(to_first, |l| l.min(to_first)).as_secs_f64();
+        let own = self.round_trip.unwrap_or_else(|| t0.duration_since(planned));
+        let latency = latency.map_or(own, |l| l.min(own)).as_secs_f64();
         let ahead = end.saturating_sub(self.received) as f64;
         ahead > 2.0 * latency * rate + len as f64
     }
@@ -122,7 +128,9 @@ impl Engine {
         let HotPlan { chunks, first, last } = plan;
         let base = self.manifest.hot.offset;
         let shifted: Vec<(u64, Chunk)> = chunks.into_iter().map(|(o, c)| (o + base, c)).collect();
-        self.stream_chunks(START_OBJECT, &shifted, first, last, |c, data| self.hot_done(c, data))
+        self.stream_chunks(START_OBJECT, &shifted, (first, last), true, |c, data| {
+            self.hot_done(c, data)
+        })
     }
 
     /// A hot chunk has arrived, verified: into the cache, and readers waiting on it go on.
@@ -137,6 +145,12 @@ impl Engine {
             }
         }
         self.hot_cv.notify_all();
+    }
+
+    /// The start object's request took `took` to its first bytes: the hot stream's round
+    /// trip, for [`HotState::behind`].
+    pub(super) fn note_start_round_trip(&self, took: Duration) {
+        self.hot.lock().unwrap().round_trip = Some(took);
     }
 
     /// Whether a reader of hot chunk `c` should fetch it itself rather than wait for the hot
@@ -163,13 +177,14 @@ impl Engine {
     /// Reads `chunks[first..=last]` (each with its offset in `blob`, stored back to back) in
     /// one request, handing each decoded and verified chunk to `done` as soon as its bytes
     /// have arrived; after a failure, resumes with a Range from the first chunk not yet
-    /// received.
+    /// received. `hot_request`: its bytes are the hot request's (the report's
+    /// `hot_request_bytes`), not what a miss brought.
     pub(super) fn stream_chunks(
         &self,
         blob: &str,
         chunks: &[(u64, Chunk)],
-        first: usize,
-        last: usize,
+        (first, last): (usize, usize),
+        hot_request: bool,
         mut done: impl FnMut(&Chunk, &[u8]),
     ) -> Result<(), FetchError> {
         let end = chunks[last].0 + chunks[last].1.stored_len();
@@ -184,7 +199,10 @@ impl Engine {
                 if self.stop.load(Ordering::Relaxed) {
                     return false;
                 }
-                self.counters.hot_request_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                if hot_request {
+                    let n = bytes.len() as u64;
+                    self.counters.hot_request_bytes.fetch_add(n, Ordering::Relaxed);
+                }
                 buf.extend_from_slice(bytes);
                 while idx <= last && buf.len() as u64 >= chunks[idx].1.stored_len() {
                     let c = &chunks[idx].1;

@@ -62,6 +62,11 @@ pub struct Args {
     /// For an s3:// --learn-from: the bucket's region [default: as `publish`].
     #[arg(long, requires = "learn_from")]
     pub region: Option<String>,
+    /// For an https:// --learn-from (or an s3:// one's https endpoint): CA certificates (PEM)
+    /// to trust besides the system's, e.g. a private CA, or the server's own self-signed
+    /// certificate, as curl --cacert.
+    #[arg(long, value_name = "FILE", requires = "learn_from")]
+    pub ca_file: Option<PathBuf>,
     /// Bytes per chunk: a number with an optional k or m suffix (KiB, MiB).
     #[arg(long, default_value = "64k", value_parser = coldstart_units::size_in(1, coldstart_bundle::manifest::MAX_CHUNK_SIZE))]
     pub chunk_size: u64,
@@ -277,7 +282,10 @@ fn hot_list_from(args: &Args) -> anyhow::Result<HotList> {
 fn learned(args: &Args) -> anyhow::Result<Vec<coldstart_bundle::Touch>> {
     use coldstart_bundle::learn::{self, store, MergeOptions};
     let started = std::time::Instant::now();
-    let opts = coldstart_bundle::FetchOptions::default();
+    let opts = coldstart_bundle::FetchOptions {
+        ca_file: args.ca_file.clone(),
+        ..coldstart_bundle::FetchOptions::default()
+    };
     let s3 = coldstart_bundle::s3::S3Settings {
         endpoint: args.endpoint.clone(),
         region: args.region.clone(),
