@@ -21,6 +21,7 @@ while getopts s:l:r:o: opt; do
     esac
 done
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/start-lib.sh"
 mkdir -p "$out"
 cd "$out"
 rm -rf app plain first second learned cache-* hot-a.json r-*.json
@@ -29,48 +30,22 @@ rm -rf app plain first second learned cache-* hot-a.json r-*.json
 "$cs" run plain --strategy paged --cache-dir cache-rec --record hot-a.json -- '{root}/sample' --workload a >/dev/null
 "$cs" pack app --hot-list hot-a.json -o first >/dev/null
 
-# serve BUNDLE: `coldstart serve` through the link in the background; sets $url and $server.
-server=""
-trap '[ -z "$server" ] || kill $server 2>/dev/null || true' EXIT
-serve() {
-    rm -f serve.url
-    "$cs" serve "$1" --link "$link" > serve.url 2>/dev/null &
-    server=$!
-    while [ ! -s serve.url ]; do sleep 0.1; done
-    url=$(head -n 1 serve.url)
-}
-# start STRATEGY WORKLOAD [ARGS]: one start from a fresh cache; prints misses, bytes, ms.
-n=0
-start() {
-    s=$1; w=$2; shift 2
-    n=$((n + 1))
-    rm -rf "cache-$n"
-    "$cs" run "$url" --strategy "$s" --cache-dir "cache-$n" --export-json "r-$n.json" "$@" \
-        -- '{root}/sample' --workload "$w" >/dev/null 2>&1
-    python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); p=r["report"]; print(p["held_out_misses"], p["other_bytes"], round(r["startup_ms"]))' "r-$n.json"
-}
-# cell LABEL STRATEGY WORKLOAD: RUNS starts, the median of each figure.
-cell() {
-    label=$1; shift
-    i=0; : > cell.txt
-    while [ $i -lt "$runs" ]; do start "$@" >> cell.txt; i=$((i + 1)); done
-    med() { cut -d' ' -f"$1" cell.txt | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-    echo "| $label | $(med 1) | $(med 2) | $(med 3) ms |"
-}
+# sample STRATEGY WORKLOAD [RUN OPTIONS]: one start of the sample from a fresh cache.
+sample() { s=$1; w=$2; shift 2; start --strategy "$s" "$@" -- '{root}/sample' --workload "$w"; }
 
 echo "| start ($size sample, $link, median of $runs) | misses outside the hot set | bytes besides the hot request | start-up |"
 echo "| --- | --- | --- | --- |"
 serve first
-cell "b, hot set of a" reordered-paged b
-cell "a, hot set of a" reordered-paged a
+cell "b, hot set of a" sample reordered-paged b
+cell "a, hot set of a" sample reordered-paged a
 mkdir learned
-for i in 1 2 3; do start reordered-paged b --learn learned >/dev/null; done
-kill $server; wait $server 2>/dev/null || true
+for i in 1 2 3; do sample reordered-paged b --learn learned >/dev/null; done
+stop_serving
 "$cs" pack app --hot-list hot-a.json --learn-from learned -o second 2>learn.txt >/dev/null
 serve second
-cell "b, learned from 3 starts of b" reordered-paged b
-cell "a, learned from 3 starts of b" reordered-paged a
-cell "b, original" original b
-kill $server; wait $server 2>/dev/null || true
+cell "b, learned from 3 starts of b" sample reordered-paged b
+cell "a, learned from 3 starts of b" sample reordered-paged a
+cell "b, original" sample original b
+stop_serving
 grep '^learn:' learn.txt
 echo "records: $(cat learned/*.json | wc -c) bytes in $(ls learned | wc -l)"

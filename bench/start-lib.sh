@@ -10,7 +10,7 @@
 #                     $runs calls of FUNCTION ARGS (a start); one Markdown row of the medians
 
 server=""
-trap '[ -z "$server" ] || kill $server 2>/dev/null' EXIT
+trap '[ -z "$server" ] || kill $server 2>/dev/null || true' EXIT
 serve() {
     rm -f serve.url
     "$cs" serve "$1" --link "$link" > serve.url 2>/dev/null &
