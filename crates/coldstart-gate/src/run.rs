@@ -450,6 +450,54 @@ fn new_build(base: &Baseline, program: &identity::Program, notes: &mut Vec<Strin
     changed && base.functions.is_some()
 }
 
+/// The first steps of a gate, each as small as the budget needs: a batch of each state, then
+/// the first page profiles, and for a new build the first function profiles.
+fn first_steps(
+    opts: &GateOptions,
+    plan: &Plan,
+    runner: &mut dyn Runner,
+    got: &mut Gathered,
+    clock: &mut Clock,
+    progress: &mut dyn FnMut(Progress),
+    compare_functions: bool,
+) -> Result<(), GateError> {
+    let profiles_first = plan.page_profiles.min(FIRST_PAGE_PROFILES);
+    let mut first: Vec<(CacheState, usize)> = plan
+        .states
+        .iter()
+        .map(|&s| (s, if s == CacheState::Hot { opts.first_runs } else { opts.cold_first_runs }))
+        .collect();
+    clock.shrink(&mut first, profiles_first.min(1));
+    for &(state, runs) in &first {
+        measure_step(plan, runner, got, clock, progress, state, runs, "")?;
+    }
+    got.check(plan)?;
+    if profiles_first > 0 {
+        let n = if clock.allows_profiles(profiles_first) { profiles_first } else { 1 };
+        profile_step(plan, runner, got, clock, progress, n)?;
+    }
+    if compare_functions {
+        functions_step(plan, runner, got, clock, progress, FIRST_FUNCTION_PROFILES)?;
+    }
+    Ok(())
+}
+
+/// The note on the new-functions row: why the baseline's own build is not judged by it, or
+/// the functions that are new.
+fn note_new_code(report: &mut GateReport, compare_functions: bool, named: &Option<String>) {
+    let Some(row) = report.figures.iter_mut().find(|r| r.figure == Figure::NewFunctionBytes) else {
+        return;
+    };
+    if !compare_functions {
+        row.note = Some(
+            "the baseline's build: the exact pages judge it; taken for a new build (--new-build)"
+                .into(),
+        );
+    } else if row.note.is_none() {
+        row.note.clone_from(named);
+    }
+}
+
 /// Gate a start-up against `base` (read from `path`): refuse another command, program or
 /// directory; measure as the baseline was measured, spending runs where the verdict is unclear
 /// and within the budget; compare; look for drift in `history`. Returns the report and the
@@ -480,28 +528,9 @@ pub fn gate(
     let mut got = Gathered::new(&plan);
     let mut clock = Clock::new(opts.budget, base.costs.clone().unwrap_or_default());
 
-    // The first steps, each as small as the budget needs: a batch of each state, then the
-    // first page profiles.
-    let profiles_first = plan.page_profiles.min(FIRST_PAGE_PROFILES);
-    let mut first: Vec<(CacheState, usize)> = plan
-        .states
-        .iter()
-        .map(|&s| (s, if s == CacheState::Hot { opts.first_runs } else { opts.cold_first_runs }))
-        .collect();
-    clock.shrink(&mut first, profiles_first.min(1));
-    for &(state, runs) in &first {
-        measure_step(&plan, runner, &mut got, &mut clock, progress, state, runs, "")?;
-    }
-    got.check(&plan)?;
-    if profiles_first > 0 {
-        let n = if clock.allows_profiles(profiles_first) { profiles_first } else { 1 };
-        profile_step(&plan, runner, &mut got, &mut clock, progress, n)?;
-    }
-    let functions_most = base.functions.as_ref().map_or(0, |f| f.profiles);
     let compare_functions = new_build(base, &program, &mut notes);
-    if compare_functions {
-        functions_step(&plan, runner, &mut got, &mut clock, progress, FIRST_FUNCTION_PROFILES)?;
-    }
+    first_steps(opts, &plan, runner, &mut got, &mut clock, progress, compare_functions)?;
+    let functions_most = base.functions.as_ref().map_or(0, |f| f.profiles);
     let env = Environment::collect(Path::new(&program.path), &got.cgroup, opts.facts.clone());
     let measured = |got: &Gathered| {
         let mut m = got.to_baseline(&plan, &env, commit.clone(), &[]);
@@ -512,17 +541,7 @@ pub fn gate(
     };
     let judged = |now: &Baseline, named: &Option<String>| {
         let mut report = compare(base, now, path, &rules, history);
-        if let Some(row) = report.figures.iter_mut().find(|r| r.figure == Figure::NewFunctionBytes)
-        {
-            if !compare_functions {
-                row.note = Some(
-                    "the baseline's build: the exact pages judge it; taken for a new build (--new-build)"
-                        .into(),
-                );
-            } else if row.note.is_none() {
-                row.note.clone_from(named);
-            }
-        }
+        note_new_code(&mut report, compare_functions, named);
         report
     };
     let (mut now, mut named) = measured(&got);
