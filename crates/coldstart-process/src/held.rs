@@ -39,7 +39,6 @@ use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -669,46 +668,6 @@ pub struct Disowned {
     pub pidfd: Option<OwnedFd>,
 }
 
-/// How a reaped child ended, with its resource usage (its waited-for descendants included).
-#[derive(Clone, Copy)]
-pub struct Exit {
-    raw: i32,
-    rusage: libc::rusage,
-}
-
-impl Exit {
-    /// The exit code, when it exited.
-    pub fn code(&self) -> Option<i32> {
-        libc::WIFEXITED(self.raw).then(|| libc::WEXITSTATUS(self.raw))
-    }
-
-    /// The signal that ended it, when one did.
-    pub fn signal(&self) -> Option<i32> {
-        libc::WIFSIGNALED(self.raw).then(|| libc::WTERMSIG(self.raw))
-    }
-
-    /// The wait status as `std` has it.
-    pub fn status(&self) -> std::process::ExitStatus {
-        std::process::ExitStatus::from_raw(self.raw)
-    }
-
-    /// The wait status as `waitpid` returns it.
-    pub fn raw(&self) -> i32 {
-        self.raw
-    }
-
-    /// `wait4`'s resource usage of the child and its waited-for descendants.
-    pub fn rusage(&self) -> &libc::rusage {
-        &self.rusage
-    }
-}
-
-impl std::fmt::Debug for Exit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Exit").field("code", &self.code()).field("signal", &self.signal()).finish()
-    }
-}
-
 enum State {
     Running,
     Exited(Exit),
@@ -820,7 +779,7 @@ impl Held {
             break r;
         };
         if r == self.pid {
-            let e = Exit { raw, rusage };
+            let e = Exit::new(raw, rusage);
             self.state = State::Exited(e);
             Ok(Some(e))
         } else if r == 0 {
@@ -907,6 +866,9 @@ impl Drop for Held {
         }
     }
 }
+
+mod exit;
+pub use exit::Exit;
 
 #[cfg(test)]
 mod tests;
