@@ -11,7 +11,7 @@ use common::{cache_lock, require_root};
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use coldstart_testkit::compile_c;
 use serde_json::Value;
@@ -82,18 +82,7 @@ impl Dir {
     }
 }
 
-fn coldstart(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_coldstart")).args(args).current_dir(dir).output().unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use common::{coldstart_in as coldstart, output_text as text};
 
 /// `coldstart gate --baseline b.json ARGS -- ./prog`, with the JSON report.
 fn gate(dir: &Dir, args: &[&str]) -> (Output, Option<Value>) {

@@ -10,23 +10,12 @@ mod common;
 use common::{cache_lock, require_program, require_root};
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn coldstart(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_coldstart")).args(args).current_dir(dir).output().unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use common::{coldstart_in as coldstart, output_text as text};
 
 /// The small sample (seed 1) in a directory of its own under /var/tmp.
 struct Sample {

@@ -38,6 +38,25 @@ pub use coldstart_testkit::{
     cache_lock, require, require_program, require_root, signal, try_signal, CacheLock,
 };
 
+/// Runs `coldstart ARGS` in `dir`, to its end.
+pub fn coldstart_in(args: &[&str], dir: &std::path::Path) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_coldstart"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+/// A command's status and both its outputs, for an assertion's message.
+pub fn output_text(out: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// The command's standard output, after asserting it succeeded (its output in the message).
 pub fn check(out: &Output) -> String {
     assert!(
