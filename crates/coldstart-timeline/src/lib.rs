@@ -43,35 +43,74 @@ pub enum TimelineError {
     #[error(
         "tracing a start-up needs root (tracefs, uprobes, fanotify, drop_caches): run as root"
     )]
+    /// Not run as root.
     NotRoot,
+    /// No command after `--`.
     #[error("no command given: put it after `--`")]
     NoCommand,
     #[error(
         "command `{command}` {why}: give the program to run after `--` (a file, or a name in PATH)"
     )]
-    CommandNotFound { command: String, why: &'static str },
+    /// The command is not a file, nor a name in `PATH`.
+    CommandNotFound {
+        /// The command as given.
+        command: String,
+        /// Why it was not found.
+        why: &'static str,
+    },
+    /// The command cannot be run (not executable, say).
     #[error("cannot run the command: {why}")]
-    BadCommand { why: String },
+    BadCommand {
+        /// Why.
+        why: String,
+    },
     #[error("the readiness signal `{ready}` is not supported by timeline: use exit, stdout:, stderr:, tcp:, file: or fd")]
-    Unsupported { ready: String },
+    /// A readiness signal timeline does not wait on.
+    Unsupported {
+        /// The signal as given.
+        ready: String,
+    },
+    /// A tracefs file could not be written or read.
     #[error("{path}: {message}")]
-    Tracefs { path: PathBuf, message: String },
+    Tracefs {
+        /// The file.
+        path: PathBuf,
+        /// What failed, and what to do.
+        message: String,
+    },
+    /// The program could not be started.
     #[error("cannot start the program: {why}")]
-    Spawn { why: String },
+    Spawn {
+        /// Why.
+        why: String,
+    },
+    /// The page cache could not be dropped for a cold run.
     #[error("cannot drop the page cache: {0}")]
     DropCaches(std::io::Error),
+    /// The program exited before its readiness signal.
     #[error("the program exited before it was ready{said}")]
-    ExitedBeforeReady { said: String },
+    ExitedBeforeReady {
+        /// The end of the message: its last lines on standard error, or that it wrote none.
+        said: String,
+    },
+    /// The program was not ready within the timeout.
     #[error("the program was not ready after {0:?}: raise --timeout or check --ready")]
     Timeout(Duration),
+    /// The trace holds no `execve` of the program.
     #[error("the trace shows no execve of the program: tracing did not start in time")]
     NoExec,
+    /// The function profile failed.
     #[error("function profile: {0}")]
     Profile(#[from] coldstart_profile::ProfileError),
+    /// The emulated storage could not be set up or torn down.
     #[error("emulated storage: {0}")]
     Storage(#[from] coldstart_storage::StorageError),
     #[error("interrupted by {}: the program was killed, the tracing removed and nothing was written", coldstart_profile::interrupt::signal_name(*signal))]
-    Interrupted { signal: i32 },
+    /// A signal ended the timeline.
+    Interrupted {
+        /// Its number.
+        signal: i32,
+    },
 }
 
 impl From<coldstart_sys::tracefs::TraceError> for TimelineError {
@@ -136,10 +175,15 @@ pub enum Functions {
 /// What to trace.
 #[derive(Debug, Clone)]
 pub struct TimelineOptions {
+    /// The program and its arguments.
     pub command: Vec<OsString>,
+    /// When start-up ends.
     pub ready: Ready,
+    /// The page cache's state before the run.
     pub cache: Cache,
+    /// The function profile the phases are lined up with.
     pub functions: Functions,
+    /// How long to wait for readiness.
     pub timeout: Duration,
     /// Run on an emulated slow device instead of this machine's own disk.
     pub storage: Option<StorageSetup>,
@@ -150,6 +194,7 @@ pub struct TimelineOptions {
 /// copy's caches dropped too for a cold run. Torn down when the timeline is recorded.
 #[derive(Debug, Clone)]
 pub struct StorageSetup {
+    /// The kind of device.
     pub profile: coldstart_storage::StorageProfile,
     /// Files and directories to copy (directories whole).
     pub paths: Vec<PathBuf>,
