@@ -14,56 +14,102 @@ use crate::strategy::Strategy;
 /// Why a mount (or a prediction) failed.
 #[derive(Debug, thiserror::Error)]
 pub enum MountError {
+    /// The mount point does not exist.
     #[error("mount point {0} does not exist: create an empty directory")]
     Missing(PathBuf),
+    /// The mount point is not a directory.
     #[error("mount point {0} is not a directory")]
     NotADirectory(PathBuf),
+    /// The mount point is not empty.
     #[error("mount point {0} is not empty: mount on an empty directory")]
     NotEmpty(PathBuf),
+    /// Something is mounted on the mount point already.
     #[error("mount point {0} is busy: something is already mounted there; unmount it (fusermount3 -u) or choose another")]
     Busy(PathBuf),
+    /// The bundle could not be opened.
     #[error("cannot open {url}: {source}")]
-    Open { url: String, source: FetchError },
+    Open {
+        /// The bundle's URL.
+        url: String,
+        /// Why.
+        source: FetchError,
+    },
+    /// The bundle's manifest could not be fetched.
     #[error("cannot read the bundle's manifest: {}{}", .0, not_found_hint(.0))]
     Manifest(#[source] FetchError),
+    /// The chunk cache failed.
     #[error(transparent)]
     Cache(#[from] CacheError),
+    /// The strategy's fetch before start failed.
     #[error("the {strategy} strategy could not fetch what it needs before start: {source}")]
-    Prefetch { strategy: Strategy, source: EngineError },
+    Prefetch {
+        /// The strategy.
+        strategy: Strategy,
+        /// What failed.
+        source: EngineError,
+    },
+    /// The FUSE mount failed.
     #[error("cannot mount FUSE on {path}: {cause}; {}", fuse_hint(cause))]
-    Fuse { path: PathBuf, cause: std::io::Error },
+    Fuse {
+        /// The mount point.
+        path: PathBuf,
+        /// The mount's error.
+        cause: std::io::Error,
+    },
+    /// FUSE cannot be used here (no /dev/fuse, no fusermount3, no privilege).
     #[error("cannot mount the bundle: {0}")]
     FuseAccess(#[from] coldstart_sys::fuse::Unusable),
+    /// The mount stayed busy at unmount.
     #[error("cannot unmount {0}: it stays busy; run `fusermount3 -u -z {0}`")]
     Unmount(PathBuf),
+    /// The watchdog that cleans up after a dead coldstart could not start.
     #[error("cannot start the watchdog that cleans up if coldstart dies (/bin/sh): {0}")]
     Watchdog(#[source] std::io::Error),
+    /// `--record`'s hot list could not be written.
     #[error(transparent)]
     Record(#[from] HotListError),
+    /// The link could not be measured for `--strategy auto`.
     #[error("cannot measure the link for --strategy auto: {0}; give it with --link-hint BW/LAT")]
     Probe(#[source] FetchError),
+    /// No default chunk cache directory: neither HOME nor XDG_CACHE_HOME.
     #[error("no HOME or XDG_CACHE_HOME: give --cache-dir")]
     NoCacheDir,
+    /// `--timeout` is not positive.
     #[error("--timeout must be a positive number of seconds")]
     Timeout,
+    /// `--retries` is above the most a fetch may make.
     #[error("--retries {0} is more than the {max} a fetch may make", max = coldstart_bundle::remote::MAX_RETRIES)]
     Retries(u32),
+    /// `--min-rate` is 0.
     #[error("--min-rate must be at least 1 byte per second")]
     MinRate,
+    /// `--record`'s file cannot be written.
     #[error("--record {}: {why}: give a file in an existing directory you may write", path.display())]
-    RecordDir { path: PathBuf, why: String },
+    RecordDir {
+        /// The file given.
+        path: PathBuf,
+        /// Why it cannot be written.
+        why: String,
+    },
+    /// Cancelled (a signal).
     #[error("interrupted")]
     Cancelled,
+    /// `--link-hint` without `--strategy auto`.
     #[error("--link-hint is for --strategy auto")]
     LinkHintWithoutAuto,
+    /// `--local-ms` is out of range.
     #[error("--local-ms must be 0 to 86400000 (a day)")]
     LocalTime,
+    /// A read-ahead outside 4 KiB to 1 MiB.
     #[error("a read-ahead is between 4k and 1m")]
     Readahead,
+    /// `--trust`'s key could not be read.
     #[error("--trust: {0}")]
     Key(#[source] KeyError),
+    /// The bundle's signature could not be fetched.
     #[error("cannot read the bundle's signature: {0}")]
     Signature(#[source] FetchError),
+    /// The bundle is not signed by the trusted key.
     #[error("refusing the bundle: {0}")]
     Untrusted(#[from] SignatureError),
 }

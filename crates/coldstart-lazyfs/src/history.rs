@@ -47,7 +47,9 @@ pub struct HeldOutRun {
 /// Earlier mounts of one bundle, oldest first.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct History {
+    /// The format's name.
     pub format: String,
+    /// The mounts, oldest first.
     pub runs: Vec<HeldOutRun>,
 }
 
@@ -55,6 +57,7 @@ pub struct History {
 /// earlier mounts'.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct HeldOut {
+    /// The strategy.
     pub strategy: Strategy,
     /// Reads outside the hot set that wait for a request of their own.
     pub misses: f64,

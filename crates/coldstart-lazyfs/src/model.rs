@@ -63,9 +63,11 @@ pub struct Shape {
     /// Bytes and count of the objects `original` would download whole (the start object's hot
     /// part and the cold objects, each with a piece not cached).
     pub file_bytes: u64,
+    /// How many such objects.
     pub files: u64,
     /// Bytes and count of hot chunks not cached (demand misses of `paged`).
     pub hot_miss_bytes: u64,
+    /// How many hot chunks are not cached.
     pub hot_misses: u64,
     /// Bytes of the hot part from the first to the last chunk not cached (the hot request).
     pub hot_span_bytes: u64,
@@ -76,6 +78,7 @@ pub struct Shape {
     pub has_hot_set: bool,
     /// Bytes and count of all chunks not cached.
     pub all_miss_bytes: u64,
+    /// How many chunks are not cached.
     pub all_misses: u64,
     /// Bytes of the hot part from its start to the end of the last chunk not cached (what the
     /// start object sends after the manifest).
@@ -93,7 +96,9 @@ pub struct Shape {
 /// the hot pieces, and those chunks (not cached): fetched on demand while the read waits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ReadAhead {
+    /// Those kernel reads.
     pub reads: u64,
+    /// The chunks they ask for.
     pub chunks: u64,
     /// Their bytes on the wire.
     pub bytes: u64,
@@ -209,7 +214,9 @@ pub struct Params {
 /// One strategy's predicted start-up time.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Prediction {
+    /// The strategy.
     pub strategy: Strategy,
+    /// Its predicted start-up, in milliseconds.
     pub ms: f64,
 }
 
@@ -316,8 +323,11 @@ pub fn choose(predictions: &[Prediction]) -> Strategy {
 /// What `--strategy auto` decided, for the report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Choice {
+    /// The strategy chosen.
     pub chosen: Strategy,
+    /// The link it was chosen for.
     pub link: LinkEstimate,
+    /// Each strategy's predicted start-up.
     pub predictions: Vec<Prediction>,
     /// The misses outside the hot set counted, per strategy (from earlier mounts of the
     /// bundle); empty: none counted.
@@ -376,7 +386,9 @@ pub const PROBE_ENOUGH: Duration = Duration::from_millis(100);
 /// caller may keep them, and should count them as cached when predicting).
 #[derive(Debug, Clone)]
 pub struct Probe {
+    /// The link measured.
     pub link: LinkEstimate,
+    /// The hot chunks the probes brought, with their bytes.
     pub chunks: Vec<(coldstart_bundle::Chunk, Vec<u8>)>,
 }
 

@@ -17,6 +17,7 @@ use crate::strategy::{Strategy, StrategyOrAuto};
 /// How to mount.
 #[derive(Debug, Clone)]
 pub struct MountOptions {
+    /// The strategy.
     pub strategy: Strategy,
     /// The chunk cache directory (shared by mounts).
     pub cache_dir: PathBuf,
@@ -26,6 +27,7 @@ pub struct MountOptions {
     /// through the mount (no FUSE passthrough), so that the record sees the reads of cached
     /// files too (all of them under `original`).
     pub learn: bool,
+    /// How to fetch from the bundle's origin.
     pub fetch: FetchOptions,
     /// Bound on a read waiting for a chunk another fetch (or the hot stream) is bringing;
     /// `None`: [`read_timeout`] of the fetch options and the manifest.
@@ -89,6 +91,7 @@ pub fn default_readahead(strategy: Strategy, recording: bool, all_cached: bool) 
 }
 
 impl MountOptions {
+    /// Options to mount with `strategy` and the chunk cache in `cache_dir`; the defaults otherwise.
     pub fn new(strategy: Strategy, cache_dir: PathBuf) -> MountOptions {
         MountOptions {
             strategy,

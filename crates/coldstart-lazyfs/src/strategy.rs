@@ -29,6 +29,7 @@ pub enum Strategy {
 }
 
 impl Strategy {
+    /// Every strategy, in the paper's order.
     pub const ALL: [Strategy; 5] = [
         Strategy::Original,
         Strategy::Paged,
@@ -37,6 +38,7 @@ impl Strategy {
         Strategy::Stream,
     ];
 
+    /// Its name on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Strategy::Original => "original",
@@ -93,7 +95,9 @@ impl FromStr for Strategy {
 /// ([`crate::model`]). What a user asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StrategyOrAuto {
+    /// Pick by the model (`--strategy auto`).
     Auto,
+    /// This one.
     Fixed(Strategy),
 }
 

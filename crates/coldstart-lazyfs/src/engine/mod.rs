@@ -32,6 +32,7 @@ use stream::HotState;
 /// How the engine works.
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
+    /// The strategy the mount runs.
     pub strategy: Strategy,
     /// Bound on how long one read waits for a chunk another fetch is bringing.
     pub read_timeout: Duration,
@@ -53,12 +54,16 @@ impl Default for EngineOptions {
 /// Why a chunk could not be had.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum EngineError {
+    /// A fetch failed; its message.
     #[error("{0}")]
     Fetch(String),
+    /// A read waited past its bound for a chunk another fetch was bringing.
     #[error("timed out after {0:?} waiting for a chunk")]
     Timeout(Duration),
+    /// The manifest names no such chunk.
     #[error("no such chunk")]
     NoChunk,
+    /// Stopped: coldstart was interrupted.
     #[error("stopped: coldstart was interrupted")]
     Cancelled,
 }
@@ -78,6 +83,7 @@ impl EngineError {
 /// What a mount did, for the report at unmount.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
+    /// The strategy the mount ran.
     pub strategy: String,
     /// Body bytes received from the server.
     pub bytes_fetched: u64,
@@ -93,6 +99,7 @@ pub struct Report {
     /// recorded from), and those chunks' bytes on the wire: what the mount's history keeps for
     /// the model ([`crate::history`]).
     pub held_out_misses: u64,
+    /// Those chunks' bytes on the wire.
     pub held_out_bytes: u64,
     /// Body bytes of the hot set's request (the start object's after its manifest, or the
     /// hot blob's); the rest of `bytes_fetched` but the manifest's is what misses, what they
@@ -105,16 +112,20 @@ pub struct Report {
     pub errors: u64,
     /// Time the program waited on misses: total, longest and median.
     pub miss_wait_total_ms: f64,
+    /// The longest wait on one miss.
     pub miss_wait_max_ms: f64,
+    /// The median wait on a miss.
     pub miss_wait_median_ms: f64,
     /// Time spent in the strategy's work before the mount was ready.
     pub prefetch_ms: f64,
     /// Chunks fetched by the hot-set stream and by background work.
     pub hot_chunks: u64,
+    /// Chunks fetched by background work.
     pub background_chunks: u64,
     /// Chunks a miss brought after its own in the same request (the paper's Eq. 3 said they
     /// pay), and those of them the program read.
     pub ahead_chunks: u64,
+    /// Of `ahead_chunks`, those the program read.
     pub ahead_read: u64,
     /// The last error of a read, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -254,6 +265,7 @@ impl Engine {
         })
     }
 
+    /// The bundle's manifest.
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
     }

@@ -54,6 +54,7 @@ pub struct StartFetch {
 /// What the start object's first bytes gave.
 #[derive(Debug)]
 pub struct StartHead {
+    /// The manifest the object carries.
     pub manifest: Manifest,
     /// Bytes of the object before its hot part: the header, the stored manifest and the
     /// zeros after it.
