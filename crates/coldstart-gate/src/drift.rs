@@ -21,7 +21,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use coldstart_formats::stats::{quantile_sorted, sorted};
+use coldstart_formats::stats::{median, quantile_sorted, sorted};
 
 /// A change point is kept when Pettitt's test gives a p-value below this.
 pub const CHANGE_POINT_ALPHA: f64 = 0.01;
@@ -139,10 +139,6 @@ fn split(xs: &[f64], offset: usize, starts: &mut Vec<usize>) {
     starts.push(offset + k);
     split(&xs[..k], offset, starts);
     split(&xs[k..], offset + k, starts);
-}
-
-fn median(xs: &[f64]) -> f64 {
-    coldstart_formats::stats::median(xs)
 }
 
 /// The last segment's level against the lowest level before it.

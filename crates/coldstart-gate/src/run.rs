@@ -357,15 +357,17 @@ fn measure_step(
     runs: usize,
     why: &str,
 ) -> Result<(), GateError> {
-    let about = clock
-        .costs
-        .run(state)
-        .map_or(String::new(), |c| format!(", about {}", seconds(c * runs as f64)));
+    let about = about(clock.costs.run(state), runs);
     progress(Progress::Step(format!("{state}: {runs} runs{why}{about}")));
     let batch = runner.measure(plan, &[state], runs)?;
     clock.ran(state, runs, batch.seconds);
     got.add(plan, &[state], runs, batch);
     Ok(())
+}
+
+/// `, about 3.1 s` for `n` steps of `each` seconds; nothing where a step's cost is not known.
+fn about(each: Option<f64>, n: usize) -> String {
+    each.map_or(String::new(), |c| format!(", about {}", seconds(c * n as f64)))
 }
 
 /// `n` more exact page profiles.
@@ -377,10 +379,7 @@ fn profile_step(
     progress: &mut dyn FnMut(Progress),
     n: usize,
 ) -> Result<(), GateError> {
-    let about = clock
-        .costs
-        .profile()
-        .map_or(String::new(), |c| format!(", about {}", seconds(c * n as f64)));
+    let about = about(clock.costs.profile(), n);
     let noun = if n == 1 { "profile" } else { "profiles" };
     progress(Progress::Step(format!("pages touched: {n} exact page {noun}{about}")));
     let counts = runner.pages(plan, n)?;
@@ -399,10 +398,7 @@ fn functions_step(
     progress: &mut dyn FnMut(Progress),
     n: usize,
 ) -> Result<(), GateError> {
-    let about = clock
-        .costs
-        .functions_s
-        .map_or(String::new(), |c| format!(", about {}", seconds(c * n as f64)));
+    let about = about(clock.costs.functions_s, n);
     let noun = if n == 1 { "profile" } else { "profiles" };
     progress(Progress::Step(format!("functions run: {n} function {noun}{about}")));
     let profiles = runner.functions(plan, n)?;
