@@ -544,7 +544,8 @@ static uintptr_t arm(struct link_map *map, const char *path, uint64_t bias) {
     struct copied_code copied = {0, 0};
     /* The C library's internal functions (from .symtab or its debug file) include thread
      * exit and fork/spawn paths that run with every signal blocked: only its exported
-     * functions (less the never-armed ones) get breakpoints. */
+     * functions get breakpoints, less the never-armed ones and those exported to the C
+     * library's sibling libraries only (version GLIBC_PRIVATE, see symbols.c). */
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     size_t full_table = 0;

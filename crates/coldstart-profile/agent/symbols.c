@@ -135,6 +135,52 @@ uint64_t copied_code_end(const struct file *f, const struct copied_code *copied)
     return 0;
 }
 
+/* The version index of GLIBC_PRIVATE in the version definitions (.gnu.version_d) of `f`,
+ * 0 when it defines none. Functions of that version are the C library's internals, exported
+ * only to its sibling libraries (and the loader): no program calls them, and some run with
+ * every signal blocked, on paths a breakpoint would turn fatal only now and then. Thread exit
+ * takes the stack cache's lock with every signal blocked, and waits for it in
+ * __lll_lock_wait_private when another thread holds it: Firefox died of SIGTRAP there in 3
+ * cold starts of 20. */
+static unsigned private_version(const struct file *f, const Elf64_Shdr *sh, unsigned shnum) {
+    for (unsigned i = 0; i < shnum; i++) {
+        if (sh[i].sh_type != SHT_GNU_verdef || sh[i].sh_offset + sh[i].sh_size > f->size ||
+            sh[i].sh_link >= shnum)
+            continue;
+        const Elf64_Shdr *str = &sh[sh[i].sh_link];
+        if (str->sh_offset + str->sh_size > f->size) return 0;
+        const char *names = (const char *)f->data + str->sh_offset;
+        uint64_t at = 0;
+        for (uint64_t k = 0; k < sh[i].sh_info; k++) {
+            if (at + sizeof(Elf64_Verdef) > sh[i].sh_size) return 0;
+            const Elf64_Verdef *d = (const void *)(f->data + sh[i].sh_offset + at);
+            uint64_t aux = at + d->vd_aux;
+            if (aux + sizeof(Elf64_Verdaux) <= sh[i].sh_size) {
+                const Elf64_Verdaux *a = (const void *)(f->data + sh[i].sh_offset + aux);
+                if (a->vda_name < str->sh_size &&
+                    strncmp(names + a->vda_name, "GLIBC_PRIVATE", str->sh_size - a->vda_name) == 0)
+                    return d->vd_ndx;
+            }
+            if (!d->vd_next) return 0;
+            at += d->vd_next;
+        }
+        return 0;
+    }
+    return 0;
+}
+
+/* The version index of each symbol of the table in section `table` (.gnu.version), NULL
+ * when it has none. */
+static const Elf64_Versym *versions_of(const struct file *f, const Elf64_Shdr *sh, unsigned shnum,
+                                       unsigned table, size_t count) {
+    for (unsigned i = 0; i < shnum; i++)
+        if (sh[i].sh_type == SHT_GNU_versym && sh[i].sh_link == table &&
+            sh[i].sh_size >= count * sizeof(Elf64_Versym) &&
+            sh[i].sh_offset + sh[i].sh_size <= f->size)
+            return (const void *)(f->data + sh[i].sh_offset);
+    return NULL;
+}
+
 /* Add the defined, sized function symbols of the first section of `type` that lie in an
  * executable section. Returns how many were found. */
 size_t add_symbols(const struct file *f, uint32_t type, struct list *out, struct list *skip,
@@ -153,6 +199,8 @@ size_t add_symbols(const struct file *f, uint32_t type, struct list *out, struct
             strtab = (const char *)f->data + sh[sh[i].sh_link].sh_offset;
             strsize = sh[sh[i].sh_link].sh_size;
         }
+        unsigned private = private_version(f, sh, eh->e_shnum);
+        const Elf64_Versym *version = private ? versions_of(f, sh, eh->e_shnum, i, n) : NULL;
         for (size_t k = 0; k < n; k++) {
             unsigned t = ELF64_ST_TYPE(sym[k].st_info);
             if (t != STT_FUNC && t != STT_GNU_IFUNC) {
@@ -165,8 +213,10 @@ size_t add_symbols(const struct file *f, uint32_t type, struct list *out, struct
                 sym[k].st_shndx >= eh->e_shnum)
                 continue;
             if (!(sh[sym[k].st_shndx].sh_flags & SHF_EXECINSTR)) continue;
-            if (strtab && sym[k].st_name < strsize && memchr(strtab + sym[k].st_name, 0, strsize - sym[k].st_name) &&
-                is_never_armed(strtab + sym[k].st_name)) {
+            int named = strtab && sym[k].st_name < strsize &&
+                        memchr(strtab + sym[k].st_name, 0, strsize - sym[k].st_name);
+            if ((named && is_never_armed(strtab + sym[k].st_name)) ||
+                (version && (version[k] & 0x7fff) == private)) {
                 if (push(skip, sym[k].st_value) != 0) return found;
                 continue;
             }

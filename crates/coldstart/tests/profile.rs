@@ -745,6 +745,20 @@ fn vfork_child_with_every_signal_blocked_runs_under_the_default_tracer() {
 }
 
 #[test]
+fn internal_function_of_the_c_library_run_with_every_signal_blocked_is_not_armed() {
+    // Firefox's threads died of SIGTRAP now and then at exit: thread exit waits for a lock in
+    // __lll_lock_wait_private with every signal blocked. The fixture calls it that way.
+    let f = Fixture::new();
+    let prog =
+        f.program("private_blocked", include_str!("fixtures/profile/private_blocked.c"), &[]);
+    let (p, stderr) = f.profile(&[], &prog, &[]).ok();
+    assert_eq!(p["stop"]["code"], 0, "it ran to the end: {stderr}");
+    assert!(!stderr.contains("profiled again"), "no fallback was needed: {stderr}");
+    let main = touched(&p, "/private_blocked");
+    assert!(main.contains(&"main".to_string()), "{main:?}");
+}
+
+#[test]
 fn library_closed_and_opened_again_is_armed_again() {
     let f = Fixture::new();
     let plug = f.library(
