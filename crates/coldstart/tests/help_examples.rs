@@ -48,7 +48,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, listening, require_program, require_root, KillOnDrop};
+use common::{moto_server, require_program, require_root, KillOnDrop};
 
 fn coldstart() -> Command {
     Command::new(env!("CARGO_BIN_EXE_coldstart"))
@@ -657,22 +657,8 @@ mod fixtures {
             .insert("https://bundles.example/app/".into(), format!("https://127.0.0.1:{port}/"));
         bed.subst.insert("ca.pem".into(), ca.to_string_lossy().into_owned());
         // moto: the buckets, the `ci` profile and the default one.
-        let port = free_port();
-        let log = std::fs::File::create(bed.dir.join("moto.log")).unwrap();
-        let moto = Command::new("moto_server")
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| e.to_string())?;
-        bed._servers.push(KillOnDrop(moto));
-        let t = Instant::now();
-        while !listening(port) {
-            if t.elapsed() > Duration::from_secs(60) {
-                return Err("moto did not start".into());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let (moto, port) = moto_server(&bed.dir);
+        bed._servers.push(moto);
         let endpoint = format!("http://127.0.0.1:{port}");
         for bucket in ["my-bundles", "bundles"] {
             create_bucket(port, bucket)?;

@@ -10,7 +10,7 @@
 
 mod common;
 use common::{
-    check, free_port, moto_server, require_program, require_root, start_server, KillOnDrop,
+    check, free_port, moto_server, require_program, require_root, server_on_free_port, KillOnDrop,
 };
 
 use std::os::unix::process::CommandExt;
@@ -180,16 +180,18 @@ class H(http.server.SimpleHTTPRequestHandler):
         self.send_response(201); self.send_header('Content-Length', '0'); self.end_headers()
 http.server.ThreadingHTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()
 "#;
-    let port = free_port();
     let root = dir.join("www");
     std::fs::create_dir_all(root.join("learn")).unwrap();
-    let mut cmd = Command::new("python3");
-    cmd.args(["-c", script, &port.to_string()])
-        .arg(&root)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0);
-    let guard = start_server(&mut cmd, port, Duration::from_secs(30), "the PUT server");
+    let put = |port: u16| {
+        let mut cmd = Command::new("python3");
+        cmd.args(["-c", script, &port.to_string()])
+            .arg(&root)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        cmd
+    };
+    let (guard, port) = server_on_free_port(put, Duration::from_secs(30), "the PUT server");
     (guard, format!("http://127.0.0.1:{port}/learn/"))
 }
 
@@ -213,14 +215,16 @@ fn records_go_to_an_http_server_taking_put_and_are_read_back_from_its_listing() 
     assert_eq!(hot_ranges(&out).len(), 4);
     // A server that refuses the PUT (501 from a plain GET server) is a warning.
     let (_plain, plain_url) = {
-        let port = free_port();
-        let mut cmd = Command::new("python3");
-        cmd.args(["-m", "http.server", "-b", "127.0.0.1", &port.to_string()])
-            .current_dir(d.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0);
-        let g = start_server(&mut cmd, port, Duration::from_secs(30), "the GET server");
+        let get = |port: u16| {
+            let mut cmd = Command::new("python3");
+            cmd.args(["-m", "http.server", "-b", "127.0.0.1", &port.to_string()])
+                .current_dir(d.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .process_group(0);
+            cmd
+        };
+        let (g, port) = server_on_free_port(get, Duration::from_secs(30), "the GET server");
         (g, format!("http://127.0.0.1:{port}/learn/"))
     };
     let out = learning_run(d.path(), &bundle, &plain_url, &["--retries", "0"]);

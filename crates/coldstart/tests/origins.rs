@@ -10,7 +10,7 @@
 
 mod common;
 use common::{
-    certificates, check, free_port, listening, require_program, require_root, KillOnDrop,
+    certificates, check, free_port, require_program, require_root, server_on_free_port, KillOnDrop,
 };
 
 use std::os::unix::process::CommandExt;
@@ -20,14 +20,6 @@ use std::time::{Duration, Instant};
 
 fn coldstart() -> Command {
     Command::new(env!("CARGO_BIN_EXE_coldstart"))
-}
-
-fn wait_for(port: u16, what: &str) {
-    let t = Instant::now();
-    while !listening(port) {
-        assert!(t.elapsed() < Duration::from_secs(10), "{what} did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// `dir/www/bundle`: a bundle of `data.bin` (1 MiB of varied bytes); returns its SHA-256.
@@ -126,21 +118,18 @@ fn a_server_without_range_works_and_is_warned_about_once_and_run_exports_its_rep
     }
     let d = tempfile::tempdir().unwrap();
     let digest = bundle(d.path());
-    let port = free_port();
     // Python's http.server answers every Range request with the whole file (200).
     // In a process group of its own: no signal another test sends to its group reaches it.
-    let server = Command::new("/usr/bin/python3")
-        .args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1", "--directory"])
-        .arg(d.path().join("www"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let mut server = KillOnDrop(server);
-    wait_for(port, "http.server");
-    // What answered is this server, not another process that took the port first.
-    assert!(server.0.try_wait().unwrap().is_none(), "http.server exited: port {port} taken?");
+    let http_server = |port: u16| {
+        let mut cmd = Command::new("/usr/bin/python3");
+        cmd.args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1", "--directory"])
+            .arg(d.path().join("www"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        cmd
+    };
+    let (_server, port) = server_on_free_port(http_server, Duration::from_secs(10), "http.server");
     let url = format!("http://127.0.0.1:{port}/bundle/");
     let export = d.path().join("report.json");
     let export_arg = export.to_str().unwrap();

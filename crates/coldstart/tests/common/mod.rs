@@ -282,6 +282,60 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// The inodes of the sockets listening on `port` (IPv4 and IPv6, any address).
+fn listeners(port: u16) -> Vec<String> {
+    let mut found = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let Some(local_port) = f.get(1).and_then(|a| a.rsplit(':').next()) else { continue };
+            let listening = f.get(3) == Some(&"0A");
+            if listening && u16::from_str_radix(local_port, 16) == Ok(port) {
+                found.extend(f.get(9).map(|i| i.to_string()));
+            }
+        }
+    }
+    found
+}
+
+/// Whether process `pid` itself holds a socket listening on `port`: a server that was given
+/// a free port can find another process of the machine on it (free when asked, taken by
+/// whoever binds it next), and a client would then talk to that process.
+pub fn listens(pid: u32, port: u16) -> bool {
+    let inodes = listeners(port);
+    if inodes.is_empty() {
+        return false;
+    }
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|l| {
+            let l = l.to_string_lossy();
+            inodes.iter().any(|i| l == format!("socket:[{i}]"))
+        })
+    })
+}
+
+/// Starts `cmd`, a server that is to listen on `port`, and waits until that very process
+/// does: at most `limit`. Err when it exits first (the port taken by another process).
+fn try_start(
+    cmd: &mut std::process::Command,
+    port: u16,
+    limit: std::time::Duration,
+    what: &str,
+) -> Result<KillOnDrop, String> {
+    let mut guard = KillOnDrop(cmd.spawn().unwrap_or_else(|e| panic!("cannot start {what}: {e}")));
+    let t = std::time::Instant::now();
+    while !listens(guard.0.id(), port) {
+        if let Some(status) = guard.0.try_wait().unwrap() {
+            return Err(format!("{what} exited before it listened on port {port} ({status})"));
+        }
+        assert!(t.elapsed() < limit, "{what} did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(guard)
+}
+
 /// Starts `cmd`, a server that is to listen on `port` of 127.0.0.1, and waits until it does:
 /// at most `limit`, then fails with "`what` did not start". It is killed on drop.
 pub fn start_server(
@@ -290,29 +344,45 @@ pub fn start_server(
     limit: std::time::Duration,
     what: &str,
 ) -> KillOnDrop {
-    let guard = KillOnDrop(cmd.spawn().unwrap_or_else(|e| panic!("cannot start {what}: {e}")));
-    let t = std::time::Instant::now();
-    while !listening(port) {
-        assert!(t.elapsed() < limit, "{what} did not start");
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    try_start(cmd, port, limit, what).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Starts the server `cmd(port)` makes, on a free port of 127.0.0.1, and waits until it
+/// listens there (at most `limit`); returns it (killed on drop) and the port. A server that
+/// exits first, its port taken by another process of the machine since it was free, is
+/// started again on another port, up to three times.
+pub fn server_on_free_port(
+    mut cmd: impl FnMut(u16) -> std::process::Command,
+    limit: std::time::Duration,
+    what: &str,
+) -> (KillOnDrop, u16) {
+    let mut tried = Vec::new();
+    for _ in 0..3 {
+        let port = free_port();
+        match try_start(&mut cmd(port), port, limit, what) {
+            Ok(guard) => return (guard, port),
+            Err(e) => tried.push(e),
+        }
     }
-    guard
+    panic!("{}", tried.join("; "))
 }
 
 /// moto's server (`moto_server`, installed by scripts/setup.sh) on a free port of 127.0.0.1,
 /// in its own process group, logging to `dir/moto.log`.
 pub fn moto_server(dir: &std::path::Path) -> (KillOnDrop, u16) {
     use std::os::unix::process::CommandExt;
-    let port = free_port();
-    let log = std::fs::File::create(dir.join("moto.log")).unwrap();
-    let mut cmd = std::process::Command::new("moto_server");
-    cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .current_dir(dir)
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .process_group(0);
     let what = format!("moto (see {})", dir.join("moto.log").display());
-    (start_server(&mut cmd, port, std::time::Duration::from_secs(60), &what), port)
+    let moto = |port: u16| {
+        let log = std::fs::File::create(dir.join("moto.log")).unwrap();
+        let mut cmd = std::process::Command::new("moto_server");
+        cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .current_dir(dir)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .process_group(0);
+        cmd
+    };
+    server_on_free_port(moto, std::time::Duration::from_secs(60), &what)
 }
 
 /// nginx in the foreground, configured in `dir/nginx`, with one `server` block whose body
@@ -322,9 +392,10 @@ pub fn nginx(dir: &std::path::Path, server: impl Fn(u16) -> String) -> (KillOnDr
     use std::time::Duration;
     let conf_dir = dir.join("nginx");
     std::fs::create_dir_all(conf_dir.join("tmp")).unwrap();
-    let port = free_port();
-    let conf = format!(
-        r#"daemon off;
+    let what = format!("nginx (Debian: nginx-light; see {})", conf_dir.display());
+    let nginx = |port: u16| {
+        let conf = format!(
+            r#"daemon off;
 master_process off;
 user root;
 worker_processes 1;
@@ -344,18 +415,19 @@ http {{
     }}
 }}
 "#,
-        d = conf_dir.display(),
-        server = server(port),
-    );
-    std::fs::write(conf_dir.join("nginx.conf"), conf).unwrap();
-    let mut cmd = std::process::Command::new("nginx");
-    cmd.arg("-p")
-        .arg(&conf_dir)
-        .arg("-c")
-        .arg(conf_dir.join("nginx.conf"))
-        .stderr(std::process::Stdio::null());
-    let what = format!("nginx (Debian: nginx-light; see {})", conf_dir.display());
-    (start_server(&mut cmd, port, Duration::from_secs(10), &what), port)
+            d = conf_dir.display(),
+            server = server(port),
+        );
+        std::fs::write(conf_dir.join("nginx.conf"), conf).unwrap();
+        let mut cmd = std::process::Command::new("nginx");
+        cmd.arg("-p")
+            .arg(&conf_dir)
+            .arg("-c")
+            .arg(conf_dir.join("nginx.conf"))
+            .stderr(std::process::Stdio::null());
+        cmd
+    };
+    server_on_free_port(nginx, Duration::from_secs(10), &what)
 }
 
 /// `openssl ARGS` in `dir`, asserting it succeeded.
