@@ -252,6 +252,35 @@ fn unclear_time_adds_batches_up_to_the_bound_and_no_further() {
 }
 
 #[test]
+fn cheap_runs_go_past_the_bound_while_time_is_unclear_and_dear_ones_stop_there() {
+    let mut o = options(emulated());
+    o.time.max_runs = 40;
+    o.page_profiles = Some(0);
+    // A tight hot baseline sizes the bound at a few runs; the runs now are ten times as
+    // spread (a busy machine) and 4% slower, so 10 runs leave hot time unclear.
+    let hot_runs = |run_s: f64| {
+        let mut then = Script::new(1, (0.040, 0.0005), (0.010, 0.0001));
+        then.run_s = run_s;
+        let base = record_with(&mut then, &o);
+        let mut now = Script::new(7, (0.040, 0.0005), (0.0104, 0.001));
+        now.run_s = run_s;
+        let (report, _) = gate_with(&o, &base, &mut now).unwrap();
+        let hot: usize =
+            now.calls.iter().filter(|c| c.0.contains(&CacheState::Hot)).map(|c| c.1).sum();
+        let row = report.figures.iter().find(|r| r.figure == Figure::Time && r.state == "hot");
+        (hot, row.unwrap().clone())
+    };
+    // Hot runs of 1 ms: 30 more cost 0.03 s, so they are made.
+    let (cheap, row) = hot_runs(0.01);
+    assert!(cheap > 10 && cheap <= 40, "{cheap} hot runs: {row:?}");
+    assert_ne!(row.verdict, Verdict::Slower, "{row:?}");
+    // Hot runs of 2 s: 30 more would cost a minute, so the bound holds.
+    let (dear, row) = hot_runs(20.0);
+    assert_eq!(dear, 10, "{row:?}");
+    assert_eq!(row.verdict, Verdict::Unclear, "{row:?}");
+}
+
+#[test]
 fn the_budget_shrinks_the_first_batches_stops_adding_and_says_what_it_left_unclear() {
     let mut o = options(emulated());
     o.time.max_runs = 40;
