@@ -112,6 +112,14 @@ pub struct Calibration {
     pub rounds: u64,
     /// Seconds the loop took, once after each measured run.
     pub values: Vec<f64>,
+    /// How many copies of the loop ran at once, one a CPU (1 in baselines recorded before
+    /// they ran on every CPU): calibrations of other widths are not compared.
+    #[serde(default = "one_thread")]
+    pub threads: usize,
+}
+
+fn one_thread() -> usize {
+    1
 }
 
 impl Baseline {
@@ -211,6 +219,7 @@ pub(crate) mod tests {
                 build: "debug".into(),
                 rounds: CALIBRATION_ROUNDS,
                 values: vec![0.001],
+                threads: 1,
             }),
             warnings: vec![],
             functions: None,

@@ -111,7 +111,12 @@ pub fn compare(
 /// was recorded, when both recorded it the same way.
 fn machine_speed(base: &Baseline, now: &Baseline) -> Option<MachineSpeed> {
     let (b, n) = (base.calibration.as_ref()?, now.calibration.as_ref()?);
-    if b.build != n.build || b.rounds != n.rounds || b.values.is_empty() || n.values.is_empty() {
+    if b.build != n.build
+        || b.rounds != n.rounds
+        || b.threads != n.threads
+        || b.values.is_empty()
+        || n.values.is_empty()
+    {
         return None;
     }
     let (bs, ns) =
@@ -198,6 +203,16 @@ fn warnings(base: &Baseline, now: &Baseline, machine: Option<&MachineSpeed>) -> 
              (other work on it?): times are judged net of that, and may stay unclear",
             (m.ratio - 1.0) * 100.0
         ));
+    }
+    if let (Some(b), Some(n), None) = (&base.calibration, &now.calibration, machine) {
+        if b.build != n.build || b.rounds != n.rounds || b.threads != n.threads {
+            warnings.push(format!(
+                "the baseline's calibration loop is not this coldstart's ({} build, {} rounds on {} \
+                 CPUs; now {}, {} on {}): times are judged without the machine's speed; record the \
+                 baseline again with this coldstart (--update)",
+                b.build, b.rounds, b.threads, n.build, n.rounds, n.threads
+            ));
+        }
     }
     if base.command != now.command {
         warnings.push(format!(

@@ -60,6 +60,8 @@ pub struct Batch {
     pub states: Vec<StateRuns>,
     /// The calibration loop's time after each measured run.
     pub calibration: Vec<f64>,
+    /// How many copies of the loop ran at once (0: one).
+    pub calibration_threads: usize,
     /// How runs were counted (`v1`, `v2`, `rusage`).
     pub cgroup: String,
     pub warnings: Vec<String>,
@@ -123,6 +125,7 @@ struct Gathered {
     made: Vec<usize>,
     excluded: Vec<Vec<String>>,
     calibration: Vec<f64>,
+    calibration_threads: usize,
     cgroup: String,
     pages: Option<PageCounts>,
     /// The functions each function profile ran.
@@ -150,6 +153,7 @@ impl Gathered {
             }
         }
         self.calibration.extend(batch.calibration);
+        self.calibration_threads = batch.calibration_threads.max(1);
         self.cgroup = batch.cgroup;
         // A later batch repeats the first one's warnings with other numbers: one of each kind.
         let kind =
@@ -255,6 +259,7 @@ impl Gathered {
                 build: build().into(),
                 rounds: crate::baseline::CALIBRATION_ROUNDS,
                 values: self.calibration.clone(),
+                threads: self.calibration_threads.max(1),
             }),
             warnings: all_warnings,
             program: None,

@@ -182,6 +182,28 @@ fn a_loaded_machine_is_not_a_regression() {
 }
 
 #[test]
+fn a_calibration_on_another_number_of_cpus_is_not_compared_and_that_is_said() {
+    // A baseline whose loop ran on one CPU (recorded before it ran on all of them), and a
+    // machine now twice as slow: the loop's times are not comparable, so no allowance is
+    // made, and the report says to record the baseline again.
+    let o = options(emulated());
+    let mut then = Script::new(1, (0.100, 0.002), (0.020, 0.0005)).calibrated((0.010, 0.0002));
+    let mut base = record_with(&mut then, &o);
+    assert_eq!(base.calibration.as_ref().unwrap().threads, 1);
+    base.calibration.as_mut().unwrap().threads = 2;
+    let mut now = Script::new(2, (0.100, 0.002), (0.020, 0.0005)).calibrated((0.020, 0.0002));
+    let (report, _) = gate_with(&o, &base, &mut now).unwrap();
+    assert!(report.machine.is_none(), "{:?}", report.machine);
+    assert!(
+        report.warnings.iter().any(|w| w.contains("calibration loop is not this coldstart's")
+            && w.contains("on 2 CPUs; now")
+            && w.contains("--update")),
+        "{:?}",
+        report.warnings
+    );
+}
+
+#[test]
 fn runs_are_added_while_the_machines_own_slowdown_is_in_the_way() {
     // 30% slower on a machine whose calibration says 25% slower, noisily: unclear after the
     // first batch, which the rank test alone thought enough (a 20% regression under a test
