@@ -607,7 +607,7 @@ enum Step {
 }
 
 /// Runs past the time rule's bound are added to an unclear time while all of them up to
-/// [`TimeRule::max_runs`] would take no longer than this, in seconds. The bound comes from the
+/// [`crate::time::TimeRule::max_runs`] would take no longer than this, in seconds. The bound comes from the
 /// baseline's spread, and a busy machine spreads the runs now wider: Debian's python3 (hot
 /// runs of 25 ms) was left unclear on CPU time after 10 runs, in 7 s, under one other job.
 pub const CHEAP_RUNS_S: f64 = 15.0;

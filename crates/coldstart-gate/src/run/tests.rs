@@ -21,6 +21,8 @@ struct Script {
     extra_reads: u64,
     /// The calibration loop's time: `mean + sd x noise`.
     calibration: (f64, f64),
+    /// Hot runs' CPU time, `mean + sd x noise` (a mean of 0: not counted).
+    cpu: (f64, f64),
     calls: Vec<(Vec<CacheState>, usize)>,
     /// Pages touched per profile.
     pages: f64,
@@ -41,6 +43,7 @@ impl Script {
             hot,
             extra_reads: 0,
             calibration: (0.001, 0.0),
+            cpu: (0.0, 0.0),
             calls: Vec::new(),
             pages: 300.0,
             profiles: Vec::new(),
@@ -75,6 +78,9 @@ impl Runner for Script {
             let reads = 12 + self.extra_reads;
             let counters = (0..runs)
                 .map(|_| Counters {
+                    user_s: (*s == CacheState::Hot && self.cpu.0 > 0.0)
+                        .then(|| self.cpu.0 + self.cpu.1 * self.normal()),
+                    sys_s: (*s == CacheState::Hot && self.cpu.0 > 0.0).then_some(0.0),
                     wall_s: mean + sd * self.normal(),
                     storage_read_requests: (*s != CacheState::Hot).then_some(reads),
                     storage_read_bytes: (*s != CacheState::Hot).then_some(reads * 4096),
@@ -179,6 +185,32 @@ fn a_loaded_machine_is_not_a_regression() {
         let (report, _) = gate_with(&o, &base, &mut now).unwrap();
         assert_ne!(report.verdict, Outcome::Slower, "{}", report.to_text());
     }
+}
+
+#[test]
+fn cpu_time_stretched_by_a_busy_machine_is_not_slower_and_on_a_quiet_one_it_is() {
+    let o = options(emulated());
+    let mut then = Script::new(1, (0.100, 0.002), (0.100, 0.002)).calibrated((0.010, 0.0002));
+    then.cpu = (0.080, 0.002);
+    let base = record_with(&mut then, &o);
+    let cpu_row = |report: &GateReport| {
+        report.figures.iter().find(|r| r.figure == Figure::CpuTime && r.state == "hot").cloned()
+    };
+    // CPU time 35% higher on a machine whose calibration loop runs twice as slow: what one
+    // other job did to an unchanged Node.js script. Runs are added, and it is never slower.
+    for seed in 2..6 {
+        let mut now = Script::new(seed, (0.100, 0.002), (0.200, 0.004)).calibrated((0.020, 0.0004));
+        now.cpu = (0.108, 0.002);
+        let (report, _) = gate_with(&o, &base, &mut now).unwrap();
+        let row = cpu_row(&report).unwrap();
+        assert_eq!(row.verdict, Verdict::Unclear, "{}", report.to_text());
+        assert_ne!(report.verdict, Outcome::Slower, "{}", report.to_text());
+    }
+    // The same rise on a machine as fast as at the baseline: slower.
+    let mut now = Script::new(9, (0.100, 0.002), (0.135, 0.002)).calibrated((0.010, 0.0002));
+    now.cpu = (0.108, 0.002);
+    let (report, _) = gate_with(&o, &base, &mut now).unwrap();
+    assert_eq!(cpu_row(&report).unwrap().verdict, Verdict::Slower, "{}", report.to_text());
 }
 
 #[test]
