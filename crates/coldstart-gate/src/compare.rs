@@ -348,8 +348,6 @@ fn judge_time(
     row.time = Some(t);
 }
 
-/// Why a time is unclear when the machine's own slowdown could explain its change: runs
-/// were added up to `max_runs` to narrow it.
 /// How much the machine's slowdown `(lo, hi)` may stretch a start-up's CPU time: its square
 /// root. CPU time leaves out waiting for a CPU, but other work on the machine stretches it too
 /// (caches, memory and the other hardware thread shared): an unchanged Node.js script's hot
@@ -357,11 +355,13 @@ fn judge_time(
 /// 2.05 times slower (interval 1.84 to 2.26; the root of 2.26 is 1.50), Debian's python3's
 /// 33% at 2.3 times, and 23% at 1.96 times with the loop on one CPU. Without the allowance,
 /// runs added to an unclear CPU time made such a rise certain, and the gate said SLOWER. On a
-/// machine no busier than at the baseline it is 1: the rule is the plain one.
+/// machine no busier than at the baseline it is at most 1: the rule is the plain one, or stricter.
 fn cpu_allowance((lo, hi): (f64, f64)) -> (f64, f64) {
     (lo.max(0.0).sqrt(), hi.max(0.0).sqrt())
 }
 
+/// Why a time is unclear when the machine's own slowdown could explain its change: runs
+/// were added up to `max_runs` to narrow it.
 fn machine_note(t: &TimeOutcome, m: &MachineSpeed, max_runs: usize) -> String {
     let (lo, hi) = m.interval();
     format!(
