@@ -2,16 +2,12 @@
 # How much one other job slows the gate's calibration loop (one copy, and one copy on each CPU
 # at once) and the hot starts of Debian's python3 and the Node.js script of gate-programs.sh:
 # what the gate's machine allowance must cover (docs/gate.md, "k_lo and k_hi").
-#   bench/gate-calibration.sh [-o DIR] [BUSY...]     # BUSY: newcomer.sh --busy N; 0 = as it is
-# Prints one line per condition: medians of 20 hot runs each (wall and CPU, ms) and of 20
-# calibration loops (one copy; every CPU: wall ms).
+#   bench/gate-calibration.sh [-r RUNS] [-o DIR] [BUSY...]   # BUSY: newcomer.sh --busy N; 0 = as it is
+# Prints one line per condition: medians of RUNS (20) hot runs each (wall and CPU, ms) and of
+# RUNS calibration loops (one copy; every CPU: wall ms).
 set -euo pipefail
-while getopts o: opt; do
-  case $opt in
-    o) out=$OPTARG ;;
-    *) echo "usage: $0 [-o DIR] [BUSY...]" >&2; exit 2 ;;
-  esac
-done
+runs=20
+. "$(dirname "$0")/opts.sh"
 shift $((OPTIND - 1))
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/gate-programs.sh"
@@ -50,14 +46,14 @@ C
 gcc -O2 -pthread -o "$out/loop" "$out/loop.c"
 one_condition() {
   local dir=$1
-  "$cs" measure --cache hot --runs 20 --export-json "$dir/python3.json" -- \
+  "$cs" measure --cache hot --runs "$runs" --export-json "$dir/python3.json" -- \
     /usr/bin/python3 -c "$python_imports" >/dev/null 2>&1
-  (cd "$out/node" && "$cs" measure --cache hot --runs 20 --export-json "$dir/node.json" -- /usr/bin/node app.js >/dev/null 2>&1)
-  "$out/loop" 1 20 >"$dir/loop-1"
-  "$out/loop" "$(nproc)" 20 >"$dir/loop-all"
+  (cd "$out/node" && "$cs" measure --cache hot --runs "$runs" --export-json "$dir/node.json" -- /usr/bin/node app.js >/dev/null 2>&1)
+  "$out/loop" 1 "$runs" >"$dir/loop-1"
+  "$out/loop" "$(nproc)" "$runs" >"$dir/loop-all"
 }
 export -f one_condition
-export cs out python_imports
+export cs out python_imports runs
 for busy in "$@"; do
   dir=$out/busy-$busy-$(date +%s)
   mkdir -p "$dir"

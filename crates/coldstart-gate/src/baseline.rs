@@ -122,6 +122,14 @@ fn one_thread() -> usize {
     1
 }
 
+impl Calibration {
+    /// Whether `other` ran the same loop (the same build, rounds and copies): only then are
+    /// their times compared.
+    pub fn comparable_with(&self, other: &Calibration) -> bool {
+        self.build == other.build && self.rounds == other.rounds && self.threads == other.threads
+    }
+}
+
 impl Baseline {
     /// The values of `figure` in `state`, if recorded.
     pub fn samples(&self, figure: Figure, state: &str) -> Option<&Samples> {

@@ -111,12 +111,7 @@ pub fn compare(
 /// was recorded, when both recorded it the same way.
 fn machine_speed(base: &Baseline, now: &Baseline) -> Option<MachineSpeed> {
     let (b, n) = (base.calibration.as_ref()?, now.calibration.as_ref()?);
-    if b.build != n.build
-        || b.rounds != n.rounds
-        || b.threads != n.threads
-        || b.values.is_empty()
-        || n.values.is_empty()
-    {
+    if !b.comparable_with(n) || b.values.is_empty() || n.values.is_empty() {
         return None;
     }
     let (bs, ns) =
@@ -205,7 +200,7 @@ fn warnings(base: &Baseline, now: &Baseline, machine: Option<&MachineSpeed>) -> 
         ));
     }
     if let (Some(b), Some(n), None) = (&base.calibration, &now.calibration, machine) {
-        if b.build != n.build || b.rounds != n.rounds || b.threads != n.threads {
+        if !b.comparable_with(n) {
             warnings.push(format!(
                 "the baseline's calibration loop is not this coldstart's ({} build, {} rounds on {} \
                  CPUs; now {}, {} on {}): times are judged without the machine's speed; record the \

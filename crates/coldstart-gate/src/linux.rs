@@ -52,6 +52,23 @@ fn multiply() {
     std::hint::black_box(x);
 }
 
+/// A profile of the plan's command, as the gate takes them: quiet, to readiness, then killed.
+fn profile_options(plan: &Plan) -> ProfileOptions {
+    let mut o = ProfileOptions::new(plan.command.iter().map(OsString::from).collect());
+    o.ready = plan.ready.clone();
+    o.kill_at_ready = true;
+    o.quiet = true;
+    o.timeout = Some(plan.timeout);
+    o
+}
+
+/// Ctrl-C and the like stop a profile and reach the gate as [`GateError::Interrupted`] while
+/// the returned guard lives.
+fn catch_signals() -> Result<coldstart_process::cancel::Catch, GateError> {
+    coldstart_process::cancel::catch()
+        .map_err(|e| GateError::Invalid(format!("cannot install the signal handlers: {e}")))
+}
+
 /// Measures with the Linux executor.
 #[derive(Default)]
 pub struct LinuxRunner {
@@ -186,16 +203,11 @@ impl Runner for LinuxRunner {
         // every cache).
         let warm = measure_options(plan, &[CacheState::Hot], 1, false);
         coldstart_measure::measure(&warm, &mut LinuxExecutor::new(), &mut |_| {})?;
-        let caught = coldstart_process::cancel::catch()
-            .map_err(|e| GateError::Invalid(format!("cannot install the signal handlers: {e}")))?;
+        let caught = catch_signals()?;
         let mut out = PageCounts::default();
         for _ in 0..profiles {
-            let mut o = ProfileOptions::new(plan.command.iter().map(OsString::from).collect());
-            o.ready = plan.ready.clone();
+            let mut o = profile_options(plan);
             o.pages = true;
-            o.kill_at_ready = true;
-            o.quiet = true;
-            o.timeout = Some(plan.timeout);
             // The page run alone: a function profile beside it (breakpoints on every function
             // of a large program) took most of each profile's time, for nothing the gate reads.
             let pages = match coldstart_profile::profile_pages(&o) {
@@ -228,15 +240,10 @@ impl Runner for LinuxRunner {
 
     fn functions(&mut self, plan: &Plan, profiles: usize) -> Result<FunctionProfiles, GateError> {
         let started = Instant::now();
-        let caught = coldstart_process::cancel::catch()
-            .map_err(|e| GateError::Invalid(format!("cannot install the signal handlers: {e}")))?;
+        let caught = catch_signals()?;
         let mut out = FunctionProfiles::default();
         for _ in 0..profiles {
-            let mut o = ProfileOptions::new(plan.command.iter().map(OsString::from).collect());
-            o.ready = plan.ready.clone();
-            o.kill_at_ready = true;
-            o.quiet = true;
-            o.timeout = Some(plan.timeout);
+            let o = profile_options(plan);
             // Functions only: one-shot breakpoints on every function, no page run. A program
             // the tracer cannot profile loses this figure, not the gate.
             let recording = match coldstart_profile::profile(&o) {

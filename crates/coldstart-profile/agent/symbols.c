@@ -157,8 +157,9 @@ static unsigned private_version(const struct file *f, const Elf64_Shdr *sh, unsi
             uint64_t aux = at + d->vd_aux;
             if (aux + sizeof(Elf64_Verdaux) <= sh[i].sh_size) {
                 const Elf64_Verdaux *a = (const void *)(f->data + sh[i].sh_offset + aux);
-                if (a->vda_name < str->sh_size &&
-                    strncmp(names + a->vda_name, "GLIBC_PRIVATE", str->sh_size - a->vda_name) == 0)
+                static const char private_name[] = "GLIBC_PRIVATE"; /* with its NUL */
+                if (a->vda_name + sizeof private_name <= str->sh_size &&
+                    memcmp(names + a->vda_name, private_name, sizeof private_name) == 0)
                     return d->vd_ndx;
             }
             if (!d->vd_next) return 0;
