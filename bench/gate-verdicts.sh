@@ -18,7 +18,8 @@
 #   relink    the sample at its benchmark size relinked with that function not called at start-up
 #             (called from workload b's start-up only): a new build (--new-build) whose layout
 #             moved as far's did, running the same functions
-#   cpu20     the node script with 20% more CPU work at start-up (its hot runs' median CPU time)
+#   cpu20     the node script with 20% more CPU work at start-up: a fixed loop that takes 20% of
+#             the baseline's median hot CPU time on the quiet machine (node_rounds_per_ms)
 #   bytes10   the node script reading 10% more bytes at start-up (of its cold runs' median read
 #             from the emulated device), from a file beside it
 # Each cell's baseline is recorded once, quiet, with the gate's defaults (`gate --update`; its
@@ -114,7 +115,9 @@ change() { # change CELL: put the changed program in place (after its baseline)
 b=json.load(open(sys.argv[1]))
 v=[f for f in b["figures"] if f["figure"]=="cpu_time" and f["state"]=="hot"][0]["values"]
 print(round(0.2*statistics.median(v)*1000, 1))' "$out/baselines/cpu20.json")
-      node_script "$p/cpu20" "$ms" 0 ;;
+      [ -f "$out/baselines/cpu20.rounds" ] ||
+        awk -v ms="$ms" -v r="$(node_rounds_per_ms)" 'BEGIN { printf "%d\n", ms * r }' >"$out/baselines/cpu20.rounds"
+      node_script "$p/cpu20" "$(cat "$out/baselines/cpu20.rounds")" 0 ;;
     bytes10)
       bytes=$(/usr/bin/python3 -c 'import json,sys,statistics
 b=json.load(open(sys.argv[1]))

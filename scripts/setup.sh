@@ -15,6 +15,7 @@ PACKAGES=(
   nginx-light                           # network start served by a real web server
   openssl                               # the https test makes its own CA (tests/origins.rs)
   linux-perf                            # instruction counts where the CPU exposes them
+  valgrind                              # the gate's instruction counts where it does not
   python3 build-essential
   python3-venv                          # moto, the S3-compatible server of tests/s3.rs (below)
   perl git                              # real programs measured by the tests

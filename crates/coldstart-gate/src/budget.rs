@@ -34,6 +34,9 @@ pub struct Costs {
     /// Seconds per function profile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub functions_s: Option<f64>,
+    /// Seconds per count of instructions under valgrind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions_s: Option<f64>,
 }
 
 impl Costs {
@@ -80,6 +83,19 @@ impl Clock {
     /// Whether `n` more function profiles fit.
     pub fn allows_function_profiles(&self, n: usize) -> bool {
         self.costs.functions_s.is_none_or(|c| c * n as f64 <= self.left())
+    }
+
+    /// Whether `n` more counts of instructions fit.
+    pub fn allows_counts(&self, n: usize) -> bool {
+        self.costs.instructions_s.is_none_or(|c| c * n as f64 <= self.left())
+    }
+
+    /// `n` counts of instructions took `seconds`.
+    pub fn counted(&mut self, n: usize, seconds: f64) {
+        self.spent += seconds;
+        if n > 0 && seconds > 0.0 {
+            self.costs.instructions_s = Some(seconds / n as f64);
+        }
     }
 
     /// `n` function profiles took `seconds`.
@@ -137,6 +153,7 @@ mod tests {
             run_s: [("cold".to_string(), 7.0), ("hot".to_string(), 0.3)].into_iter().collect(),
             profile_s: Some(10.0),
             functions_s: None,
+            instructions_s: None,
         }
     }
 

@@ -5,8 +5,8 @@
 //!
 //! - **Steady figures** of a cold start, which barely move between runs: bytes and requests
 //!   read (exactly, from the emulated device, under the storage emulation), major faults, the
-//!   pages start-up touched (from page profiles) and the instructions it retired (where the
-//!   CPU counts them). Each is slower when its median now is above a limit that the baseline's
+//!   pages start-up touched (from page profiles) and the instructions it ran (counted by the
+//!   CPU, or under valgrind where the CPU does not: [`instructions`]). Each is slower when its median now is above a limit that the baseline's
 //!   own spread sets, plus a configurable slack ([`steady`]): one more read request over a
 //!   figure that never moved is caught.
 //! - **New functions run**, for a new build (`--new-build`): the code of the functions start-up
@@ -15,7 +15,8 @@
 //! - **Time**, cold and hot: a Mann-Whitney rank test with a minimum effect above the
 //!   measured noise, net of how much slower the machine itself is now (a calibration loop run
 //!   between the runs); runs are added while it is unclear, up to a bound sized from the
-//!   effect in interquartile ranges ([`time`]).
+//!   effect in interquartile ranges ([`time`]). Hot CPU time that a busier machine stretched
+//!   is settled by the instructions ([`compare`]).
 //!
 //! The baseline ([`baseline`]) records the machine, kernel, disk and storage profile, so a
 //! baseline from elsewhere is flagged ([`environment`]); the history ([`history`]) keeps each
@@ -52,6 +53,7 @@ pub mod figure;
 pub mod functions;
 pub mod history;
 pub mod identity;
+pub mod instructions;
 pub mod linux;
 pub mod noise;
 pub mod pages;

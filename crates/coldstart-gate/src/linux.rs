@@ -12,6 +12,7 @@ use coldstart_profile::{ProfileError, ProfileOptions};
 
 use crate::error::GateError;
 use crate::functions;
+use crate::instructions::{self, InstructionCounts};
 use crate::pages::pages_touched;
 use crate::run::{Batch, FunctionProfiles, PageCounts, Plan, Runner, StateRuns};
 
@@ -236,6 +237,16 @@ impl Runner for LinuxRunner {
             );
         }
         Ok(out)
+    }
+
+    fn instructions(&mut self, plan: &Plan, runs: usize) -> Result<InstructionCounts, GateError> {
+        if let Some(why) = instructions::unavailable(&plan.ready) {
+            return Ok(InstructionCounts { warnings: vec![why], ..Default::default() });
+        }
+        let caught = catch_signals()?;
+        let counts = instructions::count(&plan.command, runs);
+        drop(caught);
+        counts
     }
 
     fn functions(&mut self, plan: &Plan, profiles: usize) -> Result<FunctionProfiles, GateError> {

@@ -67,6 +67,9 @@ pub struct GateOptions {
     pub storage_dir: PathBuf,
     /// Exact page profiles of a baseline; a gate takes its baseline's as the most it makes.
     pub page_profiles: Option<usize>,
+    /// Counts of instructions under valgrind a baseline takes where the CPU does not count
+    /// them ([`crate::instructions`]); a gate takes its baseline's.
+    pub instruction_counts: usize,
     pub timeout: Option<Duration>,
     /// Hot runs of a baseline.
     pub baseline_runs: usize,
@@ -101,6 +104,7 @@ impl GateOptions {
             storage: StorageChoice::Auto,
             storage_dir: PathBuf::from(coldstart_storage::DEFAULT_WORK_DIR),
             page_profiles: None,
+            instruction_counts: crate::instructions::BASELINE_COUNTS,
             timeout: None,
             baseline_runs: DEFAULT_BASELINE_RUNS,
             baseline_cold_runs: DEFAULT_BASELINE_COLD_RUNS,

@@ -407,6 +407,8 @@ pub fn fmt_value(v: f64, unit: Unit) -> String {
         Unit::Seconds if v.abs() >= 1.0 => format!("{v:.2} s"),
         Unit::Seconds => format!("{:.1} ms", v * 1e3),
         Unit::Bytes => coldstart_units::bytes_f(v),
+        // Instructions: millions, to a ten-thousandth of the count, which is its noise.
+        Unit::Count if v.abs() >= 1e7 => format!("{:.2} M", v / 1e6),
         Unit::Count if v.fract() == 0.0 || v.abs() >= 1000.0 => format!("{v:.0}"),
         Unit::Count => format!("{v:.1}"),
     }
@@ -416,6 +418,7 @@ pub fn fmt_value(v: f64, unit: Unit) -> String {
 /// the limit 613.9 lets 613 pass and calls 614 slower); a size as [`fmt_value`] shows it.
 pub fn fmt_limit(limit: f64, figure: Figure) -> String {
     match figure.noun() {
+        Some(_) if limit >= 1e7 => fmt_value(limit, figure.unit()),
         Some(noun) => coldstart_units::count(limit.max(0.0).floor() as u64, noun),
         None => fmt_value(limit, figure.unit()),
     }

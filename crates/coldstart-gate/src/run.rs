@@ -39,6 +39,7 @@ use crate::figure::{Figure, Verdict};
 use crate::functions::{self, FunctionSet};
 use crate::history::Entry;
 use crate::identity;
+use crate::instructions::{self, InstructionCounts};
 pub use crate::plan::{
     default_profile, detect_commit, plan_for_record, plan_from_baseline, settings_key, GateOptions,
     Plan, StorageChoice, BASELINE_FUNCTION_PROFILES, FIRST_FUNCTION_PROFILES, FIRST_PAGE_PROFILES,
@@ -108,6 +109,12 @@ pub trait Runner {
     fn functions(&mut self, _plan: &Plan, _profiles: usize) -> Result<FunctionProfiles, GateError> {
         Ok(FunctionProfiles::default())
     }
+    /// `runs` counts of the instructions the start-up runs, where the hot runs' counters have
+    /// none ([`crate::instructions`]). A runner that cannot count returns none, with a warning
+    /// that says why.
+    fn instructions(&mut self, _plan: &Plan, _runs: usize) -> Result<InstructionCounts, GateError> {
+        Ok(InstructionCounts::default())
+    }
 }
 
 /// What a gate tells its caller while it works.
@@ -130,6 +137,8 @@ struct Gathered {
     pages: Option<PageCounts>,
     /// The functions each function profile ran.
     functions: Vec<FunctionSet>,
+    /// Instructions counted apart from the runs (valgrind), when the runs' counters have none.
+    instructions: Option<InstructionCounts>,
     warnings: Vec<String>,
 }
 
@@ -192,6 +201,27 @@ impl Gathered {
         }
     }
 
+    /// More counts of instructions.
+    fn add_instructions(&mut self, counts: InstructionCounts) {
+        for w in &counts.warnings {
+            if !self.warnings.contains(w) {
+                self.warnings.push(w.clone());
+            }
+        }
+        match &mut self.instructions {
+            None => self.instructions = Some(counts),
+            Some(c) => c.values.extend(counts.values),
+        }
+    }
+
+    /// Whether the hot runs' counters have instructions (the CPU counted them).
+    fn counted_by_the_cpu(&self, plan: &Plan) -> bool {
+        plan.states
+            .iter()
+            .zip(&self.counted)
+            .any(|(s, runs)| *s == CacheState::Hot && runs.iter().any(|c| c.instructions.is_some()))
+    }
+
     /// Fail when a state has no counted run.
     fn check(&self, plan: &Plan) -> Result<(), GateError> {
         for (i, state) in plan.states.iter().enumerate() {
@@ -228,6 +258,16 @@ impl Gathered {
                 source: Some(p.source.clone()),
             });
         }
+        if let Some(c) = self.instructions.as_ref().filter(|c| !c.values.is_empty()) {
+            if !figures.iter().any(|s| s.figure == Figure::Instructions) {
+                figures.push(Samples {
+                    figure: Figure::Instructions,
+                    state: CacheState::Hot.to_string(),
+                    values: c.values.clone(),
+                    source: Some(c.source.clone()),
+                });
+            }
+        }
         // What new code the baseline's own profiles show against each other: the noise a gate
         // of a new build allows for.
         let noise = functions::leave_one_out(&self.functions);
@@ -241,6 +281,11 @@ impl Gathered {
         }
         let mut all_warnings: Vec<String> = warnings.to_vec();
         all_warnings.extend(self.warnings.iter().cloned());
+        // The runs' "not counted" is answered by the counts valgrind took.
+        if self.instructions.as_ref().is_some_and(|c| !c.values.is_empty()) {
+            all_warnings
+                .retain(|w| !w.starts_with("instructions are not counted: perf_event_open"));
+        }
         if let Some(p) = &self.pages {
             all_warnings.extend(p.warnings.iter().cloned());
         }
@@ -332,6 +377,9 @@ pub fn record(
         profile_step(&plan, runner, &mut got, &mut clock, progress, plan.page_profiles)?;
     }
     functions_step(&plan, runner, &mut got, &mut clock, progress, BASELINE_FUNCTION_PROFILES)?;
+    if opts.instruction_counts > 0 && !got.counted_by_the_cpu(&plan) {
+        instructions_step(&plan, runner, &mut got, &mut clock, progress, opts.instruction_counts)?;
+    }
     let env = Environment::collect(Path::new(&program.path), &got.cgroup, opts.facts.clone());
     let commit = opts.commit.clone().or_else(detect_commit);
     let mut base = got.to_baseline(&plan, &env, commit, &warnings);
@@ -412,6 +460,32 @@ fn functions_step(
     Ok(())
 }
 
+/// `n` counts of the instructions start-up runs, under valgrind.
+fn instructions_step(
+    plan: &Plan,
+    runner: &mut dyn Runner,
+    got: &mut Gathered,
+    clock: &mut Clock,
+    progress: &mut dyn FnMut(Progress),
+    n: usize,
+) -> Result<(), GateError> {
+    let about = about(clock.costs.instructions_s, n);
+    let noun = if n == 1 { "count" } else { "counts" };
+    progress(Progress::Step(format!("instructions: {n} {noun} under valgrind{about}")));
+    let counts = runner.instructions(plan, n)?;
+    clock.counted(n, counts.seconds);
+    got.add_instructions(counts);
+    Ok(())
+}
+
+/// The counts of instructions a baseline took apart from its runs (valgrind's), if any.
+fn counts_of(base: &Baseline) -> usize {
+    base.figures
+        .iter()
+        .find(|s| s.figure == Figure::Instructions && s.source.is_some())
+        .map_or(0, |s| s.values.len())
+}
+
 /// The new code the measurement's function profiles ran against the baseline's, as the
 /// measurement's `new_function_bytes` (one value per profile), and the line naming the new
 /// functions of the last profile; nothing without profiles on both sides.
@@ -453,6 +527,7 @@ fn new_build(base: &Baseline, program: &identity::Program, notes: &mut Vec<Strin
 
 /// The first steps of a gate, each as small as the budget needs: a batch of each state, then
 /// the first page profiles, and for a new build the first function profiles.
+#[allow(clippy::too_many_arguments)]
 fn first_steps(
     opts: &GateOptions,
     plan: &Plan,
@@ -461,6 +536,7 @@ fn first_steps(
     clock: &mut Clock,
     progress: &mut dyn FnMut(Progress),
     compare_functions: bool,
+    counts_most: usize,
 ) -> Result<(), GateError> {
     let profiles_first = plan.page_profiles.min(FIRST_PAGE_PROFILES);
     let mut first: Vec<(CacheState, usize)> = plan
@@ -479,6 +555,10 @@ fn first_steps(
     }
     if compare_functions {
         functions_step(plan, runner, got, clock, progress, FIRST_FUNCTION_PROFILES)?;
+    }
+    if counts_most > 0 {
+        let n = counts_most.min(instructions::FIRST_COUNTS);
+        instructions_step(plan, runner, got, clock, progress, n)?;
     }
     Ok(())
 }
@@ -530,7 +610,17 @@ pub fn gate(
     let mut clock = Clock::new(opts.budget, base.costs.clone().unwrap_or_default());
 
     let compare_functions = new_build(base, &program, &mut notes);
-    first_steps(opts, &plan, runner, &mut got, &mut clock, progress, compare_functions)?;
+    let counts_most = counts_of(base);
+    first_steps(
+        opts,
+        &plan,
+        runner,
+        &mut got,
+        &mut clock,
+        progress,
+        compare_functions,
+        counts_most,
+    )?;
     let functions_most = base.functions.as_ref().map_or(0, |f| f.profiles);
     let env = Environment::collect(Path::new(&program.path), &got.cgroup, opts.facts.clone());
     let measured = |got: &Gathered| {
@@ -549,7 +639,8 @@ pub fn gate(
     let mut report = judged(&now, &named);
     let mut ran_out = Vec::new();
     while report.environment_differences.is_empty() {
-        let steps = next_steps(&report, &plan, &got, opts, functions_most, &clock.costs);
+        let most = Most { functions: functions_most, counts: counts_most };
+        let steps = next_steps(&report, &plan, &got, opts, most, &clock.costs);
         if steps.is_empty() {
             break;
         }
@@ -568,7 +659,12 @@ pub fn gate(
                     measure_step(&plan, runner, &mut got, &mut clock, progress, state, runs, &why)?;
                     added = true;
                 }
+                Step::Counts(n) if clock.allows_counts(n) => {
+                    instructions_step(&plan, runner, &mut got, &mut clock, progress, n)?;
+                    added = true;
+                }
                 Step::Profiles(_) => ran_out.push("pages touched".to_string()),
+                Step::Counts(_) => ran_out.push("instructions".to_string()),
                 Step::Functions(_) => ran_out.push("new functions run".to_string()),
                 Step::Runs(state, ..) => ran_out.push(format!("time, {state}")),
             }
@@ -602,6 +698,8 @@ enum Step {
     Profiles(usize),
     /// More function profiles.
     Functions(usize),
+    /// More counts of instructions.
+    Counts(usize),
     /// More runs of a state, and why.
     Runs(CacheState, usize, String),
 }
@@ -616,12 +714,19 @@ pub const CHEAP_RUNS_S: f64 = 15.0;
 /// (more runs cannot make it less so), more page profiles while they disagree with the
 /// baseline or among themselves, and a batch of each state whose time is unclear, up to the
 /// bound the time rule sets, or up to the most runs when those cost little ([`CHEAP_RUNS_S`]).
+/// The most function profiles and counts of instructions a gate makes: the baseline's.
+#[derive(Debug, Clone, Copy, Default)]
+struct Most {
+    functions: usize,
+    counts: usize,
+}
+
 fn next_steps(
     report: &GateReport,
     plan: &Plan,
     got: &Gathered,
     opts: &GateOptions,
-    functions_most: usize,
+    most: Most,
     costs: &Costs,
 ) -> Vec<Step> {
     let made_profiles = got.pages.as_ref().map_or(0, |p| p.values.len());
@@ -630,8 +735,17 @@ fn next_steps(
     // that a function that only sometimes runs does not decide (their median is judged).
     if let Some(row) = report.figures.iter().find(|r| r.figure == Figure::NewFunctionBytes) {
         let made = got.functions.len();
-        if row.verdict == Verdict::Slower && made < functions_most {
-            steps.push(Step::Functions(functions_most - made));
+        if row.verdict == Verdict::Slower && made < most.functions {
+            steps.push(Step::Functions(most.functions - made));
+            return steps;
+        }
+    }
+    // Instructions above their limit in the first count: more, up to the baseline's number,
+    // and their median is judged.
+    if let Some(row) = report.figures.iter().find(|r| r.figure == Figure::Instructions) {
+        let made = got.instructions.as_ref().map_or(0, |c| c.values.len());
+        if row.verdict == Verdict::Slower && made < most.counts {
+            steps.push(Step::Counts(most.counts - made));
             return steps;
         }
     }

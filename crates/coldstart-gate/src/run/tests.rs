@@ -33,6 +33,12 @@ struct Script {
     /// runner takes no function profiles.
     functions: Vec<FunctionSet>,
     function_calls: Vec<usize>,
+    /// Instructions of each count, `mean + sd x noise` (a mean of 0: none counted), and the
+    /// counts asked for in each step.
+    instructions: (f64, f64),
+    counts: Vec<usize>,
+    /// The hot runs' counters have instructions (the CPU counts them).
+    counted_by_the_cpu: bool,
 }
 
 impl Script {
@@ -50,6 +56,9 @@ impl Script {
             run_s: 0.0,
             functions: Vec::new(),
             function_calls: Vec::new(),
+            instructions: (0.0, 0.0),
+            counts: Vec::new(),
+            counted_by_the_cpu: false,
         }
     }
 
@@ -87,6 +96,8 @@ impl Runner for Script {
                     read_bytes: Some(500_000 + (self.rng.below(3) as u64) * 100_000),
                     major_faults: Some(5),
                     read_requests: Some(40 + self.rng.below(20) as u64),
+                    instructions: (*s == CacheState::Hot && self.counted_by_the_cpu)
+                        .then_some(1_000_000),
                     ..Counters::default()
                 })
                 .collect();
@@ -119,6 +130,16 @@ impl Runner for Script {
         let last = self.functions.len() - 1;
         let sets = (made..made + profiles).map(|i| self.functions[i.min(last)].clone()).collect();
         Ok(FunctionProfiles { sets, ..FunctionProfiles::default() })
+    }
+
+    fn instructions(&mut self, _plan: &Plan, runs: usize) -> Result<InstructionCounts, GateError> {
+        self.counts.push(runs);
+        let (mean, sd) = self.instructions;
+        if mean == 0.0 {
+            return Ok(InstructionCounts::default());
+        }
+        let values = (0..runs).map(|_| (mean + sd * self.normal()).round()).collect();
+        Ok(InstructionCounts { values, source: "valgrind".into(), ..InstructionCounts::default() })
     }
 }
 
@@ -211,6 +232,72 @@ fn cpu_time_stretched_by_a_busy_machine_is_not_slower_and_on_a_quiet_one_it_is()
     now.cpu = (0.108, 0.002);
     let (report, _) = gate_with(&o, &base, &mut now).unwrap();
     assert_eq!(cpu_row(&report).unwrap().verdict, Verdict::Slower, "{}", report.to_text());
+}
+
+/// A start-up on a busy machine: CPU time 35% higher, the calibration loop twice as slow (what
+/// one other job did to an unchanged Node.js script), and `instructions` counted.
+fn busy_gate_counting(instructions: f64, seed: u64) -> (GateReport, Script) {
+    let o = options(emulated());
+    let mut then = Script::new(1, (0.100, 0.002), (0.100, 0.002)).calibrated((0.010, 0.0002));
+    then.cpu = (0.080, 0.002);
+    then.instructions = (690e6, 1e6);
+    let base = record_with(&mut then, &o);
+    assert_eq!(then.counts, [instructions::BASELINE_COUNTS]);
+    let b = base.samples(Figure::Instructions, "hot").unwrap();
+    assert_eq!((b.values.len(), b.source.as_deref()), (3, Some("valgrind")));
+    let mut now = Script::new(seed, (0.100, 0.002), (0.200, 0.004)).calibrated((0.020, 0.0004));
+    now.cpu = (0.108, 0.002);
+    now.instructions = (instructions, 1e6);
+    let (report, _) = gate_with(&o, &base, &mut now).unwrap();
+    (report, now)
+}
+
+#[test]
+fn cpu_time_stretched_by_a_busy_machine_is_settled_by_the_same_instructions() {
+    for seed in 2..6 {
+        let (report, now) = busy_gate_counting(690e6, seed);
+        let cpu = report.figures.iter().find(|r| r.figure == Figure::CpuTime).unwrap();
+        assert_eq!(cpu.verdict, Verdict::NotSlower, "{}", report.to_text());
+        assert!(
+            cpu.note.as_deref().unwrap().contains("instructions are not more"),
+            "{:?}",
+            cpu.note
+        );
+        assert_eq!(report.verdict, Outcome::NotSlower, "{}", report.to_text());
+        // One count, and it agreed.
+        assert_eq!(now.counts, [instructions::FIRST_COUNTS]);
+    }
+}
+
+#[test]
+fn twenty_percent_more_instructions_are_slower_on_a_busy_machine() {
+    let (report, now) = busy_gate_counting(828e6, 2);
+    let row = report.figures.iter().find(|r| r.figure == Figure::Instructions).unwrap();
+    assert_eq!(row.verdict, Verdict::Slower, "{}", report.to_text());
+    assert_eq!(report.verdict, Outcome::Slower, "{}", report.to_text());
+    // The first count above the limit: the rest of the baseline's number, their median judged.
+    assert_eq!(now.counts, [1, 2]);
+    assert_eq!(row.steady.as_ref().unwrap().n_now, 3);
+    // 1% more is within the noise of a count.
+    let (report, _) = busy_gate_counting(697e6, 3);
+    let row = report.figures.iter().find(|r| r.figure == Figure::Instructions).unwrap();
+    assert_eq!(row.verdict, Verdict::NotSlower, "{}", report.to_text());
+}
+
+#[test]
+fn instructions_the_cpu_counts_are_not_counted_again() {
+    let o = options(emulated());
+    let mut then = Script::new(1, (0.100, 0.002), (0.100, 0.002));
+    then.counted_by_the_cpu = true;
+    then.instructions = (690e6, 1e6);
+    let base = record_with(&mut then, &o);
+    assert!(then.counts.is_empty(), "{:?}", then.counts);
+    assert_eq!(base.samples(Figure::Instructions, "hot").unwrap().source, None);
+    let mut now = Script::new(2, (0.100, 0.002), (0.100, 0.002));
+    now.counted_by_the_cpu = true;
+    let (report, _) = gate_with(&o, &base, &mut now).unwrap();
+    assert!(now.counts.is_empty(), "{:?}", now.counts);
+    assert_eq!(report.verdict, Outcome::NotSlower, "{}", report.to_text());
 }
 
 #[test]

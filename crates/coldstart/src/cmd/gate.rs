@@ -82,6 +82,11 @@ pub struct Args {
     /// takes its baseline's.
     #[arg(long, value_name = "N", value_parser = coldstart_units::count_in::<usize>(0, 100))]
     pub page_profiles: Option<usize>,
+    /// With --update: counts of the instructions start-up runs, under valgrind, where the CPU
+    /// does not count them (0: none; the CPU time then judges CPU work alone, which other
+    /// work on the machine stretches). A gate takes its baseline's.
+    #[arg(long, value_name = "N", default_value_t = coldstart_gate::instructions::BASELINE_COUNTS, value_parser = coldstart_units::count_in::<usize>(0, 20))]
+    pub instruction_counts: usize,
     /// With --update: hot runs of the baseline.
     #[arg(long, value_name = "N", default_value_t = plan::DEFAULT_BASELINE_RUNS, value_parser = super::common::runs(1))]
     pub runs: usize,
@@ -217,6 +222,7 @@ fn options(args: &Args) -> anyhow::Result<GateOptions> {
     };
     o.storage_dir = args.storage_dir.clone();
     o.page_profiles = args.page_profiles;
+    o.instruction_counts = args.instruction_counts;
     o.baseline_runs = args.runs;
     o.baseline_cold_runs = args.cold_runs;
     o.first_runs = args.batch;
