@@ -3,8 +3,9 @@
 //! measure, how many runs, and what the figures say.
 //!
 //! **Recording** (`--update`): the colder state's runs ([`GateOptions::baseline_cold_runs`]),
-//! the hot runs ([`GateOptions::baseline_runs`]), then the page profiles, each step's cost
-//! kept; the result is a [`Baseline`].
+//! the hot runs ([`GateOptions::baseline_runs`]), then the page profiles, the function
+//! profiles and, where the CPU does not count instructions, counts of them under valgrind
+//! ([`GateOptions::instruction_counts`]), each step's cost kept; the result is a [`Baseline`].
 //!
 //! **Gating**: first the command, program and working directory are checked against the
 //! baseline's ([`crate::identity`]): another one is refused before anything runs. Then it is
@@ -12,9 +13,11 @@
 //! for something else is refused), spending runs where the verdict is unclear:
 //!
 //! 1. a small batch of the colder state (5 runs: on the emulated disk each costs a read per
-//!    10 ms), a batch of hot runs (10), and two exact page profiles;
+//!    10 ms), a batch of hot runs (10), one exact page profile, and, where the baseline
+//!    counted instructions under valgrind, one count ([`crate::instructions`]);
 //! 2. more page profiles, up to the baseline's number, only while they disagree with the
-//!    baseline or with each other;
+//!    baseline or with each other; more counts, up to the baseline's, only when the first is
+//!    above its limit;
 //! 3. nothing more once a steady figure is slower;
 //! 4. another batch of a state while its time is unclear, up to the bound the time rule sets
 //!    ([`crate::time::run_bound`]); cold time that the device's reads explain is settled
@@ -526,7 +529,8 @@ fn new_build(base: &Baseline, program: &identity::Program, notes: &mut Vec<Strin
 }
 
 /// The first steps of a gate, each as small as the budget needs: a batch of each state, then
-/// the first page profiles, and for a new build the first function profiles.
+/// the first page profiles, for a new build the first function profiles, and the first count
+/// of instructions where the baseline counted them under valgrind (if the budget leaves room).
 #[allow(clippy::too_many_arguments)]
 fn first_steps(
     opts: &GateOptions,
@@ -558,7 +562,15 @@ fn first_steps(
     }
     if counts_most > 0 {
         let n = counts_most.min(instructions::FIRST_COUNTS);
-        instructions_step(plan, runner, got, clock, progress, n)?;
+        if clock.allows_counts(n) {
+            instructions_step(plan, runner, got, clock, progress, n)?;
+        } else {
+            got.warnings.push(format!(
+                "instructions were not counted: a count under valgrind took {} when the baseline was \
+                 recorded, more than the --budget left",
+                seconds(clock.costs.instructions_s.unwrap_or(0.0))
+            ));
+        }
     }
     Ok(())
 }

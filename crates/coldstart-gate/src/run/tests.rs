@@ -285,6 +285,32 @@ fn twenty_percent_more_instructions_are_slower_on_a_busy_machine() {
 }
 
 #[test]
+fn a_count_the_budget_has_no_room_for_is_not_taken_and_that_is_said() {
+    let o = options(emulated());
+    let mut then = Script::new(1, (0.100, 0.002), (0.100, 0.002));
+    then.instructions = (690e6, 1e6);
+    let mut base = record_with(&mut then, &o);
+    // A count took 30 s when the baseline was recorded (a large program under valgrind).
+    base.costs.as_mut().unwrap().instructions_s = Some(30.0);
+    let mut o = o;
+    o.budget = Some(std::time::Duration::from_secs(10));
+    let mut now = Script::new(2, (0.100, 0.002), (0.100, 0.002));
+    now.instructions = (690e6, 1e6);
+    let (report, _) = gate_with(&o, &base, &mut now).unwrap();
+    assert!(now.counts.is_empty(), "{:?}", now.counts);
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("instructions were not counted") && w.contains("30 s")),
+        "{:?}",
+        report.warnings
+    );
+    let row = report.figures.iter().find(|r| r.figure == Figure::Instructions).unwrap();
+    assert_eq!(row.verdict, Verdict::NotCompared);
+}
+
+#[test]
 fn instructions_the_cpu_counts_are_not_counted_again() {
     let o = options(emulated());
     let mut then = Script::new(1, (0.100, 0.002), (0.100, 0.002));
