@@ -46,8 +46,8 @@ conditions=(${conditions:-quiet busy1})
 tsv=$out/gates.tsv
 
 table() {
-  /usr/bin/python3 - "$tsv" "$out/updates.tsv" <<'PY'
-import collections, statistics, sys
+  /usr/bin/python3 - "$tsv" "$out/updates.tsv" "$out/gates" <<'PY'
+import collections, json, os, statistics, sys
 rows = collections.OrderedDict()
 for line in open(sys.argv[1]):
     cell, cond, _, verdict, code, secs = line.rstrip("\n").split("\t")
@@ -66,8 +66,25 @@ what = {
     "cpu20": "Node.js script: 20% more CPU work", "bytes10": "Node.js script: 10% more bytes read",
 }
 target = {"node": 120, "cpu20": 120, "bytes10": 120, "sample": 60}
-print("| program and change | machine | gates | SLOWER | NOT SLOWER | UNCLEAR | could not measure | time, median | time, worst | `--update` |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+def spans(cell, cond, n):
+    """The range of hot CPU time and instructions against the baseline, and of the machine's
+    slowdown (its calibration loop), over the cell's JSON reports."""
+    cpu, ins, machine = [], [], []
+    for i in range(1, n + 1):
+        try:
+            r = json.load(open(os.path.join(sys.argv[3], f"{cell}-{cond}-{i}.json")))
+        except (OSError, ValueError):
+            continue
+        if r.get("machine"):
+            machine.append(r["machine"]["ratio"])
+        for f in r["figures"]:
+            if f["state"] == "hot" and f.get("baseline") and f.get("now"):
+                {"cpu_time": cpu, "instructions": ins}.get(f["figure"], []).append(f["now"] / f["baseline"] - 1)
+    pct = lambda v: f"{min(v) * 100:+.0f}% to {max(v) * 100:+.0f}%" if v else "-"
+    pct1 = lambda v: f"{min(v) * 100:+.1f}% to {max(v) * 100:+.1f}%" if v else "-"
+    return pct(cpu), pct1(ins), (f"{min(machine):.2f} to {max(machine):.2f}" if machine else "-")
+print("| program and change | machine | gates | SLOWER | NOT SLOWER | UNCLEAR | could not measure | time, median | time, worst | `--update` | hot CPU time | instructions | calibration loop |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |")
 for (cell, cond), gates in rows.items():
     count = lambda v: sum(1 for g in gates if g[0] == v)
     failed = sum(1 for g in gates if g[1] not in (0, 1))
@@ -79,7 +96,7 @@ for (cell, cond), gates in rows.items():
     machine = "quiet" if cond == "quiet" else "one other job (`newcomer.sh --busy 1`)"
     print(f"| {what.get(cell, cell)} | {machine} | {len(gates)} | {count('slower')} | "
           f"{count('not_slower')} | {count('unclear')} | {failed} | {mark(statistics.median(secs))} | "
-          f"{mark(worst)} | {upd} |")
+          f"{mark(worst)} | {upd} | {' | '.join(spans(cell, cond, len(gates)))} |")
 PY
 }
 if [ $table_only = 1 ]; then table; exit 0; fi
