@@ -292,10 +292,50 @@ fn comparable<'s>(
             c.source.as_deref().unwrap_or("?")
         ));
     }
+    if let Some(why) = unsteady_counts(figure, b, c) {
+        return Err(why);
+    }
     match not_judged(figure, now) {
         Some(why) => Err(why),
         None => Ok((b, c)),
     }
+}
+
+/// Instructions counted under valgrind whose counts, on either side, moved among themselves by
+/// more than [`crate::instructions::STEADY_RANGE`]: why they are not judged. On such a program
+/// (a JIT compiler that replaces a hot loop sooner or later, as its threads happen to run) a
+/// count says little of the work, and judged it would settle CPU time that it cannot.
+fn unsteady_counts(figure: Figure, b: &Samples, c: &Samples) -> Option<String> {
+    if figure != Figure::Instructions || b.source.as_deref() != Some(crate::instructions::VALGRIND)
+    {
+        return None;
+    }
+    let range = |s: &Samples| -> f64 {
+        let (lo, hi) =
+            s.values.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
+        let m = coldstart_formats::stats::median(&s.values);
+        if m > 0.0 && hi >= lo {
+            (hi - lo) / m
+        } else {
+            0.0
+        }
+    };
+    let (rb, rc) = (range(b), range(c));
+    let limit = crate::instructions::STEADY_RANGE;
+    let (side, r) = if rb > limit {
+        ("the baseline's", rb)
+    } else if rc > limit {
+        ("this gate's", rc)
+    } else {
+        return None;
+    };
+    Some(format!(
+        "not steady on this program: {side} counts under valgrind moved by {:.0}% among themselves (a JIT \
+         compiler replacing code sooner or later?), more than the {:.0}% an unchanged program's do; CPU time \
+         judges its work",
+        r * 100.0,
+        limit * 100.0
+    ))
 }
 
 /// Judge a time figure's runs by the time rule into `row`: net of the machine's slowdown
