@@ -572,10 +572,12 @@ fn explain_cpu_time(rows: &mut [Row]) {
             let counted = instructions
                 .map_or(String::new(), |(b, n)| format!(" ({:+.1}%)", (n / b - 1.0) * 100.0));
             row.note = Some(format!(
-                "explained by the machine: the instructions are not more{counted}, and the CPU time's {:+.1}% is \
-                 within what the machine's own slowdown stretches it by (up to {:+.0}%, the square root of the \
-                 calibration loop's)",
+                "explained by the machine: the instructions are not more{counted}, and the CPU time's {:+.1}% \
+                 is within {:+.1}%: its threshold ({:+.1}%) and what the machine's own slowdown stretches \
+                 CPU time by (up to {:+.0}%, the square root of the calibration loop's)",
                 (t.ratio - 1.0) * 100.0,
+                ((1.0 + t.threshold) * hi - 1.0) * 100.0,
+                t.threshold * 100.0,
                 (hi - 1.0) * 100.0
             ));
         }
