@@ -500,7 +500,10 @@ impl<'a> DeviceReads<'a> {
 
 /// Above this share of the time the reads cannot take, were the device the bound: see
 /// [`DeviceReads::bound`].
-const BOUND_SHARE_MAX: f64 = 1.25;
+/// The sample program's cold start reads 12 times (120 ms at 100 reads a second) in 92 ms:
+/// 1.30, its reads all of it. At 1.25 it was not settled by them, and a baseline recorded
+/// while the machine was slower left every quiet gate of it unclear on cold time.
+const BOUND_SHARE_MAX: f64 = 1.5;
 
 /// A cold start whose time is mostly the emulated device's reads is settled by them: when
 /// its time is unclear, the device's reads and bytes and the pages touched are not slower, and

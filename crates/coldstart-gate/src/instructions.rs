@@ -152,7 +152,7 @@ fn count_once(command: &[String]) -> Result<Result<u64, String>, GateError> {
             }
         }
     };
-    // The program's own children may still be writing their counts: the group ends first.
+    // What of the program's group outlives it (a daemon it started) is not its start-up: stopped.
     held.signal_group(libc::SIGKILL);
     if let Some(signal) = exit.signal() {
         return Ok(Err(format!(

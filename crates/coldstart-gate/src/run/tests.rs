@@ -347,6 +347,29 @@ fn instructions_the_cpu_counts_are_not_counted_again() {
 }
 
 #[test]
+fn a_cold_start_of_a_few_reads_is_settled_by_them_on_a_machine_faster_than_at_the_baseline() {
+    // The sample: 12 reads of the emulated disk (120 ms at 100 a second) in 92 ms, its baseline
+    // recorded while the machine ran its calibration loop 36% slower than now. Cold time the
+    // same, the machine faster: a CPU-bound start-up would have been faster, so the time rule
+    // alone cannot say not slower; the reads, not slower, take all of it.
+    let o = options(emulated());
+    let mut then = Script::new(1, (0.092, 0.001), (0.002, 0.0001)).calibrated((0.0136, 0.0002));
+    let base = record_with(&mut then, &o);
+    // Hot runs, computing, are faster with the machine.
+    let mut now = Script::new(2, (0.092, 0.001), (0.0013, 0.0001)).calibrated((0.010, 0.0002));
+    let (report, _) = gate_with(&o, &base, &mut now).unwrap();
+    let cold =
+        report.figures.iter().find(|r| r.figure == Figure::Time && r.state == "selective").unwrap();
+    assert_eq!(cold.verdict, Verdict::NotSlower, "{}", report.to_text());
+    assert!(
+        cold.note.as_deref().unwrap().starts_with("explained by the device"),
+        "{:?}",
+        cold.note
+    );
+    assert_eq!(report.verdict, Outcome::NotSlower, "{}", report.to_text());
+}
+
+#[test]
 fn a_calibration_on_another_number_of_cpus_is_not_compared_and_that_is_said() {
     // A baseline whose loop ran on one CPU (recorded before it ran on all of them), and a
     // machine now twice as slow: the loop's times are not comparable, so no allowance is
