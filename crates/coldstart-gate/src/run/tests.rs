@@ -305,6 +305,39 @@ fn counts_that_move_among_themselves_are_not_judged_and_do_not_settle_cpu_time()
 }
 
 #[test]
+fn hot_time_of_the_same_work_waiting_no_longer_is_not_slower_and_more_waiting_is() {
+    // The sample's 1.2 ms hot start ran 11% slower on a quiet machine, its instructions the
+    // same and its CPU time 11% higher, while the calibration loop ran no slower.
+    let o = options(emulated());
+    let mut then = Script::new(1, (0.092, 0.001), (0.0012, 0.00002));
+    then.cpu = (0.0012, 0.00002);
+    then.instructions = (239_683.0, 0.0);
+    let base = record_with(&mut then, &o);
+    let time_row = |report: &GateReport| {
+        report
+            .figures
+            .iter()
+            .find(|r| r.figure == Figure::Time && r.state == "hot")
+            .cloned()
+            .unwrap()
+    };
+    let mut now = Script::new(2, (0.092, 0.001), (0.00134, 0.00002));
+    now.cpu = (0.00134, 0.00002);
+    now.instructions = (239_683.0, 0.0);
+    let (report, _) = gate_with(&o, &base, &mut now).unwrap();
+    let row = time_row(&report);
+    assert_eq!(row.verdict, Verdict::NotSlower, "{}", report.to_text());
+    assert!(row.note.as_deref().unwrap().contains("the same work"), "{:?}", row.note);
+    assert_eq!(report.verdict, Outcome::NotSlower, "{}", report.to_text());
+    // The same CPU time, but 0.3 ms more off the CPU (a wait added): slower.
+    let mut now = Script::new(3, (0.092, 0.001), (0.0015, 0.00002));
+    now.cpu = (0.0012, 0.00002);
+    now.instructions = (239_683.0, 0.0);
+    let (report, _) = gate_with(&o, &base, &mut now).unwrap();
+    assert_eq!(time_row(&report).verdict, Verdict::Slower, "{}", report.to_text());
+}
+
+#[test]
 fn a_count_the_budget_has_no_room_for_is_not_taken_and_that_is_said() {
     let o = options(emulated());
     let mut then = Script::new(1, (0.100, 0.002), (0.100, 0.002));
