@@ -1,6 +1,6 @@
 //! `coldstart gate` against the real kernel, on small C programs compiled here: five more pages
 //! read far from the rest (as one more far function would be) are caught on the exact pages,
-//! 20% more start-up time on time; a change that only adds noise is not flagged in 20 gate
+//! 20% more start-up work on the instructions; a change that only adds noise is not flagged in 20 gate
 //! runs; a baseline from elsewhere is flagged; another command, directory or build is refused
 //! before anything runs; `--update` shows what it recorded. Each rebuilt program is gated with `--new-build`, as a CI job gates its
 //! own new build. Needs root (cold runs, the storage emulation); fails instead of skipping in CI.
@@ -236,43 +236,26 @@ fn update_shows_the_figures_it_recorded_as_a_gate_judges_them() {
 }
 
 #[test]
-fn twenty_percent_more_start_up_time_is_caught_on_time() {
+fn twenty_percent_more_start_up_work_is_caught_by_the_instructions_whatever_the_load() {
     if !require_root("cold runs and the storage emulation") {
         return;
     }
     let _lock = cache_lock();
     let dir = Dir::new();
-    // About 100 ms of work and 20% more: a start-up long enough that the machine's other work
-    // (the rest of the suite) cannot hide 20 ms of it. (A program that sleeps is slowed less by
-    // that work than the calibration loop: on a loaded machine its 20% stayed unclear.)
+    // About 100 ms of work, and 20% more.
     dir.build(WORK_C, &["-DN=150000000L"]);
     let small = ["--page-profiles", "0", "--max-runs", "40"];
     record(&dir, &small);
     dir.build(WORK_C, &["-DN=180000000L"]);
     let small = [&small[..], &["--new-build"][..]].concat();
-    // It is never "not slower". When the machine's own load rose since the baseline by about as
-    // much as the regression, the gate says unclear (and why), as a CI job re-run would see:
-    // caught within three gates.
-    let mut attempts = Vec::new();
-    let (out, report) = loop {
-        let (out, report) =
-            gate(&dir, &[&small[..], &["--export-markdown", "summary.md"][..]].concat());
-        let report = report.unwrap_or_else(|| panic!("{}", text(&out)));
-        // Unless the machine got much faster since the baseline (its load fell: the baseline's
-        // wall time then held waits for a CPU that the gate's runs did not have, and CPU time
-        // is what sees the work).
-        if report["machine"]["ratio"].as_f64().unwrap_or(1.0) >= 0.9 {
-            for state in ["cold", "hot"] {
-                let verdict = &row(&report, "time", state)["verdict"];
-                assert_ne!(verdict, "not_slower", "{}", text(&out));
-            }
-        }
-        if out.status.code() == Some(1) || attempts.len() == 2 {
-            break (out, report);
-        }
-        attempts.push(text(&out));
-    };
-    assert_eq!(out.status.code(), Some(1), "{}\nbefore:\n{}", text(&out), attempts.join("\n"));
+    // Caught by the instructions, in the first gate, whatever the machine's load does to the
+    // times: the suite's other tests stretched this program's baseline CPU time to 65 ms and
+    // left the gate's at 54 ms (20% more work, 17% less time), so the times cannot be asked to
+    // see it.
+    let (out, report) =
+        gate(&dir, &[&small[..], &["--export-markdown", "summary.md"][..]].concat());
+    let report = report.unwrap_or_else(|| panic!("{}", text(&out)));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     // Time, cold or hot, or the CPU time, where they are already slower once the instructions
     // are (no runs are added then), by what was added.
     let slower: Vec<&Value> = [("time", "cold"), ("time", "hot"), ("cpu_time", "hot")]
