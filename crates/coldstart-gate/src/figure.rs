@@ -2,8 +2,8 @@
 //!
 //! A figure is one quantity of one cache state: start-up time cold and hot, and the steady
 //! figures of a cold start (bytes read, read requests, major faults), the pages start-up
-//! touches (from page profiles) and the instructions it retires (hot, where the CPU counts
-//! them). Their names are part of the baseline and history formats (docs/formats/gate.md).
+//! touches (from page profiles), and the work of a hot start: the instructions it retires,
+//! the cycles its cache misses cost (where valgrind counts them) and its minor faults. Their names are part of the baseline and history formats (docs/formats/gate.md).
 
 use std::fmt;
 use std::str::FromStr;
@@ -34,6 +34,13 @@ pub enum Figure {
     PagesTouched,
     /// User-space instructions retired.
     Instructions,
+    /// The cycles the start-up's cache misses cost, as valgrind's cache simulation counts
+    /// them: 10 for each miss of a first-level cache, 100 for each of the last level (hot,
+    /// with the instructions it counts, [`crate::instructions`]).
+    MissCycles,
+    /// Minor page faults of the process tree (hot): the kernel's share of the work, which
+    /// instructions counted in user space leave out.
+    MinorFaults,
     /// Code bytes of the functions start-up now runs that no profile of the baseline ran, by
     /// symbol name (taken when the build changed: [`crate::functions`]).
     NewFunctionBytes,
@@ -49,7 +56,7 @@ pub enum Unit {
 
 impl Figure {
     /// Every figure, in the order reports list them.
-    pub const ALL: [Figure; 10] = [
+    pub const ALL: [Figure; 12] = [
         Figure::Time,
         Figure::CpuTime,
         Figure::DeviceReadBytes,
@@ -59,6 +66,8 @@ impl Figure {
         Figure::MajorFaults,
         Figure::PagesTouched,
         Figure::Instructions,
+        Figure::MissCycles,
+        Figure::MinorFaults,
         Figure::NewFunctionBytes,
     ];
 
@@ -74,6 +83,8 @@ impl Figure {
             Figure::DeviceReadRequests => "device_read_requests",
             Figure::PagesTouched => "pages_touched",
             Figure::Instructions => "instructions",
+            Figure::MissCycles => "miss_cycles",
+            Figure::MinorFaults => "minor_faults",
             Figure::NewFunctionBytes => "new_function_bytes",
         }
     }
@@ -90,6 +101,8 @@ impl Figure {
             Figure::DeviceReadRequests => "reads of the device",
             Figure::PagesTouched => "pages touched",
             Figure::Instructions => "instructions",
+            Figure::MissCycles => "cycles of cache misses",
+            Figure::MinorFaults => "minor faults",
             Figure::NewFunctionBytes => "new functions run",
         }
     }
@@ -98,9 +111,10 @@ impl Figure {
     pub const fn noun(self) -> Option<&'static str> {
         match self {
             Figure::ReadRequests | Figure::DeviceReadRequests => Some("read"),
-            Figure::MajorFaults => Some("fault"),
+            Figure::MajorFaults | Figure::MinorFaults => Some("fault"),
             Figure::PagesTouched => Some("page"),
             Figure::Instructions => Some("instruction"),
+            Figure::MissCycles => Some("cycle"),
             Figure::Time
             | Figure::CpuTime
             | Figure::ReadBytes

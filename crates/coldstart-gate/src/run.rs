@@ -213,7 +213,10 @@ impl Gathered {
         }
         match &mut self.instructions {
             None => self.instructions = Some(counts),
-            Some(c) => c.values.extend(counts.values),
+            Some(c) => {
+                c.values.extend(counts.values);
+                c.miss_cycles.extend(counts.miss_cycles);
+            }
         }
     }
 
@@ -269,6 +272,15 @@ impl Gathered {
                     values: c.values.clone(),
                     source: Some(c.source.clone()),
                 });
+                // The misses of the same counts, when every count simulated the caches.
+                if c.miss_cycles.len() == c.values.len() {
+                    figures.push(Samples {
+                        figure: Figure::MissCycles,
+                        state: CacheState::Hot.to_string(),
+                        values: c.miss_cycles.clone(),
+                        source: Some(c.source.clone()),
+                    });
+                }
             }
         }
         // What new code the baseline's own profiles show against each other: the noise a gate
@@ -330,7 +342,7 @@ pub fn build() -> &'static str {
 }
 
 /// The figures of one state's counted runs: time in every state, the I/O figures in a colder
-/// one, instructions hot. A figure no run measured is left out (not available here).
+/// one, the work (CPU time, instructions, minor faults) hot. A figure no run measured is left out (not available here).
 /// How a figure's value is read from a run's counters.
 type Reader = fn(&Counters) -> Option<f64>;
 
@@ -339,6 +351,7 @@ fn figures_of(state: CacheState, runs: &[Counters]) -> Vec<Samples> {
     if state == CacheState::Hot {
         list.push((Figure::CpuTime, |c| Some(c.user_s? + c.sys_s?)));
         list.push((Figure::Instructions, |c| c.instructions.map(|v| v as f64)));
+        list.push((Figure::MinorFaults, |c| c.minor_faults.map(|v| v as f64)));
     } else {
         list.push((Figure::DeviceReadBytes, |c| c.storage_read_bytes.map(|v| v as f64)));
         list.push((Figure::DeviceReadRequests, |c| c.storage_read_requests.map(|v| v as f64)));
@@ -752,9 +765,14 @@ fn next_steps(
             return steps;
         }
     }
-    // Instructions above their limit in the first count: more, up to the baseline's number,
-    // and their median is judged.
-    if let Some(row) = report.figures.iter().find(|r| r.figure == Figure::Instructions) {
+    // Instructions or their misses above the limit in the first count: more, up to the
+    // baseline's number, and their median is judged.
+    let counted = |f: Figure| report.figures.iter().find(|r| r.figure == f);
+    if let Some(row) = counted(Figure::Instructions)
+        .into_iter()
+        .chain(counted(Figure::MissCycles))
+        .find(|r| r.verdict == Verdict::Slower)
+    {
         let made = got.instructions.as_ref().map_or(0, |c| c.values.len());
         if row.verdict == Verdict::Slower && made < most.counts {
             steps.push(Step::Counts(most.counts - made));

@@ -36,6 +36,10 @@ pub fn baseline_table(base: &Baseline, rules: &Rules) -> String {
                 let n_now = match (figure, s.state.as_str()) {
                     (Figure::PagesTouched, _) => FIRST_PAGE_PROFILES,
                     (Figure::NewFunctionBytes, _) => FIRST_FUNCTION_PROFILES,
+                    // Counts under valgrind: the gate's first.
+                    (Figure::Instructions | Figure::MissCycles, _) if s.source.is_some() => {
+                        crate::instructions::FIRST_COUNTS
+                    }
                     (_, "hot") => DEFAULT_FIRST_RUNS,
                     _ => DEFAULT_COLD_FIRST_RUNS,
                 };

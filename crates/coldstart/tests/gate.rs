@@ -64,6 +64,21 @@ int main(void) {
 }
 "#;
 
+/// 8 million reads of 32 MiB, each STRIDE ints after the last: 1, and the caches serve 15 of
+/// 16; 4099 (16 KiB on), and each read is a miss. The same instructions either way.
+const WALK_C: &str = r#"
+#include <stdlib.h>
+#include <string.h>
+int main(void) {
+  size_t n = 8u << 20, idx = 0;
+  int *a = malloc(n * sizeof *a);
+  memset(a, 1, n * sizeof *a);
+  volatile long sum = 0;
+  for (size_t i = 0; i < n; i++) { idx = (idx + STRIDE) & (n - 1); sum += a[idx]; }
+  return 0;
+}
+"#;
+
 struct Dir(tempfile::TempDir);
 
 impl Dir {
@@ -282,6 +297,30 @@ fn twenty_percent_more_start_up_work_is_caught_by_the_instructions_whatever_the_
     let md = fs::read_to_string(dir.path("summary.md")).unwrap();
     assert!(md.starts_with("### ❌ Start-up: slower"), "{md}");
     assert!(md.contains("| time, ") && md.contains("**slower"), "{md}");
+}
+
+#[test]
+fn the_same_instructions_walking_memory_the_caches_do_not_hold_are_caught_by_their_misses() {
+    if !require_root("cold runs and the storage emulation") {
+        return;
+    }
+    let _lock = cache_lock();
+    let dir = Dir::new();
+    dir.build(WALK_C, &["-DSTRIDE=1"]);
+    record(&dir, &["--page-profiles", "0", "--max-runs", "20", "--instruction-counts", "3"]);
+    dir.build(WALK_C, &["-DSTRIDE=4099"]);
+    let (out, report) = gate(&dir, &["--page-profiles", "0", "--max-runs", "20", "--new-build"]);
+    let report = report.unwrap_or_else(|| panic!("{}", text(&out)));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    // The instructions are the baseline's; the cycles of their misses, simulated the same
+    // whatever the machine, are several times more.
+    let instructions = row(&report, "instructions", "hot");
+    assert_eq!(instructions["verdict"], "not_slower", "{}", text(&out));
+    let misses = row(&report, "miss_cycles", "hot");
+    assert_eq!(misses["verdict"], "slower", "{}", text(&out));
+    let rise = misses["now"].as_f64().unwrap() / misses["baseline"].as_f64().unwrap();
+    assert!(rise > 3.0, "{rise}");
+    assert_eq!(row(&report, "minor_faults", "hot")["verdict"], "not_slower", "{}", text(&out));
 }
 
 #[test]

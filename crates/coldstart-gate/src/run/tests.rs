@@ -39,6 +39,10 @@ struct Script {
     counts: Vec<usize>,
     /// The hot runs' counters have instructions (the CPU counts them).
     counted_by_the_cpu: bool,
+    /// Cycles of cache misses of each count, `mean + sd x noise` (a mean of 0: not simulated).
+    misses: (f64, f64),
+    /// Minor faults of each hot run (0: not counted).
+    minor_faults: u64,
 }
 
 impl Script {
@@ -59,6 +63,8 @@ impl Script {
             instructions: (0.0, 0.0),
             counts: Vec::new(),
             counted_by_the_cpu: false,
+            misses: (0.0, 0.0),
+            minor_faults: 0,
         }
     }
 
@@ -98,6 +104,8 @@ impl Runner for Script {
                     read_requests: Some(40 + self.rng.below(20) as u64),
                     instructions: (*s == CacheState::Hot && self.counted_by_the_cpu)
                         .then_some(1_000_000),
+                    minor_faults: (*s == CacheState::Hot && self.minor_faults > 0)
+                        .then_some(self.minor_faults),
                     ..Counters::default()
                 })
                 .collect();
@@ -139,7 +147,18 @@ impl Runner for Script {
             return Ok(InstructionCounts::default());
         }
         let values = (0..runs).map(|_| (mean + sd * self.normal()).round()).collect();
-        Ok(InstructionCounts { values, source: "valgrind".into(), ..InstructionCounts::default() })
+        let (m, msd) = self.misses;
+        let miss_cycles = if m > 0.0 {
+            (0..runs).map(|_| (m + msd * self.normal()).round()).collect()
+        } else {
+            vec![]
+        };
+        Ok(InstructionCounts {
+            values,
+            miss_cycles,
+            source: "valgrind".into(),
+            ..InstructionCounts::default()
+        })
     }
 }
 
@@ -335,6 +354,93 @@ fn hot_time_of_the_same_work_waiting_no_longer_is_not_slower_and_more_waiting_is
     now.instructions = (239_683.0, 0.0);
     let (report, _) = gate_with(&o, &base, &mut now).unwrap();
     assert_eq!(time_row(&report).verdict, Verdict::Slower, "{}", report.to_text());
+}
+
+/// A hot start on a quiet machine whose host stretches its CPU time by `stretch` while the
+/// calibration loop runs as fast as at the baseline (what the project's machine did to an
+/// unchanged Node.js script: +27% to +37%), the time off the CPU the same plus `wait`; its
+/// counts and faults the baseline's times `work` (instructions, cycles of misses, faults).
+fn host_stretched_gate(stretch: f64, wait: f64, work: (f64, f64, f64), seed: u64) -> GateReport {
+    let o = options(emulated());
+    let mut then = Script::new(1, (0.100, 0.002), (0.100, 0.002)).calibrated((0.010, 0.0002));
+    then.cpu = (0.085, 0.002);
+    then.instructions = (690e6, 1e6);
+    then.misses = (51.5e6, 0.1e6);
+    then.minor_faults = 3207;
+    let base = record_with(&mut then, &o);
+    for f in [Figure::MissCycles, Figure::MinorFaults] {
+        assert!(base.samples(f, "hot").is_some(), "{f} not in the baseline");
+    }
+    let cpu = 0.085 * stretch;
+    let mut now =
+        Script::new(seed, (0.100, 0.002), (0.015 + cpu + wait, 0.002)).calibrated((0.010, 0.0002));
+    now.cpu = (cpu, 0.002);
+    now.instructions = (690e6 * work.0, 1e6);
+    now.misses = (51.5e6 * work.1, 0.1e6);
+    now.minor_faults = (3207.0 * work.2) as u64;
+    let (report, _) = gate_with(&o, &base, &mut now).unwrap();
+    report
+}
+
+fn hot_row(report: &GateReport, figure: Figure) -> crate::report::Row {
+    report.figures.iter().find(|r| r.figure == figure && r.state == "hot").cloned().unwrap()
+}
+
+#[test]
+fn cpu_time_the_host_stretched_is_settled_by_the_same_work_and_more_work_is_not() {
+    for seed in 2..6 {
+        let report = host_stretched_gate(1.35, 0.0, (1.0, 1.0, 1.0), seed);
+        let cpu = hot_row(&report, Figure::CpuTime);
+        assert_eq!(cpu.verdict, Verdict::NotSlower, "{}", report.to_text());
+        let note = cpu.note.as_deref().unwrap();
+        assert!(
+            note.contains("the same work") && note.contains("cycles of cache misses"),
+            "{note}"
+        );
+        // Hot time too: the same work, no longer off the CPU.
+        assert_eq!(
+            hot_row(&report, Figure::Time).verdict,
+            Verdict::NotSlower,
+            "{}",
+            report.to_text()
+        );
+        assert_eq!(report.verdict, Outcome::NotSlower, "{}", report.to_text());
+    }
+    // More misses (the same instructions walking memory the caches do not hold): slower.
+    let report = host_stretched_gate(1.35, 0.0, (1.0, 1.3, 1.0), 2);
+    assert_eq!(
+        hot_row(&report, Figure::MissCycles).verdict,
+        Verdict::Slower,
+        "{}",
+        report.to_text()
+    );
+    assert_ne!(
+        hot_row(&report, Figure::CpuTime).verdict,
+        Verdict::NotSlower,
+        "{}",
+        report.to_text()
+    );
+    assert_eq!(report.verdict, Outcome::Slower, "{}", report.to_text());
+    // More faults (memory the kernel must map): slower, and CPU time not settled.
+    let report = host_stretched_gate(1.35, 0.0, (1.0, 1.0, 1.2), 3);
+    assert_eq!(
+        hot_row(&report, Figure::MinorFaults).verdict,
+        Verdict::Slower,
+        "{}",
+        report.to_text()
+    );
+    assert_ne!(
+        hot_row(&report, Figure::CpuTime).verdict,
+        Verdict::NotSlower,
+        "{}",
+        report.to_text()
+    );
+    // A wait added to the same work: hot time slower.
+    let report = host_stretched_gate(1.0, 0.03, (1.0, 1.0, 1.0), 4);
+    assert_eq!(hot_row(&report, Figure::Time).verdict, Verdict::Slower, "{}", report.to_text());
+    // CPU time more than twice the baseline's is judged as measured, whatever the counts say.
+    let report = host_stretched_gate(2.4, 0.0, (1.0, 1.0, 1.0), 5);
+    assert_eq!(hot_row(&report, Figure::CpuTime).verdict, Verdict::Slower, "{}", report.to_text());
 }
 
 #[test]
