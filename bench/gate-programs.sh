@@ -16,6 +16,10 @@
 #                               of work, whose instructions do not depend on when a JIT compiler
 #                               finishes) and a read of READ_BYTES from DIR/extra.bin at start-up
 #                               (0: none)
+#   walk_program DIR STRIDE     DIR/walk: a C program that reads 32 MiB of ints 8 million times,
+#                               each STRIDE ints after the last, STRIDE read from DIR/walk.conf:
+#                               1 (the caches serve 15 reads of 16) or 4099 (16 KiB on: each read
+#                               a miss), the same instructions either way
 #   node_pbkdf2_per_ms          the iterations of it node runs in a millisecond of CPU time here,
 #                               now (the median of five timings of 20,000)
 
@@ -52,6 +56,32 @@ node_script() {
   } >"$dir/app.js.new"
   # Replaced only when it changes: the same file keeps its pages and inode.
   if cmp -s "$dir/app.js.new" "$dir/app.js"; then rm "$dir/app.js.new"; else mv "$dir/app.js.new" "$dir/app.js"; fi
+}
+
+walk_program() {
+  local dir=$1 stride=$2
+  mkdir -p "$dir"
+  if [ ! -x "$dir/walk" ]; then
+    cat >"$dir/walk.c" <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+int main(void) {
+  size_t n = 8u << 20, idx = 0, stride = 1;
+  FILE *f = fopen("walk.conf", "r");
+  if (f) { if (fscanf(f, "%zu", &stride) != 1) stride = 1; fclose(f); }
+  int *a = malloc(n * sizeof *a);
+  memset(a, 1, n * sizeof *a);
+  long sum = 0;
+  for (size_t i = 0; i < n; i++) { idx = (idx + stride) & (n - 1); sum += a[idx]; }
+  printf("%ld\n", sum);
+  return 0;
+}
+C
+    cc -O2 -o "$dir/walk.new" "$dir/walk.c" && mv "$dir/walk.new" "$dir/walk"
+  fi
+  # Rewritten only when it changes, as app.js is.
+  [ "$(cat "$dir/walk.conf" 2>/dev/null)" = "$stride" ] || echo "$stride" >"$dir/walk.conf"
 }
 
 node_pbkdf2_per_ms() {

@@ -24,6 +24,9 @@
 #             it runs is the same: a change of work, not of pages)
 #   bytes10   the node script reading 10% more bytes at start-up (of its cold runs' median read
 #             from the emulated device), from a file beside it
+#   misses    a C program that reads 32 MiB of ints 8 million times, in order, against the same
+#             program reading each 16 KiB after the last (walk.conf): the same instructions, each
+#             read a cache miss (walk_program)
 # Each cell's baseline is recorded once, quiet, with the gate's defaults (`gate --update`; its
 # time is kept in updates.tsv), from the unchanged program; a change is then put in place and
 # every gate of the cell, quiet and busy, is against that baseline. A gate is judged by its exit
@@ -40,7 +43,7 @@ cd "$(dirname "$0")/.."
 table_only=0
 if [ "${1:-}" = --table ]; then table_only=1; n=0; else n=${1:-50}; fi
 out=${out:-/var/tmp/coldstart-bench/gate-verdicts}
-cells=(${cells:-node python3 sample far relink cpu20 bytes10})
+cells=(${cells:-node python3 sample far relink cpu20 bytes10 misses})
 conditions=(${conditions:-quiet busy1})
 tsv=$out/gates.tsv
 
@@ -63,12 +66,14 @@ what = {
     "sample": "sample, unchanged", "far": "sample (47 MB): one far function more",
     "relink": "sample (47 MB): relinked, the same functions run",
     "cpu20": "Node.js script: 20% more CPU work", "bytes10": "Node.js script: 10% more bytes read",
+    "misses": "C walk of 32 MiB: the same instructions, each read a cache miss",
 }
 target = {"node": 120, "cpu20": 120, "bytes10": 120, "sample": 60}
 def spans(cell, cond, n):
-    """The range of hot CPU time and instructions against the baseline, and of the machine's
-    slowdown (its calibration loop), over the cell's JSON reports."""
-    cpu, ins, machine = [], [], []
+    """The range of hot CPU time, instructions and the cycles of their cache misses against the
+    baseline, and of the machine's slowdown (its calibration loop), over the cell's JSON reports."""
+    cpu, ins, miss, machine = [], [], [], []
+    by_work = 0
     for i in range(1, n + 1):
         try:
             r = json.load(open(os.path.join(sys.argv[3], f"{cell}-{cond}-{i}.json")))
@@ -77,13 +82,16 @@ def spans(cell, cond, n):
         if r.get("machine"):
             machine.append(r["machine"]["ratio"])
         for f in r["figures"]:
+            if f["figure"] == "cpu_time" and "the same work (" in (f.get("note") or ""):
+                by_work += 1
             if f["state"] == "hot" and f.get("baseline") and f.get("now"):
-                {"cpu_time": cpu, "instructions": ins}.get(f["figure"], []).append(f["now"] / f["baseline"] - 1)
+                {"cpu_time": cpu, "instructions": ins, "miss_cycles": miss}.get(f["figure"], []).append(f["now"] / f["baseline"] - 1)
     pct = lambda v: f"{min(v) * 100:+.0f}% to {max(v) * 100:+.0f}%" if v else "-"
     pct1 = lambda v: f"{min(v) * 100:+.1f}% to {max(v) * 100:+.1f}%" if v else "-"
-    return pct(cpu), pct1(ins), (f"{min(machine):.2f} to {max(machine):.2f}" if machine else "-")
-print("| program and change | machine | gates | SLOWER | NOT SLOWER | UNCLEAR | could not measure | time, median | time, worst | `--update` | hot CPU time | instructions | calibration loop |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |")
+    return (pct(cpu), str(by_work), pct1(ins), pct1(miss),
+            f"{min(machine):.2f} to {max(machine):.2f}" if machine else "-")
+print("| program and change | machine | gates | SLOWER | NOT SLOWER | UNCLEAR | could not measure | time, median | time, worst | `--update` | hot CPU time | CPU time settled by the work | instructions | cycles of cache misses | calibration loop |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | --- | --- |")
 for (cell, cond), gates in rows.items():
     count = lambda v: sum(1 for g in gates if g[0] == v)
     failed = sum(1 for g in gates if g[1] not in (0, 1))
@@ -124,6 +132,7 @@ setup() { # setup CELL: the unchanged program of the cell in place; prints "DIR<
       printf '%s\t%s\n' "$p/$1" "./sample --workload a" ;;
     cpu20) node_script "$p/$1" "$warm_iterations" 0; printf '%s\t%s\n' "$p/$1" "/usr/bin/node app.js" ;;
     bytes10) node_script "$p/$1" 0 0; printf '%s\t%s\n' "$p/$1" "/usr/bin/node app.js" ;;
+    misses) walk_program "$p/$1" 1; printf '%s\t%s\n' "$p/$1" "./walk" ;;
   esac
 }
 # Iterations of PBKDF2 the unchanged script of cpu20 runs too.
@@ -146,6 +155,7 @@ b=json.load(open(sys.argv[1]))
 v=[f for f in b["figures"] if f["figure"]=="device_read_bytes"][0]["values"]
 print(int(0.1*statistics.median(v)))' "$out/baselines/bytes10.json")
       node_script "$p/bytes10" 0 "$bytes" ;;
+    misses) walk_program "$p/misses" 4099 ;;
   esac
 }
 unchange() { # the unchanged program back in place, for a baseline to be recorded again
@@ -153,6 +163,7 @@ unchange() { # the unchanged program back in place, for a baseline to be recorde
     far|relink) for f in sample libcs_a.so libcs_b.so; do cp -a "$p/sample-bench/$f" "$p/$1/$f"; done ;;
     cpu20) node_script "$p/$1" "$warm_iterations" 0 ;;
     bytes10) node_script "$p/$1" 0 0 ;;
+    misses) walk_program "$p/$1" 1 ;;
   esac
 }
 
