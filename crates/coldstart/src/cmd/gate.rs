@@ -38,7 +38,7 @@ pub enum Unclear {
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Steady figures (bytes and reads of the emulated device, pages touched from exact page \
-    profiles, instructions) are slower when their median is above a limit the baseline's spread and the \
+    profiles, instructions and their cache misses, minor faults) are slower when their median is above a limit the baseline's spread and the \
     measured noise set; time, cold and hot, by a rank test with a minimum effect above the noise, adding \
     runs only while unclear. The baseline records what it measured: another command, program or working \
     directory is refused before anything runs (--other-command allows it), and so is another build of the \
