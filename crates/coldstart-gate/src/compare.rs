@@ -618,11 +618,7 @@ fn explain_cpu_time_by_work(rows: &mut [Row]) {
         return;
     }
     // Pages touched, where they were profiled.
-    if rows.iter().any(|r| {
-        r.figure == Figure::PagesTouched
-            && r.verdict != Verdict::NotSlower
-            && r.verdict != Verdict::NotCompared
-    }) {
+    if rows.iter().any(|r| r.figure == Figure::PagesTouched && r.verdict == Verdict::Slower) {
         return;
     }
     let changes: Vec<String> = work

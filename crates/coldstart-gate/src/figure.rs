@@ -3,7 +3,8 @@
 //! A figure is one quantity of one cache state: start-up time cold and hot, and the steady
 //! figures of a cold start (bytes read, read requests, major faults), the pages start-up
 //! touches (from page profiles), and the work of a hot start: the instructions it retires,
-//! the cycles its cache misses cost (where valgrind counts them) and its minor faults. Their names are part of the baseline and history formats (docs/formats/gate.md).
+//! the cycles its cache misses cost (where valgrind counts them) and its minor faults. Their
+//! names are part of the baseline and history formats (docs/formats/gate.md).
 
 use std::fmt;
 use std::str::FromStr;

@@ -7,7 +7,8 @@
 //! work, whatever the load: where `perf_event_open` counts them (a hardware counter), every
 //! hot run has them; where it does not (a virtual machine without a PMU, as most CI runners
 //! are), valgrind's cachegrind counts them (about 2 s for Debian's python3 importing six
-//! modules, 6 s for a Node.js script), run to the program's exit, children included. An unchanged Node.js script counted 684.1 to 697.9 million over
+//! modules, 6 s for a Node.js script), run to the program's exit, children included. An
+//! unchanged Node.js script counted 684.1 to 697.9 million over
 //! 30 counts, half of them with one other busy job (its JIT compiler's threads finish at
 //! different points of the main thread's work); Debian's python3 154.7 to 155.1 million: the
 //! floor of [`crate::noise`] (2%) is above both, and a tenth of the 20% more CPU work a gate

@@ -31,7 +31,8 @@
 //!   last-level ones by 0.51% over 3 counts on the quiet machine (0.05% and 1.41% with one busy
 //!   job), Debian's python3's by 0.43% and 0.00%.
 //! - **minor faults** (hot): the pages the kernel maps for start-up, the same each run unless
-//!   the work changes: the Node.js script 3,205 to 3,209 over 20 hot runs.
+//!   the work changes: the Node.js script 3,187 to 3,204 over the 30 hot runs of its baseline
+//!   (`bench/gate-verdicts.sh`, its `baselines/node.txt`).
 
 use serde::{Deserialize, Serialize};
 
@@ -95,7 +96,7 @@ impl FigureNoise {
             Figure::MissCycles => {
                 FigureNoise { floor: 0.03, allowance: 100_000.0, clusters: false }
             }
-            // Far above the 0.1% an unchanged start-up's move, as for the whole tree's figures:
+            // Far above the 0.5% an unchanged start-up's move, as for the whole tree's figures:
             // huge pages the kernel finds or not for memory a program asks them for move them
             // on a machine short of free memory. What they must show is the kernel's work grown
             // when CPU time is settled by the work (`compare`), and 10% more faults cost a
