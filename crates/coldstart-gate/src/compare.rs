@@ -406,19 +406,24 @@ fn cpu_allowance((lo, hi): (f64, f64)) -> (f64, f64) {
     (lo.max(0.0).sqrt(), hi.max(0.0).sqrt())
 }
 
-/// Why a time is unclear when the machine's own slowdown could explain its change: runs
-/// were added up to `max_runs` to narrow it.
+/// Why a time is unclear when the machine's own slowdown could explain its change, and what
+/// the runs did about it: added up to `max_runs` to narrow it, or stopped short of that (the
+/// gate stops once a steady figure is slower, or when its --budget runs out).
 fn machine_note(t: &TimeOutcome, m: &MachineSpeed, max_runs: usize) -> String {
     let (lo, hi) = m.interval();
+    let runs = if t.n_now >= max_runs {
+        format!("runs were added up to --max-runs {max_runs} to narrow that")
+    } else {
+        format!("{} runs were made; more, up to --max-runs {max_runs}, would narrow that", t.n_now)
+    };
     format!(
         "{:+.1}% against a {:.1}% threshold, but the machine itself ran {:+.0}% to {:+.0}% against when \
-         the baseline was recorded (its calibration loop), which could explain it: runs were added up \
-         to --max-runs {} to narrow that; on a machine as busy as then it resolves",
+         the baseline was recorded (its calibration loop), which could explain it: {runs}; on a \
+         machine as busy as then it resolves",
         (t.ratio - 1.0) * 100.0,
         t.threshold * 100.0,
         (lo - 1.0) * 100.0,
         (hi - 1.0) * 100.0,
-        max_runs
     )
 }
 

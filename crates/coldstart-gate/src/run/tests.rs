@@ -530,6 +530,33 @@ fn runs_are_added_while_the_machines_own_slowdown_is_in_the_way() {
 }
 
 #[test]
+fn a_gate_stopped_by_a_slower_steady_figure_does_not_say_runs_were_added() {
+    // The machine in the way of the time, as above, and 5 more pages touched: the gate stops
+    // after the first batch, and the time's note says how many runs it made, not that runs
+    // were added up to --max-runs.
+    let o = options(emulated());
+    let mut then = Script::new(1, (0.100, 0.002), (0.100, 0.002)).calibrated((0.010, 0.0001));
+    let base = record_with(&mut then, &o);
+    let mut now = Script::new(2, (0.130, 0.002), (0.130, 0.002)).calibrated((0.0125, 0.003));
+    now.pages = 305.0;
+    let (report, _) = gate_with(&o, &base, &mut now).unwrap();
+    assert_eq!(report.verdict, Outcome::Slower, "{}", report.to_text());
+    assert_eq!(now.calls.len(), 2, "{:?}", now.calls);
+    let notes: Vec<&str> = report
+        .figures
+        .iter()
+        .filter(|r| r.figure.is_time())
+        .filter_map(|r| r.note.as_deref())
+        .filter(|n| n.contains("could explain it"))
+        .collect();
+    assert!(!notes.is_empty(), "{}", report.to_text());
+    for n in notes {
+        assert!(n.contains(" runs were made; more, up to --max-runs 60, would narrow that"), "{n}");
+        assert!(!n.contains("runs were added"), "{n}");
+    }
+}
+
+#[test]
 fn a_far_function_is_slower_through_the_exact_pages_and_a_page_that_comes_and_goes_is_not() {
     let o = options(emulated());
     let base = record_with(&mut Script::new(1, (0.040, 0.0005), (0.010, 0.0002)), &o);
