@@ -12,6 +12,9 @@
 #   bench/layout-gdb.sh [RUNS] [--measure-only]
 #     RUNS: cold runs per build on the emulated hdd (default 3); --measure-only: measure the
 #     builds an earlier run left (one stopped while measuring), making only those missing
+#   bench/layout-gdb.sh --builds-only
+#     only the two compiles (plain and instrumented), nothing measured: the two hours can run
+#     beside other work, and a compile stopped midway goes on where it stopped next time
 #
 # Builds, each a relink of the same objects in build-plain (`rm gdb; make gdb`, the link through
 # `coldstart link`'s compiler wrappers or the script's own for the peers), copied out after:
@@ -29,6 +32,8 @@
 #              -reorder-functions=cdsort -split-functions -split-all-cold -split-eh`
 set -euo pipefail
 cd "$(dirname "$0")/.."
+builds_only=false
+if [ "${1:-}" = --builds-only ]; then builds_only=true; shift; fi
 . bench/layout-steps.sh
 layout_options "$@"
 llvm=/usr/lib/llvm-22/bin
@@ -70,6 +75,10 @@ build() { # NAME, extra compile and link flags
     || { tail -30 "build-$name.log"; exit 1; }
 }
 [ -x build-plain/gdb/gdb ] || build plain
+if $builds_only; then
+  [ -x build-instr/gdb/gdb ] || build instr "-fprofile-generate -ftemporal-profile"
+  exit 0
+fi
 size -A build-plain/gdb/gdb | awk '$1 == ".text" { printf "gdb: %.1f MB of code\n", $2 / 1e6 }'
 
 # 2. A program to debug, with debug information, and the two start-ups (no inferior is run:
