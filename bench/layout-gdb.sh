@@ -6,14 +6,16 @@
 # disassemble, print types and expressions), cold, at 128 KiB read-ahead; against lld 22's
 # balanced partitioning and BOLT 22, each trained on a. As root; needs deb-src entries, clang-22,
 # lld-22, llvm-22, bolt-22 and GDB's build dependencies (scripts/setup.sh --bench). The two
-# builds (plain, and instrumented for lld's profile) take about an hour each on two cores;
-# later runs reuse them and relink in a minute.
+# builds (plain, and instrumented for lld's profile) took 19 and 11 minutes on the project's
+# machine (2 cores) beside a CI run (beside heavier builds, compiles and orders took 100
+# minutes); later runs reuse them,
+# and the relinks, orders, peers and measurement take about five minutes.
 #
 #   bench/layout-gdb.sh [RUNS] [--measure-only]
 #     RUNS: cold runs per build on the emulated hdd (default 3); --measure-only: measure the
 #     builds an earlier run left (one stopped while measuring), making only those missing
 #   bench/layout-gdb.sh --builds-only
-#     only the two compiles (plain and instrumented), nothing measured: the two hours can run
+#     only the two compiles (plain and instrumented), nothing measured: the compiles can run
 #     beside other work, and a compile stopped midway goes on where it stopped next time
 #
 # Builds, each a relink of the same objects in build-plain (`rm gdb; make gdb`, the link through
